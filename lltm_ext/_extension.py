@@ -1,0 +1,81 @@
+"""Loading the compiled op modules (``lltm_ext._<op>``) with clear errors, and the build record."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from types import ModuleType
+from typing import Any
+
+import torch
+
+REBUILD_HINT = (
+    "Fix it by installing the lltm_ext wheel built for the installed torch and CUDA, or by "
+    "rebuilding lltm_ext against it: pip install --no-build-isolation --force-reinstall --no-deps "
+    "lltm_ext (from a source checkout: pip install --no-build-isolation -e .)."
+)
+
+
+def build_info() -> dict[str, Any] | None:
+    """What this build was made with (written by setup.py), or None for an unbuilt source tree."""
+    try:
+        from lltm_ext._build_info import BUILD_INFO
+    except ImportError:
+        return None
+    return dict(BUILD_INFO)
+
+
+def _major_minor(version: str) -> str:
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
+def compatibility_problems(info: dict[str, Any]) -> list[str]:
+    """How the running torch differs from the one the compiled modules were built against."""
+    problems = []
+    built, running = info["torch_version"], torch.__version__
+    if _major_minor(built) != _major_minor(running):
+        problems.append(f"torch {_major_minor(built)} (built) vs {_major_minor(running)} (installed)")
+    built_cuda, running_cuda = info.get("cuda_version"), torch.version.cuda
+    if built_cuda and running_cuda and built_cuda.split(".")[0] != running_cuda.split(".")[0]:
+        problems.append(f"CUDA {built_cuda} (built) vs CUDA {running_cuda} (installed torch)")
+    built_abi, running_abi = info.get("cxx11_abi"), bool(torch._C._GLIBCXX_USE_CXX11_ABI)
+    if built_abi is not None and built_abi != running_abi:
+        problems.append(f"C++11 ABI {int(built_abi)} (built) vs {int(running_abi)} (installed torch)")
+    return problems
+
+
+def check_torch_compatible() -> None:
+    """Raise ImportError, instead of a later `undefined symbol`, if torch is not the build's."""
+    info = build_info()
+    if info is None:
+        return
+    problems = compatibility_problems(info)
+    if problems:
+        cuda = f"CUDA {info['cuda_version']}" if info.get("cuda_version") else "CPU only"
+        raise ImportError(
+            f"lltm_ext {info['version']} was built for torch {info['torch_version']} ({cuda}), "
+            f"but torch {torch.__version__} is installed: " + "; ".join(problems) + ". "
+            + REBUILD_HINT
+        )
+
+
+@functools.cache
+def load_extension(op: str) -> ModuleType:
+    """The compiled module ``lltm_ext._<op>``; ImportError that says how to build it if missing."""
+    name = f"lltm_ext._{op}"
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != name:
+            raise
+        raise ImportError(
+            f"{name} is not built: lltm_ext's compiled modules are missing (an unbuilt source tree?). "
+            "Build them with: pip install --no-build-isolation -e ."
+        ) from exc
+    except ImportError as exc:
+        raise ImportError(f"{name} could not be loaded ({exc}). {REBUILD_HINT}") from exc
+
+
+def cuda_built(op: str) -> bool:
+    """Whether the op's compiled module has CUDA kernels."""
+    return bool(load_extension(op)._build_info()["cuda"])

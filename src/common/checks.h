@@ -1,0 +1,97 @@
+// Input checks shared by every op binding: each TORCH_CHECK names the argument and what it got.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <initializer_list>
+#include <sstream>
+#include <string>
+
+namespace lltm_ext {
+
+inline std::string describe(const at::Tensor& t) {
+  std::ostringstream os;
+  os << t.scalar_type() << " tensor of shape " << t.sizes() << " on " << t.device();
+  return os.str();
+}
+
+inline void check_defined(const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.defined(), "lltm_ext: `", name, "` must be a tensor, but got an undefined one.");
+}
+
+inline void check_floating(const at::Tensor& t, const char* name) {
+  TORCH_CHECK(at::isFloatingType(t.scalar_type()), "lltm_ext: `", name,
+              "` must have a floating-point dtype (float32, float64, float16 or bfloat16), but got a ",
+              describe(t), ".");
+}
+
+inline void check_contiguous(const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.is_contiguous(), "lltm_ext: `", name,
+              "` must be contiguous, but got a non-contiguous ", describe(t), " with strides ",
+              t.strides(), " (call .contiguous() first; the Python API does this for you).");
+}
+
+inline void check_device_type(const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.device().is_cpu() || t.device().is_cuda(), "lltm_ext: `", name,
+              "` must be on the CPU or a CUDA device, but got a ", describe(t), ".");
+}
+
+inline void check_dim(const at::Tensor& t, const char* name, int64_t dim) {
+  TORCH_CHECK(t.dim() == dim, "lltm_ext: `", name, "` must be ", dim, "-D, but got a ", describe(t),
+              ".");
+}
+
+// Expected sizes; -1 means any.
+inline void check_shape(const at::Tensor& t, const char* name, std::initializer_list<int64_t> shape) {
+  bool ok = t.dim() == static_cast<int64_t>(shape.size());
+  int64_t i = 0;
+  for (int64_t s : shape) {
+    ok = ok && (s < 0 || t.size(i) == s);
+    ++i;
+  }
+  if (!ok) {
+    std::ostringstream want;
+    want << "[";
+    i = 0;
+    for (int64_t s : shape) {
+      want << (i++ ? ", " : "") << (s < 0 ? std::string("*") : std::to_string(s));
+    }
+    want << "]";
+    TORCH_CHECK(false, "lltm_ext: `", name, "` must have shape ", want.str(), ", but got a ",
+                describe(t), ".");
+  }
+}
+
+inline void check_same_device(const at::Tensor& t, const char* name, const at::Tensor& ref,
+                              const char* ref_name) {
+  TORCH_CHECK(t.device() == ref.device(), "lltm_ext: all tensors must be on one device, but `",
+              name, "` is on ", t.device(), " and `", ref_name, "` is on ", ref.device(), ".");
+}
+
+inline void check_same_dtype(const at::Tensor& t, const char* name, const at::Tensor& ref,
+                             const char* ref_name) {
+  TORCH_CHECK(t.scalar_type() == ref.scalar_type(), "lltm_ext: all tensors must have one dtype, but `",
+              name, "` is ", t.scalar_type(), " and `", ref_name, "` is ", ref.scalar_type(), ".");
+}
+
+// A tensor argument every kernel can read: defined, floating, contiguous, on CPU or CUDA.
+inline void check_input(const at::Tensor& t, const char* name) {
+  check_defined(t, name);
+  check_device_type(t, name);
+  check_floating(t, name);
+  check_contiguous(t, name);
+}
+
+// Same device and dtype as the reference argument.
+inline void check_like(const at::Tensor& t, const char* name, const at::Tensor& ref,
+                       const char* ref_name) {
+  check_same_device(t, name, ref, ref_name);
+  check_same_dtype(t, name, ref, ref_name);
+}
+
+}  // namespace lltm_ext
+
+#define CHECK_INPUT(x) ::lltm_ext::check_input(x, #x)
+#define CHECK_DIM(x, d) ::lltm_ext::check_dim(x, #x, d)
+#define CHECK_SHAPE(x, ...) ::lltm_ext::check_shape(x, #x, {__VA_ARGS__})
+#define CHECK_LIKE(x, ref) ::lltm_ext::check_like(x, #x, ref, #ref)

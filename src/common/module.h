@@ -1,0 +1,56 @@
+// Pieces every op binding shares: dispatch macros, the CPU-only-build error, build info for Python.
+#pragma once
+
+#include <torch/extension.h>
+
+#include <string>
+
+#include "common/checks.h"
+#include "common/dispatch.h"
+
+#define LLTM_EXT_STR_(...) #__VA_ARGS__
+#define LLTM_EXT_STR(...) LLTM_EXT_STR_(__VA_ARGS__)
+
+namespace lltm_ext {
+
+constexpr bool kBuiltWithCuda =
+#ifdef WITH_CUDA
+    true;
+#else
+    false;
+#endif
+
+// Raised when a CUDA tensor reaches an op whose CUDA kernels were not compiled.
+[[noreturn]] inline void fail_not_compiled_with_cuda(const char* op) {
+  TORCH_CHECK(false, "lltm_ext.", op,
+              " got CUDA tensors, but this lltm_ext build has no CUDA kernels (it was built "
+              "without CUDA support). Rebuild it where nvcc and a CUDA build of torch are "
+              "installed: LLTM_EXT_CUDA=1 pip install --no-build-isolation --force-reinstall "
+              "--no-deps lltm_ext (or install a CUDA wheel of lltm_ext).");
+  __builtin_unreachable();
+}
+
+// Fails before any work when `t` is a CUDA tensor and this build has no CUDA kernels.
+inline void check_backend(const at::Tensor& t, const char* op) {
+  if (t.is_cuda() && !kBuiltWithCuda) {
+    fail_not_compiled_with_cuda(op);
+  }
+}
+
+// `_build_info()`: what this module was compiled with, read by `python -m lltm_ext info`.
+inline void bind_build_info(pybind11::module_& m) {
+  m.def("_build_info", [] {
+    pybind11::dict info;
+    info["op"] = LLTM_EXT_STR(LLTM_EXT_OP);
+    info["cuda"] = kBuiltWithCuda;
+#ifdef WITH_CUDA
+    info["cuda_targets"] = std::string(LLTM_EXT_STR(LLTM_EXT_CUDA_ARCHS));
+#else
+    info["cuda_targets"] = std::string();
+#endif
+    info["torch_version"] = std::string(TORCH_VERSION);
+    return info;
+  }, "What this module was compiled with: op name, CUDA kernels or not, and their targets.");
+}
+
+}  // namespace lltm_ext

@@ -1,0 +1,122 @@
+// Python binding of the LLTM cell: input checks, CPU/CUDA dispatch, and the matrix products (ATen).
+#include "lltm/lltm.h"
+
+#include "common/module.h"
+
+namespace lltm_ext::lltm {
+namespace {
+
+// Forward: X = [old_h, input]; gates = X W^T + b; fused gate math.
+// Returns {new_h, new_cell, input_gate, output_gate, candidate_cell, X}; the last four are what
+// backward needs.
+std::vector<at::Tensor> forward(const at::Tensor& input, const at::Tensor& weights,
+                                const at::Tensor& bias, const at::Tensor& old_h,
+                                const at::Tensor& old_cell) {
+  CHECK_INPUT(input);
+  CHECK_INPUT(weights);
+  CHECK_INPUT(bias);
+  CHECK_INPUT(old_h);
+  CHECK_INPUT(old_cell);
+  CHECK_LIKE(weights, input);
+  CHECK_LIKE(bias, input);
+  CHECK_LIKE(old_h, input);
+  CHECK_LIKE(old_cell, input);
+  check_backend(input, "lltm");
+  CHECK_DIM(input, 2);
+  CHECK_DIM(old_h, 2);
+  const int64_t batch = input.size(0);
+  const int64_t features = input.size(1);
+  const int64_t state = old_h.size(1);
+  CHECK_SHAPE(old_h, batch, state);
+  CHECK_SHAPE(old_cell, batch, state);
+  CHECK_SHAPE(weights, 3 * state, state + features);
+  TORCH_CHECK(bias.numel() == 3 * state && (bias.dim() == 1 || (bias.dim() == 2 && bias.size(0) == 1)),
+              "lltm_ext: `bias` must have shape [", 3 * state, "] or [1, ", 3 * state,
+              "] (3 * state_size), but got a ", describe(bias), ".");
+
+  const at::Tensor X = at::cat({old_h, input}, /*dim=*/1);
+  const at::Tensor gates = at::addmm(bias.reshape({3 * state}), X, weights.t());
+  at::Tensor new_h = at::empty_like(old_cell);
+  at::Tensor new_cell = at::empty_like(old_cell);
+  at::Tensor input_gate = at::empty_like(old_cell);
+  at::Tensor output_gate = at::empty_like(old_cell);
+  at::Tensor candidate_cell = at::empty_like(old_cell);
+  if (input.is_cuda()) {
+#ifdef WITH_CUDA
+    forward_gates_cuda(gates, old_cell, new_h, new_cell, input_gate, output_gate, candidate_cell);
+#endif
+  } else {
+    forward_gates_cpu(gates, old_cell, new_h, new_cell, input_gate, output_gate, candidate_cell);
+  }
+  return {new_h, new_cell, input_gate, output_gate, candidate_cell, X};
+}
+
+// Backward from the saved forward values. Returns {d_old_h, d_input, d_weights, d_bias, d_old_cell};
+// d_bias is 1-D (3 * state_size,).
+std::vector<at::Tensor> backward(const at::Tensor& grad_h, const at::Tensor& grad_cell,
+                                 const at::Tensor& new_cell, const at::Tensor& input_gate,
+                                 const at::Tensor& output_gate, const at::Tensor& candidate_cell,
+                                 const at::Tensor& X, const at::Tensor& weights) {
+  CHECK_INPUT(grad_h);
+  CHECK_INPUT(grad_cell);
+  CHECK_INPUT(new_cell);
+  CHECK_INPUT(input_gate);
+  CHECK_INPUT(output_gate);
+  CHECK_INPUT(candidate_cell);
+  CHECK_INPUT(X);
+  CHECK_INPUT(weights);
+  CHECK_LIKE(grad_h, new_cell);
+  CHECK_LIKE(grad_cell, new_cell);
+  CHECK_LIKE(input_gate, new_cell);
+  CHECK_LIKE(output_gate, new_cell);
+  CHECK_LIKE(candidate_cell, new_cell);
+  CHECK_LIKE(X, new_cell);
+  CHECK_LIKE(weights, new_cell);
+  check_backend(new_cell, "lltm");
+  CHECK_DIM(new_cell, 2);
+  CHECK_DIM(X, 2);
+  const int64_t batch = new_cell.size(0);
+  const int64_t state = new_cell.size(1);
+  const int64_t features = X.size(1) - state;
+  TORCH_CHECK(features >= 0, "lltm_ext: `X` must have at least state_size (", state,
+              ") columns, but got a ", describe(X), ".");
+  CHECK_SHAPE(grad_h, batch, state);
+  CHECK_SHAPE(grad_cell, batch, state);
+  CHECK_SHAPE(input_gate, batch, state);
+  CHECK_SHAPE(output_gate, batch, state);
+  CHECK_SHAPE(candidate_cell, batch, state);
+  CHECK_SHAPE(X, batch, state + features);
+  CHECK_SHAPE(weights, 3 * state, state + features);
+
+  at::Tensor d_gates = at::empty({batch, 3 * state}, new_cell.options());
+  at::Tensor d_old_cell = at::empty_like(new_cell);
+  if (new_cell.is_cuda()) {
+#ifdef WITH_CUDA
+    backward_gates_cuda(grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell,
+                        d_gates, d_old_cell);
+#endif
+  } else {
+    backward_gates_cpu(grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell,
+                       d_gates, d_old_cell);
+  }
+  at::Tensor d_weights = at::mm(d_gates.t(), X);
+  at::Tensor d_bias = d_gates.sum(/*dim=*/0);
+  // Two products against column blocks of W (strided views, no copies) instead of one product
+  // and two slices, so that the outputs do not alias each other.
+  at::Tensor d_old_h = at::mm(d_gates, weights.narrow(1, 0, state));
+  at::Tensor d_input = at::mm(d_gates, weights.narrow(1, state, features));
+  return {d_old_h, d_input, d_weights, d_bias, d_old_cell};
+}
+
+}  // namespace
+}  // namespace lltm_ext::lltm
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "LLTM cell (fused gate kernels; matrix products through ATen).";
+  m.def("forward", &lltm_ext::lltm::forward, "LLTM forward", py::arg("input"), py::arg("weights"),
+        py::arg("bias"), py::arg("old_h"), py::arg("old_cell"));
+  m.def("backward", &lltm_ext::lltm::backward, "LLTM backward", py::arg("grad_h"),
+        py::arg("grad_cell"), py::arg("new_cell"), py::arg("input_gate"), py::arg("output_gate"),
+        py::arg("candidate_cell"), py::arg("X"), py::arg("weights"));
+  lltm_ext::bind_build_info(m);
+}

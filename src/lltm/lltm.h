@@ -1,0 +1,81 @@
+// The LLTM cell's per-element gate math (shared by the CPU and CUDA kernels) and kernel entry points.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "common/dispatch.h"
+
+namespace lltm_ext::lltm {
+
+LLTM_EXT_HD float exp_(float x) { return expf(x); }
+LLTM_EXT_HD double exp_(double x) { return exp(x); }
+LLTM_EXT_HD float expm1_(float x) { return expm1f(x); }
+LLTM_EXT_HD double expm1_(double x) { return expm1(x); }
+LLTM_EXT_HD float tanh_(float x) { return tanhf(x); }
+LLTM_EXT_HD double tanh_(double x) { return tanh(x); }
+
+// 1 / (1 + e^-x): for x -> -inf, e^-x -> inf and the result -> 0, never NaN.
+template <typename T>
+LLTM_EXT_HD T sigmoid_(T x) {
+  return T(1) / (T(1) + exp_(-x));
+}
+
+template <typename T>
+struct ForwardElement {
+  T new_h, new_cell, input_gate, output_gate, candidate_cell;
+};
+
+// Gate pre-activations (z_i, z_o, z_c) and the old cell state -> the cell's outputs.
+template <typename T>
+LLTM_EXT_HD ForwardElement<T> forward_element(T z_i, T z_o, T z_c, T old_cell) {
+  ForwardElement<T> r;
+  r.input_gate = sigmoid_(z_i);
+  r.output_gate = sigmoid_(z_o);
+  r.candidate_cell = z_c > T(0) ? z_c : expm1_(z_c);  // ELU, alpha = 1
+  r.new_cell = old_cell + r.candidate_cell * r.input_gate;
+  r.new_h = tanh_(r.new_cell) * r.output_gate;
+  return r;
+}
+
+template <typename T>
+struct BackwardElement {
+  T d_old_cell, d_z_i, d_z_o, d_z_c;
+};
+
+// Gradients of the gate pre-activations and of old_cell, from the saved forward values.
+// sigmoid' = s (1 - s); ELU' = 1 for z > 0, else e^z = candidate + 1 (what torch's ELU uses at 0).
+template <typename T>
+LLTM_EXT_HD BackwardElement<T> backward_element(T grad_h, T grad_cell, T new_cell, T input_gate,
+                                                T output_gate, T candidate_cell) {
+  const T t = tanh_(new_cell);
+  const T d_new_cell = (T(1) - t * t) * output_gate * grad_h + grad_cell;
+  const T d_elu = candidate_cell > T(0) ? T(1) : candidate_cell + T(1);
+  BackwardElement<T> r;
+  r.d_old_cell = d_new_cell;
+  r.d_z_i = candidate_cell * d_new_cell * input_gate * (T(1) - input_gate);
+  r.d_z_o = t * grad_h * output_gate * (T(1) - output_gate);
+  r.d_z_c = input_gate * d_new_cell * d_elu;
+  return r;
+}
+
+// gates (B, 3S) -> new_h, new_cell, input_gate, output_gate, candidate_cell (B, S), all written.
+void forward_gates_cpu(const at::Tensor& gates, const at::Tensor& old_cell, const at::Tensor& new_h,
+                       const at::Tensor& new_cell, const at::Tensor& input_gate,
+                       const at::Tensor& output_gate, const at::Tensor& candidate_cell);
+void forward_gates_cuda(const at::Tensor& gates, const at::Tensor& old_cell, const at::Tensor& new_h,
+                        const at::Tensor& new_cell, const at::Tensor& input_gate,
+                        const at::Tensor& output_gate, const at::Tensor& candidate_cell);
+
+// (B, S) saved values and incoming gradients -> d_gates (B, 3S) and d_old_cell (B, S), all written.
+void backward_gates_cpu(const at::Tensor& grad_h, const at::Tensor& grad_cell,
+                        const at::Tensor& new_cell, const at::Tensor& input_gate,
+                        const at::Tensor& output_gate, const at::Tensor& candidate_cell,
+                        const at::Tensor& d_gates, const at::Tensor& d_old_cell);
+void backward_gates_cuda(const at::Tensor& grad_h, const at::Tensor& grad_cell,
+                         const at::Tensor& new_cell, const at::Tensor& input_gate,
+                         const at::Tensor& output_gate, const at::Tensor& candidate_cell,
+                         const at::Tensor& d_gates, const at::Tensor& d_old_cell);
+
+}  // namespace lltm_ext::lltm
