@@ -220,3 +220,64 @@ class LLTM(nn.Module):
 
     def extra_repr(self) -> str:
         return f"input_features={self.input_features}, state_size={self.state_size}"
+
+
+def lltm_reference(
+    input: Tensor, weights: Tensor, bias: Tensor, old_h: Tensor, old_cell: Tensor
+) -> tuple[Tensor, Tensor]:
+    """The tutorial's pure-PyTorch LLTM (a chain of ATen ops): the reference for tests and bench."""
+    X = torch.cat([old_h, input], dim=1)
+    gates = torch.nn.functional.linear(X, weights, bias.reshape(-1)).chunk(3, dim=1)
+    input_gate = torch.sigmoid(gates[0])
+    output_gate = torch.sigmoid(gates[1])
+    candidate_cell = torch.nn.functional.elu(gates[2])
+    new_cell = old_cell + candidate_cell * input_gate
+    new_h = torch.tanh(new_cell) * output_gate
+    return new_h, new_cell
+
+
+def benchmarks(device: torch.device, quick: bool) -> list:
+    """lltm_ext.lltm vs the pure-PyTorch LLTM, forward and forward+backward (float32)."""
+    from lltm_ext._bench import BenchCase
+
+    sizes = [(16, 32, 128)]  # the tutorial's (batch, features, state)
+    sizes.append((4096, 1024, 1024) if device.type == "cuda" else (256, 256, 256))
+    cases = []
+    for batch, features, state in sizes[:1] if quick else sizes:
+        gen = torch.Generator(device="cpu").manual_seed(0)
+
+        def rand(*shape, scale=1.0):
+            t = torch.randn(*shape, generator=gen) * scale
+            return t.to(device).requires_grad_()
+
+        stdv = 1.0 / math.sqrt(state)
+        args = (
+            rand(batch, features),
+            rand(3 * state, features + state, scale=stdv),
+            rand(3 * state, scale=stdv),
+            rand(batch, state),
+            rand(batch, state),
+        )
+        grads = (torch.randn(batch, state, device=device), torch.randn(batch, state, device=device))
+        size = f"B={batch} I={features} S={state}"
+
+        def fwd(fn=None):
+            with torch.no_grad():
+                return fn(*args)
+
+        def fwd_bwd(fn=None):
+            return torch.autograd.grad(fn(*args), args, grads)
+
+        for case, run in (("forward", fwd), ("forward+backward", fwd_bwd)):
+            cases.append(
+                BenchCase(
+                    op="lltm",
+                    case=case,
+                    dtype=torch.float32,
+                    size=size,
+                    ours=lambda run=run: run(lltm),
+                    ref=lambda run=run: run(lltm_reference),
+                    ref_name="pure-PyTorch LLTM",
+                )
+            )
+    return cases

@@ -1,0 +1,207 @@
+"""LLTM op: values and all five gradients vs a float64 pure-PyTorch reference, on every device and
+dtype; gradcheck, opcheck, torch.compile, the nn.Module, and errors for bad input."""
+
+import math
+
+import pytest
+import torch
+from helpers import assert_close, device_dtypes, devices
+
+import lltm_ext
+from lltm_ext._extension import cuda_built
+from lltm_ext.ops.lltm import lltm_backward, lltm_forward, lltm_reference
+
+SIZES = [(8, 12, 16), (5, 3, 7), (1, 1, 1), (0, 4, 6), (3, 0, 5), (33, 64, 130)]
+
+
+def make_args(batch, features, state, device, dtype, bias_2d=False):
+    """Random (input, weights, bias, old_h, old_cell) requiring grad; weights scaled as in LLTM."""
+    stdv = 1.0 / math.sqrt(max(state, 1))
+    bias_shape = (1, 3 * state) if bias_2d else (3 * state,)
+    tensors = [
+        torch.randn(batch, features),
+        torch.rand(3 * state, features + state) * 2 * stdv - stdv,
+        torch.rand(bias_shape) * 2 * stdv - stdv,
+        torch.randn(batch, state),
+        torch.randn(batch, state),
+    ]
+    return [t.to(device=device, dtype=dtype).requires_grad_() for t in tensors]
+
+
+def reference_with_grads(args, grads):
+    """Outputs and the five gradients of the pure-PyTorch LLTM in float64 on the CPU."""
+    ref_args = [a.detach().cpu().double().requires_grad_() for a in args]
+    outs = lltm_reference(*ref_args)
+    d = torch.autograd.grad(outs, ref_args, [g.cpu().double() for g in grads])
+    return outs, d
+
+
+@pytest.mark.parametrize("device,dtype", device_dtypes())
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("bias_2d", [False, True], ids=["bias1d", "bias2d"])
+def test_matches_reference(device, dtype, size, bias_2d):
+    args = make_args(*size, device, dtype, bias_2d)
+    new_h, new_cell = lltm_ext.lltm(*args)
+    assert new_h.dtype == dtype and new_h.device.type == device
+    grads = [torch.randn_like(new_h), torch.randn_like(new_cell)]
+    ours = torch.autograd.grad((new_h, new_cell), args, grads)
+    (ref_h, ref_c), ref_grads = reference_with_grads(args, grads)
+    # Low precision: the products run in `dtype` (accumulated in float), so allow a few roundings
+    # per reduction over S + I (forward) or B (weight gradients).
+    scale = 1.0 if dtype in (torch.float32, torch.float64) else 2.0
+    assert_close(new_h, ref_h, dtype, scale)
+    assert_close(new_cell, ref_c, dtype, scale)
+    for name, got, want, arg in zip(
+        ["input", "weights", "bias", "old_h", "old_cell"], ours, ref_grads, args
+    ):
+        assert got.shape == arg.shape, name
+        assert got.dtype == dtype, name
+        assert_close(got, want, dtype, scale * 4)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_gradcheck_float64(device):
+    args = make_args(4, 5, 6, device, torch.float64)
+    assert torch.autograd.gradcheck(lltm_ext.lltm, args)
+    assert torch.autograd.gradcheck(lltm_ext.LLTMFunction.apply, make_args(3, 2, 4, device, torch.float64, True))
+
+
+@pytest.mark.parametrize("device", devices())
+def test_gates_at_extremes(device):
+    """Saturated gates stay finite; ELU's gradient at z == 0 is torch's (1)."""
+    args = make_args(2, 3, 4, device, torch.float32)
+    with torch.no_grad():
+        args[2].copy_(torch.tensor([1000.0, -1000.0, 0.0, 0.0] * 3))
+    new_h, new_cell = lltm_ext.lltm(*args)
+    assert torch.isfinite(new_h).all() and torch.isfinite(new_cell).all()
+    grads = [torch.ones_like(new_h), torch.ones_like(new_cell)]
+    ours = torch.autograd.grad((new_h, new_cell), args, grads)
+    _, ref = reference_with_grads(args, grads)
+    for got, want in zip(ours, ref):
+        assert torch.isfinite(got).all()
+        assert_close(got, want, torch.float32, 4)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_non_contiguous_inputs(device):
+    args = make_args(6, 5, 4, device, torch.float64)
+    # Same values, transposed storage.
+    nc = [a.detach().t().contiguous().t().requires_grad_() if a.dim() == 2 else a for a in args]
+    assert not nc[0].is_contiguous()
+    outs = lltm_ext.lltm(*nc)
+    (ref_h, ref_c), _ = reference_with_grads(args, [torch.zeros_like(o) for o in outs])
+    assert_close(outs[0], ref_h, torch.float64)
+    assert_close(outs[1], ref_c, torch.float64)
+    grads = torch.autograd.grad(outs, nc, [torch.ones_like(o) for o in outs])
+    for g, a in zip(grads, nc):
+        assert g.shape == a.shape
+
+
+@pytest.mark.parametrize("device", devices())
+def test_opcheck(device):
+    args = [a.detach() for a in make_args(4, 3, 5, device, torch.float32)]
+    torch.library.opcheck(lltm_forward, args)
+    outs = lltm_forward(*args)
+    new_cell, ig, og, cc, X = outs[1:]
+    grads = [torch.randn_like(new_cell), torch.randn_like(new_cell)]
+    torch.library.opcheck(lltm_backward, [*grads, new_cell, ig, og, cc, X, args[1]])
+    # The op is differentiable by itself too (register_autograd).
+    torch.library.opcheck(lltm_forward, make_args(4, 3, 5, device, torch.float64))
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_torch_compile_fullgraph(device, backend):
+    torch._dynamo.reset()
+    args = make_args(4, 3, 5, device, torch.float32)
+
+    def step(input, weights, bias, old_h, old_cell):
+        h, c = lltm_ext.lltm(input, weights, bias, old_h, old_cell)
+        return (h * 2 + c).sum()
+
+    compiled = torch.compile(step, fullgraph=True, backend=backend)
+    loss = compiled(*args)
+    grads = torch.autograd.grad(loss, args)
+    ref_loss = step(*args)
+    ref_grads = torch.autograd.grad(ref_loss, args)
+    torch.testing.assert_close(loss, ref_loss)
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_module(device):
+    cell = lltm_ext.LLTM(7, 9).to(device)
+    assert cell.weights.shape == (27, 16) and cell.bias.shape == (27,)
+    bound = 1 / math.sqrt(9)
+    assert all(p.abs().max() <= bound for p in cell.parameters())
+    x = torch.randn(4, 7, device=device)
+    h, c = torch.randn(4, 9, device=device), torch.randn(4, 9, device=device)
+    new_h, new_cell = cell(x, (h, c))
+    ref_h, ref_c = lltm_reference(x, cell.weights, cell.bias, h, c)
+    torch.testing.assert_close(new_h, ref_h)
+    torch.testing.assert_close(new_cell, ref_c)
+    (new_h.sum() + new_cell.sum()).backward()
+    assert cell.weights.grad is not None and cell.bias.grad.shape == (27,)
+    assert "input_features=7, state_size=9" in repr(cell)
+
+
+def test_bad_inputs():
+    good = [a.detach() for a in make_args(4, 3, 5, "cpu", torch.float32)]
+
+    def call(**changes):
+        names = ["input", "weights", "bias", "old_h", "old_cell"]
+        args = [changes.get(n, a) for n, a in zip(names, good)]
+        return lltm_ext.lltm(*args)
+
+    with pytest.raises(RuntimeError, match=r"`weights` must have shape \[15, 8\].*\[15, 7\]"):
+        call(weights=torch.randn(15, 7))
+    with pytest.raises(RuntimeError, match=r"`old_cell` must have shape \[4, 5\]"):
+        call(old_cell=torch.randn(4, 6))
+    with pytest.raises(RuntimeError, match=r"`bias` must have shape \[15\] or \[1, 15\]"):
+        call(bias=torch.randn(2, 15))
+    with pytest.raises(RuntimeError, match=r"`input` must be 2-D"):
+        call(input=torch.randn(4, 3, 1))
+    with pytest.raises(RuntimeError, match="one dtype.*`weights` is Double"):
+        call(weights=good[1].double())
+    with pytest.raises(RuntimeError, match="`input` must have a floating-point dtype.*Int"):
+        lltm_ext.lltm(*[a.to(torch.int32) for a in good])
+    ext = lltm_ext._extension.load_extension("lltm")
+    with pytest.raises(RuntimeError, match="`input` must be contiguous"):
+        ext.forward(torch.randn(3, 4).t(), *good[1:])
+
+
+@pytest.mark.cuda
+def test_mixed_devices():
+    good = [a.detach() for a in make_args(4, 3, 5, "cuda", torch.float32)]
+    with pytest.raises(RuntimeError, match="one device.*`weights` is on cpu.*`input` is on cuda"):
+        lltm_ext.lltm(good[0], good[1].cpu(), *good[2:])
+    # Gradients arriving on another device than the saved tensors.
+    ext = lltm_ext._extension.load_extension("lltm")
+    outs = ext.forward(*good)
+    with pytest.raises(RuntimeError, match="one device"):
+        ext.backward(outs[0].cpu(), outs[1], *outs[1:6], good[1])
+
+
+@pytest.mark.cuda
+def test_cuda_tensor_on_cpu_only_build():
+    """Run against a CPU-only build (LLTM_EXT_CUDA=0) on a GPU machine: a clear error."""
+    if cuda_built("lltm"):
+        pytest.skip("this build has CUDA kernels; scripts/gpu_check.sh runs this on a CPU-only build")
+    args = [a.detach() for a in make_args(2, 3, 4, "cuda", torch.float32)]
+    with pytest.raises(RuntimeError, match="built without CUDA support.*LLTM_EXT_CUDA=1"):
+        lltm_ext.lltm(*args)
+
+
+@pytest.mark.cuda
+def test_cuda_uses_current_stream_and_device_guard():
+    """Work goes on the current stream; a tensor on device 0 works while another stream is set."""
+    args = [a.detach() for a in make_args(64, 32, 128, "cuda", torch.float32)]
+    expected = lltm_ext.lltm(*args)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        got = lltm_ext.lltm(*args)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.testing.assert_close(got[0], expected[0])
+    torch.testing.assert_close(got[1], expected[1])
