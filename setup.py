@@ -10,6 +10,9 @@ Knobs (environment variables):
   MAX_JOBS               parallel compile jobs (default: what free memory and cores allow)
   NVCC_THREADS           nvcc --threads per CUDA file (default: likewise)
   LLTM_EXT_DEBUG         1: -O0 -g (and -G -lineinfo for CUDA) instead of -O3 without debug info
+  LLTM_EXT_CPU_TWIN      auto | 1 | 0: in CUDA builds, also build lltm_ext._<op>_cpu (no CUDA
+                         libraries linked) so the package works under a CPU-only torch; auto: yes,
+                         except for in-place/editable development builds
   LLTM_EXT_OPS           comma-separated op folders to build (default: all), for quick dev builds
   LLTM_EXT_VERSION_SUFFIX auto | none | <label>: local version label (default: auto, except when
                          building from an unpacked sdist, which keeps the sdist's version)
@@ -61,7 +64,11 @@ def cuda_mode() -> str:
 
 
 def _has_cudart(home: Path) -> bool:
-    libdirs = [home / "lib64", home / "lib", home / "targets" / f"{platform.machine()}-linux" / "lib"]
+    libdirs = [
+        home / "lib64",
+        home / "lib",
+        home / "targets" / f"{platform.machine()}-linux" / "lib",
+    ]
     return any((d / "libcudart.so").exists() for d in libdirs)
 
 
@@ -85,7 +92,9 @@ def _nvcc_top(nvcc: str) -> Path | None:
 
 def find_cuda_home() -> Path | None:
     """A CUDA toolkit folder with bin/nvcc and libcudart.so, or None."""
-    candidates: list[Path] = [Path(os.environ[v]) for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    candidates: list[Path] = [
+        Path(os.environ[v]) for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)
+    ]
     nvcc = shutil.which("nvcc")
     if nvcc:
         top = _nvcc_top(nvcc)
@@ -102,7 +111,9 @@ def find_cuda_home() -> Path | None:
 
 def nvcc_version(home: Path) -> str | None:
     try:
-        out = subprocess.run([str(home / "bin" / "nvcc"), "--version"], capture_output=True, text=True)
+        out = subprocess.run(
+            [str(home / "bin" / "nvcc"), "--version"], capture_output=True, text=True
+        )
     except OSError:
         return None
     match = re.search(r"release (\d+\.\d+)", out.stdout)
@@ -149,7 +160,10 @@ def parse_arch_list(value: str) -> list[str]:
         base = item[: -len("+PTX")] if ptx else item
         for arch in named.get(base, base).split(";"):
             if not re.fullmatch(r"\d+\.\d+[af]?", arch):
-                fail(f"TORCH_CUDA_ARCH_LIST: cannot read {item!r} (expected entries like 8.0, 9.0a, 9.0+PTX).")
+                fail(
+                    f"TORCH_CUDA_ARCH_LIST: cannot read {item!r} "
+                    "(expected entries like 8.0, 9.0a, 9.0+PTX)."
+                )
             num = arch.replace(".", "")
             out.append(f"sm_{num}")
             if ptx:
@@ -217,7 +231,9 @@ def decide_cuda() -> bool:
     if TORCH_CUDA is None:
         problems.append(f"the installed torch {torch.__version__} is a CPU-only build")
     if CUDA_HOME is None:
-        problems.append("no CUDA toolkit was found (nvcc with libcudart; set CUDA_HOME to its folder)")
+        problems.append(
+            "no CUDA toolkit was found (nvcc with libcudart; set CUDA_HOME to its folder)"
+        )
     elif NVCC_VERSION is None:
         problems.append(f"{CUDA_HOME}/bin/nvcc did not report its version")
     if not problems and NVCC_VERSION.split(".")[0] != TORCH_CUDA.split(".")[0]:
@@ -229,7 +245,8 @@ def decide_cuda() -> bool:
         if MODE == "1":
             fail(
                 "LLTM_EXT_CUDA=1 asks for CUDA kernels, but " + "; and ".join(problems) + ".\n"
-                "Install a CUDA build of torch whose CUDA major version matches the toolkit, or build "
+                "Install a CUDA build of torch whose CUDA major version matches the toolkit, or "
+                "build "
                 "CPU-only with LLTM_EXT_CUDA=0."
             )
         log("building CPU kernels only, because " + "; and ".join(problems) + ".")
@@ -287,16 +304,28 @@ def discover_ops() -> list[str]:
     return [o for o in ops if o in wanted] if wanted else ops
 
 
-def make_extension(op: str):
+DEV_BUILD = any(a in ("develop", "editable_wheel", "--inplace", "-i") for a in sys.argv[1:])
+
+
+def want_cpu_twin() -> bool:
+    raw = os.environ.get("LLTM_EXT_CPU_TWIN", "auto").strip().lower()
+    if raw not in ("auto", "1", "0"):
+        fail(f"LLTM_EXT_CPU_TWIN must be auto, 1 or 0; got {raw!r}.")
+    return WITH_CUDA and (raw == "1" or (raw == "auto" and not DEV_BUILD))
+
+
+def make_extension(op: str, force_cpu: bool = False):
     folder = SRC / op
-    sources = [folder / f"{op}.cpp"] + sorted(p for p in folder.glob("*.cpp") if p.name != f"{op}.cpp")
+    sources = [folder / f"{op}.cpp"] + sorted(
+        p for p in folder.glob("*.cpp") if p.name != f"{op}.cpp"
+    )
     cu_sources = sorted(folder.glob("*.cu"))
-    with_cuda = WITH_CUDA and bool(cu_sources)
+    with_cuda = WITH_CUDA and bool(cu_sources) and not force_cpu
     cxx = ["-O0", "-g"] if DEBUG else ["-O3", "-g0"]
     macros = [("LLTM_EXT_OP", op)]
     link = [] if DEBUG else ["-Wl,--strip-debug"]
     kwargs = dict(
-        name=f"{PACKAGE}._{op}",
+        name=f"{PACKAGE}._{op}" + ("_cpu" if force_cpu else ""),
         include_dirs=[str(SRC)],
         extra_link_args=link,
     )
@@ -320,7 +349,10 @@ def make_extension(op: str):
 
 
 OPS = discover_ops()
+CUDA_OPS = [op for op in OPS if WITH_CUDA and any((SRC / op).glob("*.cu"))]
+CPU_TWINS = CUDA_OPS if want_cpu_twin() else []
 EXTENSIONS = [] if IS_SDIST else [make_extension(op) for op in OPS]
+EXTENSIONS += [make_extension(op, force_cpu=True) for op in CPU_TWINS if not IS_SDIST]
 
 
 def write_build_info() -> None:
@@ -337,7 +369,7 @@ def write_build_info() -> None:
         "compiler": compiler_version(),
         "python": platform.python_version(),
         "debug": DEBUG,
-        "ops": {op: {"cuda": WITH_CUDA and any((SRC / op).glob("*.cu"))} for op in OPS},
+        "ops": {op: {"cuda": op in CUDA_OPS, "cpu_twin": op in CPU_TWINS} for op in OPS},
     }
     text = '"""Written by setup.py at build time: what this build of lltm_ext was made with."""\n\n'
     text += f"BUILD_INFO = {info!r}\n"
@@ -361,6 +393,8 @@ setup(
     package_data={PACKAGE: ["py.typed"]},
     ext_modules=EXTENSIONS,
     install_requires=install_requires(),
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=shutil.which("ninja") is not None)},
+    cmdclass={
+        "build_ext": BuildExtension.with_options(use_ninja=shutil.which("ninja") is not None)
+    },
     zip_safe=False,
 )

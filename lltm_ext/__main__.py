@@ -22,7 +22,9 @@ def _info(args: argparse.Namespace) -> int:
         "python": platform.python_version(),
         "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
         "gpus": [
-            f"{torch.cuda.get_device_name(i)} (sm_{''.join(map(str, torch.cuda.get_device_capability(i)))})"
+            "{} (sm_{}{})".format(
+                torch.cuda.get_device_name(i), *torch.cuda.get_device_capability(i)
+            )
             for i in range(torch.cuda.device_count())
         ]
         if torch.cuda.is_available()
@@ -30,20 +32,32 @@ def _info(args: argparse.Namespace) -> int:
     }
     ops = {}
     for op in MODULES:
+        built_op = built.get("ops", {}).get(op, {})
         try:
-            ops[op] = dict(load_extension(op)._build_info(), loaded=True)
+            module = load_extension(op)
+            ops[op] = dict(
+                module._build_info(),
+                loaded=module.__name__,
+                cpu_twin=built_op.get("cpu_twin", False),
+            )
         except ImportError as exc:
-            ops[op] = {"loaded": False, "error": str(exc)}
+            ops[op] = {"loaded": None, "error": str(exc)}
     if args.json:
-        json.dump({"version": lltm_ext.__version__, "built": built, "running": running, "ops": ops},
-                  sys.stdout, indent=2)
+        json.dump(
+            {"version": lltm_ext.__version__, "built": built, "running": running, "ops": ops},
+            sys.stdout,
+            indent=2,
+        )
         print()
         return 0
     print(f"lltm_ext {lltm_ext.__version__}")
     rows = [
         ("torch", built.get("torch_version"), running["torch_version"]),
-        ("CUDA", built.get("cuda_version") or "none (CPU-only build)",
-         running["torch_cuda"] or "none (CPU-only torch)"),
+        (
+            "CUDA",
+            built.get("cuda_version") or "none (CPU-only build)",
+            running["torch_cuda"] or "none (CPU-only torch)",
+        ),
         ("Python", built.get("python"), running["python"]),
         ("C++11 ABI", built.get("cxx11_abi"), running["cxx11_abi"]),
         ("compiler", built.get("compiler"), ""),
@@ -54,13 +68,19 @@ def _info(args: argparse.Namespace) -> int:
     for name, b, r in rows:
         print(f"  {name:<11} {b!s:<34} {r!s}")
     print("  ops:")
+    targets = ", ".join(built.get("cuda_targets") or [])
     for op, o in ops.items():
         if not o["loaded"]:
             print(f"    {op:<8} NOT LOADED: {o['error']}")
         elif o["cuda"]:
             print(f"    {op:<8} CPU + CUDA kernels for {o['cuda_targets'].replace(',', ', ')}")
+        elif built.get("ops", {}).get(op, {}).get("cuda"):
+            print(
+                f"    {op:<8} CPU kernels ({o['loaded']}: this torch has no CUDA; the build also "
+                f"has CUDA kernels for {targets})"
+            )
         else:
-            print(f"    {op:<8} CPU kernels only (no CUDA kernels in this build)")
+            print(f"    {op:<8} CPU kernels only (this build has no CUDA kernels)")
     return 0
 
 

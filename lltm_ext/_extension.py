@@ -34,13 +34,17 @@ def compatibility_problems(info: dict[str, Any]) -> list[str]:
     problems = []
     built, running = info["torch_version"], torch.__version__
     if _major_minor(built) != _major_minor(running):
-        problems.append(f"torch {_major_minor(built)} (built) vs {_major_minor(running)} (installed)")
+        problems.append(
+            f"torch {_major_minor(built)} (built) vs {_major_minor(running)} (installed)"
+        )
     built_cuda, running_cuda = info.get("cuda_version"), torch.version.cuda
     if built_cuda and running_cuda and built_cuda.split(".")[0] != running_cuda.split(".")[0]:
         problems.append(f"CUDA {built_cuda} (built) vs CUDA {running_cuda} (installed torch)")
     built_abi, running_abi = info.get("cxx11_abi"), bool(torch._C._GLIBCXX_USE_CXX11_ABI)
     if built_abi is not None and built_abi != running_abi:
-        problems.append(f"C++11 ABI {int(built_abi)} (built) vs {int(running_abi)} (installed torch)")
+        problems.append(
+            f"C++11 ABI {int(built_abi)} (built) vs {int(running_abi)} (installed torch)"
+        )
     return problems
 
 
@@ -54,22 +58,37 @@ def check_torch_compatible() -> None:
         cuda = f"CUDA {info['cuda_version']}" if info.get("cuda_version") else "CPU only"
         raise ImportError(
             f"lltm_ext {info['version']} was built for torch {info['torch_version']} ({cuda}), "
-            f"but torch {torch.__version__} is installed: " + "; ".join(problems) + ". "
+            f"but torch {torch.__version__} is installed: "
+            + "; ".join(problems)
+            + ". "
             + REBUILD_HINT
         )
 
 
+def module_name(op: str) -> str:
+    """``lltm_ext._<op>``, or its CPU twin ``lltm_ext._<op>_cpu`` under a CPU-only torch.
+
+    A CUDA-built module links torch's CUDA libraries, which a CPU-only torch does not have; CUDA
+    wheels therefore also carry a CPU twin of each op, built without CUDA, for that case.
+    """
+    info = build_info() or {}
+    if torch.version.cuda is None and info.get("ops", {}).get(op, {}).get("cpu_twin"):
+        return f"lltm_ext._{op}_cpu"
+    return f"lltm_ext._{op}"
+
+
 @functools.cache
 def load_extension(op: str) -> ModuleType:
-    """The compiled module ``lltm_ext._<op>``; ImportError that says how to build it if missing."""
-    name = f"lltm_ext._{op}"
+    """The compiled module of `op`; an ImportError that says how to build it if it is missing."""
+    name = module_name(op)
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:
         if exc.name != name:
             raise
         raise ImportError(
-            f"{name} is not built: lltm_ext's compiled modules are missing (an unbuilt source tree?). "
+            f"{name} is not built: lltm_ext's compiled modules are missing "
+            "(an unbuilt source tree?). "
             "Build them with: pip install --no-build-isolation -e ."
         ) from exc
     except ImportError as exc:

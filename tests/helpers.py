@@ -25,12 +25,16 @@ def devices() -> list:
 def device_dtypes(cpu=CPU_DTYPES, cuda=CUDA_DTYPES) -> list:
     """(device, dtype) pairs for parametrize; CUDA pairs carry the `cuda` marker."""
     params = [pytest.param("cpu", d, id=f"cpu-{str(d)[6:]}") for d in cpu]
-    params += [pytest.param("cuda", d, id=f"cuda-{str(d)[6:]}", marks=pytest.mark.cuda) for d in cuda]
+    params += [
+        pytest.param("cuda", d, id=f"cuda-{str(d)[6:]}", marks=pytest.mark.cuda) for d in cuda
+    ]
     return params
 
 
-def assert_close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype, scale: float = 1.0):
-    """Compare a result computed in `dtype` with a float64 reference, at `dtype`'s tolerance x scale."""
+def assert_close(
+    actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype, scale: float = 1.0
+):
+    """Compare a result computed in `dtype` with a float64 reference at `dtype`'s tolerance."""
     tol = TOLERANCES[dtype]
     torch.testing.assert_close(
         actual.double().cpu(),

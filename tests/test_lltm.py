@@ -52,7 +52,7 @@ def test_matches_reference(device, dtype, size, bias_2d):
     assert_close(new_h, ref_h, dtype, scale)
     assert_close(new_cell, ref_c, dtype, scale)
     for name, got, want, arg in zip(
-        ["input", "weights", "bias", "old_h", "old_cell"], ours, ref_grads, args
+        ["input", "weights", "bias", "old_h", "old_cell"], ours, ref_grads, args, strict=False
     ):
         assert got.shape == arg.shape, name
         assert got.dtype == dtype, name
@@ -63,7 +63,9 @@ def test_matches_reference(device, dtype, size, bias_2d):
 def test_gradcheck_float64(device):
     args = make_args(4, 5, 6, device, torch.float64)
     assert torch.autograd.gradcheck(lltm_ext.lltm, args)
-    assert torch.autograd.gradcheck(lltm_ext.LLTMFunction.apply, make_args(3, 2, 4, device, torch.float64, True))
+    assert torch.autograd.gradcheck(
+        lltm_ext.LLTMFunction.apply, make_args(3, 2, 4, device, torch.float64, True)
+    )
 
 
 @pytest.mark.parametrize("device", devices())
@@ -77,7 +79,7 @@ def test_gates_at_extremes(device):
     grads = [torch.ones_like(new_h), torch.ones_like(new_cell)]
     ours = torch.autograd.grad((new_h, new_cell), args, grads)
     _, ref = reference_with_grads(args, grads)
-    for got, want in zip(ours, ref):
+    for got, want in zip(ours, ref, strict=False):
         assert torch.isfinite(got).all()
         assert_close(got, want, torch.float32, 4)
 
@@ -93,7 +95,7 @@ def test_non_contiguous_inputs(device):
     assert_close(outs[0], ref_h, torch.float64)
     assert_close(outs[1], ref_c, torch.float64)
     grads = torch.autograd.grad(outs, nc, [torch.ones_like(o) for o in outs])
-    for g, a in zip(grads, nc):
+    for g, a in zip(grads, nc, strict=False):
         assert g.shape == a.shape
 
 
@@ -125,7 +127,7 @@ def test_torch_compile_fullgraph(device, backend):
     ref_loss = step(*args)
     ref_grads = torch.autograd.grad(ref_loss, args)
     torch.testing.assert_close(loss, ref_loss)
-    for g, r in zip(grads, ref_grads):
+    for g, r in zip(grads, ref_grads, strict=False):
         torch.testing.assert_close(g, r)
 
 
@@ -151,7 +153,7 @@ def test_bad_inputs():
 
     def call(**changes):
         names = ["input", "weights", "bias", "old_h", "old_cell"]
-        args = [changes.get(n, a) for n, a in zip(names, good)]
+        args = [changes.get(n, a) for n, a in zip(names, good, strict=False)]
         return lltm_ext.lltm(*args)
 
     with pytest.raises(RuntimeError, match=r"`weights` must have shape \[15, 8\].*\[15, 7\]"):
@@ -162,9 +164,9 @@ def test_bad_inputs():
         call(bias=torch.randn(2, 15))
     with pytest.raises(RuntimeError, match=r"`input` must be 2-D"):
         call(input=torch.randn(4, 3, 1))
-    with pytest.raises(RuntimeError, match="one dtype.*`weights` is Double"):
+    with pytest.raises(RuntimeError, match=r"one dtype.*`weights` is Double"):
         call(weights=good[1].double())
-    with pytest.raises(RuntimeError, match="`input` must have a floating-point dtype.*Int"):
+    with pytest.raises(RuntimeError, match=r"`input` must have a floating-point dtype.*Int"):
         lltm_ext.lltm(*[a.to(torch.int32) for a in good])
     ext = lltm_ext._extension.load_extension("lltm")
     with pytest.raises(RuntimeError, match="`input` must be contiguous"):
@@ -174,7 +176,7 @@ def test_bad_inputs():
 @pytest.mark.cuda
 def test_mixed_devices():
     good = [a.detach() for a in make_args(4, 3, 5, "cuda", torch.float32)]
-    with pytest.raises(RuntimeError, match="one device.*`weights` is on cpu.*`input` is on cuda"):
+    with pytest.raises(RuntimeError, match=r"one device.*`weights` is on cpu.*`input` is on cuda"):
         lltm_ext.lltm(good[0], good[1].cpu(), *good[2:])
     # Gradients arriving on another device than the saved tensors.
     ext = lltm_ext._extension.load_extension("lltm")
@@ -187,9 +189,11 @@ def test_mixed_devices():
 def test_cuda_tensor_on_cpu_only_build():
     """Run against a CPU-only build (LLTM_EXT_CUDA=0) on a GPU machine: a clear error."""
     if cuda_built("lltm"):
-        pytest.skip("this build has CUDA kernels; scripts/gpu_check.sh runs this on a CPU-only build")
+        pytest.skip(
+            "this build has CUDA kernels; scripts/gpu_check.sh runs this on a CPU-only build"
+        )
     args = [a.detach() for a in make_args(2, 3, 4, "cuda", torch.float32)]
-    with pytest.raises(RuntimeError, match="built without CUDA support.*LLTM_EXT_CUDA=1"):
+    with pytest.raises(RuntimeError, match=r"built without CUDA support.*LLTM_EXT_CUDA=1"):
         lltm_ext.lltm(*args)
 
 

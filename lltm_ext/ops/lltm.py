@@ -13,14 +13,13 @@ the matrix products go through ATen (cuBLAS on CUDA).
 # No `from __future__ import annotations` here: torch.library reads the annotations at runtime.
 
 import math
-from typing import Optional
 
 import torch
 from torch import Tensor, nn
 
 from lltm_ext._extension import load_extension
 
-__all__ = ["lltm", "LLTMFunction", "LLTM"]
+__all__ = ["LLTM", "LLTMFunction", "lltm"]
 
 _Outputs = tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]
 _Grads = tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
@@ -39,7 +38,7 @@ def _ext():
 def lltm_forward(
     input: Tensor, weights: Tensor, bias: Tensor, old_h: Tensor, old_cell: Tensor
 ) -> _Outputs:
-    """(new_h, new_cell, input_gate, output_gate, candidate_cell, X); the last four feed backward."""
+    """(new_h, new_cell, input_gate, output_gate, candidate_cell, X); the last 4 feed backward."""
     return tuple(_ext().forward(input, weights, bias, old_h, old_cell))
 
 
@@ -83,7 +82,7 @@ def _(grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell, X, w
     )
 
 
-def _zeros_if_none(grad: Optional[Tensor], like: Tensor) -> Tensor:
+def _zeros_if_none(grad: Tensor | None, like: Tensor) -> Tensor:
     return torch.zeros_like(like) if grad is None else grad.contiguous()
 
 
@@ -197,14 +196,16 @@ class LLTM(nn.Module):
         input_features: int,
         state_size: int,
         *,
-        device: Optional[torch.device] = None,
-        dtype: Optional[torch.dtype] = None,
+        device: torch.device | None = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         self.input_features = input_features
         self.state_size = state_size
         factory = {"device": device, "dtype": dtype}
-        self.weights = nn.Parameter(torch.empty(3 * state_size, input_features + state_size, **factory))
+        self.weights = nn.Parameter(
+            torch.empty(3 * state_size, input_features + state_size, **factory)
+        )
         self.bias = nn.Parameter(torch.empty(3 * state_size, **factory))
         self.reset_parameters()
 
@@ -246,7 +247,7 @@ def benchmarks(device: torch.device, quick: bool) -> list:
     for batch, features, state in sizes[:1] if quick else sizes:
         gen = torch.Generator(device="cpu").manual_seed(0)
 
-        def rand(*shape, scale=1.0):
+        def rand(*shape, scale=1.0, gen=gen):
             t = torch.randn(*shape, generator=gen) * scale
             return t.to(device).requires_grad_()
 
@@ -261,11 +262,11 @@ def benchmarks(device: torch.device, quick: bool) -> list:
         grads = (torch.randn(batch, state, device=device), torch.randn(batch, state, device=device))
         size = f"B={batch} I={features} S={state}"
 
-        def fwd(fn=None):
+        def fwd(fn, args=args):
             with torch.no_grad():
                 return fn(*args)
 
-        def fwd_bwd(fn=None):
+        def fwd_bwd(fn, args=args, grads=grads):
             return torch.autograd.grad(fn(*args), args, grads)
 
         for case, run in (("forward", fwd), ("forward+backward", fwd_bwd)):

@@ -20,9 +20,10 @@ inline void check_defined(const at::Tensor& t, const char* name) {
 }
 
 inline void check_floating(const at::Tensor& t, const char* name) {
-  TORCH_CHECK(at::isFloatingType(t.scalar_type()), "lltm_ext: `", name,
-              "` must have a floating-point dtype (float32, float64, float16 or bfloat16), but got a ",
-              describe(t), ".");
+  TORCH_CHECK(
+      at::isFloatingType(t.scalar_type()), "lltm_ext: `", name,
+      "` must have a floating-point dtype (float32, float64, float16 or bfloat16), but got a ",
+      describe(t), ".");
 }
 
 inline void check_contiguous(const at::Tensor& t, const char* name) {
@@ -42,7 +43,8 @@ inline void check_dim(const at::Tensor& t, const char* name, int64_t dim) {
 }
 
 // Expected sizes; -1 means any.
-inline void check_shape(const at::Tensor& t, const char* name, std::initializer_list<int64_t> shape) {
+inline void check_shape(const at::Tensor& t, const char* name,
+                        std::initializer_list<int64_t> shape) {
   bool ok = t.dim() == static_cast<int64_t>(shape.size());
   int64_t i = 0;
   for (int64_t s : shape) {
@@ -70,8 +72,9 @@ inline void check_same_device(const at::Tensor& t, const char* name, const at::T
 
 inline void check_same_dtype(const at::Tensor& t, const char* name, const at::Tensor& ref,
                              const char* ref_name) {
-  TORCH_CHECK(t.scalar_type() == ref.scalar_type(), "lltm_ext: all tensors must have one dtype, but `",
-              name, "` is ", t.scalar_type(), " and `", ref_name, "` is ", ref.scalar_type(), ".");
+  TORCH_CHECK(t.scalar_type() == ref.scalar_type(),
+              "lltm_ext: all tensors must have one dtype, but `", name, "` is ", t.scalar_type(),
+              " and `", ref_name, "` is ", ref.scalar_type(), ".");
 }
 
 // A tensor argument every kernel can read: defined, floating, contiguous, on CPU or CUDA.

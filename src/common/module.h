@@ -39,18 +39,21 @@ inline void check_backend(const at::Tensor& t, const char* op) {
 
 // `_build_info()`: what this module was compiled with, read by `python -m lltm_ext info`.
 inline void bind_build_info(pybind11::module_& m) {
-  m.def("_build_info", [] {
-    pybind11::dict info;
-    info["op"] = LLTM_EXT_STR(LLTM_EXT_OP);
-    info["cuda"] = kBuiltWithCuda;
+  m.def(
+      "_build_info",
+      [] {
+        pybind11::dict info;
+        info["op"] = LLTM_EXT_STR(LLTM_EXT_OP);
+        info["cuda"] = kBuiltWithCuda;
 #ifdef WITH_CUDA
-    info["cuda_targets"] = std::string(LLTM_EXT_STR(LLTM_EXT_CUDA_ARCHS));
+        info["cuda_targets"] = std::string(LLTM_EXT_STR(LLTM_EXT_CUDA_ARCHS));
 #else
-    info["cuda_targets"] = std::string();
+        info["cuda_targets"] = std::string();
 #endif
-    info["torch_version"] = std::string(TORCH_VERSION);
-    return info;
-  }, "What this module was compiled with: op name, CUDA kernels or not, and their targets.");
+        info["torch_version"] = std::string(TORCH_VERSION);
+        return info;
+      },
+      "What this module was compiled with: op name, CUDA kernels or not, and their targets.");
 }
 
 }  // namespace lltm_ext

@@ -30,9 +30,10 @@ std::vector<at::Tensor> forward(const at::Tensor& input, const at::Tensor& weigh
   CHECK_SHAPE(old_h, batch, state);
   CHECK_SHAPE(old_cell, batch, state);
   CHECK_SHAPE(weights, 3 * state, state + features);
-  TORCH_CHECK(bias.numel() == 3 * state && (bias.dim() == 1 || (bias.dim() == 2 && bias.size(0) == 1)),
-              "lltm_ext: `bias` must have shape [", 3 * state, "] or [1, ", 3 * state,
-              "] (3 * state_size), but got a ", describe(bias), ".");
+  TORCH_CHECK(
+      bias.numel() == 3 * state && (bias.dim() == 1 || (bias.dim() == 2 && bias.size(0) == 1)),
+      "lltm_ext: `bias` must have shape [", 3 * state, "] or [1, ", 3 * state,
+      "] (3 * state_size), but got a ", describe(bias), ".");
 
   const at::Tensor X = at::cat({old_h, input}, /*dim=*/1);
   const at::Tensor gates = at::addmm(bias.reshape({3 * state}), X, weights.t());
@@ -51,8 +52,8 @@ std::vector<at::Tensor> forward(const at::Tensor& input, const at::Tensor& weigh
   return {new_h, new_cell, input_gate, output_gate, candidate_cell, X};
 }
 
-// Backward from the saved forward values. Returns {d_old_h, d_input, d_weights, d_bias, d_old_cell};
-// d_bias is 1-D (3 * state_size,).
+// Backward from the saved forward values. Returns {d_old_h, d_input, d_weights, d_bias,
+// d_old_cell}; d_bias is 1-D (3 * state_size,).
 std::vector<at::Tensor> backward(const at::Tensor& grad_h, const at::Tensor& grad_cell,
                                  const at::Tensor& new_cell, const at::Tensor& input_gate,
                                  const at::Tensor& output_gate, const at::Tensor& candidate_cell,

@@ -1,4 +1,5 @@
-// The LLTM cell's per-element gate math (shared by the CPU and CUDA kernels) and kernel entry points.
+// The LLTM cell's per-element gate math (shared by the CPU and CUDA kernels) and kernel entry
+// points.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -9,12 +10,24 @@
 
 namespace lltm_ext::lltm {
 
-LLTM_EXT_HD float exp_(float x) { return expf(x); }
-LLTM_EXT_HD double exp_(double x) { return exp(x); }
-LLTM_EXT_HD float expm1_(float x) { return expm1f(x); }
-LLTM_EXT_HD double expm1_(double x) { return expm1(x); }
-LLTM_EXT_HD float tanh_(float x) { return tanhf(x); }
-LLTM_EXT_HD double tanh_(double x) { return tanh(x); }
+LLTM_EXT_HD float exp_(float x) {
+  return expf(x);
+}
+LLTM_EXT_HD double exp_(double x) {
+  return exp(x);
+}
+LLTM_EXT_HD float expm1_(float x) {
+  return expm1f(x);
+}
+LLTM_EXT_HD double expm1_(double x) {
+  return expm1(x);
+}
+LLTM_EXT_HD float tanh_(float x) {
+  return tanhf(x);
+}
+LLTM_EXT_HD double tanh_(double x) {
+  return tanh(x);
+}
 
 // 1 / (1 + e^-x): for x -> -inf, e^-x -> inf and the result -> 0, never NaN.
 template <typename T>
@@ -64,9 +77,10 @@ LLTM_EXT_HD BackwardElement<T> backward_element(T grad_h, T grad_cell, T new_cel
 void forward_gates_cpu(const at::Tensor& gates, const at::Tensor& old_cell, const at::Tensor& new_h,
                        const at::Tensor& new_cell, const at::Tensor& input_gate,
                        const at::Tensor& output_gate, const at::Tensor& candidate_cell);
-void forward_gates_cuda(const at::Tensor& gates, const at::Tensor& old_cell, const at::Tensor& new_h,
-                        const at::Tensor& new_cell, const at::Tensor& input_gate,
-                        const at::Tensor& output_gate, const at::Tensor& candidate_cell);
+void forward_gates_cuda(const at::Tensor& gates, const at::Tensor& old_cell,
+                        const at::Tensor& new_h, const at::Tensor& new_cell,
+                        const at::Tensor& input_gate, const at::Tensor& output_gate,
+                        const at::Tensor& candidate_cell);
 
 // (B, S) saved values and incoming gradients -> d_gates (B, 3S) and d_old_cell (B, S), all written.
 void backward_gates_cpu(const at::Tensor& grad_h, const at::Tensor& grad_cell,

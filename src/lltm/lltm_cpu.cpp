@@ -7,7 +7,9 @@ namespace lltm_ext::lltm {
 
 namespace {
 // Rows per parallel task: about 32K elements of work each.
-int64_t grain(int64_t state) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, state)); }
+int64_t grain(int64_t state) {
+  return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, state));
+}
 }  // namespace
 
 void forward_gates_cpu(const at::Tensor& gates, const at::Tensor& old_cell, const at::Tensor& new_h,

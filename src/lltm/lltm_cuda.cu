@@ -16,7 +16,8 @@ __global__ void __launch_bounds__(kThreads)
                          scalar_t* __restrict__ candidate_cell, int64_t n, int64_t state) {
   using acc_t = cuda::opmath_t<scalar_t>;
   const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
     const int64_t b = i / state;
     const scalar_t* g = gates + i + 2 * b * state;  // row b of gates starts at 3 * b * state
     const auto r = forward_element<acc_t>(g[0], g[state], g[2 * state], old_cell[i]);
@@ -29,17 +30,15 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename scalar_t>
-__global__ void __launch_bounds__(kThreads)
-    backward_gates_kernel(const scalar_t* __restrict__ grad_h, const scalar_t* __restrict__ grad_cell,
-                          const scalar_t* __restrict__ new_cell,
-                          const scalar_t* __restrict__ input_gate,
-                          const scalar_t* __restrict__ output_gate,
-                          const scalar_t* __restrict__ candidate_cell,
-                          scalar_t* __restrict__ d_gates, scalar_t* __restrict__ d_old_cell,
-                          int64_t n, int64_t state) {
+__global__ void __launch_bounds__(kThreads) backward_gates_kernel(
+    const scalar_t* __restrict__ grad_h, const scalar_t* __restrict__ grad_cell,
+    const scalar_t* __restrict__ new_cell, const scalar_t* __restrict__ input_gate,
+    const scalar_t* __restrict__ output_gate, const scalar_t* __restrict__ candidate_cell,
+    scalar_t* __restrict__ d_gates, scalar_t* __restrict__ d_old_cell, int64_t n, int64_t state) {
   using acc_t = cuda::opmath_t<scalar_t>;
   const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
     const int64_t b = i / state;
     const auto r = backward_element<acc_t>(grad_h[i], grad_cell[i], new_cell[i], input_gate[i],
                                            output_gate[i], candidate_cell[i]);
@@ -53,9 +52,10 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-void forward_gates_cuda(const at::Tensor& gates, const at::Tensor& old_cell, const at::Tensor& new_h,
-                        const at::Tensor& new_cell, const at::Tensor& input_gate,
-                        const at::Tensor& output_gate, const at::Tensor& candidate_cell) {
+void forward_gates_cuda(const at::Tensor& gates, const at::Tensor& old_cell,
+                        const at::Tensor& new_h, const at::Tensor& new_cell,
+                        const at::Tensor& input_gate, const at::Tensor& output_gate,
+                        const at::Tensor& candidate_cell) {
   const int64_t n = old_cell.numel();
   if (n == 0) {
     return;
