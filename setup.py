@@ -380,6 +380,36 @@ if not IS_SDIST:
     write_build_info()
 
 
+def check_links_shared_libstdcxx(path: str) -> None:
+    """Refuse a module that carries its own libstdc++ (a compiler set to link it statically).
+
+    torch uses the shared libstdc++; a module with a private static copy has its own, never
+    initialised locale, and crashes the first time it formats a number (e.g. in an error message).
+    """
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        return
+    out = subprocess.run([readelf, "-d", path], capture_output=True, text=True).stdout
+    if "(NEEDED)" in out and "libstdc++.so" not in out:
+        os.remove(path)
+        fail(
+            f"{os.path.basename(path)} was linked with a static libstdc++ by the C++ compiler "
+            f"(CXX={os.environ.get('CXX', 'c++')}). Such a module crashes next to torch, which "
+            "uses the shared libstdc++. Build with a compiler that links libstdc++ dynamically, "
+            "e.g. CXX=/usr/bin/g++ pip install --no-build-isolation ."
+        )
+
+
+class BuildExt(BuildExtension.with_options(use_ninja=shutil.which("ninja") is not None)):
+    """torch's BuildExtension, plus a check of how each module links libstdc++."""
+
+    def build_extension(self, ext) -> None:
+        super().build_extension(ext)
+        path = self.get_ext_fullpath(ext.name)
+        assert os.path.exists(path), path
+        check_links_shared_libstdcxx(path)
+
+
 def install_requires() -> list[str]:
     if IS_SDIST or not EXTENSIONS:
         return [f"torch>={MIN_TORCH}"]
@@ -393,8 +423,6 @@ setup(
     package_data={PACKAGE: ["py.typed"]},
     ext_modules=EXTENSIONS,
     install_requires=install_requires(),
-    cmdclass={
-        "build_ext": BuildExtension.with_options(use_ninja=shutil.which("ninja") is not None)
-    },
+    cmdclass={"build_ext": BuildExt},
     zip_safe=False,
 )

@@ -11,6 +11,9 @@ mkdir -p "$out"
 py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
 export MAX_JOBS=${MAX_JOBS:-$(nproc)}
+# The GPU image sets CXX to a compiler that links libstdc++ statically, which crashes next to
+# torch (setup.py refuses it); use the system compiler unless LLTM_EXT_CXX names another.
+export CXX=${LLTM_EXT_CXX:-/usr/bin/g++} CC=${LLTM_EXT_CC:-/usr/bin/gcc}
 status=0
 step() { echo; echo "=== $* ($(date +%T))"; }
 
