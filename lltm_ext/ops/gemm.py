@@ -1,0 +1,220 @@
+"""Matrix multiply ``c = a @ b`` on lltm_ext's own kernels (no cuBLAS, no ``at::mm``).
+
+Shapes: ``a`` (M, K), ``b`` (K, N) -> ``c`` (M, N). CPU: a packed, cache-blocked, parallel C++
+kernel; CUDA: a tiled SIMT kernel (shared-memory tiles, register-blocked outer products, split-K
+for small grids). Row-major and transposed (column-major) operands are read in place, so the
+backward products ``grad_a = grad_c @ b.T`` and ``grad_b = a.T @ grad_c`` copy nothing. float32
+never uses TF32; float16 / bfloat16 accumulate in float32, float64 in float64.
+"""
+
+# No `from __future__ import annotations` here: torch.library reads the annotations at runtime.
+
+import torch
+from torch import Tensor
+
+from lltm_ext._bench import BenchCase
+from lltm_ext._extension import load_extension
+
+__all__ = ["GemmFunction", "gemm"]
+
+
+def _ext():
+    return load_extension("gemm")
+
+
+def _check_fake(a: Tensor, b: Tensor) -> None:
+    """The checks the C++ op makes, for fake tensors (torch.compile tracing)."""
+    torch._check(a.dim() == 2, lambda: f"lltm_ext.gemm: `a` must be 2-D, but got shape {a.shape}")
+    torch._check(b.dim() == 2, lambda: f"lltm_ext.gemm: `b` must be 2-D, but got shape {b.shape}")
+    torch._check(
+        a.shape[1] == b.shape[0],
+        lambda: f"lltm_ext.gemm: `b` must have a.size(1) = {a.shape[1]} rows, got {b.shape}",
+    )
+    torch._check(
+        a.dtype == b.dtype and a.device == b.device,
+        lambda: (
+            f"lltm_ext.gemm: `a` and `b` must share dtype and device, got {a.dtype} on "
+            f"{a.device} and {b.dtype} on {b.device}"
+        ),
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# torch.library ops: what torch.compile sees (no graph break), checked by opcheck.
+# ----------------------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("lltm_ext::gemm", mutates_args=(), device_types=("cpu", "cuda"))
+def gemm_op(a: Tensor, b: Tensor) -> Tensor:
+    """c (M, N) = a (M, K) @ b (K, N), a new contiguous tensor."""
+    return _ext().gemm(a, b)
+
+
+@gemm_op.register_fake
+def _(a, b):
+    _check_fake(a, b)
+    return a.new_empty((a.shape[0], b.shape[1]))
+
+
+def _setup_context(ctx, inputs, output):
+    a, b = inputs
+    ctx.save_for_backward(a, b)
+
+
+def _op_backward(ctx, grad_c):
+    a, b = ctx.saved_tensors
+    grad_a = gemm_op(grad_c, b.t()) if ctx.needs_input_grad[0] else None
+    grad_b = gemm_op(a.t(), grad_c) if ctx.needs_input_grad[1] else None
+    return grad_a, grad_b
+
+
+gemm_op.register_autograd(_op_backward, setup_context=_setup_context)
+
+
+@torch.library.custom_op("lltm_ext::gemm_out", mutates_args=("out",), device_types=("cpu", "cuda"))
+def gemm_out_op(a: Tensor, b: Tensor, out: Tensor) -> None:
+    """out (M, N) = a (M, K) @ b (K, N), written in place."""
+    _ext().gemm_out(a, b, out)
+
+
+@gemm_out_op.register_fake
+def _(a, b, out):
+    _check_fake(a, b)
+    torch._check(
+        tuple(out.shape) == (a.shape[0], b.shape[1]),
+        lambda: f"lltm_ext.gemm: `out` must have shape {(a.shape[0], b.shape[1])}, got {out.shape}",
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# The public API. Eager calls go straight to the compiled module (no dispatcher round trip);
+# under torch.compile the same calls go through the torch.library ops above.
+# ----------------------------------------------------------------------------------------------
+
+
+def _gemm_impl(a: Tensor, b: Tensor) -> Tensor:
+    if torch.compiler.is_compiling():
+        return gemm_op(a, b)
+    return _ext().gemm(a, b)
+
+
+class GemmFunction(torch.autograd.Function):
+    """Autograd for ``c = a @ b``: ``GemmFunction.apply(a, b)`` with a (M, K), b (K, N).
+
+    Backward: ``grad_a = grad_c @ b.T`` (M, K) and ``grad_b = a.T @ grad_c`` (K, N), each one
+    call of the same kernels on transposed views (no copies). The backward is itself made of
+    ``GemmFunction`` calls, so higher-order gradients work too.
+    """
+
+    @staticmethod
+    def forward(ctx, a: Tensor, b: Tensor) -> Tensor:
+        ctx.save_for_backward(a, b)
+        return _gemm_impl(a, b)
+
+    @staticmethod
+    def backward(ctx, grad_c: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        a, b = ctx.saved_tensors
+        # Under torch.compile the op (with its registered autograd) stands in for the Function.
+        mm = gemm_op if torch.compiler.is_compiling() else GemmFunction.apply
+        grad_a = mm(grad_c, b.t()) if ctx.needs_input_grad[0] else None
+        grad_b = mm(a.t(), grad_c) if ctx.needs_input_grad[1] else None
+        return grad_a, grad_b
+
+
+def gemm(a: Tensor, b: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """Matrix product ``c = a @ b``.
+
+    Args:
+        a: (M, K) matrix.
+        b: (K, N) matrix, same dtype and device as ``a``.
+        out: optional (M, N) tensor of the same dtype and device, written and returned. Like
+            ``torch.mm(..., out=)``, it does not take part in autograd.
+
+    Returns:
+        c: (M, N), a new contiguous tensor (or ``out``).
+
+    Any M, N, K >= 0 (K = 0 gives zeros). Dtypes float32 (no TF32), float64, float16 and
+    bfloat16 (accumulated in float32), on the CPU or a CUDA device. Row-major and transposed
+    (e.g. ``x.t()``) operands are read without copies; other strides are made contiguous.
+    Differentiable in ``a`` and ``b`` when ``out`` is not given.
+    """
+    if out is None:
+        return GemmFunction.apply(a, b)
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or out.requires_grad):
+        raise RuntimeError(
+            "lltm_ext.gemm(..., out=...) does not support automatic differentiation, but an "
+            "argument requires grad; call it without `out` (or under torch.no_grad())."
+        )
+    if torch.compiler.is_compiling():
+        gemm_out_op(a, b, out)
+        return out
+    return _ext().gemm_out(a, b, out)
+
+
+# ----------------------------------------------------------------------------------------------
+# Benchmarks for `python -m lltm_ext bench`.
+# ----------------------------------------------------------------------------------------------
+
+_CUDA_SHAPES = [  # (M, N, K)
+    (1024, 1024, 1024),
+    (4096, 4096, 4096),
+    (8192, 8192, 8192),
+    (4096, 1024, 4096),
+    (8192, 8192, 1024),
+]
+_CUDA_QUICK = [(1024, 1024, 1024), (4096, 4096, 4096)]
+_CPU_SHAPES = [(256, 256, 256), (512, 512, 512), (1024, 1024, 1024), (1024, 256, 1024)]
+_CPU_QUICK = [(256, 256, 256), (512, 512, 512)]
+
+
+def _no_tf32(fn):
+    """fn run with TF32 matmuls off (cuBLAS SGEMM for torch.mm), the caller's setting restored."""
+
+    def run():
+        saved = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = False
+        try:
+            return fn()
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = saved
+
+    return run
+
+
+def benchmarks(device: torch.device, quick: bool) -> list[BenchCase]:
+    """float32 GEMM vs ``torch.mm`` (cuBLAS SGEMM with TF32 off on CUDA; MKL/oneDNN on the CPU)."""
+    if device.type == "cuda":
+        shapes = _CUDA_QUICK if quick else _CUDA_SHAPES
+    else:
+        shapes = _CPU_QUICK if quick else _CPU_SHAPES
+    cases = []
+    for m, n, k in shapes:
+        gen = torch.Generator(device=device).manual_seed(m * 31 + n * 7 + k)
+        a = torch.randn(m, k, device=device, generator=gen)
+        b = torch.randn(k, n, device=device, generator=gen)
+        c_ours = torch.empty(m, n, device=device)
+        c_ref = torch.empty(m, n, device=device)
+        ext = _ext()
+
+        def ours(a=a, b=b, c=c_ours, ext=ext):
+            return ext.gemm_out(a, b, c)
+
+        def ref(a=a, b=b, c=c_ref):
+            return torch.mm(a, b, out=c)
+
+        if device.type == "cuda":
+            ref = _no_tf32(ref)
+        cases.append(
+            BenchCase(
+                op="gemm",
+                case="fp32" + ("_notf32" if device.type == "cuda" else ""),
+                dtype=torch.float32,
+                size=f"{m}x{n}x{k}",
+                ours=ours,
+                ref=ref,
+                ref_name="torch.mm" + (" (cuBLAS, TF32 off)" if device.type == "cuda" else ""),
+                flops=2 * m * n * k,
+                notes="M x N x K",
+            )
+        )
+    return cases

@@ -1,0 +1,147 @@
+// Python binding of the GEMM op c = a @ b: input checks, operand layouts, CPU/CUDA dispatch.
+#include "gemm/gemm.h"
+
+#include <ATen/MemoryOverlap.h>
+
+#include <limits>
+
+#include "common/module.h"
+
+namespace lltm_ext::gemm {
+namespace {
+
+constexpr int64_t kMaxDim = std::numeric_limits<int32_t>::max();
+
+// a (M, K) and b (K, N): defined, floating, one device and dtype, 2-D, matching K, each size <
+// 2^31.
+void check_operands(const at::Tensor& a, const at::Tensor& b) {
+  check_defined(a, "a");
+  check_defined(b, "b");
+  check_device_type(a, "a");
+  check_device_type(b, "b");
+  check_floating(a, "a");
+  check_floating(b, "b");
+  CHECK_DIM(a, 2);
+  CHECK_DIM(b, 2);
+  CHECK_LIKE(b, a);
+  check_backend(a, "gemm");
+  TORCH_CHECK(b.size(0) == a.size(1), "lltm_ext.gemm: `b` must have a.size(1) = ", a.size(1),
+              " rows (a is M x K, b is K x N), but got a ", describe(b), " for a ", describe(a),
+              ".");
+  for (const at::Tensor* t : {&a, &b}) {
+    TORCH_CHECK(t->size(0) <= kMaxDim && t->size(1) <= kMaxDim, "lltm_ext.gemm: each of M, N and K",
+                " must be below 2^31, but got a ", describe(a), " and a ", describe(b), ".");
+  }
+}
+
+void check_out(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
+  check_defined(out, "out");
+  CHECK_LIKE(out, a);
+  CHECK_SHAPE(out, a.size(0), b.size(1));
+  TORCH_CHECK(at::has_internal_overlap(out) != at::MemOverlap::Yes,
+              "lltm_ext.gemm: `out` must not have elements that share memory (an expanded or ",
+              "otherwise self-overlapping view), but got a ", describe(out), " with strides ",
+              out.strides(), ".");
+  for (const auto& [in, name] : {std::pair{&a, "a"}, std::pair{&b, "b"}}) {
+    const at::MemOverlapStatus overlap = at::get_overlap_status(out, *in);
+    TORCH_CHECK(overlap != at::MemOverlapStatus::Full && overlap != at::MemOverlapStatus::Partial,
+                "lltm_ext.gemm: `out` must not share memory with `", name, "`, but it does (got a ",
+                describe(out), ").");
+  }
+}
+
+#ifdef WITH_CUDA
+// Operands as the CUDA kernels read them: one unit-stride dimension (views such as a.t() pass
+// as they are; other strides are copied to contiguous memory).
+at::Tensor cuda_operand(const at::Tensor& t) {
+  return layout_of(t) ? t : t.contiguous();
+}
+#endif
+
+// c (contiguous, M x N) = a @ b on the inputs' device.
+void compute(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+  if (a.is_cuda()) {
+#ifdef WITH_CUDA
+    gemm_cuda(cuda_operand(a), cuda_operand(b), c);
+#endif
+  } else {
+    gemm_cpu(a, b, c);
+  }
+}
+
+// c = a @ b, a new contiguous (M, N) tensor.
+at::Tensor gemm(const at::Tensor& a, const at::Tensor& b) {
+  check_operands(a, b);
+  at::Tensor c = at::empty({a.size(0), b.size(1)}, a.options());
+  compute(a, b, c);
+  return c;
+}
+
+// out = a @ b, written in place (any strides); returns out.
+at::Tensor gemm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor out) {
+  check_operands(a, b);
+  check_out(out, a, b);
+  if (out.is_contiguous()) {
+    compute(a, b, out);
+  } else {
+    at::Tensor c = at::empty({a.size(0), b.size(1)}, a.options());
+    compute(a, b, c);
+    out.copy_(c);
+  }
+  return out;
+}
+
+// Tuning entry point (float32 CUDA only): c = a @ b with tile config `config` and `splits` K
+// splits (see cuda_config_names()).
+at::Tensor gemm_with_config(const at::Tensor& a, const at::Tensor& b, int64_t config,
+                            int64_t splits) {
+  check_operands(a, b);
+  TORCH_CHECK(a.is_cuda() && a.scalar_type() == at::kFloat,
+              "lltm_ext.gemm: _gemm_with_config takes float32 CUDA tensors, but got a ",
+              describe(a), ".");
+  TORCH_CHECK(config >= 0 && splits >= 1, "lltm_ext.gemm: config must be >= 0 and splits >= 1, ",
+              "but got config ", config, " and splits ", splits, ".");
+  at::Tensor c = at::empty({a.size(0), b.size(1)}, a.options());
+#ifdef WITH_CUDA
+  gemm_cuda(cuda_operand(a), cuda_operand(b), c, static_cast<int>(config),
+            static_cast<int>(splits));
+#endif
+  return c;
+}
+
+}  // namespace
+}  // namespace lltm_ext::gemm
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "GEMM c = a @ b: own CPU (blocked, parallel) and CUDA (tiled SIMT) kernels.";
+  m.def("gemm", &lltm_ext::gemm::gemm, "c = a @ b for a (M, K) and b (K, N); returns c (M, N)",
+        py::arg("a"), py::arg("b"));
+  m.def("gemm_out", &lltm_ext::gemm::gemm_out, "out = a @ b, written in place; returns out",
+        py::arg("a"), py::arg("b"), py::arg("out"));
+  m.def("_gemm_with_config", &lltm_ext::gemm::gemm_with_config,
+        "float32 CUDA GEMM with a given tile config index and number of K splits (tuning)",
+        py::arg("a"), py::arg("b"), py::arg("config"), py::arg("splits"));
+  m.def(
+      "_cuda_configs",
+      [] {
+#ifdef WITH_CUDA
+        return lltm_ext::gemm::cuda_config_names();
+#else
+        return std::vector<std::string>{};
+#endif
+      },
+      "Names of the float32 CUDA tile configs, by index");
+  m.def(
+      "_cuda_choose",
+      [](int64_t M, int64_t N, int64_t K) {
+#ifdef WITH_CUDA
+        return lltm_ext::gemm::cuda_choose(M, N, K);
+#else
+        TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
+        return std::pair<int, int>{0, 0};
+#endif
+      },
+      "(config, splits) the heuristic picks for float32 M x N x K on the current CUDA device",
+      py::arg("M"), py::arg("N"), py::arg("K"));
+  lltm_ext::bind_build_info(m);
+}

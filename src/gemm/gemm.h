@@ -1,0 +1,54 @@
+// The GEMM op's kernel entry points (CPU and CUDA) and the operand-layout description they share.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lltm_ext::gemm {
+
+// How a 2-D operand (R x C) sits in memory. Row-major: element (r, c) at data[r * ld + c];
+// otherwise column-major: at data[c * ld + r]. ld is the stride of the non-unit dimension.
+struct Layout {
+  bool row_major;
+  int64_t ld;
+};
+
+// The layout of t if one dimension has unit stride and the other a stride that keeps rows (resp.
+// columns) apart; nullopt for any other strides (those are made contiguous first). Dimensions of
+// size <= 1 place no constraint on their stride; ld then rounds the other extent up to 4 (only
+// alignment is read from it).
+inline std::optional<Layout> layout_of(const at::Tensor& t) {
+  const int64_t R = t.size(0), C = t.size(1);
+  const int64_t sr = t.stride(0), sc = t.stride(1);
+  const int64_t pad_c = (std::max<int64_t>(C, 1) + 3) / 4 * 4;
+  const int64_t pad_r = (std::max<int64_t>(R, 1) + 3) / 4 * 4;
+  if ((C <= 1 || sc == 1) && (R <= 1 || sr >= std::max<int64_t>(C, 1))) {
+    return Layout{true, R <= 1 ? pad_c : sr};
+  }
+  if ((R <= 1 || sr == 1) && (C <= 1 || sc >= std::max<int64_t>(R, 1))) {
+    return Layout{false, C <= 1 ? pad_r : sc};
+  }
+  return std::nullopt;
+}
+
+// c (M x N, contiguous, written) = a (M x K) @ b (K x N); a and b with any strides, one dtype.
+void gemm_cpu(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c);
+
+// c (M x N, contiguous, written) = a (M x K) @ b (K x N); a and b each with a layout_of().
+// config < 0 and splits <= 0: chosen by the heuristic; otherwise (float32 only) that tile config
+// and number of K splits, for tuning.
+void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int config = -1,
+               int splits = 0);
+
+// Names of the float32 tile configs that gemm_cuda(..., config, splits) accepts, in index order.
+std::vector<std::string> cuda_config_names();
+
+// The (config, splits) the heuristic picks for float32 M x N x K on the current CUDA device.
+std::pair<int, int> cuda_choose(int64_t M, int64_t N, int64_t K);
+
+}  // namespace lltm_ext::gemm

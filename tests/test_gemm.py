@@ -1,0 +1,336 @@
+"""Tests of lltm_ext.gemm: values against float64 torch.mm, layouts, edge shapes, out=, autograd,
+opcheck, torch.compile and input errors, on the CPU and (marked `cuda`) on a GPU."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from helpers import CUDA_DTYPES, device_dtypes, devices
+
+import lltm_ext
+from lltm_ext._extension import cuda_built, load_extension
+from lltm_ext.ops.gemm import gemm_op, gemm_out_op
+
+ALL_DTYPES = device_dtypes(cpu=CUDA_DTYPES)  # all four floating dtypes on both devices
+
+# Relative Frobenius error bounds against float64 products of the same (rounded) inputs. float32
+# sums in float32 (measured ~3e-7 at K = 8192 on the CPU); half types round the output (fp16
+# 2^-11, bf16 2^-8 relative: measured ~2e-4 and ~1.7e-3); float64 sums in float64.
+REL_BOUND = {
+    torch.float64: 1e-13,
+    torch.float32: 4e-6,
+    torch.float16: 1e-3,
+    torch.bfloat16: 6e-3,
+}
+
+# (M, N, K): odd sizes, 1-row / 1-column, tall-skinny, empty, K = 0, tile multiples and not.
+EDGE_SHAPES = [
+    (1, 1, 1),
+    (1, 1, 300),
+    (1, 257, 33),
+    (257, 1, 33),
+    (3, 5, 7),
+    (127, 129, 131),
+    (128, 128, 128),
+    (300, 200, 5),
+    (4099, 3, 17),
+    (5, 3, 7001),
+    (2, 1000, 9),
+    (0, 5, 3),
+    (5, 0, 3),
+    (0, 0, 0),
+    (4, 6, 0),
+]
+
+
+def ref_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b in float64 on the CPU, from the same (possibly rounded) inputs."""
+    return a.detach().double().cpu() @ b.detach().double().cpu()
+
+
+def rel_err(c: torch.Tensor, ref: torch.Tensor) -> float:
+    c = c.detach().double().cpu()
+    assert torch.isfinite(c).all(), "non-finite values in the result"
+    denom = ref.norm().item()
+    diff = (c - ref).norm().item()
+    return diff / denom if denom > 0 else diff
+
+
+def assert_gemm_close(c: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) -> None:
+    assert tuple(c.shape) == tuple(ref.shape)
+    err = rel_err(c, ref)
+    assert err <= REL_BOUND[dtype], f"relative error {err:.3e} > {REL_BOUND[dtype]:.1e} ({dtype})"
+
+
+def rand(shape, dtype, device, gen=None) -> torch.Tensor:
+    return torch.randn(shape, dtype=torch.float64, generator=gen).to(dtype=dtype, device=device)
+
+
+# ----------------------------------------------------------------------------------------------
+# Values.
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("device, dtype", ALL_DTYPES)
+def test_random_shapes(device, dtype):
+    gen = torch.Generator().manual_seed(1234)
+    for _ in range(6):
+        m, n, k = (int(x) for x in torch.randint(1, 300, (3,), generator=gen))
+        a, b = rand((m, k), dtype, device, gen), rand((k, n), dtype, device, gen)
+        c = lltm_ext.gemm(a, b)
+        assert c.dtype == dtype and c.device == a.device and c.is_contiguous()
+        assert_gemm_close(c, ref_mm(a, b), dtype)
+
+
+@pytest.mark.parametrize("shape", EDGE_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("device, dtype", ALL_DTYPES)
+def test_edge_shapes(device, dtype, shape):
+    m, n, k = shape
+    a, b = rand((m, k), dtype, device), rand((k, n), dtype, device)
+    c = lltm_ext.gemm(a, b)
+    assert tuple(c.shape) == (m, n)
+    if k == 0:
+        assert (c == 0).all()
+    assert_gemm_close(c, ref_mm(a, b), dtype)
+
+
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
+@pytest.mark.parametrize("device, dtype", ALL_DTYPES)
+def test_transposed_views(device, dtype, layout):
+    """a.t() / b.t() views (column-major) are read in place and give the same product."""
+    m, n, k = 67, 45, 131
+    a = rand((k, m), dtype, device).t() if layout[0] == "t" else rand((m, k), dtype, device)
+    b = rand((n, k), dtype, device).t() if layout[1] == "t" else rand((k, n), dtype, device)
+    assert a.is_contiguous() == (layout[0] == "n") and b.is_contiguous() == (layout[1] == "n")
+    assert_gemm_close(lltm_ext.gemm(a, b), ref_mm(a, b), dtype)
+
+
+@pytest.mark.parametrize("device, dtype", device_dtypes())
+def test_strided_and_offset_views(device, dtype):
+    """Padded rows (ld > width), unaligned starts, every-other-column views and expanded rows."""
+    wide = rand((70, 140), dtype, device)
+    cases = [
+        (wide[:, :65], rand((65, 33), dtype, device)),  # lda = 140 > K
+        (wide[1:, 3:68], rand((65, 33), dtype, device)),  # unaligned start
+        (wide[:, ::2], rand((70, 9), dtype, device)),  # no unit stride: copied
+        (rand((1, 40), dtype, device).expand(6, 40), rand((40, 12), dtype, device)),
+        (rand((9, 40), dtype, device), wide[:40, 1:12]),
+        (rand((9, 40), dtype, device), wide.t()[1:41, 2:13]),  # column-major, unaligned
+    ]
+    for a, b in cases:
+        assert_gemm_close(lltm_ext.gemm(a, b), ref_mm(a, b), dtype)
+
+
+@pytest.mark.parametrize("device, dtype", ALL_DTYPES)
+def test_long_k_accuracy(device, dtype):
+    """K = 8192: float32 stays far under 1e-5 relative error."""
+    m, n, k = 96, 80, 8192
+    a, b = rand((m, k), dtype, device), rand((k, n), dtype, device)
+    c = lltm_ext.gemm(a, b)
+    assert_gemm_close(c, ref_mm(a, b), dtype)
+
+
+# ----------------------------------------------------------------------------------------------
+# out=.
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("device, dtype", ALL_DTYPES)
+def test_out(device, dtype):
+    a, b = rand((37, 53), dtype, device), rand((53, 29), dtype, device)
+    out = torch.full((37, 29), float("nan"), dtype=dtype, device=device)
+    result = lltm_ext.gemm(a, b, out=out)
+    assert result is out
+    assert_gemm_close(out, ref_mm(a, b), dtype)
+    # A non-contiguous out (a transposed view) is written too.
+    out_t = torch.full((29, 37), float("nan"), dtype=dtype, device=device).t()
+    assert lltm_ext.gemm(a, b, out=out_t) is out_t
+    assert_gemm_close(out_t, ref_mm(a, b), dtype)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_out_errors(device):
+    a, b = rand((4, 5), torch.float32, device), rand((5, 6), torch.float32, device)
+    with pytest.raises(RuntimeError, match=r"`out` must have shape \[4, 6\]"):
+        lltm_ext.gemm(a, b, out=torch.empty(6, 4, device=device))
+    with pytest.raises(RuntimeError, match=r"`out` is Double and `a` is Float"):
+        lltm_ext.gemm(a, b, out=torch.empty(4, 6, dtype=torch.float64, device=device))
+    base = torch.randn(24, device=device)
+    with pytest.raises(RuntimeError, match=r"`out` must not share memory with `a`"):
+        lltm_ext.gemm(base[:20].view(4, 5), b, out=base.view(4, 6))
+    with pytest.raises(RuntimeError, match=r"self-overlapping"):
+        lltm_ext.gemm(a, b, out=torch.empty(1, 6, device=device).expand(4, 6))
+    with pytest.raises(RuntimeError, match=r"does not support automatic differentiation"):
+        lltm_ext.gemm(a.requires_grad_(), b, out=torch.empty(4, 6, device=device))
+
+
+@pytest.mark.cuda
+def test_out_wrong_device():
+    a, b = rand((4, 5), torch.float32, "cuda"), rand((5, 6), torch.float32, "cuda")
+    with pytest.raises(RuntimeError, match=r"`out` is on cpu and `a` is on cuda"):
+        lltm_ext.gemm(a, b, out=torch.empty(4, 6))
+
+
+# ----------------------------------------------------------------------------------------------
+# Autograd.
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("device, dtype", ALL_DTYPES)
+def test_gradients(device, dtype):
+    a = rand((33, 70), dtype, device).requires_grad_()
+    b = rand((70, 21), dtype, device).requires_grad_()
+    grad_c = rand((33, 21), dtype, device)
+    lltm_ext.gemm(a, b).backward(grad_c)
+    assert_gemm_close(a.grad, ref_mm(grad_c, b.t()), dtype)
+    assert_gemm_close(b.grad, ref_mm(a.t(), grad_c), dtype)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_gradcheck(device):
+    a = torch.randn(7, 9, dtype=torch.float64, device=device, requires_grad=True)
+    b = torch.randn(9, 5, dtype=torch.float64, device=device, requires_grad=True)
+    assert torch.autograd.gradcheck(lltm_ext.gemm, (a, b))
+    assert torch.autograd.gradgradcheck(lltm_ext.gemm, (a, b))
+    # Transposed inputs and one input without grad.
+    at = torch.randn(9, 7, dtype=torch.float64, device=device).t().requires_grad_()
+    assert torch.autograd.gradcheck(lltm_ext.GemmFunction.apply, (at, b.detach()))
+
+
+@pytest.mark.parametrize("device", devices())
+def test_opcheck(device):
+    a = torch.randn(6, 10, device=device, requires_grad=True)
+    b = torch.randn(10, 4, device=device, requires_grad=True)
+    torch.library.opcheck(gemm_op, (a, b))
+    torch.library.opcheck(gemm_op, (a.detach().t().contiguous().t(), b.detach()))
+    torch.library.opcheck(gemm_out_op, (a.detach(), b.detach(), torch.empty(6, 4, device=device)))
+
+
+@pytest.mark.parametrize("device", devices())
+def test_torch_compile(device):
+    def f(a, b, w):
+        return torch.tanh(lltm_ext.gemm(a, b)) @ w
+
+    a = torch.randn(12, 20, device=device, requires_grad=True)
+    b = torch.randn(20, 16, device=device, requires_grad=True)
+    w = torch.randn(16, 3, device=device)
+    compiled = torch.compile(f, fullgraph=True)
+    out = compiled(a, b, w)
+    torch.testing.assert_close(out, f(a, b, w), rtol=1e-5, atol=1e-5)
+    ga, gb = torch.autograd.grad(out.sum(), (a, b))
+    ra, rb = torch.autograd.grad(f(a, b, w).sum(), (a, b))
+    torch.testing.assert_close(ga, ra, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(gb, rb, rtol=1e-5, atol=1e-5)
+
+    def g(a, b, out):
+        return lltm_ext.gemm(a, b, out=out)
+
+    out = torch.empty(12, 16, device=device)
+    with torch.no_grad():
+        torch.compile(g, fullgraph=True)(a, b, out)
+    torch.testing.assert_close(out, (a @ b).detach(), rtol=1e-5, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------------------------
+# Input errors: raised before any kernel runs, naming the argument.
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("device", devices())
+def test_bad_inputs(device):
+    a, b = torch.randn(4, 5, device=device), torch.randn(5, 6, device=device)
+    with pytest.raises(
+        RuntimeError, match=r"`a` must be 2-D, but got a Float tensor of shape \[5\]"
+    ):
+        lltm_ext.gemm(torch.randn(5, device=device), b)
+    with pytest.raises(RuntimeError, match=r"`b` must be 2-D, but got a Float tensor of shape"):
+        lltm_ext.gemm(a, torch.randn(2, 5, 6, device=device))
+    with pytest.raises(RuntimeError, match=r"`b` must have a.size\(1\) = 5 rows"):
+        lltm_ext.gemm(a, torch.randn(4, 6, device=device))
+    with pytest.raises(RuntimeError, match=r"`b` is Double and `a` is Float"):
+        lltm_ext.gemm(a, b.double())
+    with pytest.raises(RuntimeError, match=r"`a` must have a floating-point dtype.*Int"):
+        lltm_ext.gemm(a.int(), b)
+    with pytest.raises(RuntimeError, match=r"`b` must have a floating-point dtype.*Long"):
+        lltm_ext.gemm(a, b.long())
+
+
+@pytest.mark.cuda
+def test_mixed_devices():
+    a, b = torch.randn(4, 5), torch.randn(5, 6, device="cuda")
+    with pytest.raises(RuntimeError, match=r"`b` is on cuda:0 and `a` is on cpu"):
+        lltm_ext.gemm(a, b)
+
+
+def test_cuda_tensor_on_cpu_only_build():
+    if not torch.cuda.is_available() or cuda_built("gemm"):
+        pytest.skip("needs a GPU and a CPU-only build of lltm_ext")
+    with pytest.raises(RuntimeError, match=r"no CUDA kernels"):
+        lltm_ext.gemm(torch.randn(2, 2, device="cuda"), torch.randn(2, 2, device="cuda"))
+
+
+# ----------------------------------------------------------------------------------------------
+# CUDA: every tile config and split, determinism, 64-bit offsets.
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
+def test_cuda_every_config(layout):
+    """All float32 tile configs (not only the heuristic's picks), with and without split-K."""
+    ext = load_extension("gemm")
+    for m, n, k in [(131, 259, 77), (1, 129, 300), (256, 128, 512), (300, 5, 1)]:
+        a = (
+            torch.randn(k, m, device="cuda").t()
+            if layout[0] == "t"
+            else torch.randn(m, k, device="cuda")
+        )
+        b = (
+            torch.randn(n, k, device="cuda").t()
+            if layout[1] == "t"
+            else torch.randn(k, n, device="cuda")
+        )
+        ref = ref_mm(a, b)
+        for config in range(len(ext._cuda_configs())):
+            for splits in (1, 3):
+                c = ext._gemm_with_config(a, b, config, splits)
+                err = rel_err(c, ref)
+                assert err <= REL_BOUND[torch.float32], (config, splits, (m, n, k), err)
+
+
+@pytest.mark.cuda
+def test_cuda_heuristic_and_determinism():
+    ext = load_extension("gemm")
+    n_configs = len(ext._cuda_configs())
+    for shape in [(1024, 1024, 1024), (4096, 4096, 4096), (64, 64, 100000), (1, 1, 1)]:
+        config, splits = ext._cuda_choose(*shape)
+        assert 0 <= config < n_configs and splits >= 1
+    a, b = torch.randn(64, 20000, device="cuda"), torch.randn(20000, 48, device="cuda")
+    c1, c2 = lltm_ext.gemm(a, b), lltm_ext.gemm(a, b)
+    assert torch.equal(c1, c2), "split-K must be deterministic"
+    assert_gemm_close(c1, ref_mm(a, b), torch.float32)
+
+
+@pytest.mark.cuda
+def test_cuda_over_2_31_elements_large():
+    """a has 2^31 + 2^15 elements (fp16, 4 GiB): offsets past 2^31 must be 64-bit."""
+    m, k, n = 2**16 + 1, 2**15, 8
+    free, _ = torch.cuda.mem_get_info()
+    if free < 3 * m * k * 2:
+        pytest.skip("needs ~12 GiB of free GPU memory")
+    a = torch.empty(m, k, dtype=torch.float16, device="cuda").uniform_(-1, 1)
+    b = torch.empty(k, n, dtype=torch.float16, device="cuda").uniform_(-1, 1)
+    c = lltm_ext.gemm(a, b)
+    rows = torch.tensor([0, 1, m // 2, m - 2, m - 1], device="cuda")
+    assert_gemm_close(c[rows], ref_mm(a[rows], b), torch.float16)
+    # a.t() as the K-contiguous B of b^T a^T (n, m): its columns start up to 2^31 elements in.
+    ct = lltm_ext.gemm(b.t(), a.t())
+    assert_gemm_close(ct[:, rows], ref_mm(b.t(), a[rows].t()), torch.float16)
+    # a.t() as a column-major A (k, m) @ y (m, n): its k rows reach past 2^31 elements.
+    y = torch.empty(m, n, dtype=torch.float16, device="cuda").uniform_(-1, 1)
+    cy = lltm_ext.gemm(a.t(), y)
+    cols = torch.tensor([0, k // 2, k - 1], device="cuda")
+    assert_gemm_close(cy[cols], ref_mm(a[:, cols].t(), y), torch.float16)
+    assert math.isfinite(c.float().abs().max().item())
