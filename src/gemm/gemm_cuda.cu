@@ -1,0 +1,273 @@
+// CUDA launchers of lltm_ext.gemm: tile config and split-K chosen from the grid vs the SM count.
+//
+// The kernels live in common/gemm_tiles.cuh (shared with scripts/gemm_steps/). This file picks a
+// block-tile config and a K split for each problem, instantiates the kernels per dtype and operand
+// layout, and launches them on the current stream (split-K partials go through a float32 / float64
+// workspace and an ordered, deterministic reduction).
+#include <ATen/ATen.h>
+
+#include <array>
+#include <cmath>
+#include <limits>
+
+#include "common/cuda_utils.cuh"
+#include "common/dispatch.h"
+#include "common/gemm_tiles.cuh"
+#include "gemm/gemm.h"
+
+namespace lltm_ext::gemm {
+namespace {
+
+namespace gt = lltm_ext::gemm_tiles;
+
+// float32 tile configs: Tile<BM, BN, BK, WM, WN, TM, TN, MIN_BLOCKS, STAGES> (STAGES 0:
+// register-staged double buffering; >= 2: cp.async ring). The heuristic below weighs each by its
+// measured per-SM rate; the index is the `config` of the tuning entry point.
+using F32Configs = std::tuple<                     //
+    gt::Tile<128, 128, 8, 32, 64, 8, 8, 2>,        // 0
+    gt::Tile<128, 128, 8, 32, 64, 8, 8, 2, 4>,     // 1
+    gt::Tile<128, 128, 16, 32, 64, 8, 8, 2, 3>,    // 2
+    gt::Tile<128, 256, 8, 32, 128, 8, 16, 1, 4>,   // 3
+    gt::Tile<128, 256, 16, 32, 128, 8, 16, 1, 3>,  // 4
+    gt::Tile<128, 128, 8, 32, 128, 8, 16, 2, 4>,   // 5
+    gt::Tile<128, 128, 16, 32, 128, 8, 16, 2, 3>,  // 6
+    gt::Tile<256, 128, 8, 64, 64, 16, 8, 1, 4>,    // 7
+    gt::Tile<64, 128, 8, 32, 64, 8, 8, 3, 4>,      // 8
+    gt::Tile<64, 64, 16, 32, 32, 4, 8, 4, 3>>;     // 9
+constexpr int kNumF32Configs = std::tuple_size_v<F32Configs>;
+constexpr std::array<const char*, kNumF32Configs> kF32ConfigNames = {
+    "128x128x8 t8x8 256thr staged",   "128x128x8 t8x8 256thr async4",
+    "128x128x16 t8x8 256thr async3",  "128x256x8 t8x16 256thr async4",
+    "128x256x16 t8x16 256thr async3", "128x128x8 t8x16 128thr async4",
+    "128x128x16 t8x16 128thr async3", "256x128x8 t16x8 256thr async4",
+    "64x128x8 t8x8 128thr async4",    "64x64x16 t4x8 128thr async3"};
+// Relative sustained rate per SM of each config when the GPU is full (measured on an H100).
+constexpr std::array<double, kNumF32Configs> kF32ConfigRate = {1.0, 1.0, 1.0, 1.0,  1.0,
+                                                               1.0, 1.0, 1.0, 0.95, 0.8};
+// Configs the heuristic chooses among (the others are there for tuning).
+constexpr std::array<int, 4> kF32Candidates = {1, 3, 8, 9};
+
+// Other dtypes: correctness first. Half types compute in float; float64 in float64.
+using HalfConfig = gt::Tile<128, 128, 8, 32, 64, 8, 8, 2>;
+using F64Config = gt::Tile<64, 64, 8, 32, 32, 4, 8, 2>;
+
+// One operand as the kernels read it.
+struct Operand {
+  const void* data;
+  int64_t ld;
+  bool k_contig;  // K is the unit-stride dimension
+  bool vec;       // 4-element vector loads allowed
+};
+
+bool aligned(const void* p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+// is_a: the operand is A (M x K), whose rows are m; else B (K x N), whose rows are k.
+Operand operand_of(const at::Tensor& t, bool is_a) {
+  const std::optional<Layout> layout = layout_of(t);
+  TORCH_INTERNAL_ASSERT(layout.has_value(), "gemm_cuda: operand without a unit stride");
+  const size_t vec_bytes = std::min<size_t>(16, 4 * t.element_size());
+  Operand op;
+  op.data = t.const_data_ptr();
+  op.ld = layout->ld;
+  op.k_contig = is_a ? layout->row_major : !layout->row_major;
+  op.vec = op.ld % 4 == 0 && aligned(op.data, vec_bytes);
+  return op;
+}
+
+// Resident blocks per SM of config Cfg (float32, row-major A and B), read once.
+template <typename Cfg>
+int f32_blocks_per_sm() {
+  static const int blocks = [] {
+    const auto kernel = gt::kernel_of<Cfg, float, float, float, true, false>();
+    const cudaError_t err = gt::allow_smem<Cfg, float>(kernel);
+    C10_CUDA_CHECK(err);
+    int n = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &n, kernel, Cfg::THREADS, Cfg::template smem_bytes<float>()));
+    return std::max(n, 1);
+  }();
+  return blocks;
+}
+
+// Calls f(std::integral_constant<int, i>) for the runtime index i < kNumF32Configs.
+template <typename F, int I = 0>
+void with_f32_config(int index, F&& f) {
+  if constexpr (I < kNumF32Configs) {
+    if (index == I) {
+      f(std::integral_constant<int, I>{});
+    } else {
+      with_f32_config<F, I + 1>(index, std::forward<F>(f));
+    }
+  }
+}
+
+// Estimated time (arbitrary units) of config `cfg` with `splits` K splits: full-GPU waves of
+// blocks times each block's work over the config's per-SM rate, plus the split-K reduction.
+struct Estimate {
+  double cost;
+  int splits;
+};
+
+Estimate estimate(int64_t M, int64_t N, int64_t K, int bm, int bn, int bk, int blocks_per_sm,
+                  double rate, int sms, int max_splits) {
+  const int64_t tiles = ((M + bm - 1) / bm) * ((N + bn - 1) / bn);
+  const int64_t slots = static_cast<int64_t>(sms) * blocks_per_sm;
+  Estimate best{std::numeric_limits<double>::infinity(), 1};
+  for (int s = 1; s <= max_splits; s *= 2) {
+    const int64_t k_split = ((K + s - 1) / s + bk - 1) / bk * bk;
+    if (s > 1 && k_split < 8 * bk) break;  // too little K per split
+    const int64_t blocks = tiles * s;
+    const int64_t waves = (blocks + slots - 1) / slots;
+    // A block's time: its MACs over the per-block share of the SM's rate, plus a fixed start.
+    double cost = static_cast<double>(waves) *
+                  (static_cast<double>(bm) * bn * (k_split + 4 * bk) * blocks_per_sm / rate);
+    if (s > 1) {  // workspace written once and read once, C written: ~(2 s + 1) M N floats,
+                  // counted at about 128 MACs per byte-equivalent of one SM's share
+      cost += static_cast<double>(2 * s + 1) * M * N * 4 * 128.0 / sms;
+    }
+    if (cost < best.cost) best = {cost, s};
+  }
+  return best;
+}
+
+// Launches float32/float64/half GEMM with config Cfg and `splits` K splits.
+template <typename Cfg, typename T>
+void run_config(const Operand& A, const Operand& B, const at::Tensor& c, int64_t M, int64_t N,
+                int64_t K, int splits, cudaStream_t stream) {
+  using Acc = cuda::opmath_t<T>;
+  const int64_t k_split = splits > 1 ? ((K + splits - 1) / splits + Cfg::BK - 1) / Cfg::BK * Cfg::BK
+                                     : std::max<int64_t>(K, 1);
+  if (splits > 1) splits = static_cast<int>((K + k_split - 1) / k_split);
+  at::Tensor workspace;
+  gt::Params<T, Acc> pw{};  // split-K: partial products in Acc
+  gt::Params<T, T> pc{};    // direct: C in T
+  auto fill = [&](auto& p) {
+    p.a = static_cast<const T*>(A.data);
+    p.b = static_cast<const T*>(B.data);
+    p.M = static_cast<int>(M);
+    p.N = static_cast<int>(N);
+    p.K = static_cast<int>(K);
+    p.lda = A.ld;
+    p.ldb = B.ld;
+    p.ldc = N;
+    p.k_split = static_cast<int>(k_split);
+    p.split_stride = M * N;
+    p.vec_a = A.vec;
+    p.vec_b = B.vec;
+  };
+  auto launch = [&](const auto& p) {
+    using P = std::decay_t<decltype(p)>;
+    using OutT = std::remove_pointer_t<decltype(P::c)>;
+    cudaError_t err;
+    if (A.k_contig && B.k_contig) {
+      err = gt::launch_tiles<Cfg, T, Acc, OutT, true, true>(p, splits, stream);
+    } else if (A.k_contig) {
+      err = gt::launch_tiles<Cfg, T, Acc, OutT, true, false>(p, splits, stream);
+    } else if (B.k_contig) {
+      err = gt::launch_tiles<Cfg, T, Acc, OutT, false, true>(p, splits, stream);
+    } else {
+      err = gt::launch_tiles<Cfg, T, Acc, OutT, false, false>(p, splits, stream);
+    }
+    C10_CUDA_CHECK(err);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  };
+  if (splits <= 1) {
+    fill(pc);
+    pc.c = c.data_ptr<T>();
+    pc.vec_c = N % 4 == 0 && aligned(pc.c, std::min<size_t>(16, 4 * sizeof(T)));
+    launch(pc);
+    return;
+  }
+  if constexpr (std::is_same_v<T, Acc>) {
+    workspace = at::empty({splits, M, N}, c.options());
+    fill(pw);
+    pw.c = workspace.data_ptr<Acc>();
+    pw.vec_c = N % 4 == 0;
+    launch(pw);
+    const int64_t n = M * N;
+    const bool vec = n % 4 == 0 && aligned(c.data_ptr<T>(), 16);
+    constexpr int threads = 256;
+    const unsigned int blocks =
+        cuda::grid_for(vec ? n / 4 : n, threads, c.get_device(), /*blocks_per_sm=*/4);
+    gt::splitk_reduce_kernel<Acc, T><<<blocks, threads, 0, stream>>>(
+        workspace.data_ptr<Acc>(), c.data_ptr<T>(), n, splits, vec);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  } else {
+    TORCH_INTERNAL_ASSERT(false, "gemm_cuda: split-K is only used for float32 and float64");
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> cuda_config_names() {
+  return std::vector<std::string>(kF32ConfigNames.begin(), kF32ConfigNames.end());
+}
+
+std::pair<int, int> cuda_choose(int64_t M, int64_t N, int64_t K) {
+  const int sms = cuda::sm_count(c10::cuda::current_device());
+  int best_config = kF32Candidates[0];
+  Estimate best{std::numeric_limits<double>::infinity(), 1};
+  for (int index : kF32Candidates) {
+    with_f32_config(index, [&](auto I) {
+      using Cfg = std::tuple_element_t<decltype(I)::value, F32Configs>;
+      const Estimate e = estimate(M, N, K, Cfg::BM, Cfg::BN, Cfg::BK, f32_blocks_per_sm<Cfg>(),
+                                  kF32ConfigRate[I], sms, /*max_splits=*/16);
+      if (e.cost < best.cost * 0.999) {  // ties go to the earlier (larger-tile) config
+        best = e;
+        best_config = index;
+      }
+    });
+  }
+  return {best_config, best.splits};
+}
+
+void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int config,
+               int splits) {
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  if (M == 0 || N == 0) return;  // nothing to write
+  const c10::cuda::CUDAGuard guard(a.device());
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  const Operand A = operand_of(a, /*is_a=*/true);
+  const Operand B = operand_of(b, /*is_a=*/false);
+  if (K == 0) {  // an empty sum
+    C10_CUDA_CHECK(cudaMemsetAsync(c.data_ptr(), 0, c.nbytes(), stream));
+    return;
+  }
+  switch (a.scalar_type()) {
+    case at::kFloat: {
+      if (config < 0 || splits <= 0) {
+        const auto choice = cuda_choose(M, N, K);
+        if (config < 0) config = choice.first;
+        if (splits <= 0) splits = choice.second;
+      }
+      TORCH_CHECK(config < kNumF32Configs, "lltm_ext: gemm config must be < ", kNumF32Configs,
+                  ", but got ", config, ".");
+      with_f32_config(config, [&](auto I) {
+        using Cfg = std::tuple_element_t<decltype(I)::value, F32Configs>;
+        run_config<Cfg, float>(A, B, c, M, N, K, splits, stream);
+      });
+      break;
+    }
+    case at::kDouble: {
+      const int64_t tiles =
+          ((M + F64Config::BM - 1) / F64Config::BM) * ((N + F64Config::BN - 1) / F64Config::BN);
+      const int sms = cuda::sm_count(a.get_device());
+      int s = 1;  // split K while the grid is under two blocks per SM and K is long
+      while (tiles * s < 2 * sms && K / (2 * s) >= 16 * F64Config::BK && s < 16) s *= 2;
+      run_config<F64Config, double>(A, B, c, M, N, K, s, stream);
+      break;
+    }
+    case at::kHalf:
+      run_config<HalfConfig, at::Half>(A, B, c, M, N, K, 1, stream);
+      break;
+    case at::kBFloat16:
+      run_config<HalfConfig, at::BFloat16>(A, B, c, M, N, K, 1, stream);
+      break;
+    default:
+      TORCH_CHECK(false, "lltm_ext.gemm: no CUDA kernel for dtype ", a.scalar_type(), ".");
+  }
+}
+
+}  // namespace lltm_ext::gemm
