@@ -211,6 +211,7 @@ def main() -> int:
     parser.add_argument("--no-steps", action="store_true", help="only cuBLAS and the package")
     parser.add_argument("--sweep", action="store_true", help="also every package config/split")
     parser.add_argument("--extras", action="store_true", help="transposed layouts, other dtypes")
+    parser.add_argument("--no-shapes", action="store_true", help="skip the per-shape tables")
     args = parser.parse_args()
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -222,7 +223,7 @@ def main() -> int:
     props = torch.cuda.get_device_properties(0)
     print(f"device: {props.name}, {props.multi_processor_count} SMs; torch {torch.__version__}")
     results = []
-    for m, n, k in SHAPES[:2] if args.quick else SHAPES:
+    for m, n, k in [] if args.no_shapes else SHAPES[:2] if args.quick else SHAPES:
         results += shape_table(lib, ext, args, m, n, k)
         torch.cuda.empty_cache()
     if args.extras:

@@ -1,58 +1,74 @@
 #!/usr/bin/env bash
 # GPU-machine script for lltm_ext's GEMM: build, check, time; logs and JSON under $OUT.
-#   bash scripts/gemm_steps/run_gpu.sh [phase ...]   phases: build steps sweep extras bench tests
-#                                                    ncu (default: build steps bench tests)
+#   bash scripts/gemm_steps/run_gpu.sh [phase ...]
+#   phases: build steps sweep tests bench cpubench extras ncu (default: build steps tests bench)
 set -u
 OUT=${OUT:-/tmp/gemm_out}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1
-PHASES=${*:-build steps bench tests}
+# The GPU image's default CXX links libstdc++ statically, which crashes next to torch.
+export CXX=${LLTM_EXT_CXX:-/usr/bin/g++} CC=${LLTM_EXT_CC:-/usr/bin/gcc}
+PHASES=${*:-build steps tests bench}
 has() { [[ " $PHASES " == *" $1 "* ]]; }
 LIB=/tmp/libgemm_steps.so
 t0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
+stamp() { echo "[$(($(date +%s) - t0))s] $*"; }
 
 if has build; then
   stamp "build: steps library (background) and the gemm op"
-  (nvcc -O3 -std=c++17 -arch=sm_90 -shared -Xcompiler -fPIC -I src -Xptxas -v \
-      scripts/gemm_steps/steps.cu -o "$LIB" >"$OUT/steps_build.log" 2>&1; echo "steps lib rc=$?") &
+  (nvcc -O3 -std=c++17 -arch=sm_90 -ccbin "$CXX" -shared -Xcompiler -fPIC -I src -Xptxas -v \
+    scripts/gemm_steps/steps.cu -o "$LIB" >"$OUT/build.log" 2>&1 && echo "steps lib built") &
   LLTM_EXT_OPS=gemm TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 python3 setup.py build_ext --inplace \
-      >"$OUT/build.log" 2>&1
-  echo "gemm op build rc=$?"; tail -3 "$OUT/build.log"
+    >"$OUT/build_op.log" 2>&1
+  echo "gemm op build rc=$?"
+  tail -2 "$OUT/build_op.log"
   wait
-  grep -E "spill|stack frame" "$OUT/steps_build.log" | sort | uniq -c
+  grep -E "spill" "$OUT/build.log" | sort | uniq -c
+  cat "$OUT/build_op.log" >>"$OUT/build.log" && rm "$OUT/build_op.log"
 fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv
 
-ARGS=""
-has sweep && ARGS="$ARGS --sweep"
-has extras && ARGS="$ARGS --extras"
-if has steps || has sweep || has extras; then
-  stamp "steps / sweep / extras"
-  STEPARGS=""
-  has steps || STEPARGS="--no-steps"
-  timeout 240 python3 scripts/gemm_steps/bench.py --lib "$LIB" --json "$OUT/steps.json" \
-      $STEPARGS $ARGS 2>&1 | tee "$OUT/steps.log" | grep -v "^$"
-fi
-if has bench; then
-  stamp "python -m lltm_ext bench --ops gemm"
-  timeout 120 python3 -m lltm_ext bench --ops gemm --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
-fi
-if has ncu; then
-  stamp "ncu: one 4096^3 call"
-  timeout 120 ncu --clock-control none -k regex:gemm_tile_kernel -c 1 \
-      --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
-      --section SchedulerStats python3 -c "
-import torch, lltm_ext
-a = torch.randn(4096, 4096, device='cuda'); b = torch.randn(4096, 4096, device='cuda')
-lltm_ext.gemm(a, b); torch.cuda.synchronize()" >"$OUT/ncu.log" 2>&1
-  grep -E "Throughput|Issue|Occupancy|Registers|Eligible|Active Warps|No Eligible|Duration|Stall" \
-      "$OUT/ncu.log" | head -40
+if has steps || has sweep; then
+  stamp "steps / sweep vs cuBLAS"
+  ARGS=""
+  has steps || ARGS="$ARGS --no-steps"
+  has sweep && ARGS="$ARGS --sweep"
+  timeout "${STEPS_TIMEOUT:-170}" python3 scripts/gemm_steps/bench.py --lib "$LIB" \
+    --json "$OUT/steps.json" $ARGS >"$OUT/steps.log" 2>&1
+  echo "rc=$?"
 fi
 if has tests; then
   stamp "pytest tests/test_gemm.py"
-  timeout 300 python3 -m pytest tests/test_gemm.py -q -x -p no:cacheprovider 2>&1 \
-      | tee "$OUT/pytest.log" | tail -15
+  timeout "${TESTS_TIMEOUT:-170}" python3 -m pytest tests/test_gemm.py -q --maxfail=30 \
+    -p no:cacheprovider >"$OUT/pytest.log" 2>&1
+  echo "rc=$?"
+  grep -E "passed|failed|Error|error" "$OUT/pytest.log" | tail -25
+fi
+if has bench; then
+  stamp "python -m lltm_ext bench --ops gemm (cuda)"
+  timeout 60 python3 -m lltm_ext bench --ops gemm --json "$OUT/bench.json" >"$OUT/bench.log" 2>&1
+fi
+if has cpubench; then
+  stamp "python -m lltm_ext bench --ops gemm --device cpu"
+  timeout 60 python3 -m lltm_ext bench --ops gemm --device cpu >>"$OUT/bench.log" 2>&1
+fi
+if has extras; then
+  stamp "extras: transposed layouts, other dtypes"
+  timeout 60 python3 scripts/gemm_steps/bench.py --lib "$LIB" --no-shapes --extras --rounds 2 \
+    --json "$OUT/extras.json" >"$OUT/extras.log" 2>&1
+fi
+if has ncu; then
+  stamp "ncu: one 4096^3 call"
+  timeout 90 ncu --clock-control none -k regex:gemm_ -c 1 --section SpeedOfLight \
+    --section Occupancy --section WarpStateStats --section SchedulerStats python3 -c "
+import torch, lltm_ext
+a = torch.randn(4096, 4096, device='cuda'); b = torch.randn(4096, 4096, device='cuda')
+lltm_ext.gemm(a, b); torch.cuda.synchronize()" >"$OUT/ncu.log" 2>&1
 fi
 stamp done
+# Summaries last (the reply shows the end of the output).
+for f in steps.log extras.log bench.log ncu.log; do
+  [[ -f "$OUT/$f" ]] && { echo "----- $f"; grep -vE "^\s*$" "$OUT/$f" | cut -c1-110; }
+done
+exit 0
