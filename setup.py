@@ -120,23 +120,33 @@ def nvcc_version(home: Path) -> str | None:
     return match.group(1) if match else None
 
 
-def wheel_cuda_includes() -> list[str]:
-    """Header folders of the nvidia-* wheels that a CUDA build of torch pulls in.
+def wheel_cuda_includes(cuda_home: Path) -> list[str]:
+    """A folder with the headers that torch's nvidia-* wheels have and the toolkit lacks.
 
-    A toolkit without the cuBLAS/cuSPARSE/cuSOLVER headers (a minimal one) still builds, because
-    ATen's CUDA headers find them there.
+    A minimal toolkit has no cuBLAS/cuSPARSE/cuSOLVER headers, which ATen's CUDA headers include;
+    torch's CUDA wheels bring them. Only the missing ones are exposed (through links in
+    build/cuda-extra-include), so that the toolkit's own headers are never shadowed by the
+    wheels' (which may be of another CUDA minor version than nvcc: CCCL rejects that mix).
     """
     import site
 
     roots = [Path(p) for p in site.getsitepackages() + [site.getusersitepackages()]]
     roots += [Path(p) for p in sys.path if p.endswith("site-packages")]
-    found: list[str] = []
+    toolkit = cuda_home / "include"
+    overlay = ROOT / "build" / "cuda-extra-include"
+    missing: dict[str, Path] = {}
     for root in dict.fromkeys(roots):
-        for header in ("cusparse.h", "cublas_v2.h", "cusolverDn.h"):
-            for hit in root.glob(f"nvidia/*/include/{header}"):
-                if str(hit.parent) not in found:
-                    found.append(str(hit.parent))
-    return found
+        for include in sorted(root.glob("nvidia/*/include")):
+            for entry in include.iterdir():
+                if not (toolkit / entry.name).exists():
+                    missing.setdefault(entry.name, entry)
+    if not missing:
+        return []
+    shutil.rmtree(overlay, ignore_errors=True)
+    overlay.mkdir(parents=True)
+    for name, target in missing.items():
+        (overlay / name).symlink_to(target)
+    return [str(overlay)]
 
 
 def default_arch_list(cuda: str) -> str:
@@ -339,7 +349,7 @@ def make_extension(op: str, force_cpu: bool = False):
     nvcc = ["-O0", "-g", "-G", "-lineinfo"] if DEBUG else ["-O3"]
     nvcc += ["--expt-relaxed-constexpr", f"--threads={NVCC_THREADS}"]
     macros += [("WITH_CUDA", None), ("LLTM_EXT_CUDA_ARCHS", ",".join(ARCH_TARGETS))]
-    kwargs["include_dirs"] += wheel_cuda_includes()
+    kwargs["include_dirs"] += EXTRA_CUDA_INCLUDES
     return CUDAExtension(
         sources=[str(s.relative_to(ROOT)) for s in sources + cu_sources],
         define_macros=macros,
@@ -349,6 +359,7 @@ def make_extension(op: str, force_cpu: bool = False):
 
 
 OPS = discover_ops()
+EXTRA_CUDA_INCLUDES = wheel_cuda_includes(CUDA_HOME) if WITH_CUDA and not IS_SDIST else []
 CUDA_OPS = [op for op in OPS if WITH_CUDA and any((SRC / op).glob("*.cu"))]
 CPU_TWINS = CUDA_OPS if want_cpu_twin() else []
 EXTENSIONS = [] if IS_SDIST else [make_extension(op) for op in OPS]
