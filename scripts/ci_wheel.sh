@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# CI's wheel check (run by .ci/run after the README's test command; no GPU needed):
+#   1. a build environment with torch's CUDA 13.0 build (from the package index) and the build tools;
+#   2. scripts/build_wheel.sh: the sdist, checked; the CUDA wheel built from its clean unpack for
+#      the CI architectures, checked with cuobjdump; installed into a clean virtual environment
+#      (which gets the same torch from the index), smoke-tested, and the CPU test suite run
+#      against that install from outside the source tree;
+#   3. `python -m lltm_ext info --json` of that install reports CUDA kernels for those archs;
+#   4. where the package's CUDA wheel carries CPU twins, the same wheel under a CPU-only torch.
+# Non-interactive; everything it installs lives in .ci-venvs/ (ignored by git) or a temp folder.
+#
+# Variables: LLTM_EXT_CI_ARCHS (default "8.0;9.0"), LLTM_EXT_CI_TORCH (default 2.13.0),
+# LLTM_EXT_CI_OPS (default: all ops), LLTM_EXT_CI_VENVS (default .ci-venvs),
+# LLTM_EXT_CI_CPU_TORCH_CHECK (default 1).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+ARCHS=${LLTM_EXT_CI_ARCHS:-8.0;9.0}
+TORCH_PIN=${LLTM_EXT_CI_TORCH:-2.13.0}
+VENVS=${LLTM_EXT_CI_VENVS:-$ROOT/.ci-venvs}
+START=$SECONDS
+stage() { printf '\n== ci_wheel: %s (%ss)\n' "$*" "$((SECONDS - START))"; }
+die() {
+  printf 'ci_wheel.sh: error: %s\n' "$*" >&2
+  exit 1
+}
+
+# pip's local find-links folder here holds only the CPU build of torch, which would win over the
+# index's CUDA build of the same version: leave pip's configuration out for this script (the
+# originals are kept for step 4).
+ORIG_PIP_CONFIG_FILE=${PIP_CONFIG_FILE-}
+ORIG_PIP_FIND_LINKS=${PIP_FIND_LINKS-}
+export PIP_CONFIG_FILE=/dev/null PIP_FIND_LINKS=
+export PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_PROGRESS_BAR=off
+# .ci/run exports TORCH_CUDA_ARCH_LIST for its own build; this check builds ARCHS.
+unset TORCH_CUDA_ARCH_LIST LLTM_EXT_OPS LLTM_EXT_VERSION_SUFFIX
+
+stage "build environment: torch $TORCH_PIN (CUDA build) and the build tools in $VENVS/build"
+BPY=$VENVS/build/bin/python
+if ! "$BPY" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_PIN' or not torch.version.cuda)" 2>/dev/null; then
+  rm -rf "$VENVS/build"
+  python3 -m venv "$VENVS/build"
+fi
+"$BPY" -m pip install --quiet "torch==$TORCH_PIN" "setuptools>=77" wheel ninja build twine check-wheel-contents
+"$BPY" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)'
+"$BPY" -c 'import torch, sys; sys.exit(0 if torch.version.cuda else "ci_wheel.sh: pip installed a CPU-only torch")'
+
+stage "build, check, install and test the CUDA wheel (TORCH_CUDA_ARCH_LIST=$ARCHS)"
+OUT=$ROOT/dist/ci
+rm -rf "$OUT"
+bash scripts/build_wheel.sh --python "$BPY" --cuda 1 --archs "$ARCHS" --sdist --pytest \
+  --test-venv "$VENVS/test" --out "$OUT" ${LLTM_EXT_CI_OPS:+--ops "$LLTM_EXT_CI_OPS"}
+
+stage "the installed wheel: python -m lltm_ext info --json"
+TPY=$VENVS/test/bin/python
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/lltm_ext-ci.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+(cd "$WORK" && "$TPY" -m lltm_ext info --json) >"$WORK/info.json"
+"$TPY" - "$WORK/info.json" "$ARCHS" <<'EOF'
+import json, re, sys
+
+info = json.load(open(sys.argv[1]))
+want = set()
+for item in filter(None, re.split(r"[;\s]+", sys.argv[2])):
+    num = item.removesuffix("+PTX").replace(".", "")
+    want |= {f"sm_{num}"} | ({f"compute_{num}"} if item.endswith("+PTX") else set())
+built = info["built"]
+problems = []
+if not built.get("cuda_version"):
+    problems.append("the build record has no CUDA version")
+for op in built["ops"]:
+    o = info["ops"].get(op, {})
+    got = set(filter(None, o.get("cuda_targets", "").split(",")))
+    if not o.get("loaded") or not o.get("cuda") or got != want:
+        problems.append(f"op {op}: loaded={o.get('loaded')} cuda={o.get('cuda')} targets={sorted(got)}")
+    else:
+        print(f"  {op}: CUDA kernels for {', '.join(sorted(got))}")
+print(f"  version {info['version']}, built with torch {built['torch_version']}, CUDA {built['cuda_version']}")
+if problems:
+    sys.exit("ci_wheel.sh: info --json does not report the requested CUDA kernels:\n  " + "\n  ".join(problems))
+EOF
+
+WHEEL=$(find "$OUT" -name 'lltm_ext-*.whl' | head -n1)
+if [[ ${LLTM_EXT_CI_CPU_TORCH_CHECK:-1} == 1 ]] &&
+  "$TPY" -c 'import sys, lltm_ext; sys.exit(not any(o.get("cpu_twin") for o in lltm_ext.build_info()["ops"].values()))'; then
+  stage "the CUDA wheel under a CPU-only torch (its CPU twin modules)"
+  rm -rf "$VENVS/cpu"
+  python3 -m venv "$VENVS/cpu"
+  # pip's own configuration again: here it finds the CPU build of the same torch.
+  if env PIP_CONFIG_FILE="$ORIG_PIP_CONFIG_FILE" PIP_FIND_LINKS="$ORIG_PIP_FIND_LINKS" \
+    "$VENVS/cpu/bin/python" -m pip install --quiet "torch==$TORCH_PIN+cpu" 2>/dev/null; then
+    "$VENVS/cpu/bin/python" -m pip install --quiet "$WHEEL"
+    (cd "$WORK" && "$VENVS/cpu/bin/python" "$ROOT/scripts/smoke_test.py" --prefix "$VENVS/cpu" --expect-cuda no)
+  else
+    echo "skipped: no CPU-only torch $TORCH_PIN+cpu available to pip here"
+  fi
+fi
+
+stage "done: $(basename "$WHEEL")"
