@@ -1,0 +1,99 @@
+"""round_ste: rounding with a straight-through gradient, on lltm_ext's element-wise kernels.
+
+Forward rounds halves up, y = floor(x + 1/2), computed exactly (0.49999997 -> 0, although
+0.49999997 + 0.5 rounds to 1 in float32). torch.round instead rounds halves to even: 0.5 -> 0,
+1.5 -> 2, 2.5 -> 2, -0.5 -> -0, where round_ste gives 1, 2, 3, 0. For x in (0, 1) this is
+``1 if x >= 0.5 else 0``. Integral values (every |x| >= 2^23 in float32), +-inf and NaN pass
+through.
+
+Backward is the straight-through estimator: rounding is treated as the identity, so the incoming
+gradient is returned as it is (the same tensor: no kernel, no copy).
+"""
+
+# No `from __future__ import annotations` here: torch.library reads the annotations at runtime.
+
+import torch
+from torch import Tensor, nn
+
+from lltm_ext._extension import load_extension
+from lltm_ext.ops._elementwise import bench_cases, dispatch, fake_like
+
+__all__ = ["RoundSTE", "RoundSTEFunction", "round_ste"]
+
+
+# ----------------------------------------------------------------------------------------------
+# torch.library op: what torch.compile sees (no graph break), checked by opcheck. Its backward
+# needs no op: it is the incoming gradient itself (an op may not return its input).
+# ----------------------------------------------------------------------------------------------
+
+
+@torch.library.custom_op(
+    "lltm_ext::round_ste_forward", mutates_args=(), device_types=("cpu", "cuda")
+)
+def round_ste_forward(x: Tensor) -> Tensor:
+    """floor(x + 1/2), exactly, of a contiguous x (any shape): a new contiguous tensor."""
+    return load_extension("round").forward(x)
+
+
+round_ste_forward.register_fake(fake_like)
+
+
+def _op_backward(ctx, grad):
+    return grad
+
+
+round_ste_forward.register_autograd(_op_backward)
+
+
+# ----------------------------------------------------------------------------------------------
+# The public API: eagerly the compiled module directly, under torch.compile the op above.
+# ----------------------------------------------------------------------------------------------
+
+
+class RoundSTEFunction(torch.autograd.Function):
+    """Autograd for round_ste: ``RoundSTEFunction.apply(x) -> y``, any shape (non-contiguous x is
+    copied); backward returns the incoming gradient unchanged."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor) -> Tensor:
+        return dispatch("round", round_ste_forward, "forward", x.contiguous())
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> Tensor:
+        return grad
+
+
+def round_ste(x: Tensor) -> Tensor:
+    """floor(x + 1/2) element-wise (halves round up), with a straight-through gradient.
+
+    Args:
+        x: any shape, float32, float64, float16 or bfloat16, on the CPU or a CUDA device.
+
+    Returns:
+        y, x's shape, dtype and device (a new contiguous tensor). Its gradient wrt x is the
+        incoming gradient, unchanged (the same tensor).
+
+    Unlike torch.round, which rounds halves to even (2.5 -> 2), halves round up (2.5 -> 3,
+    -2.5 -> -2).
+    """
+    return RoundSTEFunction.apply(x)
+
+
+class RoundSTE(nn.Module):
+    """``RoundSTE()(x) -> round_ste(x)``, x of any shape."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return round_ste(x)
+
+
+def benchmarks(device: torch.device, quick: bool) -> list:
+    """round_ste's forward vs torch.round (backward has no kernel)."""
+    return bench_cases(
+        "round",
+        device,
+        quick,
+        forward=round_ste,
+        ref_forward=torch.round,
+        ref_forward_name="torch.round",
+        notes="backward: no kernel (returns the incoming gradient)",
+    )

@@ -1,0 +1,15 @@
+// CPU kernels of ReLU: vectorized, parallel element-wise loops.
+#include "common/elementwise_cpu.h"
+#include "relu/relu.h"
+
+namespace lltm_ext::relu {
+
+void forward_cpu(const at::Tensor& x, const at::Tensor& y) {
+  cpu::elementwise::launch(y, Forward{}, x);
+}
+
+void backward_cpu(const at::Tensor& grad, const at::Tensor& y, const at::Tensor& grad_input) {
+  cpu::elementwise::launch(grad_input, Backward{}, grad, y);
+}
+
+}  // namespace lltm_ext::relu

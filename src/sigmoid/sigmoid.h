@@ -1,0 +1,35 @@
+// Sigmoid's per-element math (shared by the CPU and CUDA kernels) and the kernels' entry points.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "common/dispatch.h"
+
+namespace lltm_ext::sigmoid {
+
+// y = 1 / (1 + e^-x). Stable at both ends: for x -> +inf e^-x -> 0 and y -> 1; for x -> -inf
+// e^-x overflows to inf and y -> 1 / inf = 0, never NaN. Computed in float for half types. `Math`
+// supplies exp: cuda::elementwise::Math or cpu::elementwise::Math.
+template <typename Math>
+struct Forward {
+  template <typename A>
+  LLTM_EXT_HD A operator()(A x) const {
+    return A(1) / (A(1) + Math::exp(-x));
+  }
+};
+
+// dx = grad * y * (1 - y), from the saved output y.
+struct Backward {
+  template <typename A>
+  LLTM_EXT_HD A operator()(A grad, A y) const {
+    return grad * (A(1) - y) * y;
+  }
+};
+
+// All tensors contiguous, one dtype and device, one element count; outputs are written whole.
+void forward_cpu(const at::Tensor& x, const at::Tensor& y);
+void forward_cuda(const at::Tensor& x, const at::Tensor& y);
+void backward_cpu(const at::Tensor& grad, const at::Tensor& y, const at::Tensor& grad_input);
+void backward_cuda(const at::Tensor& grad, const at::Tensor& y, const at::Tensor& grad_input);
+
+}  // namespace lltm_ext::sigmoid

@@ -1,0 +1,15 @@
+// CPU kernels of sigmoid: vectorized, parallel element-wise loops.
+#include "common/elementwise_cpu.h"
+#include "sigmoid/sigmoid.h"
+
+namespace lltm_ext::sigmoid {
+
+void forward_cpu(const at::Tensor& x, const at::Tensor& y) {
+  cpu::elementwise::launch(y, Forward<cpu::elementwise::Math>{}, x);
+}
+
+void backward_cpu(const at::Tensor& grad, const at::Tensor& y, const at::Tensor& grad_input) {
+  cpu::elementwise::launch(grad_input, Backward{}, grad, y);
+}
+
+}  // namespace lltm_ext::sigmoid

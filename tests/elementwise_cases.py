@@ -1,0 +1,249 @@
+"""Shared tests of the element-wise ops (relu, sigmoid, round_ste), against PyTorch in float64.
+
+Each op's test file describes its op with an `OpSpec` and subclasses `ElementwiseTests` (pytest
+collects the inherited tests there): values and gradients for every device and dtype, shapes of 0,
+1 and odd sizes, misaligned (x[1:]) and strided layouts, NaN and +-inf, opcheck, torch.compile
+with fullgraph=True, the module, errors, and on CUDA > 2^31 elements.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+import torch
+from helpers import TOLERANCES, assert_close, device_dtypes, devices
+from torch import Tensor
+
+import lltm_ext
+from lltm_ext._extension import cuda_built, load_extension
+
+ALL_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+DEVICE_DTYPES = device_dtypes(cpu=ALL_DTYPES, cuda=ALL_DTYPES)
+
+# 0 elements, 1, odd sizes (a tail after every 16-byte pack width), several dims, and more than
+# one CPU parallel grain (32768).
+SHAPES = [(), (0,), (1,), (7,), (3, 5, 7), (2, 0, 3), (1001,), (100_003,)]
+# contiguous; a storage offset of one element (never 16-byte aligned); every other element.
+LAYOUTS = ["contiguous", "offset", "strided"]
+
+SPECIAL = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1000.0, -1000.0, 0.5, -0.5, 1.5, -2.5, 1e-30]
+
+
+@dataclass
+class OpSpec:
+    """One element-wise op, as the shared tests see it."""
+
+    name: str  # the op folder, lltm_ext._<name>
+    fn: Callable[[Tensor], Tensor]  # the public function
+    function: type  # its autograd.Function
+    module: type  # its nn.Module
+    ref: Callable[[Tensor], Tensor]  # exact reference on float64
+    ref_grad: Callable[[Tensor, Tensor, torch.dtype], Tensor]  # (x, grad, dtype) -> float64 dx
+    same_dtype: Callable[[Tensor], Tensor]  # PyTorch's own op in x's dtype (for huge tensors)
+    forward_op: Callable[..., Tensor]  # the torch.library ops
+    backward_op: Callable[..., Tensor] | None = None
+    # Backward kernel (grad, y) and PyTorch's own, in y's dtype (for huge tensors).
+    backward_same_dtype: Callable[[Tensor, Tensor], Tensor] | None = None
+    exports: list[str] = field(default_factory=list)
+
+
+def make_input(
+    shape: tuple[int, ...], dtype: torch.dtype, device: str, layout: str = "contiguous", scale=3.0
+) -> Tensor:
+    """torch.randn(shape) * scale in `dtype` on `device`, laid out in memory as `layout` says."""
+    numel = math.prod(shape)
+    if layout == "contiguous":
+        base = torch.randn(shape, device=device) * scale
+    elif layout == "offset":
+        base = (torch.randn(numel + 1, device=device) * scale)[1:].view(shape)
+    elif layout == "strided":
+        base = (torch.randn(*shape, 2, device=device) * scale)[..., 0]
+    else:
+        raise ValueError(layout)
+    out = base.to(dtype)
+    if layout == "offset":  # keep the offset through the dtype conversion
+        out = torch.empty(numel + 1, device=device, dtype=dtype)[1:].view(shape).copy_(out)
+    elif layout == "strided":
+        out = torch.empty(*shape, 2, device=device, dtype=dtype)[..., 0].copy_(out)
+    return out
+
+
+def autograd_ref_grad(torch_fn: Callable[[Tensor], Tensor]):
+    """ref_grad from PyTorch's own autograd on float64."""
+
+    def ref_grad(x: Tensor, grad: Tensor, dtype: torch.dtype) -> Tensor:
+        x64 = x.detach().double().cpu().requires_grad_()
+        (dx,) = torch.autograd.grad(torch_fn(x64), x64, grad.double().cpu())
+        return dx
+
+    return ref_grad
+
+
+class ElementwiseTests:
+    """The tests every element-wise op shares; a subclass sets `spec`."""
+
+    spec: OpSpec
+
+    @pytest.mark.parametrize("layout", LAYOUTS)
+    @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)) or "scalar")
+    @pytest.mark.parametrize("device,dtype", DEVICE_DTYPES)
+    def test_values_and_gradients(self, device, dtype, shape, layout):
+        x = make_input(shape, dtype, device, layout).requires_grad_()
+        if layout == "offset":  # contiguous, but the kernels see a misaligned pointer
+            assert x.is_contiguous() and x.storage_offset() == 1
+        elif layout == "strided" and x.numel() > 1:
+            assert not x.is_contiguous()
+        y = self.spec.fn(x)
+        assert y.shape == x.shape and y.dtype == dtype and y.device == x.device
+        assert y.is_contiguous()
+        assert_close(y, self.spec.ref(x.detach().double()), dtype)
+        grad = make_input(shape, dtype, device, layout, scale=1.0)
+        (dx,) = torch.autograd.grad(y, x, grad)
+        assert dx.shape == x.shape and dx.dtype == dtype and dx.device == x.device
+        assert_close(dx, self.spec.ref_grad(x, grad, dtype), dtype)
+
+    @pytest.mark.parametrize("device,dtype", DEVICE_DTYPES)
+    def test_special_values(self, device, dtype):
+        """NaN and +-inf as PyTorch has them; saturation at +-1000; signed zeros; halves."""
+        x = torch.tensor(SPECIAL, dtype=dtype, device=device).requires_grad_()
+        y = self.spec.fn(x)
+        ref = self.spec.ref(x.detach().double())
+        assert_close(y, ref, dtype)
+        assert torch.equal(y.isnan().cpu(), ref.isnan())
+        grad = torch.linspace(-2, 2, len(SPECIAL), dtype=dtype, device=device)
+        (dx,) = torch.autograd.grad(y, x, grad)
+        assert_close(dx, self.spec.ref_grad(x, grad, dtype), dtype)
+
+    @pytest.mark.parametrize("device", devices())
+    def test_gradient_of_a_sum(self, device):
+        """Backward gets an expanded (stride-0) gradient from sum(): made contiguous first."""
+        x = make_input((5, 9), torch.float64, device).requires_grad_()
+        self.spec.fn(x).sum().backward()
+        expected = self.spec.ref_grad(x, torch.ones_like(x), torch.float64)
+        assert_close(x.grad, expected, torch.float64)
+
+    @pytest.mark.parametrize("device", devices())
+    def test_function_and_module(self, device):
+        x = make_input((4, 6), torch.float32, device)
+        y = self.spec.fn(x)
+        torch.testing.assert_close(self.spec.function.apply(x), y, rtol=0, atol=0)
+        torch.testing.assert_close(self.spec.module()(x), y, rtol=0, atol=0)
+        for name in self.spec.exports:
+            assert getattr(lltm_ext, name) is not None and name in lltm_ext.__all__
+
+    @pytest.mark.parametrize("device", devices())
+    def test_opcheck(self, device):
+        for dtype in (torch.float32, torch.float64):
+            x = make_input((3, 17), dtype, device)
+            torch.library.opcheck(self.spec.forward_op, (x,))
+            # Differentiable by itself too (register_autograd).
+            torch.library.opcheck(self.spec.forward_op, (x.clone().requires_grad_(),))
+            if self.spec.backward_op is not None:
+                y = self.spec.forward_op(x)
+                torch.library.opcheck(self.spec.backward_op, (torch.randn_like(y), y))
+
+    @pytest.mark.parametrize("device", devices())
+    @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+    def test_torch_compile_fullgraph(self, device, backend):
+        """fullgraph=True fails on any graph break; forward and backward match eager."""
+        torch._dynamo.reset()
+        x = make_input((4, 33), torch.float32, device).requires_grad_()
+
+        def step(x):
+            return (self.spec.fn(x * 1.5) * 2).sum()
+
+        compiled = torch.compile(step, fullgraph=True, backend=backend)
+        loss = compiled(x)
+        (grad,) = torch.autograd.grad(loss, x)
+        ref_loss = step(x)
+        (ref_grad,) = torch.autograd.grad(ref_loss, x)
+        torch.testing.assert_close(loss, ref_loss)
+        torch.testing.assert_close(grad, ref_grad)
+
+    def test_bad_dtype(self):
+        with pytest.raises(RuntimeError, match=r"`x` must have a floating-point dtype.*Int"):
+            self.spec.fn(torch.arange(6, dtype=torch.int32))
+        with pytest.raises(RuntimeError, match=r"`x` must have a floating-point dtype.*Long"):
+            self.spec.forward_op(torch.arange(6))
+
+    def test_kernel_checks(self):
+        """The compiled module checks what the Python layer otherwise guarantees."""
+        ext = load_extension(self.spec.name)
+        with pytest.raises(RuntimeError, match="`x` must be contiguous"):
+            ext.forward(torch.randn(3, 4).t())
+        if self.spec.backward_op is None:
+            return
+        y = ext.forward(torch.randn(3, 4))
+        with pytest.raises(RuntimeError, match=r"`grad` must have the shape of `output`"):
+            ext.backward(torch.randn(4, 3), y)
+        with pytest.raises(RuntimeError, match=r"one dtype.*`grad` is Double"):
+            ext.backward(torch.randn(3, 4, dtype=torch.float64), y)
+        with pytest.raises(RuntimeError, match=r"`output` must have a floating-point dtype"):
+            ext.backward(torch.randn(3, 4), torch.ones(3, 4, dtype=torch.int64))
+
+    @pytest.mark.cuda
+    def test_mixed_devices_in_backward(self):
+        """A gradient on another device than the saved output: an error naming both."""
+        if self.spec.backward_op is None:
+            pytest.skip("no backward kernel: the gradient passes through unchanged")
+        ext = load_extension(self.spec.name)
+        y = ext.forward(torch.randn(8, device="cuda"))
+        with pytest.raises(
+            RuntimeError, match=r"one device.*`grad` is on cpu.*`output` is on cuda"
+        ):
+            ext.backward(torch.randn(8), y)
+        with pytest.raises(
+            RuntimeError, match=r"one device.*`grad` is on cpu.*`output` is on cuda"
+        ):
+            self.spec.backward_op(torch.randn(8), y)
+
+    @pytest.mark.cuda
+    def test_cuda_tensor_on_cpu_only_build(self):
+        """Run against a CPU-only build (LLTM_EXT_CUDA=0) on a GPU machine: a clear error."""
+        if cuda_built(self.spec.name):
+            pytest.skip("this build has CUDA kernels; a CPU-only build on a GPU machine runs this")
+        with pytest.raises(RuntimeError, match=r"built without CUDA support"):
+            self.spec.fn(torch.randn(4, device="cuda"))
+
+    @pytest.mark.cuda
+    def test_cuda_current_stream(self):
+        """Work goes on the current stream; many blocks and grid-stride iterations."""
+        x = make_input((5_000_011,), torch.float32, "cuda")
+        expected = self.spec.fn(x)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            got = self.spec.fn(x)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+        assert_close(got, self.spec.ref(x.double()), torch.float32)
+
+    @pytest.mark.cuda
+    @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+    def test_cuda_more_than_2_31_elements(self, dtype):
+        """2^31 + 3 elements (4 GiB per tensor): 64-bit indexing, aligned and misaligned."""
+        n = 2**31 + 3
+        if torch.cuda.mem_get_info()[0] < 6 * n * 2:
+            pytest.skip("needs about 24 GiB of free GPU memory")
+        tol = TOLERANCES[dtype]
+        chunk = 2**28
+
+        def check(got: Tensor, want_fn: Callable[..., Tensor], *inputs: Tensor) -> None:
+            assert got.numel() == n
+            for i in range(0, n, chunk):
+                parts = [t[i : i + chunk] for t in inputs]
+                torch.testing.assert_close(got[i : i + chunk], want_fn(*parts), **tol)
+
+        storage = torch.randn(n + 1, device="cuda", dtype=dtype)
+        for x in (storage[:n], storage[1:]):  # 16-byte aligned, then not
+            y = self.spec.fn(x)
+            check(y, self.spec.same_dtype, x)
+            if self.spec.backward_same_dtype is not None:
+                grad = torch.randn_like(y)
+                dx = load_extension(self.spec.name).backward(grad, y)
+                check(dx, self.spec.backward_same_dtype, grad, y)
+                del grad, dx
+            del y
