@@ -32,6 +32,7 @@ STEPS = {
     7: "register double buffering (pkg, 128x128x8)",
     8: "cp.async 4 stages (pkg, 128x128x8)",
     9: "cp.async 4 stages, 8x16/thread (pkg, 128x256x8)",
+    10: "+ A kept K-major in smem, BK 16 (pkg, 128x256x16)",
 }
 SHAPES = [  # (M, N, K)
     (1024, 1024, 1024),
@@ -82,6 +83,7 @@ def timed_table(
     args: argparse.Namespace,
     ref: torch.Tensor,
     poison: Callable[[], None] = lambda: None,
+    tol: float = 1e-5,
 ) -> list[dict]:
     """Checks each candidate's output against ref (after poisoning the output buffer), times them
     in interleaved rounds, prints a table; rows for JSON."""
@@ -103,7 +105,7 @@ def timed_table(
     rows = []
     for name in cands:
         tflops = flops / statistics.median(times[name]) / 1e12
-        flag = "  WRONG" if not errors[name] <= 1e-5 else ""
+        flag = "  WRONG" if not errors[name] <= tol else ""
         print(f"{name:<52} {tflops:8.2f} {100 * tflops / base:7.1f}% {errors[name]:9.1e}{flag}")
         rows.append(
             dict(
@@ -197,7 +199,9 @@ def extras(ext, args) -> list[dict]:
             "lltm_ext.gemm": lambda a=a, b=b: ext.gemm(a, b),
         }
         title = f"{dtype} {size}^3 (torch.mm uses tensor cores for half types)"
-        rows += timed_table(title, cands, 2 * size**3, "torch.mm", args, a.double() @ b.double())
+        ref = a.double() @ b.double()
+        tol = 1e-12 if dtype == torch.float64 else 1e-2
+        rows += timed_table(title, cands, 2 * size**3, "torch.mm", args, ref, tol=tol)
     return rows
 
 

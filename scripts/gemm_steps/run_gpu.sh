@@ -47,7 +47,7 @@ if has tests; then
 fi
 if has bench; then
   stamp "python -m lltm_ext bench --ops gemm (cuda)"
-  timeout 60 python3 -m lltm_ext bench --ops gemm --json "$OUT/bench.json" >"$OUT/bench.log" 2>&1
+  timeout 60 python3 -m lltm_ext bench --ops gemm >"$OUT/bench.log" 2>&1
 fi
 if has cpubench; then
   stamp "python -m lltm_ext bench --ops gemm --device cpu"
@@ -56,7 +56,7 @@ fi
 if has extras; then
   stamp "extras: transposed layouts, other dtypes"
   timeout 60 python3 scripts/gemm_steps/bench.py --lib "$LIB" --no-shapes --extras --rounds 2 \
-    --json "$OUT/extras.json" >"$OUT/extras.log" 2>&1
+    >"$OUT/extras.log" 2>&1
 fi
 if has ncu; then
   stamp "ncu: one 4096^3 call"

@@ -3,7 +3,7 @@
 // Built on its own (not part of the package): nvcc -O3 -std=c++17 -arch=sm_90 -shared
 // -Xcompiler -fPIC -I ../../src steps.cu -o libgemm_steps.so. All steps compute C = A B for
 // row-major float32 A (M x K), B (K x N), C (M x N). Steps 1-6 assume M, N, K multiples of 128
-// and 16-byte aligned rows (the benchmark shapes); steps 7-9 are the package's own kernels
+// and 16-byte aligned rows (the benchmark shapes); steps 7-10 are the package's own kernels
 // (common/gemm_tiles.cuh), which handle any shape and layout.
 #include <cuda_runtime.h>
 
@@ -216,7 +216,7 @@ __global__ void __launch_bounds__(256, 2)
 
 namespace gt = lltm_ext::gemm_tiles;
 
-// Steps 7-9: the package's kernels (register-staged double buffering; cp.async pipelines).
+// Steps 7-10: the package's kernels (register-staged double buffering; cp.async pipelines).
 template <typename Cfg>
 int run_tiles(const float* A, const float* B, float* C, int M, int N, int K, int splits,
               float* workspace, cudaStream_t stream) {
@@ -243,7 +243,7 @@ int run_tiles(const float* A, const float* B, float* C, int M, int N, int K, int
 
 }  // namespace
 
-// C entry point for ctypes: step 1..9 (see bench.py); returns a cudaError_t (0: launched fine).
+// C entry point for ctypes: step 1..10 (see bench.py); returns a cudaError_t (0: launched fine).
 // `workspace` (splits x M x N floats) is needed only when splits > 1 (step 7).
 extern "C" int gemm_step(int step, const float* A, const float* B, float* C, int M, int N, int K,
                          int splits, float* workspace, cudaStream_t stream) {
@@ -277,6 +277,9 @@ extern "C" int gemm_step(int step, const float* A, const float* B, float* C, int
     case 9:  // cp.async, 4 stages, 8 x 16 per thread, 128 x 256 tiles
       return run_tiles<gt::Tile<128, 256, 8, 32, 128, 8, 16, 1, 4>>(A, B, C, M, N, K, splits,
                                                                     workspace, stream);
+    case 10:  // as 9 with BK 16, 3 stages, and A kept K-major in shared memory (no transpose)
+      return run_tiles<gt::Tile<128, 256, 16, 32, 128, 8, 16, 1, 3, true>>(A, B, C, M, N, K, splits,
+                                                                           workspace, stream);
     default:
       return static_cast<int>(cudaErrorInvalidValue);
   }

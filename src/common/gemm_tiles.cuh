@@ -25,28 +25,36 @@ namespace lltm_ext::gemm_tiles {
 
 // Block tile BM x BN x BK; warp tile WM x WN; thread tile TM x TN; MIN_BLOCKS per SM (occupancy
 // hint for the register allocator); STAGES: 0 for register-staged double buffering, >= 2 for a
-// cp.async pipeline of that many shared buffers.
+// cp.async pipeline of that many shared buffers. A_SMEM_K (cp.async only): a K-contiguous A stays
+// K-contiguous in shared memory (As[m][k], 16-byte copies, fragments read 4 k at a time) instead of
+// being transposed on the way.
 template <int BM_, int BN_, int BK_, int WM_, int WN_, int TM_, int TN_, int MIN_BLOCKS_,
-          int STAGES_ = 0>
+          int STAGES_ = 0, bool A_SMEM_K_ = false>
 struct Tile {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, TM = TM_, TN = TN_;
   static constexpr int MIN_BLOCKS = MIN_BLOCKS_, STAGES = STAGES_;
+  static constexpr bool A_SMEM_K = A_SMEM_K_;
   static constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN;
   static constexpr int THREADS = WARPS_M * WARPS_N * 32;
   static constexpr int TWM = WM / TM;  // threads of a warp along m
   static constexpr int TWN = WN / TN;  // threads of a warp along n
   // Shared rows padded by 4 elements: the transposing stores of a K-contiguous operand then fall
-  // into different banks for k and k + 4.
-  static constexpr int LDA_S = BM + 4, LDB_S = BN + 4;
+  // into different banks for k and k + 4, and the rows of a K-major A tile (LDK_S) into different
+  // 16-byte bank groups for consecutive m.
+  static constexpr int LDA_S = BM + 4, LDB_S = BN + 4, LDK_S = BK + 4;
   static_assert(BM % WM == 0 && BN % WN == 0, "warp tiles must tile the block tile");
   static_assert(TM % 4 == 0 && TN % 4 == 0, "thread tiles are made of 4 x 4 sub-blocks");
   static_assert(WM % TM == 0 && WN % TN == 0 && TWM * TWN == 32, "a warp is 32 threads");
   static_assert(BK % 4 == 0, "BK is a multiple of the 4-element load");
   static_assert(STAGES == 0 || STAGES >= 2, "STAGES: 0 (register-staged) or >= 2 (cp.async)");
+  static_assert(!A_SMEM_K || STAGES >= 2, "a K-major A tile needs the cp.async pipeline");
   static constexpr int BUFFERS = STAGES == 0 ? 2 : STAGES;
+  // Elements of one A and one B buffer (an A buffer fits either layout of the A tile).
+  static constexpr int A_TILE = A_SMEM_K && BM * LDK_S > BK* LDA_S ? BM * LDK_S : BK * LDA_S;
+  static constexpr int B_TILE = BK * LDB_S;
   template <typename Acc>
   static constexpr size_t smem_bytes() {
-    return static_cast<size_t>(BUFFERS) * BK * (LDA_S + LDB_S) * sizeof(Acc);
+    return static_cast<size_t>(BUFFERS) * (A_TILE + B_TILE) * sizeof(Acc);
   }
 };
 
@@ -263,10 +271,12 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 // As OperandTile, but copying straight into a shared stage with cp.async (T is the shared type).
-// A K_CONTIG chunk is transposed by four element copies; an MN-contiguous one is one 16-byte
-// copy (two for float64) when vectors are allowed.
-template <typename T, int MN, int BK, int THREADS, bool K_CONTIG, int LDS>
+// TRANSPOSE (K_CONTIG only): the tile is stored K-major (s[k][i]), each chunk by four element
+// copies; otherwise it keeps its global layout (s[k][i] for an MN-contiguous operand, s[i][k] for
+// a K-contiguous one), one 16-byte copy per chunk (two for float64) when vectors are allowed.
+template <typename T, int MN, int BK, int THREADS, bool K_CONTIG, int LDS, bool TRANSPOSE>
 struct AsyncOperandTile {
+  static_assert(K_CONTIG || !TRANSPOSE, "only a K-contiguous tile is transposed");
   static constexpr int CHUNKS = MN * BK / 4;
   static constexpr int PER_THREAD = CHUNKS / THREADS;
   static_assert(CHUNKS % THREADS == 0, "the tile's chunks must spread evenly over the threads");
@@ -275,8 +285,8 @@ struct AsyncOperandTile {
   static constexpr int ROWS_PER_PASS = THREADS / ROW_CHUNKS;
   static constexpr int E = sizeof(T);
   // Shared byte offsets: between a chunk's elements, and between one thread's chunks.
-  static constexpr uint32_t ELEM_STEP = K_CONTIG ? LDS * E : E;
-  static constexpr uint32_t PASS_STEP = K_CONTIG ? ROWS_PER_PASS * E : ROWS_PER_PASS * LDS * E;
+  static constexpr uint32_t ELEM_STEP = TRANSPOSE ? LDS * E : E;
+  static constexpr uint32_t PASS_STEP = TRANSPOSE ? ROWS_PER_PASS * E : ROWS_PER_PASS * LDS * E;
 
   const T* ptr;    // this thread's first chunk in the next K step to copy
   uint32_t s_off;  // byte offset of that chunk's first element within a stage
@@ -290,7 +300,7 @@ struct AsyncOperandTile {
 
   __device__ __forceinline__ AsyncOperandTile(const T* base, int64_t ld) {
     ptr = base + row0() * ld + col0();
-    s_off = static_cast<uint32_t>(K_CONTIG ? col0() * LDS + row0() : row0() * LDS + col0()) * E;
+    s_off = static_cast<uint32_t>(TRANSPOSE ? col0() * LDS + row0() : row0() * LDS + col0()) * E;
   }
 
   // Copies one K step into the stage at shared address `stage`, then moves on to the next step.
@@ -305,7 +315,7 @@ struct AsyncOperandTile {
       const uint32_t d = stage + s_off + c * PASS_STEP;
       const int row = row0() + c * ROWS_PER_PASS;
       if (fast) {
-        if constexpr (K_CONTIG) {
+        if constexpr (TRANSPOSE) {
 #pragma unroll
           for (int j = 0; j < 4; ++j) cp_async<E>(d + j * ELEM_STEP, p + j);
         } else {
@@ -316,7 +326,7 @@ struct AsyncOperandTile {
       }
       const bool row_ok = K_CONTIG ? row < i_lim : row < k_lim;
       const int n_ok = row_ok ? (K_CONTIG ? k_lim - col0() : i_lim - col0()) : 0;
-      if (!K_CONTIG && vec) {        // 16-byte copies, the part past the edge zero-filled
+      if (!TRANSPOSE && vec) {       // 16-byte copies, the part past the edge zero-filled
         constexpr int PER = 16 / E;  // elements per copy
 #pragma unroll
         for (int h = 0; h < 4 / PER; ++h) {
@@ -362,66 +372,91 @@ __device__ __forceinline__ BlockPos block_position(const Prm& p) {
   return b;
 }
 
-// This thread's first m and n within the block tile (its 4 x 4 sub-blocks are TWM * 4 and
-// TWN * 4 apart).
-template <typename Cfg>
+// This thread's first m and n within the block tile. Its TM rows are A_K ? a_row + i * TWM (a
+// K-major A tile: consecutive threads read consecutive rows, each 4 k at once) : in 4 x 4 blocks,
+// thread_m() + (i / 4) * TWM * 4 + i % 4; its TN columns likewise in blocks TWN * 4 apart.
+template <typename Cfg, bool A_K>
 __device__ __forceinline__ int thread_m() {
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  return (warp / Cfg::WARPS_N) * Cfg::WM + (lane / Cfg::TWN) * 4;
+  return (warp / Cfg::WARPS_N) * Cfg::WM + (lane / Cfg::TWN) * (A_K ? 1 : 4);
 }
 template <typename Cfg>
 __device__ __forceinline__ int thread_n() {
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   return (warp % Cfg::WARPS_N) * Cfg::WN + (lane % Cfg::TWN) * 4;
 }
+template <typename Cfg, bool A_K>
+__device__ __forceinline__ constexpr int row_offset(int i) {
+  return A_K ? i * Cfg::TWM : (i / 4) * Cfg::TWM * 4 + i % 4;
+}
 
-// acc += one BK-deep K step from K-major shared tiles (as, bs already offset to this thread).
-template <typename Cfg, typename Acc>
+// acc += one BK-deep K step from shared tiles (as, bs already offset to this thread's first row
+// and column). B is K-major (Bs[k][n]); A is K-major (As[k][m]) or, with A_K, As[m][k].
+template <typename Cfg, bool A_K, typename Acc>
 __device__ __forceinline__ void mma_k_step(Acc (&acc)[Cfg::TM][Cfg::TN], const Acc* as,
                                            const Acc* bs) {
+  constexpr int TM = Cfg::TM, TN = Cfg::TN;
+  if constexpr (A_K) {
 #pragma unroll
-  for (int kk = 0; kk < Cfg::BK; ++kk) {
-    Acc fa[Cfg::TM], fb[Cfg::TN];
+    for (int kc = 0; kc < Cfg::BK; kc += 4) {
+      Acc fa[TM][4];  // rows i, k = kc .. kc + 3
 #pragma unroll
-    for (int i = 0; i < Cfg::TM / 4; ++i) {
-      load4_shared(as + kk * Cfg::LDA_S + i * Cfg::TWM * 4, fa + 4 * i);
+      for (int i = 0; i < TM; ++i) load4_shared(as + i * Cfg::TWM * Cfg::LDK_S + kc, fa[i]);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        Acc fb[TN];
+#pragma unroll
+        for (int j = 0; j < TN / 4; ++j) {
+          load4_shared(bs + (kc + kk) * Cfg::LDB_S + j * Cfg::TWN * 4, fb + 4 * j);
+        }
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+          for (int j = 0; j < TN; ++j) acc[i][j] = fa[i][kk] * fb[j] + acc[i][j];
+      }
     }
+  } else {
 #pragma unroll
-    for (int j = 0; j < Cfg::TN / 4; ++j) {
-      load4_shared(bs + kk * Cfg::LDB_S + j * Cfg::TWN * 4, fb + 4 * j);
+    for (int kk = 0; kk < Cfg::BK; ++kk) {
+      Acc fa[TM], fb[TN];
+#pragma unroll
+      for (int i = 0; i < TM / 4; ++i) {
+        load4_shared(as + kk * Cfg::LDA_S + i * Cfg::TWM * 4, fa + 4 * i);
+      }
+#pragma unroll
+      for (int j = 0; j < TN / 4; ++j) {
+        load4_shared(bs + kk * Cfg::LDB_S + j * Cfg::TWN * 4, fb + 4 * j);
+      }
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = fa[i] * fb[j] + acc[i][j];
     }
-#pragma unroll
-    for (int i = 0; i < Cfg::TM; ++i)
-#pragma unroll
-      for (int j = 0; j < Cfg::TN; ++j) acc[i][j] = fa[i] * fb[j] + acc[i][j];
   }
 }
 
 // Writes the thread's TM x TN results: row-wise 4-element stores, coalesced across the warp.
-template <typename Cfg, typename Acc, typename Prm>
+template <typename Cfg, bool A_K, typename Acc, typename Prm>
 __device__ __forceinline__ void store_tile(const Prm& p, const Acc (&acc)[Cfg::TM][Cfg::TN], int m0,
                                            int n0) {
   using OutT = std::remove_pointer_t<decltype(p.c)>;
   OutT* const c = p.c + static_cast<int64_t>(blockIdx.z) * p.split_stride;
-  const int tm = m0 + thread_m<Cfg>(), tn = n0 + thread_n<Cfg>();
+  const int tm = m0 + thread_m<Cfg, A_K>(), tn = n0 + thread_n<Cfg>();
 #pragma unroll
-  for (int i = 0; i < Cfg::TM / 4; ++i) {
+  for (int i = 0; i < Cfg::TM; ++i) {
+    const int row = tm + row_offset<Cfg, A_K>(i);
+    if (row >= p.M) continue;
+    OutT* const c_row = c + row * p.ldc;
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int row = tm + i * Cfg::TWM * 4 + r;
-      if (row >= p.M) continue;
-      OutT* const c_row = c + row * p.ldc;
+    for (int j = 0; j < Cfg::TN / 4; ++j) {
+      const int col = tn + j * Cfg::TWN * 4;
+      const Acc* v = &acc[i][j * 4];
+      if (p.vec_c && col + 3 < p.N) {
+        store4_global(c_row + col, v);
+      } else {
 #pragma unroll
-      for (int j = 0; j < Cfg::TN / 4; ++j) {
-        const int col = tn + j * Cfg::TWN * 4;
-        const Acc* v = &acc[i * 4 + r][j * 4];
-        if (p.vec_c && col + 3 < p.N) {
-          store4_global(c_row + col, v);
-        } else {
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            if (col + q < p.N) c_row[col + q] = tile_cast<OutT>(v[q]);
-          }
+        for (int q = 0; q < 4; ++q) {
+          if (col + q < p.N) c_row[col + q] = tile_cast<OutT>(v[q]);
         }
       }
     }
@@ -453,7 +488,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
   // Interior block tiles (the common case) load whole vectors without bounds checks.
   const bool a_fast = p.vec_a && m_lim >= BM;
   const bool b_fast = p.vec_b && n_lim >= BN;
-  const int a_frag = thread_m<Cfg>(), b_frag = thread_n<Cfg>();
+  const int a_frag = thread_m<Cfg, false>(), b_frag = thread_n<Cfg>();
 
   Acc acc[Cfg::TM][Cfg::TN];
 #pragma unroll
@@ -483,7 +518,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
       a_tile.load(p.lda, FAST || (a_fast && k_left >= BK), p.vec_a, m_lim, k_left);
       b_tile.load(p.ldb, FAST || (b_fast && k_left >= BK), p.vec_b, n_lim, k_left);
     }
-    mma_k_step<Cfg>(acc, As + cur * BK * LDA_S + a_frag, Bs + cur * BK * LDB_S + b_frag);
+    mma_k_step<Cfg, false>(acc, As + cur * BK * LDA_S + a_frag, Bs + cur * BK * LDB_S + b_frag);
     if (more) {
       a_tile.store(As + (cur ^ 1) * BK * LDA_S);
       b_tile.store(Bs + (cur ^ 1) * BK * LDB_S);
@@ -493,7 +528,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
   // One general loop: a second, check-free copy of it (as in the cp.async kernel) pushes the
   // 2-blocks-per-SM configs over their 128 registers.
   for (int t = 0; t < pos.k_tiles; ++t) step(t, std::false_type{});
-  store_tile<Cfg>(p, acc, pos.m0, pos.n0);
+  store_tile<Cfg, false>(p, acc, pos.m0, pos.n0);
 }
 
 // C = A B on one BM x BN tile per block; cp.async ring of Cfg::STAGES shared buffers, T = Acc
@@ -503,11 +538,12 @@ template <typename Cfg, typename T, typename OutT, bool A_KCONTIG, bool B_KCONTI
 __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
     gemm_async_kernel(const Params<T, OutT> p) {
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, S = Cfg::STAGES;
-  constexpr int LDA_S = Cfg::LDA_S, LDB_S = Cfg::LDB_S;
-  constexpr uint32_t A_STAGE = BK * LDA_S * sizeof(T), B_STAGE = BK * LDB_S * sizeof(T);
+  constexpr bool A_K = Cfg::A_SMEM_K && A_KCONTIG;  // As[m][k] instead of As[k][m]
+  constexpr int LDA = A_K ? Cfg::LDK_S : Cfg::LDA_S;
+  constexpr uint32_t A_STAGE = Cfg::A_TILE * sizeof(T), B_STAGE = Cfg::B_TILE * sizeof(T);
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* const As = reinterpret_cast<T*>(smem_raw);  // [S][BK][LDA_S]
-  T* const Bs = As + S * BK * LDA_S;             // [S][BK][LDB_S]
+  T* const As = reinterpret_cast<T*>(smem_raw);  // [S][A_TILE]
+  T* const Bs = As + S * Cfg::A_TILE;            // [S][BK][LDB_S]
   const uint32_t as_addr = shared_address(As), bs_addr = shared_address(Bs);
   const BlockPos pos = block_position<Cfg>(p);
   // Kept in shared memory for the tail loop and the epilogue, so that no register holds it across
@@ -519,9 +555,12 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
       A_KCONTIG ? p.a + pos.m0 * p.lda + pos.k_begin : p.a + pos.k_begin * p.lda + pos.m0;
   const T* b_origin =
       B_KCONTIG ? p.b + pos.n0 * p.ldb + pos.k_begin : p.b + pos.k_begin * p.ldb + pos.n0;
-  AsyncOperandTile<T, BM, BK, Cfg::THREADS, A_KCONTIG, LDA_S> a_tile(a_origin, p.lda);
-  AsyncOperandTile<T, BN, BK, Cfg::THREADS, B_KCONTIG, LDB_S> b_tile(b_origin, p.ldb);
-  const int a_frag = thread_m<Cfg>(), b_frag = thread_n<Cfg>();
+  AsyncOperandTile<T, BM, BK, Cfg::THREADS, A_KCONTIG, LDA, A_KCONTIG && !A_K> a_tile(a_origin,
+                                                                                      p.lda);
+  AsyncOperandTile<T, BN, BK, Cfg::THREADS, B_KCONTIG, Cfg::LDB_S, B_KCONTIG> b_tile(b_origin,
+                                                                                     p.ldb);
+  // This thread's first A element (row for As[m][k], column for As[k][m]) and B column.
+  const int a_frag = thread_m<Cfg, A_K>() * (A_K ? LDA : 1), b_frag = thread_n<Cfg>();
 
   // Copies K step `t` into its stage (nothing past the last step; the group is still committed,
   // so that group counts stay uniform). FAST: step t is a full, in-bounds, vector one.
@@ -552,8 +591,8 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
     cp_async_wait<S - 2>();  // this thread's copies of step t have landed ...
     __syncthreads();         // ... and everyone's; step t - 1's buffer is no longer read
     copy_step(at, t + S - 1, write_stage, fast);
-    mma_k_step<Cfg>(acc, As + read_stage * BK * LDA_S + a_frag,
-                    Bs + read_stage * BK * LDB_S + b_frag);
+    mma_k_step<Cfg, A_K>(acc, As + read_stage * Cfg::A_TILE + a_frag,
+                         Bs + read_stage * Cfg::B_TILE + b_frag);
     read_stage = read_stage == S - 1 ? 0 : read_stage + 1;
     write_stage = write_stage == S - 1 ? 0 : write_stage + 1;
   };
@@ -566,7 +605,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
   // The rest (and the epilogue) work from the shared copy of the block's position.
   const BlockPos tail = saved_pos;
   for (; t < tail.k_tiles; ++t) step(tail, t, std::false_type{});
-  store_tile<Cfg>(p, acc, tail.m0, tail.n0);
+  store_tile<Cfg, A_K>(p, acc, tail.m0, tail.n0);
 }
 
 // c[i] = sum over s < splits of partial[s * n + i], in order (deterministic), for i < n.
