@@ -31,8 +31,8 @@ STEPS = {
     6: "warp tiling (conflict-free, 1 buffer)",
     7: "register double buffering (pkg, 128x128x8)",
     8: "cp.async 4 stages (pkg, 128x128x8)",
-    9: "cp.async 4 stages, 8x16/thread (pkg, 128x256x8)",
-    10: "+ A kept K-major in smem, BK 16 (pkg, 128x256x16)",
+    9: "8x16/thread, BK 16, 3 stages (pkg, 128x256x16)",
+    10: "8x8, 3 blocks/SM, A K-major in smem (64x128x16)",
 }
 SHAPES = [  # (M, N, K)
     (1024, 1024, 1024),

@@ -274,12 +274,12 @@ extern "C" int gemm_step(int step, const float* A, const float* B, float* C, int
     case 8:  // cp.async, 4 stages
       return run_tiles<gt::Tile<128, 128, 8, 32, 64, 8, 8, 2, 4>>(A, B, C, M, N, K, splits,
                                                                   workspace, stream);
-    case 9:  // cp.async, 4 stages, 8 x 16 per thread, 128 x 256 tiles
-      return run_tiles<gt::Tile<128, 256, 8, 32, 128, 8, 16, 1, 4>>(A, B, C, M, N, K, splits,
-                                                                    workspace, stream);
-    case 10:  // as 9 with BK 16, 3 stages, and A kept K-major in shared memory (no transpose)
-      return run_tiles<gt::Tile<128, 256, 16, 32, 128, 8, 16, 1, 3, true>>(A, B, C, M, N, K, splits,
-                                                                           workspace, stream);
+    case 9:  // + 8 x 16 per thread, 128 x 256 x 16 tiles, 3 stages
+      return run_tiles<gt::Tile<128, 256, 16, 32, 128, 8, 16, 1, 3>>(A, B, C, M, N, K, splits,
+                                                                     workspace, stream);
+    case 10:  // 8 x 8 per thread, 64 x 128 x 16 tiles, 3 blocks per SM, A kept K-major in smem
+      return run_tiles<gt::Tile<64, 128, 16, 32, 64, 8, 8, 3, 3, true>>(A, B, C, M, N, K, splits,
+                                                                        workspace, stream);
     default:
       return static_cast<int>(cudaErrorInvalidValue);
   }

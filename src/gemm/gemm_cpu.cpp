@@ -1,6 +1,7 @@
 // CPU kernel of lltm_ext.gemm: packed panels, cache blocking, parallel C blocks, SIMD micro-kernel.
 //
-// C is cut into MC x NC blocks (and K into parts when there are too few blocks for the threads);
+// C is cut into MC x NC blocks (and K into parts when there are too few blocks for the threads),
+// shared out over ATen's threads;
 // each task packs KC-deep panels of A (MR rows) and B (NR columns) into contiguous buffers in the
 // accumulation type, runs an MR x NR register-blocked micro-kernel over them, and writes its block
 // once. The micro-kernel uses 32-byte GCC vectors and is compiled for AVX-512, AVX2+FMA and plain
@@ -9,7 +10,11 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "common/dispatch.h"
@@ -148,6 +153,74 @@ void pack_b(Acc* dst, const T* b, int64_t sk, int64_t sj, int64_t N, int64_t j0,
   }
 }
 
+// Tasks handed out one at a time, and the count of those not finished yet.
+struct TaskCounter {
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> left{0};
+  std::mutex mutex;
+  std::condition_variable all_done;
+};
+
+// Runs the claimed task `first` and claims more until none is left. `body` is used only for a
+// claimed, unfinished task: the caller of parallel_tasks is still waiting then.
+template <typename Scratch, typename Body>
+void run_claimed(TaskCounter& counter, int64_t n, const Body& body, int64_t first) {
+  Scratch scratch;
+  for (int64_t t = first; t < n; t = counter.next.fetch_add(1)) {
+    body(t, scratch);
+    if (counter.left.fetch_sub(1) == 1) {
+      std::lock_guard<std::mutex> lock(counter.mutex);
+      counter.all_done.notify_all();
+    }
+  }
+}
+
+// Runs body(task, scratch) for every task in [0, n), once each, on up to at::get_num_threads()
+// threads; each thread makes its own Scratch before its first task. body must not throw.
+// at::parallel_for is parallel only in code compiled with OpenMP (it is inline); without it the
+// calling thread and helpers started on ATen's inter-op pool (at::launch) claim the tasks from a
+// shared counter. A helper that starts after all tasks are claimed does nothing, so the caller
+// never waits for a helper that cannot run.
+template <typename Scratch, typename Body>
+void parallel_tasks(int64_t n, const Body& body) {
+#ifdef INTRA_OP_PARALLEL
+  at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
+    Scratch scratch;
+    for (int64_t t = begin; t < end; ++t) body(t, scratch);
+  });
+#else
+  const int64_t threads = std::min<int64_t>(n, at::get_num_threads());
+  if (threads <= 1) {
+    Scratch scratch;
+    for (int64_t t = 0; t < n; ++t) body(t, scratch);
+    return;
+  }
+  auto counter = std::make_shared<TaskCounter>();
+  counter->left = n;
+  for (int64_t h = 1; h < threads; ++h) {
+    at::launch([counter, n, body = &body] {
+      const int64_t first = counter->next.fetch_add(1);
+      if (first < n) run_claimed<Scratch>(*counter, n, *body, first);
+    });
+  }
+  const int64_t first = counter->next.fetch_add(1);
+  if (first < n) run_claimed<Scratch>(*counter, n, body, first);
+  std::unique_lock<std::mutex> lock(counter->mutex);
+  counter->all_done.wait(lock, [&] { return counter->left.load() == 0; });
+#endif
+}
+
+// Packing buffers of one thread.
+template <typename Acc>
+struct PackScratch {
+  using B = Blocking<Acc>;
+  std::vector<Acc> a_pack = std::vector<Acc>(static_cast<size_t>(B::MC) * B::KC);
+  std::vector<Acc> b_pack = std::vector<Acc>(static_cast<size_t>(B::KC) * B::NC);
+  std::vector<Acc> c_buf = std::vector<Acc>(static_cast<size_t>(B::MC) * B::NC);
+};
+
+struct NoScratch {};
+
 template <typename T>
 void gemm_cpu_typed(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
   using Acc = at::opmath_type<T>;
@@ -171,49 +244,43 @@ void gemm_cpu_typed(const at::Tensor& a, const at::Tensor& b, const at::Tensor& 
   // K parts write float partials to a workspace, summed in order afterwards.
   std::vector<Acc> partial(k_parts > 1 ? static_cast<size_t>(k_parts * M * N) : 0);
 
-  at::parallel_for(0, blocks * k_parts, 1, [&](int64_t begin, int64_t end) {
-    std::vector<Acc> a_pack(static_cast<size_t>(B::MC) * B::KC);
-    std::vector<Acc> b_pack(static_cast<size_t>(B::KC) * B::NC);
-    std::vector<Acc> c_buf(static_cast<size_t>(B::MC) * B::NC);
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t part = task / blocks, block = task % blocks;
-      const int64_t i0 = (block / blocks_n) * B::MC, j0 = (block % blocks_n) * B::NC;
-      const int mc = static_cast<int>(std::min<int64_t>(B::MC, M - i0));
-      const int nc = static_cast<int>(std::min<int64_t>(B::NC, N - j0));
-      const int mc_pad = (mc + B::MR - 1) / B::MR * B::MR;
-      const int nc_pad = (nc + B::NR - 1) / B::NR * B::NR;
-      const int64_t k_begin = part * k_per_part, k_end = std::min(K, k_begin + k_per_part);
-      std::fill(c_buf.begin(), c_buf.end(), Acc(0));
-      for (int64_t p0 = k_begin; p0 < k_end; p0 += B::KC) {
-        const int kc = static_cast<int>(std::min<int64_t>(B::KC, k_end - p0));
-        pack_b(b_pack.data(), pb, sbk, sbn, N, j0, nc_pad, p0, kc);
-        pack_a(a_pack.data(), pa, sam, sak, M, i0, mc_pad, p0, kc);
-        block_kernel(mc_pad, nc_pad, kc, a_pack.data(), b_pack.data(), c_buf.data());
-      }
-      for (int i = 0; i < mc; ++i) {
-        const Acc* src = c_buf.data() + static_cast<int64_t>(i) * B::NC;
-        if (k_parts > 1) {
-          std::copy(src, src + nc, partial.data() + (part * M + i0 + i) * N + j0);
-        } else {
-          T* dst = pc + (i0 + i) * N + j0;
-          for (int j = 0; j < nc; ++j) dst[j] = static_cast<T>(src[j]);
-        }
+  parallel_tasks<PackScratch<Acc>>(blocks * k_parts, [&](int64_t task, PackScratch<Acc>& s) {
+    const int64_t part = task / blocks, block = task % blocks;
+    const int64_t i0 = (block / blocks_n) * B::MC, j0 = (block % blocks_n) * B::NC;
+    const int mc = static_cast<int>(std::min<int64_t>(B::MC, M - i0));
+    const int nc = static_cast<int>(std::min<int64_t>(B::NC, N - j0));
+    const int mc_pad = (mc + B::MR - 1) / B::MR * B::MR;
+    const int nc_pad = (nc + B::NR - 1) / B::NR * B::NR;
+    const int64_t k_begin = part * k_per_part, k_end = std::min(K, k_begin + k_per_part);
+    std::fill(s.c_buf.begin(), s.c_buf.end(), Acc(0));
+    for (int64_t p0 = k_begin; p0 < k_end; p0 += B::KC) {
+      const int kc = static_cast<int>(std::min<int64_t>(B::KC, k_end - p0));
+      pack_b(s.b_pack.data(), pb, sbk, sbn, N, j0, nc_pad, p0, kc);
+      pack_a(s.a_pack.data(), pa, sam, sak, M, i0, mc_pad, p0, kc);
+      block_kernel(mc_pad, nc_pad, kc, s.a_pack.data(), s.b_pack.data(), s.c_buf.data());
+    }
+    for (int i = 0; i < mc; ++i) {
+      const Acc* src = s.c_buf.data() + static_cast<int64_t>(i) * B::NC;
+      if (k_parts > 1) {
+        std::copy(src, src + nc, partial.data() + (part * M + i0 + i) * N + j0);
+      } else {
+        T* dst = pc + (i0 + i) * N + j0;
+        for (int j = 0; j < nc; ++j) dst[j] = static_cast<T>(src[j]);
       }
     }
   });
 
-  if (k_parts > 1) {
-    at::parallel_for(0, M, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)),
-                     [&](int64_t begin, int64_t end) {
-                       for (int64_t i = begin; i < end; ++i) {
-                         for (int64_t j = 0; j < N; ++j) {
-                           Acc sum = Acc(0);
-                           for (int64_t s = 0; s < k_parts; ++s)
-                             sum += partial[(s * M + i) * N + j];
-                           pc[i * N + j] = static_cast<T>(sum);
-                         }
-                       }
-                     });
+  if (k_parts > 1) {  // ordered sum of the K parts, in row chunks
+    const int64_t rows = std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1));
+    parallel_tasks<NoScratch>((M + rows - 1) / rows, [&](int64_t chunk, NoScratch&) {
+      for (int64_t i = chunk * rows; i < std::min(M, (chunk + 1) * rows); ++i) {
+        for (int64_t j = 0; j < N; ++j) {
+          Acc sum = Acc(0);
+          for (int64_t s = 0; s < k_parts; ++s) sum += partial[(s * M + i) * N + j];
+          pc[i * N + j] = static_cast<T>(sum);
+        }
+      }
+    });
   }
 }
 
