@@ -29,8 +29,9 @@ die() {
 # pip's local find-links folder here holds only the CPU build of torch, which would win over the
 # index's CUDA build of the same version: leave pip's configuration out for this script (the
 # originals are kept for step 4).
-ORIG_PIP_CONFIG_FILE=${PIP_CONFIG_FILE-}
-ORIG_PIP_FIND_LINKS=${PIP_FIND_LINKS-}
+orig_pip_env=(env -u PIP_CONFIG_FILE -u PIP_FIND_LINKS)
+[[ -z ${PIP_CONFIG_FILE+set} ]] || orig_pip_env+=("PIP_CONFIG_FILE=$PIP_CONFIG_FILE")
+[[ -z ${PIP_FIND_LINKS+set} ]] || orig_pip_env+=("PIP_FIND_LINKS=$PIP_FIND_LINKS")
 export PIP_CONFIG_FILE=/dev/null PIP_FIND_LINKS=
 export PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_PROGRESS_BAR=off
 # .ci/run exports TORCH_CUDA_ARCH_LIST for its own build; this check builds ARCHS.
@@ -82,18 +83,21 @@ if problems:
 EOF
 
 WHEEL=$(find "$OUT" -name 'lltm_ext-*.whl' | head -n1)
-if [[ ${LLTM_EXT_CI_CPU_TORCH_CHECK:-1} == 1 ]] &&
-  "$TPY" -c 'import sys, lltm_ext; sys.exit(not any(o.get("cpu_twin") for o in lltm_ext.build_info()["ops"].values()))'; then
-  stage "the CUDA wheel under a CPU-only torch (its CPU twin modules)"
+twins=$("$TPY" -c 'import json, sys; print(" ".join(op for op, o in json.load(open(sys.argv[1]))["built"]["ops"].items() if o.get("cpu_twin")))' "$WORK/info.json")
+if [[ ${LLTM_EXT_CI_CPU_TORCH_CHECK:-1} == 1 && -n $twins ]]; then
+  stage "the CUDA wheel under a CPU-only torch (CPU twins of: $twins)"
   rm -rf "$VENVS/cpu"
   python3 -m venv "$VENVS/cpu"
+  CPY=$VENVS/cpu/bin/python
   # pip's own configuration again: here it finds the CPU build of the same torch.
-  if env PIP_CONFIG_FILE="$ORIG_PIP_CONFIG_FILE" PIP_FIND_LINKS="$ORIG_PIP_FIND_LINKS" \
-    "$VENVS/cpu/bin/python" -m pip install --quiet "torch==$TORCH_PIN+cpu" 2>/dev/null; then
-    "$VENVS/cpu/bin/python" -m pip install --quiet "$WHEEL"
-    (cd "$WORK" && "$VENVS/cpu/bin/python" "$ROOT/scripts/smoke_test.py" --prefix "$VENVS/cpu" --expect-cuda no)
+  if "${orig_pip_env[@]}" "$CPY" -m pip install --quiet "torch==$TORCH_PIN+cpu"; then
+    "${orig_pip_env[@]}" "$CPY" -m pip install --quiet "${WHEEL}[test]"
+    cd "$WORK"
+    "$CPY" "$ROOT/scripts/smoke_test.py" --prefix "$VENVS/cpu" --expect-cuda no
+    PYTHONDONTWRITEBYTECODE=1 "$CPY" -m pytest -q -p no:cacheprovider "$ROOT/tests"
+    cd "$ROOT"
   else
-    echo "skipped: no CPU-only torch $TORCH_PIN+cpu available to pip here"
+    echo "skipped: pip finds no CPU-only torch $TORCH_PIN+cpu here"
   fi
 fi
 

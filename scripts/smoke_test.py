@@ -203,7 +203,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.expect_cuda == "yes":
         smoke.check(bool(cuda_ops), "ops built with CUDA kernels", f"none of {sorted(ops)}")
     elif args.expect_cuda == "no":
-        smoke.check(not cuda_ops, "no op has CUDA kernels (CPU-only build)", f"{sorted(cuda_ops)}")
+        smoke.check(
+            not cuda_ops,
+            "no loaded op module has CUDA kernels (CPU-only build or torch)",
+            f"{sorted(cuda_ops)}",
+        )
     if cuda_ops:
         want = targets_of(args.arch_list or info["built"].get("cuda_arch_list") or "")
         built = set(info["built"].get("cuda_targets") or [])
