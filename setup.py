@@ -29,7 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from setuptools import find_packages, setup
+from setuptools import Command, find_packages, setup
 
 ROOT = Path(__file__).parent.resolve()
 SRC = ROOT / "src"
@@ -421,6 +421,28 @@ class BuildExt(BuildExtension.with_options(use_ninja=shutil.which("ninja") is no
         check_links_shared_libstdcxx(path)
 
 
+class Develop(Command):
+    """`python setup.py develop`: an editable install built against the torch already installed.
+
+    (setuptools >= 80 turned `develop` into an isolated `pip install -e`, which would build
+    against a freshly downloaded torch instead of the installed one.)
+    """
+
+    description = "editable install, built against the installed torch (no build isolation)"
+    user_options = [("no-deps", "N", "don't install dependencies")]
+    boolean_options = ["no-deps"]
+
+    def initialize_options(self) -> None:
+        self.no_deps = False
+
+    def finalize_options(self) -> None:
+        pass
+
+    def run(self) -> None:
+        cmd = [sys.executable, "-m", "pip", "install", "--no-build-isolation", "-e", str(ROOT)]
+        subprocess.check_call(cmd + ["--no-deps"] * bool(self.no_deps))
+
+
 def install_requires() -> list[str]:
     if IS_SDIST or not EXTENSIONS:
         return [f"torch>={MIN_TORCH}"]
@@ -434,6 +456,6 @@ setup(
     package_data={PACKAGE: ["py.typed"]},
     ext_modules=EXTENSIONS,
     install_requires=install_requires(),
-    cmdclass={"build_ext": BuildExt},
+    cmdclass={"build_ext": BuildExt, "develop": Develop},
     zip_safe=False,
 )
