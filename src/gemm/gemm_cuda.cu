@@ -22,7 +22,7 @@ namespace gt = lltm_ext::gemm_tiles;
 
 // float32 tile configs: Tile<BM, BN, BK, WM, WN, TM, TN, MIN_BLOCKS, STAGES, A_SMEM_K> (STAGES
 // 0: register-staged double buffering; >= 2: cp.async ring; A_SMEM_K: a row-major A is kept
-// K-major in shared memory). 0-3 are the heuristic's candidates; 4-10 are there for tuning runs
+// K-major in shared memory). 0-3 are the heuristic's candidates; 4-9 are there for tuning runs
 // (scripts/gemm_steps), measured in docs/gemm_notes.md. The index is the `config` of the tuning
 // entry point.
 using F32Configs = std::tuple<                        //
