@@ -331,9 +331,11 @@ def make_extension(op: str, force_cpu: bool = False):
     )
     cu_sources = sorted(folder.glob("*.cu"))
     with_cuda = WITH_CUDA and bool(cu_sources) and not force_cpu
-    cxx = ["-O0", "-g"] if DEBUG else ["-O3", "-g0"]
+    # -fopenmp: at::parallel_for is inline and runs in parallel only in OpenMP code. The module
+    # then needs libgomp.so.1, which torch has already loaded (its own copy) when ours loads.
+    cxx = (["-O0", "-g"] if DEBUG else ["-O3", "-g0"]) + ["-fopenmp"]
     macros = [("LLTM_EXT_OP", op)]
-    link = [] if DEBUG else ["-Wl,--strip-debug"]
+    link = ["-fopenmp"] + ([] if DEBUG else ["-Wl,--strip-debug"])
     kwargs = dict(
         name=f"{PACKAGE}._{op}" + ("_cpu" if force_cpu else ""),
         include_dirs=[str(SRC)],

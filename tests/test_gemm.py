@@ -314,6 +314,7 @@ def test_cuda_heuristic_and_determinism():
 
 
 @pytest.mark.cuda
+@pytest.mark.large
 def test_cuda_over_2_31_elements_large():
     """a has 2^31 + 2^15 elements (fp16, 4 GiB): offsets past 2^31 must be 64-bit."""
     m, k, n = 2**16 + 1, 2**15, 8
