@@ -73,8 +73,10 @@ def test_next_to_halves(device, dtype):
 @pytest.mark.parametrize("device,dtype", DEVICE_DTYPES)
 def test_large_and_non_finite_pass_through(device, dtype):
     big = torch.finfo(dtype).max
-    x = torch.tensor([big, -big, 2.0**24 + 2, float("inf"), -float("inf"), float("nan")])
-    x = x.to(device=device, dtype=dtype)
+    x = torch.tensor(
+        [big, -big, 2.0**24 + 2, float("inf"), -float("inf"), float("nan")], dtype=dtype
+    )
+    x = x.to(device)
     y = lltm_ext.round_ste(x)
     assert torch.equal(y[:5], x[:5]) and y[5].isnan()
 

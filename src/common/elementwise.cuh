@@ -2,19 +2,24 @@
 //
 // `op` is a functor whose operator() takes and returns opmath_t<T> (float for half types), e.g.
 //   struct Relu { template <typename A> LLTM_EXT_HD A operator()(A x) const; };
-// Ops that need exp or rint take them from a `Math` policy: `Math` below on CUDA,
-// cpu::elementwise::Math (elementwise_cpu.h) on the CPU. launch(out, op, in_0, ...) checks
-// nothing: the binding has validated the tensors (one device, dtype and element count, contiguous)
-// and allocated `out`.
+// Ops that need exp, a reciprocal or rint take them from a `Math` policy: `Math` (or `FastMath`,
+// for results rounded to half types) below on CUDA, cpu::elementwise::Math (elementwise_cpu.h) on
+// the CPU. launch(out, op, in_0, ...) checks nothing: the binding has validated the tensors (one
+// device, dtype and element count, contiguous) and allocated `out`.
 //
 // Two kernels, one picked per launch:
-//  * vector_kernel, when every pointer is 16-byte aligned: each thread loads kUnroll<N> 16-byte
-//    packs per input (all loads issued before the first use), computes in opmath_t and stores
-//    16-byte packs, in a 64-bit grid-stride loop over chunks of kThreads * kUnroll<N> packs;
-//    block 0 finishes the tail of less than one pack.
-//  * scalar_kernel, any alignment (e.g. x[1:]): kScalarUnroll elements per thread per iteration.
-// The grid is as many blocks as the GPU holds at once (occupancy x SMs, via grid_for), so that the
-// grid-stride loop splits the work evenly, with no second wave.
+//  * vector_kernel, when every pointer is 16-byte aligned: 16-byte loads and stores (LDG.E.128,
+//    STG.E.128), kPacksPerThread packs per input per thread, all loads issued before the first
+//    use, math in opmath_t; block 0 also finishes the tail of less than one pack.
+//  * scalar_kernel, any alignment (e.g. x[1:]): kScalarUnroll elements per thread, loads first.
+// Both loop grid-stride with 64-bit indices, but the grid covers the whole tensor (one iteration
+// per thread up to the grid limit of 2^31 - 1 blocks) and the block scheduler balances the SMs.
+// Measured on an H200 (2^28 elements; PyTorch's time over ours, > 1: faster; one run), relu
+// forward / backward, float32 and bfloat16: a grid sized to the GPU (resident blocks x SMs, every
+// thread looping) 0.91 / 0.93 / 0.90 / 0.92 with 4 (two inputs: 2) packs per thread; the whole
+// tensor at once with 4 (2) packs per thread 0.975 / 0.999 / 0.973 / 0.997; with 1 pack per
+// thread (this file) 1.009 / 1.003 / 0.999 / 1.000. 2048 resident threads x 16 bytes per SM are
+// enough bytes in flight; the persistent grid lost to uneven progress of the SMs.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -23,6 +28,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -34,21 +40,31 @@ namespace lltm_ext::cuda::elementwise {
 
 constexpr int kThreads = 256;       // threads per block
 constexpr int kMinBlocksPerSm = 4;  // register cap of 64 per thread (65536 / (4 * 256))
-constexpr int kPackBytes = 16;
-constexpr int kLoadBytes = 64;    // bytes each thread loads per iteration, all inputs together
-constexpr int kScalarUnroll = 8;  // elements per input per thread per iteration (scalar path)
+constexpr int kPackBytes = 16;      // one LDG.E.128 / STG.E.128
+constexpr int kPacksPerThread = 1;  // per input per iteration (see the measurements above)
+constexpr int kScalarUnroll = 4;    // elements per input per thread per iteration (scalar path)
+constexpr int64_t kMaxBlocks = 0x7fffffff;  // grid.x limit
 
-// 16-byte packs per input per thread per iteration: 4 for one input, 2 for two (more would spill
-// at the 64-register cap; 64 bytes x 1024 threads is far more than an SM needs in flight).
-template <int N>
-constexpr int kUnroll = kLoadBytes / (kPackBytes * N) > 1 ? kLoadBytes / (kPackBytes * N) : 1;
-
-// CUDA's own exp and rint (rintf is one instruction; expf is the accurate one, not __expf).
+// CUDA's own exp, reciprocal and rint: expf is the accurate one (not __expf), 1 / x is IEEE
+// division, rintf is one instruction.
 struct Math {
   static __device__ __forceinline__ float exp(float x) { return expf(x); }
   static __device__ __forceinline__ double exp(double x) { return ::exp(x); }
+  static __device__ __forceinline__ float reciprocal(float x) { return 1.0f / x; }
+  static __device__ __forceinline__ double reciprocal(double x) { return 1.0 / x; }
   static __device__ __forceinline__ float rint(float x) { return rintf(x); }
   static __device__ __forceinline__ double rint(double x) { return ::rint(x); }
+};
+
+// Fast float exp and reciprocal (MUFU.EX2, MUFU.RCP: a few ulp), for results rounded to float16
+// or bfloat16, whose 11 or 8 bits they do not change (but for rare ties): it keeps such kernels
+// memory-bound (accurate expf and IEEE division made bfloat16 sigmoid compute-bound, at 0.92 of
+// PyTorch's throughput on an H200). exp(-inf) = 0, exp(+large) = inf, 1 / inf = 0; no double
+// overloads.
+struct FastMath {
+  static __device__ __forceinline__ float exp(float x) { return __expf(x); }
+  static __device__ __forceinline__ float reciprocal(float x) { return __fdividef(1.0f, x); }
+  static __device__ __forceinline__ float rint(float x) { return rintf(x); }
 };
 
 // 16 bytes of T: 4 floats, 2 doubles, 8 halves or bfloat16s.
@@ -108,7 +124,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     vector_kernel(const Args<T, N> args, const int64_t n, const Op op) {
   using P = Pack<T>;
   constexpr int W = P::kSize;
-  constexpr int U = kUnroll<N>;
+  constexpr int U = kPacksPerThread;
   const int64_t packs = n / W;
   const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads * U;
   for (int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads * U + threadIdx.x; first < packs;
@@ -176,36 +192,20 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   }
 }
 
-struct VectorPath {};
-struct ScalarPath {};
-
-// Blocks of `kernel` resident on one SM of `device` at once, read once per kernel and device.
-// `Path` tells apart the two kernels of one (T, Op, N), whose pointer types are the same.
-template <typename Path, typename Kernel>
-int resident_blocks(Kernel kernel, int device) {
-  static int cache[64] = {0};
-  int* slot = (device >= 0 && device < 64) ? &cache[device] : nullptr;
-  if (slot != nullptr && *slot > 0) {
-    return *slot;
-  }
-  int blocks = 0;
-  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, 0));
-  blocks = blocks > 0 ? blocks : 1;
-  if (slot != nullptr) {
-    *slot = blocks;
-  }
-  return blocks;
+// Blocks of kThreads for `items` per-thread work items: the whole tensor at once (>= 1).
+inline unsigned int blocks_for(int64_t items) {
+  const int64_t blocks = (items + kThreads - 1) / kThreads;
+  return static_cast<unsigned int>(std::max<int64_t>(1, std::min(blocks, kMaxBlocks)));
 }
 
 inline bool aligned(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % kPackBytes == 0;
 }
 
-// out = op(inputs...) element-wise on the current stream of out's device. Every tensor: contiguous,
-// out's dtype, device and element count (checked by the caller). (The bindings have checked the
-// dtype: the dispatch's error for other dtypes is never reached.)
-template <typename Op, typename... Inputs>
-void launch(const at::Tensor& out, const Op& op, const Inputs&... inputs) {
+// out = op(inputs...) element-wise for tensors of dtype T, on the current stream of out's device.
+// Every tensor: contiguous, out's dtype, device and element count (checked by the caller).
+template <typename T, typename Op, typename... Inputs>
+void launch_as(const at::Tensor& out, const Op& op, const Inputs&... inputs) {
   constexpr int N = sizeof...(Inputs);
   static_assert(N >= 1, "an element-wise op needs at least one input");
   const int64_t n = out.numel();
@@ -214,28 +214,29 @@ void launch(const at::Tensor& out, const Op& op, const Inputs&... inputs) {
   }
   const c10::cuda::CUDAGuard guard(out.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const int device = out.get_device();
-  LLTM_EXT_DISPATCH_FLOATING(out.scalar_type(), "lltm_ext_elementwise", [&] {
-    const Args<scalar_t, N> args{{inputs.template const_data_ptr<scalar_t>()...},
-                                 out.template mutable_data_ptr<scalar_t>()};
-    bool all_aligned = aligned(args.out);
-    for (int k = 0; k < N; ++k) {
-      all_aligned = all_aligned && aligned(args.in[k]);
-    }
-    if (all_aligned) {
-      const auto kernel = vector_kernel<scalar_t, Op, N>;
-      const int64_t packs = n / Pack<scalar_t>::kSize;
-      const unsigned int blocks = grid_for((packs + kUnroll<N> - 1) / kUnroll<N>, kThreads, device,
-                                           resident_blocks<VectorPath>(kernel, device));
-      kernel<<<blocks, kThreads, 0, stream>>>(args, n, op);
-    } else {
-      const auto kernel = scalar_kernel<scalar_t, Op, N>;
-      const unsigned int blocks = grid_for((n + kScalarUnroll - 1) / kScalarUnroll, kThreads,
-                                           device, resident_blocks<ScalarPath>(kernel, device));
-      kernel<<<blocks, kThreads, 0, stream>>>(args, n, op);
-    }
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  });
+  const Args<T, N> args{{inputs.template const_data_ptr<T>()...},
+                        out.template mutable_data_ptr<T>()};
+  bool all_aligned = aligned(args.out);
+  for (int k = 0; k < N; ++k) {
+    all_aligned = all_aligned && aligned(args.in[k]);
+  }
+  if (all_aligned) {
+    const int64_t packs = n / Pack<T>::kSize;
+    const unsigned int blocks = blocks_for((packs + kPacksPerThread - 1) / kPacksPerThread);
+    vector_kernel<T, Op, N><<<blocks, kThreads, 0, stream>>>(args, n, op);
+  } else {
+    const unsigned int blocks = blocks_for((n + kScalarUnroll - 1) / kScalarUnroll);
+    scalar_kernel<T, Op, N><<<blocks, kThreads, 0, stream>>>(args, n, op);
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// launch_as for out's dtype (float32, float64, float16, bfloat16). The bindings have checked the
+// dtype: the dispatch's error for other dtypes is never reached.
+template <typename Op, typename... Inputs>
+void launch(const at::Tensor& out, const Op& op, const Inputs&... inputs) {
+  LLTM_EXT_DISPATCH_FLOATING(out.scalar_type(), "lltm_ext_elementwise",
+                             [&] { launch_as<scalar_t>(out, op, inputs...); });
 }
 
 }  // namespace lltm_ext::cuda::elementwise

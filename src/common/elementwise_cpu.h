@@ -1,8 +1,8 @@
 // Element-wise CPU loops shared by the unary ops (out[i] = op(in_0[i], ...)), their math, checks.
 //
 // `op` is a functor, `template <typename A> A operator()(A...) const`, called with A = opmath
-// (float for half types); ops that need exp or rint take them from a `Math` policy, here
-// `cpu::elementwise::Math`, on CUDA `cuda::elementwise::Math`.
+// (float for half types); ops that need exp, a reciprocal or rint take them from a `Math` policy,
+// here `cpu::elementwise::Math`, on CUDA `cuda::elementwise::Math`.
 //
 // The loop runs over raw pointers with branch-free element math, so that the compiler vectorizes it
 // (packed SSE instructions at the baseline ISA; std::exp and std::nearbyint are library calls that
@@ -70,14 +70,12 @@ inline To bit_cast(From v) {
 template <typename F>
 constexpr F kRound = static_cast<F>(typename Bits<F>::Int{1} << Bits<F>::kMantissa);
 
-// 2^k for an integral k with |k| < 2^(mantissa - 1) in F, within the normal exponent range: k's
-// bits land in the low mantissa bits of k + 1.5 * 2^mantissa, and move to the exponent field.
+// 2^k for an integer k in the normal exponent range: k + bias moved to the exponent field.
 template <typename F>
-inline F pow2i(F k) {
+inline F pow2i(typename Bits<F>::Int k) {
   using I = typename Bits<F>::Int;
-  constexpr F magic = F(1.5) * kRound<F>;
-  const I e = bit_cast<I>(k + magic) - bit_cast<I>(magic) + Bits<F>::kBias;
-  return bit_cast<F>(static_cast<I>(static_cast<std::make_unsigned_t<I>>(e) << Bits<F>::kMantissa));
+  const auto e = static_cast<std::make_unsigned_t<I>>(k + Bits<F>::kBias);
+  return bit_cast<F>(static_cast<I>(e << Bits<F>::kMantissa));
 }
 
 // 1/k! for k = 0 .. N-1, computed at compile time.
@@ -106,9 +104,9 @@ inline F exp_small(F r) {
 
 }  // namespace detail
 
-// Branch-free exp, rint and select, for loops the compiler vectorizes. (With the default
-// -ftrapping-math, GCC does not turn `c ? a : b` on computed floats into a vector blend: select
-// does it with integer masks.)
+// Branch-free exp, reciprocal, rint and select, for loops the compiler vectorizes. (With the
+// default -ftrapping-math, GCC does not turn `c ? a : b` on computed floats into a vector blend:
+// select does it with integer masks.)
 struct Math {
   // c ? a : b, without a branch.
   template <typename F>
@@ -116,6 +114,12 @@ struct Math {
     using I = typename detail::Bits<F>::Int;
     const I mask = -static_cast<I>(c);
     return detail::bit_cast<F>((detail::bit_cast<I>(a) & mask) | (detail::bit_cast<I>(b) & ~mask));
+  }
+
+  // 1 / x (IEEE division).
+  template <typename F>
+  static F reciprocal(F x) {
+    return F(1) / x;
   }
 
   // x rounded to the nearest integer, ties to even (std::nearbyint in the default rounding mode).
@@ -128,23 +132,29 @@ struct Math {
     return select(a < k, r, x);
   }
 
-  // e^x to about 1 ulp: x = n ln2 + r, |r| <= ln2 / 2; e^x = e^r 2^n1 2^n2 with n1 + n2 = n split
-  // so that each power of two is a normal number. Overflows to inf, underflows to 0, NaN stays NaN.
+  // e^x to about 1 ulp: x = n ln2 + r, |r| <= ln2 / 2, e^x = e^r 2^n1 2^n2 with n1 + n2 = n split
+  // so that each power of two is a normal number. Overflows to inf, underflows to 0, NaN stays NaN
+  // (e^r is NaN then, whatever n is).
   static float exp(float x) { return exp_impl<float, 7>(x, 160.0f, 0.693359375f, -2.12194440e-4f); }
   static double exp(double x) {
     return exp_impl<double, 13>(x, 1000.0, 6.93145751953125e-1, 1.42860682030941723212e-6);
   }
 
  private:
-  // ln2 = ln2_hi + ln2_lo, ln2_hi with few bits so that n * ln2_hi is exact.
+  // ln2 = ln2_hi + ln2_lo, ln2_hi with few bits so that n * ln2_hi is exact. |x| <= limit keeps
+  // |n| / 2 inside the exponent range.
   template <typename F, int D>
   static F exp_impl(F x, F limit, F ln2_hi, F ln2_lo) {
+    using I = typename detail::Bits<F>::Int;
+    // Adding 1.5 * 2^mantissa rounds x / ln2 to the integer n, which lands in the low bits.
+    constexpr F magic = F(1.5) * detail::kRound<F>;
     x = select(x < -limit, -limit, select(x > limit, limit, x));  // keeps NaN
-    const F n = rint(x * F(1.4426950408889634));                  // x / ln2
+    const F shifted = x * F(1.4426950408889634) + magic;
+    const F n = shifted - magic;
+    const I k = detail::bit_cast<I>(shifted) - detail::bit_cast<I>(magic);  // n as an integer
     const F r = (x - n * ln2_hi) - n * ln2_lo;
-    const F n1 = rint(n * F(0.5));
-    const F n2 = n - n1;
-    return detail::exp_small<F, D>(r) * detail::pow2i(n1) * detail::pow2i(n2);
+    const I k1 = k >> 1;
+    return detail::exp_small<F, D>(r) * detail::pow2i<F>(k1) * detail::pow2i<F>(k - k1);
   }
 };
 

@@ -9,12 +9,13 @@ namespace lltm_ext::sigmoid {
 
 // y = 1 / (1 + e^-x). Stable at both ends: for x -> +inf e^-x -> 0 and y -> 1; for x -> -inf
 // e^-x overflows to inf and y -> 1 / inf = 0, never NaN. Computed in float for half types. `Math`
-// supplies exp: cuda::elementwise::Math or cpu::elementwise::Math.
+// supplies exp and the reciprocal: cuda::elementwise::Math (FastMath for half types) or
+// cpu::elementwise::Math.
 template <typename Math>
 struct Forward {
   template <typename A>
   LLTM_EXT_HD A operator()(A x) const {
-    return A(1) / (A(1) + Math::exp(-x));
+    return Math::reciprocal(A(1) + Math::exp(-x));
   }
 };
 
