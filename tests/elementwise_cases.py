@@ -210,7 +210,7 @@ class ElementwiseTests:
 
     @pytest.mark.cuda
     def test_cuda_current_stream(self):
-        """Work goes on the current stream; many blocks and grid-stride iterations."""
+        """Work goes on the current stream; 5M elements (many blocks, a tail after a pack)."""
         x = make_input((5_000_011,), torch.float32, "cuda")
         expected = self.spec.fn(x)
         side = torch.cuda.Stream()

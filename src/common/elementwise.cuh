@@ -19,7 +19,7 @@
 // thread looping) 0.91 / 0.93 / 0.90 / 0.92 with 4 (two inputs: 2) packs per thread; the whole
 // tensor at once with 4 (2) packs per thread 0.975 / 0.999 / 0.973 / 0.997; with 1 pack per
 // thread (this file) 1.009 / 1.003 / 0.999 / 1.000. 2048 resident threads x 16 bytes per SM are
-// enough bytes in flight; the persistent grid lost to uneven progress of the SMs.
+// enough bytes in flight; the persistent grid loses, presumably to uneven progress of the SMs.
 #pragma once
 
 #include <ATen/ATen.h>
