@@ -222,6 +222,7 @@ class ElementwiseTests:
         assert_close(got, self.spec.ref(x.double().cpu()), torch.float32)
 
     @pytest.mark.cuda
+    @pytest.mark.large
     @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
     def test_cuda_more_than_2_31_elements(self, dtype):
         """2^31 + 3 elements (4 GiB per tensor): 64-bit indexing, aligned and misaligned."""
