@@ -305,12 +305,49 @@ def test_cuda_heuristic_and_determinism():
     ext = load_extension("gemm")
     n_configs = len(ext._cuda_configs())
     for shape in [(1024, 1024, 1024), (4096, 4096, 4096), (64, 64, 100000), (1, 1, 1)]:
-        config, splits = ext._cuda_choose(*shape)
+        config, splits, tail_tiles, tail_splits = ext._cuda_choose(*shape)
         assert 0 <= config < n_configs and splits >= 1
+        assert tail_tiles >= 0 and (tail_splits == 0 or (splits == 1 and tail_splits >= 2))
     a, b = torch.randn(64, 20000, device="cuda"), torch.randn(20000, 48, device="cuda")
     c1, c2 = lltm_ext.gemm(a, b), lltm_ext.gemm(a, b)
     assert torch.equal(c1, c2), "split-K must be deterministic"
     assert_gemm_close(c1, ref_mm(a, b), torch.float32)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+def test_cuda_tail_split_k(layout):
+    """Tail split-K: the last tiles split along K, the others whole; vs float64, deterministic."""
+    ext = load_extension("gemm")
+    n_configs = len(ext._cuda_configs())
+    cases = [  # (m, n, k), tail tiles, tail splits
+        ((1600, 2560, 256), 104, 3),  # 500 tiles of 64 x 128: exact tiles
+        ((1601, 2563, 77), 37, 2),  # ragged edges, K not a multiple of BK
+        ((300, 600, 1000), 10**6, 4),  # every tile in the tail (capped at the tile count)
+        ((129, 257, 4096), 5, 8),
+    ]
+    for (m, n, k), tail_tiles, tail_splits in cases:
+        a = (
+            torch.randn(k, m, device="cuda").t()
+            if layout[0] == "t"
+            else torch.randn(m, k, device="cuda")
+        )
+        b = torch.randn(k, n, device="cuda")
+        ref = ref_mm(a, b)
+        for config in range(n_configs):
+            c1 = ext._gemm_with_config(a, b, config, 1, tail_tiles, tail_splits)
+            err = rel_err(c1, ref)
+            assert err <= REL_BOUND[torch.float32], (config, (m, n, k), tail_tiles, err)
+            c2 = ext._gemm_with_config(a, b, config, 1, tail_tiles, tail_splits)
+            assert torch.equal(c1, c2), ("tail split-K must be deterministic", config, (m, n, k))
+    # A shape the heuristic runs with a tail split on a 132-SM GPU (68 tiles x 3; elsewhere
+    # whatever it picks).
+    a, b = torch.randn(4096, 512, device="cuda"), torch.randn(512, 4096, device="cuda")
+    c1, c2 = lltm_ext.gemm(a, b), lltm_ext.gemm(a, b)
+    assert torch.equal(c1, c2)
+    assert_gemm_close(c1, ref_mm(a, b), torch.float32)
+    with pytest.raises(RuntimeError, match="tail_tiles"):
+        ext._gemm_with_config(a, b, 0, 2, 4, 2)
 
 
 @pytest.mark.cuda

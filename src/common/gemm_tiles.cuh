@@ -66,6 +66,11 @@ constexpr int kGroupM = 8;
 // b[n * ldb + k] when B is K-contiguous (a transposed row-major matrix), else at b[k * ldb + n].
 // With split-K (gridDim.z > 1), split z covers k in [z * k_split, (z + 1) * k_split) and writes
 // its partial product to c + z * split_stride.
+// Tail split-K (tail_splits > 0, gridDim.z == 1): blocks main_tiles .. main_tiles + tail_tiles *
+// tail_splits - 1 take the last tail_tiles tiles (in block order), each split along K into
+// tail_splits parts of tail_k_split; block main_tiles + s * tail_tiles + j writes split s of tail
+// tile j as a dense BM x BN tile to tail_c + (s * tail_tiles + j) * BM * BN, and
+// tail_reduce_kernel sums them into C in split order (deterministic).
 template <typename T, typename OutT>
 struct Params {
   const T* a;
@@ -76,6 +81,8 @@ struct Params {
   int k_split;               // multiple of BK
   int64_t split_stride;      // elements between the partial products of two splits
   bool vec_a, vec_b, vec_c;  // 4-element vector access allowed (alignment and leading dimension)
+  OutT* tail_c;              // tail split-K workspace (tail_splits > 0 only)
+  int main_tiles, tail_tiles, tail_splits, tail_k_split;
 };
 
 // ------------------------------------------------------------------------------------------
@@ -351,23 +358,39 @@ struct AsyncOperandTile {
 
 // The block's tile of C (groups of kGroupM tile rows, column-major inside a group; blockIdx.x)
 // and its range of k (split blockIdx.z).
+// out_tile: -1 when the block writes C (or its split's slice of the split-K workspace), else
+// the index of its dense BM x BN tile in the tail split-K workspace.
 struct BlockPos {
-  int m0, n0, k_begin, k_end, k_tiles;
+  int m0, n0, k_begin, k_end, k_tiles, out_tile;
 };
+
+// Origin (m0, n0) of tile `t` in block order (host and device: the tail reduction uses it too).
+template <int BM, int BN>
+__host__ __device__ __forceinline__ void tile_origin(int M, int N, int t, int& m0, int& n0) {
+  const int tiles_m = (M + BM - 1) / BM;
+  const int tiles_n = (N + BN - 1) / BN;
+  const int per_group = kGroupM * tiles_n;
+  const int first_m = (t / per_group) * kGroupM;
+  const int group_m = tiles_m - first_m < kGroupM ? tiles_m - first_m : kGroupM;
+  m0 = (first_m + (t % per_group) % group_m) * BM;
+  n0 = ((t % per_group) / group_m) * BN;
+}
 
 template <typename Cfg, typename Prm>
 __device__ __forceinline__ BlockPos block_position(const Prm& p) {
-  const int tiles_m = (p.M + Cfg::BM - 1) / Cfg::BM;
-  const int tiles_n = (p.N + Cfg::BN - 1) / Cfg::BN;
-  const int per_group = kGroupM * tiles_n;
-  const int bid = static_cast<int>(blockIdx.x);
-  const int first_m = (bid / per_group) * kGroupM;
-  const int group_m = min(tiles_m - first_m, kGroupM);
+  int bid = static_cast<int>(blockIdx.x);
+  int split = static_cast<int>(blockIdx.z), k_split = p.k_split;
   BlockPos b;
-  b.m0 = (first_m + (bid % per_group) % group_m) * Cfg::BM;
-  b.n0 = ((bid % per_group) / group_m) * Cfg::BN;
-  b.k_begin = static_cast<int>(blockIdx.z) * p.k_split;
-  b.k_end = min(p.K, b.k_begin + p.k_split);
+  b.out_tile = -1;
+  if (p.tail_splits > 0 && bid >= p.main_tiles) {  // tail split-K block
+    b.out_tile = bid - p.main_tiles;
+    split = b.out_tile / p.tail_tiles;
+    bid = p.main_tiles + (b.out_tile - split * p.tail_tiles);
+    k_split = p.tail_k_split;
+  }
+  tile_origin<Cfg::BM, Cfg::BN>(p.M, p.N, bid, b.m0, b.n0);
+  b.k_begin = split * k_split;
+  b.k_end = min(p.K, b.k_begin + k_split);
   b.k_tiles = b.k_end > b.k_begin ? (b.k_end - b.k_begin + Cfg::BK - 1) / Cfg::BK : 0;
   return b;
 }
@@ -436,27 +459,36 @@ __device__ __forceinline__ void mma_k_step(Acc (&acc)[Cfg::TM][Cfg::TN], const A
 }
 
 // Writes the thread's TM x TN results: row-wise 4-element stores, coalesced across the warp.
+// A tail split-K block (out_tile >= 0) writes its dense tile in the workspace instead (row length
+// BN; elements outside C are left unwritten and never read).
 template <typename Cfg, bool A_K, typename Acc, typename Prm>
-__device__ __forceinline__ void store_tile(const Prm& p, const Acc (&acc)[Cfg::TM][Cfg::TN], int m0,
-                                           int n0) {
+__device__ __forceinline__ void store_tile(const Prm& p, const Acc (&acc)[Cfg::TM][Cfg::TN],
+                                           const BlockPos& pos) {
   using OutT = std::remove_pointer_t<decltype(p.c)>;
-  OutT* const c = p.c + static_cast<int64_t>(blockIdx.z) * p.split_stride;
-  const int tm = m0 + thread_m<Cfg, A_K>(), tn = n0 + thread_n<Cfg>();
+  const bool dense = pos.out_tile >= 0;
+  // The block's element (m0, n0) and the row stride around it.
+  OutT* const c = dense ? p.tail_c + static_cast<int64_t>(pos.out_tile) * (Cfg::BM * Cfg::BN)
+                        : p.c + static_cast<int64_t>(blockIdx.z) * p.split_stride +
+                              pos.m0 * p.ldc + pos.n0;
+  const int64_t ldc = dense ? int64_t(Cfg::BN) : p.ldc;
+  const bool vec = dense || p.vec_c;
+  const int m_lim = p.M - pos.m0, n_lim = p.N - pos.n0;
+  const int tm = thread_m<Cfg, A_K>(), tn = thread_n<Cfg>();
 #pragma unroll
   for (int i = 0; i < Cfg::TM; ++i) {
     const int row = tm + row_offset<Cfg, A_K>(i);
-    if (row >= p.M) continue;
-    OutT* const c_row = c + row * p.ldc;
+    if (row >= m_lim) continue;
+    OutT* const c_row = c + row * ldc;
 #pragma unroll
     for (int j = 0; j < Cfg::TN / 4; ++j) {
       const int col = tn + j * Cfg::TWN * 4;
       const Acc* v = &acc[i][j * 4];
-      if (p.vec_c && col + 3 < p.N) {
+      if (vec && col + 3 < n_lim) {
         store4_global(c_row + col, v);
       } else {
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-          if (col + q < p.N) c_row[col + q] = tile_cast<OutT>(v[q]);
+          if (col + q < n_lim) c_row[col + q] = tile_cast<OutT>(v[q]);
         }
       }
     }
@@ -528,7 +560,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
   // One general loop: a second, check-free copy of it (as in the cp.async kernel) pushes the
   // 2-blocks-per-SM configs over their 128 registers.
   for (int t = 0; t < pos.k_tiles; ++t) step(t, std::false_type{});
-  store_tile<Cfg, false>(p, acc, pos.m0, pos.n0);
+  store_tile<Cfg, false>(p, acc, pos);
 }
 
 // C = A B on one BM x BN tile per block; cp.async ring of Cfg::STAGES shared buffers, T = Acc
@@ -605,7 +637,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
   // The rest (and the epilogue) work from the shared copy of the block's position.
   const BlockPos tail = saved_pos;
   for (; t < tail.k_tiles; ++t) step(tail, t, std::false_type{});
-  store_tile<Cfg, A_K>(p, acc, tail.m0, tail.n0);
+  store_tile<Cfg, A_K>(p, acc, tail);
 }
 
 // c[i] = sum over s < splits of partial[s * n + i], in order (deterministic), for i < n.
@@ -630,6 +662,42 @@ __global__ void splitk_reduce_kernel(const Acc* __restrict__ partial, OutT* __re
       Acc v = Acc(0);
       for (int s = 0; s < splits; ++s) v += partial[s * n + i];
       c[i] = tile_cast<OutT>(v);
+    }
+  }
+}
+
+// C's part of the tail split-K tiles: for each of the tail_tiles dense BM x BN workspace tiles,
+// the sum over s < splits of tile s * tail_tiles + j, in split order (deterministic), written to
+// C where it lies inside C. 4 consecutive elements of a row per thread and step.
+template <int BM, int BN, typename Acc, typename OutT>
+__global__ void tail_reduce_kernel(const Acc* __restrict__ partial, OutT* __restrict__ c, int M,
+                                   int N, int64_t ldc, int main_tiles, int tail_tiles, int splits,
+                                   bool vec_c) {
+  static_assert(BN % 4 == 0, "rows of whole 4-element chunks");
+  constexpr int CHUNKS = BM * BN / 4;  // per tile
+  const int64_t n_chunks = static_cast<int64_t>(tail_tiles) * CHUNKS;
+  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  const int64_t tile_stride = static_cast<int64_t>(tail_tiles) * BM * BN;  // between splits
+  for (int64_t q = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; q < n_chunks;
+       q += stride) {
+    const int j = static_cast<int>(q / CHUNKS), e = static_cast<int>(q % CHUNKS) * 4;
+    int m0, n0;
+    tile_origin<BM, BN>(M, N, main_tiles + j, m0, n0);
+    const int row = e / BN, col = e % BN;
+    if (m0 + row >= M || n0 + col >= N) continue;
+    const Acc* src = partial + static_cast<int64_t>(j) * BM * BN + e;
+    Acc v[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
+    for (int s = 0; s < splits; ++s) {
+      Acc x[4];
+      load4_shared(src + s * tile_stride, x);  // 16-byte loads (any address space)
+#pragma unroll
+      for (int q4 = 0; q4 < 4; ++q4) v[q4] += x[q4];
+    }
+    OutT* dst = c + static_cast<int64_t>(m0 + row) * ldc + n0 + col;
+    if (vec_c && n0 + col + 3 < N) {
+      store4_global(dst, v);
+    } else {
+      for (int q4 = 0; q4 < 4 && n0 + col + q4 < N; ++q4) dst[q4] = tile_cast<OutT>(v[q4]);
     }
   }
 }
@@ -666,13 +734,17 @@ cudaError_t allow_smem(Kernel kernel) {
 
 // Launches the kernel of config Cfg for one layout pair on `stream` with `splits` K splits;
 // returns the launch error (cudaSuccess when fine). The caller checks M, N > 0 and fills
-// p.k_split. cp.async configs need T == Acc.
+// p.k_split. cp.async configs need T == Acc. With tail split-K (p.tail_splits > 0, splits 1) the
+// grid holds main_tiles + tail_tiles * tail_splits blocks.
 template <typename Cfg, typename T, typename Acc, typename OutT, bool A_KCONTIG, bool B_KCONTIG>
 cudaError_t launch_tiles(const Params<T, OutT>& p, int splits, cudaStream_t stream) {
   const auto kernel = kernel_of<Cfg, T, Acc, OutT, A_KCONTIG, B_KCONTIG>();
   const cudaError_t err = allow_smem<Cfg, Acc>(kernel);
   if (err != cudaSuccess) return err;
-  const dim3 grid(tile_count<Cfg>(p.M, p.N), 1, static_cast<unsigned int>(splits));
+  const unsigned int blocks =
+      p.tail_splits > 0 ? static_cast<unsigned int>(p.main_tiles + p.tail_tiles * p.tail_splits)
+                        : tile_count<Cfg>(p.M, p.N);
+  const dim3 grid(blocks, 1, static_cast<unsigned int>(splits));
   kernel<<<grid, Cfg::THREADS, Cfg::template smem_bytes<Acc>(), stream>>>(p);
   return cudaGetLastError();
 }

@@ -4,6 +4,7 @@
 #include <ATen/MemoryOverlap.h>
 
 #include <limits>
+#include <tuple>
 
 #include "common/module.h"
 
@@ -93,18 +94,22 @@ at::Tensor gemm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor out) {
 
 // Tuning entry point (float32 CUDA only): c = a @ b with tile config `config` and `splits` K
 // splits (see cuda_config_names()).
+// tail_tiles / tail_splits: tail split-K (splits 1 only; see gemm_cuda).
 at::Tensor gemm_with_config(const at::Tensor& a, const at::Tensor& b, int64_t config,
-                            int64_t splits) {
+                            int64_t splits, int64_t tail_tiles, int64_t tail_splits) {
   check_operands(a, b);
   TORCH_CHECK(a.is_cuda() && a.scalar_type() == at::kFloat,
               "lltm_ext.gemm: _gemm_with_config takes float32 CUDA tensors, but got a ",
               describe(a), ".");
   TORCH_CHECK(config >= 0 && splits >= 1, "lltm_ext.gemm: config must be >= 0 and splits >= 1, ",
               "but got config ", config, " and splits ", splits, ".");
+  TORCH_CHECK(tail_tiles >= 0 && tail_splits >= 0 && (tail_splits == 0 || splits == 1),
+              "lltm_ext.gemm: tail_tiles and tail_splits must be >= 0, and splits 1 with a tail "
+              "split, but got ", tail_tiles, ", ", tail_splits, " and splits ", splits, ".");
   at::Tensor c = at::empty({a.size(0), b.size(1)}, a.options());
 #ifdef WITH_CUDA
   gemm_cuda(cuda_operand(a), cuda_operand(b), c, static_cast<int>(config),
-            static_cast<int>(splits));
+            static_cast<int>(splits), static_cast<int>(tail_tiles), static_cast<int>(tail_splits));
 #endif
   return c;
 }
@@ -119,8 +124,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("gemm_out", &lltm_ext::gemm::gemm_out, "out = a @ b, written in place; returns out",
         py::arg("a"), py::arg("b"), py::arg("out"));
   m.def("_gemm_with_config", &lltm_ext::gemm::gemm_with_config,
-        "float32 CUDA GEMM with a given tile config index and number of K splits (tuning)",
-        py::arg("a"), py::arg("b"), py::arg("config"), py::arg("splits"));
+        "float32 CUDA GEMM with a given tile config index and number of K splits; tail_tiles > 0 "
+        "and tail_splits > 1 (splits 1): the last tail_tiles tiles split along K (tuning)",
+        py::arg("a"), py::arg("b"), py::arg("config"), py::arg("splits"),
+        py::arg("tail_tiles") = 0, py::arg("tail_splits") = 0);
   m.def(
       "_cuda_configs",
       [] {
@@ -135,13 +142,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "_cuda_choose",
       [](int64_t M, int64_t N, int64_t K) {
 #ifdef WITH_CUDA
-        return lltm_ext::gemm::cuda_choose(M, N, K);
+        const lltm_ext::gemm::Choice ch = lltm_ext::gemm::cuda_choose(M, N, K);
+        return std::make_tuple(ch.config, ch.splits, ch.tail_tiles, ch.tail_splits);
 #else
         TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
-        return std::pair<int, int>{0, 0};
+        return std::make_tuple(0, 0, 0, 0);
 #endif
       },
-      "(config, splits) the heuristic picks for float32 M x N x K on the current CUDA device",
+      "(config, splits, tail_tiles, tail_splits) the heuristic picks for float32 M x N x K on the "
+      "current CUDA device",
       py::arg("M"), py::arg("N"), py::arg("K"));
   lltm_ext::bind_build_info(m);
 }

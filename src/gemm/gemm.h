@@ -41,14 +41,20 @@ void gemm_cpu(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c);
 
 // c (M x N, contiguous, written) = a (M x K) @ b (K x N); a and b each with a layout_of().
 // config < 0 and splits <= 0: chosen by the heuristic; otherwise (float32 only) that tile config
-// and number of K splits, for tuning.
+// and number of K splits, for tuning; with splits 1, tail_tiles > 0 and tail_splits > 1, the last
+// tail_tiles tiles (in block order) are split along K into tail_splits parts ("tail split-K").
 void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int config = -1,
-               int splits = 0);
+               int splits = 0, int tail_tiles = 0, int tail_splits = 0);
+
+// A float32 schedule: tile config, K splits, tail split-K (tail_tiles, tail_splits; 0: none).
+struct Choice {
+  int config, splits, tail_tiles, tail_splits;
+};
 
 // Names of the float32 tile configs that gemm_cuda(..., config, splits) accepts, in index order.
 std::vector<std::string> cuda_config_names();
 
-// The (config, splits) the heuristic picks for float32 M x N x K on the current CUDA device.
-std::pair<int, int> cuda_choose(int64_t M, int64_t N, int64_t K);
+// The schedule the heuristic picks for float32 M x N x K on the current CUDA device.
+Choice cuda_choose(int64_t M, int64_t N, int64_t K);
 
 }  // namespace lltm_ext::gemm

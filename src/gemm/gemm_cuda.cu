@@ -108,38 +108,73 @@ void with_f32_config(int index, F&& f) {
 // with up to max_splits K splits, in units of one multiply-add of one SM at rate 1 (about 5 ps on
 // an H100): full-GPU waves of blocks times each block's work, plus the split-K reduction (its
 // workspace traffic at ~3 TB/s and one more launch).
+// Tail split-K (tail_splits > 1, splits 1): the last tail_tiles tiles are split along K into
+// tail_splits parts, the others run whole (see gemm_tiles::Params).
 struct Estimate {
   double cost;
   int splits;
+  int tail_tiles = 0;
+  int tail_splits = 0;
 };
 
 constexpr double kUnitsPerByte = 0.064;
 constexpr double kLaunchUnits = 6e5;
 
+int64_t round_k_split(int64_t K, int s, int bk) { return ((K + s - 1) / s + bk - 1) / bk * bk; }
+
 Estimate estimate(int64_t M, int64_t N, int64_t K, int bm, int bn, int bk, int blocks_per_sm,
                   double rate, int sms, int max_splits) {
   const int64_t tiles = ((M + bm - 1) / bm) * ((N + bn - 1) / bn);
   const int64_t slots = static_cast<int64_t>(sms) * blocks_per_sm;
+  // A wave's time: each block's multiply-adds (plus a fixed start and epilogue, ~64 k) over its
+  // share of the SM.
+  auto wave = [&](int64_t k) {
+    return static_cast<double>(bm) * bn * (k + 64) * blocks_per_sm / rate;
+  };
   Estimate best{std::numeric_limits<double>::infinity(), 1};
   for (int s = 1; s <= max_splits; s *= 2) {
-    const int64_t k_split = ((K + s - 1) / s + bk - 1) / bk * bk;
+    const int64_t k_split = round_k_split(K, s, bk);
     if (s > 1 && k_split < 8 * bk) break;  // too little K per split
     const int64_t blocks = tiles * s;
     const int64_t waves = (blocks + slots - 1) / slots;
-    // A block's time: its multiply-adds (plus a fixed start and epilogue, ~64 k) over its share
-    // of the SM.
-    double cost = static_cast<double>(waves) *
-                  (static_cast<double>(bm) * bn * (k_split + 64) * blocks_per_sm / rate);
+    double cost = static_cast<double>(waves) * wave(k_split);
     if (s > 1) cost += static_cast<double>(2 * s + 1) * M * N * 4 * kUnitsPerByte + kLaunchUnits;
     if (cost < best.cost) best = {cost, s};
+  }
+  // Tail split-K: the tiles past the last full wave (or the last two) are split along K into s
+  // parts, the others run whole. Calibrated on an H200 (docs/gemm_notes.md, tail split-K): the
+  // tail's last, partial wave costs as much as its busiest SMs' blocks at 0.85 of the full SM
+  // rate (fewer warps hide less latency), and the tail's waves 1.1x their estimate (split blocks
+  // start and drain in lock step, plus the workspace round trip).
+  const int64_t full = tiles / slots;
+  for (int64_t kept = full; kept >= std::max<int64_t>(full - 1, 1); --kept) {
+    const int64_t tail = tiles - kept * slots;
+    if (tail <= 0) continue;
+    for (int s = 2; s <= 8; ++s) {
+      const int64_t k_split = round_k_split(K, s, bk);
+      if (k_split < 8 * bk) break;
+      if ((K + k_split - 1) / k_split != s) continue;  // rounding left fewer parts
+      const int64_t tail_blocks = tail * s;
+      const int64_t last = tail_blocks - (tail_blocks - 1) / slots * slots;  // in the last wave
+      const double busiest = static_cast<double>((last + sms - 1) / sms) / blocks_per_sm;
+      const double tail_waves =
+          static_cast<double>((tail_blocks - 1) / slots) + std::min(1.0, busiest / 0.85);
+      const double cost = static_cast<double>(kept) * wave(K) + 1.1 * tail_waves * wave(k_split) +
+                          static_cast<double>(2 * s + 1) * tail * bm * bn * 4 * kUnitsPerByte +
+                          kLaunchUnits;
+      if (cost < best.cost) best = {cost, 1, static_cast<int>(tail), s};
+    }
   }
   return best;
 }
 
 // Launches float32/float64/half GEMM with config Cfg and `splits` K splits.
+// tail_tiles > 0 and tail_splits > 1 (float32 / float64, splits 1): tail split-K of the last
+// tail_tiles tiles (capped at the tile count).
 template <typename Cfg, typename T>
 void run_config(const Operand& A, const Operand& B, const at::Tensor& c, int64_t M, int64_t N,
-                int64_t K, int splits, cudaStream_t stream) {
+                int64_t K, int splits, cudaStream_t stream, int tail_tiles = 0,
+                int tail_splits = 0) {
   using Acc = cuda::opmath_t<T>;
   const int64_t k_split = splits > 1 ? ((K + splits - 1) / splits + Cfg::BK - 1) / Cfg::BK * Cfg::BK
                                      : std::max<int64_t>(K, 1);
@@ -177,6 +212,35 @@ void run_config(const Operand& A, const Operand& B, const at::Tensor& c, int64_t
     C10_CUDA_CHECK(err);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
+  const int64_t tiles = gt::tile_count<Cfg>(static_cast<int>(M), static_cast<int>(N));
+  int64_t tail_k_split = 0;
+  if constexpr (std::is_same_v<T, Acc>) {
+    if (splits <= 1 && tail_tiles > 0 && tail_splits > 1) {
+      tail_tiles = static_cast<int>(std::min<int64_t>(tail_tiles, tiles));
+      tail_k_split = round_k_split(K, tail_splits, Cfg::BK);
+      tail_splits = static_cast<int>((K + tail_k_split - 1) / tail_k_split);
+    }
+  }
+  if (splits <= 1 && tail_k_split > 0 && tail_splits > 1) {
+    fill(pc);
+    pc.c = c.data_ptr<T>();
+    pc.vec_c = N % 4 == 0 && aligned(pc.c, std::min<size_t>(16, 4 * sizeof(T)));
+    workspace = at::empty({static_cast<int64_t>(tail_splits) * tail_tiles * Cfg::BM * Cfg::BN},
+                          c.options());
+    pc.tail_c = workspace.data_ptr<T>();
+    pc.main_tiles = static_cast<int>(tiles - tail_tiles);
+    pc.tail_tiles = tail_tiles;
+    pc.tail_splits = tail_splits;
+    pc.tail_k_split = static_cast<int>(tail_k_split);
+    launch(pc);
+    const int64_t chunks = static_cast<int64_t>(tail_tiles) * Cfg::BM * Cfg::BN / 4;
+    constexpr int threads = 256;
+    const unsigned int blocks = cuda::grid_for(chunks, threads, c.get_device(), 4);
+    gt::tail_reduce_kernel<Cfg::BM, Cfg::BN, T, T><<<blocks, threads, 0, stream>>>(
+        pc.tail_c, pc.c, pc.M, pc.N, pc.ldc, pc.main_tiles, tail_tiles, tail_splits, pc.vec_c);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return;
+  }
   if (splits <= 1) {
     fill(pc);
     pc.c = c.data_ptr<T>();
@@ -209,7 +273,7 @@ std::vector<std::string> cuda_config_names() {
   return std::vector<std::string>(kF32ConfigNames.begin(), kF32ConfigNames.end());
 }
 
-std::pair<int, int> cuda_choose(int64_t M, int64_t N, int64_t K) {
+Choice cuda_choose(int64_t M, int64_t N, int64_t K) {
   const int sms = cuda::sm_count(c10::cuda::current_device());
   int best_config = kF32Candidates[0];
   Estimate best{std::numeric_limits<double>::infinity(), 1};
@@ -224,11 +288,11 @@ std::pair<int, int> cuda_choose(int64_t M, int64_t N, int64_t K) {
       }
     });
   }
-  return {best_config, best.splits};
+  return {best_config, best.splits, best.tail_tiles, best.tail_splits};
 }
 
 void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int config,
-               int splits) {
+               int splits, int tail_tiles, int tail_splits) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   if (M == 0 || N == 0) return;  // nothing to write
   const c10::cuda::CUDAGuard guard(a.device());
@@ -242,15 +306,19 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
   switch (a.scalar_type()) {
     case at::kFloat: {
       if (config < 0 || splits <= 0) {
-        const auto choice = cuda_choose(M, N, K);
-        if (config < 0) config = choice.first;
-        if (splits <= 0) splits = choice.second;
+        const Choice choice = cuda_choose(M, N, K);
+        if (config < 0) config = choice.config;
+        if (splits <= 0) {
+          splits = choice.splits;
+          tail_tiles = choice.tail_tiles;
+          tail_splits = choice.tail_splits;
+        }
       }
       TORCH_CHECK(config < kNumF32Configs, "lltm_ext: gemm config must be < ", kNumF32Configs,
                   ", but got ", config, ".");
       with_f32_config(config, [&](auto I) {
         using Cfg = std::tuple_element_t<decltype(I)::value, F32Configs>;
-        run_config<Cfg, float>(A, B, c, M, N, K, splits, stream);
+        run_config<Cfg, float>(A, B, c, M, N, K, splits, stream, tail_tiles, tail_splits);
       });
       break;
     }
