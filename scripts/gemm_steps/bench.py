@@ -43,6 +43,11 @@ SHAPES = [  # (M, N, K)
 ]
 
 
+# Block tile (BM, BN) and resident blocks per SM of the float32 configs 0-3 (for --tail).
+TILE = {0: (64, 128), 1: (128, 256), 2: (128, 128), 3: (64, 64)}
+SLOTS = {0: 3, 1: 1, 2: 2, 3: 4}
+
+
 def load_gemm_module():
     """lltm_ext's compiled gemm module (straight from its .so if the package import fails)."""
     try:
@@ -154,7 +159,7 @@ def shape_table(lib, ext, args, m: int, n: int, k: int) -> list[dict]:
                 continue  # about a second a call
             cands[f"step {step}: {name}"] = step_fn(step)
     cands["lltm_ext.gemm (heuristic)"] = lambda: ext.gemm_out(a, b, c)
-    config, splits = ext._cuda_choose(m, n, k)
+    config, splits, tail_tiles, tail_splits = ext._cuda_choose(m, n, k)
     names = list(ext._cuda_configs())
     if args.sweep:
         for ci, cname in enumerate(names):
@@ -162,9 +167,23 @@ def shape_table(lib, ext, args, m: int, n: int, k: int) -> list[dict]:
                 cands[f"cfg {ci} {cname} s{s}"] = lambda ci=ci, s=s: ext._gemm_with_config(
                     a, b, ci, s
                 )
+    for ci, tt, ts in args.tail:  # tail split-K variants: config, tail tiles (or -waves), splits
+        if ts <= 1:  # the config without any split, as the baseline
+            cands[f"cfg {ci}"] = lambda ci=ci: ext._gemm_with_config(a, b, ci, 1)
+            continue
+        if tt < 0:  # the tiles past the last `-tt` - 1 full waves of `slots`
+            tiles = -(-m // TILE[ci][0]) * -(-n // TILE[ci][1])
+            slots = SLOTS[ci] * torch.cuda.get_device_properties(0).multi_processor_count
+            tt = tiles - (tiles // slots - (-tt - 1)) * slots
+        if tt <= 0:
+            continue
+        cands[f"cfg {ci} tail {tt}x{ts}"] = lambda ci=ci, tt=tt, ts=ts: ext._gemm_with_config(
+            a, b, ci, 1, tt, ts
+        )
+    tail = f", tail split-K {tail_tiles} tiles x {tail_splits}" if tail_splits else ""
     title = (
         f"{m} x {n} x {k} (M x N x K) float32; heuristic: config {config} ({names[config]}), "
-        f"{splits} split(s); ref = cuBLAS"
+        f"{splits} split(s){tail}; ref = cuBLAS"
     )
     return timed_table(
         title,
@@ -207,7 +226,7 @@ def extras(ext, args) -> list[dict]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--lib", required=True, help="path of libgemm_steps.so")
+    parser.add_argument("--lib", help="path of libgemm_steps.so (needed for the steps)")
     parser.add_argument("--json", help="write all timings here")
     parser.add_argument("--quick", action="store_true", help="two shapes")
     parser.add_argument("--rounds", type=int, default=3)
@@ -216,13 +235,25 @@ def main() -> int:
     parser.add_argument("--sweep", action="store_true", help="also every package config/split")
     parser.add_argument("--extras", action="store_true", help="transposed layouts, other dtypes")
     parser.add_argument("--no-shapes", action="store_true", help="skip the per-shape tables")
+    parser.add_argument(
+        "--tail",
+        action="append",
+        default=[],
+        type=lambda v: tuple(int(x) for x in v.split(",")),
+        help="time tail split-K CONFIG,TAIL_TILES,SPLITS (TAIL_TILES -w: past all but w-1 full "
+        "waves); repeatable",
+    )
     args = parser.parse_args()
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    lib = ctypes.CDLL(args.lib)
-    lib.gemm_step.restype = ctypes.c_int
-    lib.gemm_step.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 3 + [ctypes.c_int] * 4
-    lib.gemm_step.argtypes += [ctypes.c_void_p, ctypes.c_void_p]
+    lib = None
+    if args.lib:
+        lib = ctypes.CDLL(args.lib)
+        lib.gemm_step.restype = ctypes.c_int
+        lib.gemm_step.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 3 + [ctypes.c_int] * 4
+        lib.gemm_step.argtypes += [ctypes.c_void_p, ctypes.c_void_p]
+    elif not args.no_steps:
+        parser.error("--lib is needed for the steps (or pass --no-steps)")
     ext = load_gemm_module()
     props = torch.cuda.get_device_properties(0)
     print(f"device: {props.name}, {props.multi_processor_count} SMs; torch {torch.__version__}")

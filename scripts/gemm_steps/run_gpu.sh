@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU-machine script for lltm_ext's GEMM: build, check, time; logs and JSON under $OUT.
 #   bash scripts/gemm_steps/run_gpu.sh [phase ...]
-#   phases: build steps sweep tests bench cpubench extras ncu (default: build steps tests bench)
+#   phases: build steps sweep tail tests bench cpubench extras ncu (default: build steps tests bench)
+#   tail: the package vs cuBLAS with the tail split-K variants in $TAIL_ARGS (bench.py --tail)
 set -u
 OUT=${OUT:-/tmp/gemm_out}
 mkdir -p "$OUT"
@@ -17,14 +18,16 @@ stamp() { echo "[$(($(date +%s) - t0))s] $*"; }
 
 if has build; then
   stamp "build: steps library (background) and the gemm op"
-  (nvcc -O3 -std=c++17 -arch=sm_90 -ccbin "$CXX" -shared -Xcompiler -fPIC -I src -Xptxas -v \
+  need_lib=0
+  for p in steps sweep extras; do has $p && need_lib=1; done
+  [[ $need_lib == 1 ]] && (nvcc -O3 -std=c++17 -arch=sm_90 -ccbin "$CXX" -shared -Xcompiler -fPIC -I src -Xptxas -v \
     scripts/gemm_steps/steps.cu -o "$LIB" >"$OUT/build.log" 2>&1 && echo "steps lib built") &
   LLTM_EXT_OPS=gemm TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 python3 setup.py build_ext --inplace \
     >"$OUT/build_op.log" 2>&1
   echo "gemm op build rc=$?"
   tail -2 "$OUT/build_op.log"
   wait
-  grep -E "spill" "$OUT/build.log" | sort | uniq -c
+  grep -E "spill" "$OUT/build.log" 2>/dev/null | sort | uniq -c
   cat "$OUT/build_op.log" >>"$OUT/build.log" && rm "$OUT/build_op.log"
 fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv
@@ -38,9 +41,17 @@ if has steps || has sweep; then
     --json "$OUT/steps.json" $ARGS >"$OUT/steps.log" 2>&1
   echo "rc=$?"
 fi
+if has tail; then
+  stamp "tail split-K variants vs cuBLAS"
+  TARGS=""
+  for t in ${TAIL_ARGS:-}; do TARGS="$TARGS --tail $t"; done
+  timeout "${TAIL_TIMEOUT:-150}" python3 scripts/gemm_steps/bench.py --no-steps --rounds 5 \
+    --json "$OUT/tail.json" $TARGS >"$OUT/tail.log" 2>&1
+  echo "rc=$?"
+fi
 if has tests; then
   stamp "pytest tests/test_gemm.py"
-  timeout "${TESTS_TIMEOUT:-170}" python3 -m pytest tests/test_gemm.py -q --maxfail=30 \
+  LLTM_EXT_REQUIRE_CUDA=1 timeout "${TESTS_TIMEOUT:-170}" python3 -m pytest tests/test_gemm.py -q -x \
     -p no:cacheprovider >"$OUT/pytest.log" 2>&1
   echo "rc=$?"
   grep -E "passed|failed|Error|error" "$OUT/pytest.log" | tail -25
@@ -68,7 +79,7 @@ lltm_ext.gemm(a, b); torch.cuda.synchronize()" >"$OUT/ncu.log" 2>&1
 fi
 stamp done
 # Summaries last (the reply shows the end of the output).
-for f in steps.log extras.log bench.log ncu.log; do
+for f in steps.log tail.log extras.log bench.log ncu.log; do
   [[ -f "$OUT/$f" ]] && { echo "----- $f"; grep -vE "^\s*$" "$OUT/$f" | cut -c1-110; }
 done
 exit 0
