@@ -77,6 +77,13 @@ inline void check_same_dtype(const at::Tensor& t, const char* name, const at::Te
               " and `", ref_name, "` is ", ref.scalar_type(), ".");
 }
 
+// `t` has the same sizes as `ref` (an incoming gradient and the tensor it belongs to).
+inline void check_same_sizes(const at::Tensor& t, const char* name, const at::Tensor& ref,
+                             const char* ref_name) {
+  TORCH_CHECK(t.sizes() == ref.sizes(), "lltm_ext: `", name, "` must have the shape of `", ref_name,
+              "` ", ref.sizes(), ", but got a ", describe(t), ".");
+}
+
 // A tensor argument every kernel can read: defined, floating, contiguous, on CPU or CUDA.
 inline void check_input(const at::Tensor& t, const char* name) {
   check_defined(t, name);
@@ -98,3 +105,4 @@ inline void check_like(const at::Tensor& t, const char* name, const at::Tensor& 
 #define CHECK_DIM(x, d) ::lltm_ext::check_dim(x, #x, d)
 #define CHECK_SHAPE(x, ...) ::lltm_ext::check_shape(x, #x, {__VA_ARGS__})
 #define CHECK_LIKE(x, ref) ::lltm_ext::check_like(x, #x, ref, #ref)
+#define CHECK_SAME_SIZES(x, ref) ::lltm_ext::check_same_sizes(x, #x, ref, #ref)

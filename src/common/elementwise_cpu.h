@@ -25,19 +25,6 @@
 #include "common/checks.h"
 #include "common/dispatch.h"
 
-namespace lltm_ext {
-
-// `t` has the same sizes as `ref` (an incoming gradient and the tensor it belongs to).
-inline void check_same_sizes(const at::Tensor& t, const char* name, const at::Tensor& ref,
-                             const char* ref_name) {
-  TORCH_CHECK(t.sizes() == ref.sizes(), "lltm_ext: `", name, "` must have the shape of `", ref_name,
-              "` ", ref.sizes(), ", but got a ", describe(t), ".");
-}
-
-}  // namespace lltm_ext
-
-#define CHECK_SAME_SIZES(x, ref) ::lltm_ext::check_same_sizes(x, #x, ref, #ref)
-
 namespace lltm_ext::cpu::elementwise {
 
 namespace detail {
