@@ -350,7 +350,9 @@ def make_extension(op: str, force_cpu: bool = False):
         )
     nvcc = ["-O0", "-g", "-G", "-lineinfo"] if DEBUG else ["-O3"]
     nvcc += ["--expt-relaxed-constexpr", f"--threads={NVCC_THREADS}"]
-    macros += [("WITH_CUDA", None), ("LLTM_EXT_CUDA_ARCHS", ",".join(ARCH_TARGETS))]
+    macros += [("WITH_CUDA", None)]
+    # Read by common/module.h in the C++ binding only; nvcc would split this -D at its commas.
+    cxx = cxx + [f"-DLLTM_EXT_CUDA_ARCHS={','.join(ARCH_TARGETS)}"]
     kwargs["include_dirs"] += EXTRA_CUDA_INCLUDES
     return CUDAExtension(
         sources=[str(s.relative_to(ROOT)) for s in sources + cu_sources],
