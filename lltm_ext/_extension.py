@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -86,10 +87,16 @@ def load_extension(op: str) -> ModuleType:
     except ModuleNotFoundError as exc:
         if exc.name != name:
             raise
+        package = Path(__file__).resolve().parent
+        if (package.parent / "setup.py").is_file():
+            raise ImportError(
+                f"{name} is not built: this lltm_ext is the source tree at {package.parent}, "
+                "whose compiled modules are missing (Python started in the repository root puts "
+                "it ahead of an installed lltm_ext). Build it in place with "
+                "`pip install --no-build-isolation -e .`, or run from another directory."
+            ) from exc
         raise ImportError(
-            f"{name} is not built: lltm_ext's compiled modules are missing "
-            "(an unbuilt source tree?). "
-            "Build them with: pip install --no-build-isolation -e ."
+            f"{name} is missing from the installed lltm_ext at {package}. {REBUILD_HINT}"
         ) from exc
     except ImportError as exc:
         raise ImportError(f"{name} could not be loaded ({exc}). {REBUILD_HINT}") from exc
