@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import ClassVar
 
 from setuptools import Command, find_packages, setup
 
@@ -255,9 +256,8 @@ def decide_cuda() -> bool:
         if MODE == "1":
             fail(
                 "LLTM_EXT_CUDA=1 asks for CUDA kernels, but " + "; and ".join(problems) + ".\n"
-                "Install a CUDA build of torch whose CUDA major version matches the toolkit, or "
-                "build "
-                "CPU-only with LLTM_EXT_CUDA=0."
+                "Install a CUDA build of torch whose CUDA major version matches the toolkit, "
+                "or build CPU-only with LLTM_EXT_CUDA=0."
             )
         log("building CPU kernels only, because " + "; and ".join(problems) + ".")
         return False
@@ -433,8 +433,10 @@ class Develop(Command):
     """
 
     description = "editable install, built against the installed torch (no build isolation)"
-    user_options = [("no-deps", "N", "don't install dependencies")]
-    boolean_options = ["no-deps"]
+    user_options: ClassVar[list[tuple[str, str, str]]] = [
+        ("no-deps", "N", "don't install dependencies")
+    ]
+    boolean_options: ClassVar[list[str]] = ["no-deps"]
 
     def initialize_options(self) -> None:
         self.no_deps = False
