@@ -184,6 +184,17 @@ class ElementwiseTests:
         with pytest.raises(RuntimeError, match=r"`output` must have a floating-point dtype"):
             ext.backward(torch.randn(3, 4), torch.ones(3, 4, dtype=torch.int64))
 
+    def test_double_backward(self):
+        """A backward kernel is not differentiable: a second derivative raises, never a wrong one.
+        (round_ste's backward is the identity on the gradient, which is differentiable.)"""
+        x = torch.randn(6, dtype=torch.float64, requires_grad=True)
+        (g,) = torch.autograd.grad(self.spec.fn(x).sum(), x, create_graph=True)
+        if self.spec.backward_op is None:
+            assert not g.requires_grad  # d(sum)/dx is all ones: nothing left to differentiate
+            return
+        with pytest.raises(RuntimeError, match=r"once_differentiable|does not require grad"):
+            torch.autograd.grad(g.sum(), x)
+
     @pytest.mark.cuda
     def test_mixed_devices_in_backward(self):
         """A gradient on another device than the saved output: an error naming both."""

@@ -209,3 +209,19 @@ def test_cuda_uses_current_stream_and_device_guard():
     torch.cuda.current_stream().wait_stream(side)
     torch.testing.assert_close(got[0], expected[0])
     torch.testing.assert_close(got[1], expected[1])
+
+
+def test_double_backward_raises():
+    """The backward kernels are not differentiable: a 2nd derivative raises, never a wrong one."""
+    args = make_args(2, 3, 4, "cpu", torch.float64)
+    new_h, _ = lltm_ext.lltm(*args)
+    grads = torch.autograd.grad(new_h.sum(), args, create_graph=True)
+    assert not any(g.requires_grad for g in grads)  # no partial (wrong) graph is left behind
+    with pytest.raises(RuntimeError, match=r"once_differentiable|does not require grad"):
+        torch.autograd.grad(grads[0].sum(), args, allow_unused=True)
+    # With a differentiable incoming gradient, PyTorch names the reason.
+    new_h, _ = lltm_ext.lltm(*args)
+    v = torch.ones_like(new_h, requires_grad=True)
+    grads = torch.autograd.grad(new_h, args, v, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        grads[1].sum().backward()

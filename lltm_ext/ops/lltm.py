@@ -16,6 +16,7 @@ import math
 
 import torch
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from lltm_ext._extension import load_extension
 
@@ -149,6 +150,7 @@ class LLTMFunction(torch.autograd.Function):
         return new_h, new_cell
 
     @staticmethod
+    @once_differentiable  # the backward kernels are not differentiable: raise, not wrong
     def backward(ctx, grad_h, grad_cell):
         new_cell, input_gate, output_gate, candidate_cell, X, weights = ctx.saved_tensors
         d_old_h, d_input, d_weights, d_bias, d_old_cell = _backward_impl(

@@ -9,6 +9,7 @@ output y (as torch's does): dx = grad where y > 0, else 0.
 
 import torch
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from lltm_ext._extension import load_extension
 from lltm_ext.ops._elementwise import bench_cases, dispatch, fake_grad, fake_like
@@ -64,6 +65,7 @@ class ReLUFunction(torch.autograd.Function):
         return y
 
     @staticmethod
+    @once_differentiable  # the backward kernels are not differentiable: raise, not wrong
     def backward(ctx, grad: Tensor) -> Tensor:
         (y,) = ctx.saved_tensors
         return dispatch("relu", relu_backward, "backward", grad.contiguous(), y)

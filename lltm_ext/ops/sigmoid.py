@@ -9,6 +9,7 @@ saved output y: dx = grad * y * (1 - y), as torch.sigmoid's.
 
 import torch
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from lltm_ext._extension import load_extension
 from lltm_ext.ops._elementwise import bench_cases, dispatch, fake_grad, fake_like
@@ -67,6 +68,7 @@ class SigmoidFunction(torch.autograd.Function):
         return y
 
     @staticmethod
+    @once_differentiable  # the backward kernels are not differentiable: raise, not wrong
     def backward(ctx, grad: Tensor) -> Tensor:
         (y,) = ctx.saved_tensors
         return dispatch("sigmoid", sigmoid_backward, "backward", grad.contiguous(), y)
