@@ -2,10 +2,8 @@
 
 Shapes: ``a`` (M, K), ``b`` (K, N) -> ``c`` (M, N). CPU: a packed, cache-blocked, parallel C++
 kernel; CUDA: a tiled SIMT kernel (shared-memory tiles, register-blocked outer products, split-K
-for small grids). Row-major and transposed (column-major) operands are read in place (the backward
-products ``grad_a = grad_c @ b.T`` and ``grad_b = a.T @ grad_c`` run on views), except that on the
-GPU a large float32 K-contiguous operand is copied once to the layout the kernel reads fastest
-when the product is wide enough to repay it (a temporary of that operand's size). float32
+for small grids). Row-major and transposed (column-major) operands are read in place, so the
+backward products ``grad_a = grad_c @ b.T`` and ``grad_b = a.T @ grad_c`` copy nothing. float32
 never uses TF32; float16 / bfloat16 accumulate in float32, float64 in float64.
 """
 
@@ -104,7 +102,7 @@ class GemmFunction(torch.autograd.Function):
     """Autograd for ``c = a @ b``: ``GemmFunction.apply(a, b)`` with a (M, K), b (K, N).
 
     Backward: ``grad_a = grad_c @ b.T`` (M, K) and ``grad_b = a.T @ grad_c`` (K, N), each one
-    call of the same kernels on transposed views. The backward is itself made of
+    call of the same kernels on transposed views (no copies). The backward is itself made of
     ``GemmFunction`` calls, so higher-order gradients work too.
     """
 
@@ -137,9 +135,7 @@ def gemm(a: Tensor, b: Tensor, *, out: Tensor | None = None) -> Tensor:
 
     Any M, N, K >= 0 (K = 0 gives zeros). Dtypes float32 (no TF32), float64, float16 and
     bfloat16 (accumulated in float32), on the CPU or a CUDA device. Row-major and transposed
-    (e.g. ``x.t()``) operands are read in place (on the GPU, a large float32 operand whose K is
-    its contiguous dimension is first copied once into a temporary when the product repays it);
-    other strides are made contiguous.
+    (e.g. ``x.t()``) operands are read without copies; other strides are made contiguous.
     Differentiable in ``a`` and ``b`` when ``out`` is not given.
     """
     if out is None:

@@ -160,10 +160,6 @@ def shape_table(lib, ext, args, m: int, n: int, k: int) -> list[dict]:
             cands[f"step {step}: {name}"] = step_fn(step)
     cands["lltm_ext.gemm (heuristic)"] = lambda: ext.gemm_out(a, b, c)
     config, splits, tail_tiles, tail_splits = ext._cuda_choose(m, n, k)
-    # The heuristic's schedule on the operands as they are (no MN-contiguous copies).
-    cands["heuristic schedule, operands in place"] = lambda: ext._gemm_with_config(
-        a, b, config, splits, tail_tiles, tail_splits
-    )
     names = list(ext._cuda_configs())
     if args.sweep:
         for ci, cname in enumerate(names):
@@ -209,9 +205,6 @@ def extras(ext, args) -> list[dict]:
         cands = {
             "cuBLAS": lambda a=a, b=b: torch.mm(a, b),
             "lltm_ext.gemm": lambda a=a, b=b: ext.gemm(a, b),
-            "heuristic schedule, operands in place": lambda a=a, b=b: ext._gemm_with_config(
-                a, b, *ext._cuda_choose(m, n, k)
-            ),
         }
         for ci in (0, 2, 3, 4):
             cands[f"cfg {ci}"] = lambda a=a, b=b, ci=ci: ext._gemm_with_config(a, b, ci, 1)

@@ -267,60 +267,6 @@ void run_config(const Operand& A, const Operand& B, const at::Tensor& c, int64_t
   }
 }
 
-// Operand copies (heuristic path, float32): the kernels are fastest with both operands
-// MN-contiguous (A column-major, B row-major: 16-byte cp.async straight into the K-major shared
-// tiles); a K-contiguous operand is read K-major (config 0, A only) or transposed by 4-byte copies
-// on the way. When the other side of the product is at least kCopyMinReuse wide (each element of
-// the copy then feeds >= 2 kCopyMinReuse FLOPs), one transposing pass over the operand (8 bytes of
-// traffic per element, ~1.5% of the GEMM's time at 4096^3) costs less than it saves (H200: config 0
-// at 4096^3 runs at 95% of cuBLAS with A column-major, 86% with A row-major).
-constexpr int64_t kCopyMinReuse = 2048;
-constexpr int64_t kCopyMaxElements = int64_t(1) << 28;  // 1 GiB of float32 workspace at most
-
-// dst (cols x rows, contiguous) = src (rows x cols, row stride ld) transposed; 32 x 32 tiles
-// through shared memory (coalesced reads and writes), a 32 x 8 block, 4 elements per thread.
-__global__ void transpose_kernel(const float* __restrict__ src, float* __restrict__ dst, int rows,
-                                 int cols, int64_t ld) {
-  __shared__ float tile[32][33];
-  const int r0 = static_cast<int>(blockIdx.y) * 32, c0 = static_cast<int>(blockIdx.x) * 32;
-  const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
-#pragma unroll
-  for (int i = ty; i < 32; i += 8) {
-    const int r = r0 + i, c = c0 + tx;
-    if (r < rows && c < cols) tile[i][tx] = src[static_cast<int64_t>(r) * ld + c];
-  }
-  __syncthreads();
-#pragma unroll
-  for (int i = ty; i < 32; i += 8) {
-    const int c = c0 + i, r = r0 + tx;
-    if (c < cols && r < rows) dst[static_cast<int64_t>(c) * rows + r] = tile[tx][i];
-  }
-}
-
-// A K-contiguous float32 operand with `mn` rows along M (A) or N (B) and K columns, copied to an
-// MN-contiguous one (returned; `copy` keeps its memory alive) when that pays (see kCopyMinReuse):
-// `reuse` is the product's other dimension (N for A, M for B).
-Operand mn_contiguous(const Operand& op, int64_t mn, int64_t K, int64_t reuse,
-                      const at::Tensor& like, cudaStream_t stream, at::Tensor& copy) {
-  if (!op.k_contig || reuse < kCopyMinReuse || mn % 4 != 0 || mn * K > kCopyMaxElements ||
-      (mn + 31) / 32 > 65535) {
-    return op;
-  }
-  copy = at::empty({K, mn}, like.options().dtype(at::kFloat));
-  const dim3 grid(static_cast<unsigned int>((K + 31) / 32),
-                  static_cast<unsigned int>((mn + 31) / 32));
-  transpose_kernel<<<grid, dim3(32, 8), 0, stream>>>(static_cast<const float*>(op.data),
-                                                     copy.data_ptr<float>(), static_cast<int>(mn),
-                                                     static_cast<int>(K), op.ld);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  Operand out;
-  out.data = copy.const_data_ptr();
-  out.ld = mn;
-  out.k_contig = false;
-  out.vec = aligned(out.data, 16);  // mn % 4 == 0
-  return out;
-}
-
 }  // namespace
 
 std::vector<std::string> cuda_config_names() {
@@ -351,20 +297,15 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
   if (M == 0 || N == 0) return;  // nothing to write
   const c10::cuda::CUDAGuard guard(a.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  Operand A = operand_of(a, /*is_a=*/true);
-  Operand B = operand_of(b, /*is_a=*/false);
+  const Operand A = operand_of(a, /*is_a=*/true);
+  const Operand B = operand_of(b, /*is_a=*/false);
   if (K == 0) {  // an empty sum
     C10_CUDA_CHECK(cudaMemsetAsync(c.data_ptr(), 0, c.nbytes(), stream));
     return;
   }
   switch (a.scalar_type()) {
     case at::kFloat: {
-      at::Tensor a_copy, b_copy;  // MN-contiguous copies (heuristic path only)
       if (config < 0 || splits <= 0) {
-        if (config < 0 && splits <= 0) {
-          A = mn_contiguous(A, M, K, N, a, stream, a_copy);
-          B = mn_contiguous(B, N, K, M, a, stream, b_copy);
-        }
         const Choice choice = cuda_choose(M, N, K);
         if (config < 0) config = choice.config;
         if (splits <= 0) {
