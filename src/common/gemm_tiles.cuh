@@ -467,9 +467,9 @@ __device__ __forceinline__ void store_tile(const Prm& p, const Acc (&acc)[Cfg::T
   using OutT = std::remove_pointer_t<decltype(p.c)>;
   const bool dense = pos.out_tile >= 0;
   // The block's element (m0, n0) and the row stride around it.
-  OutT* const c = dense ? p.tail_c + static_cast<int64_t>(pos.out_tile) * (Cfg::BM * Cfg::BN)
-                        : p.c + static_cast<int64_t>(blockIdx.z) * p.split_stride +
-                              pos.m0 * p.ldc + pos.n0;
+  OutT* const c =
+      dense ? p.tail_c + static_cast<int64_t>(pos.out_tile) * (Cfg::BM * Cfg::BN)
+            : p.c + static_cast<int64_t>(blockIdx.z) * p.split_stride + pos.m0 * p.ldc + pos.n0;
   const int64_t ldc = dense ? int64_t(Cfg::BN) : p.ldc;
   const bool vec = dense || p.vec_c;
   const int m_lim = p.M - pos.m0, n_lim = p.N - pos.n0;

@@ -105,11 +105,12 @@ at::Tensor gemm_with_config(const at::Tensor& a, const at::Tensor& b, int64_t co
               "but got config ", config, " and splits ", splits, ".");
   TORCH_CHECK(tail_tiles >= 0 && tail_splits >= 0 && (tail_splits == 0 || splits == 1),
               "lltm_ext.gemm: tail_tiles and tail_splits must be >= 0, and splits 1 with a tail "
-              "split, but got ", tail_tiles, ", ", tail_splits, " and splits ", splits, ".");
+              "split, but got ",
+              tail_tiles, ", ", tail_splits, " and splits ", splits, ".");
   at::Tensor c = at::empty({a.size(0), b.size(1)}, a.options());
 #ifdef WITH_CUDA
-  gemm_cuda(cuda_operand(a), cuda_operand(b), c, static_cast<int>(config),
-            static_cast<int>(splits), static_cast<int>(tail_tiles), static_cast<int>(tail_splits));
+  gemm_cuda(cuda_operand(a), cuda_operand(b), c, static_cast<int>(config), static_cast<int>(splits),
+            static_cast<int>(tail_tiles), static_cast<int>(tail_splits));
 #endif
   return c;
 }
@@ -126,8 +127,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_gemm_with_config", &lltm_ext::gemm::gemm_with_config,
         "float32 CUDA GEMM with a given tile config index and number of K splits; tail_tiles > 0 "
         "and tail_splits > 1 (splits 1): the last tail_tiles tiles split along K (tuning)",
-        py::arg("a"), py::arg("b"), py::arg("config"), py::arg("splits"),
-        py::arg("tail_tiles") = 0, py::arg("tail_splits") = 0);
+        py::arg("a"), py::arg("b"), py::arg("config"), py::arg("splits"), py::arg("tail_tiles") = 0,
+        py::arg("tail_splits") = 0);
   m.def(
       "_cuda_configs",
       [] {

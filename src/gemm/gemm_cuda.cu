@@ -120,7 +120,9 @@ struct Estimate {
 constexpr double kUnitsPerByte = 0.064;
 constexpr double kLaunchUnits = 6e5;
 
-int64_t round_k_split(int64_t K, int s, int bk) { return ((K + s - 1) / s + bk - 1) / bk * bk; }
+int64_t round_k_split(int64_t K, int s, int bk) {
+  return ((K + s - 1) / s + bk - 1) / bk * bk;
+}
 
 Estimate estimate(int64_t M, int64_t N, int64_t K, int bm, int bn, int bk, int blocks_per_sm,
                   double rate, int sms, int max_splits) {
