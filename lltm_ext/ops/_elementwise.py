@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from lltm_ext._extension import load_extension
 
@@ -21,6 +22,39 @@ def dispatch(op: str, custom_op: Callable[..., Tensor], name: str, *args: Tensor
     if torch.compiler.is_compiling():
         return custom_op(*args)
     return getattr(load_extension(op), name)(*args)
+
+
+def saved_output_function(
+    name: str,
+    op: str,
+    forward_op: Callable[..., Tensor],
+    backward_op: Callable[..., Tensor],
+    doc: str,
+    module: str,
+) -> type[torch.autograd.Function]:
+    """The autograd.Function of an op whose backward kernel works from the saved output y.
+
+    forward(x) -> y (non-contiguous x is copied first); backward(grad) -> the backward kernel of
+    (grad, y). The backward kernel is not differentiable, so a second derivative raises.
+    """
+
+    class SavedOutputFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x: Tensor) -> Tensor:
+            y = dispatch(op, forward_op, "forward", x.contiguous())
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, grad: Tensor) -> Tensor:
+            (y,) = ctx.saved_tensors
+            return dispatch(op, backward_op, "backward", grad.contiguous(), y)
+
+    SavedOutputFunction.__name__ = SavedOutputFunction.__qualname__ = name
+    SavedOutputFunction.__doc__ = doc
+    SavedOutputFunction.__module__ = module
+    return SavedOutputFunction
 
 
 def fake_like(x: Tensor) -> Tensor:

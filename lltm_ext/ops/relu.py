@@ -9,10 +9,9 @@ output y (as torch's does): dx = grad where y > 0, else 0.
 
 import torch
 from torch import Tensor, nn
-from torch.autograd.function import once_differentiable
 
 from lltm_ext._extension import load_extension
-from lltm_ext.ops._elementwise import bench_cases, dispatch, fake_grad, fake_like
+from lltm_ext.ops._elementwise import bench_cases, fake_grad, fake_like, saved_output_function
 
 __all__ = ["ReLU", "ReLUFunction", "relu"]
 
@@ -55,20 +54,14 @@ relu_forward.register_autograd(_op_backward, setup_context=_setup_context)
 # ----------------------------------------------------------------------------------------------
 
 
-class ReLUFunction(torch.autograd.Function):
-    """Autograd for ReLU: ``ReLUFunction.apply(x) -> y``, any shape (non-contiguous x is copied)."""
-
-    @staticmethod
-    def forward(ctx, x: Tensor) -> Tensor:
-        y = dispatch("relu", relu_forward, "forward", x.contiguous())
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    @once_differentiable  # the backward kernels are not differentiable: raise, not wrong
-    def backward(ctx, grad: Tensor) -> Tensor:
-        (y,) = ctx.saved_tensors
-        return dispatch("relu", relu_backward, "backward", grad.contiguous(), y)
+ReLUFunction = saved_output_function(
+    "ReLUFunction",
+    "relu",
+    relu_forward,
+    relu_backward,
+    """Autograd for ReLU: ``ReLUFunction.apply(x) -> y``, any shape (non-contiguous x copied).""",
+    __name__,
+)
 
 
 def relu(x: Tensor) -> Tensor:

@@ -9,10 +9,9 @@ saved output y: dx = grad * y * (1 - y), as torch.sigmoid's.
 
 import torch
 from torch import Tensor, nn
-from torch.autograd.function import once_differentiable
 
 from lltm_ext._extension import load_extension
-from lltm_ext.ops._elementwise import bench_cases, dispatch, fake_grad, fake_like
+from lltm_ext.ops._elementwise import bench_cases, fake_grad, fake_like, saved_output_function
 
 __all__ = ["Sigmoid", "SigmoidFunction", "sigmoid"]
 
@@ -57,21 +56,15 @@ sigmoid_forward.register_autograd(_op_backward, setup_context=_setup_context)
 # ----------------------------------------------------------------------------------------------
 
 
-class SigmoidFunction(torch.autograd.Function):
+SigmoidFunction = saved_output_function(
+    "SigmoidFunction",
+    "sigmoid",
+    sigmoid_forward,
+    sigmoid_backward,
     """Autograd for sigmoid: ``SigmoidFunction.apply(x) -> y``, any shape (non-contiguous x is
-    copied); saves y for backward."""
-
-    @staticmethod
-    def forward(ctx, x: Tensor) -> Tensor:
-        y = dispatch("sigmoid", sigmoid_forward, "forward", x.contiguous())
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    @once_differentiable  # the backward kernels are not differentiable: raise, not wrong
-    def backward(ctx, grad: Tensor) -> Tensor:
-        (y,) = ctx.saved_tensors
-        return dispatch("sigmoid", sigmoid_backward, "backward", grad.contiguous(), y)
+    copied); saves y for backward.""",
+    __name__,
+)
 
 
 def sigmoid(x: Tensor) -> Tensor:
