@@ -3,6 +3,7 @@ opcheck, torch.compile and input errors, on the CPU and (marked `cuda`) on a GPU
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -281,7 +282,10 @@ def test_cuda_tensor_on_cpu_only_build():
 def test_cuda_every_config(layout):
     """All float32 tile configs (not only the heuristic's picks), with and without split-K."""
     ext = load_extension("gemm")
-    for m, n, k in [(131, 259, 77), (1, 129, 300), (256, 128, 512), (300, 5, 1)]:
+    # Unaligned leading dimensions (scalar loads), ragged tiles with 16-byte loads (130, 252, 84),
+    # whole tiles, single rows and columns.
+    shapes = [(131, 259, 77), (130, 252, 84), (1, 129, 300), (256, 128, 512), (300, 5, 1)]
+    for m, n, k in shapes:
         a = (
             torch.randn(k, m, device="cuda").t()
             if layout[0] == "t"
@@ -304,8 +308,9 @@ def test_cuda_every_config(layout):
 def test_cuda_heuristic_and_determinism():
     ext = load_extension("gemm")
     n_configs = len(ext._cuda_configs())
-    for shape in [(1024, 1024, 1024), (4096, 4096, 4096), (64, 64, 100000), (1, 1, 1)]:
-        config, splits, tail_tiles, tail_splits = ext._cuda_choose(*shape)
+    shapes = [(1024, 1024, 1024), (4096, 4096, 4096), (64, 64, 100000), (1, 1, 1)]
+    for shape, b_k_contig in itertools.product(shapes, (False, True)):
+        config, splits, tail_tiles, tail_splits = ext._cuda_choose(*shape, b_k_contig)
         assert 0 <= config < n_configs and splits >= 1
         assert tail_tiles >= 0 and (tail_splits == 0 or (splits == 1 and tail_splits >= 2))
     a, b = torch.randn(64, 20000, device="cuda"), torch.randn(20000, 48, device="cuda")
@@ -315,7 +320,7 @@ def test_cuda_heuristic_and_determinism():
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("layout", ["nn", "tn"])
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
 def test_cuda_tail_split_k(layout):
     """Tail split-K: the last tiles split along K, the others whole; vs float64, deterministic."""
     ext = load_extension("gemm")
@@ -332,7 +337,11 @@ def test_cuda_tail_split_k(layout):
             if layout[0] == "t"
             else torch.randn(m, k, device="cuda")
         )
-        b = torch.randn(k, n, device="cuda")
+        b = (
+            torch.randn(n, k, device="cuda").t()
+            if layout[1] == "t"
+            else torch.randn(k, n, device="cuda")
+        )
         ref = ref_mm(a, b)
         for config in range(n_configs):
             c1 = ext._gemm_with_config(a, b, config, 1, tail_tiles, tail_splits)

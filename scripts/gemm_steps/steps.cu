@@ -3,7 +3,7 @@
 // Built on its own (not part of the package): nvcc -O3 -std=c++17 -arch=sm_90 -shared
 // -Xcompiler -fPIC -I ../../src steps.cu -o libgemm_steps.so. All steps compute C = A B for
 // row-major float32 A (M x K), B (K x N), C (M x N). Steps 1-6 assume M, N, K multiples of 128
-// and 16-byte aligned rows (the benchmark shapes); steps 7-10 are the package's own kernels
+// and 16-byte aligned rows (the benchmark shapes); steps 7-10 and 14 are the package's own kernels
 // (common/gemm_tiles.cuh), which handle any shape and layout.
 #include <cuda_runtime.h>
 
@@ -278,8 +278,11 @@ extern "C" int gemm_step(int step, const float* A, const float* B, float* C, int
       return run_tiles<gt::Tile<128, 256, 16, 32, 128, 8, 16, 1, 3>>(A, B, C, M, N, K, splits,
                                                                      workspace, stream);
     case 10:  // 8 x 8 per thread, 64 x 128 x 16 tiles, 3 blocks per SM, A kept K-major in smem
-      return run_tiles<gt::Tile<64, 128, 16, 32, 64, 8, 8, 3, 3, true>>(A, B, C, M, N, K, splits,
-                                                                        workspace, stream);
+      return run_tiles<gt::Tile<64, 128, 16, 32, 64, 8, 8, 3, 3, gt::KPath::kKMajor>>(
+          A, B, C, M, N, K, splits, workspace, stream);
+    case 14:  // the same tiles, A transposed through registers one K step ahead
+      return run_tiles<gt::Tile<64, 128, 16, 32, 64, 8, 8, 3, 3, gt::KPath::kRegisters>>(
+          A, B, C, M, N, K, splits, workspace, stream);
     default:
       return static_cast<int>(cudaErrorInvalidValue);
   }

@@ -23,17 +23,28 @@
 
 namespace lltm_ext::gemm_tiles {
 
+// How a K-contiguous operand (a row-major A, a transposed B) reaches shared memory in the
+// cp.async kernel:
+//   kAsyncTranspose: element-wise (4-byte) async copies into a K-major tile (As[k][m], Bs[k][n]);
+//   kKMajor (A only): 16-byte async copies that keep it K-contiguous (As[m][k]; fragments read
+//            4 k at a time, which costs the math loop registers);
+//   kRegisters: 16-byte loads into registers one K step ahead, stored transposed into the K-major
+//            tile after the current step's math, so the math loop is the one of an MN-contiguous
+//            operand.
+// An MN-contiguous operand is always copied as is (16-byte async copies into the K-major tile).
+enum class KPath : int { kAsyncTranspose = 0, kKMajor = 1, kRegisters = 2 };
+
 // Block tile BM x BN x BK; warp tile WM x WN; thread tile TM x TN; MIN_BLOCKS per SM (occupancy
 // hint for the register allocator); STAGES: 0 for register-staged double buffering, >= 2 for a
-// cp.async pipeline of that many shared buffers. A_SMEM_K (cp.async only): a K-contiguous A stays
-// K-contiguous in shared memory (As[m][k], 16-byte copies, fragments read 4 k at a time) instead of
-// being transposed on the way.
+// cp.async pipeline of that many shared buffers; A_PATH, B_PATH (cp.async only): see KPath.
 template <int BM_, int BN_, int BK_, int WM_, int WN_, int TM_, int TN_, int MIN_BLOCKS_,
-          int STAGES_ = 0, bool A_SMEM_K_ = false>
+          int STAGES_ = 0, KPath A_PATH_ = KPath::kAsyncTranspose,
+          KPath B_PATH_ = KPath::kAsyncTranspose>
 struct Tile {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, TM = TM_, TN = TN_;
   static constexpr int MIN_BLOCKS = MIN_BLOCKS_, STAGES = STAGES_;
-  static constexpr bool A_SMEM_K = A_SMEM_K_;
+  static constexpr KPath A_PATH = A_PATH_, B_PATH = B_PATH_;
+  static constexpr bool A_SMEM_K = A_PATH == KPath::kKMajor;
   static constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN;
   static constexpr int THREADS = WARPS_M * WARPS_N * 32;
   static constexpr int TWM = WM / TM;  // threads of a warp along m
@@ -47,7 +58,10 @@ struct Tile {
   static_assert(WM % TM == 0 && WN % TN == 0 && TWM * TWN == 32, "a warp is 32 threads");
   static_assert(BK % 4 == 0, "BK is a multiple of the 4-element load");
   static_assert(STAGES == 0 || STAGES >= 2, "STAGES: 0 (register-staged) or >= 2 (cp.async)");
-  static_assert(!A_SMEM_K || STAGES >= 2, "a K-major A tile needs the cp.async pipeline");
+  static_assert((A_PATH == KPath::kAsyncTranspose && B_PATH == KPath::kAsyncTranspose) ||
+                    STAGES >= 2,
+                "A_PATH and B_PATH are cp.async options");
+  static_assert(B_PATH != KPath::kKMajor, "B is always K-major in shared memory");
   static constexpr int BUFFERS = STAGES == 0 ? 2 : STAGES;
   // Elements of one A and one B buffer (an A buffer fits either layout of the A tile).
   static constexpr int A_TILE = A_SMEM_K && BM * LDK_S > BK* LDA_S ? BM * LDK_S : BK * LDA_S;
@@ -168,6 +182,10 @@ __device__ __forceinline__ void store4_global(OutT* p, const Acc* v) {
 // operand's contiguous dimension; each thread owns PER_THREAD chunks. K_CONTIG: element (i, k) at
 // p[i * ld + k]; else at p[k * ld + i]. LDS: shared row length (elements) of the K-major tile.
 // Strides are recomputed from `ld` (a kernel parameter) instead of being kept in registers.
+// K_CONTIG: a thread's chunks are consecutive along k in one row i (rows i = tid % MN), so that
+// the transposing stores of a warp (32 consecutive i at one k) hit 32 different banks, and a
+// thread's loads fill whole 32-byte sectors. Otherwise its chunks are ROWS_PER_PASS rows of k
+// apart at one i, and a warp's loads are consecutive 16-byte pieces of a row.
 template <typename T, typename Acc, int MN, int BK, int THREADS, bool K_CONTIG, int LDS>
 struct OperandTile {
   static constexpr int CHUNKS = MN * BK / 4;
@@ -175,23 +193,30 @@ struct OperandTile {
   static_assert(CHUNKS % THREADS == 0, "the tile's chunks must spread evenly over the threads");
   // Chunks along the contiguous dimension, per row of the other one.
   static constexpr int ROW_CHUNKS = K_CONTIG ? BK / 4 : MN / 4;
-  static_assert(THREADS % ROW_CHUNKS == 0, "each thread keeps its column of chunks");
-  static constexpr int ROWS_PER_PASS = THREADS / ROW_CHUNKS;
+  static_assert(K_CONTIG ? ROW_CHUNKS % PER_THREAD == 0 : THREADS % ROW_CHUNKS == 0,
+                "each thread keeps one row (K_CONTIG), resp. one column, of chunks");
+  static constexpr int ROWS_PER_PASS = K_CONTIG ? 1 : THREADS / ROW_CHUNKS;
 
   const T* ptr;  // this thread's first chunk in the current K step
   Acc regs[PER_THREAD][4];
 
-  // Row (i for K_CONTIG, k otherwise) and column (k, resp. i) of this thread's first chunk.
-  __device__ __forceinline__ static int row0() {
-    return static_cast<int>(threadIdx.x) / ROW_CHUNKS;
+  // Row (i for K_CONTIG, k otherwise) and first column (k, resp. i) of this thread's chunk c.
+  __device__ __forceinline__ static int row(int c) {
+    const int t = static_cast<int>(threadIdx.x);
+    return K_CONTIG ? t % MN : t / ROW_CHUNKS + c * ROWS_PER_PASS;
   }
-  __device__ __forceinline__ static int col0() {
-    return (static_cast<int>(threadIdx.x) % ROW_CHUNKS) * 4;
+  __device__ __forceinline__ static int col(int c) {
+    const int t = static_cast<int>(threadIdx.x);
+    return K_CONTIG ? (t / MN * PER_THREAD + c) * 4 : t % ROW_CHUNKS * 4;
+  }
+  // Element offset of chunk c from chunk 0.
+  __device__ __forceinline__ static int64_t offset(int c, int64_t ld) {
+    return K_CONTIG ? int64_t(4 * c) : c * ROWS_PER_PASS * ld;
   }
 
   // `base` points at element (i0, k0) of the tile; ld is the operand's leading dimension.
   __device__ __forceinline__ OperandTile(const T* base, int64_t ld) {
-    ptr = base + row0() * ld + col0();
+    ptr = base + row(0) * ld + col(0);
   }
 
   // Loads one K step. Fast path (uniform over the block): the whole MN x BK tile is in bounds and
@@ -200,15 +225,14 @@ struct OperandTile {
   __device__ __forceinline__ void load(int64_t ld, bool fast, bool vec, int i_lim, int k_lim) {
     if (fast) {
 #pragma unroll
-      for (int c = 0; c < PER_THREAD; ++c) load4_global(ptr + c * ROWS_PER_PASS * ld, regs[c]);
+      for (int c = 0; c < PER_THREAD; ++c) load4_global(ptr + offset(c, ld), regs[c]);
       return;
     }
 #pragma unroll
     for (int c = 0; c < PER_THREAD; ++c) {
-      const int row = row0() + c * ROWS_PER_PASS;
-      const T* p = ptr + c * ROWS_PER_PASS * ld;
-      const bool row_ok = K_CONTIG ? row < i_lim : row < k_lim;
-      const int n_ok = K_CONTIG ? k_lim - col0() : i_lim - col0();  // valid along the chunk
+      const T* p = ptr + offset(c, ld);
+      const bool row_ok = row(c) < (K_CONTIG ? i_lim : k_lim);
+      const int n_ok = (K_CONTIG ? k_lim : i_lim) - col(c);  // valid along the chunk
       if (vec && row_ok && n_ok >= 4) {
         load4_global(p, regs[c]);
       } else {
@@ -226,12 +250,11 @@ struct OperandTile {
   __device__ __forceinline__ void store(Acc* s) const {
 #pragma unroll
     for (int c = 0; c < PER_THREAD; ++c) {
-      const int row = row0() + c * ROWS_PER_PASS;
-      if constexpr (K_CONTIG) {  // transpose: chunk (i = row, k = col0 .. col0 + 3)
+      if constexpr (K_CONTIG) {  // transpose: chunk (i = row, k = col .. col + 3)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) s[(col0() + j) * LDS + row] = regs[c][j];
-      } else {  // chunk (k = row, i = col0 .. col0 + 3): one 16-byte store
-        store4_shared(s + row * LDS + col0(), regs[c]);
+        for (int j = 0; j < 4; ++j) s[(col(c) + j) * LDS + row(c)] = regs[c][j];
+      } else {  // chunk (k = row, i = col .. col + 3): one 16-byte store
+        store4_shared(s + row(c) * LDS + col(c), regs[c]);
       }
     }
   }
@@ -566,11 +589,15 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
 // C = A B on one BM x BN tile per block; cp.async ring of Cfg::STAGES shared buffers, T = Acc
 // (float32 or float64). Iteration t waits for step t, passes one barrier (after which step t - 1's
 // buffer is free), starts the copy of step t + STAGES - 1 into it, then does step t's math.
+// An operand that goes through registers (KPath::kRegisters, K-contiguous) has its part of that
+// copy as a register load issued before the math, stored (transposed) into the free buffer after.
 template <typename Cfg, typename T, typename OutT, bool A_KCONTIG, bool B_KCONTIG>
 __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
     gemm_async_kernel(const Params<T, OutT> p) {
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, S = Cfg::STAGES;
   constexpr bool A_K = Cfg::A_SMEM_K && A_KCONTIG;  // As[m][k] instead of As[k][m]
+  constexpr bool A_REG = Cfg::A_PATH == KPath::kRegisters && A_KCONTIG;  // through registers
+  constexpr bool B_REG = Cfg::B_PATH == KPath::kRegisters && B_KCONTIG;
   constexpr int LDA = A_K ? Cfg::LDK_S : Cfg::LDA_S;
   constexpr uint32_t A_STAGE = Cfg::A_TILE * sizeof(T), B_STAGE = Cfg::B_TILE * sizeof(T);
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -587,24 +614,35 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
       A_KCONTIG ? p.a + pos.m0 * p.lda + pos.k_begin : p.a + pos.k_begin * p.lda + pos.m0;
   const T* b_origin =
       B_KCONTIG ? p.b + pos.n0 * p.ldb + pos.k_begin : p.b + pos.k_begin * p.ldb + pos.n0;
-  AsyncOperandTile<T, BM, BK, Cfg::THREADS, A_KCONTIG, LDA, A_KCONTIG && !A_K> a_tile(a_origin,
-                                                                                      p.lda);
-  AsyncOperandTile<T, BN, BK, Cfg::THREADS, B_KCONTIG, Cfg::LDB_S, B_KCONTIG> b_tile(b_origin,
-                                                                                     p.ldb);
+  using ATile = std::conditional_t<
+      A_REG, OperandTile<T, T, BM, BK, Cfg::THREADS, true, LDA>,
+      AsyncOperandTile<T, BM, BK, Cfg::THREADS, A_KCONTIG, LDA, A_KCONTIG && !A_K>>;
+  ATile a_tile(a_origin, p.lda);
+  using BTile = std::conditional_t<
+      B_REG, OperandTile<T, T, BN, BK, Cfg::THREADS, true, Cfg::LDB_S>,
+      AsyncOperandTile<T, BN, BK, Cfg::THREADS, B_KCONTIG, Cfg::LDB_S, B_KCONTIG>>;
+  BTile b_tile(b_origin, p.ldb);
   // This thread's first A element (row for As[m][k], column for As[k][m]) and B column.
   const int a_frag = thread_m<Cfg, A_K>() * (A_K ? LDA : 1), b_frag = thread_n<Cfg>();
 
   // Copies K step `t` into its stage (nothing past the last step; the group is still committed,
   // so that group counts stay uniform). FAST: step t is a full, in-bounds, vector one.
   auto copy_step = [&](const BlockPos& at, int t, int stage, auto fast) {
-    constexpr bool FAST = decltype(fast)::value;
-    if (FAST || t < at.k_tiles) {
-      const int m_lim = p.M - at.m0, n_lim = p.N - at.n0;
-      const int k_left = at.k_end - (at.k_begin + t * BK);
-      const bool a_fast = FAST || (p.vec_a && m_lim >= BM && k_left >= BK);
-      const bool b_fast = FAST || (p.vec_b && n_lim >= BN && k_left >= BK);
-      a_tile.copy(as_addr + stage * A_STAGE, p.lda, a_fast, p.vec_a, m_lim, k_left, p.a);
-      b_tile.copy(bs_addr + stage * B_STAGE, p.ldb, b_fast, p.vec_b, n_lim, k_left, p.b);
+    if constexpr (!A_REG || !B_REG) {
+      constexpr bool FAST = decltype(fast)::value;
+      if (FAST || t < at.k_tiles) {
+        const int k_left = at.k_end - (at.k_begin + t * BK);
+        if constexpr (!A_REG) {
+          const int m_lim = p.M - at.m0;
+          const bool a_fast = FAST || (p.vec_a && m_lim >= BM && k_left >= BK);
+          a_tile.copy(as_addr + stage * A_STAGE, p.lda, a_fast, p.vec_a, m_lim, k_left, p.a);
+        }
+        if constexpr (!B_REG) {
+          const int n_lim = p.N - at.n0;
+          const bool b_fast = FAST || (p.vec_b && n_lim >= BN && k_left >= BK);
+          b_tile.copy(bs_addr + stage * B_STAGE, p.ldb, b_fast, p.vec_b, n_lim, k_left, p.b);
+        }
+      }
     }
     cp_async_commit();
   };
@@ -615,16 +653,50 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
 #pragma unroll
     for (int j = 0; j < Cfg::TN; ++j) acc[i][j] = T(0);
 
+  // Operands through registers: load_regs loads K step t into the tiles' registers (false past
+  // the last step: nothing loaded); store_regs writes them into a stage.
+  auto load_regs = [&](const BlockPos& at, int t, auto fast) {
+    if constexpr (A_REG || B_REG) {
+      constexpr bool FAST = decltype(fast)::value;
+      if (!FAST && t >= at.k_tiles) return false;
+      const int k_left = at.k_end - (at.k_begin + t * BK);
+      if constexpr (A_REG) {
+        const int m_lim = p.M - at.m0;
+        a_tile.load(p.lda, FAST || (p.vec_a && m_lim >= BM && k_left >= BK), p.vec_a, m_lim,
+                    k_left);
+        a_tile.advance(p.lda);
+      }
+      if constexpr (B_REG) {
+        const int n_lim = p.N - at.n0;
+        b_tile.load(p.ldb, FAST || (p.vec_b && n_lim >= BN && k_left >= BK), p.vec_b, n_lim,
+                    k_left);
+        b_tile.advance(p.ldb);
+      }
+      return true;
+    } else {
+      return false;
+    }
+  };
+  auto store_regs = [&](int stage) {
+    if constexpr (A_REG) a_tile.store(As + stage * Cfg::A_TILE);
+    if constexpr (B_REG) b_tile.store(Bs + stage * Cfg::B_TILE);
+  };
+
 #pragma unroll
-  for (int s = 0; s < S - 1; ++s) copy_step(pos, s, s, std::false_type{});
-  __syncthreads();  // saved_pos is written
+  for (int s = 0; s < S - 1; ++s) {
+    if (load_regs(pos, s, std::false_type{})) store_regs(s);
+    copy_step(pos, s, s, std::false_type{});
+  }
+  __syncthreads();  // saved_pos (and the stages written from registers) are written
   int read_stage = 0, write_stage = S - 1;
   auto step = [&](const BlockPos& at, int t, auto fast) {
     cp_async_wait<S - 2>();  // this thread's copies of step t have landed ...
     __syncthreads();         // ... and everyone's; step t - 1's buffer is no longer read
+    const bool loaded = load_regs(at, t + S - 1, fast);
     copy_step(at, t + S - 1, write_stage, fast);
     mma_k_step<Cfg, A_K>(acc, As + read_stage * Cfg::A_TILE + a_frag,
                          Bs + read_stage * Cfg::B_TILE + b_frag);
+    if (loaded) store_regs(write_stage);
     read_stage = read_stage == S - 1 ? 0 : read_stage + 1;
     write_stage = write_stage == S - 1 ? 0 : write_stage + 1;
   };

@@ -141,9 +141,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "Names of the float32 CUDA tile configs, by index");
   m.def(
       "_cuda_choose",
-      [](int64_t M, int64_t N, int64_t K) {
+      [](int64_t M, int64_t N, int64_t K, bool b_k_contig) {
 #ifdef WITH_CUDA
-        const lltm_ext::gemm::Choice ch = lltm_ext::gemm::cuda_choose(M, N, K);
+        const lltm_ext::gemm::Choice ch = lltm_ext::gemm::cuda_choose(M, N, K, b_k_contig);
         return std::make_tuple(ch.config, ch.splits, ch.tail_tiles, ch.tail_splits);
 #else
         TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
@@ -151,7 +151,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 #endif
       },
       "(config, splits, tail_tiles, tail_splits) the heuristic picks for float32 M x N x K on the "
-      "current CUDA device",
-      py::arg("M"), py::arg("N"), py::arg("K"));
+      "current CUDA device (b_k_contig: B is a transposed row-major matrix)",
+      py::arg("M"), py::arg("N"), py::arg("K"), py::arg("b_k_contig") = false);
   lltm_ext::bind_build_info(m);
 }

@@ -54,7 +54,8 @@ struct Choice {
 // Names of the float32 tile configs that gemm_cuda(..., config, splits) accepts, in index order.
 std::vector<std::string> cuda_config_names();
 
-// The schedule the heuristic picks for float32 M x N x K on the current CUDA device.
-Choice cuda_choose(int64_t M, int64_t N, int64_t K);
+// The schedule the heuristic picks for float32 M x N x K on the current CUDA device; b_k_contig:
+// B is K-contiguous (a transposed row-major matrix).
+Choice cuda_choose(int64_t M, int64_t N, int64_t K, bool b_k_contig = false);
 
 }  // namespace lltm_ext::gemm

@@ -20,33 +20,34 @@ namespace {
 
 namespace gt = lltm_ext::gemm_tiles;
 
-// float32 tile configs: Tile<BM, BN, BK, WM, WN, TM, TN, MIN_BLOCKS, STAGES, A_SMEM_K> (STAGES
-// 0: register-staged double buffering; >= 2: cp.async ring; A_SMEM_K: a row-major A is kept
-// K-major in shared memory). 0-3 are the heuristic's candidates; 4-9 are there for tuning runs
-// (scripts/gemm_steps), measured in docs/gemm_notes.md. The index is the `config` of the tuning
-// entry point.
-using F32Configs = std::tuple<                        //
-    gt::Tile<64, 128, 16, 32, 64, 8, 8, 3, 3, true>,  // 0
-    gt::Tile<128, 256, 16, 32, 128, 8, 16, 1, 3>,     // 1
-    gt::Tile<128, 128, 16, 32, 128, 8, 16, 2, 3>,     // 2
-    gt::Tile<64, 64, 16, 32, 32, 4, 8, 4, 3>,         // 3
-    gt::Tile<128, 128, 8, 32, 64, 8, 8, 2>,           // 4
-    gt::Tile<128, 64, 16, 32, 64, 8, 8, 3, 3, true>,  // 5
-    gt::Tile<64, 128, 16, 32, 64, 8, 8, 3, 3>,        // 6
-    gt::Tile<64, 128, 16, 32, 64, 8, 8, 3, 4, true>,  // 7
-    gt::Tile<64, 128, 8, 32, 64, 8, 8, 3, 4, true>,   // 8
-    gt::Tile<64, 256, 16, 32, 128, 8, 16, 2, 3>>;     // 9
+// float32 tile configs: Tile<BM, BN, BK, WM, WN, TM, TN, MIN_BLOCKS, STAGES, A_PATH, B_PATH>
+// (STAGES 0: register-staged double buffering; >= 2: cp.async ring; A_PATH / B_PATH: how a
+// K-contiguous A / B reaches shared memory, gemm_tiles::KPath). 0-3 are the heuristic's
+// candidates; 4-7 are there for tuning runs (scripts/gemm_steps), measured in
+// docs/gemm_notes.md. The index is the `config` of the tuning entry point.
+constexpr auto kKMajor = gt::KPath::kKMajor, kRegs = gt::KPath::kRegisters;
+using F32Configs = std::tuple<                                   //
+    gt::Tile<64, 128, 16, 32, 64, 8, 8, 3, 3, kRegs, kRegs>,     // 0
+    gt::Tile<128, 256, 16, 32, 128, 8, 16, 1, 3, kRegs, kRegs>,  // 1
+    gt::Tile<128, 128, 16, 32, 128, 8, 16, 2, 3, kRegs, kRegs>,  // 2
+    gt::Tile<64, 64, 16, 32, 32, 4, 8, 4, 3, kRegs, kRegs>,      // 3
+    gt::Tile<128, 128, 8, 32, 64, 8, 8, 2>,                      // 4
+    gt::Tile<64, 128, 16, 32, 64, 8, 8, 3, 3, kKMajor>,          // 5
+    gt::Tile<64, 128, 16, 32, 64, 8, 8, 3, 3>,                   // 6
+    gt::Tile<64, 128, 16, 32, 64, 8, 8, 3, 4, kRegs, kRegs>>;    // 7
 constexpr int kNumF32Configs = std::tuple_size_v<F32Configs>;
 constexpr std::array<const char*, kNumF32Configs> kF32ConfigNames = {
-    "64x128x16 t8x8 128thr async3 AK", "128x256x16 t8x16 256thr async3",
-    "128x128x16 t8x16 128thr async3",  "64x64x16 t4x8 128thr async3",
-    "128x128x8 t8x8 256thr staged",    "128x64x16 t8x8 128thr async3 AK",
-    "64x128x16 t8x8 128thr async3",    "64x128x16 t8x8 128thr async4 AK",
-    "64x128x8 t8x8 128thr async4 AK",  "64x256x16 t8x16 128thr async3"};
-// The heuristic's candidates and their sustained float32 rates relative to config 0 with the GPU
-// full (measured on an H200, 132 SMs: 45.4, 44.1, ~43 and 31.6 TFLOP/s at 8192^3 / 4096^3).
+    "64x128x16 t8x8 128thr async3",        "128x256x16 t8x16 256thr async3",
+    "128x128x16 t8x16 128thr async3",      "64x64x16 t4x8 128thr async3",
+    "128x128x8 t8x8 256thr staged",        "64x128x16 t8x8 128thr async3 A K-major",
+    "64x128x16 t8x8 128thr async3 copy-T", "64x128x16 t8x8 128thr async4"};
+// The heuristic's candidates and their sustained float32 rates relative to each other with the
+// GPU full, for an MN-contiguous B (row-major) and a K-contiguous one (a transposed view, as in
+// backward's grad_c @ b.T), whose register transposes weigh more on the small tiles (measured on
+// an H200, 132 SMs: docs/gemm_notes.md, step 14).
 constexpr std::array<int, 4> kF32Candidates = {0, 1, 2, 3};
-constexpr std::array<double, 4> kF32CandidateRate = {1.0, 0.97, 0.94, 0.70};
+constexpr std::array<double, 4> kF32CandidateRate = {1.0, 0.955, 1.0, 0.73};
+constexpr std::array<double, 4> kF32CandidateRateBK = {0.85, 0.95, 1.0, 0.65};
 
 // Other dtypes: correctness first. Half types compute in float; float64 in float64.
 using HalfConfig = gt::Tile<128, 128, 8, 32, 64, 8, 8, 2>;
@@ -275,7 +276,8 @@ std::vector<std::string> cuda_config_names() {
   return std::vector<std::string>(kF32ConfigNames.begin(), kF32ConfigNames.end());
 }
 
-Choice cuda_choose(int64_t M, int64_t N, int64_t K) {
+Choice cuda_choose(int64_t M, int64_t N, int64_t K, bool b_k_contig) {
+  const auto& rates = b_k_contig ? kF32CandidateRateBK : kF32CandidateRate;
   const int sms = cuda::sm_count(c10::cuda::current_device());
   int best_config = kF32Candidates[0];
   Estimate best{std::numeric_limits<double>::infinity(), 1};
@@ -283,7 +285,7 @@ Choice cuda_choose(int64_t M, int64_t N, int64_t K) {
     with_f32_config(kF32Candidates[c], [&](auto I) {
       using Cfg = std::tuple_element_t<decltype(I)::value, F32Configs>;
       const Estimate e = estimate(M, N, K, Cfg::BM, Cfg::BN, Cfg::BK, f32_blocks_per_sm<Cfg>(),
-                                  kF32CandidateRate[c], sms, /*max_splits=*/16);
+                                  rates[c], sms, /*max_splits=*/16);
       if (e.cost < best.cost * 0.999) {  // ties go to the earlier candidate
         best = e;
         best_config = kF32Candidates[c];
@@ -308,7 +310,7 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
   switch (a.scalar_type()) {
     case at::kFloat: {
       if (config < 0 || splits <= 0) {
-        const Choice choice = cuda_choose(M, N, K);
+        const Choice choice = cuda_choose(M, N, K, B.k_contig);
         if (config < 0) config = choice.config;
         if (splits <= 0) {
           splits = choice.splits;
