@@ -155,16 +155,21 @@ def gemm(a: Tensor, b: Tensor, *, out: Tensor | None = None) -> Tensor:
 # Benchmarks for `python -m lltm_ext bench`.
 # ----------------------------------------------------------------------------------------------
 
-_CUDA_SHAPES = [  # (M, N, K)
-    (1024, 1024, 1024),
-    (4096, 4096, 4096),
-    (8192, 8192, 8192),
-    (4096, 1024, 4096),
-    (8192, 8192, 1024),
+# (M, N, K, layout): "nn" a @ b; "nt" a @ b.T and "tn" a.T @ b are backward's layouts (grad_a =
+# grad_c @ b.T, grad_b = a.T @ grad_c), read in place from transposed views.
+_CUDA_SHAPES = [
+    (1024, 1024, 1024, "nn"),
+    (4096, 4096, 4096, "nn"),
+    (8192, 8192, 8192, "nn"),
+    (4096, 1024, 4096, "nn"),
+    (8192, 8192, 1024, "nn"),
+    (4096, 4096, 4096, "nt"),
+    (4096, 4096, 4096, "tn"),
 ]
-_CUDA_QUICK = [(1024, 1024, 1024), (4096, 4096, 4096)]
-_CPU_SHAPES = [(256, 256, 256), (512, 512, 512), (1024, 1024, 1024), (1024, 256, 1024)]
-_CPU_QUICK = [(256, 256, 256), (512, 512, 512)]
+_CUDA_QUICK = [(1024, 1024, 1024, "nn"), (4096, 4096, 4096, "nn")]
+_CPU_SHAPES = [(256, 256, 256, "nn"), (512, 512, 512, "nn"), (1024, 1024, 1024, "nn")]
+_CPU_SHAPES += [(1024, 256, 1024, "nn")]
+_CPU_QUICK = [(256, 256, 256, "nn"), (512, 512, 512, "nn")]
 
 
 def _no_tf32(fn):
@@ -188,10 +193,17 @@ def benchmarks(device: torch.device, quick: bool) -> list[BenchCase]:
     else:
         shapes = _CPU_QUICK if quick else _CPU_SHAPES
     cases = []
-    for m, n, k in shapes:
+    for m, n, k, layout in shapes:
         gen = torch.Generator(device=device).manual_seed(m * 31 + n * 7 + k)
-        a = torch.randn(m, k, device=device, generator=gen)
-        b = torch.randn(k, n, device=device, generator=gen)
+        # a (M x K) and b (K x N), each row-major or a transposed view of a row-major matrix.
+        if layout[0] == "t":
+            a = torch.randn(k, m, device=device, generator=gen).t()
+        else:
+            a = torch.randn(m, k, device=device, generator=gen)
+        if layout[1] == "t":
+            b = torch.randn(n, k, device=device, generator=gen).t()
+        else:
+            b = torch.randn(k, n, device=device, generator=gen)
         c_ours = torch.empty(m, n, device=device)
         c_ref = torch.empty(m, n, device=device)
         ext = _ext()
@@ -202,19 +214,20 @@ def benchmarks(device: torch.device, quick: bool) -> list[BenchCase]:
         def ref(a=a, b=b, c=c_ref):
             return torch.mm(a, b, out=c)
 
+        case = "fp32"
         if device.type == "cuda":
-            ref = _no_tf32(ref)
+            ref, case = _no_tf32(ref), "fp32_notf32"
         cases.append(
             BenchCase(
                 op="gemm",
-                case="fp32" + ("_notf32" if device.type == "cuda" else ""),
+                case=case + ("" if layout == "nn" else f"_{layout}"),
                 dtype=torch.float32,
                 size=f"{m}x{n}x{k}",
                 ours=ours,
                 ref=ref,
                 ref_name="torch.mm" + (" (cuBLAS, TF32 off)" if device.type == "cuda" else ""),
                 flops=2 * m * n * k,
-                notes="M x N x K",
+                notes="M x N x K" + {"nn": "", "nt": ", a @ b.T", "tn": ", a.T @ b"}[layout],
             )
         )
     return cases

@@ -33,6 +33,7 @@ STEPS = {
     8: "cp.async 4 stages (pkg, 128x128x8)",
     9: "8x16/thread, BK 16, 3 stages (pkg, 128x256x16)",
     10: "8x8, 3 blocks/SM, A K-major in smem (64x128x16)",
+    14: "A transposed through registers (64x128x16)",
 }
 SHAPES = [  # (M, N, K)
     (1024, 1024, 1024),
@@ -43,9 +44,9 @@ SHAPES = [  # (M, N, K)
 ]
 
 
-# Block tile (BM, BN) and resident blocks per SM of the float32 configs 0-3 (for --tail).
-TILE = {0: (64, 128), 1: (128, 256), 2: (128, 128), 3: (64, 64)}
-SLOTS = {0: 3, 1: 1, 2: 2, 3: 4}
+# Block tile (BM, BN) and resident blocks per SM of float32 configs (for --tail).
+TILE = {0: (64, 128), 1: (128, 256), 2: (128, 128), 3: (64, 64), 5: (64, 128), 7: (64, 128)}
+SLOTS = {0: 3, 1: 1, 2: 2, 3: 4, 5: 3, 7: 3}
 
 
 def load_gemm_module():
@@ -206,9 +207,13 @@ def extras(ext, args) -> list[dict]:
             "cuBLAS": lambda a=a, b=b: torch.mm(a, b),
             "lltm_ext.gemm": lambda a=a, b=b: ext.gemm(a, b),
         }
-        for ci in (0, 2, 3, 4):
+        for ci in range(8):
             cands[f"cfg {ci}"] = lambda a=a, b=b, ci=ci: ext._gemm_with_config(a, b, ci, 1)
-        title = f"{layout} layout (t: transposed view), float32 4096^3"
+        config, splits, tail_tiles, tail_splits = ext._cuda_choose(m, n, k, layout[1] == "t")
+        title = (
+            f"{layout} layout (t: transposed view), float32 4096^3; heuristic: config {config}, "
+            f"{splits} split(s), tail {tail_tiles} x {tail_splits}"
+        )
         rows += timed_table(title, cands, 2 * m * n * k, "cuBLAS", args, torch.mm(a, b))
     for dtype, size in ((torch.float64, 2048), (torch.float16, 4096), (torch.bfloat16, 4096)):
         a = torch.randn(size, size, device="cuda", dtype=dtype)
