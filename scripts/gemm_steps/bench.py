@@ -207,7 +207,7 @@ def extras(ext, args) -> list[dict]:
             "cuBLAS": lambda a=a, b=b: torch.mm(a, b),
             "lltm_ext.gemm": lambda a=a, b=b: ext.gemm(a, b),
         }
-        for ci in range(8):
+        for ci in range(len(ext._cuda_configs())):
             cands[f"cfg {ci}"] = lambda a=a, b=b, ci=ci: ext._gemm_with_config(a, b, ci, 1)
         config, splits, tail_tiles, tail_splits = ext._cuda_choose(m, n, k, layout[1] == "t")
         title = (
