@@ -69,6 +69,14 @@ def rand(shape, dtype, device, gen=None) -> torch.Tensor:
     return torch.randn(shape, dtype=torch.float64, generator=gen).to(dtype=dtype, device=device)
 
 
+def operands(m, n, k, layout, dtype=torch.float32, device="cuda"):
+    """Random a (m, k) and b (k, n); layout "nn", "tn", "nt" or "tt": "t" makes that operand a
+    transposed view of a row-major matrix (column-major, read in place)."""
+    a = rand((k, m), dtype, device).t() if layout[0] == "t" else rand((m, k), dtype, device)
+    b = rand((n, k), dtype, device).t() if layout[1] == "t" else rand((k, n), dtype, device)
+    return a, b
+
+
 # ----------------------------------------------------------------------------------------------
 # Values.
 # ----------------------------------------------------------------------------------------------
@@ -101,9 +109,7 @@ def test_edge_shapes(device, dtype, shape):
 @pytest.mark.parametrize("device, dtype", ALL_DTYPES)
 def test_transposed_views(device, dtype, layout):
     """a.t() / b.t() views (column-major) are read in place and give the same product."""
-    m, n, k = 67, 45, 131
-    a = rand((k, m), dtype, device).t() if layout[0] == "t" else rand((m, k), dtype, device)
-    b = rand((n, k), dtype, device).t() if layout[1] == "t" else rand((k, n), dtype, device)
+    a, b = operands(67, 45, 131, layout, dtype, device)
     assert a.is_contiguous() == (layout[0] == "n") and b.is_contiguous() == (layout[1] == "n")
     assert_gemm_close(lltm_ext.gemm(a, b), ref_mm(a, b), dtype)
 
@@ -286,16 +292,7 @@ def test_cuda_every_config(layout):
     # whole tiles, single rows and columns.
     shapes = [(131, 259, 77), (130, 252, 84), (1, 129, 300), (256, 128, 512), (300, 5, 1)]
     for m, n, k in shapes:
-        a = (
-            torch.randn(k, m, device="cuda").t()
-            if layout[0] == "t"
-            else torch.randn(m, k, device="cuda")
-        )
-        b = (
-            torch.randn(n, k, device="cuda").t()
-            if layout[1] == "t"
-            else torch.randn(k, n, device="cuda")
-        )
+        a, b = operands(m, n, k, layout)
         ref = ref_mm(a, b)
         for config in range(len(ext._cuda_configs())):
             for splits in (1, 3):
@@ -332,16 +329,7 @@ def test_cuda_tail_split_k(layout):
         ((129, 257, 4096), 5, 8),
     ]
     for (m, n, k), tail_tiles, tail_splits in cases:
-        a = (
-            torch.randn(k, m, device="cuda").t()
-            if layout[0] == "t"
-            else torch.randn(m, k, device="cuda")
-        )
-        b = (
-            torch.randn(n, k, device="cuda").t()
-            if layout[1] == "t"
-            else torch.randn(k, n, device="cuda")
-        )
+        a, b = operands(m, n, k, layout)
         ref = ref_mm(a, b)
         for config in range(n_configs):
             c1 = ext._gemm_with_config(a, b, config, 1, tail_tiles, tail_splits)
