@@ -10,8 +10,9 @@
 //   - two pipelines for the global -> shared copies, one barrier per K step either way:
 //     STAGES == 0: register-staged double buffering (loads of the next K step issued before the
 //     current step's math, stored after it; converts half types to float on the way), and
-//     STAGES >= 2: a cp.async ring of STAGES shared buffers (no staging registers; a K-contiguous
-//     operand is transposed by element-wise async copies), for float32 and float64;
+//     STAGES >= 2: a cp.async ring of STAGES shared buffers for float32 and float64, where a
+//     K-contiguous operand takes the path its config names (KPath: through registers one step
+//     ahead, element-wise async copies, or, for A, kept K-major);
 //   - 16-byte (4-element) global accesses when the operand's layout and alignment allow,
 //     per-element predicated ones otherwise; all element offsets are 64-bit.
 #pragma once
