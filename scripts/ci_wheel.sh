@@ -2,16 +2,22 @@
 # CI's wheel check (run by .ci/run after the README's test command; no GPU needed):
 #   1. a build environment with torch's CUDA 13.0 build (from the package index) and the build tools;
 #   2. scripts/build_wheel.sh: the sdist, checked; the CUDA wheel built from its clean unpack for
-#      the CI architectures, checked with cuobjdump; installed into a clean virtual environment
-#      (which gets the same torch from the index), smoke-tested, and the CPU test suite run
-#      against that install from outside the source tree;
+#      the CI architectures, checked with cuobjdump; installed into a new virtual environment
+#      that sees the build environment's torch), smoke-tested, and the CPU test suite run against
+#      that install from outside the source tree;
 #   3. `python -m lltm_ext info --json` of that install reports CUDA kernels for those archs;
 #   4. where the package's CUDA wheel carries CPU twins, the same wheel under a CPU-only torch.
 # Non-interactive; everything it installs lives in .ci-venvs/ (ignored by git) or a temp folder.
 #
+# Disk: torch's CUDA build takes about 4.7 GB installed, and CI machines have had less than 10 GB
+# free. So it is installed once, without pip's download cache, and the test environment sees it
+# (build_wheel.sh --test-env inherit) instead of installing a second copy; LLTM_EXT_CI_TEST_ENV=fresh
+# gives the test environment its own torch from the index (about 5 GB more). Each stage prints the
+# free space.
+#
 # Variables: LLTM_EXT_CI_ARCHS (default "8.0;9.0"), LLTM_EXT_CI_TORCH (default 2.13.0),
 # LLTM_EXT_CI_OPS (default: all ops), LLTM_EXT_CI_VENVS (default .ci-venvs),
-# LLTM_EXT_CI_CPU_TORCH_CHECK (default 1).
+# LLTM_EXT_CI_TEST_ENV (default inherit), LLTM_EXT_CI_CPU_TORCH_CHECK (default 1).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -20,7 +26,11 @@ ARCHS=${LLTM_EXT_CI_ARCHS:-8.0;9.0}
 TORCH_PIN=${LLTM_EXT_CI_TORCH:-2.13.0}
 VENVS=${LLTM_EXT_CI_VENVS:-$ROOT/.ci-venvs}
 START=$SECONDS
-stage() { printf '\n== ci_wheel: %s (%ss)\n' "$*" "$((SECONDS - START))"; }
+stage() {
+  mkdir -p "$VENVS"
+  printf '\n== ci_wheel: %s (%ss; %s free)\n' "$*" "$((SECONDS - START))" \
+    "$(df -h --output=avail "$VENVS" | tail -n1 | tr -d ' ')"
+}
 die() {
   printf 'ci_wheel.sh: error: %s\n' "$*" >&2
   exit 1
@@ -33,7 +43,7 @@ orig_pip_env=(env -u PIP_CONFIG_FILE -u PIP_FIND_LINKS)
 [[ -z ${PIP_CONFIG_FILE+set} ]] || orig_pip_env+=("PIP_CONFIG_FILE=$PIP_CONFIG_FILE")
 [[ -z ${PIP_FIND_LINKS+set} ]] || orig_pip_env+=("PIP_FIND_LINKS=$PIP_FIND_LINKS")
 export PIP_CONFIG_FILE=/dev/null PIP_FIND_LINKS=
-export PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_PROGRESS_BAR=off
+export PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_PROGRESS_BAR=off PIP_NO_CACHE_DIR=1
 # .ci/run exports TORCH_CUDA_ARCH_LIST for its own build; this check builds ARCHS.
 unset TORCH_CUDA_ARCH_LIST LLTM_EXT_OPS LLTM_EXT_VERSION_SUFFIX
 
@@ -51,7 +61,8 @@ stage "build, check, install and test the CUDA wheel (TORCH_CUDA_ARCH_LIST=$ARCH
 OUT=$ROOT/dist/ci
 rm -rf "$OUT"
 bash scripts/build_wheel.sh --python "$BPY" --cuda 1 --archs "$ARCHS" --sdist --pytest \
-  --test-venv "$VENVS/test" --out "$OUT" ${LLTM_EXT_CI_OPS:+--ops "$LLTM_EXT_CI_OPS"}
+  --test-env "${LLTM_EXT_CI_TEST_ENV:-inherit}" --test-venv "$VENVS/test" --out "$OUT" \
+  ${LLTM_EXT_CI_OPS:+--ops "$LLTM_EXT_CI_OPS"}
 
 stage "the installed wheel: python -m lltm_ext info --json"
 TPY=$VENVS/test/bin/python
