@@ -9,11 +9,11 @@
 #   4. where the package's CUDA wheel carries CPU twins, the same wheel under a CPU-only torch.
 # Non-interactive; everything it installs lives in .ci-venvs/ (ignored by git) or a temp folder.
 #
-# Disk: torch's CUDA build takes about 4.7 GB installed, and CI machines have had less than 10 GB
-# free. So it is installed once, without pip's download cache, and the test environment sees it
-# (build_wheel.sh --test-env inherit) instead of installing a second copy; LLTM_EXT_CI_TEST_ENV=fresh
-# gives the test environment its own torch from the index (about 5 GB more). Each stage prints the
-# free space.
+# Disk: torch's CUDA build takes about 4.7 GB installed, and a CI run has run out of disk with
+# 10-15 GB free. So it is installed once, without pip's download cache, and the test environment
+# sees it (build_wheel.sh --test-env inherit) instead of installing a second copy;
+# LLTM_EXT_CI_TEST_ENV=fresh gives the test environment its own torch from the index (about 5 GB
+# more). Each stage prints the free space.
 #
 # Variables: LLTM_EXT_CI_ARCHS (default "8.0;9.0"), LLTM_EXT_CI_TORCH (default 2.13.0),
 # LLTM_EXT_CI_OPS (default: all ops), LLTM_EXT_CI_VENVS (default .ci-venvs),
