@@ -12,7 +12,7 @@ import torch
 
 def _info(args: argparse.Namespace) -> int:
     import lltm_ext
-    from lltm_ext._extension import build_info, load_extension
+    from lltm_ext._extension import build_info, cpu_isa, load_extension
     from lltm_ext.ops import MODULES
 
     built = build_info() or {}
@@ -63,6 +63,11 @@ def _info(args: argparse.Namespace) -> int:
         ("compiler", built.get("compiler"), ""),
         ("arch list", built.get("cuda_arch_list") or "-", ""),
         ("GPUs", "", ", ".join(running["gpus"]) or "none visible"),
+        (
+            "CPU loops",
+            "",
+            f"{cpu_isa() or '?'} (torch's CPU kernels: {torch.backends.cpu.get_cpu_capability()})",
+        ),
     ]
     print(f"  {'':<11} {'built with':<34} running with")
     for name, b, r in rows:

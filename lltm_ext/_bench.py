@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from lltm_ext._extension import cpu_isa
+
 
 @dataclass
 class BenchCase:
@@ -140,7 +142,11 @@ def environment(device: torch.device) -> dict[str, Any]:
         props = torch.cuda.get_device_properties(device)
         env.update(gpu=props.name, sms=props.multi_processor_count, cuda=torch.version.cuda)
     else:
-        env.update(threads=torch.get_num_threads())
+        env.update(
+            threads=torch.get_num_threads(),
+            cpu_isa=cpu_isa(),
+            torch_cpu=torch.backends.cpu.get_cpu_capability(),
+        )
     return env
 
 

@@ -105,3 +105,17 @@ def load_extension(op: str) -> ModuleType:
 def cuda_built(op: str) -> bool:
     """Whether the op's compiled module has CUDA kernels."""
     return bool(load_extension(op)._build_info()["cuda"])
+
+
+def cpu_isa() -> str | None:
+    """The ISA the CPU element-wise loops run with in this process: ``avx2+fma`` or ``baseline``.
+
+    Chosen at run time from the CPU (``LLTM_EXT_CPU_ISA=baseline`` forces the baseline); None when
+    no compiled module loads.
+    """
+    for op in (build_info() or {}).get("ops", {}):
+        try:
+            return load_extension(op)._build_info().get("cpu_isa")
+        except ImportError:
+            continue
+    return None

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/checks.h"
+#include "common/cpu_isa.h"
 #include "common/dispatch.h"
 
 #define LLTM_EXT_STR_(...) #__VA_ARGS__
@@ -51,9 +52,15 @@ inline void bind_build_info(pybind11::module_& m) {
         info["cuda_targets"] = std::string();
 #endif
         info["torch_version"] = std::string(TORCH_VERSION);
+        try {
+          info["cpu_isa"] = std::string(cpu::isa_name());
+        } catch (const c10::Error& e) {  // a bad LLTM_EXT_CPU_ISA: report it, don't fail `info`
+          info["cpu_isa"] = std::string("error: ") + e.what_without_backtrace();
+        }
         return info;
       },
-      "What this module was compiled with: op name, CUDA kernels or not, and their targets.");
+      "What this module was compiled with (op name, CUDA kernels or not, their targets), and the "
+      "ISA its CPU element-wise loops run with here.");
 }
 
 }  // namespace lltm_ext

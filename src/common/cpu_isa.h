@@ -1,0 +1,71 @@
+// Which instruction set the CPU element-wise loops run with, chosen once per process at run time.
+//
+// The package is compiled for the baseline x86-64 ISA (SSE2) so that it loads on any x86-64 CPU;
+// the hot loops are compiled twice more, for AVX2 + FMA and for AVX-512 (F, VL, BW, DQ; see
+// elementwise_cpu.h), and the widest copy the CPU runs is used. LLTM_EXT_CPU_ISA caps the choice
+// at run time: `baseline`, `avx2` or `avx512` (to compare, or to rule a copy out); `auto` or unset
+// picks the best the CPU has. Other CPUs (aarch64) run the baseline build.
+#pragma once
+
+#include <c10/util/Exception.h>
+
+#include <cstdlib>
+#include <string>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define LLTM_EXT_CPU_X86_COPIES 1
+#else
+#define LLTM_EXT_CPU_X86_COPIES 0
+#endif
+
+namespace lltm_ext::cpu {
+
+enum class Isa { kBaseline, kAvx2, kAvx512 };
+
+inline bool cpu_has_avx2() {
+#if LLTM_EXT_CPU_X86_COPIES
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+
+inline bool cpu_has_avx512() {
+#if LLTM_EXT_CPU_X86_COPIES
+  return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq");
+#else
+  return false;
+#endif
+}
+
+// The loops' ISA: the widest the CPU runs, capped by LLTM_EXT_CPU_ISA if set. A bad value is an
+// error (raised by the first op that asks, and again by each later one).
+inline Isa isa() {
+  static const Isa chosen = [] {
+    const char* env = std::getenv("LLTM_EXT_CPU_ISA");
+    const std::string want = env ? env : "";
+    TORCH_CHECK(
+        want.empty() || want == "auto" || want == "avx512" || want == "avx2" || want == "baseline",
+        "LLTM_EXT_CPU_ISA must be auto, avx512, avx2 or baseline, not '", want, "'");
+    if (want != "baseline" && want != "avx2" && cpu_has_avx512()) {
+      return Isa::kAvx512;
+    }
+    return want != "baseline" && cpu_has_avx2() ? Isa::kAvx2 : Isa::kBaseline;
+  }();
+  return chosen;
+}
+
+inline const char* isa_name() {
+  switch (isa()) {
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kAvx2:
+      return "avx2+fma";
+    default:
+      return "baseline";
+  }
+}
+
+}  // namespace lltm_ext::cpu

@@ -1,0 +1,154 @@
+"""The CPU loops' run-time ISA choice (src/common/cpu_isa.h): the choice, and every loop copy.
+
+The element-wise CPU loops are compiled for the baseline x86-64 ISA and again for AVX2 + FMA and
+AVX-512; the rest of the suite tests whichever this CPU picks. Here the narrower copies this CPU
+can run also run the element-wise tests (a subprocess with LLTM_EXT_CPU_ISA set), and every copy's
+results are compared with the chosen one's.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import lltm_ext
+from lltm_ext._extension import cpu_isa, load_extension
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _run(code: str, isa: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, LLTM_EXT_CPU_ISA=isa)
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+NAMES = {"baseline": "baseline", "avx2": "avx2+fma", "avx512": "avx512"}
+
+
+def _expected(cap: str) -> str:
+    """The ISA name cpu_isa() should report on this CPU when LLTM_EXT_CPU_ISA is `cap`."""
+    if platform.machine() != "x86_64" or sys.platform != "linux":
+        return "baseline"
+    flags = _cpu_flags()
+    order = ["baseline", "avx2", "avx512"]
+    best = "baseline"
+    if {"avx2", "fma"} <= flags:
+        best = "avx2"
+        if {"avx512f", "avx512vl", "avx512bw", "avx512dq"} <= flags:
+            best = "avx512"
+    if cap in ("", "auto"):
+        return NAMES[best]
+    return NAMES[order[min(order.index(cap), order.index(best))]]
+
+
+# The copies this CPU runs, other than the one it picks: each is tested against the chosen one.
+OTHER_COPIES = [
+    cap for cap in ("baseline", "avx2") if NAMES[cap] != cpu_isa() and _expected(cap) == NAMES[cap]
+]
+
+
+def test_the_choice_follows_the_cpu_and_the_variable():
+    assert cpu_isa() == _expected(os.environ.get("LLTM_EXT_CPU_ISA", ""))
+    for cap in ("baseline", "avx2", "avx512", "auto"):
+        code = "from lltm_ext._extension import cpu_isa; print(cpu_isa())"
+        assert _run(code, cap).stdout == _expected(cap) + "\n", cap
+
+
+def test_a_bad_value_is_an_error_that_names_the_variable():
+    code = (
+        "import torch, lltm_ext\n"
+        "from lltm_ext._extension import cpu_isa\n"
+        "print(cpu_isa())\n"
+        "try:\n"
+        "    lltm_ext.sigmoid(torch.ones(3))\n"
+        "except RuntimeError as e:\n"
+        "    print('RuntimeError', str(e).splitlines()[0])\n"
+    )
+    out = _run(code, "avx9").stdout
+    message = "LLTM_EXT_CPU_ISA must be auto, avx512, avx2 or baseline, not 'avx9'"
+    assert f"error: {message}" in out
+    assert f"RuntimeError {message}" in out
+
+
+def outputs() -> dict[str, dict[str, torch.Tensor]]:
+    """Every CPU loop on one input (random values over a wide range, and the special values)."""
+    torch.manual_seed(0)
+    special = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1e-30, 2.5, -2.5, 100.0, -100.0]
+    x = torch.cat([torch.randn(100_003, dtype=torch.float64) * 30, torch.tensor(special)])
+    g = torch.randn_like(x)
+    out = {}
+    for dt in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        xd, gd = x.to(dt), g.to(dt)
+        y = lltm_ext.sigmoid(xd)
+        out[str(dt)] = {
+            "sigmoid": y,
+            # (from one y for both copies: 1 - y would magnify their last-bit differences)
+            "sigmoid_backward": load_extension("sigmoid").backward(gd, torch.sigmoid(xd)),
+            "relu": lltm_ext.relu(xd),
+            "relu_backward": load_extension("relu").backward(gd, lltm_ext.relu(xd)),
+            "round": lltm_ext.round_ste(xd),
+        }
+    return out
+
+
+@pytest.mark.parametrize("cap", OTHER_COPIES)
+def test_every_copy_agrees_with_the_chosen_one(cap, tmp_path):
+    """Each op and dtype through both copies: equal up to FMA's rounding (a few ulps), NaN alike."""
+    path = tmp_path / f"{cap}.pt"
+    code = (
+        f"import sys, torch; sys.path.insert(0, {str(TESTS)!r})\n"
+        f"from test_cpu_isa import outputs; torch.save(outputs(), {str(path)!r})"
+    )
+    proc = _run(code, cap)
+    assert proc.returncode == 0, proc.stderr
+    other = torch.load(path)
+    for dt_name, results in outputs().items():
+        for name, got in results.items():
+            want = other[dt_name][name]
+            assert got.dtype == want.dtype
+            info = torch.finfo(got.dtype)
+            torch.testing.assert_close(
+                got,
+                want,
+                rtol=4 * info.eps,
+                atol=info.tiny,
+                equal_nan=True,
+                msg=lambda m, where=f"{name} {dt_name}": f"{where}: {m}",
+            )
+
+
+@pytest.mark.parametrize("cap", OTHER_COPIES)
+def test_every_copy_passes_the_elementwise_tests(cap):
+    files = [str(TESTS / f"test_{op}.py") for op in ("relu", "sigmoid", "round")]
+    env = dict(os.environ, LLTM_EXT_CPU_ISA=cap)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not cuda"]
+        + files,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout.splitlines()[-1]
+    assert lltm_ext.__version__  # the same package as this process (same sys.path, same env)
