@@ -108,10 +108,10 @@ def cuda_built(op: str) -> bool:
 
 
 def cpu_isa() -> str | None:
-    """The ISA the CPU element-wise loops run with in this process: ``avx2+fma`` or ``baseline``.
+    """The ISA the CPU element-wise loops run with here: ``avx512``, ``avx2+fma`` or ``baseline``.
 
-    Chosen at run time from the CPU (``LLTM_EXT_CPU_ISA=baseline`` forces the baseline); None when
-    no compiled module loads.
+    The widest the CPU runs, capped by ``LLTM_EXT_CPU_ISA`` (``baseline``, ``avx2``, ``avx512``);
+    ``error: ...`` for a bad value of that variable; None when no compiled module loads.
     """
     for op in (build_info() or {}).get("ops", {}):
         try:
