@@ -67,6 +67,12 @@ OTHER_COPIES = [
 ]
 
 
+def test_the_subprocesses_load_this_lltm_ext():
+    """The subprocesses below test the same build as this process."""
+    proc = _run("import lltm_ext; print(lltm_ext.__file__)", "baseline")
+    assert proc.stdout.strip() == lltm_ext.__file__, proc.stderr
+
+
 def test_the_choice_follows_the_cpu_and_the_variable():
     assert cpu_isa() == _expected(os.environ.get("LLTM_EXT_CPU_ISA", ""))
     for cap in ("baseline", "avx2", "avx512", "auto"):
@@ -151,4 +157,3 @@ def test_every_copy_passes_the_elementwise_tests(cap):
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout.splitlines()[-1]
-    assert lltm_ext.__version__  # the same package as this process (same sys.path, same env)
