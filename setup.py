@@ -326,11 +326,15 @@ def want_cpu_twin() -> bool:
 
 def make_extension(op: str, force_cpu: bool = False):
     folder = SRC / op
+    # *_cuda_host.cpp: host C++ that calls the CUDA kernels (guard, stream, dtype dispatch),
+    # compiled by the C++ compiler into CUDA builds only, like the *.cu files.
     sources = [folder / f"{op}.cpp"] + sorted(
-        p for p in folder.glob("*.cpp") if p.name != f"{op}.cpp"
+        p
+        for p in folder.glob("*.cpp")
+        if p.name != f"{op}.cpp" and not p.name.endswith("_cuda_host.cpp")
     )
-    cu_sources = sorted(folder.glob("*.cu"))
-    with_cuda = WITH_CUDA and bool(cu_sources) and not force_cpu
+    cu_sources = sorted(folder.glob("*.cu")) + sorted(folder.glob("*_cuda_host.cpp"))
+    with_cuda = WITH_CUDA and any(folder.glob("*.cu")) and not force_cpu
     # -fopenmp: at::parallel_for is inline and runs in parallel only in OpenMP code. The module
     # then needs libgomp.so.1, which torch has already loaded (its own copy) when ours loads.
     cxx = (["-O0", "-g"] if DEBUG else ["-O3", "-g0"]) + ["-fopenmp"]
