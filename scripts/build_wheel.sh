@@ -28,7 +28,9 @@ Options (the variable in brackets sets the same from the environment):
   -o, --out DIR          where the wheel (and sdist) are written                 [OUT_DIR; ./dist]
       --cuda MODE        auto: CUDA kernels if torch and a toolkit allow; 1: required; 0: CPU only
                                                                            [LLTM_EXT_CUDA; auto]
-      --archs LIST       GPU architectures, e.g. "8.0;9.0+PTX"  [TORCH_CUDA_ARCH_LIST; setup.py's]
+      --archs LIST       GPU architectures, e.g. "8.0;9.0+PTX"       [TORCH_CUDA_ARCH_LIST;
+                         default: the full default list for the nvcc on PATH, what wheels ship,
+                         from tools/build/archs.py, also on a machine with a GPU]
       --ops LIST         only these ops, comma-separated (quick dev builds)  [LLTM_EXT_OPS; all]
       --sdist            also build and check the sdist; build the wheel from it [LLTM_EXT_SDIST=1]
       --test-env MODE    how the smoke-test environment gets torch          [LLTM_EXT_TEST_ENV]
@@ -143,6 +145,11 @@ echo "torch:   $TORCH_VERSION (CUDA: $TORCH_CUDA)"
 if command -v nvcc >/dev/null; then echo "nvcc:    $(nvcc --version | grep -o 'release [0-9.]*')"; else echo "nvcc:    none on PATH"; fi
 echo "request: LLTM_EXT_CUDA=$CUDA TORCH_CUDA_ARCH_LIST=${ARCHS:-<setup.py default>} LLTM_EXT_OPS=${OPS:-<all>}"
 
+# A wheel is for every GPU the toolkit targets, not only the ones visible here.
+if [[ -z $ARCHS && $CUDA != 0 ]] && command -v nvcc >/dev/null; then
+  ARCHS=$("$PY" "$ROOT"/tools/build/archs.py default)
+  echo "archs:   $ARCHS (the default list for this nvcc)"
+fi
 export LLTM_EXT_CUDA=$CUDA
 if [[ -n $ARCHS ]]; then export TORCH_CUDA_ARCH_LIST=$ARCHS; else unset TORCH_CUDA_ARCH_LIST; fi
 if [[ -n $OPS ]]; then export LLTM_EXT_OPS=$OPS; else unset LLTM_EXT_OPS; fi

@@ -53,29 +53,20 @@ def say(msg: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# The architectures requested, in nvcc's names (same reading as setup.py's parse_arch_list).
+# The architectures requested, in nvcc's names: the project's one reading (tools/build/archs.py).
 # ------------------------------------------------------------------------------------------------
 
-NAMED_ARCHS = {"Volta": "7.0", "Turing": "7.5", "Ampere": "8.0;8.6", "Ada": "8.9", "Hopper": "9.0"}
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tools.build import archs  # noqa: E402
 
 
 def parse_arch_list(value: str) -> tuple[set[str], set[str]]:
     """'8.0;9.0+PTX' -> ({'sm_80', 'sm_90'}, {'compute_90'}): SASS targets and PTX targets."""
-    sass: set[str] = set()
-    ptx: set[str] = set()
-    for item in re.split(r"[;\s,]+", value.strip()):
-        if not item:
-            continue
-        with_ptx = item.endswith("+PTX")
-        base = item[: -len("+PTX")] if with_ptx else item
-        for arch in NAMED_ARCHS.get(base, base).split(";"):
-            if not re.fullmatch(r"\d+\.\d+[af]?", arch):
-                raise SystemExit(f"check_dist: cannot read architecture {item!r} in {value!r}")
-            num = arch.replace(".", "")
-            sass.add(f"sm_{num}")
-            if with_ptx:
-                ptx.add(f"compute_{num}")
-    return sass, ptx
+    try:
+        found = archs.targets(value)
+    except archs.ArchListError as exc:
+        raise SystemExit(f"check_dist: {exc}") from exc
+    return {t for t in found if t.startswith("sm_")}, {t for t in found if t.startswith("compute_")}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -209,7 +200,7 @@ def check_wheel_tree(args, problems: Problems, names, info, meta, tmp: Path) -> 
             f"the build record's cuda_targets {sorted(recorded)} differ from what "
             f"TORCH_CUDA_ARCH_LIST={requested!r} asks for {sorted(want_sass | want_ptx)}",
         )
-        if args.arch_list and info.get("cuda_arch_list") != args.arch_list.strip():
+        if args.arch_list and info.get("cuda_arch_list") != archs.normalize(args.arch_list):
             problems.append(
                 f"built for arch list {info.get('cuda_arch_list')!r}, "
                 f"but {args.arch_list!r} was requested"

@@ -2,7 +2,7 @@
 # CI's wheel check (run by .ci/run after the README's test command; no GPU needed):
 #   1. a build environment with torch's CUDA 13.0 build (from the package index) and the build tools;
 #   2. scripts/build_wheel.sh: the sdist, checked; the CUDA wheel built from its clean unpack for
-#      the CI architectures, checked with cuobjdump; installed into a new virtual environment
+#      the default architecture list (what the wheels workflow ships), checked with cuobjdump; installed into a new virtual environment
 #      that sees the build environment's torch), smoke-tested, and the CPU test suite run against
 #      that install from outside the source tree;
 #   3. `python -m lltm_ext info --json` of that install reports CUDA kernels for those archs;
@@ -15,14 +15,15 @@
 # LLTM_EXT_CI_TEST_ENV=fresh gives the test environment its own torch from the index (about 5 GB
 # more). Each stage prints the free space.
 #
-# Variables: LLTM_EXT_CI_ARCHS (default "8.0;9.0"), LLTM_EXT_CI_TORCH (default 2.13.0),
+# Variables: LLTM_EXT_CI_ARCHS (default: the full default list for the nvcc here, as the wheels
+# workflow builds: tools/build/archs.py), LLTM_EXT_CI_TORCH (default 2.13.0),
 # LLTM_EXT_CI_OPS (default: all ops), LLTM_EXT_CI_VENVS (default .ci-venvs),
 # LLTM_EXT_CI_TEST_ENV (default inherit), LLTM_EXT_CI_CPU_TORCH_CHECK (default 1).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-ARCHS=${LLTM_EXT_CI_ARCHS:-8.0;9.0}
+ARCHS=${LLTM_EXT_CI_ARCHS:-}
 TORCH_PIN=${LLTM_EXT_CI_TORCH:-2.13.0}
 VENVS=${LLTM_EXT_CI_VENVS:-$ROOT/.ci-venvs}
 START=$SECONDS
@@ -57,6 +58,7 @@ fi
 "$BPY" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)'
 "$BPY" -c 'import torch, sys; sys.exit(0 if torch.version.cuda else "ci_wheel.sh: pip installed a CPU-only torch")'
 
+[[ -n $ARCHS ]] || ARCHS=$("$BPY" tools/build/archs.py default)
 stage "build, check, install and test the CUDA wheel (TORCH_CUDA_ARCH_LIST=$ARCHS)"
 OUT=$ROOT/dist/ci
 rm -rf "$OUT"
@@ -69,14 +71,14 @@ TPY=$VENVS/test/bin/python
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/lltm_ext-ci.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 (cd "$WORK" && "$TPY" -m lltm_ext info --json) >"$WORK/info.json"
-"$TPY" - "$WORK/info.json" "$ARCHS" <<'EOF'
-import json, re, sys
+"$TPY" - "$WORK/info.json" "$ARCHS" "$ROOT" <<'EOF'
+import json, sys
+
+sys.path.insert(0, sys.argv[3])
+from tools.build import archs
 
 info = json.load(open(sys.argv[1]))
-want = set()
-for item in filter(None, re.split(r"[;\s]+", sys.argv[2])):
-    num = item.removesuffix("+PTX").replace(".", "")
-    want |= {f"sm_{num}"} | ({f"compute_{num}"} if item.endswith("+PTX") else set())
+want = set(archs.targets(sys.argv[2]))
 built = info["built"]
 problems = []
 if not built.get("cuda_version"):

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -44,20 +43,12 @@ class Smoke:
 
 
 def targets_of(arch_list: str) -> set[str]:
-    """'8.0;9.0+PTX' -> {'sm_80', 'sm_90', 'compute_90'} (named archs as in setup.py)."""
-    named = {"Volta": "7.0", "Turing": "7.5", "Ampere": "8.0;8.6", "Ada": "8.9", "Hopper": "9.0"}
-    out: set[str] = set()
-    for item in re.split(r"[;\s,]+", arch_list.strip()):
-        if not item:
-            continue
-        ptx = item.endswith("+PTX")
-        base = item[: -len("+PTX")] if ptx else item
-        for arch in named.get(base, base).split(";"):
-            num = arch.replace(".", "")
-            out.add(f"sm_{num}")
-            if ptx:
-                out.add(f"compute_{num}")
-    return out
+    """'8.0;9.0+PTX' -> {'sm_80', 'sm_90', 'compute_90'}: the project's one reading of an arch
+    list (tools/build/archs.py in the source tree this script belongs to)."""
+    sys.path.insert(0, str(SOURCE_ROOT))
+    from tools.build import archs
+
+    return set(archs.targets(arch_list))
 
 
 def lltm_reference(input, weights, bias, old_h, old_cell):

@@ -9,15 +9,19 @@ from lltm_ext.ops import MODULES
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def readme_test_command() -> str:
+def readme_command(marker: str) -> str:
     text = (ROOT / "README.md").read_text()
-    match = re.search(r"<!-- test-command:.*?-->\s*```bash\n(.+?)\n```", text, re.S)
-    assert match, "README.md must mark its test command with <!-- test-command: ... -->"
+    match = re.search(rf"<!-- {marker}:.*?-->\s*```bash\n(.+?)\n```", text, re.S)
+    assert match, f"README.md must mark its {marker} with <!-- {marker}: ... -->"
     return match.group(1).strip()
 
 
-def test_ci_runs_the_readme_test_command():
-    assert readme_test_command() in (ROOT / ".ci" / "run").read_text()
+def test_ci_runs_the_readme_commands_as_written():
+    ci = (ROOT / ".ci" / "run").read_text()
+    for marker in ("install-command", "test-command"):
+        assert readme_command(marker) in ci, marker
+    # ... and exports nothing the README only suggests.
+    assert not re.search(r"^\s*export [^#]*TORCH_CUDA_ARCH_LIST", ci, re.M)
 
 
 def test_every_op_folder_has_binding_python_module_and_tests():

@@ -1,0 +1,243 @@
+"""The build logic (tools/build/) without building: architecture lists, knobs, sources, the
+compiler choice, failure summaries; and that every place that names architectures reads the one
+definition (tools/build/archs.py)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tools.build import archs, config, toolchain  # noqa: E402
+from tools.build.command import short_status, write_top_ninja  # noqa: E402
+
+# --------------------------------------------------------------------------------------------
+# Architecture lists.
+# --------------------------------------------------------------------------------------------
+
+
+def test_parse_accepts_the_separators_torch_and_users_write():
+    for text in ("8.0;9.0+PTX", "8.0,9.0+PTX", "8.0 9.0+PTX", " 9.0+PTX ; 8.0 ", "8.0;;9.0+PTX"):
+        assert archs.normalize(text) == "8.0;9.0+PTX", text
+    assert archs.targets("8.0,9.0+PTX") == ["sm_80", "sm_90", "compute_90"]
+
+
+def test_parse_families_suffixes_and_duplicates():
+    assert archs.normalize("Hopper") == "9.0+PTX"
+    assert archs.normalize("Ampere;8.0") == "8.0;8.6+PTX"
+    assert archs.targets("9.0a") == ["sm_90a"]
+    assert archs.normalize("9.0;9.0+PTX;9.0") == "9.0+PTX"
+    assert archs.normalize("12.0;7.5;10.0") == "7.5;10.0;12.0"  # numeric order, not text order
+
+
+@pytest.mark.parametrize("bad", ["", " ; ", "sm_90", "9", "9.0+ptx", "Hoper", "9.0;x"])
+def test_parse_rejects_with_a_message_naming_the_variable(bad):
+    with pytest.raises(archs.ArchListError, match="TORCH_CUDA_ARCH_LIST"):
+        archs.parse(bad)
+
+
+def test_default_lists_per_toolkit():
+    assert archs.default_arch_list("13.0") == "7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX"
+    assert archs.default_arch_list("12.8") == "7.0;7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX"
+    assert archs.default_arch_list("12.6") == "7.0;7.5;8.0;8.6;8.9;9.0+PTX"
+    # What nvcc says wins over the release table.
+    codes = "sm_75 sm_80 sm_86 sm_87 sm_88 sm_89 sm_90 sm_100 sm_110 sm_103 sm_120 sm_121".split()
+    assert archs.default_arch_list("13.0", codes) == "7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX"
+    assert archs.default_arch_list("13.0", ["sm_80", "sm_90"]) == "8.0;9.0+PTX"
+
+
+def test_visible_gpus_and_unsupported_entries():
+    assert archs.visible_arch_list([(9, 0)], "13.0") == "9.0+PTX"
+    assert archs.visible_arch_list([(9, 0), (8, 0), (9, 0)], "13.0") == "8.0;9.0+PTX"
+    assert archs.visible_arch_list([], "13.0") is None
+    assert archs.visible_arch_list([(7, 0)], "13.0") is None  # Volta: not in CUDA 13's nvcc
+    assert [a.version for a in archs.unsupported(archs.parse("7.0;9.0"), "13.0")] == ["7.0"]
+
+
+def test_archs_command_line():
+    run = [sys.executable, str(ROOT / "tools" / "build" / "archs.py")]
+    out = subprocess.run(run + ["default", "--cuda", "12.6"], capture_output=True, text=True)
+    assert out.stdout.strip() == "7.0;7.5;8.0;8.6;8.9;9.0+PTX"
+    out = subprocess.run(run + ["targets", "8.0,9.0+PTX"], capture_output=True, text=True)
+    assert out.stdout.split() == ["sm_80", "sm_90", "compute_90"]
+    bad = subprocess.run(run + ["normalize", "sm_90"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "TORCH_CUDA_ARCH_LIST" in bad.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# One definition: nothing else names or parses architecture lists.
+# --------------------------------------------------------------------------------------------
+
+
+def test_wheels_workflow_names_no_architecture_list():
+    text = (ROOT / ".github" / "workflows" / "wheels.yml").read_text()
+    assert "TORCH_CUDA_ARCH_LIST" not in text.replace("# ", "")
+    assert not re.search(r"\barchs\s*:", text), "wheels.yml lists architectures"
+    assert not re.search(r"\d+\.\d\s*;\s*\d+\.\d", text), "wheels.yml spells an arch list"
+
+
+def test_readme_states_the_default_list():
+    text = (ROOT / "README.md").read_text()
+    for cuda in ("13.0", "12.8", "12.6"):
+        assert f"`{archs.default_arch_list(cuda)}` with CUDA {cuda}" in text, cuda
+
+
+def test_scripts_read_architectures_through_tools_build_archs():
+    for script in ("scripts/check_dist.py", "scripts/smoke_test.py", "scripts/ci_wheel.sh"):
+        text = (ROOT / script).read_text()
+        assert "from tools.build import archs" in text, script
+        assert "NAMED_ARCHS" not in text and '"Hopper"' not in text, f"{script} has its own table"
+    assert "tools/build/archs.py default" in (ROOT / "scripts" / "build_wheel.sh").read_text()
+
+
+def test_the_scripts_parse_like_the_build():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import check_dist
+    import smoke_test
+
+    for text in ("8.0,9.0", "7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX", "Hopper 8.0"):
+        sass, ptx = check_dist.parse_arch_list(text)
+        assert sass | ptx == set(archs.targets(text)) == smoke_test.targets_of(text)
+
+
+# --------------------------------------------------------------------------------------------
+# Knobs, sources, parallelism, version.
+# --------------------------------------------------------------------------------------------
+
+
+def test_knobs():
+    assert config.tristate("LLTM_EXT_CUDA", None) == "auto"
+    assert config.tristate("LLTM_EXT_CUDA", "ON") == "1"
+    assert config.tristate("LLTM_EXT_CUDA", "false") == "0"
+    with pytest.raises(config.BuildConfigError, match="LLTM_EXT_CUDA must be auto, 1 or 0"):
+        config.tristate("LLTM_EXT_CUDA", "cuda")
+    assert config.flag("LLTM_EXT_DEBUG", None) is False and config.flag("X", "yes") is True
+    assert (
+        config.positive_int("MAX_JOBS", " 4 ") == 4 and config.positive_int("MAX_JOBS", "") is None
+    )
+    with pytest.raises(config.BuildConfigError, match="MAX_JOBS must be a positive integer"):
+        config.positive_int("MAX_JOBS", "0")
+
+
+def test_op_discovery_and_sources(tmp_path):
+    for name in ("b/b.cpp", "b/b_cpu.cpp", "b/b_cuda.cu", "b/b_cuda_host.cpp", "a/a.cpp", "c/x.h"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    assert config.discover_ops(tmp_path) == ["a", "b"]  # c has no binding
+    assert config.discover_ops(tmp_path, " b ,") == ["b"]
+    with pytest.raises(config.BuildConfigError, match=r"LLTM_EXT_OPS names \['z'\]"):
+        config.discover_ops(tmp_path, "b,z")
+    src = config.op_sources(tmp_path / "b")
+    assert src.binding.name == "b.cpp"
+    assert [p.name for p in src.cpu] == ["b_cpu.cpp"]
+    assert [p.name for p in src.cuda] == ["b_cuda.cu", "b_cuda_host.cpp"]
+
+
+def test_real_op_folders_split_cleanly():
+    for op in config.discover_ops(ROOT / "src"):
+        src = config.op_sources(ROOT / "src" / op)
+        assert src.cpu, f"src/{op} has no CPU kernels"
+        for cpu_file in src.cpu:  # CPU twins link the CUDA module's objects of these files
+            assert "WITH_CUDA" not in cpu_file.read_text(), f"{cpu_file} depends on WITH_CUDA"
+
+
+def test_parallelism():
+    assert config.parallelism(2, 20.0, 7) == (2, 1)
+    assert config.parallelism(16, 100.0, 1) == (16, 1)
+    jobs, threads = config.parallelism(16, 100.0, 7)
+    assert jobs == 16 and 1 <= threads <= 7
+    assert config.parallelism(16, 5.0, 7) == (2, 1)  # memory-bound: ~2 GiB per compiler
+    assert config.parallelism(8, 64.0, 7, jobs=3, threads=2) == (3, 2)
+
+
+def test_version_label():
+    kw = dict(torch_version="2.13.0+cu130", from_sdist=False)
+    assert config.version_label(None, cuda="13.0", **kw) == "cu130torch2.13"
+    assert config.version_label("auto", cuda=None, **kw) == "cputorch2.13"
+    assert config.version_label("none", cuda="13.0", **kw) == ""
+    assert config.version_label("+mylabel.1", cuda="13.0", **kw) == "mylabel.1"
+    assert config.version_label(None, cuda="13.0", torch_version="2.13.0", from_sdist=True) == ""
+    with pytest.raises(config.BuildConfigError):
+        config.version_label("bad label", cuda=None, **kw)
+
+
+# --------------------------------------------------------------------------------------------
+# Compiler choice, failure summary, the ninja driver's pieces.
+# --------------------------------------------------------------------------------------------
+
+
+def test_compiler_choice_keeps_an_explicit_cxx_and_replaces_a_static_default(monkeypatch):
+    calls = []
+
+    def probe(cxx):
+        calls.append(cxx)
+        return "c++ links libstdc++ statically" if cxx == "c++" else None
+
+    assert toolchain.choose_compiler({"CXX": "/opt/g++"}, ["c++"], probe).cxx is None
+    assert calls == []  # an explicit CXX is the user's choice: not probed, not replaced
+    assert toolchain.choose_compiler({}, ["g++"], probe) == toolchain.CompilerChoice(
+        None, None, None
+    )
+    monkeypatch.setattr(toolchain, "SYSTEM_COMPILERS", (("/bin/sh", "/bin/sh"),))
+    choice = toolchain.choose_compiler({}, ["c++"], probe)
+    assert choice.cxx == "/bin/sh" and "statically" in choice.note and "CXX=/bin/sh" in choice.note
+
+
+def test_compiler_probe_on_this_machine():
+    assert toolchain.probe_compiler("c++") is None  # the system compiler links libstdc++ shared
+    assert "not on PATH" in toolchain.probe_compiler("no-such-compiler-here")
+
+
+def test_failure_summary_dedupes_and_hints():
+    err = (
+        "ptxas /tmp/tmpxft_0001a2b3_00000000-6_gemm_cuda.compute_75.ptx, line {}; error   : "
+        "Feature 'cp.async' requires .target sm_80 or higher"
+    )
+    log = "\n".join(
+        ["[1/3] c++ -c a.cpp -o a.o", "FAILED: /b/obj/_gemm/src/gemm/gemm_cuda.o"]
+        + [err.format(500 + i) for i in range(2476)]
+        + ["ninja: build stopped: subcommand failed."]
+    )
+    summary = config.summarize_failure(log)
+    assert "failed to compile: gemm_cuda.o" in summary
+    assert "[x2476]" in summary and len(summary.splitlines()) <= 4
+    assert "hint:" in summary and "TORCH_CUDA_ARCH_LIST" in summary
+    assert "MAX_JOBS" in config.summarize_failure("FAILED: x.o\nc++: fatal error: Killed signal")
+
+
+def test_status_lines_are_shortened(tmp_path):
+    line = (
+        "[3/20] /usr/local/cuda/bin/nvcc -MD -MF /b/obj/t/_gemm/src/gemm/k.o.d -I/x -c -c "
+        "/home/u/lltm/src/gemm/k.cu -o /b/obj/t/_gemm/src/gemm/k.o -O3"
+    )
+    assert short_status(line) == "[3/20] nvcc src/gemm/k.cu (_gemm)"
+    assert short_status("warning: something") is None
+    write_top_ninja(tmp_path / "build.ninja", [tmp_path / "_a" / "build.ninja"])
+    assert f"subninja {tmp_path}/_a/build.ninja" in (tmp_path / "build.ninja").read_text()
+
+
+def test_importing_setup_py_writes_nothing(tmp_path):
+    """pip's metadata passes import setup.py: the source tree must not change (the build record
+    and the header overlay are written by build_ext)."""
+    before = subprocess.run(
+        ["git", "status", "--porcelain", "--ignored"], cwd=ROOT, capture_output=True, text=True
+    ).stdout
+    out = subprocess.run(
+        [sys.executable, "setup.py", "--version"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "LLTM_EXT_CUDA": "0"},
+    )
+    assert out.returncode == 0, out.stderr
+    assert re.fullmatch(r"\d+\.\d+\.\d+(\+\w+\.?\w*)?", out.stdout.strip().splitlines()[-1])
+    after = subprocess.run(
+        ["git", "status", "--porcelain", "--ignored"], cwd=ROOT, capture_output=True, text=True
+    ).stdout
+    assert after == before

@@ -1,0 +1,1 @@
+"""Build and development tools of lltm_ext (not part of the installed package)."""

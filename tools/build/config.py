@@ -1,0 +1,210 @@
+"""The build's knobs and decisions, as pure functions: each reads its inputs from its arguments.
+
+setup.py gathers the facts (environment variables, the installed torch, the toolkit, the cores)
+and these functions turn them into the build: which op folders, which sources, CUDA or not, how
+many parallel jobs, the version label. tests/test_build_tools.py checks each rule.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class BuildConfigError(ValueError):
+    """A knob with a value the build cannot use; the message names the knob and its values."""
+
+
+_TRUE = ("1", "on", "yes", "true")
+_FALSE = ("0", "off", "no", "false")
+
+
+def tristate(name: str, raw: str | None) -> str:
+    """An auto/1/0 knob (LLTM_EXT_CUDA, LLTM_EXT_CPU_TWIN): 'auto', '1' or '0'."""
+    value = (raw or "auto").strip().lower()
+    if value in ("", "auto"):
+        return "auto"
+    if value in _TRUE:
+        return "1"
+    if value in _FALSE:
+        return "0"
+    raise BuildConfigError(f"{name} must be auto, 1 or 0; got {raw!r}")
+
+
+def flag(name: str, raw: str | None) -> bool:
+    """A 0/1 knob (LLTM_EXT_DEBUG): unset means 0."""
+    value = (raw or "0").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE or value == "":
+        return False
+    raise BuildConfigError(f"{name} must be 0 or 1; got {raw!r}")
+
+
+def positive_int(name: str, raw: str | None) -> int | None:
+    """A count knob (MAX_JOBS, NVCC_THREADS): None when unset."""
+    if raw is None or not raw.strip():
+        return None
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise BuildConfigError(f"{name} must be a positive integer; got {raw!r}")
+    return int(raw)
+
+
+# --------------------------------------------------------------------------------------------
+# Op folders and their sources.
+# --------------------------------------------------------------------------------------------
+
+
+def discover_ops(src: Path, wanted: str | None = None) -> list[str]:
+    """Op folders under src/ (a folder <op>/ with the binding <op>.cpp), all or those named in
+    LLTM_EXT_OPS (comma-separated)."""
+    ops = sorted(p.name for p in src.iterdir() if p.is_dir() and (p / f"{p.name}.cpp").is_file())
+    names = [o.strip() for o in (wanted or "").split(",") if o.strip()]
+    unknown = sorted(set(names) - set(ops))
+    if unknown:
+        raise BuildConfigError(f"LLTM_EXT_OPS names {unknown}, but the op folders are {ops}")
+    return [o for o in ops if o in names] if names else ops
+
+
+@dataclass(frozen=True)
+class OpSources:
+    """An op folder's files. binding: <op>.cpp; cpu: the other *.cpp (CPU kernels, built into
+    every module); cuda: *.cu and *_cuda_host.cpp (host code that launches the kernels), built
+    into CUDA modules only."""
+
+    binding: Path
+    cpu: tuple[Path, ...]
+    cuda: tuple[Path, ...]
+
+
+def op_sources(folder: Path) -> OpSources:
+    op = folder.name
+    binding = folder / f"{op}.cpp"
+    others = sorted(p for p in folder.glob("*.cpp") if p != binding)
+    cuda_host = tuple(p for p in others if p.name.endswith("_cuda_host.cpp"))
+    cpu = tuple(p for p in others if p not in cuda_host)
+    return OpSources(binding, cpu, tuple(sorted(folder.glob("*.cu"))) + cuda_host)
+
+
+# --------------------------------------------------------------------------------------------
+# Parallelism.
+# --------------------------------------------------------------------------------------------
+
+GIB_PER_COMPILER = 2.0  # peak resident memory of one nvcc / g++ over torch's headers, rounded up
+
+
+def parallelism(
+    cores: int, mem_gib: float, n_archs: int, jobs: int | None = None, threads: int | None = None
+) -> tuple[int, int]:
+    """(compile jobs, nvcc --threads per CUDA file): every core busy, about GIB_PER_COMPILER of
+    free memory per compiler process. Jobs come first (files compile in parallel); nvcc threads
+    (its architectures in parallel) use cores that jobs would leave idle at the end of a build,
+    when only the longest files are still compiling."""
+    slots = max(1, int(mem_gib // GIB_PER_COMPILER))
+    if jobs is None:
+        jobs = max(1, min(cores, slots))
+    if threads is None:
+        spare = max(1, min(cores, slots) // max(1, min(jobs, 4)))
+        threads = max(1, min(n_archs, spare))
+    return jobs, threads
+
+
+# --------------------------------------------------------------------------------------------
+# Version.
+# --------------------------------------------------------------------------------------------
+
+
+def version_label(
+    raw: str | None, *, cuda: str | None, torch_version: str, from_sdist: bool
+) -> str:
+    """The wheel's local version label (after '+'), '' for none.
+
+    raw: LLTM_EXT_VERSION_SUFFIX (unset/auto, none, or a label). auto: 'cu130torch2.13' or
+    'cputorch2.13', except in an sdist or a build from one (from_sdist), which keeps the sdist's
+    plain version unless the variable is set (pip checks that a built sdist keeps its version).
+    """
+    value = (raw or "").strip()
+    if value.lower() in ("none", "0", "off"):
+        return ""
+    if value and value.lower() != "auto":
+        if not re.fullmatch(r"[A-Za-z0-9]+([.][A-Za-z0-9]+)*", value.lstrip("+")):
+            raise BuildConfigError(
+                f"LLTM_EXT_VERSION_SUFFIX must be letters, digits and dots; got {raw!r}"
+            )
+        return value.lstrip("+")
+    if from_sdist and not value:
+        return ""
+    torch_mm = ".".join(torch_version.split("+")[0].split(".")[:2])
+    return ("cu" + cuda.replace(".", "") if cuda else "cpu") + f"torch{torch_mm}"
+
+
+# --------------------------------------------------------------------------------------------
+# A failed build, summed up.
+# --------------------------------------------------------------------------------------------
+
+_NOISE = [
+    (re.compile(r"/tmp/tmpxft_[0-9a-f_]+-?\d*_?"), "/tmp/tmpxft_..._"),
+    (re.compile(r"\bline \d+\b"), "line N"),
+    (re.compile(r"(\.\w+):\d+(:\d+)?:"), r"\1:N:"),
+]
+
+# (pattern in the output, what to do): the causes a newcomer meets first.
+HINTS = [
+    (
+        r"requires \.target sm_(\d+)|not supported on \.target",
+        "an architecture in TORCH_CUDA_ARCH_LIST is too old for a feature this code uses; "
+        "this is a bug in lltm_ext (report it), and building only for your GPU works around "
+        "it: TORCH_CUDA_ARCH_LIST=<your GPU's, e.g. 9.0>",
+    ),
+    (
+        r"Killed|signal 9|out of memory|std::bad_alloc|cannot allocate memory",
+        "a compiler ran out of memory: lower MAX_JOBS and NVCC_THREADS (e.g. MAX_JOBS=1 "
+        "NVCC_THREADS=1)",
+    ),
+    (r"No space left on device", "the disk is full: free some space (or set TMPDIR elsewhere)"),
+    (r"cannot find -lcudart", "set CUDA_HOME to the toolkit folder whose lib64 has libcudart.so"),
+    (
+        r"(cusparse|cublas\w*|cusolver\w*)\.h: No such file",
+        "the toolkit lacks the math-library headers: install torch's CUDA build with pip (its "
+        "nvidia-* wheels bring them) or a full toolkit",
+    ),
+    (
+        r"unsupported GNU version|unsupported .* compiler",
+        "nvcc does not support this host compiler: set CC/CXX to one it supports",
+    ),
+]
+
+
+def summarize_failure(log: str, max_lines: int = 12) -> str:
+    """The part of a failed ninja run's output a person can act on: which files failed, their
+    distinct error lines (with how often each came), and a hint for known causes."""
+    failed = re.findall(r"^FAILED: (.+)$", log, re.M)
+    errors: Counter[str] = Counter()
+    order: list[str] = []
+    for line in log.splitlines():
+        if not re.search(r"\berror\b|fatal|Killed|No space left", line, re.I):
+            continue
+        if line.startswith(("FAILED:", "ninja:")):
+            continue
+        key = line.strip()
+        for pattern, repl in _NOISE:
+            key = pattern.sub(repl, key)
+        key = key[:300]
+        if key not in errors:
+            order.append(key)
+        errors[key] += 1
+    out = []
+    if failed:
+        names = [Path(f.split()[0]).name for f in failed]
+        out.append(f"failed to compile: {', '.join(names)}")
+    for key in order[:max_lines]:
+        count = errors[key]
+        out.append(f"  {key}" + (f"   [x{count}]" if count > 1 else ""))
+    if len(order) > max_lines:
+        out.append(f"  ... and {len(order) - max_lines} more distinct error lines")
+    for pattern, hint in HINTS:
+        if re.search(pattern, log):
+            out.append(f"hint: {hint}")
+    return "\n".join(out)
