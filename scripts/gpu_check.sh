@@ -1,54 +1,119 @@
 #!/usr/bin/env bash
-# On a GPU machine: build lltm_ext (editable, CUDA required), run the whole test suite with GPU
-# tests required, check the CPU-only build's CUDA error, print `info` and run the benchmarks.
-# Usage: bash scripts/gpu_check.sh [OUT_DIR]      (OUT_DIR default: $OUT, else ./gpu-check-out)
-# Env: PYTHON (python3), TORCH_CUDA_ARCH_LIST (9.0), TESTS (pytest paths, default: tests),
-#      PYTEST_ARGS, BENCH_ARGS (extra arguments), SKIP_CPU_ONLY=1 to skip the CPU-only build check;
-#      LLTM_EXT_OPS (build only these ops).
+# On a GPU machine: the README's commands as a user runs them (the machine's own PATH and
+# compiler, no TORCH_CUDA_ARCH_LIST: the visible GPU decides), the whole test suite with GPU tests
+# required, and the GEMM through each of its code paths; logs and timings under OUT_DIR.
+#
+# Usage: bash scripts/gpu_check.sh [PHASE...]   (default: readme paths)
+#   readme  README install command, then the test command (GPU tests required), in this clone,
+#           as README.md spells them, less the venv (no network here to fill one: the machine's
+#           python3 environment has torch and the build tools) and with pip -v (to log the build)
+#   paths   GEMM suite through the pre-sm_80 path (LLTM_EXT_GEMM_PATH=staged, native build), and
+#           in builds for 8.0+PTX and 7.5+PTX alone (the driver JIT-compiles that PTX: the code
+#           compiled for those architectures runs on this GPU)
+#   times   build times: all modules for the default list (as wheels ship), from scratch; then an
+#           incremental rebuild after touching one .cu file
+#   cpuonly the CPU-only build's error for CUDA tensors
+#   bench   python -m lltm_ext bench (BENCH_ARGS)
+# Env: OUT_DIR (default $OUT, else ./gpu-check-out), PYTHON (python3), PYTEST_ARGS.
 set -uo pipefail
-out=${1:-${OUT:-gpu-check-out}}
+cd "$(dirname "$0")/.."
+out=${OUT_DIR:-${OUT:-gpu-check-out}}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
 py=${PYTHON:-python3}
-export PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
-export MAX_JOBS=${MAX_JOBS:-$(nproc)}
-# The GPU image sets CXX to a compiler that links libstdc++ statically, which crashes next to
-# torch (setup.py refuses it); use the system compiler unless LLTM_EXT_CXX names another.
-export CXX=${LLTM_EXT_CXX:-/usr/bin/g++} CC=${LLTM_EXT_CC:-/usr/bin/gcc}
+export PYTHONUNBUFFERED=1 PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+unset TORCH_CUDA_ARCH_LIST LLTM_EXT_OPS LLTM_EXT_CPU_TWIN
 status=0
 step() { echo; echo "=== $* ($(date +%T))"; }
+timed() { # timed NAME CMD...: runs CMD, logs to $out/NAME.log, prints wall time and last lines
+  local t0=$SECONDS rc
+  "$@" >"$out/$1.log" 2>&1
+  rc=$?
+  echo "$1: rc=$rc, $((SECONDS - t0)) s" | tee -a "$out/times.txt"
+  tail -n 4 "$out/$1.log"
+  [[ $rc == 0 ]] || status=1
+  return $rc
+}
+copy_tree() { # a clean copy of the working tree (what git would commit) in $1
+  mkdir -p "$1"
+  git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$1"
+}
 
 step "GPU"
-nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
 "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' | tee -a "$out/gpu.txt"
+echo "PATH=$PATH; c++ is $(command -v c++); g++ is $(command -v g++); nproc $(nproc)" | tee -a "$out/gpu.txt"
 
-step "build (editable, LLTM_EXT_CUDA=1, archs $TORCH_CUDA_ARCH_LIST)"
-if ! LLTM_EXT_CUDA=1 "$py" -m pip install --no-build-isolation --no-deps --no-index -e . \
-    >"$out/build.log" 2>&1; then
-  tail -40 "$out/build.log"
-  echo "BUILD FAILED"
-  exit 1
-fi
-grep -E "lltm_ext setup|ptxas (warning|error)|error" "$out/build.log" | head -20
-"$py" -m lltm_ext info | tee "$out/info.txt"
+readme_command() { # the README's command marked $1, less its venv (no network here to fill
+  # one: the machine's python3 environment already has torch and the build tools), with pip -v
+  "$py" - "$1" <<'EOF'
+import re, sys
+text = open("README.md").read()
+cmd = re.search(rf"<!-- {sys.argv[1]}:.*?-->\s*```bash\n(.+?)\n```", text, re.S)[1].strip()
+venv = "python3 -m venv .venv && . .venv/bin/activate && "
+assert cmd.startswith(venv), cmd
+print(cmd[len(venv):].replace("pip install --no-build-isolation", "pip install -v --no-build-isolation"))
+EOF
+}
 
-step "tests (GPU tests required)"
-LLTM_EXT_REQUIRE_CUDA=1 "$py" -m pytest ${TESTS:-tests} -q -p no:cacheprovider ${PYTEST_ARGS:-} \
-  >"$out/tests.log" 2>&1 || status=1
-grep -E "^(FAILED|ERROR)" "$out/tests.log" | head -30
-tail -3 "$out/tests.log"
+readme() {
+  step "README install command: $(readme_command install-command)"
+  timed readme_install bash -euo pipefail -c "$(readme_command install-command)"
+  grep -E "^ *lltm_ext build:" "$out/readme_install.log"
+  step "README test command (GPU tests required): $(readme_command test-command)"
+  timed readme_test env LLTM_EXT_REQUIRE_CUDA=1 bash -euo pipefail -c \
+    "$(readme_command test-command) -q -p no:cacheprovider ${PYTEST_ARGS:-}"
+  grep -E "^ *lltm_ext build:" "$out/readme_test.log"
+  grep -E "^(FAILED|ERROR)" "$out/readme_test.log" | head -20
+}
 
-if [ "${SKIP_CPU_ONLY:-0}" != 1 ]; then
+paths() {
+  step "GEMM suite, pre-sm_80 path forced (LLTM_EXT_GEMM_PATH=staged)"
+  timed gemm_staged env LLTM_EXT_REQUIRE_CUDA=1 LLTM_EXT_GEMM_PATH=staged "$py" -m pytest \
+    -q -p no:cacheprovider tests/test_gemm.py ${PYTEST_ARGS:-}
+  for arch in 8.0+PTX 7.5+PTX; do
+    step "GEMM suite in a build for $arch alone (PTX JIT-compiled by the driver)"
+    dir=$(mktemp -d)
+    copy_tree "$dir"
+    (cd "$dir" && timed "build_gemm_${arch%%.*}" env TORCH_CUDA_ARCH_LIST="$arch" LLTM_EXT_OPS=gemm \
+      "$py" setup.py build_ext --inplace &&
+      timed "gemm_${arch%%.*}" env LLTM_EXT_REQUIRE_CUDA=1 PYTHONPATH="$dir" "$py" -m pytest -q \
+        -p no:cacheprovider tests/test_gemm.py ${PYTEST_ARGS:-})
+    rm -rf "$dir"
+  done
+}
+
+times() {
+  step "build from scratch: all modules, the default arch list (what wheels ship)"
+  dir=$(mktemp -d)
+  copy_tree "$dir"
+  default=$("$py" tools/build/archs.py default)
+  (cd "$dir" && timed build_default env TORCH_CUDA_ARCH_LIST="$default" "$py" setup.py build_ext --inplace)
+  grep -E "lltm_ext build:" "$out/build_default.log"
+  step "incremental: touch src/relu/relu_cuda.cu, rebuild"
+  (cd "$dir" && touch src/relu/relu_cuda.cu &&
+    timed build_incremental env TORCH_CUDA_ARCH_LIST="$default" "$py" setup.py build_ext --inplace)
+  grep -E "lltm_ext build:|^\[" "$out/build_incremental.log"
+  rm -rf "$dir"
+}
+
+cpuonly() {
   step "CPU-only build on the GPU machine: CUDA tensors get a clear error"
-  cpu=$(mktemp -d)
-  git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$cpu"
-  (cd "$cpu" && LLTM_EXT_CUDA=0 "$py" setup.py build_ext --inplace >"$out/build_cpu_only.log" 2>&1 &&
-    PYTHONPATH="$cpu" "$py" -m pytest ${TESTS:-tests} -q -p no:cacheprovider -k cpu_only_build \
-      2>&1 | tail -3) || status=1
-fi
+  dir=$(mktemp -d)
+  copy_tree "$dir"
+  (cd "$dir" && timed build_cpu_only env LLTM_EXT_CUDA=0 "$py" setup.py build_ext --inplace &&
+    PYTHONPATH="$dir" "$py" -m pytest -q -p no:cacheprovider tests -k cpu_only_build 2>&1 | tail -3)
+  rm -rf "$dir"
+}
 
-step "bench"
-"$py" -m lltm_ext bench --json "$out/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt" || status=1
+bench() {
+  step "bench"
+  "$py" -m lltm_ext bench --json "$out/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt" || status=1
+}
 
+phases=("$@")
+[[ ${#phases[@]} -gt 0 ]] || phases=(readme paths)
+for phase in "${phases[@]}"; do "$phase"; done
 step "summary"
-tail -1 "$out/tests.log"
+cat "$out/times.txt"
 exit $status
