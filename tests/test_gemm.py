@@ -3,8 +3,10 @@ opcheck, torch.compile and input errors, on the CPU and (marked `cuda`) on a GPU
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
+import os
 
 import pytest
 import torch
@@ -279,8 +281,67 @@ def test_cuda_tensor_on_cpu_only_build():
 
 
 # ----------------------------------------------------------------------------------------------
-# CUDA: every tile config and split, determinism, 64-bit offsets.
+# CUDA: the two float32 paths (cp.async on sm_80+, register-staged before), every tile config and
+# split, determinism, 64-bit offsets.
 # ----------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def gemm_path(path: str):
+    """Forces the float32 CUDA path ('auto', 'async', 'staged') inside the block; afterwards the
+    setting the process started with (LLTM_EXT_GEMM_PATH, else auto) comes back."""
+    ext = load_extension("gemm")
+    ext._set_gemm_path(path)
+    try:
+        yield ext
+    finally:
+        ext._set_gemm_path(os.environ.get("LLTM_EXT_GEMM_PATH", "auto"))
+
+
+def is_async_config(ext, config: int) -> bool:
+    return "staged" not in ext._cuda_configs()[config]
+
+
+def expected_auto_path() -> str:
+    """The path the loaded GPU code allows on this device: the driver runs the SASS of the same
+    major and the highest minor <= the device's, else JIT-compiles the highest PTX <= the device's;
+    cp.async exists in code compiled for 8.0 and newer."""
+    major, minor = torch.cuda.get_device_capability()
+    targets = lltm_ext.build_info()["cuda_targets"]
+    sass = [int(t[3:]) for t in targets if t.startswith("sm_") and t[3:].isdigit()]
+    ptx = [int(t[8:]) for t in targets if t.startswith("compute_") and t[8:].isdigit()]
+    same_major = [v for v in sass if v // 10 == major and v % 10 <= minor]
+    image = max(same_major) if same_major else max(v for v in ptx if v <= 10 * major + minor)
+    return "async" if image >= 80 else "staged"
+
+
+@pytest.mark.cuda
+def test_cuda_path_follows_the_loaded_code():
+    with gemm_path("auto") as ext:
+        assert ext._gemm_path() == expected_auto_path()
+        config, *_ = ext._cuda_choose(1024, 1024, 1024, False)
+        assert is_async_config(ext, config) == (ext._gemm_path() == "async")
+    with gemm_path("staged") as ext:
+        assert ext._gemm_path() == "staged"
+        config, *_ = ext._cuda_choose(4096, 4096, 4096, True)
+        assert not is_async_config(ext, config)
+        a, b = torch.randn(8, 8, device="cuda"), torch.randn(8, 8, device="cuda")
+        with pytest.raises(RuntimeError, match=r"uses cp\.async"):
+            ext._gemm_with_config(a, b, 0, 1)
+    with pytest.raises(RuntimeError, match="must be auto, async or staged, but got 'fast'"):
+        load_extension("gemm")._set_gemm_path("fast")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
+def test_cuda_staged_path(layout):
+    """The pre-sm_80 path (forced on this GPU) vs float64: odd, tile-unaligned and edge shapes,
+    split-K from the heuristic, every dtype (half types and float64 run staged on every GPU)."""
+    shapes = [(131, 259, 77), (1, 129, 300), (64, 64, 20000), (3, 5, 7), (257, 1, 33), (4, 6, 0)]
+    with gemm_path("staged"):
+        for (m, n, k), dtype in itertools.product(shapes, CUDA_DTYPES):
+            a, b = operands(m, n, k, layout, dtype)
+            assert_gemm_close(lltm_ext.gemm(a, b), ref_mm(a, b), dtype)
 
 
 @pytest.mark.cuda
@@ -295,6 +356,10 @@ def test_cuda_every_config(layout):
         a, b = operands(m, n, k, layout)
         ref = ref_mm(a, b)
         for config in range(len(ext._cuda_configs())):
+            if is_async_config(ext, config) and ext._gemm_path() == "staged":
+                with pytest.raises(RuntimeError, match=r"uses cp\.async"):
+                    ext._gemm_with_config(a, b, config, 1)
+                continue
             for splits in (1, 3):
                 c = ext._gemm_with_config(a, b, config, splits)
                 err = rel_err(c, ref)
@@ -332,6 +397,8 @@ def test_cuda_tail_split_k(layout):
         a, b = operands(m, n, k, layout)
         ref = ref_mm(a, b)
         for config in range(n_configs):
+            if is_async_config(ext, config) and ext._gemm_path() == "staged":
+                continue  # not run on this path (test_cuda_every_config checks the error)
             c1 = ext._gemm_with_config(a, b, config, 1, tail_tiles, tail_splits)
             err = rel_err(c1, ref)
             assert err <= REL_BOUND[torch.float32], (config, (m, n, k), tail_tiles, err)

@@ -19,6 +19,15 @@
 
 #include <cuda_runtime.h>
 
+// cp.async, which the pipelined kernel's copies use, exists from sm_80 (Ampere) on. In device code
+// for older architectures (Volta, Turing) gemm_async_kernel compiles to a trap and the cp.async
+// helpers to nothing: the host never launches that kernel there, because it checks at run time
+// which PTX version the loaded image of the kernel was compiled from (gemm_cuda.cu,
+// async_image()), and runs the register-staged kernel instead.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define LLTM_EXT_GEMM_NO_CP_ASYNC 1
+#endif
+
 #include <cstdint>
 #include <type_traits>
 
@@ -274,6 +283,7 @@ __device__ __forceinline__ uint32_t shared_address(const void* p) {
 // mapped address).
 template <int BYTES>
 __device__ __forceinline__ void cp_async(uint32_t dst, const void* src, int src_bytes) {
+#ifndef LLTM_EXT_GEMM_NO_CP_ASYNC
   if constexpr (BYTES == 16) {  // .cg: through L2 only
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                  "r"(src_bytes));
@@ -281,24 +291,31 @@ __device__ __forceinline__ void cp_async(uint32_t dst, const void* src, int src_
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(BYTES),
                  "r"(src_bytes));
   }
+#endif
 }
 
 template <int BYTES>
 __device__ __forceinline__ void cp_async(uint32_t dst, const void* src) {
+#ifndef LLTM_EXT_GEMM_NO_CP_ASYNC
   if constexpr (BYTES == 16) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
   } else {
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(dst), "l"(src), "n"(BYTES));
   }
+#endif
 }
 
 __device__ __forceinline__ void cp_async_commit() {
+#ifndef LLTM_EXT_GEMM_NO_CP_ASYNC
   asm volatile("cp.async.commit_group;\n" ::);
+#endif
 }
 
 template <int PENDING>
 __device__ __forceinline__ void cp_async_wait() {
+#ifndef LLTM_EXT_GEMM_NO_CP_ASYNC
   asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING));
+#endif
 }
 
 // As OperandTile, but copying straight into a shared stage with cp.async (T is the shared type).
@@ -595,6 +612,9 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
 template <typename Cfg, typename T, typename OutT, bool A_KCONTIG, bool B_KCONTIG>
 __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
     gemm_async_kernel(const Params<T, OutT> p) {
+#ifdef LLTM_EXT_GEMM_NO_CP_ASYNC
+  __trap();  // never launched on these architectures (see LLTM_EXT_GEMM_NO_CP_ASYNC above)
+#else
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, S = Cfg::STAGES;
   constexpr bool A_K = Cfg::A_SMEM_K && A_KCONTIG;  // As[m][k] instead of As[k][m]
   constexpr bool A_REG = Cfg::A_PATH == KPath::kRegisters && A_KCONTIG;  // through registers
@@ -711,6 +731,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
   const BlockPos tail = saved_pos;
   for (; t < tail.k_tiles; ++t) step(tail, t, std::false_type{});
   store_tile<Cfg, A_K>(p, acc, tail);
+#endif
 }
 
 // c[i] = sum over s < splits of partial[s * n + i], in order (deterministic), for i < n.

@@ -140,6 +140,29 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       },
       "Names of the float32 CUDA tile configs, by index");
   m.def(
+      "_gemm_path",
+      [] {
+#ifdef WITH_CUDA
+        return lltm_ext::gemm::cuda_path();
+#else
+        TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
+        return std::string();
+#endif
+      },
+      "The float32 CUDA path on the current device: 'async' (cp.async, sm_80+) or 'staged'");
+  m.def(
+      "_set_gemm_path",
+      [](const std::string& path) {
+#ifdef WITH_CUDA
+        lltm_ext::gemm::set_cuda_path(path);
+#else
+        TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
+#endif
+      },
+      "Force the float32 CUDA path: 'auto' (default: by the GPU code the device runs), 'async' or "
+      "'staged' (as LLTM_EXT_GEMM_PATH does)",
+      py::arg("path"));
+  m.def(
       "_cuda_choose",
       [](int64_t M, int64_t N, int64_t K, bool b_k_contig) {
 #ifdef WITH_CUDA

@@ -54,6 +54,12 @@ struct Choice {
 // Names of the float32 tile configs that gemm_cuda(..., config, splits) accepts, in index order.
 std::vector<std::string> cuda_config_names();
 
+// The float32 path on the current CUDA device: "async" (cp.async configs, sm_80 and newer) or
+// "staged" (register-staged, any GPU); chosen by the GPU code the device runs, or forced by
+// LLTM_EXT_GEMM_PATH / set_cuda_path("auto" | "async" | "staged").
+std::string cuda_path();
+void set_cuda_path(const std::string& path);
+
 // The schedule the heuristic picks for float32 M x N x K on the current CUDA device; b_k_contig:
 // B is K-contiguous (a transposed row-major matrix).
 Choice cuda_choose(int64_t M, int64_t N, int64_t K, bool b_k_contig = false);

@@ -7,8 +7,11 @@
 #include <ATen/ATen.h>
 
 #include <array>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string>
 
 #include "common/cuda_utils.cuh"
 #include "common/dispatch.h"
@@ -48,6 +51,9 @@ constexpr std::array<const char*, kNumF32Configs> kF32ConfigNames = {
 constexpr std::array<int, 4> kF32Candidates = {0, 1, 2, 3};
 constexpr std::array<double, 4> kF32CandidateRate = {1.0, 0.955, 1.0, 0.73};
 constexpr std::array<double, 4> kF32CandidateRateBK = {0.85, 0.95, 1.0, 0.65};
+// Before sm_80 (no cp.async): the register-staged config, split-K chosen by the same estimate.
+constexpr std::array<int, 1> kF32StagedCandidates = {4};
+constexpr std::array<double, 1> kF32StagedRate = {1.0};
 
 // Other dtypes: correctness first. Half types compute in float; float64 in float64.
 using HalfConfig = gt::Tile<128, 128, 8, 32, 64, 8, 8, 2>;
@@ -270,25 +276,107 @@ void run_config(const Operand& A, const Operand& B, const at::Tensor& c, int64_t
   }
 }
 
+// ------------------------------------------------------------------------------------------
+// The path: the cp.async kernels (sm_80 and newer) or the register-staged ones (any GPU).
+// ------------------------------------------------------------------------------------------
+
+// LLTM_EXT_GEMM_PATH (read at the first call) or set_cuda_path(): 0 auto, 1 async, 2 staged;
+// -1: not read yet.
+std::atomic<int> g_path{-1};
+
+int parse_path(const std::string& value, const char* what) {
+  if (value.empty() || value == "auto") return 0;
+  if (value == "async") return 1;
+  if (value == "staged") return 2;
+  TORCH_CHECK(false, "lltm_ext.gemm: ", what, " must be auto, async or staged, but got '", value,
+              "'.");
+  return 0;
+}
+
+int path_setting() {
+  int path = g_path.load();
+  if (path < 0) {
+    const char* env = std::getenv("LLTM_EXT_GEMM_PATH");
+    path = parse_path(env ? env : "", "LLTM_EXT_GEMM_PATH");
+    g_path.store(path);
+  }
+  return path;
+}
+
+// The PTX version (90; or 75 when the driver compiled compute_75 PTX for a newer GPU) of the image
+// of the cp.async kernel that `device` runs, read once per device. Below 80 that image is a trap
+// (gemm_tiles.cuh): the code was compiled for an older architecture than the GPU's.
+int async_image_ptx(int device) {
+  static std::array<std::atomic<int>, 64> cache{};
+  auto read = [] {
+    using Cfg = std::tuple_element_t<0, F32Configs>;
+    cudaFuncAttributes attr{};
+    C10_CUDA_CHECK(
+        cudaFuncGetAttributes(&attr, gt::kernel_of<Cfg, float, float, float, true, false>()));
+    return attr.ptxVersion;
+  };
+  if (device < 0 || device >= static_cast<int>(cache.size())) return read();
+  int v = cache[device].load();
+  if (v == 0) {
+    v = read();
+    cache[device].store(v);
+  }
+  return v;
+}
+
+// Whether float32 runs on the cp.async configs on the current device.
+bool use_async() {
+  const int setting = path_setting();
+  if (setting == 2) return false;
+  const int device = c10::cuda::current_device();
+  const int ptx = async_image_ptx(device);
+  TORCH_CHECK(setting == 0 || ptx >= 80,
+              "lltm_ext.gemm: the cp.async path was asked for (LLTM_EXT_GEMM_PATH=async), but "
+              "the GPU code running on cuda:",
+              device, " was compiled for compute_", ptx,
+              ", which has no cp.async (sm_80 and newer); use auto or staged.");
+  return ptx >= 80;
+}
+
+bool config_is_async(int config) {
+  bool async = false;
+  with_f32_config(config, [&](auto I) {
+    async = std::tuple_element_t<decltype(I)::value, F32Configs>::STAGES > 0;
+  });
+  return async;
+}
+
 }  // namespace
+
+std::string cuda_path() {
+  return use_async() ? "async" : "staged";
+}
+
+void set_cuda_path(const std::string& path) {
+  g_path.store(parse_path(path, "the GEMM path"));
+}
 
 std::vector<std::string> cuda_config_names() {
   return std::vector<std::string>(kF32ConfigNames.begin(), kF32ConfigNames.end());
 }
 
 Choice cuda_choose(int64_t M, int64_t N, int64_t K, bool b_k_contig) {
-  const auto& rates = b_k_contig ? kF32CandidateRateBK : kF32CandidateRate;
+  const bool async = use_async();
+  const int* candidates = async ? kF32Candidates.data() : kF32StagedCandidates.data();
+  const double* rates =
+      async ? (b_k_contig ? kF32CandidateRateBK : kF32CandidateRate).data() : kF32StagedRate.data();
+  const size_t n = async ? kF32Candidates.size() : kF32StagedCandidates.size();
   const int sms = cuda::sm_count(c10::cuda::current_device());
-  int best_config = kF32Candidates[0];
+  int best_config = candidates[0];
   Estimate best{std::numeric_limits<double>::infinity(), 1};
-  for (size_t c = 0; c < kF32Candidates.size(); ++c) {
-    with_f32_config(kF32Candidates[c], [&](auto I) {
+  for (size_t c = 0; c < n; ++c) {
+    with_f32_config(candidates[c], [&](auto I) {
       using Cfg = std::tuple_element_t<decltype(I)::value, F32Configs>;
       const Estimate e = estimate(M, N, K, Cfg::BM, Cfg::BN, Cfg::BK, f32_blocks_per_sm<Cfg>(),
                                   rates[c], sms, /*max_splits=*/16);
       if (e.cost < best.cost * 0.999) {  // ties go to the earlier candidate
         best = e;
-        best_config = kF32Candidates[c];
+        best_config = candidates[c];
       }
     });
   }
@@ -320,6 +408,10 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
       }
       TORCH_CHECK(config < kNumF32Configs, "lltm_ext: gemm config must be < ", kNumF32Configs,
                   ", but got ", config, ".");
+      TORCH_CHECK(!config_is_async(config) || use_async(), "lltm_ext.gemm: config ", config, " (",
+                  kF32ConfigNames[config],
+                  ") uses cp.async, which the GEMM path on cuda:", c10::cuda::current_device(),
+                  " (", cuda_path(), ") does not run.");
       with_f32_config(config, [&](auto I) {
         using Cfg = std::tuple_element_t<decltype(I)::value, F32Configs>;
         run_config<Cfg, float>(A, B, c, M, N, K, splits, stream, tail_tiles, tail_splits);
