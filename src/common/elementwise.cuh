@@ -3,9 +3,11 @@
 // `op` is a functor whose operator() takes and returns opmath_t<T> (float for half types), e.g.
 //   struct Relu { template <typename A> LLTM_EXT_HD A operator()(A x) const; };
 // Ops that need exp, a reciprocal or rint take them from a `Math` policy: `Math` (or `FastMath`,
-// for results rounded to half types) below on CUDA, cpu::elementwise::Math (elementwise_cpu.h) on
-// the CPU. launch(out, op, in_0, ...) checks nothing: the binding has validated the tensors (one
-// device, dtype and element count, contiguous) and allocated `out`.
+// for results rounded to half types; MathFor<T> picks) below on CUDA, cpu::elementwise::Math
+// (elementwise_cpu.h) on the CPU. launch(stream, n, op, out, in_0, ...) checks nothing: the
+// binding has validated the tensors (one device, dtype and element count, contiguous), allocated
+// `out`, set the device and checks the returned error (common/elementwise_binding.h). Plain CUDA:
+// no ATen (common/cuda_kernel.cuh says why).
 //
 // Two kernels, one picked per launch:
 //  * vector_kernel, when every pointer is 16-byte aligned: 16-byte loads and stores (LDG.E.128,
@@ -22,19 +24,13 @@
 // enough bytes in flight; the persistent grid loses, presumably to uneven progress of the SMs.
 #pragma once
 
-#include <ATen/ATen.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
-#include "common/cuda_utils.cuh"
-#include "common/dispatch.h"
+#include "common/cuda_kernel.cuh"
 
 namespace lltm_ext::cuda::elementwise {
 
@@ -66,6 +62,10 @@ struct FastMath {
   static __device__ __forceinline__ float reciprocal(float x) { return __fdividef(1.0f, x); }
   static __device__ __forceinline__ float rint(float x) { return rintf(x); }
 };
+
+// Math for results of type T: the accurate one for float32 and float64, FastMath for half types.
+template <typename T>
+using MathFor = std::conditional_t<std::is_same_v<T, opmath_t<T>>, Math, FastMath>;
 
 // 16 bytes of T: 4 floats, 2 doubles, 8 halves or bfloat16s.
 template <typename T>
@@ -202,20 +202,17 @@ inline bool aligned(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % kPackBytes == 0;
 }
 
-// out = op(inputs...) element-wise for tensors of dtype T, on the current stream of out's device.
-// Every tensor: contiguous, out's dtype, device and element count (checked by the caller).
-template <typename T, typename Op, typename... Inputs>
-void launch_as(const at::Tensor& out, const Op& op, const Inputs&... inputs) {
-  constexpr int N = sizeof...(Inputs);
+// out[i] = op(in_0[i], ...) for i < n, on `stream` (the caller has made out's device current).
+// Returns the launch's error (cudaSuccess when fine).
+template <typename T, typename Op, typename... In>
+cudaError_t launch(cudaStream_t stream, int64_t n, const Op& op, T* out, const In*... in) {
+  constexpr int N = sizeof...(In);
   static_assert(N >= 1, "an element-wise op needs at least one input");
-  const int64_t n = out.numel();
+  static_assert((std::is_same_v<In, T> && ...), "inputs and output of one dtype");
   if (n == 0) {
-    return;
+    return cudaSuccess;
   }
-  const c10::cuda::CUDAGuard guard(out.device());
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const Args<T, N> args{{inputs.template const_data_ptr<T>()...},
-                        out.template mutable_data_ptr<T>()};
+  const Args<T, N> args{{in...}, out};
   bool all_aligned = aligned(args.out);
   for (int k = 0; k < N; ++k) {
     all_aligned = all_aligned && aligned(args.in[k]);
@@ -228,15 +225,7 @@ void launch_as(const at::Tensor& out, const Op& op, const Inputs&... inputs) {
     const unsigned int blocks = blocks_for((n + kScalarUnroll - 1) / kScalarUnroll);
     scalar_kernel<T, Op, N><<<blocks, kThreads, 0, stream>>>(args, n, op);
   }
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-}
-
-// launch_as for out's dtype (float32, float64, float16, bfloat16). The bindings have checked the
-// dtype: the dispatch's error for other dtypes is never reached.
-template <typename Op, typename... Inputs>
-void launch(const at::Tensor& out, const Op& op, const Inputs&... inputs) {
-  LLTM_EXT_DISPATCH_FLOATING(out.scalar_type(), "lltm_ext_elementwise",
-                             [&] { launch_as<scalar_t>(out, op, inputs...); });
+  return cudaGetLastError();
 }
 
 }  // namespace lltm_ext::cuda::elementwise

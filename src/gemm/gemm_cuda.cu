@@ -13,7 +13,7 @@
 #include <limits>
 #include <string>
 
-#include "common/cuda_utils.cuh"
+#include "common/cuda_host.h"
 #include "common/dispatch.h"
 #include "common/gemm_tiles.cuh"
 #include "gemm/gemm.h"

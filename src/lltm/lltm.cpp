@@ -2,9 +2,47 @@
 #include "lltm/lltm.h"
 
 #include "common/module.h"
+#ifdef WITH_CUDA
+#include "common/cuda_host.h"
+#endif
 
 namespace lltm_ext::lltm {
 namespace {
+
+#ifdef WITH_CUDA
+// The gate kernels on the tensors' GPU: device guard, current stream, dtype dispatch, launch check.
+void forward_gates_cuda(const at::Tensor& gates, const at::Tensor& old_cell,
+                        const at::Tensor& new_h, const at::Tensor& new_cell,
+                        const at::Tensor& input_gate, const at::Tensor& output_gate,
+                        const at::Tensor& candidate_cell) {
+  const c10::cuda::CUDAGuard guard(old_cell.device());
+  const int sms = cuda::sm_count(old_cell.get_device());
+  LLTM_EXT_DISPATCH_FLOATING(gates.scalar_type(), "lltm_forward_cuda", [&] {
+    C10_CUDA_CHECK(launch_forward_gates(
+        gates.const_data_ptr<scalar_t>(), old_cell.const_data_ptr<scalar_t>(),
+        new_h.mutable_data_ptr<scalar_t>(), new_cell.mutable_data_ptr<scalar_t>(),
+        input_gate.mutable_data_ptr<scalar_t>(), output_gate.mutable_data_ptr<scalar_t>(),
+        candidate_cell.mutable_data_ptr<scalar_t>(), old_cell.numel(), old_cell.size(1), sms,
+        c10::cuda::getCurrentCUDAStream()));
+  });
+}
+
+void backward_gates_cuda(const at::Tensor& grad_h, const at::Tensor& grad_cell,
+                         const at::Tensor& new_cell, const at::Tensor& input_gate,
+                         const at::Tensor& output_gate, const at::Tensor& candidate_cell,
+                         const at::Tensor& d_gates, const at::Tensor& d_old_cell) {
+  const c10::cuda::CUDAGuard guard(new_cell.device());
+  const int sms = cuda::sm_count(new_cell.get_device());
+  LLTM_EXT_DISPATCH_FLOATING(new_cell.scalar_type(), "lltm_backward_cuda", [&] {
+    C10_CUDA_CHECK(launch_backward_gates(
+        grad_h.const_data_ptr<scalar_t>(), grad_cell.const_data_ptr<scalar_t>(),
+        new_cell.const_data_ptr<scalar_t>(), input_gate.const_data_ptr<scalar_t>(),
+        output_gate.const_data_ptr<scalar_t>(), candidate_cell.const_data_ptr<scalar_t>(),
+        d_gates.mutable_data_ptr<scalar_t>(), d_old_cell.mutable_data_ptr<scalar_t>(),
+        new_cell.numel(), new_cell.size(1), sms, c10::cuda::getCurrentCUDAStream()));
+  });
+}
+#endif
 
 // Forward: X = [old_h, input]; gates = X W^T + b; fused gate math.
 // Returns {new_h, new_cell, input_gate, output_gate, candidate_cell, X}; the last four are what

@@ -2,11 +2,18 @@
 // points.
 #pragma once
 
-#include <ATen/ATen.h>
-
 #include <cmath>
+#include <cstdint>
 
-#include "common/dispatch.h"
+#include "common/macros.h"
+
+#ifdef WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace at {
+class Tensor;
+}  // namespace at
 
 namespace lltm_ext::lltm {
 
@@ -77,19 +84,26 @@ LLTM_EXT_HD BackwardElement<T> backward_element(T grad_h, T grad_cell, T new_cel
 void forward_gates_cpu(const at::Tensor& gates, const at::Tensor& old_cell, const at::Tensor& new_h,
                        const at::Tensor& new_cell, const at::Tensor& input_gate,
                        const at::Tensor& output_gate, const at::Tensor& candidate_cell);
-void forward_gates_cuda(const at::Tensor& gates, const at::Tensor& old_cell,
-                        const at::Tensor& new_h, const at::Tensor& new_cell,
-                        const at::Tensor& input_gate, const at::Tensor& output_gate,
-                        const at::Tensor& candidate_cell);
 
 // (B, S) saved values and incoming gradients -> d_gates (B, 3S) and d_old_cell (B, S), all written.
 void backward_gates_cpu(const at::Tensor& grad_h, const at::Tensor& grad_cell,
                         const at::Tensor& new_cell, const at::Tensor& input_gate,
                         const at::Tensor& output_gate, const at::Tensor& candidate_cell,
                         const at::Tensor& d_gates, const at::Tensor& d_old_cell);
-void backward_gates_cuda(const at::Tensor& grad_h, const at::Tensor& grad_cell,
-                         const at::Tensor& new_cell, const at::Tensor& input_gate,
-                         const at::Tensor& output_gate, const at::Tensor& candidate_cell,
-                         const at::Tensor& d_gates, const at::Tensor& d_old_cell);
+
+#ifdef WITH_CUDA
+// CUDA launchers (lltm_cuda.cu), for T = float, double, c10::Half, c10::BFloat16: the same
+// outputs for n = B * S elements of state S, on `stream` (the tensors' device current), a grid
+// sized for `sm_count` multiprocessors; they return the launch's error.
+template <typename T>
+cudaError_t launch_forward_gates(const T* gates, const T* old_cell, T* new_h, T* new_cell,
+                                 T* input_gate, T* output_gate, T* candidate_cell, int64_t n,
+                                 int64_t state, int sm_count, cudaStream_t stream);
+template <typename T>
+cudaError_t launch_backward_gates(const T* grad_h, const T* grad_cell, const T* new_cell,
+                                  const T* input_gate, const T* output_gate,
+                                  const T* candidate_cell, T* d_gates, T* d_old_cell, int64_t n,
+                                  int64_t state, int sm_count, cudaStream_t stream);
+#endif
 
 }  // namespace lltm_ext::lltm

@@ -1,6 +1,10 @@
 // CPU kernels of the LLTM cell: the gate math fused into one loop, parallel across the batch.
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+
+#include "common/dispatch.h"
 #include "lltm/lltm.h"
 
 namespace lltm_ext::lltm {

@@ -1,5 +1,7 @@
 // CUDA kernels of the LLTM cell: one fused kernel for the forward gate math, one for backward.
-#include "common/cuda_utils.cuh"
+#include <algorithm>
+
+#include "common/cuda_kernel.cuh"
 #include "lltm/lltm.h"
 
 namespace lltm_ext::lltm {
@@ -50,47 +52,47 @@ __global__ void __launch_bounds__(kThreads) backward_gates_kernel(
   }
 }
 
+// Blocks for a grid-stride loop over n elements: 8 per SM at most, never more than needed.
+unsigned int blocks_for(int64_t n, int sm_count) {
+  const int64_t needed = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned int>(
+      std::max<int64_t>(1, std::min<int64_t>(needed, static_cast<int64_t>(sm_count) * 8)));
+}
+
 }  // namespace
 
-void forward_gates_cuda(const at::Tensor& gates, const at::Tensor& old_cell,
-                        const at::Tensor& new_h, const at::Tensor& new_cell,
-                        const at::Tensor& input_gate, const at::Tensor& output_gate,
-                        const at::Tensor& candidate_cell) {
-  const int64_t n = old_cell.numel();
+template <typename T>
+cudaError_t launch_forward_gates(const T* gates, const T* old_cell, T* new_h, T* new_cell,
+                                 T* input_gate, T* output_gate, T* candidate_cell, int64_t n,
+                                 int64_t state, int sm_count, cudaStream_t stream) {
   if (n == 0) {
-    return;
+    return cudaSuccess;
   }
-  const c10::cuda::CUDAGuard guard(old_cell.device());
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const unsigned int blocks = cuda::grid_for(n, kThreads, old_cell.get_device());
-  LLTM_EXT_DISPATCH_FLOATING(gates.scalar_type(), "lltm_forward_cuda", [&] {
-    forward_gates_kernel<scalar_t><<<blocks, kThreads, 0, stream>>>(
-        gates.const_data_ptr<scalar_t>(), old_cell.const_data_ptr<scalar_t>(),
-        new_h.data_ptr<scalar_t>(), new_cell.data_ptr<scalar_t>(), input_gate.data_ptr<scalar_t>(),
-        output_gate.data_ptr<scalar_t>(), candidate_cell.data_ptr<scalar_t>(), n, old_cell.size(1));
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  });
+  forward_gates_kernel<T><<<blocks_for(n, sm_count), kThreads, 0, stream>>>(
+      gates, old_cell, new_h, new_cell, input_gate, output_gate, candidate_cell, n, state);
+  return cudaGetLastError();
 }
 
-void backward_gates_cuda(const at::Tensor& grad_h, const at::Tensor& grad_cell,
-                         const at::Tensor& new_cell, const at::Tensor& input_gate,
-                         const at::Tensor& output_gate, const at::Tensor& candidate_cell,
-                         const at::Tensor& d_gates, const at::Tensor& d_old_cell) {
-  const int64_t n = new_cell.numel();
+template <typename T>
+cudaError_t launch_backward_gates(const T* grad_h, const T* grad_cell, const T* new_cell,
+                                  const T* input_gate, const T* output_gate,
+                                  const T* candidate_cell, T* d_gates, T* d_old_cell, int64_t n,
+                                  int64_t state, int sm_count, cudaStream_t stream) {
   if (n == 0) {
-    return;
+    return cudaSuccess;
   }
-  const c10::cuda::CUDAGuard guard(new_cell.device());
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const unsigned int blocks = cuda::grid_for(n, kThreads, new_cell.get_device());
-  LLTM_EXT_DISPATCH_FLOATING(new_cell.scalar_type(), "lltm_backward_cuda", [&] {
-    backward_gates_kernel<scalar_t><<<blocks, kThreads, 0, stream>>>(
-        grad_h.const_data_ptr<scalar_t>(), grad_cell.const_data_ptr<scalar_t>(),
-        new_cell.const_data_ptr<scalar_t>(), input_gate.const_data_ptr<scalar_t>(),
-        output_gate.const_data_ptr<scalar_t>(), candidate_cell.const_data_ptr<scalar_t>(),
-        d_gates.data_ptr<scalar_t>(), d_old_cell.data_ptr<scalar_t>(), n, new_cell.size(1));
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  });
+  backward_gates_kernel<T><<<blocks_for(n, sm_count), kThreads, 0, stream>>>(
+      grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell, d_gates, d_old_cell, n,
+      state);
+  return cudaGetLastError();
 }
+
+#define LLTM_EXT_INSTANTIATE(T)                                                                   \
+  template cudaError_t launch_forward_gates<T>(const T*, const T*, T*, T*, T*, T*, T*, int64_t,   \
+                                               int64_t, int, cudaStream_t);                       \
+  template cudaError_t launch_backward_gates<T>(const T*, const T*, const T*, const T*, const T*, \
+                                                const T*, T*, T*, int64_t, int64_t, int,          \
+                                                cudaStream_t);
+LLTM_EXT_FOR_FLOATING_TYPES(LLTM_EXT_INSTANTIATE)
 
 }  // namespace lltm_ext::lltm

@@ -11,14 +11,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "forward",
       [](const at::Tensor& x) {
         return elementwise::forward("relu", x, relu::forward_cpu,
-                                    LLTM_EXT_CUDA_KERNEL(relu::forward_cuda));
+                                    LLTM_EXT_CUDA_LAUNCH(relu::launch_forward));
       },
       "relu(x) -> y", py::arg("x"));
   m.def(
       "backward",
       [](const at::Tensor& grad, const at::Tensor& output) {
         return elementwise::backward("relu", grad, output, relu::backward_cpu,
-                                     LLTM_EXT_CUDA_KERNEL(relu::backward_cuda));
+                                     LLTM_EXT_CUDA_LAUNCH(relu::launch_backward));
       },
       "ReLU backward from the output: grad where output > 0 (or NaN), else 0", py::arg("grad"),
       py::arg("output"));

@@ -4,12 +4,20 @@
 
 namespace lltm_ext::relu {
 
-void forward_cuda(const at::Tensor& x, const at::Tensor& y) {
-  cuda::elementwise::launch(y, Forward{}, x);
+template <typename T>
+cudaError_t launch_forward(T* y, const T* x, int64_t n, cudaStream_t stream) {
+  return cuda::elementwise::launch(stream, n, Forward{}, y, x);
 }
 
-void backward_cuda(const at::Tensor& grad, const at::Tensor& y, const at::Tensor& grad_input) {
-  cuda::elementwise::launch(grad_input, Backward{}, grad, y);
+template <typename T>
+cudaError_t launch_backward(T* grad_input, const T* grad, const T* y, int64_t n,
+                            cudaStream_t stream) {
+  return cuda::elementwise::launch(stream, n, Backward{}, grad_input, grad, y);
 }
+
+#define LLTM_EXT_INSTANTIATE(T)                                                \
+  template cudaError_t launch_forward<T>(T*, const T*, int64_t, cudaStream_t); \
+  template cudaError_t launch_backward<T>(T*, const T*, const T*, int64_t, cudaStream_t);
+LLTM_EXT_FOR_FLOATING_TYPES(LLTM_EXT_INSTANTIATE)
 
 }  // namespace lltm_ext::relu

@@ -12,7 +12,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "forward",
       [](const at::Tensor& x) {
         return elementwise::forward("round_ste", x, round::forward_cpu,
-                                    LLTM_EXT_CUDA_KERNEL(round::forward_cuda));
+                                    LLTM_EXT_CUDA_LAUNCH(round::launch_forward));
       },
       "round half up: floor(x + 1/2), exactly", py::arg("x"));
   bind_build_info(m);

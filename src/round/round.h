@@ -1,9 +1,17 @@
 // round_ste's per-element math (shared by the CPU and CUDA kernels) and the kernel entry points.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <cstdint>
 
-#include "common/dispatch.h"
+#include "common/macros.h"
+
+#ifdef WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace at {
+class Tensor;
+}  // namespace at
 
 namespace lltm_ext::round {
 
@@ -25,6 +33,12 @@ struct Forward {
 // All tensors contiguous, one dtype and device, one element count; y is written whole. (Backward is
 // the straight-through estimator, the incoming gradient itself: no kernel.)
 void forward_cpu(const at::Tensor& x, const at::Tensor& y);
-void forward_cuda(const at::Tensor& x, const at::Tensor& y);
+
+#ifdef WITH_CUDA
+// CUDA launchers (round_cuda.cu), for T = float, double, c10::Half, c10::BFloat16: n elements on
+// `stream` (out's device current); they return the launch's error.
+template <typename T>
+cudaError_t launch_forward(T* y, const T* x, int64_t n, cudaStream_t stream);
+#endif
 
 }  // namespace lltm_ext::round

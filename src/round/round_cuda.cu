@@ -4,8 +4,13 @@
 
 namespace lltm_ext::round {
 
-void forward_cuda(const at::Tensor& x, const at::Tensor& y) {
-  cuda::elementwise::launch(y, Forward<cuda::elementwise::Math>{}, x);
+template <typename T>
+cudaError_t launch_forward(T* y, const T* x, int64_t n, cudaStream_t stream) {
+  return cuda::elementwise::launch(stream, n, Forward<cuda::elementwise::Math>{}, y, x);
 }
+
+#define LLTM_EXT_INSTANTIATE(T) \
+  template cudaError_t launch_forward<T>(T*, const T*, int64_t, cudaStream_t);
+LLTM_EXT_FOR_FLOATING_TYPES(LLTM_EXT_INSTANTIATE)
 
 }  // namespace lltm_ext::round

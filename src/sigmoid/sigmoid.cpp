@@ -11,14 +11,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "forward",
       [](const at::Tensor& x) {
         return elementwise::forward("sigmoid", x, sigmoid::forward_cpu,
-                                    LLTM_EXT_CUDA_KERNEL(sigmoid::forward_cuda));
+                                    LLTM_EXT_CUDA_LAUNCH(sigmoid::launch_forward));
       },
       "sigmoid(x) -> y", py::arg("x"));
   m.def(
       "backward",
       [](const at::Tensor& grad, const at::Tensor& output) {
         return elementwise::backward("sigmoid", grad, output, sigmoid::backward_cpu,
-                                     LLTM_EXT_CUDA_KERNEL(sigmoid::backward_cuda));
+                                     LLTM_EXT_CUDA_LAUNCH(sigmoid::launch_backward));
       },
       "sigmoid backward from the output: grad * output * (1 - output)", py::arg("grad"),
       py::arg("output"));

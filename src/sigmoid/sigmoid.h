@@ -1,9 +1,17 @@
 // Sigmoid's per-element math (shared by the CPU and CUDA kernels) and the kernels' entry points.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <cstdint>
 
-#include "common/dispatch.h"
+#include "common/macros.h"
+
+#ifdef WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace at {
+class Tensor;
+}  // namespace at
 
 namespace lltm_ext::sigmoid {
 
@@ -29,8 +37,16 @@ struct Backward {
 
 // All tensors contiguous, one dtype and device, one element count; outputs are written whole.
 void forward_cpu(const at::Tensor& x, const at::Tensor& y);
-void forward_cuda(const at::Tensor& x, const at::Tensor& y);
 void backward_cpu(const at::Tensor& grad, const at::Tensor& y, const at::Tensor& grad_input);
-void backward_cuda(const at::Tensor& grad, const at::Tensor& y, const at::Tensor& grad_input);
+
+#ifdef WITH_CUDA
+// CUDA launchers (sigmoid_cuda.cu), for T = float, double, c10::Half, c10::BFloat16: n elements on
+// `stream` (out's device current); they return the launch's error.
+template <typename T>
+cudaError_t launch_forward(T* y, const T* x, int64_t n, cudaStream_t stream);
+template <typename T>
+cudaError_t launch_backward(T* grad_input, const T* grad, const T* y, int64_t n,
+                            cudaStream_t stream);
+#endif
 
 }  // namespace lltm_ext::sigmoid

@@ -1,23 +1,26 @@
 // CUDA kernels of sigmoid: the shared vectorized element-wise kernels with sigmoid's math.
-#include <type_traits>
-
+// float16 / bfloat16 results keep 11 / 8 bits: fast float exp and reciprocal suffice there (and
+// keep the kernel memory-bound); float32 and float64 get the accurate ones
+// (cuda::elementwise::MathFor).
 #include "common/elementwise.cuh"
 #include "sigmoid/sigmoid.h"
 
 namespace lltm_ext::sigmoid {
 
-void forward_cuda(const at::Tensor& x, const at::Tensor& y) {
-  LLTM_EXT_DISPATCH_FLOATING(x.scalar_type(), "sigmoid_forward_cuda", [&] {
-    // float16 / bfloat16 results keep 11 / 8 bits: fast float exp and reciprocal suffice there
-    // (and keep the kernel memory-bound); float32 and float64 get the accurate ones.
-    using Math = std::conditional_t<std::is_same_v<scalar_t, cuda::opmath_t<scalar_t>>,
-                                    cuda::elementwise::Math, cuda::elementwise::FastMath>;
-    cuda::elementwise::launch_as<scalar_t>(y, Forward<Math>{}, x);
-  });
+template <typename T>
+cudaError_t launch_forward(T* y, const T* x, int64_t n, cudaStream_t stream) {
+  return cuda::elementwise::launch(stream, n, Forward<cuda::elementwise::MathFor<T>>{}, y, x);
 }
 
-void backward_cuda(const at::Tensor& grad, const at::Tensor& y, const at::Tensor& grad_input) {
-  cuda::elementwise::launch(grad_input, Backward{}, grad, y);
+template <typename T>
+cudaError_t launch_backward(T* grad_input, const T* grad, const T* y, int64_t n,
+                            cudaStream_t stream) {
+  return cuda::elementwise::launch(stream, n, Backward{}, grad_input, grad, y);
 }
+
+#define LLTM_EXT_INSTANTIATE(T)                                                \
+  template cudaError_t launch_forward<T>(T*, const T*, int64_t, cudaStream_t); \
+  template cudaError_t launch_backward<T>(T*, const T*, const T*, int64_t, cudaStream_t);
+LLTM_EXT_FOR_FLOATING_TYPES(LLTM_EXT_INSTANTIATE)
 
 }  // namespace lltm_ext::sigmoid

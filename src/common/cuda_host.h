@@ -1,15 +1,17 @@
-// Launch helpers shared by the CUDA kernels: device guard, current stream, grid sizing, checks.
+// Host-side launch helpers for the ops' bindings (C++ compiler, CUDA builds): SM counts and grid
+// sizing. Device guard, current stream and launch checks come from the c10 headers included here.
 #pragma once
 
 #include <ATen/ATen.h>
-#include <ATen/OpMathType.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-#include <cuda_runtime.h>
+#include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstdint>
+
+#include "common/cuda_kernel.cuh"
 
 namespace lltm_ext::cuda {
 
@@ -36,9 +38,5 @@ inline unsigned int grid_for(int64_t work_items, int per_block, int device, int 
   const int64_t full = static_cast<int64_t>(sm_count(device)) * blocks_per_sm;
   return static_cast<unsigned int>(std::max<int64_t>(1, std::min(needed, full)));
 }
-
-// Math in float for half types, natively otherwise.
-template <typename T>
-using opmath_t = at::opmath_type<T>;
 
 }  // namespace lltm_ext::cuda
