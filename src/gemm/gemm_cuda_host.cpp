@@ -1,9 +1,10 @@
-// CUDA launchers of lltm_ext.gemm: tile config and split-K chosen from the grid vs the SM count.
+// Host side of lltm_ext.gemm on CUDA: tile config and split-K chosen from the grid vs the SM count.
 //
-// The kernels live in common/gemm_tiles.cuh (shared with scripts/gemm_steps/). This file picks a
-// block-tile config and a K split for each problem, instantiates the kernels per dtype and operand
-// layout, and launches them on the current stream (split-K partials go through a float32 / float64
-// workspace and an ordered, deterministic reduction).
+// The kernels live in common/gemm_tiles.cuh (shared with scripts/gemm_steps/) and are launched
+// through gemm_configs.h's launchers (gemm_kernels_*.cu, compiled by nvcc without ATen). This
+// file picks a block-tile config and a K split for each problem and launches them on the current
+// stream under a device guard (split-K partials go through a float32 / float64 workspace and an
+// ordered, deterministic reduction). C++ compiler, CUDA builds only (setup.py's *_cuda_host.cpp).
 #include <ATen/ATen.h>
 
 #include <array>
@@ -15,49 +16,18 @@
 
 #include "common/cuda_host.h"
 #include "common/dispatch.h"
-#include "common/gemm_tiles.cuh"
 #include "gemm/gemm.h"
+#include "gemm/gemm_configs.h"
 
 namespace lltm_ext::gemm {
 namespace {
 
-namespace gt = lltm_ext::gemm_tiles;
-
-// float32 tile configs: Tile<BM, BN, BK, WM, WN, TM, TN, MIN_BLOCKS, STAGES, A_PATH, B_PATH>
-// (STAGES 0: register-staged double buffering; >= 2: cp.async ring; A_PATH / B_PATH: how a
-// K-contiguous A / B reaches shared memory, gemm_tiles::KPath). 0-3 are the heuristic's
-// candidates; 4-7 are there for tuning runs (scripts/gemm_steps), measured in
-// docs/gemm_notes.md. The index is the `config` of the tuning entry point.
-constexpr auto kKMajor = gt::KPath::kKMajor, kRegs = gt::KPath::kRegisters;
-using F32Configs = std::tuple<                                   //
-    gt::Tile<64, 128, 16, 32, 64, 8, 8, 3, 3, kRegs, kRegs>,     // 0
-    gt::Tile<128, 256, 16, 32, 128, 8, 16, 1, 3, kRegs, kRegs>,  // 1
-    gt::Tile<128, 128, 16, 32, 128, 8, 16, 2, 3, kRegs, kRegs>,  // 2
-    gt::Tile<64, 64, 16, 32, 32, 4, 8, 4, 3, kRegs, kRegs>,      // 3
-    gt::Tile<128, 128, 8, 32, 64, 8, 8, 2>,                      // 4
-    gt::Tile<64, 128, 16, 32, 64, 8, 8, 3, 3, kKMajor>,          // 5
-    gt::Tile<64, 128, 16, 32, 64, 8, 8, 3, 3>,                   // 6
-    gt::Tile<64, 128, 16, 32, 64, 8, 8, 3, 4, kRegs, kRegs>>;    // 7
-constexpr int kNumF32Configs = std::tuple_size_v<F32Configs>;
-constexpr std::array<const char*, kNumF32Configs> kF32ConfigNames = {
-    "64x128x16 t8x8 128thr async3",        "128x256x16 t8x16 256thr async3",
-    "128x128x16 t8x16 128thr async3",      "64x64x16 t4x8 128thr async3",
-    "128x128x8 t8x8 256thr staged",        "64x128x16 t8x8 128thr async3 A K-major",
-    "64x128x16 t8x8 128thr async3 copy-T", "64x128x16 t8x8 128thr async4"};
-// The heuristic's candidates and their sustained float32 rates relative to each other with the
-// GPU full, for an MN-contiguous B (row-major) and a K-contiguous one (a transposed view, as in
-// backward's grad_c @ b.T), whose register transposes weigh more on the small tiles (measured on
-// an H200, 132 SMs: docs/gemm_notes.md, step 14).
 constexpr std::array<int, 4> kF32Candidates = {0, 1, 2, 3};
 constexpr std::array<double, 4> kF32CandidateRate = {1.0, 0.955, 1.0, 0.73};
 constexpr std::array<double, 4> kF32CandidateRateBK = {0.85, 0.95, 1.0, 0.65};
 // Before sm_80 (no cp.async): the register-staged config, split-K chosen by the same estimate.
 constexpr std::array<int, 1> kF32StagedCandidates = {4};
 constexpr std::array<double, 1> kF32StagedRate = {1.0};
-
-// Other dtypes: correctness first. Half types compute in float; float64 in float64.
-using HalfConfig = gt::Tile<128, 128, 8, 32, 64, 8, 8, 2>;
-using F64Config = gt::Tile<64, 64, 8, 32, 32, 4, 8, 2>;
 
 // One operand as the kernels read it.
 struct Operand {
@@ -88,12 +58,8 @@ Operand operand_of(const at::Tensor& t, bool is_a) {
 template <typename Cfg>
 int f32_blocks_per_sm() {
   static const int blocks = [] {
-    const auto kernel = gt::kernel_of<Cfg, float, float, float, true, false>();
-    const cudaError_t err = gt::allow_smem<Cfg, float>(kernel);
-    C10_CUDA_CHECK(err);
     int n = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &n, kernel, Cfg::THREADS, Cfg::template smem_bytes<float>()));
+    C10_CUDA_CHECK(blocks_per_sm<Cfg>(&n));
     return std::max(n, 1);
   }();
   return blocks;
@@ -208,18 +174,8 @@ void run_config(const Operand& A, const Operand& B, const at::Tensor& c, int64_t
   auto launch = [&](const auto& p) {
     using P = std::decay_t<decltype(p)>;
     using OutT = std::remove_pointer_t<decltype(P::c)>;
-    cudaError_t err;
-    if (A.k_contig && B.k_contig) {
-      err = gt::launch_tiles<Cfg, T, Acc, OutT, true, true>(p, splits, stream);
-    } else if (A.k_contig) {
-      err = gt::launch_tiles<Cfg, T, Acc, OutT, true, false>(p, splits, stream);
-    } else if (B.k_contig) {
-      err = gt::launch_tiles<Cfg, T, Acc, OutT, false, true>(p, splits, stream);
-    } else {
-      err = gt::launch_tiles<Cfg, T, Acc, OutT, false, false>(p, splits, stream);
-    }
+    const cudaError_t err = gemm::launch<Cfg>(p, A.k_contig, B.k_contig, splits, stream);
     C10_CUDA_CHECK(err);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
   const int64_t tiles = gt::tile_count<Cfg>(static_cast<int>(M), static_cast<int>(N));
   int64_t tail_k_split = 0;
@@ -230,25 +186,27 @@ void run_config(const Operand& A, const Operand& B, const at::Tensor& c, int64_t
       tail_splits = static_cast<int>((K + tail_k_split - 1) / tail_k_split);
     }
   }
-  if (splits <= 1 && tail_k_split > 0 && tail_splits > 1) {
-    fill(pc);
-    pc.c = c.data_ptr<T>();
-    pc.vec_c = N % 4 == 0 && aligned(pc.c, std::min<size_t>(16, 4 * sizeof(T)));
-    workspace = at::empty({static_cast<int64_t>(tail_splits) * tail_tiles * Cfg::BM * Cfg::BN},
-                          c.options());
-    pc.tail_c = workspace.data_ptr<T>();
-    pc.main_tiles = static_cast<int>(tiles - tail_tiles);
-    pc.tail_tiles = tail_tiles;
-    pc.tail_splits = tail_splits;
-    pc.tail_k_split = static_cast<int>(tail_k_split);
-    launch(pc);
-    const int64_t chunks = static_cast<int64_t>(tail_tiles) * Cfg::BM * Cfg::BN / 4;
-    constexpr int threads = 256;
-    const unsigned int blocks = cuda::grid_for(chunks, threads, c.get_device(), 4);
-    gt::tail_reduce_kernel<Cfg::BM, Cfg::BN, T, T><<<blocks, threads, 0, stream>>>(
-        pc.tail_c, pc.c, pc.M, pc.N, pc.ldc, pc.main_tiles, tail_tiles, tail_splits, pc.vec_c);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    return;
+  if constexpr (std::is_same_v<T, Acc>) {  // tail split-K: float32 and float64 only
+    if (splits <= 1 && tail_k_split > 0 && tail_splits > 1) {
+      fill(pc);
+      pc.c = c.data_ptr<T>();
+      pc.vec_c = N % 4 == 0 && aligned(pc.c, std::min<size_t>(16, 4 * sizeof(T)));
+      workspace = at::empty({static_cast<int64_t>(tail_splits) * tail_tiles * Cfg::BM * Cfg::BN},
+                            c.options());
+      pc.tail_c = workspace.data_ptr<T>();
+      pc.main_tiles = static_cast<int>(tiles - tail_tiles);
+      pc.tail_tiles = tail_tiles;
+      pc.tail_splits = tail_splits;
+      pc.tail_k_split = static_cast<int>(tail_k_split);
+      launch(pc);
+      const int64_t chunks = static_cast<int64_t>(tail_tiles) * Cfg::BM * Cfg::BN / 4;
+      constexpr int threads = 256;
+      const unsigned int blocks = cuda::grid_for(chunks, threads, c.get_device(), 4);
+      C10_CUDA_CHECK(
+          (launch_tail_reduce<Cfg, T>(pc.tail_c, pc.c, pc.M, pc.N, pc.ldc, pc.main_tiles,
+                                      tail_tiles, tail_splits, pc.vec_c, blocks, threads, stream)));
+      return;
+    }
   }
   if (splits <= 1) {
     fill(pc);
@@ -268,9 +226,8 @@ void run_config(const Operand& A, const Operand& B, const at::Tensor& c, int64_t
     constexpr int threads = 256;
     const unsigned int blocks =
         cuda::grid_for(vec ? n / 4 : n, threads, c.get_device(), /*blocks_per_sm=*/4);
-    gt::splitk_reduce_kernel<Acc, T><<<blocks, threads, 0, stream>>>(
-        workspace.data_ptr<Acc>(), c.data_ptr<T>(), n, splits, vec);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    C10_CUDA_CHECK((launch_splitk_reduce<Acc, T>(workspace.data_ptr<Acc>(), c.data_ptr<T>(), n,
+                                                 splits, vec, blocks, threads, stream)));
   } else {
     TORCH_INTERNAL_ASSERT(false, "gemm_cuda: split-K is only used for float32 and float64");
   }
@@ -309,11 +266,9 @@ int path_setting() {
 int async_image_ptx(int device) {
   static std::array<std::atomic<int>, 64> cache{};
   auto read = [] {
-    using Cfg = std::tuple_element_t<0, F32Configs>;
-    cudaFuncAttributes attr{};
-    C10_CUDA_CHECK(
-        cudaFuncGetAttributes(&attr, gt::kernel_of<Cfg, float, float, float, true, false>()));
-    return attr.ptxVersion;
+    int version = 0;
+    C10_CUDA_CHECK((ptx_version<std::tuple_element_t<0, F32Configs>>(&version)));
+    return version;
   };
   if (device < 0 || device >= static_cast<int>(cache.size())) return read();
   int v = cache[device].load();
