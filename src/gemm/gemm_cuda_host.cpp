@@ -172,10 +172,7 @@ void run_config(const Operand& A, const Operand& B, const at::Tensor& c, int64_t
     p.vec_b = B.vec;
   };
   auto launch = [&](const auto& p) {
-    using P = std::decay_t<decltype(p)>;
-    using OutT = std::remove_pointer_t<decltype(P::c)>;
-    const cudaError_t err = gemm::launch<Cfg>(p, A.k_contig, B.k_contig, splits, stream);
-    C10_CUDA_CHECK(err);
+    C10_CUDA_CHECK(gemm::launch<Cfg>(p, A.k_contig, B.k_contig, splits, stream));
   };
   const int64_t tiles = gt::tile_count<Cfg>(static_cast<int>(M), static_cast<int>(N));
   int64_t tail_k_split = 0;
