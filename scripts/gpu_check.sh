@@ -26,11 +26,12 @@ unset TORCH_CUDA_ARCH_LIST LLTM_EXT_OPS LLTM_EXT_CPU_TWIN
 status=0
 step() { echo; echo "=== $* ($(date +%T))"; }
 timed() { # timed NAME CMD...: runs CMD, logs to $out/NAME.log, prints wall time and last lines
-  local t0=$SECONDS rc
-  "$@" >"$out/$1.log" 2>&1
+  local name=$1 t0=$SECONDS rc
+  shift
+  "$@" >"$out/$name.log" 2>&1
   rc=$?
-  echo "$1: rc=$rc, $((SECONDS - t0)) s" | tee -a "$out/times.txt"
-  tail -n 4 "$out/$1.log"
+  echo "$name: rc=$rc, $((SECONDS - t0)) s" | tee -a "$out/times.txt"
+  tail -n 4 "$out/$name.log"
   [[ $rc == 0 ]] || status=1
   return $rc
 }
@@ -42,7 +43,7 @@ copy_tree() { # a clean copy of the working tree (what git would commit) in $1
 step "GPU"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
 "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' | tee -a "$out/gpu.txt"
-echo "PATH=$PATH; c++ is $(command -v c++); g++ is $(command -v g++); nproc $(nproc)" | tee -a "$out/gpu.txt"
+echo "PATH=$PATH; CXX=${CXX-<unset>} CC=${CC-<unset>}; c++ is $(command -v c++); g++ is $(command -v g++); nproc $(nproc)" | tee -a "$out/gpu.txt"
 
 readme_command() { # the README's command marked $1, less its venv (no network here to fill
   # one: the machine's python3 environment already has torch and the build tools), with pip -v
