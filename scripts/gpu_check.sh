@@ -5,8 +5,9 @@
 #
 # Usage: bash scripts/gpu_check.sh [PHASE...]   (default: readme paths)
 #   readme  README install command, then the test command (GPU tests required), in this clone,
-#           as README.md spells them, less the venv (no network here to fill one: the machine's
-#           python3 environment has torch and the build tools) and with pip -v (to log the build)
+#           as README.md spells them from the lltm_ext build on, with the machine's own PATH and
+#           environment (its CXX too): the venv and the tools' install are left out (no network
+#           here; python3's environment has torch and the tools), and pip gets -v (build log)
 #   paths   GEMM suite through the pre-sm_80 path (LLTM_EXT_GEMM_PATH=staged, native build), and
 #           in builds for 8.0+PTX and 7.5+PTX alone (the driver JIT-compiles that PTX: the code
 #           compiled for those architectures runs on this GPU)
@@ -45,15 +46,16 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out
 "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' | tee -a "$out/gpu.txt"
 echo "PATH=$PATH; CXX=${CXX-<unset>} CC=${CC-<unset>}; c++ is $(command -v c++); g++ is $(command -v g++); nproc $(nproc)" | tee -a "$out/gpu.txt"
 
-readme_command() { # the README's command marked $1, less its venv (no network here to fill
-  # one: the machine's python3 environment already has torch and the build tools), with pip -v
+readme_command() { # the README's command marked $1, less its venv and the `pip install` of
+  # torch and the tools (no network here: the machine's python3 environment has them all, and pip
+  # --no-index does not count an installed torch as a match), with pip -v
   "$py" - "$1" <<'EOF'
 import re, sys
 text = open("README.md").read()
 cmd = re.search(rf"<!-- {sys.argv[1]}:.*?-->\s*```bash\n(.+?)\n```", text, re.S)[1].strip()
-venv = "python3 -m venv .venv && . .venv/bin/activate && "
-assert cmd.startswith(venv), cmd
-print(cmd[len(venv):].replace("pip install --no-build-isolation", "pip install -v --no-build-isolation"))
+prep = re.match(r"python3 -m venv \.venv && \. \.venv/bin/activate && pip install [\w ]+ && ", cmd)
+assert prep, cmd
+print(cmd[prep.end():].replace("pip install --no-build-isolation", "pip install -v --no-build-isolation"))
 EOF
 }
 

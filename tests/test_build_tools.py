@@ -172,21 +172,27 @@ def test_version_label():
 # --------------------------------------------------------------------------------------------
 
 
-def test_compiler_choice_keeps_an_explicit_cxx_and_replaces_a_static_default(monkeypatch):
-    calls = []
+def test_compiler_choice_keeps_working_compilers_and_replaces_static_ones(monkeypatch):
+    static = {"c++", "/opt/gcc/bin/g++"}
 
     def probe(cxx):
-        calls.append(cxx)
-        return "c++ links libstdc++ statically" if cxx == "c++" else None
+        return f"{cxx} links libstdc++ statically" if cxx in static else None
 
-    assert toolchain.choose_compiler({"CXX": "/opt/g++"}, ["c++"], probe).cxx is None
-    assert calls == []  # an explicit CXX is the user's choice: not probed, not replaced
-    assert toolchain.choose_compiler({}, ["g++"], probe) == toolchain.CompilerChoice(
-        None, None, None
-    )
-    monkeypatch.setattr(toolchain, "SYSTEM_COMPILERS", (("/bin/sh", "/bin/sh"),))
+    monkeypatch.setattr(toolchain, "SYSTEM_COMPILERS", (("/bin/sh", "/bin/true"),))
+    # A working compiler, set or default, is kept as it is.
+    assert toolchain.choose_compiler({"CXX": "clang++"}, ["c++"], probe).cxx is None
+    kept = toolchain.CompilerChoice(None, None, None)
+    assert toolchain.choose_compiler({}, ["g++"], probe) == kept
+    # A static default is replaced by a system compiler that works, and the note says why.
     choice = toolchain.choose_compiler({}, ["c++"], probe)
-    assert choice.cxx == "/bin/sh" and "statically" in choice.note and "CXX=/bin/sh" in choice.note
+    assert choice.cxx == "/bin/sh" and choice.cc == "/bin/true"
+    assert "statically" in choice.note and "CXX=/bin/sh" in choice.note
+    # So is a CXX set machine-wide to one (as on the GPU image: /opt/gcc/bin/g++).
+    choice = toolchain.choose_compiler({"CXX": "/opt/gcc/bin/g++"}, None, probe)
+    assert choice.cxx == "/bin/sh" and "as set in the environment" in choice.note
+    # Nothing works: nothing replaced, and the note says so (the link-time check then fails).
+    bad = toolchain.choose_compiler({}, ["c++"], lambda cxx: "broken")
+    assert bad.cxx is None and "no system compiler works" in bad.note
 
 
 def test_compiler_probe_on_this_machine():

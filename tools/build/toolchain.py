@@ -184,18 +184,27 @@ def default_compilers() -> list[str]:
 def choose_compiler(
     env: dict[str, str], names: list[str] | None = None, probe=probe_compiler
 ) -> CompilerChoice:
-    """Keep the user's CXX (an explicit choice: a bad one fails after linking, with the reason);
-    else keep the default compilers if they work; else the first system compiler that does."""
-    if env.get("CXX"):
-        return CompilerChoice(None, None, None)
-    problems = [p for p in map(probe, names or default_compilers()) if p]
+    """Keep the compilers the build would use (CXX if set, else the defaults) when they work;
+    else the first system compiler that does, with a note that says which and why.
+
+    A CXX that is set is probed too: some images set it machine-wide to a compiler that links
+    libstdc++ statically, and modules built so crash next to torch. One that works is never
+    replaced; if none works, the build goes on with it and the link-time check fails clearly.
+    """
+    cxx = env.get("CXX", "").strip()
+    candidates = [cxx.split()[0]] if cxx else (names or default_compilers())
+    problems = [p for p in map(probe, candidates) if p]
     if not problems:
         return CompilerChoice(None, None, None)
-    problem = "; ".join(problems)
-    for cxx, cc in SYSTEM_COMPILERS:
-        if Path(cxx).exists() and probe(cxx) is None:
-            note = f"{problem}, which crashes next to torch: building with CXX={cxx} CC={cc}"
-            return CompilerChoice(cxx, cc if Path(cc).exists() else None, note)
+    problem = "; ".join(problems) + (" (CXX, as set in the environment)" if cxx else "")
+    for sys_cxx, sys_cc in SYSTEM_COMPILERS:
+        if sys_cxx != (cxx.split()[0] if cxx else None) and Path(sys_cxx).exists():
+            if probe(sys_cxx) is None:
+                note = (
+                    f"{problem}, and modules built so crash next to torch: building with "
+                    f"CXX={sys_cxx} CC={sys_cc} instead"
+                )
+                return CompilerChoice(sys_cxx, sys_cc if Path(sys_cc).exists() else None, note)
     return CompilerChoice(None, None, f"{problem}, and no system compiler works instead")
 
 
