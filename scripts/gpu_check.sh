@@ -55,7 +55,11 @@ text = open("README.md").read()
 cmd = re.search(rf"<!-- {sys.argv[1]}:.*?-->\s*```bash\n(.+?)\n```", text, re.S)[1].strip()
 prep = re.match(r"python3 -m venv \.venv && \. \.venv/bin/activate && pip install [\w ]+ && ", cmd)
 assert prep, cmd
-print(cmd[prep.end():].replace("pip install --no-build-isolation", "pip install -v --no-build-isolation"))
+# python3's own environment (a venv there) takes the place of the README's .venv, activated the
+# same way, so that `pip` and `lltm-ext` are that environment's.
+activate = f"{sys.prefix}/bin/activate"
+rest = cmd[prep.end():].replace("pip install --no-build-isolation", "pip install -v --no-build-isolation")
+print(f". {activate} && {rest}" if sys.prefix != sys.base_prefix else rest.replace("pip ", "python3 -m pip "))
 EOF
 }
 
