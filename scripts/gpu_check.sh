@@ -55,11 +55,10 @@ text = open("README.md").read()
 cmd = re.search(rf"<!-- {sys.argv[1]}:.*?-->\s*```bash\n(.+?)\n```", text, re.S)[1].strip()
 prep = re.match(r"python3 -m venv \.venv && \. \.venv/bin/activate && pip install [\w ]+ && ", cmd)
 assert prep, cmd
-# python3's own environment (a venv there) takes the place of the README's .venv, activated the
-# same way, so that `pip` and `lltm-ext` are that environment's.
-activate = f"{sys.prefix}/bin/activate"
+# python3's own environment takes the place of the README's .venv; its pip is `python3 -m pip`
+# (the `pip` on that machine's PATH is another Python's).
 rest = cmd[prep.end():].replace("pip install --no-build-isolation", "pip install -v --no-build-isolation")
-print(f". {activate} && {rest}" if sys.prefix != sys.base_prefix else rest.replace("pip ", "python3 -m pip "))
+print(rest.replace("pip install", "python3 -m pip install"))
 EOF
 }
 
