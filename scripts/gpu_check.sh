@@ -10,7 +10,7 @@
 #           here; python3's environment has torch and the tools), and pip gets -v (build log)
 #   paths   GEMM suite through the pre-sm_80 path (LLTM_EXT_GEMM_PATH=staged, native build), and
 #           in builds for 8.0+PTX and 7.5+PTX alone (the driver JIT-compiles that PTX: the code
-#           compiled for those architectures runs on this GPU)
+#           compiled for those architectures runs on this GPU); GEMM_PATHS picks (see paths())
 #   times   build times: all modules for the default list (as wheels ship), from scratch; then an
 #           incremental rebuild after touching one .cu file
 #   cpuonly the CPU-only build's error for CUDA tensors
@@ -38,7 +38,9 @@ timed() { # timed NAME CMD...: runs CMD, logs to $out/NAME.log, prints wall time
 }
 copy_tree() { # a clean copy of the working tree (what git would commit) in $1
   mkdir -p "$1"
-  git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$1"
+  git ls-files -z --cached --others --exclude-standard |
+    while IFS= read -r -d '' f; do [[ -f $f ]] && printf '%s\0' "$f"; done |
+    xargs -0 cp --parents -t "$1"
 }
 
 step "GPU"
@@ -74,17 +76,21 @@ readme() {
 }
 
 paths() {
-  step "GEMM suite, pre-sm_80 path forced (LLTM_EXT_GEMM_PATH=staged)"
-  timed gemm_staged env LLTM_EXT_REQUIRE_CUDA=1 LLTM_EXT_GEMM_PATH=staged "$py" -m pytest \
-    -q -p no:cacheprovider tests/test_gemm.py ${PYTEST_ARGS:-}
-  for arch in 8.0+PTX 7.5+PTX; do
-    step "GEMM suite in a build for $arch alone (PTX JIT-compiled by the driver)"
+  # Each entry: ARCHS:PATH, a build of the GEMM alone for ARCHS (native: the visible GPU's) and
+  # the whole GEMM suite run with LLTM_EXT_GEMM_PATH=PATH.
+  for entry in ${GEMM_PATHS:-native:staged 8.0+PTX:auto 7.5+PTX:auto}; do
+    local archs=${entry%%:*} path=${entry##*:} dir name
+    name=${archs%%.*}_$path
+    step "GEMM suite, build for $archs, LLTM_EXT_GEMM_PATH=$path (a PTX-only build runs the code"\
+      "compiled for that architecture: the driver JIT-compiles it for this GPU)"
+    local arch_env=()
+    [[ $archs == native ]] || arch_env=("TORCH_CUDA_ARCH_LIST=$archs")
     dir=$(mktemp -d)
     copy_tree "$dir"
-    (cd "$dir" && timed "build_gemm_${arch%%.*}" env TORCH_CUDA_ARCH_LIST="$arch" LLTM_EXT_OPS=gemm \
-      "$py" setup.py build_ext --inplace &&
-      timed "gemm_${arch%%.*}" env LLTM_EXT_REQUIRE_CUDA=1 PYTHONPATH="$dir" "$py" -m pytest -q \
-        -p no:cacheprovider tests/test_gemm.py ${PYTEST_ARGS:-})
+    (cd "$dir" && timed "build_gemm_$name" env "${arch_env[@]}" \
+      LLTM_EXT_OPS=gemm "$py" setup.py build_ext --inplace &&
+      timed "gemm_$name" env LLTM_EXT_REQUIRE_CUDA=1 LLTM_EXT_GEMM_PATH="$path" PYTHONPATH="$dir" \
+        "$py" -m pytest -q -p no:cacheprovider tests/test_gemm.py ${PYTEST_ARGS:-})
     rm -rf "$dir"
   done
 }
