@@ -276,7 +276,8 @@ else
   fi
 fi
 "$TPY" -m pip check || echo "warning: pip check reports the problems above"
-VERSION=$("$TPY" -c 'import importlib.metadata as m; print(m.version("lltm_ext"))')
+# (from outside the source tree: an editable install there leaves lltm_ext.egg-info, of another build)
+VERSION=$(cd "$WORK" && "$TPY" -c 'import importlib.metadata as m; print(m.version("lltm_ext"))')
 
 log "Smoke test (from $WORK, outside the source tree)"
 smoke_args=(--expect-version "$VERSION" --expect-cuda "$EXPECT_CUDA" --prefix "$TV")
