@@ -56,7 +56,7 @@ def say(msg: str) -> None:
 # The architectures requested, in nvcc's names: the project's one reading (tools/build/archs.py).
 # ------------------------------------------------------------------------------------------------
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # after the installed packages
 from tools.build import archs  # noqa: E402
 
 

@@ -45,7 +45,7 @@ class Smoke:
 def targets_of(arch_list: str) -> set[str]:
     """'8.0;9.0+PTX' -> {'sm_80', 'sm_90', 'compute_90'}: the project's one reading of an arch
     list (tools/build/archs.py in the source tree this script belongs to)."""
-    sys.path.insert(0, str(SOURCE_ROOT))
+    sys.path.append(str(SOURCE_ROOT))  # after the installed lltm_ext
     from tools.build import archs
 
     return set(archs.targets(arch_list))

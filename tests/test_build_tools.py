@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT))  # appended: the installed lltm_ext, if any, stays first
 
 from tools.build import archs, config, toolchain  # noqa: E402
 from tools.build.command import short_status, write_top_ninja  # noqa: E402
@@ -97,7 +97,7 @@ def test_scripts_read_architectures_through_tools_build_archs():
 
 
 def test_the_scripts_parse_like_the_build():
-    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.path.append(str(ROOT / "scripts"))
     import check_dist
     import smoke_test
 
