@@ -117,7 +117,7 @@ def check_other_ops(smoke: Smoke, device: str, built_ops: set[str]) -> None:
     cases = [  # (op, function, arguments, torch's result)
         ("relu", "relu", (x,), torch.relu(x)),
         ("sigmoid", "sigmoid", (x,), torch.sigmoid(x)),
-        ("round", "round_ste", (x,), torch.round(x)),  # forward: round half to even
+        ("round_ste", "round_ste", (x,), torch.round(x)),  # forward: round half to even
         ("gemm", "gemm", (a, b), a @ b),
     ]
     for op, name, args, expected in cases:

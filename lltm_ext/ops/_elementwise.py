@@ -1,4 +1,4 @@
-"""What the element-wise ops (relu, sigmoid, round) share: eager/compiled dispatch, fake kernels,
+"""What the element-wise ops (relu, sigmoid, round_ste) share: eager/compiled dispatch, fake kernels,
 bench cases."""
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ __all__ = ["RoundSTE", "RoundSTEFunction", "round_ste"]
 )
 def round_ste_forward(x: Tensor) -> Tensor:
     """floor(x + 1/2), exactly, of a contiguous x (any shape): a new contiguous tensor."""
-    return load_extension("round").forward(x)
+    return load_extension("round_ste").forward(x)
 
 
 round_ste_forward.register_fake(fake_like)
@@ -56,7 +56,7 @@ class RoundSTEFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: Tensor) -> Tensor:
-        return dispatch("round", round_ste_forward, "forward", x.contiguous())
+        return dispatch("round_ste", round_ste_forward, "forward", x.contiguous())
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> Tensor:
@@ -89,7 +89,7 @@ class RoundSTE(nn.Module):
 def benchmarks(device: torch.device, quick: bool) -> list:
     """round_ste's forward vs torch.round (backward has no kernel)."""
     return bench_cases(
-        "round",
+        "round_ste",
         device,
         quick,
         forward=round_ste,

@@ -1,7 +1,7 @@
 // Python binding of round_ste's forward (round half up): checks and CPU/CUDA dispatch
 // (common/elementwise_binding.h). The straight-through backward (the incoming gradient,
-// unchanged) lives in lltm_ext/ops/round.py.
-#include "round/round.h"
+// unchanged) lives in lltm_ext/ops/round_ste.py.
+#include "round_ste/round_ste.h"
 
 #include "common/elementwise_binding.h"
 
@@ -11,8 +11,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def(
       "forward",
       [](const at::Tensor& x) {
-        return elementwise::forward("round_ste", x, round::forward_cpu,
-                                    LLTM_EXT_CUDA_LAUNCH(round::launch_forward));
+        return elementwise::forward("round_ste", x, round_ste::forward_cpu,
+                                    LLTM_EXT_CUDA_LAUNCH(round_ste::launch_forward));
       },
       "round half up: floor(x + 1/2), exactly", py::arg("x"));
   bind_build_info(m);

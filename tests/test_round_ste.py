@@ -7,7 +7,7 @@ from elementwise_cases import DEVICE_DTYPES, ElementwiseTests, OpSpec
 from helpers import devices
 
 import lltm_ext
-from lltm_ext.ops.round import round_ste_forward
+from lltm_ext.ops.round_ste import round_ste_forward
 
 
 def round_half_up(x):
@@ -27,7 +27,7 @@ def round_same_dtype(x):
 
 class TestRoundSTE(ElementwiseTests):
     spec = OpSpec(
-        name="round",
+        name="round_ste",
         fn=lltm_ext.round_ste,
         function=lltm_ext.RoundSTEFunction,
         module=lltm_ext.RoundSTE,

@@ -1,8 +1,8 @@
 // CUDA kernel of round_ste's forward: the shared vectorized element-wise kernels with its math.
 #include "common/elementwise.cuh"
-#include "round/round.h"
+#include "round_ste/round_ste.h"
 
-namespace lltm_ext::round {
+namespace lltm_ext::round_ste {
 
 template <typename T>
 cudaError_t launch_forward(T* y, const T* x, int64_t n, cudaStream_t stream) {
@@ -13,4 +13,4 @@ cudaError_t launch_forward(T* y, const T* x, int64_t n, cudaStream_t stream) {
   template cudaError_t launch_forward<T>(T*, const T*, int64_t, cudaStream_t);
 LLTM_EXT_FOR_FLOATING_TYPES(LLTM_EXT_INSTANTIATE)
 
-}  // namespace lltm_ext::round
+}  // namespace lltm_ext::round_ste

@@ -13,7 +13,7 @@ namespace at {
 class Tensor;
 }  // namespace at
 
-namespace lltm_ext::round {
+namespace lltm_ext::round_ste {
 
 // y = floor(x + 1/2), rounding halves up, exactly. From t = rint(x) (nearest, ties to even):
 // y = t + 1 where x - t == +1/2 (a tie that rint took down), else t. x - t is exact in floating
@@ -35,10 +35,10 @@ struct Forward {
 void forward_cpu(const at::Tensor& x, const at::Tensor& y);
 
 #ifdef WITH_CUDA
-// CUDA launchers (round_cuda.cu), for T = float, double, c10::Half, c10::BFloat16: n elements on
+// CUDA launchers (round_ste_cuda.cu), for T = float, double, c10::Half, c10::BFloat16: n elements on
 // `stream` (out's device current); they return the launch's error.
 template <typename T>
 cudaError_t launch_forward(T* y, const T* x, int64_t n, cudaStream_t stream);
 #endif
 
-}  // namespace lltm_ext::round
+}  // namespace lltm_ext::round_ste
