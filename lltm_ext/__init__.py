@@ -5,7 +5,8 @@ Every op runs on CPU and (when built with CUDA) on CUDA tensors::
     import lltm_ext
     new_h, new_cell = lltm_ext.lltm(input, weights, bias, old_h, old_cell)
 
-``python -m lltm_ext info`` shows how the package was built; ``python -m lltm_ext bench`` times it.
+``lltm-ext info`` (or ``python -m lltm_ext info``) shows how the package was built;
+``lltm-ext bench`` times it.
 """
 
 from __future__ import annotations
@@ -15,12 +16,31 @@ from lltm_ext._version import __version__ as _base_version
 
 check_torch_compatible()
 
-from lltm_ext.ops import MODULES as _OPS  # noqa: E402  (after the torch check, on purpose)
+# After the torch check, on purpose: loading the compiled modules with another torch would fail
+# with an `undefined symbol` instead of the check's message.
+from lltm_ext.ops.gemm import GemmFunction, gemm  # noqa: E402
+from lltm_ext.ops.lltm import LLTM, LLTMFunction, lltm  # noqa: E402
+from lltm_ext.ops.relu import ReLU, ReLUFunction, relu  # noqa: E402
+from lltm_ext.ops.round_ste import RoundSTE, RoundSTEFunction, round_ste  # noqa: E402
+from lltm_ext.ops.sigmoid import Sigmoid, SigmoidFunction, sigmoid  # noqa: E402
 
 __version__: str = (build_info() or {}).get("version", _base_version)
-__all__ = ["__version__", "build_info"]
-for _module in _OPS.values():
-    for _name in _module.__all__:
-        globals()[_name] = getattr(_module, _name)
-        __all__.append(_name)
-del _module, _name
+
+__all__ = [
+    "LLTM",
+    "GemmFunction",
+    "LLTMFunction",
+    "ReLU",
+    "ReLUFunction",
+    "RoundSTE",
+    "RoundSTEFunction",
+    "Sigmoid",
+    "SigmoidFunction",
+    "__version__",
+    "build_info",
+    "gemm",
+    "lltm",
+    "relu",
+    "round_ste",
+    "sigmoid",
+]

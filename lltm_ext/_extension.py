@@ -1,4 +1,5 @@
-"""Loading the compiled op modules (``lltm_ext._<op>``) with clear errors, and the build record."""
+"""Loading the compiled op modules (``lltm_ext._<op>``) and their operators with clear errors, and
+the build record."""
 
 from __future__ import annotations
 
@@ -100,6 +101,36 @@ def load_extension(op: str) -> ModuleType:
         ) from exc
     except ImportError as exc:
         raise ImportError(f"{name} could not be loaded ({exc}). {REBUILD_HINT}") from exc
+
+
+class MissingOps:
+    """Stands in for ``torch.ops.lltm_ext`` when an op's compiled module cannot be loaded.
+
+    Any operator looked up on it (``.name.default``) is this object again; calling it raises the
+    ImportError that says why the module is missing and how to build it. So ``import lltm_ext``
+    works in an unbuilt source tree or a build of some ops (``LLTM_EXT_OPS``), and only calling a
+    missing op fails.
+    """
+
+    def __init__(self, error: ImportError) -> None:
+        self.error = error
+
+    def __getattr__(self, name: str) -> MissingOps:
+        return self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise ImportError(str(self.error)) from self.error
+
+
+def load_ops(op: str) -> Any:
+    """``torch.ops.lltm_ext`` once `op`'s compiled module is loaded: its ``TORCH_LIBRARY_FRAGMENT``
+    registers the operators ``lltm_ext::<op>_*`` with their CPU and CUDA kernels. A
+    :class:`MissingOps` if the module cannot be loaded."""
+    try:
+        load_extension(op)
+    except ImportError as exc:
+        return MissingOps(exc)
+    return torch.ops.lltm_ext
 
 
 def cuda_built(op: str) -> bool:

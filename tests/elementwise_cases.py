@@ -139,8 +139,6 @@ class ElementwiseTests:
         for dtype in (torch.float32, torch.float64):
             x = make_input((3, 17), dtype, device)
             torch.library.opcheck(self.spec.forward_op, (x,))
-            # Differentiable by itself too (register_autograd).
-            torch.library.opcheck(self.spec.forward_op, (x.clone().requires_grad_(),))
             if self.spec.backward_op is not None:
                 y = self.spec.forward_op(x)
                 torch.library.opcheck(self.spec.backward_op, (torch.randn_like(y), y))
@@ -162,6 +160,13 @@ class ElementwiseTests:
         (ref_grad,) = torch.autograd.grad(ref_loss, x)
         torch.testing.assert_close(loss, ref_loss)
         torch.testing.assert_close(grad, ref_grad)
+
+    def test_operator_alone_is_not_differentiable(self):
+        """Gradients come from the autograd.Function; backward through a bare operator call
+        raises instead of silently dropping the gradient."""
+        y = self.spec.forward_op(torch.randn(5, requires_grad=True))
+        with pytest.raises(RuntimeError, match="not implemented"):
+            y.sum().backward()
 
     def test_bad_dtype(self):
         with pytest.raises(RuntimeError, match=r"`x` must have a floating-point dtype.*Int"):
@@ -192,7 +197,7 @@ class ElementwiseTests:
         if self.spec.backward_op is None:
             assert not g.requires_grad  # d(sum)/dx is all ones: nothing left to differentiate
             return
-        with pytest.raises(RuntimeError, match=r"once_differentiable|does not require grad"):
+        with pytest.raises(RuntimeError, match=r"second derivatives are not supported"):
             torch.autograd.grad(g.sum(), x)
 
     @pytest.mark.cuda

@@ -107,8 +107,13 @@ def test_opcheck(device):
     new_cell, ig, og, cc, X = outs[1:]
     grads = [torch.randn_like(new_cell), torch.randn_like(new_cell)]
     torch.library.opcheck(lltm_backward, [*grads, new_cell, ig, og, cc, X, args[1]])
-    # The op is differentiable by itself too (register_autograd).
-    torch.library.opcheck(lltm_forward, make_args(4, 3, 5, device, torch.float64))
+    torch.library.opcheck(
+        lltm_forward, [a.detach() for a in make_args(4, 3, 5, device, torch.float64)]
+    )
+    # Gradients come from LLTMFunction; backward through the bare operator raises.
+    out = lltm_forward(*make_args(4, 3, 5, device, torch.float64))
+    with pytest.raises(RuntimeError, match="not implemented"):
+        out[0].sum().backward()
 
 
 @pytest.mark.parametrize("device", devices())
@@ -156,14 +161,23 @@ def test_bad_inputs():
         args = [changes.get(n, a) for n, a in zip(names, good, strict=False)]
         return lltm_ext.lltm(*args)
 
-    with pytest.raises(RuntimeError, match=r"`weights` must have shape \[15, 8\].*\[15, 7\]"):
-        call(weights=torch.randn(15, 7))
-    with pytest.raises(RuntimeError, match=r"`old_cell` must have shape \[4, 5\]"):
-        call(old_cell=torch.randn(4, 6))
+    # Each message blames the argument that is wrong against the weights (3S, S + I), which fix
+    # state_size S = 5 and input_features I = 3 here.
+    with pytest.raises(RuntimeError, match=r"`input` must have shape \[batch, 3\].*\[4, 4\]"):
+        call(input=torch.randn(4, 4))
+    with pytest.raises(RuntimeError, match=r"`input` must have shape \[batch, 3\].*\[4, 3, 1\]"):
+        call(input=torch.randn(4, 3, 1))
+    with pytest.raises(RuntimeError, match=r"`old_h` must have shape \[4, 5\].*\[4, 6\]"):
+        call(old_h=torch.randn(4, 6))
+    with pytest.raises(RuntimeError, match=r"`old_cell` must have shape \[4, 5\].*\[3, 5\]"):
+        call(old_cell=torch.randn(3, 5))
     with pytest.raises(RuntimeError, match=r"`bias` must have shape \[15\] or \[1, 15\]"):
         call(bias=torch.randn(2, 15))
-    with pytest.raises(RuntimeError, match=r"`input` must be 2-D"):
-        call(input=torch.randn(4, 3, 1))
+    with pytest.raises(RuntimeError, match=r"`weights` must have shape \[3 \* state_size"):
+        call(weights=torch.randn(14, 8))
+    # Weights of another cell (S = 5, I = 2): the message says how I follows from them.
+    with pytest.raises(RuntimeError, match=r"weights.size\(1\) - state_size = 7 - 5"):
+        call(weights=torch.randn(15, 7))
     with pytest.raises(RuntimeError, match=r"one dtype.*`weights` is Double"):
         call(weights=good[1].double())
     with pytest.raises(RuntimeError, match=r"`input` must have a floating-point dtype.*Int"):
@@ -171,6 +185,48 @@ def test_bad_inputs():
     ext = lltm_ext._extension.load_extension("lltm")
     with pytest.raises(RuntimeError, match="`input` must be contiguous"):
         ext.forward(torch.randn(3, 4).t(), *good[1:])
+
+
+def test_module_state_must_be_a_pair():
+    cell = lltm_ext.LLTM(3, 5)
+    x, h = torch.randn(4, 3), torch.randn(4, 5)
+    with pytest.raises(
+        TypeError, match=r"`state` must be a pair \(h, cell\).*tensor of shape \[4, 5\]"
+    ):
+        cell(x, h)
+    with pytest.raises(TypeError, match=r"`state` must be a pair.*tuple of length 3"):
+        cell(x, (h, h, h))
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_aliased_arguments(device, compiled):
+    """One tensor passed as several arguments (a zero state `h = c = zeros`, or an input that is
+    also the state): eager and torch.compile(fullgraph=True) give the reference's values and
+    gradients."""
+    torch._dynamo.reset()
+    cell = lltm_ext.LLTM(5, 5, device=device, dtype=torch.float64)
+
+    def step(x, h):
+        h1, c1 = cell(x, (h, h))  # h is both states
+        h2, c2 = cell(h1, (h1, c1))  # h1 is input and hidden state
+        return (h2 * 2 + c2).sum()
+
+    def ref(x, h):
+        h1, c1 = lltm_reference(x, cell.weights, cell.bias, h, h)
+        h2, c2 = lltm_reference(h1, cell.weights, cell.bias, h1, c1)
+        return (h2 * 2 + c2).sum()
+
+    x = torch.randn(3, 5, device=device, dtype=torch.float64, requires_grad=True)
+    h = torch.randn(3, 5, device=device, dtype=torch.float64, requires_grad=True)
+    fn = torch.compile(step, fullgraph=True, backend="aot_eager") if compiled else step
+    loss = fn(x, h)
+    grads = torch.autograd.grad(loss, (x, h, cell.weights))
+    ref_loss = ref(x, h)
+    ref_grads = torch.autograd.grad(ref_loss, (x, h, cell.weights))
+    torch.testing.assert_close(loss, ref_loss)
+    for g, r in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(g, r)
 
 
 @pytest.mark.cuda
@@ -212,16 +268,19 @@ def test_cuda_uses_current_stream_and_device_guard():
 
 
 def test_double_backward_raises():
-    """The backward kernels are not differentiable: a 2nd derivative raises, never a wrong one."""
+    """The backward kernels are not differentiable: a 2nd derivative raises, saying so."""
     args = make_args(2, 3, 4, "cpu", torch.float64)
     new_h, _ = lltm_ext.lltm(*args)
     grads = torch.autograd.grad(new_h.sum(), args, create_graph=True)
-    assert not any(g.requires_grad for g in grads)  # no partial (wrong) graph is left behind
-    with pytest.raises(RuntimeError, match=r"once_differentiable|does not require grad"):
-        torch.autograd.grad(grads[0].sum(), args, allow_unused=True)
-    # With a differentiable incoming gradient, PyTorch names the reason.
+    for g in grads:  # each gradient depends on the inputs, and differentiating it raises
+        with pytest.raises(RuntimeError, match=r"lltm_ext.lltm: second derivatives are not"):
+            torch.autograd.grad(g.sum(), args, allow_unused=True)
+    # With a differentiable incoming gradient too.
     new_h, _ = lltm_ext.lltm(*args)
     v = torch.ones_like(new_h, requires_grad=True)
     grads = torch.autograd.grad(new_h, args, v, create_graph=True)
-    with pytest.raises(RuntimeError, match="once_differentiable"):
+    with pytest.raises(RuntimeError, match="first-order only"):
         grads[1].sum().backward()
+    # Without create_graph nothing is added: plain gradients.
+    new_h, _ = lltm_ext.lltm(*args)
+    assert not any(g.requires_grad for g in torch.autograd.grad(new_h.sum(), args))

@@ -1,17 +1,21 @@
-"""The ops' Python modules, found by name: ``lltm_ext/ops/<op>.py`` for each ``src/<op>/``.
+"""The ops' Python modules, one per ``src/<op>/`` folder, imported by name.
 
-Each module defines ``__all__`` (its public API, re-exported by ``lltm_ext``) and may define
-``benchmarks(device, quick)`` for ``python -m lltm_ext bench``.
+Each module defines ``__all__`` (its public API, re-exported by ``lltm_ext``) and
+``benchmarks(device, quick)`` for ``lltm-ext bench``. A new op adds its module here and to
+``lltm_ext/__init__.py``; ``tests/test_packaging.py`` checks that this list matches ``src/``.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from types import ModuleType
 
+from lltm_ext.ops import gemm, lltm, relu, round_ste, sigmoid
+
 MODULES: dict[str, ModuleType] = {
-    info.name: importlib.import_module(f"{__name__}.{info.name}")
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name)
-    if not info.name.startswith("_")
+    "gemm": gemm,
+    "lltm": lltm,
+    "relu": relu,
+    "round_ste": round_ste,
+    "sigmoid": sigmoid,
 }
+"""Op name (its ``src/<op>/`` folder and ``lltm_ext._<op>`` module) -> its Python module."""

@@ -1,55 +1,45 @@
-"""What the element-wise ops (relu, sigmoid, round_ste) share: eager/compiled dispatch, fake kernels,
-bench cases."""
+"""What the element-wise ops (relu, sigmoid, round_ste) share: the autograd.Function of an op with
+a saved-output backward, fake kernels, bench cases."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
-from lltm_ext._extension import load_extension
-
-
-def dispatch(op: str, custom_op: Callable[..., Tensor], name: str, *args: Tensor) -> Tensor:
-    """Call `op`'s kernel `name` on `args`.
-
-    Under torch.compile this goes through `custom_op` (the torch.library op the graph records,
-    with its fake kernel); eagerly it calls the compiled module ``lltm_ext._<op>`` directly, without
-    the dispatcher round trip.
-    """
-    if torch.compiler.is_compiling():
-        return custom_op(*args)
-    return getattr(load_extension(op), name)(*args)
+from lltm_ext.ops._autograd import first_order
 
 
 def saved_output_function(
     name: str,
     op: str,
-    forward_op: Callable[..., Tensor],
-    backward_op: Callable[..., Tensor],
+    forward_op: Callable[[Tensor], Tensor],
+    backward_op: Callable[[Tensor, Tensor], Tensor],
     doc: str,
     module: str,
 ) -> type[torch.autograd.Function]:
     """The autograd.Function of an op whose backward kernel works from the saved output y.
 
-    forward(x) -> y (non-contiguous x is copied first); backward(grad) -> the backward kernel of
-    (grad, y). The backward kernel is not differentiable, so a second derivative raises.
+    forward(x) -> ``forward_op(x)`` (non-contiguous x is copied first); backward(grad) ->
+    ``backward_op(grad, y)``. The ops are the operators ``torch.ops.lltm_ext.<op>_forward`` and
+    ``_backward``; eager and compiled calls run this same Function. The backward kernel is not
+    differentiable, so a second derivative raises.
     """
 
     class SavedOutputFunction(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, x: Tensor) -> Tensor:
-            y = dispatch(op, forward_op, "forward", x.contiguous())
+        def forward(ctx: Any, x: Tensor) -> Tensor:
+            y = forward_op(x.contiguous())
             ctx.save_for_backward(y)
             return y
 
         @staticmethod
-        @once_differentiable
-        def backward(ctx, grad: Tensor) -> Tensor:
+        def backward(ctx: Any, grad: Tensor) -> Tensor:
             (y,) = ctx.saved_tensors
-            return dispatch(op, backward_op, "backward", grad.contiguous(), y)
+            (dx,) = first_order(op, (backward_op(grad.contiguous(), y),), y)
+            return dx
 
     SavedOutputFunction.__name__ = SavedOutputFunction.__qualname__ = name
     SavedOutputFunction.__doc__ = doc

@@ -5,17 +5,27 @@ kernel; CUDA: a tiled SIMT kernel (shared-memory tiles, register-blocked outer p
 for small grids). Row-major and transposed (column-major) operands are read in place, so the
 backward products ``grad_a = grad_c @ b.T`` and ``grad_b = a.T @ grad_c`` copy nothing. float32
 never uses TF32; float16 / bfloat16 accumulate in float32, float64 in float64.
+
+The path of a call: ``gemm(a, b)`` -> ``GemmFunction`` -> the operator ``torch.ops.lltm_ext.gemm``
+(``gemm_out`` for ``out=``), registered by ``src/gemm/gemm.cpp`` (checks, operand layouts, CPU/CUDA
+dispatch) -> the kernels in ``src/gemm/``. Eager and compiled calls run the same path.
 """
 
-# No `from __future__ import annotations` here: torch.library reads the annotations at runtime.
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from lltm_ext._bench import BenchCase
-from lltm_ext._extension import load_extension
+from lltm_ext._extension import load_extension, load_ops
 
 __all__ = ["GemmFunction", "gemm"]
+
+_ops = load_ops("gemm")
+gemm_op = _ops.gemm.default
+"""``gemm_op(a, b) -> c``: c (M, N) = a (M, K) @ b (K, N), a new contiguous tensor."""
+gemm_out_op = _ops.gemm_out.default
+"""``gemm_out_op(a, b, out) -> None``: out (M, N) = a @ b, written in place."""
 
 
 def _ext():
@@ -39,45 +49,13 @@ def _check_fake(a: Tensor, b: Tensor) -> None:
     )
 
 
-# ----------------------------------------------------------------------------------------------
-# torch.library ops: what torch.compile sees (no graph break), checked by opcheck.
-# ----------------------------------------------------------------------------------------------
-
-
-@torch.library.custom_op("lltm_ext::gemm", mutates_args=(), device_types=("cpu", "cuda"))
-def gemm_op(a: Tensor, b: Tensor) -> Tensor:
-    """c (M, N) = a (M, K) @ b (K, N), a new contiguous tensor."""
-    return _ext().gemm(a, b)
-
-
-@gemm_op.register_fake
+@torch.library.register_fake("lltm_ext::gemm")
 def _(a, b):
     _check_fake(a, b)
     return a.new_empty((a.shape[0], b.shape[1]))
 
 
-def _setup_context(ctx, inputs, output):
-    a, b = inputs
-    ctx.save_for_backward(a, b)
-
-
-def _op_backward(ctx, grad_c):
-    a, b = ctx.saved_tensors
-    grad_a = gemm_op(grad_c, b.t()) if ctx.needs_input_grad[0] else None
-    grad_b = gemm_op(a.t(), grad_c) if ctx.needs_input_grad[1] else None
-    return grad_a, grad_b
-
-
-gemm_op.register_autograd(_op_backward, setup_context=_setup_context)
-
-
-@torch.library.custom_op("lltm_ext::gemm_out", mutates_args=("out",), device_types=("cpu", "cuda"))
-def gemm_out_op(a: Tensor, b: Tensor, out: Tensor) -> None:
-    """out (M, N) = a (M, K) @ b (K, N), written in place."""
-    _ext().gemm_out(a, b, out)
-
-
-@gemm_out_op.register_fake
+@torch.library.register_fake("lltm_ext::gemm_out")
 def _(a, b, out):
     _check_fake(a, b)
     torch._check(
@@ -86,36 +64,25 @@ def _(a, b, out):
     )
 
 
-# ----------------------------------------------------------------------------------------------
-# The public API. Eager calls go straight to the compiled module (no dispatcher round trip);
-# under torch.compile the same calls go through the torch.library ops above.
-# ----------------------------------------------------------------------------------------------
-
-
-def _gemm_impl(a: Tensor, b: Tensor) -> Tensor:
-    if torch.compiler.is_compiling():
-        return gemm_op(a, b)
-    return _ext().gemm(a, b)
-
-
 class GemmFunction(torch.autograd.Function):
     """Autograd for ``c = a @ b``: ``GemmFunction.apply(a, b)`` with a (M, K), b (K, N).
 
     Backward: ``grad_a = grad_c @ b.T`` (M, K) and ``grad_b = a.T @ grad_c`` (K, N), each one
-    call of the same kernels on transposed views (no copies). The backward is itself made of
-    ``GemmFunction`` calls, so higher-order gradients work too.
+    call of the same kernels on transposed views (no copies). Under ``create_graph=True`` these
+    are ``GemmFunction`` calls themselves, so higher-order gradients work too.
     """
 
     @staticmethod
-    def forward(ctx, a: Tensor, b: Tensor) -> Tensor:
+    def forward(ctx: Any, a: Tensor, b: Tensor) -> Tensor:
         ctx.save_for_backward(a, b)
-        return _gemm_impl(a, b)
+        return gemm_op(a, b)
 
     @staticmethod
-    def backward(ctx, grad_c: Tensor) -> tuple[Tensor | None, Tensor | None]:
+    def backward(ctx: Any, grad_c: Tensor) -> tuple[Tensor | None, Tensor | None]:
         a, b = ctx.saved_tensors
-        # Under torch.compile the op (with its registered autograd) stands in for the Function.
-        mm = gemm_op if torch.compiler.is_compiling() else GemmFunction.apply
+        # Grad mode is on here only under create_graph=True: then the products must be
+        # differentiable themselves.
+        mm = GemmFunction.apply if torch.is_grad_enabled() else gemm_op
         grad_a = mm(grad_c, b.t()) if ctx.needs_input_grad[0] else None
         grad_b = mm(a.t(), grad_c) if ctx.needs_input_grad[1] else None
         return grad_a, grad_b
@@ -126,7 +93,7 @@ def gemm(a: Tensor, b: Tensor, *, out: Tensor | None = None) -> Tensor:
 
     Args:
         a: (M, K) matrix.
-        b: (K, N) matrix, same dtype and device as ``a``.
+        b: (K, N) matrix, same dtype and device as ``a`` (may be ``a`` itself).
         out: optional (M, N) tensor of the same dtype and device, written and returned. Like
             ``torch.mm(..., out=)``, it does not take part in autograd.
 
@@ -139,16 +106,16 @@ def gemm(a: Tensor, b: Tensor, *, out: Tensor | None = None) -> Tensor:
     Differentiable in ``a`` and ``b`` when ``out`` is not given.
     """
     if out is None:
+        if b is a:  # a @ a: torch.compile needs distinct tensors
+            b = b.view_as(b)
         return GemmFunction.apply(a, b)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or out.requires_grad):
         raise RuntimeError(
             "lltm_ext.gemm(..., out=...) does not support automatic differentiation, but an "
             "argument requires grad; call it without `out` (or under torch.no_grad())."
         )
-    if torch.compiler.is_compiling():
-        gemm_out_op(a, b, out)
-        return out
-    return _ext().gemm_out(a, b, out)
+    gemm_out_op(a, b, out)
+    return out
 
 
 # ----------------------------------------------------------------------------------------------

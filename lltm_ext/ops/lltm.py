@@ -8,69 +8,81 @@ Shapes (B: batch, I: input features, S: state size)::
 
 The gate math runs in one fused kernel each way (CPU: parallel C++ loops; CUDA: one launch);
 the matrix products go through ATen (cuBLAS on CUDA).
+
+The path of a call: ``lltm(...)`` (or ``LLTM``) -> ``LLTMFunction`` -> the operators
+``torch.ops.lltm_ext.lltm_forward`` / ``lltm_backward``, registered by ``src/lltm/lltm.cpp``
+(checks, products, CPU/CUDA dispatch) -> the gate kernels in ``src/lltm/``. Eager and compiled
+calls run the same path.
 """
 
-# No `from __future__ import annotations` here: torch.library reads the annotations at runtime.
-
 import math
+from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torch.autograd.function import once_differentiable
 
-from lltm_ext._extension import load_extension
+from lltm_ext._extension import load_ops
+from lltm_ext.ops._autograd import first_order
 
 __all__ = ["LLTM", "LLTMFunction", "lltm"]
 
-_Outputs = tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]
-_Grads = tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
+_ops = load_ops("lltm")
+lltm_forward = _ops.lltm_forward.default
+"""``lltm_forward(input, weights, bias, old_h, old_cell) -> (new_h, new_cell, input_gate,
+output_gate, candidate_cell, X)``, contiguous tensors; the last four feed backward."""
+lltm_backward = _ops.lltm_backward.default
+"""``lltm_backward(grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell, X,
+weights) -> (d_old_h, d_input, d_weights, d_bias (3S,), d_old_cell)``."""
 
 
-def _ext():
-    return load_extension("lltm")
+def _check_shapes(input: Tensor, weights: Tensor, bias: Tensor, old_h: Tensor, old_cell: Tensor):
+    """The shape checks of ``src/lltm/lltm.cpp``, with its messages, for torch.compile's tracing."""
+    torch._check(
+        weights.dim() == 2
+        and weights.shape[0] % 3 == 0
+        and weights.shape[1] >= weights.shape[0] // 3,
+        lambda: (
+            "lltm_ext.lltm: `weights` must have shape [3 * state_size, state_size + "
+            f"input_features], but got shape {list(weights.shape)}."
+        ),
+    )
+    state = weights.shape[0] // 3
+    features = weights.shape[1] - state
+    torch._check(
+        input.dim() == 2 and input.shape[1] == features,
+        lambda: (
+            f"lltm_ext.lltm: `input` must have shape [batch, {features}] (input_features = "
+            f"weights.size(1) - state_size = {weights.shape[1]} - {state}), but got shape "
+            f"{list(input.shape)}."
+        ),
+    )
+    for t, name in ((old_h, "old_h"), (old_cell, "old_cell")):
+        torch._check(
+            t.dim() == 2 and t.shape[0] == input.shape[0] and t.shape[1] == state,
+            lambda t=t, name=name: (
+                f"lltm_ext.lltm: `{name}` must have shape [{input.shape[0]}, {state}] "
+                "([batch, state_size]: batch from `input`, state_size = weights.size(0) / 3), "
+                f"but got shape {list(t.shape)}."
+            ),
+        )
+    torch._check(
+        bias.numel() == 3 * state and (bias.dim() == 1 or (bias.dim() == 2 and bias.shape[0] == 1)),
+        lambda: (
+            f"lltm_ext.lltm: `bias` must have shape [{3 * state}] or [1, {3 * state}] "
+            f"(3 * state_size), but got shape {list(bias.shape)}."
+        ),
+    )
 
 
-# ----------------------------------------------------------------------------------------------
-# torch.library ops: what torch.compile sees (no graph break), checked by opcheck.
-# ----------------------------------------------------------------------------------------------
-
-
-@torch.library.custom_op("lltm_ext::lltm_forward", mutates_args=(), device_types=("cpu", "cuda"))
-def lltm_forward(
-    input: Tensor, weights: Tensor, bias: Tensor, old_h: Tensor, old_cell: Tensor
-) -> _Outputs:
-    """(new_h, new_cell, input_gate, output_gate, candidate_cell, X); the last 4 feed backward."""
-    return tuple(_ext().forward(input, weights, bias, old_h, old_cell))
-
-
-@lltm_forward.register_fake
+@torch.library.register_fake("lltm_ext::lltm_forward")
 def _(input, weights, bias, old_h, old_cell):
-    torch._check(input.dim() == 2 and old_h.dim() == 2, lambda: "input and old_h must be 2-D")
+    _check_shapes(input, weights, bias, old_h, old_cell)
     batch, state = old_h.shape
     x = input.new_empty((batch, state + input.shape[1]))
     return tuple(old_cell.new_empty((batch, state)) for _ in range(5)) + (x,)
 
 
-@torch.library.custom_op("lltm_ext::lltm_backward", mutates_args=(), device_types=("cpu", "cuda"))
-def lltm_backward(
-    grad_h: Tensor,
-    grad_cell: Tensor,
-    new_cell: Tensor,
-    input_gate: Tensor,
-    output_gate: Tensor,
-    candidate_cell: Tensor,
-    X: Tensor,
-    weights: Tensor,
-) -> _Grads:
-    """(d_old_h, d_input, d_weights, d_bias (3S,), d_old_cell)."""
-    return tuple(
-        _ext().backward(
-            grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell, X, weights
-        )
-    )
-
-
-@lltm_backward.register_fake
+@torch.library.register_fake("lltm_ext::lltm_backward")
 def _(grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell, X, weights):
     batch, state = new_cell.shape
     features = X.shape[1] - state
@@ -87,73 +99,34 @@ def _zeros_if_none(grad: Tensor | None, like: Tensor) -> Tensor:
     return torch.zeros_like(like) if grad is None else grad.contiguous()
 
 
-def _setup_context(ctx, inputs, output):
-    _, weights, bias, _, _ = inputs
-    _, new_cell, input_gate, output_gate, candidate_cell, X = output
-    ctx.mark_non_differentiable(input_gate, output_gate, candidate_cell, X)
-    ctx.save_for_backward(new_cell, input_gate, output_gate, candidate_cell, X, weights)
-    ctx.bias_shape = bias.shape
-
-
-def _op_backward(ctx, grad_h, grad_cell, *_unused):
-    new_cell, input_gate, output_gate, candidate_cell, X, weights = ctx.saved_tensors
-    d_old_h, d_input, d_weights, d_bias, d_old_cell = lltm_backward(
-        _zeros_if_none(grad_h, new_cell),
-        _zeros_if_none(grad_cell, new_cell),
-        new_cell,
-        input_gate,
-        output_gate,
-        candidate_cell,
-        X,
-        weights,
-    )
-    return d_input, d_weights, d_bias.reshape(ctx.bias_shape), d_old_h, d_old_cell
-
-
-lltm_forward.register_autograd(_op_backward, setup_context=_setup_context)
-
-
-# ----------------------------------------------------------------------------------------------
-# The public API. Eager calls go straight to the compiled module (no dispatcher round trip);
-# under torch.compile the same calls go through the torch.library ops above.
-# ----------------------------------------------------------------------------------------------
-
-
-def _forward_impl(*args: Tensor) -> _Outputs:
-    if torch.compiler.is_compiling():
-        return lltm_forward(*args)
-    return tuple(_ext().forward(*args))
-
-
-def _backward_impl(*args: Tensor) -> _Grads:
-    if torch.compiler.is_compiling():
-        return lltm_backward(*args)
-    return tuple(_ext().backward(*args))
-
-
 class LLTMFunction(torch.autograd.Function):
     """Autograd for the LLTM cell: ``LLTMFunction.apply(input, weights, bias, old_h, old_cell)``.
 
-    Returns ``(new_h, new_cell)``, each (B, S). Non-contiguous inputs are made contiguous.
+    Returns ``(new_h, new_cell)``, each (B, S). Non-contiguous inputs are made contiguous. The
+    backward is first order (a second derivative raises). Pass distinct tensors (``lltm`` makes
+    aliased arguments distinct for torch.compile).
     """
 
     @staticmethod
-    def forward(ctx, input, weights, bias, old_h, old_cell):
-        input, weights, bias, old_h, old_cell = (
-            t.contiguous() for t in (input, weights, bias, old_h, old_cell)
-        )
-        new_h, new_cell, input_gate, output_gate, candidate_cell, X = _forward_impl(
-            input, weights, bias, old_h, old_cell
+    def forward(
+        ctx: Any, input: Tensor, weights: Tensor, bias: Tensor, old_h: Tensor, old_cell: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        weights = weights.contiguous()
+        new_h, new_cell, input_gate, output_gate, candidate_cell, X = lltm_forward(
+            input.contiguous(),
+            weights,
+            bias.contiguous(),
+            old_h.contiguous(),
+            old_cell.contiguous(),
         )
         ctx.save_for_backward(new_cell, input_gate, output_gate, candidate_cell, X, weights)
         ctx.bias_shape = bias.shape
         return new_h, new_cell
 
     @staticmethod
-    @once_differentiable  # the backward kernels are not differentiable: raise, not wrong
-    def backward(ctx, grad_h, grad_cell):
+    def backward(ctx: Any, grad_h: Tensor | None, grad_cell: Tensor | None) -> Any:
         new_cell, input_gate, output_gate, candidate_cell, X, weights = ctx.saved_tensors
-        d_old_h, d_input, d_weights, d_bias, d_old_cell = _backward_impl(
+        grads = lltm_backward(
             _zeros_if_none(grad_h, new_cell),
             _zeros_if_none(grad_cell, new_cell),
             new_cell,
@@ -162,6 +135,9 @@ class LLTMFunction(torch.autograd.Function):
             candidate_cell,
             X,
             weights,
+        )
+        d_old_h, d_input, d_weights, d_bias, d_old_cell = first_order(
+            "lltm", grads, new_cell, weights
         )
         return d_input, d_weights, d_bias.reshape(ctx.bias_shape), d_old_h, d_old_cell
 
@@ -176,14 +152,20 @@ def lltm(
         weights: (3S, S + I) gate weights, rows ordered input gate, output gate, candidate.
         bias: (3S,) or (1, 3S); its gradient has the same shape.
         old_h: (B, S) previous hidden state.
-        old_cell: (B, S) previous cell state.
+        old_cell: (B, S) previous cell state (may be the same tensor as ``old_h``, e.g. zeros).
 
     Returns:
         (new_h, new_cell), each (B, S), same dtype and device as the inputs.
 
     All tensors must share one device (CPU or CUDA) and one floating dtype (float32, float64,
-    float16, bfloat16; half types are computed in float). Differentiable in every argument.
+    float16, bfloat16; half types are computed in float). Differentiable in every argument
+    (first order: a second derivative raises).
     """
+    # One tensor passed as two arguments (a zero state): torch.compile needs distinct tensors.
+    if old_cell is old_h or old_cell is input:
+        old_cell = old_cell.view_as(old_cell)
+    if old_h is input:
+        old_h = old_h.view_as(old_h)
     return LLTMFunction.apply(input, weights, bias, old_h, old_cell)
 
 
@@ -218,6 +200,18 @@ class LLTM(nn.Module):
             nn.init.uniform_(weight, -stdv, +stdv)
 
     def forward(self, input: Tensor, state: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+        """One step: `input` (B, I), `state` = (h, cell), each (B, S) -> (new_h, new_cell)."""
+        if not (isinstance(state, (tuple, list)) and len(state) == 2):
+            got = (
+                f"a tensor of shape {list(state.shape)}"
+                if isinstance(state, Tensor)
+                else f"{type(state).__name__}"
+                + (f" of length {len(state)}" if isinstance(state, (tuple, list)) else "")
+            )
+            raise TypeError(
+                "LLTM.forward: `state` must be a pair (h, cell) of two (batch, "
+                f"{self.state_size}) tensors, as in cell(x, (h, cell)), but got {got}."
+            )
         old_h, old_cell = state
         return lltm(input, self.weights, self.bias, old_h, old_cell)
 

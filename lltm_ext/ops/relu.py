@@ -3,56 +3,28 @@
 Any shape; y has x's shape, dtype and device. Values and gradients are torch.relu's: NaN passes
 through forward and backward, and the gradient at x == 0 is 0. Backward works from the saved
 output y (as torch's does): dx = grad where y > 0, else 0.
-"""
 
-# No `from __future__ import annotations` here: torch.library reads the annotations at runtime.
+The path of a call: ``relu(x)`` -> ``ReLUFunction`` -> the operators
+``torch.ops.lltm_ext.relu_forward`` / ``relu_backward``, registered by ``src/relu/relu.cpp`` (checks
+and CPU/CUDA dispatch) -> the kernels in ``src/relu/``. Eager and compiled calls run the same path.
+"""
 
 import torch
 from torch import Tensor, nn
 
-from lltm_ext._extension import load_extension
+from lltm_ext._extension import load_extension, load_ops
 from lltm_ext.ops._elementwise import bench_cases, fake_grad, fake_like, saved_output_function
 
 __all__ = ["ReLU", "ReLUFunction", "relu"]
 
+_ops = load_ops("relu")
+relu_forward = _ops.relu_forward.default
+"""``relu_forward(x) -> y``: max(x, 0) of a contiguous x (any shape), a new contiguous tensor."""
+relu_backward = _ops.relu_backward.default
+"""``relu_backward(grad, y) -> dx``: grad where y > 0 (or NaN), else 0; contiguous, one shape."""
 
-# ----------------------------------------------------------------------------------------------
-# torch.library ops: what torch.compile sees (no graph break), checked by opcheck.
-# ----------------------------------------------------------------------------------------------
-
-
-@torch.library.custom_op("lltm_ext::relu_forward", mutates_args=(), device_types=("cpu", "cuda"))
-def relu_forward(x: Tensor) -> Tensor:
-    """max(x, 0) of a contiguous x (any shape): a new contiguous tensor."""
-    return load_extension("relu").forward(x)
-
-
-@torch.library.custom_op("lltm_ext::relu_backward", mutates_args=(), device_types=("cpu", "cuda"))
-def relu_backward(grad: Tensor, output: Tensor) -> Tensor:
-    """grad where output > 0 (or NaN), else 0; grad and output contiguous, one shape."""
-    return load_extension("relu").backward(grad, output)
-
-
-relu_forward.register_fake(fake_like)
-relu_backward.register_fake(fake_grad)
-
-
-def _setup_context(ctx, inputs, output):
-    ctx.save_for_backward(output)
-
-
-def _op_backward(ctx, grad):
-    (output,) = ctx.saved_tensors
-    return relu_backward(grad.contiguous(), output)
-
-
-relu_forward.register_autograd(_op_backward, setup_context=_setup_context)
-
-
-# ----------------------------------------------------------------------------------------------
-# The public API: eagerly the compiled module directly, under torch.compile the ops above.
-# ----------------------------------------------------------------------------------------------
-
+torch.library.register_fake("lltm_ext::relu_forward")(fake_like)
+torch.library.register_fake("lltm_ext::relu_backward")(fake_grad)
 
 ReLUFunction = saved_output_function(
     "ReLUFunction",
@@ -72,7 +44,7 @@ def relu(x: Tensor) -> Tensor:
             CPU or a CUDA device.
 
     Returns:
-        y, x's shape, dtype and device (a new contiguous tensor). Differentiable.
+        y, x's shape, dtype and device (a new contiguous tensor). Differentiable (first order).
     """
     return ReLUFunction.apply(x)
 

@@ -8,46 +8,25 @@ through.
 
 Backward is the straight-through estimator: rounding is treated as the identity, so the incoming
 gradient is returned as it is (the same tensor: no kernel, no copy).
-"""
 
-# No `from __future__ import annotations` here: torch.library reads the annotations at runtime.
+The path of a call: ``round_ste(x)`` -> ``RoundSTEFunction`` -> the operator
+``torch.ops.lltm_ext.round_ste_forward``, registered by ``src/round_ste/round_ste.cpp`` (checks and
+CPU/CUDA dispatch) -> the kernels in ``src/round_ste/``. Eager and compiled calls run the same path.
+"""
 
 import torch
 from torch import Tensor, nn
 
-from lltm_ext._extension import load_extension
-from lltm_ext.ops._elementwise import bench_cases, dispatch, fake_like
+from lltm_ext._extension import load_ops
+from lltm_ext.ops._elementwise import bench_cases, fake_like
 
 __all__ = ["RoundSTE", "RoundSTEFunction", "round_ste"]
 
+_ops = load_ops("round_ste")
+round_ste_forward = _ops.round_ste_forward.default
+"""``round_ste_forward(x) -> y``: floor(x + 1/2), exactly, of a contiguous x; a new tensor."""
 
-# ----------------------------------------------------------------------------------------------
-# torch.library op: what torch.compile sees (no graph break), checked by opcheck. Its backward
-# needs no op: it is the incoming gradient itself (an op may not return its input).
-# ----------------------------------------------------------------------------------------------
-
-
-@torch.library.custom_op(
-    "lltm_ext::round_ste_forward", mutates_args=(), device_types=("cpu", "cuda")
-)
-def round_ste_forward(x: Tensor) -> Tensor:
-    """floor(x + 1/2), exactly, of a contiguous x (any shape): a new contiguous tensor."""
-    return load_extension("round_ste").forward(x)
-
-
-round_ste_forward.register_fake(fake_like)
-
-
-def _op_backward(ctx, grad):
-    return grad
-
-
-round_ste_forward.register_autograd(_op_backward)
-
-
-# ----------------------------------------------------------------------------------------------
-# The public API: eagerly the compiled module directly, under torch.compile the op above.
-# ----------------------------------------------------------------------------------------------
+torch.library.register_fake("lltm_ext::round_ste_forward")(fake_like)
 
 
 class RoundSTEFunction(torch.autograd.Function):
@@ -56,7 +35,7 @@ class RoundSTEFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: Tensor) -> Tensor:
-        return dispatch("round_ste", round_ste_forward, "forward", x.contiguous())
+        return round_ste_forward(x.contiguous())
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> Tensor:

@@ -3,58 +3,29 @@
 Any shape; y has x's shape, dtype and device. Numerically stable: for large |x| the result
 saturates to exactly 0 or 1, never inf or NaN (x = +-1000 in every dtype). Backward works from the
 saved output y: dx = grad * y * (1 - y), as torch.sigmoid's.
-"""
 
-# No `from __future__ import annotations` here: torch.library reads the annotations at runtime.
+The path of a call: ``sigmoid(x)`` -> ``SigmoidFunction`` -> the operators
+``torch.ops.lltm_ext.sigmoid_forward`` / ``sigmoid_backward``, registered by
+``src/sigmoid/sigmoid.cpp`` (checks and CPU/CUDA dispatch) -> the kernels in ``src/sigmoid/``.
+Eager and compiled calls run the same path.
+"""
 
 import torch
 from torch import Tensor, nn
 
-from lltm_ext._extension import load_extension
+from lltm_ext._extension import load_extension, load_ops
 from lltm_ext.ops._elementwise import bench_cases, fake_grad, fake_like, saved_output_function
 
 __all__ = ["Sigmoid", "SigmoidFunction", "sigmoid"]
 
+_ops = load_ops("sigmoid")
+sigmoid_forward = _ops.sigmoid_forward.default
+"""``sigmoid_forward(x) -> y``: 1 / (1 + exp(-x)) of a contiguous x, a new contiguous tensor."""
+sigmoid_backward = _ops.sigmoid_backward.default
+"""``sigmoid_backward(grad, y) -> dx``: grad * y * (1 - y); contiguous, one shape."""
 
-# ----------------------------------------------------------------------------------------------
-# torch.library ops: what torch.compile sees (no graph break), checked by opcheck.
-# ----------------------------------------------------------------------------------------------
-
-
-@torch.library.custom_op("lltm_ext::sigmoid_forward", mutates_args=(), device_types=("cpu", "cuda"))
-def sigmoid_forward(x: Tensor) -> Tensor:
-    """1 / (1 + exp(-x)) of a contiguous x (any shape): a new contiguous tensor."""
-    return load_extension("sigmoid").forward(x)
-
-
-@torch.library.custom_op(
-    "lltm_ext::sigmoid_backward", mutates_args=(), device_types=("cpu", "cuda")
-)
-def sigmoid_backward(grad: Tensor, output: Tensor) -> Tensor:
-    """grad * output * (1 - output); grad and output contiguous, one shape."""
-    return load_extension("sigmoid").backward(grad, output)
-
-
-sigmoid_forward.register_fake(fake_like)
-sigmoid_backward.register_fake(fake_grad)
-
-
-def _setup_context(ctx, inputs, output):
-    ctx.save_for_backward(output)
-
-
-def _op_backward(ctx, grad):
-    (output,) = ctx.saved_tensors
-    return sigmoid_backward(grad.contiguous(), output)
-
-
-sigmoid_forward.register_autograd(_op_backward, setup_context=_setup_context)
-
-
-# ----------------------------------------------------------------------------------------------
-# The public API: eagerly the compiled module directly, under torch.compile the ops above.
-# ----------------------------------------------------------------------------------------------
-
+torch.library.register_fake("lltm_ext::sigmoid_forward")(fake_like)
+torch.library.register_fake("lltm_ext::sigmoid_backward")(fake_grad)
 
 SigmoidFunction = saved_output_function(
     "SigmoidFunction",
@@ -75,7 +46,7 @@ def sigmoid(x: Tensor) -> Tensor:
             CPU or a CUDA device.
 
     Returns:
-        y, x's shape, dtype and device (a new contiguous tensor). Differentiable.
+        y, x's shape, dtype and device (a new contiguous tensor). Differentiable (first order).
     """
     return SigmoidFunction.apply(x)
 

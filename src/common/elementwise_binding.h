@@ -48,6 +48,8 @@ at::Tensor forward(const char* op, const at::Tensor& x, ForwardKernel cpu,
   if (x.is_cuda()) {
 #ifdef WITH_CUDA
     run_cuda(cuda, y, x);
+#else
+    fail_not_compiled_with_cuda(op);
 #endif
   } else {
     cpu(x, y);
@@ -68,6 +70,8 @@ at::Tensor backward(const char* op, const at::Tensor& grad, const at::Tensor& ou
   if (output.is_cuda()) {
 #ifdef WITH_CUDA
     run_cuda(cuda, grad_input, grad, output);
+#else
+    fail_not_compiled_with_cuda(op);
 #endif
   } else {
     cpu(grad, output, grad_input);

@@ -4,7 +4,9 @@
 // Not <torch/extension.h>, which brings all of torch's C++ API (36 s to parse, measured with g++
 // 12): ATen, pybind11 with torch's tensor conversions and torch's version (17 s).
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/csrc/utils/pybind.h>
+#include <torch/library.h>
 #include <torch/version.h>
 
 #include <string>
@@ -39,6 +41,24 @@ constexpr bool kBuiltWithCuda =
 inline void check_backend(const at::Tensor& t, const char* op) {
   if (t.is_cuda() && !kBuiltWithCuda) {
     fail_not_compiled_with_cuda(op);
+  }
+}
+
+// Registers `kernel` for the operator `lltm_ext::<name>` (declared with m.def in the op's
+// TORCH_LIBRARY_FRAGMENT) on CPU and CUDA tensors: the kernel checks its inputs and dispatches on
+// their device itself. The operators are differentiated only by the autograd.Function that calls
+// them (lltm_ext/ops/<op>.py); called directly on tensors that require grad, backward through
+// them raises ("not implemented") instead of silently dropping the gradient. `mutates` marks an
+// operator with a `Tensor(a!)` argument, whose version counter must be bumped.
+template <typename Kernel>
+void impl_cpu_cuda(torch::Library& m, const char* name, Kernel kernel, bool mutates = false) {
+  m.impl(name, torch::dispatch(c10::DispatchKey::CPU, kernel));
+  m.impl(name, torch::dispatch(c10::DispatchKey::CUDA, kernel));
+  m.impl(name, torch::dispatch(c10::DispatchKey::Autograd,
+                               torch::autograd::autogradNotImplementedFallback()));
+  if (mutates) {
+    m.impl(name, torch::dispatch(c10::DispatchKey::ADInplaceOrView,
+                                 torch::autograd::autogradNotImplementedInplaceOrViewFallback()));
   }
 }
 

@@ -1,10 +1,12 @@
-// Python binding of the GEMM op c = a @ b: input checks, operand layouts, CPU/CUDA dispatch.
+// The GEMM operators c = a @ b: schema, input checks, operand layouts, CPU/CUDA dispatch,
+// registered as torch.ops.lltm_ext.gemm / gemm_out and bound in Python.
 #include "gemm/gemm.h"
 
 #include <ATen/MemoryOverlap.h>
 
 #include <limits>
 #include <tuple>
+#include <utility>
 
 #include "common/module.h"
 
@@ -64,6 +66,8 @@ void compute(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
   if (a.is_cuda()) {
 #ifdef WITH_CUDA
     gemm_cuda(cuda_operand(a), cuda_operand(b), c);
+#else
+    fail_not_compiled_with_cuda("gemm");
 #endif
   } else {
     gemm_cpu(a, b, c);
@@ -92,6 +96,12 @@ at::Tensor gemm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor out) {
   return out;
 }
 
+// The operator's form of gemm_out: returns nothing (a mutating custom operator may not return an
+// alias of its input).
+void gemm_into(const at::Tensor& a, const at::Tensor& b, at::Tensor out) {
+  gemm_out(a, b, std::move(out));
+}
+
 // Tuning entry point (float32 CUDA only): c = a @ b with tile config `config` and `splits` K
 // splits (see cuda_config_names()).
 // tail_tiles / tail_splits: tail split-K (splits 1 only; see gemm_cuda).
@@ -111,12 +121,21 @@ at::Tensor gemm_with_config(const at::Tensor& a, const at::Tensor& b, int64_t co
 #ifdef WITH_CUDA
   gemm_cuda(cuda_operand(a), cuda_operand(b), c, static_cast<int>(config), static_cast<int>(splits),
             static_cast<int>(tail_tiles), static_cast<int>(tail_splits));
+#else
+  fail_not_compiled_with_cuda("gemm");
 #endif
   return c;
 }
 
 }  // namespace
 }  // namespace lltm_ext::gemm
+
+TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
+  m.def("gemm(Tensor a, Tensor b) -> Tensor");
+  m.def("gemm_out(Tensor a, Tensor b, Tensor(a!) out) -> ()");
+  lltm_ext::impl_cpu_cuda(m, "gemm", TORCH_FN(lltm_ext::gemm::gemm));
+  lltm_ext::impl_cpu_cuda(m, "gemm_out", TORCH_FN(lltm_ext::gemm::gemm_into), /*mutates=*/true);
+}
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "GEMM c = a @ b: own CPU (blocked, parallel) and CUDA (tiled SIMT) kernels.";

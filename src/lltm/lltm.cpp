@@ -1,5 +1,8 @@
-// Python binding of the LLTM cell: input checks, CPU/CUDA dispatch, and the matrix products (ATen).
+// The LLTM cell's operators: schema, input checks, CPU/CUDA dispatch and the matrix products
+// (ATen), registered as torch.ops.lltm_ext.lltm_{forward,backward} and bound in Python.
 #include "lltm/lltm.h"
+
+#include <tuple>
 
 #include "common/module.h"
 #ifdef WITH_CUDA
@@ -44,12 +47,23 @@ void backward_gates_cuda(const at::Tensor& grad_h, const at::Tensor& grad_cell,
 }
 #endif
 
+using Forward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+using Backward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+// A state tensor (`old_h` or `old_cell`) must be [batch, state_size].
+void check_state(const at::Tensor& t, const char* name, int64_t batch, int64_t state) {
+  TORCH_CHECK(t.dim() == 2 && t.size(0) == batch && t.size(1) == state, "lltm_ext.lltm: `", name,
+              "` must have shape [", batch, ", ", state,
+              "] ([batch, state_size]: batch from `input`, state_size = weights.size(0) / 3), "
+              "but got a ",
+              describe(t), ".");
+}
+
 // Forward: X = [old_h, input]; gates = X W^T + b; fused gate math.
-// Returns {new_h, new_cell, input_gate, output_gate, candidate_cell, X}; the last four are what
+// Returns (new_h, new_cell, input_gate, output_gate, candidate_cell, X); the last four are what
 // backward needs.
-std::vector<at::Tensor> forward(const at::Tensor& input, const at::Tensor& weights,
-                                const at::Tensor& bias, const at::Tensor& old_h,
-                                const at::Tensor& old_cell) {
+Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
+                const at::Tensor& old_h, const at::Tensor& old_cell) {
   CHECK_INPUT(input);
   CHECK_INPUT(weights);
   CHECK_INPUT(bias);
@@ -60,17 +74,25 @@ std::vector<at::Tensor> forward(const at::Tensor& input, const at::Tensor& weigh
   CHECK_LIKE(old_h, input);
   CHECK_LIKE(old_cell, input);
   check_backend(input, "lltm");
-  CHECK_DIM(input, 2);
-  CHECK_DIM(old_h, 2);
+  // state_size S and input_features I come from the weights (3S, S + I), which a module owns: a
+  // wrong input or state is reported as that argument's error, not as a weights mismatch.
+  TORCH_CHECK(
+      weights.dim() == 2 && weights.size(0) % 3 == 0 && weights.size(1) >= weights.size(0) / 3,
+      "lltm_ext.lltm: `weights` must have shape [3 * state_size, state_size + "
+      "input_features], but got a ",
+      describe(weights), ".");
+  const int64_t state = weights.size(0) / 3;
+  const int64_t features = weights.size(1) - state;
+  TORCH_CHECK(input.dim() == 2 && input.size(1) == features,
+              "lltm_ext.lltm: `input` must have shape [batch, ", features,
+              "] (input_features = weights.size(1) - state_size = ", weights.size(1), " - ", state,
+              "), but got a ", describe(input), ".");
   const int64_t batch = input.size(0);
-  const int64_t features = input.size(1);
-  const int64_t state = old_h.size(1);
-  CHECK_SHAPE(old_h, batch, state);
-  CHECK_SHAPE(old_cell, batch, state);
-  CHECK_SHAPE(weights, 3 * state, state + features);
+  check_state(old_h, "old_h", batch, state);
+  check_state(old_cell, "old_cell", batch, state);
   TORCH_CHECK(
       bias.numel() == 3 * state && (bias.dim() == 1 || (bias.dim() == 2 && bias.size(0) == 1)),
-      "lltm_ext: `bias` must have shape [", 3 * state, "] or [1, ", 3 * state,
+      "lltm_ext.lltm: `bias` must have shape [", 3 * state, "] or [1, ", 3 * state,
       "] (3 * state_size), but got a ", describe(bias), ".");
 
   const at::Tensor X = at::cat({old_h, input}, /*dim=*/1);
@@ -83,6 +105,8 @@ std::vector<at::Tensor> forward(const at::Tensor& input, const at::Tensor& weigh
   if (input.is_cuda()) {
 #ifdef WITH_CUDA
     forward_gates_cuda(gates, old_cell, new_h, new_cell, input_gate, output_gate, candidate_cell);
+#else
+    fail_not_compiled_with_cuda("lltm");
 #endif
   } else {
     forward_gates_cpu(gates, old_cell, new_h, new_cell, input_gate, output_gate, candidate_cell);
@@ -90,12 +114,12 @@ std::vector<at::Tensor> forward(const at::Tensor& input, const at::Tensor& weigh
   return {new_h, new_cell, input_gate, output_gate, candidate_cell, X};
 }
 
-// Backward from the saved forward values. Returns {d_old_h, d_input, d_weights, d_bias,
-// d_old_cell}; d_bias is 1-D (3 * state_size,).
-std::vector<at::Tensor> backward(const at::Tensor& grad_h, const at::Tensor& grad_cell,
-                                 const at::Tensor& new_cell, const at::Tensor& input_gate,
-                                 const at::Tensor& output_gate, const at::Tensor& candidate_cell,
-                                 const at::Tensor& X, const at::Tensor& weights) {
+// Backward from the saved forward values. Returns (d_old_h, d_input, d_weights, d_bias,
+// d_old_cell); d_bias is 1-D (3 * state_size,).
+Backward backward(const at::Tensor& grad_h, const at::Tensor& grad_cell, const at::Tensor& new_cell,
+                  const at::Tensor& input_gate, const at::Tensor& output_gate,
+                  const at::Tensor& candidate_cell, const at::Tensor& X,
+                  const at::Tensor& weights) {
   CHECK_INPUT(grad_h);
   CHECK_INPUT(grad_cell);
   CHECK_INPUT(new_cell);
@@ -133,6 +157,8 @@ std::vector<at::Tensor> backward(const at::Tensor& grad_h, const at::Tensor& gra
 #ifdef WITH_CUDA
     backward_gates_cuda(grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell,
                         d_gates, d_old_cell);
+#else
+    fail_not_compiled_with_cuda("lltm");
 #endif
   } else {
     backward_gates_cpu(grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell,
@@ -149,6 +175,19 @@ std::vector<at::Tensor> backward(const at::Tensor& grad_h, const at::Tensor& gra
 
 }  // namespace
 }  // namespace lltm_ext::lltm
+
+TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
+  m.def(
+      "lltm_forward(Tensor input, Tensor weights, Tensor bias, Tensor old_h, Tensor old_cell) -> "
+      "(Tensor new_h, Tensor new_cell, Tensor input_gate, Tensor output_gate, "
+      "Tensor candidate_cell, Tensor X)");
+  m.def(
+      "lltm_backward(Tensor grad_h, Tensor grad_cell, Tensor new_cell, Tensor input_gate, "
+      "Tensor output_gate, Tensor candidate_cell, Tensor X, Tensor weights) -> "
+      "(Tensor d_old_h, Tensor d_input, Tensor d_weights, Tensor d_bias, Tensor d_old_cell)");
+  lltm_ext::impl_cpu_cuda(m, "lltm_forward", TORCH_FN(lltm_ext::lltm::forward));
+  lltm_ext::impl_cpu_cuda(m, "lltm_backward", TORCH_FN(lltm_ext::lltm::backward));
+}
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "LLTM cell (fused gate kernels; matrix products through ATen).";
