@@ -3,6 +3,7 @@ a saved-output backward, fake kernels, bench cases."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -98,8 +99,8 @@ def bench_cases(
                 case="forward",
                 dtype=dtype,
                 size=size,
-                ours=lambda x=x: forward(x),
-                ref=lambda x=x: ref_forward(x),
+                ours=functools.partial(forward, x),
+                ref=functools.partial(ref_forward, x),
                 ref_name=ref_forward_name,
                 bytes=2 * nbytes,
                 notes=notes,
@@ -114,8 +115,8 @@ def bench_cases(
                 case="backward",
                 dtype=dtype,
                 size=size,
-                ours=lambda g=grad, x=x, y=y: backward(g, x, y),
-                ref=lambda g=grad, x=x, y=y: ref_backward(g, x, y),
+                ours=functools.partial(backward, grad, x, y),
+                ref=functools.partial(ref_backward, grad, x, y),
                 ref_name=ref_backward_name,
                 bytes=3 * nbytes,
                 notes="the backward kernels alone",

@@ -15,6 +15,7 @@ The path of a call: ``lltm(...)`` (or ``LLTM``) -> ``LLTMFunction`` -> the opera
 calls run the same path.
 """
 
+import functools
 import math
 from typing import Any
 
@@ -186,11 +187,10 @@ class LLTM(nn.Module):
         super().__init__()
         self.input_features = input_features
         self.state_size = state_size
-        factory = {"device": device, "dtype": dtype}
         self.weights = nn.Parameter(
-            torch.empty(3 * state_size, input_features + state_size, **factory)
+            torch.empty(3 * state_size, input_features + state_size, device=device, dtype=dtype)
         )
-        self.bias = nn.Parameter(torch.empty(3 * state_size, **factory))
+        self.bias = nn.Parameter(torch.empty(3 * state_size, device=device, dtype=dtype))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -272,8 +272,8 @@ def benchmarks(device: torch.device, quick: bool) -> list:
                     case=case,
                     dtype=torch.float32,
                     size=size,
-                    ours=lambda run=run: run(lltm),
-                    ref=lambda run=run: run(lltm_reference),
+                    ours=functools.partial(run, lltm),
+                    ref=functools.partial(run, lltm_reference),
                     ref_name="pure-PyTorch LLTM",
                 )
             )

@@ -325,7 +325,8 @@ def write_build_record(plan: Plan, cmd: Any, cuda_archs: str, inplace: bool) -> 
     path = folder / plan.package / "_build_info.py"
     path.parent.mkdir(parents=True, exist_ok=True)
     text = '"""Written by the build (setup.py build_ext): what this build of lltm_ext was made with."""\n\n'
-    path.write_text(text + f"BUILD_INFO = {info!r}\n")
+    text += "from typing import Any\n\n"
+    path.write_text(text + f"BUILD_INFO: dict[str, Any] = {info!r}\n")
     log(f"build record: {json.dumps({k: info[k] for k in ('version', 'cuda_arch_list')})}")
 
 
