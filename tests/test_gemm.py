@@ -7,6 +7,7 @@ import contextlib
 import itertools
 import math
 import os
+import re
 
 import pytest
 import torch
@@ -311,8 +312,9 @@ def expected_auto_path() -> str:
     cp.async exists in code compiled for 8.0 and newer."""
     major, minor = torch.cuda.get_device_capability()
     targets = lltm_ext.build_info()["cuda_targets"]
-    sass = [int(t[3:]) for t in targets if t.startswith("sm_") and t[3:].isdigit()]
-    ptx = [int(t[8:]) for t in targets if t.startswith("compute_") and t[8:].isdigit()]
+    # sm_90a / compute_90a (architecture-specific code) count as 90.
+    sass = [int(m[1]) for t in targets if (m := re.fullmatch(r"sm_(\d+)[a-z]?", t))]
+    ptx = [int(m[1]) for t in targets if (m := re.fullmatch(r"compute_(\d+)[a-z]?", t))]
     same_major = [v for v in sass if v // 10 == major and v % 10 <= minor]
     image = max(same_major) if same_major else max(v for v in ptx if v <= 10 * major + minor)
     return "async" if image >= 80 else "staged"
