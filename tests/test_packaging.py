@@ -1,12 +1,18 @@
 """Packaging checks that need no build: README and CI agree, every op folder is complete."""
 
 import re
+import sys
 from pathlib import Path
+
+import pytest
 
 import lltm_ext
 from lltm_ext.ops import MODULES
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.append(str(ROOT))  # appended: the installed lltm_ext, if any, stays first
+
+from tools import check_dist  # noqa: E402
 
 
 def readme_command(marker: str) -> str:
@@ -40,3 +46,27 @@ def test_build_info_is_recorded():
     assert info["version"] == lltm_ext.__version__
     for key in ("torch_version", "cuda_version", "cxx11_abi", "compiler", "ops"):
         assert key in info
+
+
+def manifest_selection(root: Path) -> set[str]:
+    """The files of `root` that MANIFEST.in selects, by setuptools' own reading of it (what
+    `python -m build --sdist` adds beyond the package's defaults)."""
+    from setuptools.command.egg_info import FileList
+
+    files = FileList()
+    for line in (root / "MANIFEST.in").read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            files.process_template_line(line)
+    return {Path(f).as_posix() for f in files.files}
+
+
+@pytest.mark.skipif(not (ROOT / "benchmarks").is_dir(), reason="no benchmarks/ (an sdist)")
+def test_the_sdist_ships_each_experiment_whole_or_not_at_all(monkeypatch):
+    monkeypatch.chdir(ROOT)  # setuptools' FileList globs the working directory
+    selected = manifest_selection(ROOT)
+    assert check_dist.partial_experiments(ROOT, selected) == []
+    # ... and the check notices an experiment shipped in part (as bench.py without its kernels was).
+    experiment = next(p for p in sorted((ROOT / "benchmarks").iterdir()) if p.is_dir())
+    files = sorted(p.relative_to(ROOT).as_posix() for p in experiment.rglob("*") if p.is_file())
+    partial = check_dist.partial_experiments(ROOT, (selected - set(files)) | {files[0]})
+    assert len(partial) == 1 and "only in part" in partial[0]
