@@ -30,6 +30,20 @@ def test_ci_runs_the_readme_commands_as_written():
     assert not re.search(r"^\s*export [^#]*TORCH_CUDA_ARCH_LIST", ci, re.M)
 
 
+def test_linters_have_one_version_in_ci_the_workflow_and_pre_commit():
+    """ruff and clang-format (formatters change between releases): .ci/run, the tests workflow
+    and .pre-commit-config.yaml (rev vX.Y.Z of the hook repository) pin the same versions."""
+    config = (ROOT / ".pre-commit-config.yaml").read_text()
+    revs = dict(
+        re.findall(r"repo:\s*https://github\.com/[\w.-]+/([\w.-]+)\s+rev:\s*v?(\S+)", config)
+    )
+    for tool, hook_repo in (("ruff", "ruff-pre-commit"), ("clang-format", "mirrors-clang-format")):
+        assert hook_repo in revs, f".pre-commit-config.yaml has no {hook_repo} hook"
+        for path in (".ci/run", ".github/workflows/tests.yml"):
+            pins = set(re.findall(rf"(?<![\w-]){tool}==(\S+)", (ROOT / path).read_text()))
+            assert pins == {revs[hook_repo]}, f"{path} pins {tool} {pins}, pre-commit {revs}"
+
+
 def test_every_op_folder_has_binding_python_module_and_tests():
     folders = sorted(p.name for p in (ROOT / "src").iterdir() if (p / f"{p.name}.cpp").is_file())
     assert folders, "no op folders found under src/"
