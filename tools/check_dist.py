@@ -176,7 +176,9 @@ def check_wheel_tree(args, problems: Problems, names, info, meta, tmp: Path) -> 
     # Every Python file of the package, and nothing from the source tree's build outputs.
     missing = sorted(package_files(Path(args.source_root)) - names)
     problems.need(not missing, f"files missing from the wheel: {missing}")
-    strays = sorted(n for n in names if n.startswith(("src/", "tests/", "build/")))
+    strays = sorted(
+        n for n in names if n.startswith(("src/", "tests/", "build/", "tools/", "benchmarks/"))
+    )
     problems.need(not strays, f"files that do not belong in the wheel: {strays}")
 
     # One compiled module per op; CUDA ones hold the requested device code, CPU ones none.
