@@ -88,18 +88,16 @@ def test_readme_states_the_default_list():
         assert f"`{archs.default_arch_list(cuda)}` with CUDA {cuda}" in text, cuda
 
 
-def test_scripts_read_architectures_through_tools_build_archs():
-    for script in ("scripts/check_dist.py", "scripts/smoke_test.py", "scripts/ci_wheel.sh"):
+def test_release_tools_read_architectures_through_tools_build_archs():
+    for script in ("tools/check_dist.py", "tools/smoke_test.py", "tools/ci_wheel.sh"):
         text = (ROOT / script).read_text()
         assert "from tools.build import archs" in text, script
         assert "NAMED_ARCHS" not in text and '"Hopper"' not in text, f"{script} has its own table"
-    assert "tools/build/archs.py default" in (ROOT / "scripts" / "build_wheel.sh").read_text()
+    assert "tools/build/archs.py default" in (ROOT / "tools" / "build_wheel.sh").read_text()
 
 
-def test_the_scripts_parse_like_the_build():
-    sys.path.append(str(ROOT / "scripts"))
-    import check_dist
-    import smoke_test
+def test_the_release_tools_parse_like_the_build():
+    from tools import check_dist, smoke_test
 
     for text in ("8.0,9.0", "7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX", "Hopper 8.0"):
         sass, ptx = check_dist.parse_arch_list(text)

@@ -1,12 +1,18 @@
 """Packaging checks that need no build: README and CI agree, every op folder is complete."""
 
 import re
+import sys
 from pathlib import Path
+
+import pytest
 
 import lltm_ext
 from lltm_ext.ops import MODULES
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.append(str(ROOT))  # appended: the installed lltm_ext, if any, stays first
+
+from tools import check_dist  # noqa: E402
 
 
 def readme_command(marker: str) -> str:
@@ -22,6 +28,20 @@ def test_ci_runs_the_readme_commands_as_written():
         assert readme_command(marker) in ci, marker
     # ... and exports nothing the README only suggests.
     assert not re.search(r"^\s*export [^#]*TORCH_CUDA_ARCH_LIST", ci, re.M)
+
+
+def test_linters_have_one_version_in_ci_the_workflow_and_pre_commit():
+    """ruff and clang-format (formatters change between releases): .ci/run, the tests workflow
+    and .pre-commit-config.yaml (rev vX.Y.Z of the hook repository) pin the same versions."""
+    config = (ROOT / ".pre-commit-config.yaml").read_text()
+    revs = dict(
+        re.findall(r"repo:\s*https://github\.com/[\w.-]+/([\w.-]+)\s+rev:\s*v?(\S+)", config)
+    )
+    for tool, hook_repo in (("ruff", "ruff-pre-commit"), ("clang-format", "mirrors-clang-format")):
+        assert hook_repo in revs, f".pre-commit-config.yaml has no {hook_repo} hook"
+        for path in (".ci/run", ".github/workflows/tests.yml"):
+            pins = set(re.findall(rf"(?<![\w-]){tool}==(\S+)", (ROOT / path).read_text()))
+            assert pins == {revs[hook_repo]}, f"{path} pins {tool} {pins}, pre-commit {revs}"
 
 
 def test_every_op_folder_has_binding_python_module_and_tests():
@@ -40,3 +60,27 @@ def test_build_info_is_recorded():
     assert info["version"] == lltm_ext.__version__
     for key in ("torch_version", "cuda_version", "cxx11_abi", "compiler", "ops"):
         assert key in info
+
+
+def manifest_selection(root: Path) -> set[str]:
+    """The files of `root` that MANIFEST.in selects, by setuptools' own reading of it (what
+    `python -m build --sdist` adds beyond the package's defaults)."""
+    from setuptools.command.egg_info import FileList
+
+    files = FileList()
+    for line in (root / "MANIFEST.in").read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            files.process_template_line(line)
+    return {Path(f).as_posix() for f in files.files}
+
+
+@pytest.mark.skipif(not (ROOT / "benchmarks").is_dir(), reason="no benchmarks/ (an sdist)")
+def test_the_sdist_ships_each_experiment_whole_or_not_at_all(monkeypatch):
+    monkeypatch.chdir(ROOT)  # setuptools' FileList globs the working directory
+    selected = manifest_selection(ROOT)
+    assert check_dist.partial_experiments(ROOT, selected) == []
+    # ... and the check notices an experiment shipped in part (as bench.py without its kernels was).
+    experiment = next(p for p in sorted((ROOT / "benchmarks").iterdir()) if p.is_dir())
+    files = sorted(p.relative_to(ROOT).as_posix() for p in experiment.rglob("*") if p.is_file())
+    partial = check_dist.partial_experiments(ROOT, (selected - set(files)) | {files[0]})
+    assert len(partial) == 1 and "only in part" in partial[0]

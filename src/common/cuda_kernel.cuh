@@ -1,10 +1,9 @@
 // What CUDA kernel files include instead of ATen: the half types, the type they compute in, and
 // the list of dtypes for explicit instantiations of the kernels' launchers.
 //
-// .cu files include no ATen, torch or c10-cuda header: measured with nvcc 13.0, <ATen/ATen.h>
-// costs ~20 s of host compile plus ~13 s for each GPU architecture in every .cu file that
-// includes it (the default list has 7), <c10/cuda/CUDAStream.h> ~4 s plus ~3.6 s per
-// architecture, <c10/util/Half.h> ~1 s per architecture. The launchers take raw pointers, sizes
+// .cu files include no ATen, torch or c10-cuda header: nvcc compiles a header's device side once
+// per GPU architecture in every .cu file that includes it, so those headers would cost more
+// compile time than the kernels (docs/build_notes.md). The launchers take raw pointers, sizes
 // and a stream and return the launch's cudaError_t; the host side (the op's binding, compiled
 // once by the C++ compiler) does the device guard, the current stream, the dtype dispatch and
 // C10_CUDA_CHECK of that error.

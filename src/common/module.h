@@ -1,8 +1,9 @@
 // Pieces every op binding shares: dispatch macros, the CPU-only-build error, build info for Python.
 #pragma once
 
-// Not <torch/extension.h>, which brings all of torch's C++ API (36 s to parse, measured with g++
-// 12): ATen, pybind11 with torch's tensor conversions and torch's version (17 s).
+// Not <torch/extension.h>, which brings all of torch's C++ API: ATen, pybind11 with torch's tensor
+// conversions and torch's version are what a binding needs, in half the parse time
+// (docs/build_notes.md).
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/csrc/utils/pybind.h>

@@ -3,7 +3,7 @@
 # compiler, no TORCH_CUDA_ARCH_LIST: the visible GPU decides), the whole test suite with GPU tests
 # required, and the GEMM through each of its code paths; logs and timings under OUT_DIR.
 #
-# Usage: bash scripts/gpu_check.sh [PHASE...]   (default: readme paths)
+# Usage: bash tools/gpu_check.sh [PHASE...]   (default: readme paths)
 #   readme  README install command, then the test command (GPU tests required), in this clone,
 #           as README.md spells them from the lltm_ext build on, with the machine's own PATH and
 #           environment (its CXX too): the venv and the tools' install are left out (no network

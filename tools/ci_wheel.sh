@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CI's wheel check (run by .ci/run after the README's test command; no GPU needed):
 #   1. a build environment with torch's CUDA 13.0 build (from the package index) and the build tools;
-#   2. scripts/build_wheel.sh: the sdist, checked; the CUDA wheel built from its clean unpack for
+#   2. tools/build_wheel.sh: the sdist, checked; the CUDA wheel built from its clean unpack for
 #      the default architecture list (what the wheels workflow ships), checked with cuobjdump; installed into a new virtual environment
 #      that sees the build environment's torch), smoke-tested, and the CPU test suite run against
 #      that install from outside the source tree;
@@ -62,7 +62,7 @@ fi
 stage "build, check, install and test the CUDA wheel (TORCH_CUDA_ARCH_LIST=$ARCHS)"
 OUT=$ROOT/dist/ci
 rm -rf "$OUT"
-bash scripts/build_wheel.sh --python "$BPY" --cuda 1 --archs "$ARCHS" --sdist --pytest \
+bash tools/build_wheel.sh --python "$BPY" --cuda 1 --archs "$ARCHS" --sdist --pytest \
   --test-env "${LLTM_EXT_CI_TEST_ENV:-inherit}" --test-venv "$VENVS/test" --out "$OUT" \
   ${LLTM_EXT_CI_OPS:+--ops "$LLTM_EXT_CI_OPS"}
 
@@ -106,7 +106,7 @@ if [[ ${LLTM_EXT_CI_CPU_TORCH_CHECK:-1} == 1 && -n $twins ]]; then
   if "${orig_pip_env[@]}" "$CPY" -m pip install --quiet "torch==$TORCH_PIN+cpu"; then
     "${orig_pip_env[@]}" "$CPY" -m pip install --quiet "${WHEEL}[test]"
     cd "$WORK"
-    "$CPY" "$ROOT/scripts/smoke_test.py" --prefix "$VENVS/cpu" --expect-cuda no
+    "$CPY" "$ROOT/tools/smoke_test.py" --prefix "$VENVS/cpu" --expect-cuda no
     PYTHONDONTWRITEBYTECODE=1 "$CPY" -m pytest -q -p no:cacheprovider "$ROOT/tests"
     cd "$ROOT"
   else

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Build, check, install and smoke-test the lltm_ext wheel for the torch (and CUDA) installed.
 # The CI workflows call this same script: what CI builds is what a maintainer builds by hand.
-# `scripts/build_wheel.sh --help` says how.
+# `tools/build_wheel.sh --help` says how.
 set -euo pipefail
 
 usage() {
   cat <<'EOF'
-Usage: scripts/build_wheel.sh [options]
+Usage: tools/build_wheel.sh [options]
 
 Builds the lltm_ext wheel against the torch installed in the build Python (no build isolation:
 a wheel of PyTorch extensions only works with the torch, and CUDA major, it was built against),
@@ -14,7 +14,7 @@ then:
   1. checks it: check-wheel-contents, twine check, the build record and metadata, and that each
      compiled module holds device code for exactly the requested GPU architectures (cuobjdump
      --list-elf / --list-ptx against TORCH_CUDA_ARCH_LIST), or none in a CPU-only build;
-  2. installs it into a fresh virtual environment and runs scripts/smoke_test.py there, from
+  2. installs it into a fresh virtual environment and runs tools/smoke_test.py there, from
      outside the source tree (python -m lltm_ext info, ops vs pure PyTorch on CPU, and on CUDA
      where a GPU is visible);
   3. with --sdist: builds the sdist first, checks that it holds every source, header, test and
@@ -55,9 +55,9 @@ Other variables: MAX_JOBS, NVCC_THREADS, LLTM_EXT_DEBUG, LLTM_EXT_VERSION_SUFFIX
 CUDA_HOME, CUOBJDUMP (cuobjdump program; default: PATH, the toolkit, or the one triton ships).
 
 Examples:
-  scripts/build_wheel.sh                                   # wheel for the installed torch
-  scripts/build_wheel.sh --cuda 1 --archs "8.0;9.0" --sdist --pytest
-  scripts/build_wheel.sh --cuda 0 -o wheelhouse            # CPU-only wheel
+  tools/build_wheel.sh                                     # wheel for the installed torch
+  tools/build_wheel.sh --cuda 1 --archs "8.0;9.0" --sdist --pytest
+  tools/build_wheel.sh --cuda 0 -o wheelhouse              # CPU-only wheel
 EOF
 }
 
@@ -115,6 +115,7 @@ esac
 [[ $SDIST == 1 ]] || SDIST=0
 
 START=$SECONDS
+# python -m build runs from $WORK: started in tools/, `-m build` would import tools/build/.
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/lltm_ext-wheel.XXXXXX")
 cleanup() {
   if [[ $KEEP_WORK == 1 ]]; then echo "build_wheel.sh: work folder kept: $WORK"; else rm -rf "$WORK"; fi
@@ -173,12 +174,12 @@ SDIST_FILE=
 BUILD_FROM=$STAGE
 if [[ $SDIST == 1 ]]; then
   log "Sdist: build and check"
-  "$PY" -m build --sdist --no-isolation --outdir "$WORK/sdist" "$STAGE"
+  (cd "$WORK" && "$PY" -m build --sdist --no-isolation --outdir "$WORK/sdist" "$STAGE")
   shopt -s nullglob
   sdists=("$WORK"/sdist/*.tar.gz)
   [[ ${#sdists[@]} -eq 1 ]] || die "expected one sdist, got: ${sdists[*]:-none}"
   SDIST_FILE=${sdists[0]}
-  "$PY" "$ROOT/scripts/check_dist.py" sdist "$SDIST_FILE" --source-root "$STAGE"
+  "$PY" "$ROOT/tools/check_dist.py" sdist "$SDIST_FILE" --source-root "$STAGE"
   "$PY" -m twine check --strict "$SDIST_FILE"
   mkdir -p "$WORK/unpacked"
   tar -xzf "$SDIST_FILE" -C "$WORK/unpacked"
@@ -191,7 +192,7 @@ else
   log "Wheel: build from a clean copy of the source tree"
 fi
 t0=$SECONDS
-"$PY" -m build --wheel --no-isolation --outdir "$WORK/wheel" "$BUILD_FROM"
+(cd "$WORK" && "$PY" -m build --wheel --no-isolation --outdir "$WORK/wheel" "$BUILD_FROM")
 BUILD_S=$((SECONDS - t0))
 shopt -s nullglob
 wheels=("$WORK"/wheel/*.whl)
@@ -226,7 +227,7 @@ CUOBJDUMP_BIN=$(find_cuobjdump)
 echo "cuobjdump: ${CUOBJDUMP_BIN:-none found}"
 label_args=()
 [[ -z ${LLTM_EXT_VERSION_SUFFIX:-} || ${LLTM_EXT_VERSION_SUFFIX:-} == auto ]] || label_args=(--any-label)
-"$PY" "$ROOT/scripts/check_dist.py" wheel "$WHEEL" --source-root "$STAGE" \
+"$PY" "$ROOT/tools/check_dist.py" wheel "$WHEEL" --source-root "$STAGE" \
   --expect-cuda "$EXPECT_CUDA" ${ARCHS:+--arch-list "$ARCHS"} \
   ${CUOBJDUMP_BIN:+--cuobjdump "$CUOBJDUMP_BIN"} "${label_args[@]}"
 
@@ -283,7 +284,7 @@ log "Smoke test (from $WORK, outside the source tree)"
 smoke_args=(--expect-version "$VERSION" --expect-cuda "$EXPECT_CUDA" --prefix "$TV")
 [[ -z $ARCHS ]] || smoke_args+=(--arch-list "$ARCHS")
 [[ $REQUIRE_GPU == 0 ]] || smoke_args+=(--require-gpu)
-(cd "$WORK" && "$TPY" "$ROOT/scripts/smoke_test.py" "${smoke_args[@]}")
+(cd "$WORK" && "$TPY" "$ROOT/tools/smoke_test.py" "${smoke_args[@]}")
 (cd "$WORK" && "$TV/bin/lltm-ext" info >/dev/null) || die "the lltm-ext command does not run"
 
 if [[ $RUN_PYTEST == 1 ]]; then

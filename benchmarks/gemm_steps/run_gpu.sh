@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU-machine script for lltm_ext's GEMM: build, check, time; logs and JSON under $OUT.
-#   bash scripts/gemm_steps/run_gpu.sh [phase ...]
+#   bash benchmarks/gemm_steps/run_gpu.sh [phase ...]
 #   phases: build steps sweep tail tests bench cpubench extras ncu (default: build steps tests bench)
 #   tail: the package vs cuBLAS with the tail split-K variants in $TAIL_ARGS (bench.py --tail)
 set -u
@@ -20,8 +20,9 @@ if has build; then
   stamp "build: steps library (background) and the gemm op"
   need_lib=0
   for p in steps sweep extras; do has $p && need_lib=1; done
+  # One library of every step file (each exports gemm_step_NN; see common.cuh).
   [[ $need_lib == 1 ]] && (nvcc -O3 -std=c++17 -arch=sm_90 -ccbin "$CXX" -shared -Xcompiler -fPIC -I src -Xptxas -v \
-    scripts/gemm_steps/steps.cu -o "$LIB" >"$OUT/build.log" 2>&1 && echo "steps lib built") &
+    benchmarks/gemm_steps/step_*.cu -o "$LIB" >"$OUT/build.log" 2>&1 && echo "steps lib built") &
   LLTM_EXT_OPS=gemm TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 python3 setup.py build_ext --inplace \
     >"$OUT/build_op.log" 2>&1
   echo "gemm op build rc=$?"
@@ -37,7 +38,7 @@ if has steps || has sweep; then
   ARGS=""
   has steps || ARGS="$ARGS --no-steps"
   has sweep && ARGS="$ARGS --sweep"
-  timeout "${STEPS_TIMEOUT:-170}" python3 scripts/gemm_steps/bench.py --lib "$LIB" \
+  timeout "${STEPS_TIMEOUT:-170}" python3 benchmarks/gemm_steps/bench.py --lib "$LIB" \
     --json "$OUT/steps.json" $ARGS >"$OUT/steps.log" 2>&1
   echo "rc=$?"
 fi
@@ -45,7 +46,7 @@ if has tail; then
   stamp "tail split-K variants vs cuBLAS"
   TARGS=""
   for t in ${TAIL_ARGS:-}; do TARGS="$TARGS --tail $t"; done
-  timeout "${TAIL_TIMEOUT:-150}" python3 scripts/gemm_steps/bench.py --no-steps --rounds 5 \
+  timeout "${TAIL_TIMEOUT:-150}" python3 benchmarks/gemm_steps/bench.py --no-steps --rounds 5 \
     --json "$OUT/tail.json" $TARGS >"$OUT/tail.log" 2>&1
   echo "rc=$?"
 fi
@@ -66,7 +67,7 @@ if has cpubench; then
 fi
 if has extras; then
   stamp "extras: transposed layouts, other dtypes"
-  timeout 60 python3 scripts/gemm_steps/bench.py --lib "$LIB" --no-shapes --extras --rounds 2 \
+  timeout 60 python3 benchmarks/gemm_steps/bench.py --lib "$LIB" --no-shapes --extras --rounds 2 \
     >"$OUT/extras.log" 2>&1
 fi
 if has ncu; then

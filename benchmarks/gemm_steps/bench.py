@@ -1,8 +1,9 @@
-"""Times each GEMM step (steps.cu) and lltm_ext.gemm's tile configs against cuBLAS SGEMM.
+"""Times each GEMM step (step_NN_*.cu) and lltm_ext.gemm's tile configs against cuBLAS SGEMM.
 
-Usage (on the GPU machine, after building lltm_ext's gemm op and libgemm_steps.so)::
+Usage (on the GPU machine, after building lltm_ext's gemm op and libgemm_steps.so, which holds
+every step file: run_gpu.sh builds both)::
 
-    python3 scripts/gemm_steps/bench.py --lib /tmp/libgemm_steps.so --json out.json [--quick]
+    python3 benchmarks/gemm_steps/bench.py --lib /tmp/libgemm_steps.so --json out.json [--quick]
 
 float32, TF32 off; inputs random; every timed kernel's output is checked against cuBLAS first.
 Rounds of all candidates are interleaved (the GPU's clocks drift with heat); medians are reported.
@@ -33,8 +34,11 @@ STEPS = {
     8: "cp.async 4 stages (pkg, 128x128x8)",
     9: "8x16/thread, BK 16, 3 stages (pkg, 128x256x16)",
     10: "8x8, 3 blocks/SM, A K-major in smem (64x128x16)",
+    12: "step 10 + tail split-K (tail tiles x 4)",
     14: "A transposed through registers (64x128x16)",
 }
+# Step 11 (config and K splits chosen per shape) is the package's heuristic: the row
+# "lltm_ext.gemm (heuristic)". Step 13 (copying operands first) was measured and not kept.
 SHAPES = [  # (M, N, K)
     (1024, 1024, 1024),
     (4096, 4096, 4096),
@@ -61,6 +65,15 @@ def load_gemm_module():
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module
+
+
+def step_entry(lib: ctypes.CDLL, step: int):
+    """gemm_step_NN of step_NN_*.cu (see common.cuh): (A, B, C, M, N, K, splits, workspace,
+    stream) -> cudaError_t."""
+    fn = getattr(lib, f"gemm_step_{step:02d}")
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 4 + [ctypes.c_void_p] * 2
+    return fn
 
 
 def median_time(fn: Callable[[], object], reps: int) -> list[float]:
@@ -145,9 +158,11 @@ def shape_table(lib, ext, args, m: int, n: int, k: int) -> list[dict]:
     }
 
     def step_fn(step: int) -> Callable[[], torch.Tensor]:
+        entry = step_entry(lib, step)
+
         def run() -> torch.Tensor:
             ptrs = (a.data_ptr(), b.data_ptr(), c.data_ptr())
-            err = lib.gemm_step(step, *ptrs, m, n, k, 1, workspace.data_ptr(), stream)
+            err = entry(*ptrs, m, n, k, 1, workspace.data_ptr(), stream)
             if err:
                 raise RuntimeError(f"step {step}: CUDA error {err}")
             return c
@@ -254,9 +269,8 @@ def main() -> int:
     lib = None
     if args.lib:
         lib = ctypes.CDLL(args.lib)
-        lib.gemm_step.restype = ctypes.c_int
-        lib.gemm_step.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 3 + [ctypes.c_int] * 4
-        lib.gemm_step.argtypes += [ctypes.c_void_p, ctypes.c_void_p]
+        for step in STEPS:
+            step_entry(lib, step)  # every step is in the library
     elif not args.no_steps:
         parser.error("--lib is needed for the steps (or pass --no-steps)")
     ext = load_gemm_module()

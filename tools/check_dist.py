@@ -13,7 +13,8 @@ PTX for each +PTX entry, listed with `cuobjdump --list-elf/--list-ptx`), and eac
 without CUDA holds none (no .nv_fatbin section, no CUDA library linked).
 
 sdist: every source and header under src/, the Python package, tests, README, LICENSE, pyproject
-and setup.py of the source tree are in it; the build record and build outputs are not.
+and setup.py of the source tree are in it; the build record and build outputs are not; each
+experiment (a folder under benchmarks/) is in it whole or not at all.
 
 Only the standard library is used (plus readelf and cuobjdump as programs), so it runs with the
 Python that builds the wheel. Exit status 1 and a list of problems when a check fails.
@@ -39,6 +40,8 @@ PACKAGE = "lltm_ext"
 SOURCE_PATTERNS = ("*.cpp", "*.cc", "*.h", "*.hpp", "*.cu", "*.cuh")
 # Never in an sdist or a wheel: build outputs and the per-build record (a wheel has its own).
 NEVER = ("*.so", "*.o", "*.pyc", "*/__pycache__/*", "build/*", "dist/*", ".ci-venvs/*")
+# One folder per experiment (benchmarks/<name>/): an sdist holds all of its files or none.
+EXPERIMENTS = "benchmarks"
 
 
 class Problems(list):
@@ -173,7 +176,9 @@ def check_wheel_tree(args, problems: Problems, names, info, meta, tmp: Path) -> 
     # Every Python file of the package, and nothing from the source tree's build outputs.
     missing = sorted(package_files(Path(args.source_root)) - names)
     problems.need(not missing, f"files missing from the wheel: {missing}")
-    strays = sorted(n for n in names if n.startswith(("src/", "tests/", "build/")))
+    strays = sorted(
+        n for n in names if n.startswith(("src/", "tests/", "build/", "tools/", "benchmarks/"))
+    )
     problems.need(not strays, f"files that do not belong in the wheel: {strays}")
 
     # One compiled module per op; CUDA ones hold the requested device code, CPU ones none.
@@ -268,6 +273,27 @@ def expected_sdist_files(root: Path) -> set[str]:
     return files
 
 
+def partial_experiments(root: Path, names: set[str]) -> list[str]:
+    """Experiments (benchmarks/<name>/ of the source tree at `root`) of which `names`, the files
+    of an sdist relative to its top folder, hold some files but not all: one message each."""
+    found = []
+    base = root / EXPERIMENTS
+    for folder in sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []:
+        files = {
+            p.relative_to(root).as_posix()
+            for p in folder.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts
+        }
+        files = {f for f in files if not any(fnmatch.fnmatch(f, pat) for pat in NEVER)}
+        shipped = files & names
+        if shipped and shipped != files:
+            found.append(
+                f"{folder.relative_to(root).as_posix()}/ is in the sdist only in part (an "
+                f"experiment ships whole or not at all): missing {sorted(files - shipped)}"
+            )
+    return found
+
+
 def check_sdist(args: argparse.Namespace) -> Problems:
     problems = Problems()
     with tarfile.open(args.dist) as tf:
@@ -286,6 +312,7 @@ def check_sdist(args: argparse.Namespace) -> Problems:
         if n == f"{PACKAGE}/_build_info.py" or any(fnmatch.fnmatch(n, pat) for pat in NEVER)
     )
     problems.need(not banned, f"files that do not belong in the sdist: {banned}")
+    problems.extend(partial_experiments(Path(args.source_root), names))
     problems.need("PKG-INFO" in names, "PKG-INFO is missing from the sdist")
     sources = sorted(n for n in names if n.startswith("src/"))
     say(f"  sources and headers: {len(sources)} under src/; package, tests and metadata present")
