@@ -145,7 +145,7 @@ def test_every_copy_agrees_with_the_chosen_one(cap, tmp_path):
 
 @pytest.mark.parametrize("cap", OTHER_COPIES)
 def test_every_copy_passes_the_elementwise_tests(cap):
-    files = [str(TESTS / f"test_{op}.py") for op in ("relu", "sigmoid", "round_ste")]
+    files = [str(TESTS / f"test_{op}.py") for op in ("relu", "sigmoid", "round_ste", "lltm")]
     env = dict(os.environ, LLTM_EXT_CPU_ISA=cap)
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not cuda"]

@@ -36,26 +36,42 @@ LLTM_EXT_HD double tanh_(double x) {
   return tanh(x);
 }
 
-// 1 / (1 + e^-x): for x -> -inf, e^-x -> inf and the result -> 0, never NaN.
-template <typename T>
-LLTM_EXT_HD T sigmoid_(T x) {
-  return T(1) / (T(1) + exp_(-x));
-}
+// The scalar math of the C library (CUDA's device functions on the GPU). The CPU kernels use a
+// policy with the same members whose code the compiler vectorizes (lltm_cpu.cpp).
+struct LibmMath {
+  template <typename T>
+  LLTM_EXT_HD static T exp(T x) {
+    return exp_(x);
+  }
+  template <typename T>
+  LLTM_EXT_HD static T expm1(T x) {
+    return expm1_(x);
+  }
+  template <typename T>
+  LLTM_EXT_HD static T tanh(T x) {
+    return tanh_(x);
+  }
+  template <typename T>
+  LLTM_EXT_HD static T select(bool c, T a, T b) {
+    return c ? a : b;
+  }
+};
 
 template <typename T>
 struct ForwardElement {
   T new_h, new_cell, input_gate, output_gate, candidate_cell;
 };
 
-// Gate pre-activations (z_i, z_o, z_c) and the old cell state -> the cell's outputs.
-template <typename T>
+// Gate pre-activations (z_i, z_o, z_c) and the old cell state -> the cell's outputs. Sigmoid is
+// 1 / (1 + e^-z): for z -> -inf, e^-z -> inf and the result -> 0, never NaN.
+template <typename T, typename Math = LibmMath>
 LLTM_EXT_HD ForwardElement<T> forward_element(T z_i, T z_o, T z_c, T old_cell) {
   ForwardElement<T> r;
-  r.input_gate = sigmoid_(z_i);
-  r.output_gate = sigmoid_(z_o);
-  r.candidate_cell = z_c > T(0) ? z_c : expm1_(z_c);  // ELU, alpha = 1
+  r.input_gate = T(1) / (T(1) + Math::exp(-z_i));
+  r.output_gate = T(1) / (T(1) + Math::exp(-z_o));
+  r.candidate_cell = Math::select(z_c > T(0), z_c, Math::expm1(z_c));  // ELU, alpha = 1
   r.new_cell = old_cell + r.candidate_cell * r.input_gate;
-  r.new_h = tanh_(r.new_cell) * r.output_gate;
+  r.new_h = Math::tanh(r.new_cell) * r.output_gate;
   return r;
 }
 
@@ -66,12 +82,12 @@ struct BackwardElement {
 
 // Gradients of the gate pre-activations and of old_cell, from the saved forward values.
 // sigmoid' = s (1 - s); ELU' = 1 for z > 0, else e^z = candidate + 1 (what torch's ELU uses at 0).
-template <typename T>
+template <typename T, typename Math = LibmMath>
 LLTM_EXT_HD BackwardElement<T> backward_element(T grad_h, T grad_cell, T new_cell, T input_gate,
                                                 T output_gate, T candidate_cell) {
-  const T t = tanh_(new_cell);
+  const T t = Math::tanh(new_cell);
   const T d_new_cell = (T(1) - t * t) * output_gate * grad_h + grad_cell;
-  const T d_elu = candidate_cell > T(0) ? T(1) : candidate_cell + T(1);
+  const T d_elu = Math::select(candidate_cell > T(0), T(1), candidate_cell + T(1));
   BackwardElement<T> r;
   r.d_old_cell = d_new_cell;
   r.d_z_i = candidate_cell * d_new_cell * input_gate * (T(1) - input_gate);
