@@ -109,14 +109,18 @@ def _panel(ax: Any, op: str, rows: list[dict]) -> None:
     labels = []
     for r in rows:
         dtype = _DTYPES.get(r["dtype"], r["dtype"])
-        label = (
-            r["case"] + "\n" + ("" if dtype in r["case"] else dtype + " ") + _short_size(r["size"])
-        )
+        size = _short_size(r["size"])
+        if dtype in r["case"]:
+            label = f"{r['case']}\n{size}"
+        elif len(size) > 12:  # e.g. "B=256 I=256 S=256": a line of its own
+            label = f"{r['case']} {dtype}\n{size}"
+        else:
+            label = f"{r['case']}\n{dtype} {size}"
         if not one_ref:
             label += f"\nvs {r['ref']}"
         labels.append(label)
     ax.set_xticks(xs)
-    ax.set_xticklabels(labels, fontsize=8)
+    ax.set_xticklabels(labels, fontsize=7.5)
     ax.set_ylabel(ylabel, fontsize=9)
     if ax.get_yscale() == "linear":
         ax.set_ylim(0, ax.get_ylim()[1] * 1.12)  # room for the ratios
@@ -159,7 +163,8 @@ def plot(rows: list[dict], meta: dict[str, Any], path: str) -> None:
     if meta.get("device", "").startswith("cuda"):
         where = f"GPU: {meta.get('gpu') or ', '.join(meta.get('gpus', []))}"
     else:
-        where = f"CPU: {meta.get('cpu', '?')}, {meta.get('threads', '?')} threads"
+        threads = meta.get("threads", "?")
+        where = f"CPU: {meta.get('cpu', '?')}, {threads} thread{'' if threads == 1 else 's'}"
     fig.suptitle(
         f"lltm_ext {meta.get('lltm_ext', '?')} vs PyTorch {meta.get('torch', '?')}, {where}\n"
         f"bars: median, error bars: IQR (25th-75th percentile); ratio above each pair = "

@@ -46,3 +46,18 @@ def test_train_lltm_loss_falls(tmp_path):
     except ImportError:
         pytest.skip("matplotlib is not installed: no loss curve to check")
     assert png.is_file() and png.stat().st_size > 5_000
+
+
+def test_readme_example_runs_eager_and_compiled(tmp_path):
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    match = re.search(r"<!-- readme-example:.*?-->\s*```python\n(.+?)\n```", readme, re.S)
+    assert match, "README.md must mark its first example with <!-- readme-example: ... -->"
+    code = match.group(1)
+    assert "torch.compile(" in code and "fullgraph=True" in code
+    script = tmp_path / "readme_example.py"
+    script.write_text(code + "\nprint('ok', tuple(h.shape), tuple(c.shape))\n")
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("ok (16, 128) (16, 128)")
