@@ -178,6 +178,18 @@ def test_timer_choice():
         _bench.choose_timer(cpu, "triton")
     with pytest.raises(ValueError, match="timer must be"):
         _bench.choose_timer(cpu, "stopwatch")
+    # On CUDA, auto takes triton's do_bench only where it imports.
+    expected = "triton" if _bench.triton_available() else "torch"
+    assert _bench.choose_timer(torch.device("cuda"), "auto") == expected
+
+
+def test_a_triton_that_does_not_import_is_not_used(monkeypatch):
+    import types
+
+    monkeypatch.setitem(sys.modules, "triton", types.ModuleType("triton"))
+    monkeypatch.setitem(sys.modules, "triton.testing", None)  # `import triton.testing` raises
+    assert not _bench.triton_available()
+    assert _bench.choose_timer(torch.device("cuda"), "auto") == "torch"
 
 
 @pytest.mark.parametrize("all_mode", [True, False])
