@@ -94,6 +94,7 @@ def tour(device: torch.device) -> None:
 
 
 def main() -> None:
+    """Parse --device and run the tour."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--device",

@@ -140,6 +140,7 @@ def save_plot(path: str, curves: dict[str, list[float]]) -> None:
 
 
 def main() -> int:
+    """Parse the options, train (and compare), report; returns the exit status."""
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )

@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import sys
+from typing import Any
 
 import torch
 
@@ -20,7 +21,7 @@ def _info(args: argparse.Namespace) -> int:
     from lltm_ext.ops import MODULES
 
     built = build_info() or {}
-    running = {
+    running: dict[str, Any] = {
         "torch_version": torch.__version__,
         "torch_cuda": torch.version.cuda,
         "python": platform.python_version(),

@@ -76,14 +76,17 @@ class Timing:
 
     @property
     def median(self) -> float:
+        """The median of the samples."""
         return statistics.median(self.samples)
 
     @property
     def p25(self) -> float:
+        """The 25th percentile of the samples."""
         return self.quantile(0.25)
 
     @property
     def p75(self) -> float:
+        """The 75th percentile of the samples."""
         return self.quantile(0.75)
 
 
@@ -209,7 +212,11 @@ def _copy_case(device: torch.device, dtype: torch.dtype, nbytes: int) -> Callabl
     """A copy that moves `nbytes` (reads and writes nbytes / 2 each), the element-wise roofline."""
     n = max(1, nbytes // 2 // torch.empty((), dtype=dtype).element_size())
     x = torch.randn(n, device=device).to(dtype)
-    return lambda x=x: torch.empty_like(x).copy_(x)
+
+    def copy() -> torch.Tensor:
+        return torch.empty_like(x).copy_(x)
+
+    return copy
 
 
 def _spread(prefix: str, t: Timing) -> dict[str, float]:
