@@ -1,13 +1,18 @@
-"""Command line: `python -m lltm_ext info | bench` (also installed as `lltm-ext`)."""
+"""Command line of lltm_ext: `lltm-ext info | bench` (the same as `python -m lltm_ext ...`)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
+from typing import Any
 
 import torch
+
+# Shown next to the "C++11 ABI" row of `info`.
+ABI_NOTE = "(libstdc++'s dual ABI, _GLIBCXX_USE_CXX11_ABI: must match torch's to load)"
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -16,7 +21,7 @@ def _info(args: argparse.Namespace) -> int:
     from lltm_ext.ops import MODULES
 
     built = build_info() or {}
-    running = {
+    running: dict[str, Any] = {
         "torch_version": torch.__version__,
         "torch_cuda": torch.version.cuda,
         "python": platform.python_version(),
@@ -59,7 +64,11 @@ def _info(args: argparse.Namespace) -> int:
             running["torch_cuda"] or "none (CPU-only torch)",
         ),
         ("Python", built.get("python"), running["python"]),
-        ("C++11 ABI", built.get("cxx11_abi"), running["cxx11_abi"]),
+        (
+            "C++11 ABI",
+            built.get("cxx11_abi"),
+            f"{running['cxx11_abi']}  {ABI_NOTE}",
+        ),
         ("compiler", built.get("compiler"), ""),
         ("arch list", built.get("cuda_arch_list") or "-", ""),
         ("GPUs", "", ", ".join(running["gpus"]) or "none visible"),
@@ -76,59 +85,249 @@ def _info(args: argparse.Namespace) -> int:
     targets = ", ".join(built.get("cuda_targets") or [])
     for op, o in ops.items():
         if not o["loaded"]:
-            print(f"    {op:<8} NOT LOADED: {o['error']}")
+            print(f"    {op:<9} NOT LOADED: {o['error']}")
         elif o["cuda"]:
-            print(f"    {op:<8} CPU + CUDA kernels for {o['cuda_targets'].replace(',', ', ')}")
+            print(f"    {op:<9} CPU + CUDA kernels for {o['cuda_targets'].replace(',', ', ')}")
         elif built.get("ops", {}).get(op, {}).get("cuda"):
             print(
-                f"    {op:<8} CPU kernels ({o['loaded']}: this torch has no CUDA; the build also "
+                f"    {op:<9} CPU kernels ({o['loaded']}: this torch has no CUDA; the build also "
                 f"has CUDA kernels for {targets})"
             )
         else:
-            print(f"    {op:<8} CPU kernels only (this build has no CUDA kernels)")
+            print(f"    {op:<9} CPU kernels only (this build has no CUDA kernels)")
     return 0
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from lltm_ext._bench import HEADER, environment, run_cases, write_json
+    from lltm_ext._bench import choose_timer
     from lltm_ext.ops import MODULES
 
     if args.device == "cuda" and not torch.cuda.is_available():
         print("bench: --device cuda, but torch sees no CUDA GPU.", file=sys.stderr)
         return 2
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    wanted = set(args.ops.split(",")) if args.ops else set(MODULES)
+    wanted = {o.strip() for o in args.ops.split(",")} if args.ops else set(MODULES)
     unknown = wanted - set(MODULES)
     if unknown:
         print(f"bench: unknown ops {sorted(unknown)}; known: {sorted(MODULES)}", file=sys.stderr)
         return 2
-    print("environment:", ", ".join(f"{k}={v}" for k, v in environment(device).items()))
-    print("ratio = PyTorch time / lltm_ext time (> 1: lltm_ext is faster); medians after warm-up")
+    try:
+        timer = choose_timer(device, args.timer)
+    except ValueError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    # Fail before timing, not after minutes of it.
+    for option, path in (("--json", args.json), ("--plot", args.plot)):
+        folder = os.path.dirname(os.path.abspath(path)) if path else None
+        if folder and not os.path.isdir(folder):
+            print(f"bench: {option} {path}: the folder {folder} does not exist", file=sys.stderr)
+            return 2
+    if args.plot:
+        from lltm_ext._plot import require_matplotlib
+
+        try:
+            require_matplotlib()
+        except ImportError as exc:
+            print(f"bench: {exc}", file=sys.stderr)
+            return 2
+    threads = torch.get_num_threads()
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    try:
+        return _run_bench(args, device, wanted, timer)
+    finally:
+        torch.set_num_threads(threads)  # main() may be called in a process that goes on
+
+
+def _run_bench(args: argparse.Namespace, device: torch.device, wanted: set[str], timer: str) -> int:
+    from lltm_ext._bench import HEADER, metadata, run_cases, write_json
+    from lltm_ext.ops import MODULES
+
+    budget = args.budget if args.budget is not None else (0.1 if args.quick else 0.4)
+    meta = metadata(device, timer, args.argv)
+    shown = ("lltm_ext", "torch", "device", "cpu", "threads", "cpu_isa", "gpu", "timer")
+    print("environment:", ", ".join(f"{k}={meta[k]}" for k in shown if k in meta))
+    print(
+        "ratio = PyTorch time / lltm_ext time (> 1: lltm_ext is faster); times: median "
+        f"(IQR as % of the median), interleaved, after warm-up; {budget:g} s per case"
+    )
     print(HEADER)
     rows = []
     for op, module in MODULES.items():
         if op in wanted and hasattr(module, "benchmarks"):
             cases = module.benchmarks(device, quick=args.quick)
-            rows += run_cases(cases, device, budget_s=0.1 if args.quick else 0.4)
+            rows += run_cases(cases, device, budget_s=budget, timer=timer)
     if args.json:
-        write_json(args.json, rows, device)
+        write_json(args.json, rows, device, meta)
         print(f"wrote {args.json}")
+    if args.plot:
+        from lltm_ext._plot import plot
+
+        plot(rows, meta, args.plot)
+        print(f"wrote {args.plot}")
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lltm_ext", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("info", help="how lltm_ext was built, and what is running it")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return int(text)
+
+
+def _prog() -> str:
+    """The name the user ran: `python -m lltm_ext` or the `lltm-ext` script."""
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if name in ("__main__.py", "-m", "-c", ""):
+        return "python -m lltm_ext"
+    return name if name.startswith("lltm") else "lltm-ext"
+
+
+_MAIN_EPILOG = """\
+examples:
+  {prog} info                 how lltm_ext was built, and what runs it
+  {prog} bench --quick        a quick timing against PyTorch
+  {prog} bench --help         the bench options
+"""
+
+_INFO_EPILOG = """\
+The table puts what the installed build was compiled with next to what runs it now. A torch
+major.minor other than the build's, a CUDA major other than the build's, or another C++11 ABI
+setting (libstdc++'s dual ABI, _GLIBCXX_USE_CXX11_ABI) keeps the compiled modules from loading.
+
+examples:
+  {prog} info
+  {prog} info --json > info.json
+"""
+
+_BENCH_EPILOG = """\
+Each case times lltm_ext's kernel and PyTorch's own way of doing the same job, interleaved in
+rounds in one run (so noise hits both), with torch.utils.benchmark.Timer.blocked_autorange, or
+on CUDA with triton.testing.do_bench when triton is installed. A time is the median of the
+samples, its spread the interquartile range (IQR, 25th-75th percentile); ratio = PyTorch time /
+lltm_ext time. Element-wise ops also time a copy of the same bytes (their bandwidth roofline).
+
+examples:
+  {prog} bench --quick                      all ops, fewer sizes, ~0.1 s per case
+  {prog} bench --ops lltm,gemm --device cpu
+  {prog} bench --json bench.json --plot bench.png
+"""
+
+
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser of the command line (`prog`: the name shown in help and errors)."""
+    import lltm_ext
+    from lltm_ext.ops import MODULES
+
+    prog = prog or _prog()
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="lltm_ext: hand-written PyTorch C++/CUDA extension ops.\n"
+        "`lltm-ext` and `python -m lltm_ext` are the same command.",
+        epilog=_MAIN_EPILOG.format(prog=prog),
+        formatter_class=raw,
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"lltm_ext {lltm_ext.__version__} (torch {torch.__version__})",
+        help="print the version of lltm_ext (and of the torch running it) and exit",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="command")
+
+    p = sub.add_parser(
+        "info",
+        help="how lltm_ext was built, and what is running it",
+        description="Show how lltm_ext was built (torch, CUDA, Python, C++ ABI, compiler, GPU\n"
+        "architectures) next to what is running it, and which kernels each op module has.",
+        epilog=_INFO_EPILOG.format(prog=prog),
+        formatter_class=raw,
+    )
+    p.add_argument("--json", action="store_true", help="print the same as JSON instead of a table")
     p.set_defaults(func=_info)
-    p = sub.add_parser("bench", help="time lltm_ext's ops against PyTorch's")
-    p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda if available")
-    p.add_argument("--ops", help="comma-separated ops to run (default: all)")
-    p.add_argument("--quick", action="store_true", help="fewer sizes and shorter timing")
-    p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+
+    p = sub.add_parser(
+        "bench",
+        help="time lltm_ext's ops against PyTorch's",
+        description="Time lltm_ext's ops against PyTorch's; print a table, and optionally "
+        "write JSON and a picture.",
+        epilog=_BENCH_EPILOG.format(prog=prog),
+        formatter_class=raw,
+    )
+    p.add_argument(
+        "--device",
+        choices=["cpu", "cuda"],
+        help="where to run (default: cuda if torch sees a GPU, else cpu)",
+    )
+    p.add_argument(
+        "--ops",
+        metavar="OP[,OP...]",
+        help=f"comma-separated ops to time (default: all: {','.join(MODULES)})",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="fewer and smaller sizes, and a shorter budget per case (default budget 0.1 s)",
+    )
+    p.add_argument(
+        "--budget",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help="measuring time per case, lltm_ext and PyTorch together, after warm-up "
+        "(default: 0.4, or 0.1 with --quick); more gives tighter spreads",
+    )
+    p.add_argument(
+        "--threads",
+        type=_positive_int,
+        metavar="N",
+        help="CPU threads for torch and lltm_ext (default: torch's, "
+        f"{torch.get_num_threads()} here); 1 gives steadier CPU numbers on a busy machine",
+    )
+    p.add_argument(
+        "--timer",
+        choices=["auto", "torch", "triton"],
+        default="auto",
+        help="auto (default): triton.testing.do_bench on CUDA when triton is importable, "
+        "else torch.utils.benchmark.Timer; torch or triton to choose",
+    )
+    p.add_argument(
+        "--json",
+        metavar="PATH",
+        help="also write the results and the environment (versions, CPU/GPU, threads, time, "
+        "command line) as JSON",
+    )
+    p.add_argument(
+        "--plot",
+        metavar="PATH",
+        help="also draw the results as a PNG: one panel per op, error bars, rooflines (needs "
+        "matplotlib: pip install 'lltm_ext[plot]')",
+    )
     p.set_defaults(func=_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """Run the command line with `argv` (default: sys.argv[1:]); returns the exit status."""
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
+    args.argv = [parser.prog, *(sys.argv[1:] if argv is None else argv)]  # for the JSON
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        print(
+            f"\n{parser.prog}: error: no command given; choose one of: info, bench",
+            file=sys.stderr,
+        )
+        return 2
     return args.func(args)
 
 

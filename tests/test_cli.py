@@ -1,0 +1,279 @@
+"""The command line (`lltm-ext` / `python -m lltm_ext`) and the bench harness behind it."""
+
+import argparse
+import datetime
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import lltm_ext
+from lltm_ext import _bench
+from lltm_ext.__main__ import build_parser, main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "lltm_ext", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Arguments, help, version.
+# --------------------------------------------------------------------------------------------
+
+
+def test_version_prints_and_exits_0(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"lltm_ext {lltm_ext.__version__} ")
+    assert torch.__version__ in out
+
+
+def test_version_from_a_fresh_process(tmp_path):
+    result = run_cli("--version", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert lltm_ext.__version__ in result.stdout
+
+
+def test_installed_script_calls_itself_lltm_ext(tmp_path):
+    script = shutil.which("lltm-ext", path=os.path.dirname(sys.executable))
+    if script is None:
+        pytest.skip("the lltm-ext script is not installed next to this Python")
+    result = subprocess.run(
+        [script, "--help"], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: lltm-ext ")
+
+
+@pytest.mark.parametrize(
+    "argv0, prog",
+    [
+        ("/venv/bin/lltm-ext", "lltm-ext"),
+        ("/src/lltm_ext/__main__.py", "python -m lltm_ext"),
+        ("", "python -m lltm_ext"),
+    ],
+)
+def test_help_names_the_command_that_was_run(monkeypatch, capsys, argv0, prog):
+    monkeypatch.setattr(sys, "argv", [argv0])
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: {prog} ")
+    assert f"{prog} bench --quick" in out  # the examples use it too
+
+
+def test_no_command_prints_help_and_fails(capsys):
+    assert main([], prog="lltm-ext") == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "usage: lltm-ext" in captured.err
+    assert "lltm-ext: error: no command given; choose one of: info, bench" in captured.err
+
+
+def _subparser(name: str) -> argparse.ArgumentParser:
+    parser = build_parser("lltm-ext")
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return sub.choices[name]
+
+
+@pytest.mark.parametrize("command", ["info", "bench"])
+def test_every_option_is_explained(command):
+    sub = _subparser(command)
+    for action in sub._actions:
+        assert action.help and len(action.help) > 15, f"{command} {action.option_strings}"
+    assert sub.description
+    assert f"examples:\n  lltm-ext {command}" in sub.epilog
+
+
+def test_bench_help_names_defaults_and_examples():
+    text = _subparser("bench").format_help()
+    for needle in ("default: 0.4, or 0.1 with --quick", "default: cuda if", "--plot bench.png"):
+        assert needle in " ".join(text.split()), needle
+    assert "pip install 'lltm_ext[plot]'" in " ".join(text.split())
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "soon"])
+def test_budget_must_be_positive(capsys, bad):
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "--budget", bad], prog="lltm-ext")
+    assert exit_.value.code == 2
+    assert "must be a number of seconds > 0" in capsys.readouterr().err
+
+
+def test_bench_rejects_unknown_ops_and_missing_folders(capsys, tmp_path):
+    assert main(["bench", "--ops", "relu,nope", "--device", "cpu"]) == 2
+    assert "unknown ops ['nope']" in capsys.readouterr().err
+    missing = tmp_path / "no" / "such" / "b.json"
+    assert main(["bench", "--ops", "relu", "--device", "cpu", "--json", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "environment:" not in err
+
+
+def test_triton_timer_needs_cuda(capsys):
+    assert main(["bench", "--device", "cpu", "--timer", "triton", "--ops", "relu"]) == 2
+    assert "CUDA only" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------
+# info
+# --------------------------------------------------------------------------------------------
+
+
+def test_info_explains_the_cxx11_abi_row(capsys):
+    assert main(["info"]) == 0
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if "C++11 ABI" in line]
+    assert "_GLIBCXX_USE_CXX11_ABI" in row and "must match torch's" in row
+
+
+def test_info_json_is_json(capsys):
+    assert main(["info", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["version"] == lltm_ext.__version__
+
+
+# --------------------------------------------------------------------------------------------
+# The bench: timing, spread, metadata, picture.
+# --------------------------------------------------------------------------------------------
+
+
+def test_timing_quantiles():
+    t = _bench.Timing([4.0, 1.0, 3.0, 2.0, 5.0])
+    assert (t.p25, t.median, t.p75) == (2.0, 3.0, 4.0)
+    assert _bench.Timing([7.0]).p25 == _bench.Timing([7.0]).p75 == 7.0
+
+
+def test_ours_and_reference_are_timed_interleaved():
+    calls = []
+    ours, ref = (lambda: calls.append("ours")), (lambda: calls.append("ref"))
+    a, b = _bench.time_fns([ours, ref], budget_s=0.01, rounds=4)
+    assert len(a.samples) >= 4 and len(b.samples) >= 4
+    switches = sum(1 for x, y in itertools.pairwise(calls) if x != y)
+    # warm-up (ours, ref), then 4 rounds of (ours, ref): at least 9 changes of side.
+    assert switches >= 9, f"not interleaved: {switches} switches"
+    assert all(s > 0 for s in a.samples + b.samples)
+
+
+def test_timer_choice():
+    cpu = torch.device("cpu")
+    assert _bench.choose_timer(cpu, "auto") == "torch"
+    assert _bench.choose_timer(cpu, "torch") == "torch"
+    with pytest.raises(ValueError, match="CUDA only"):
+        _bench.choose_timer(cpu, "triton")
+    with pytest.raises(ValueError, match="timer must be"):
+        _bench.choose_timer(cpu, "stopwatch")
+    # On CUDA, auto takes triton's do_bench only where it imports.
+    expected = "triton" if _bench.triton_available() else "torch"
+    assert _bench.choose_timer(torch.device("cuda"), "auto") == expected
+
+
+def test_a_triton_that_does_not_import_is_not_used(monkeypatch):
+    import types
+
+    monkeypatch.setitem(sys.modules, "triton", types.ModuleType("triton"))
+    monkeypatch.setitem(sys.modules, "triton.testing", None)  # `import triton.testing` raises
+    assert not _bench.triton_available()
+    assert _bench.choose_timer(torch.device("cuda"), "auto") == "torch"
+
+
+@pytest.mark.parametrize("all_mode", [True, False])
+def test_triton_timer_samples(monkeypatch, all_mode):
+    """The do_bench path (GPU machines), with a stand-in for triton.testing."""
+    import types
+
+    seen = {}
+
+    def do_bench(fn, warmup=25, rep=100, quantiles=None, return_mode="mean"):
+        seen.update(warmup=warmup, rep=rep)
+        fn()
+        if return_mode == "all":
+            if not all_mode:
+                raise AssertionError("old triton: no return_mode='all'")
+            return [2.0, 1.0, 3.0]
+        return 2.0 if quantiles is None else [2.0]
+
+    testing = types.ModuleType("triton.testing")
+    testing.do_bench = do_bench
+    triton = types.ModuleType("triton")
+    triton.testing = testing
+    monkeypatch.setitem(sys.modules, "triton", triton)
+    monkeypatch.setitem(sys.modules, "triton.testing", testing)
+    samples = _bench._TritonTimer(lambda: None).samples(0.05)
+    assert samples == ([0.002, 0.001, 0.003] if all_mode else [0.002])
+    assert seen["rep"] == pytest.approx(50.0)
+
+
+def test_bench_writes_json_with_spread_and_metadata_and_a_picture(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    out, png = tmp_path / "bench.json", tmp_path / "bench.png"
+    threads = torch.get_num_threads()
+    argv = ["bench", "--device", "cpu", "--ops", "relu,gemm", "--quick", "--budget", "0.01"]
+    argv += ["--threads", "1"]
+    argv += ["--json", str(out), "--plot", str(png)]
+    assert main(argv, prog="lltm-ext") == 0
+    assert torch.get_num_threads() == threads  # restored
+    text = capsys.readouterr().out
+    assert "lltm_ext (IQR)" in text and f"wrote {png}" in text
+
+    data = json.loads(out.read_text())
+    env = data["environment"]
+    assert env["lltm_ext"] == lltm_ext.__version__ and env["torch"] == torch.__version__
+    assert env["cpu"] and env["threads"] == 1
+    assert isinstance(env["gpus"], list)
+    stamp = datetime.datetime.fromisoformat(env["timestamp"])
+    assert stamp.utcoffset() == datetime.timedelta(0)
+    assert env["argv"] == ["lltm-ext", *argv]
+    assert "blocked_autorange" in env["timer"]
+
+    rows = data["results"]
+    assert {r["op"] for r in rows} == {"relu", "gemm"}
+    for r in rows:
+        for side in ("ours", "ref"):
+            assert r[f"{side}_p25_us"] <= r[f"{side}_us"] <= r[f"{side}_p75_us"]
+            assert r[f"{side}_samples"] >= 5
+        assert r["speedup"] == pytest.approx(r["ref_us"] / r["ours_us"])
+        if r["op"] == "relu":
+            assert r["roofline"] == "copy" and r["roofline_gbps"] > 0
+        else:
+            assert r["roofline_tflops"] == r["ref_tflops"]
+
+    head = png.read_bytes()[:8]
+    assert head == b"\x89PNG\r\n\x1a\n"
+    assert png.stat().st_size > 10_000
+
+
+def test_plot_without_matplotlib_fails_before_timing(monkeypatch, capsys, tmp_path):
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises
+    png = tmp_path / "b.png"
+    assert main(["bench", "--device", "cpu", "--ops", "relu", "--plot", str(png)]) == 2
+    captured = capsys.readouterr()
+    assert "pip install 'lltm_ext[plot]'" in captured.err
+    assert "environment:" not in captured.out  # nothing was timed
+    assert not png.exists()
+
+
+def test_readme_shows_the_cpu_picture_and_documents_the_options():
+    readme = (ROOT / "README.md").read_text()
+    assert "docs/bench_cpu.png" in readme
+    picture = ROOT / "docs" / "bench_cpu.png"
+    assert picture.is_file() and 10_000 < picture.stat().st_size < 150_000
+    for needle in ("--plot", "--version", "examples/tour.py", "examples/train_lltm.py"):
+        assert needle in readme, needle
