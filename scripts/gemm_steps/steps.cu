@@ -4,12 +4,12 @@
 // -Xcompiler -fPIC -I ../../src steps.cu -o libgemm_steps.so. All steps compute C = A B for
 // row-major float32 A (M x K), B (K x N), C (M x N). Steps 1-6 assume M, N, K multiples of 128
 // and 16-byte aligned rows (the benchmark shapes); steps 7-10 and 14 are the package's own kernels
-// (common/gemm_tiles.cuh), which handle any shape and layout.
+// (src/gemm/tiles/), which handle any shape and layout.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "common/gemm_tiles.cuh"
+#include "gemm/tiles/launch.cuh"
 
 namespace {
 

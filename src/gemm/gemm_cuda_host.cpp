@@ -1,7 +1,7 @@
 // Host side of lltm_ext.gemm on CUDA: tile config and split-K chosen from the grid vs the SM count.
 //
-// The kernels live in common/gemm_tiles.cuh (shared with scripts/gemm_steps/) and are launched
-// through gemm_configs.h's launchers (gemm_kernels_*.cu, compiled by nvcc without ATen). This
+// The kernels live in gemm/tiles/ (shared with scripts/gemm_steps/) and are launched through
+// gemm_launchers.h's launchers (gemm_kernels_*.cu, compiled by nvcc without ATen). This
 // file picks a block-tile config and a K split for each problem and launches them on the current
 // stream under a device guard (split-K partials go through a float32 / float64 workspace and an
 // ordered, deterministic reduction). C++ compiler, CUDA builds only (setup.py's *_cuda_host.cpp).
@@ -18,10 +18,15 @@
 #include "common/dispatch.h"
 #include "gemm/gemm.h"
 #include "gemm/gemm_configs.h"
+#include "gemm/gemm_launchers.h"
 
 namespace lltm_ext::gemm {
 namespace {
 
+// The heuristic's candidates and their sustained float32 rates relative to each other with the
+// GPU full, for an MN-contiguous B (row-major) and a K-contiguous one (a transposed view, as in
+// backward's grad_c @ b.T), whose register transposes weigh more on the small tiles (measured on
+// an H200, 132 SMs: docs/gemm_notes.md, step 14).
 constexpr std::array<int, 4> kF32Candidates = {0, 1, 2, 3};
 constexpr std::array<double, 4> kF32CandidateRate = {1.0, 0.955, 1.0, 0.73};
 constexpr std::array<double, 4> kF32CandidateRateBK = {0.85, 0.95, 1.0, 0.65};
@@ -259,7 +264,7 @@ int path_setting() {
 
 // The PTX version (90; or 75 when the driver compiled compute_75 PTX for a newer GPU) of the image
 // of the cp.async kernel that `device` runs, read once per device. Below 80 that image is a trap
-// (gemm_tiles.cuh): the code was compiled for an older architecture than the GPU's.
+// (gemm/tiles/cp_async.cuh): the code was compiled for an older architecture than the GPU's.
 int async_image_ptx(int device) {
   static std::array<std::atomic<int>, 64> cache{};
   auto read = [] {
