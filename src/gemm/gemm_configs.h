@@ -1,6 +1,6 @@
 // The GEMM's CUDA tile configs, by index, and their names: plain C++ (no CUDA header), read by the
-// kernel files (gemm_kernels_*.cu) and the host code that chooses and launches them
-// (gemm_cuda_host.cpp). The kernels are in gemm/tiles/.
+// kernel files (gemm_kernels_*.cu), the host code that launches them (gemm_cuda_host.cpp) and the
+// tile heuristic (gemm_heuristic.cpp, also in the CPU module). The kernels are in gemm/tiles/.
 #pragma once
 
 #include <array>
@@ -15,7 +15,7 @@ namespace gt = lltm_ext::gemm_tiles;
 // float32 tile configs: Tile<BM, BN, BK, WM, WN, TM, TN, MIN_BLOCKS, STAGES, A_PATH, B_PATH>
 // (STAGES 0: register-staged double buffering; >= 2: cp.async ring; A_PATH / B_PATH: how a
 // K-contiguous A / B reaches shared memory, gemm_tiles::KPath). 0-3 are the heuristic's
-// candidates on the cp.async path and 4 on the register-staged one (gemm_cuda_host.cpp); 5-7 are
+// candidates on the cp.async path and 4 on the register-staged one (gemm_heuristic.cpp); 5-7 are
 // there for tuning runs (scripts/gemm_steps), measured in docs/gemm_notes.md. The index is the
 // `config` of the tuning entry point.
 inline constexpr auto kKMajor = gt::KPath::kKMajor, kRegs = gt::KPath::kRegisters;
