@@ -160,14 +160,10 @@ void run_range(const Op& op, T* __restrict__ out, int64_t begin, int64_t end,
 }
 
 #if LLTM_EXT_CPU_X86_COPIES
-// The same loop for AVX2 + FMA, and for AVX-512: `flatten` inlines run_range, the op and Math into
-// these functions, so all of it is compiled (and vectorized) for that target; nothing compiled for
-// it is emitted out of line, where the baseline code could link to it. Only called where the CPU
-// has the target's instructions.
-#define LLTM_EXT_FLATTEN_FOR(features) __attribute__((target(features), flatten))
-#define LLTM_EXT_AVX512_FEATURES "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"
+// The same loop for AVX2 + FMA, and for AVX-512 (cpu_isa.h's LLTM_EXT_FLATTEN_FOR: run_range, the
+// op and Math are inlined into these functions and compiled for that target).
 template <typename T, typename Op, typename... In>
-LLTM_EXT_FLATTEN_FOR("avx2,fma")
+LLTM_EXT_FLATTEN_FOR(LLTM_EXT_AVX2_FEATURES)
 void run_range_avx2(const Op& op, T* __restrict__ out, int64_t begin, int64_t end,
                     const In* __restrict__... in) {
   run_range(op, out, begin, end, in...);

@@ -177,8 +177,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "(config, splits, tail_tiles, tail_splits) the heuristic picks for float32 M x N x K on the "
       "current CUDA device (b_k_contig: B is a transposed row-major matrix)",
       py::arg("M"), py::arg("N"), py::arg("K"), py::arg("b_k_contig") = false);
-  // The tile heuristic with the GPU's facts as arguments (plain C++: CPU builds have it too), and
-  // the facts the current CUDA device gives it: for tests.
+  // The tile heuristic with the GPU's facts as arguments (plain C++: CPU builds have it too), the
+  // facts the current CUDA device gives it, and the CPU micro-kernel's ISA: for tests.
   m.def(
       "_choose_tiles",
       [](int64_t M, int64_t N, int64_t K, int64_t sms, bool b_k_contig, const std::string& path,
@@ -206,5 +206,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       },
       "Resident blocks per SM of each float32 config on the current CUDA device, as _cuda_choose "
       "gives them to the heuristic (0 for configs its path does not run)");
+  m.def("_cpu_kernel_isa", &lltm_ext::gemm::cpu_kernel_isa,
+        "The ISA of the micro-kernel copy the last CPU GEMM ran ('' before the first)");
   lltm_ext::bind_build_info(m);
 }

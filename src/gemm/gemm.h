@@ -39,7 +39,12 @@ inline std::optional<Layout> layout_of(const at::Tensor& t) {
 }
 
 // c (M x N, contiguous, written) = a (M x K) @ b (K x N); a and b with any strides, one dtype.
+// Its micro-kernel runs the copy for cpu::isa() (common/cpu_isa.h), as the element-wise loops do.
 void gemm_cpu(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c);
+
+// The ISA name (cpu::isa_name()'s) of the micro-kernel copy the last gemm_cpu call in this process
+// ran, "" before the first: which copy LLTM_EXT_CPU_ISA and the CPU led to, for tests.
+std::string cpu_kernel_isa();
 
 // c (M x N, contiguous, written) = a (M x K) @ b (K x N); a and b each with a layout_of().
 // config < 0 and splits <= 0: chosen by the heuristic; otherwise (float32 only) that tile config
