@@ -2,7 +2,7 @@
 //
 // `op` is a functor, `template <typename A> A operator()(A...) const`, called with A = opmath
 // (float for half types); ops that need exp, a reciprocal or rint take them from a `Math` policy,
-// here `cpu::elementwise::Math`, on CUDA `cuda::elementwise::Math`.
+// here `cpu::elementwise::Math`, on CUDA `cuda::elementwise::Math` (elementwise_cuda.cuh).
 //
 // The loop runs over raw pointers with branch-free element math, so that the compiler vectorizes it
 // (std::exp and std::nearbyint are library calls that stop this, hence Math's own versions below),
