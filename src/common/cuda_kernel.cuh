@@ -1,10 +1,9 @@
 // What CUDA kernel files include instead of ATen: the half types, the type they compute in, and
 // the list of dtypes for explicit instantiations of the kernels' launchers.
 //
-// .cu files include no ATen, torch or c10-cuda header: measured with nvcc 13.0, <ATen/ATen.h>
-// costs ~20 s of host compile plus ~13 s for each GPU architecture in every .cu file that
-// includes it (the default list has 7), <c10/cuda/CUDAStream.h> ~4 s plus ~3.6 s per
-// architecture, <c10/util/Half.h> ~1 s per architecture. The launchers take raw pointers, sizes
+// .cu files include no ATen, torch or c10-cuda header: nvcc parses such headers again for every
+// GPU architecture, which made ATen the largest part of each .cu file's compile time
+// (docs/kernel_notes.md has the measurements). The launchers take raw pointers, sizes
 // and a stream and return the launch's cudaError_t; the host side (the op's binding, compiled
 // once by the C++ compiler) does the device guard, the current stream, the dtype dispatch and
 // C10_CUDA_CHECK of that error.

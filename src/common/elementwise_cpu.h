@@ -8,11 +8,9 @@
 // (std::exp and std::nearbyint are library calls that stop this, hence Math's own versions below),
 // and splits the work across threads with at::parallel_for. It is compiled three times: for the
 // baseline x86-64 ISA (packed SSE2) and, with the element math inlined into it, for AVX2 + FMA and
-// for AVX-512, picked at run time (common/cpu_isa.h). Checked with -fopt-info-vec and the
-// disassembly (GCC 12): at the baseline, all float32 loops and the float64 loops of ReLU and of
-// sigmoid's backward vectorize, while float64 loops that select (rint, exp: SSE2 has no 64-bit
-// compare masks) and some half-type loops stay scalar, still correct; the AVX2 and AVX-512 copies
-// vectorize those float64 loops too (ymm / zmm registers).
+// for AVX-512, picked at run time (common/cpu_isa.h). At the baseline some float64 loops that
+// select stay scalar (SSE2 has no 64-bit compare masks), still correct; the AVX2 and AVX-512 copies
+// vectorize them (docs/kernel_notes.md says which loops vectorize where).
 #pragma once
 
 #include <ATen/ATen.h>
