@@ -1,13 +1,14 @@
 """The CPU loops' run-time ISA choice (src/common/cpu_isa.h): the choice, and every loop copy.
 
-The element-wise CPU loops are compiled for the baseline x86-64 ISA and again for AVX2 + FMA and
-AVX-512; the rest of the suite tests whichever this CPU picks. Here the narrower copies this CPU
-can run also run the element-wise tests (a subprocess with LLTM_EXT_CPU_ISA set), and every copy's
-results are compared with the chosen one's.
+The element-wise CPU loops and the GEMM's micro-kernel are compiled for the baseline x86-64 ISA and
+again for AVX2 + FMA and AVX-512; the rest of the suite tests whichever this CPU picks. Here the
+narrower copies this CPU can run also run the element-wise and GEMM tests (a subprocess with
+LLTM_EXT_CPU_ISA set), and every copy's results are compared with the chosen one's.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import platform
@@ -96,6 +97,75 @@ def test_a_bad_value_is_an_error_that_names_the_variable():
     assert f"RuntimeError {message}" in out
 
 
+def test_the_gemm_runs_the_chosen_copy():
+    """The GEMM's micro-kernel follows cpu::isa() too: the copy that ran is the one cpu_isa()
+    names, in this process and under each cap."""
+    gemm = load_extension("gemm")
+    lltm_ext.gemm(torch.randn(7, 5), torch.randn(5, 3))
+    assert gemm._cpu_kernel_isa() == cpu_isa()
+    code = (
+        "import torch, lltm_ext\n"
+        "from lltm_ext._extension import load_extension\n"
+        "gemm = load_extension('gemm')\n"
+        "print(repr(gemm._cpu_kernel_isa()))\n"
+        "for dt in (torch.float32, torch.float64, torch.bfloat16):\n"
+        "    lltm_ext.gemm(torch.ones(9, 4, dtype=dt), torch.ones(4, 2, dtype=dt))\n"
+        "    print(gemm._cpu_kernel_isa())\n"
+    )
+    for cap in ("baseline", "avx2", "avx512", "auto"):
+        proc = _run(code, cap)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.splitlines() == ["''"] + [_expected(cap)] * 3, cap
+
+
+def test_a_bad_value_fails_the_gemm_too():
+    code = (
+        "import torch, lltm_ext\n"
+        "try:\n"
+        "    lltm_ext.gemm(torch.ones(2, 2), torch.ones(2, 2))\n"
+        "except RuntimeError as e:\n"
+        "    print('RuntimeError', str(e).splitlines()[0])\n"
+    )
+    message = "LLTM_EXT_CPU_ISA must be auto, avx512, avx2 or baseline, not 'avx9'"
+    assert f"RuntimeError {message}" in _run(code, "avx9").stdout
+
+
+def gemm_outputs() -> dict[str, torch.Tensor]:
+    """The CPU GEMM on a few shapes and layouts (tile edges, K split over threads), each dtype."""
+    gen = torch.Generator().manual_seed(0)
+    out = {}
+    for (m, n, k), dt in itertools.product(
+        [(97, 61, 300), (256, 256, 256), (5, 3, 4000), (1, 300, 7)],
+        (torch.float32, torch.float64, torch.float16, torch.bfloat16),
+    ):
+        a = torch.randn(m, k, generator=gen, dtype=torch.float64).to(dt)
+        b = torch.randn(k, n, generator=gen, dtype=torch.float64).to(dt)
+        out[f"{m}x{n}x{k} {dt} nn"] = lltm_ext.gemm(a, b)
+        out[f"{m}x{n}x{k} {dt} tt"] = lltm_ext.gemm(a.t().contiguous().t(), b.t().contiguous().t())
+    return out
+
+
+@pytest.mark.parametrize("cap", OTHER_COPIES)
+def test_every_gemm_copy_agrees_with_the_chosen_one(cap, tmp_path):
+    """Same products through another copy: equal up to the rounding of fused vs separate
+    multiply-adds (relative Frobenius error within a few ulps times sqrt(K))."""
+    path = tmp_path / f"gemm_{cap}.pt"
+    code = (
+        f"import sys, torch; sys.path.insert(0, {str(TESTS)!r})\n"
+        f"from test_cpu_isa import gemm_outputs; torch.save(gemm_outputs(), {str(path)!r})"
+    )
+    proc = _run(code, cap)
+    assert proc.returncode == 0, proc.stderr
+    other = torch.load(path)
+    for name, got in gemm_outputs().items():
+        want = other[name]
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        k = int(name.split()[0].split("x")[2])
+        eps = torch.finfo(got.dtype).eps
+        err = (got.double() - want.double()).norm() / want.double().norm().clamp_min(1e-300)
+        assert err <= 4 * eps * math.sqrt(k), (name, err.item())
+
+
 def outputs() -> dict[str, dict[str, torch.Tensor]]:
     """Every CPU loop on one input (random values over a wide range, and the special values)."""
     torch.manual_seed(0)
@@ -144,8 +214,9 @@ def test_every_copy_agrees_with_the_chosen_one(cap, tmp_path):
 
 
 @pytest.mark.parametrize("cap", OTHER_COPIES)
-def test_every_copy_passes_the_elementwise_tests(cap):
-    files = [str(TESTS / f"test_{op}.py") for op in ("relu", "sigmoid", "round_ste", "lltm")]
+def test_every_copy_passes_the_op_tests(cap):
+    ops = ("relu", "sigmoid", "round_ste", "lltm", "gemm")
+    files = [str(TESTS / f"test_{op}.py") for op in ops]
     env = dict(os.environ, LLTM_EXT_CPU_ISA=cap)
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not cuda"]

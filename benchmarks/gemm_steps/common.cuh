@@ -1,5 +1,5 @@
 // What the step files share: the C entry point each exports, and the launch of the package's own
-// tile kernel (src/common/gemm_tiles.cuh) used by steps 7-14.
+// tile kernel (src/gemm/tiles/) used by steps 7-14.
 //
 // Every step_NN_*.cu defines one function with C linkage, loaded by bench.py through ctypes:
 //
@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-#include "common/gemm_tiles.cuh"
+#include "gemm/tiles/launch.cuh"
 
 #define GEMM_STEP_API extern "C" __attribute__((visibility("default")))
 

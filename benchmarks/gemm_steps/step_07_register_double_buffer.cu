@@ -1,4 +1,4 @@
-// Step 7: register-staged double buffering, in the package's kernel (src/common/gemm_tiles.cuh,
+// Step 7: register-staged double buffering, in the package's kernel (src/gemm/tiles/,
 // STAGES 0). Step 6's tiles (128 x 128 x 8, warp tile 32 x 64, 8 x 8 per thread), but the next K
 // step's 16-byte global loads are issued into registers before this step's math and stored to
 // the other shared buffer after it: one barrier per K step, load latency hidden behind the math.

@@ -1,8 +1,9 @@
-// Which instruction set the CPU element-wise loops run with, chosen once per process at run time.
+// Which instruction set the CPU loops run with, chosen once per process at run time.
 //
 // The package is compiled for the baseline x86-64 ISA (SSE2) so that it loads on any x86-64 CPU;
-// the hot loops are compiled twice more, for AVX2 + FMA and for AVX-512 (F, VL, BW, DQ; see
-// elementwise_cpu.h), and the widest copy the CPU runs is used. LLTM_EXT_CPU_ISA caps the choice
+// the hot loops (the element-wise loops, elementwise_cpu.h, and the GEMM's micro-kernel,
+// gemm/gemm_cpu.cpp) are compiled twice more, for AVX2 + FMA and for AVX-512 (F, VL, BW, DQ), and
+// the widest copy the CPU runs is used. LLTM_EXT_CPU_ISA caps the choice
 // at run time: `baseline`, `avx2` or `avx512` (to compare, or to rule a copy out); `auto` or unset
 // picks the best the CPU has. Other CPUs (aarch64) run the baseline build.
 #pragma once
@@ -16,6 +17,17 @@
 #define LLTM_EXT_CPU_X86_COPIES 1
 #else
 #define LLTM_EXT_CPU_X86_COPIES 0
+#endif
+
+#if LLTM_EXT_CPU_X86_COPIES
+// How a hot loop gets its AVX2 + FMA and AVX-512 copies: a wrapper function with
+// LLTM_EXT_FLATTEN_FOR(features), which calls the baseline code. `flatten` inlines everything the
+// wrapper calls (the loop, its element math) into it, so all of it is compiled (and vectorized)
+// for that target, and nothing compiled for it is emitted out of line, where the baseline code
+// could link to it. A wrapper is called only where cpu::isa() (below) allows its features.
+#define LLTM_EXT_FLATTEN_FOR(features) __attribute__((target(features), flatten))
+#define LLTM_EXT_AVX2_FEATURES "avx2,fma"
+#define LLTM_EXT_AVX512_FEATURES "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"
 #endif
 
 namespace lltm_ext::cpu {
@@ -57,8 +69,8 @@ inline Isa isa() {
   return chosen;
 }
 
-inline const char* isa_name() {
-  switch (isa()) {
+inline const char* isa_name(Isa which) {
+  switch (which) {
     case Isa::kAvx512:
       return "avx512";
     case Isa::kAvx2:
@@ -66,6 +78,11 @@ inline const char* isa_name() {
     default:
       return "baseline";
   }
+}
+
+// The name of isa(): "avx512", "avx2+fma" or "baseline".
+inline const char* isa_name() {
+  return isa_name(isa());
 }
 
 }  // namespace lltm_ext::cpu

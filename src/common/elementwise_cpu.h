@@ -2,17 +2,15 @@
 //
 // `op` is a functor, `template <typename A> A operator()(A...) const`, called with A = opmath
 // (float for half types); ops that need exp, a reciprocal or rint take them from a `Math` policy,
-// here `cpu::elementwise::Math`, on CUDA `cuda::elementwise::Math`.
+// here `cpu::elementwise::Math`, on CUDA `cuda::elementwise::Math` (elementwise_cuda.cuh).
 //
 // The loop runs over raw pointers with branch-free element math, so that the compiler vectorizes it
 // (std::exp and std::nearbyint are library calls that stop this, hence Math's own versions below),
 // and splits the work across threads with at::parallel_for. It is compiled three times: for the
 // baseline x86-64 ISA (packed SSE2) and, with the element math inlined into it, for AVX2 + FMA and
-// for AVX-512, picked at run time (common/cpu_isa.h). Checked with -fopt-info-vec and the
-// disassembly (GCC 12): at the baseline, all float32 loops and the float64 loops of ReLU and of
-// sigmoid's backward vectorize, while float64 loops that select (rint, exp: SSE2 has no 64-bit
-// compare masks) and some half-type loops stay scalar, still correct; the AVX2 and AVX-512 copies
-// vectorize those float64 loops too (ymm / zmm registers).
+// for AVX-512, picked at run time (common/cpu_isa.h). At the baseline some float64 loops that
+// select stay scalar (SSE2 has no 64-bit compare masks), still correct; the AVX2 and AVX-512 copies
+// vectorize them (docs/kernel_notes.md says which loops vectorize where).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -160,14 +158,10 @@ void run_range(const Op& op, T* __restrict__ out, int64_t begin, int64_t end,
 }
 
 #if LLTM_EXT_CPU_X86_COPIES
-// The same loop for AVX2 + FMA, and for AVX-512: `flatten` inlines run_range, the op and Math into
-// these functions, so all of it is compiled (and vectorized) for that target; nothing compiled for
-// it is emitted out of line, where the baseline code could link to it. Only called where the CPU
-// has the target's instructions.
-#define LLTM_EXT_FLATTEN_FOR(features) __attribute__((target(features), flatten))
-#define LLTM_EXT_AVX512_FEATURES "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"
+// The same loop for AVX2 + FMA, and for AVX-512 (cpu_isa.h's LLTM_EXT_FLATTEN_FOR: run_range, the
+// op and Math are inlined into these functions and compiled for that target).
 template <typename T, typename Op, typename... In>
-LLTM_EXT_FLATTEN_FOR("avx2,fma")
+LLTM_EXT_FLATTEN_FOR(LLTM_EXT_AVX2_FEATURES)
 void run_range_avx2(const Op& op, T* __restrict__ out, int64_t begin, int64_t end,
                     const In* __restrict__... in) {
   run_range(op, out, begin, end, in...);

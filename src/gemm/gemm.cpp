@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "common/module.h"
+#include "gemm/gemm_heuristic.h"
 
 namespace lltm_ext::gemm {
 namespace {
@@ -195,5 +196,36 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "(config, splits, tail_tiles, tail_splits) the heuristic picks for float32 M x N x K on the "
       "current CUDA device (b_k_contig: B is a transposed row-major matrix)",
       py::arg("M"), py::arg("N"), py::arg("K"), py::arg("b_k_contig") = false);
+  // The tile heuristic with the GPU's facts as arguments (plain C++: CPU builds have it too), the
+  // facts the current CUDA device gives it, and the CPU micro-kernel's ISA: for tests.
+  m.def(
+      "_choose_tiles",
+      [](int64_t M, int64_t N, int64_t K, int64_t sms, bool b_k_contig, const std::string& path,
+         const std::vector<int64_t>& blocks_per_sm) {
+        const lltm_ext::gemm::Choice ch =
+            lltm_ext::gemm::choose_tiles(M, N, K, sms, b_k_contig, path, blocks_per_sm);
+        return std::make_tuple(ch.config, ch.splits, ch.tail_tiles, ch.tail_splits);
+      },
+      "(config, splits, tail_tiles, tail_splits) the heuristic picks for float32 M x N x K on a "
+      "GPU with `sms` SMs running the 'async' or 'staged' path, whose float32 configs (by index) "
+      "keep blocks_per_sm[i] blocks resident per SM (b_k_contig: B is a transposed row-major "
+      "matrix)",
+      py::arg("M"), py::arg("N"), py::arg("K"), py::arg("sms"), py::arg("b_k_contig"),
+      py::arg("path"), py::arg("blocks_per_sm"));
+  m.def(
+      "_cuda_blocks_per_sm",
+      [] {
+#ifdef WITH_CUDA
+        const lltm_ext::gemm::GpuFacts gpu = lltm_ext::gemm::cuda_gpu_facts();
+        return std::vector<int>(gpu.blocks_per_sm.begin(), gpu.blocks_per_sm.end());
+#else
+        TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
+        return std::vector<int>();
+#endif
+      },
+      "Resident blocks per SM of each float32 config on the current CUDA device, as _cuda_choose "
+      "gives them to the heuristic (0 for configs its path does not run)");
+  m.def("_cpu_kernel_isa", &lltm_ext::gemm::cpu_kernel_isa,
+        "The ISA of the micro-kernel copy the last CPU GEMM ran ('' before the first)");
   lltm_ext::bind_build_info(m);
 }

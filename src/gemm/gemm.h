@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "gemm/gemm_heuristic.h"
+
 namespace lltm_ext::gemm {
 
 // How a 2-D operand (R x C) sits in memory. Row-major: element (r, c) at data[r * ld + c];
@@ -37,7 +39,12 @@ inline std::optional<Layout> layout_of(const at::Tensor& t) {
 }
 
 // c (M x N, contiguous, written) = a (M x K) @ b (K x N); a and b with any strides, one dtype.
+// Its micro-kernel runs the copy for cpu::isa() (common/cpu_isa.h), as the element-wise loops do.
 void gemm_cpu(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c);
+
+// The ISA name (cpu::isa_name()'s) of the micro-kernel copy the last gemm_cpu call in this process
+// ran, "" before the first: which copy LLTM_EXT_CPU_ISA and the CPU led to, for tests.
+std::string cpu_kernel_isa();
 
 // c (M x N, contiguous, written) = a (M x K) @ b (K x N); a and b each with a layout_of().
 // config < 0 and splits <= 0: chosen by the heuristic; otherwise (float32 only) that tile config
@@ -45,11 +52,6 @@ void gemm_cpu(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c);
 // tail_tiles tiles (in block order) are split along K into tail_splits parts ("tail split-K").
 void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int config = -1,
                int splits = 0, int tail_tiles = 0, int tail_splits = 0);
-
-// A float32 schedule: tile config, K splits, tail split-K (tail_tiles, tail_splits; 0: none).
-struct Choice {
-  int config, splits, tail_tiles, tail_splits;
-};
 
 // Names of the float32 tile configs that gemm_cuda(..., config, splits) accepts, in index order.
 std::vector<std::string> cuda_config_names();
@@ -60,8 +62,12 @@ std::vector<std::string> cuda_config_names();
 std::string cuda_path();
 void set_cuda_path(const std::string& path);
 
-// The schedule the heuristic picks for float32 M x N x K on the current CUDA device; b_k_contig:
-// B is K-contiguous (a transposed row-major matrix).
+// What the tile heuristic is told about the current CUDA device: its SM count, its float32 path,
+// the occupancy of each config (read once per device; 0 for configs its path does not run).
+GpuFacts cuda_gpu_facts();
+
+// The schedule the heuristic (gemm_heuristic.h) picks for float32 M x N x K on the current CUDA
+// device, from cuda_gpu_facts(); b_k_contig: B is K-contiguous (a transposed row-major matrix).
 Choice cuda_choose(int64_t M, int64_t N, int64_t K, bool b_k_contig = false);
 
 }  // namespace lltm_ext::gemm

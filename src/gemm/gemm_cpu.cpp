@@ -4,9 +4,10 @@
 // shared out over ATen's threads;
 // each task packs KC-deep panels of A (MR rows) and B (NR columns) into contiguous buffers in the
 // accumulation type, runs an MR x NR register-blocked micro-kernel over them, and writes its block
-// once. The micro-kernel uses 32-byte GCC vectors and is compiled for AVX-512, AVX2+FMA and plain
-// x86-64, picked at load time (target_clones). Operands may have any strides (views such as a.t()
-// are read in place); half types are computed in float.
+// once. The micro-kernel uses 32-byte GCC vectors and is compiled for plain x86-64, AVX2 + FMA and
+// AVX-512, the copy picked by cpu::isa() (common/cpu_isa.h: the CPU, capped by LLTM_EXT_CPU_ISA),
+// as the element-wise loops are. Operands may have any strides (views such as a.t() are read in
+// place); half types are computed in float.
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -15,20 +16,16 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
+#include "common/cpu_isa.h"
 #include "common/dispatch.h"
 #include "gemm/gemm.h"
 
 namespace lltm_ext::gemm {
 namespace {
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__)
-#define LLTM_EXT_GEMM_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define LLTM_EXT_GEMM_CLONES
-#endif
 #define LLTM_EXT_ALWAYS_INLINE inline __attribute__((always_inline))
 
 // 32-byte vectors of Acc (8 floats, 4 doubles).
@@ -94,15 +91,44 @@ LLTM_EXT_ALWAYS_INLINE void block_kernel_impl(int mc, int nc, int kc, const Acc*
   }
 }
 
-LLTM_EXT_GEMM_CLONES void block_kernel(int mc, int nc, int kc, const float* ap, const float* bp,
-                                       float* cbuf) {
-  block_kernel_impl<float>(mc, nc, kc, ap, bp, cbuf);
+// block_kernel_impl compiled for the baseline ISA, and (x86-64) for AVX2 + FMA and for AVX-512.
+template <typename Acc>
+void block_kernel_baseline(int mc, int nc, int kc, const Acc* ap, const Acc* bp, Acc* cbuf) {
+  block_kernel_impl<Acc>(mc, nc, kc, ap, bp, cbuf);
 }
 
-LLTM_EXT_GEMM_CLONES void block_kernel(int mc, int nc, int kc, const double* ap, const double* bp,
-                                       double* cbuf) {
-  block_kernel_impl<double>(mc, nc, kc, ap, bp, cbuf);
+#if LLTM_EXT_CPU_X86_COPIES
+template <typename Acc>
+LLTM_EXT_FLATTEN_FOR(LLTM_EXT_AVX2_FEATURES)
+void block_kernel_avx2(int mc, int nc, int kc, const Acc* ap, const Acc* bp, Acc* cbuf) {
+  block_kernel_impl<Acc>(mc, nc, kc, ap, bp, cbuf);
 }
+
+template <typename Acc>
+LLTM_EXT_FLATTEN_FOR(LLTM_EXT_AVX512_FEATURES)
+void block_kernel_avx512(int mc, int nc, int kc, const Acc* ap, const Acc* bp, Acc* cbuf) {
+  block_kernel_impl<Acc>(mc, nc, kc, ap, bp, cbuf);
+}
+#endif
+
+// The copy of block_kernel_impl for `isa` (cpu::isa(), read once per GEMM by the caller).
+template <typename Acc>
+void block_kernel(cpu::Isa isa, int mc, int nc, int kc, const Acc* ap, const Acc* bp, Acc* cbuf) {
+#if LLTM_EXT_CPU_X86_COPIES
+  if (isa == cpu::Isa::kAvx512) {
+    block_kernel_avx512<Acc>(mc, nc, kc, ap, bp, cbuf);
+    return;
+  }
+  if (isa == cpu::Isa::kAvx2) {
+    block_kernel_avx2<Acc>(mc, nc, kc, ap, bp, cbuf);
+    return;
+  }
+#endif
+  block_kernel_baseline<Acc>(mc, nc, kc, ap, bp, cbuf);
+}
+
+// The ISA of the copy the last GEMM ran (cpu::Isa as an int; -1: none yet), for cpu_kernel_isa().
+std::atomic<int> g_last_isa{-1};
 
 // A (rows i0 .. i0 + mc, k p0 .. p0 + kc; element (i, k) at a[i * si + k * sk]) -> MR-row panels,
 // k-major, rows past M zero.
@@ -230,6 +256,8 @@ void gemm_cpu_typed(const at::Tensor& a, const at::Tensor& b, const at::Tensor& 
   const T* pb = b.const_data_ptr<T>();
   T* pc = c.data_ptr<T>();
   const int64_t sam = a.stride(0), sak = a.stride(1), sbk = b.stride(0), sbn = b.stride(1);
+  const cpu::Isa isa = cpu::isa();
+  g_last_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
 
   // Tasks: C blocks x K parts. K is split only when the blocks are fewer than the threads.
   const int64_t blocks_m = (M + B::MC - 1) / B::MC;
@@ -257,7 +285,7 @@ void gemm_cpu_typed(const at::Tensor& a, const at::Tensor& b, const at::Tensor& 
       const int kc = static_cast<int>(std::min<int64_t>(B::KC, k_end - p0));
       pack_b(s.b_pack.data(), pb, sbk, sbn, N, j0, nc_pad, p0, kc);
       pack_a(s.a_pack.data(), pa, sam, sak, M, i0, mc_pad, p0, kc);
-      block_kernel(mc_pad, nc_pad, kc, s.a_pack.data(), s.b_pack.data(), s.c_buf.data());
+      block_kernel<Acc>(isa, mc_pad, nc_pad, kc, s.a_pack.data(), s.b_pack.data(), s.c_buf.data());
     }
     for (int i = 0; i < mc; ++i) {
       const Acc* src = s.c_buf.data() + static_cast<int64_t>(i) * B::NC;
@@ -285,6 +313,11 @@ void gemm_cpu_typed(const at::Tensor& a, const at::Tensor& b, const at::Tensor& 
 }
 
 }  // namespace
+
+std::string cpu_kernel_isa() {
+  const int isa = g_last_isa.load(std::memory_order_relaxed);
+  return isa < 0 ? "" : cpu::isa_name(static_cast<cpu::Isa>(isa));
+}
 
 void gemm_cpu(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
   if (c.numel() == 0) return;

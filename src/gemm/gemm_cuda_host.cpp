@@ -1,33 +1,27 @@
-// Host side of lltm_ext.gemm on CUDA: tile config and split-K chosen from the grid vs the SM count.
+// Host side of lltm_ext.gemm on CUDA: launches the kernels with the schedule the tile heuristic
+// picks for the current device.
 //
-// The kernels live in common/gemm_tiles.cuh (shared with scripts/gemm_steps/) and are launched
-// through gemm_configs.h's launchers (gemm_kernels_*.cu, compiled by nvcc without ATen). This
-// file picks a block-tile config and a K split for each problem and launches them on the current
-// stream under a device guard (split-K partials go through a float32 / float64 workspace and an
-// ordered, deterministic reduction). C++ compiler, CUDA builds only (setup.py's *_cuda_host.cpp).
+// The kernels live in gemm/tiles/ (shared with benchmarks/gemm_steps/) and are launched through
+// gemm_launchers.h's launchers (gemm_kernels_*.cu, compiled by nvcc without ATen). This file gives
+// the heuristic (gemm_heuristic.cpp) the device's facts, read once per device, and launches the
+// chosen block-tile config and K split on the current stream under a device guard (split-K
+// partials go through a float32 / float64 workspace and an ordered, deterministic reduction).
+// C++ compiler, CUDA builds only (setup.py's *_cuda_host.cpp).
 #include <ATen/ATen.h>
 
-#include <array>
 #include <atomic>
-#include <cmath>
 #include <cstdlib>
-#include <limits>
 #include <string>
 
 #include "common/cuda_host.h"
 #include "common/dispatch.h"
 #include "gemm/gemm.h"
 #include "gemm/gemm_configs.h"
+#include "gemm/gemm_heuristic.h"
+#include "gemm/gemm_launchers.h"
 
 namespace lltm_ext::gemm {
 namespace {
-
-constexpr std::array<int, 4> kF32Candidates = {0, 1, 2, 3};
-constexpr std::array<double, 4> kF32CandidateRate = {1.0, 0.955, 1.0, 0.73};
-constexpr std::array<double, 4> kF32CandidateRateBK = {0.85, 0.95, 1.0, 0.65};
-// Before sm_80 (no cp.async): the register-staged config, split-K chosen by the same estimate.
-constexpr std::array<int, 1> kF32StagedCandidates = {4};
-constexpr std::array<double, 1> kF32StagedRate = {1.0};
 
 // One operand as the kernels read it.
 struct Operand {
@@ -54,15 +48,17 @@ Operand operand_of(const at::Tensor& t, bool is_a) {
   return op;
 }
 
-// Resident blocks per SM of config Cfg (float32, row-major A and B), read once.
+// Resident blocks per SM of config Cfg (float32, row-major A and B) on `device`, read once per
+// device.
 template <typename Cfg>
-int f32_blocks_per_sm() {
-  static const int blocks = [] {
+int f32_blocks_per_sm(int device) {
+  static cuda::PerDevice<int> cache;
+  return cache.get(device, [](int d) {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(d));  // the query's device
     int n = 0;
     C10_CUDA_CHECK(blocks_per_sm<Cfg>(&n));
     return std::max(n, 1);
-  }();
-  return blocks;
+  });
 }
 
 // Calls f(std::integral_constant<int, i>) for the runtime index i < kNumF32Configs.
@@ -75,72 +71,6 @@ void with_f32_config(int index, F&& f) {
       with_f32_config<F, I + 1>(index, std::forward<F>(f));
     }
   }
-}
-
-// Estimated time of config (bm x bn x bk tiles, blocks_per_sm resident, relative rate `rate`)
-// with up to max_splits K splits, in units of one multiply-add of one SM at rate 1 (about 5 ps on
-// an H100): full-GPU waves of blocks times each block's work, plus the split-K reduction (its
-// workspace traffic at ~3 TB/s and one more launch).
-// Tail split-K (tail_splits > 1, splits 1): the last tail_tiles tiles are split along K into
-// tail_splits parts, the others run whole (see gemm_tiles::Params).
-struct Estimate {
-  double cost;
-  int splits;
-  int tail_tiles = 0;
-  int tail_splits = 0;
-};
-
-constexpr double kUnitsPerByte = 0.064;
-constexpr double kLaunchUnits = 6e5;
-
-int64_t round_k_split(int64_t K, int s, int bk) {
-  return ((K + s - 1) / s + bk - 1) / bk * bk;
-}
-
-Estimate estimate(int64_t M, int64_t N, int64_t K, int bm, int bn, int bk, int blocks_per_sm,
-                  double rate, int sms, int max_splits) {
-  const int64_t tiles = ((M + bm - 1) / bm) * ((N + bn - 1) / bn);
-  const int64_t slots = static_cast<int64_t>(sms) * blocks_per_sm;
-  // A wave's time: each block's multiply-adds (plus a fixed start and epilogue, ~64 k) over its
-  // share of the SM.
-  auto wave = [&](int64_t k) {
-    return static_cast<double>(bm) * bn * (k + 64) * blocks_per_sm / rate;
-  };
-  Estimate best{std::numeric_limits<double>::infinity(), 1};
-  for (int s = 1; s <= max_splits; s *= 2) {
-    const int64_t k_split = round_k_split(K, s, bk);
-    if (s > 1 && k_split < 8 * bk) break;  // too little K per split
-    const int64_t blocks = tiles * s;
-    const int64_t waves = (blocks + slots - 1) / slots;
-    double cost = static_cast<double>(waves) * wave(k_split);
-    if (s > 1) cost += static_cast<double>(2 * s + 1) * M * N * 4 * kUnitsPerByte + kLaunchUnits;
-    if (cost < best.cost) best = {cost, s};
-  }
-  // Tail split-K: the tiles past the last full wave (or the last two) are split along K into s
-  // parts, the others run whole. Calibrated on an H200 (docs/gemm_notes.md, tail split-K): the
-  // tail's last, partial wave costs as much as its busiest SMs' blocks at 0.85 of the full SM
-  // rate (fewer warps hide less latency), and the tail's waves 1.1x their estimate (split blocks
-  // start and drain in lock step, plus the workspace round trip).
-  const int64_t full = tiles / slots;
-  for (int64_t kept = full; kept >= std::max<int64_t>(full - 1, 1); --kept) {
-    const int64_t tail = tiles - kept * slots;
-    if (tail <= 0) continue;
-    for (int s = 2; s <= 8; ++s) {
-      const int64_t k_split = round_k_split(K, s, bk);
-      if (k_split < 8 * bk) break;
-      if ((K + k_split - 1) / k_split != s) continue;  // rounding left fewer parts
-      const int64_t tail_blocks = tail * s;
-      const int64_t last = tail_blocks - (tail_blocks - 1) / slots * slots;  // in the last wave
-      const double busiest = static_cast<double>((last + sms - 1) / sms) / blocks_per_sm;
-      const double tail_waves =
-          static_cast<double>((tail_blocks - 1) / slots) + std::min(1.0, busiest / 0.85);
-      const double cost = static_cast<double>(kept) * wave(K) + 1.1 * tail_waves * wave(k_split) +
-                          static_cast<double>(2 * s + 1) * tail * bm * bn * 4 * kUnitsPerByte +
-                          kLaunchUnits;
-      if (cost < best.cost) best = {cost, 1, static_cast<int>(tail), s};
-    }
-  }
-  return best;
 }
 
 // Launches float32/float64/half GEMM with config Cfg and `splits` K splits.
@@ -259,21 +189,15 @@ int path_setting() {
 
 // The PTX version (90; or 75 when the driver compiled compute_75 PTX for a newer GPU) of the image
 // of the cp.async kernel that `device` runs, read once per device. Below 80 that image is a trap
-// (gemm_tiles.cuh): the code was compiled for an older architecture than the GPU's.
+// (gemm/tiles/cp_async.cuh): the code was compiled for an older architecture than the GPU's.
 int async_image_ptx(int device) {
-  static std::array<std::atomic<int>, 64> cache{};
-  auto read = [] {
+  static cuda::PerDevice<int> cache;
+  return cache.get(device, [](int d) {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(d));  // the query's device
     int version = 0;
     C10_CUDA_CHECK((ptx_version<std::tuple_element_t<0, F32Configs>>(&version)));
     return version;
-  };
-  if (device < 0 || device >= static_cast<int>(cache.size())) return read();
-  int v = cache[device].load();
-  if (v == 0) {
-    v = read();
-    cache[device].store(v);
-  }
-  return v;
+  });
 }
 
 // Whether float32 runs on the cp.async configs on the current device.
@@ -312,27 +236,20 @@ std::vector<std::string> cuda_config_names() {
   return std::vector<std::string>(kF32ConfigNames.begin(), kF32ConfigNames.end());
 }
 
-Choice cuda_choose(int64_t M, int64_t N, int64_t K, bool b_k_contig) {
-  const bool async = use_async();
-  const int* candidates = async ? kF32Candidates.data() : kF32StagedCandidates.data();
-  const double* rates =
-      async ? (b_k_contig ? kF32CandidateRateBK : kF32CandidateRate).data() : kF32StagedRate.data();
-  const size_t n = async ? kF32Candidates.size() : kF32StagedCandidates.size();
-  const int sms = cuda::sm_count(c10::cuda::current_device());
-  int best_config = candidates[0];
-  Estimate best{std::numeric_limits<double>::infinity(), 1};
-  for (size_t c = 0; c < n; ++c) {
-    with_f32_config(candidates[c], [&](auto I) {
+GpuFacts cuda_gpu_facts() {
+  const int device = c10::cuda::current_device();
+  GpuFacts gpu{cuda::sm_count(device), use_async() ? TilePath::kAsync : TilePath::kStaged, {}};
+  for (const int config : candidate_configs(gpu.path)) {
+    with_f32_config(config, [&](auto I) {
       using Cfg = std::tuple_element_t<decltype(I)::value, F32Configs>;
-      const Estimate e = estimate(M, N, K, Cfg::BM, Cfg::BN, Cfg::BK, f32_blocks_per_sm<Cfg>(),
-                                  rates[c], sms, /*max_splits=*/16);
-      if (e.cost < best.cost * 0.999) {  // ties go to the earlier candidate
-        best = e;
-        best_config = candidates[c];
-      }
+      gpu.blocks_per_sm[config] = f32_blocks_per_sm<Cfg>(device);
     });
   }
-  return {best_config, best.splits, best.tail_tiles, best.tail_splits};
+  return gpu;
+}
+
+Choice cuda_choose(int64_t M, int64_t N, int64_t K, bool b_k_contig) {
+  return choose_tiles(M, N, K, b_k_contig, cuda_gpu_facts());
 }
 
 void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int config,

@@ -1,11 +1,11 @@
-// Definitions of gemm_configs.h's launchers over common/gemm_tiles.cuh's kernels, and the macros
+// Definitions of gemm_launchers.h's launchers over the kernels of gemm/tiles/, and the macros
 // that instantiate them: each gemm_kernels_*.cu file instantiates a share of the configs, so that
 // nvcc compiles them in parallel. Plain CUDA: no ATen (common/cuda_kernel.cuh says why).
 #pragma once
 
 #include "common/cuda_kernel.cuh"
-#include "common/gemm_tiles.cuh"
-#include "gemm/gemm_configs.h"
+#include "gemm/gemm_launchers.h"
+#include "gemm/tiles/launch.cuh"
 
 namespace lltm_ext::gemm {
 

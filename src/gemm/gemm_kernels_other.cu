@@ -1,5 +1,5 @@
 // GEMM kernels of the other dtypes (float64; float16 and bfloat16, computed in float) and the
-// split-K reductions (gemm_configs.h).
+// split-K reductions (gemm_configs.h, gemm_launchers.h).
 #include "gemm/gemm_kernels.cuh"
 
 namespace lltm_ext::gemm {

@@ -1,5 +1,5 @@
 // CUDA kernels of ReLU: the shared vectorized element-wise kernels with ReLU's math.
-#include "common/elementwise.cuh"
+#include "common/elementwise_cuda.cuh"
 #include "relu/relu.h"
 
 namespace lltm_ext::relu {

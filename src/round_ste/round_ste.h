@@ -35,8 +35,8 @@ struct Forward {
 void forward_cpu(const at::Tensor& x, const at::Tensor& y);
 
 #ifdef WITH_CUDA
-// CUDA launchers (round_ste_cuda.cu), for T = float, double, c10::Half, c10::BFloat16: n elements on
-// `stream` (out's device current); they return the launch's error.
+// CUDA launchers (round_ste_cuda.cu), for T = float, double, c10::Half, c10::BFloat16: n elements
+// on `stream` (out's device current); they return the launch's error.
 template <typename T>
 cudaError_t launch_forward(T* y, const T* x, int64_t n, cudaStream_t stream);
 #endif

@@ -1,5 +1,5 @@
 // CUDA kernel of round_ste's forward: the shared vectorized element-wise kernels with its math.
-#include "common/elementwise.cuh"
+#include "common/elementwise_cuda.cuh"
 #include "round_ste/round_ste.h"
 
 namespace lltm_ext::round_ste {

@@ -2,7 +2,7 @@
 // float16 / bfloat16 results keep 11 / 8 bits: fast float exp and reciprocal suffice there (and
 // keep the kernel memory-bound); float32 and float64 get the accurate ones
 // (cuda::elementwise::MathFor).
-#include "common/elementwise.cuh"
+#include "common/elementwise_cuda.cuh"
 #include "sigmoid/sigmoid.h"
 
 namespace lltm_ext::sigmoid {

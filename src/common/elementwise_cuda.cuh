@@ -16,12 +16,9 @@
 //  * scalar_kernel, any alignment (e.g. x[1:]): kScalarUnroll elements per thread, loads first.
 // Both loop grid-stride with 64-bit indices, but the grid covers the whole tensor (one iteration
 // per thread up to the grid limit of 2^31 - 1 blocks) and the block scheduler balances the SMs.
-// Measured on an H200 (2^28 elements; PyTorch's time over ours, > 1: faster; one run), relu
-// forward / backward, float32 and bfloat16: a grid sized to the GPU (resident blocks x SMs, every
-// thread looping) 0.91 / 0.93 / 0.90 / 0.92 with 4 (two inputs: 2) packs per thread; the whole
-// tensor at once with 4 (2) packs per thread 0.975 / 0.999 / 0.973 / 0.997; with 1 pack per
-// thread (this file) 1.009 / 1.003 / 0.999 / 1.000. 2048 resident threads x 16 bytes per SM are
-// enough bytes in flight; the persistent grid loses, presumably to uneven progress of the SMs.
+// One pack per thread over the whole tensor ran at PyTorch's speed; a grid sized to the GPU
+// (every thread looping) and more packs per thread were slower: 2048 resident threads x 16 bytes
+// per SM are enough bytes in flight (docs/kernel_notes.md has the measurements).
 #pragma once
 
 #include <algorithm>
@@ -37,7 +34,7 @@ namespace lltm_ext::cuda::elementwise {
 constexpr int kThreads = 256;       // threads per block
 constexpr int kMinBlocksPerSm = 4;  // register cap of 64 per thread (65536 / (4 * 256))
 constexpr int kPackBytes = 16;      // one LDG.E.128 / STG.E.128
-constexpr int kPacksPerThread = 1;  // per input per iteration (see the measurements above)
+constexpr int kPacksPerThread = 1;  // per input per iteration (see the grid above)
 constexpr int kScalarUnroll = 4;    // elements per input per thread per iteration (scalar path)
 constexpr int64_t kMaxBlocks = 0x7fffffff;  // grid.x limit
 
@@ -54,9 +51,8 @@ struct Math {
 
 // Fast float exp and reciprocal (MUFU.EX2, MUFU.RCP: a few ulp), for results rounded to float16
 // or bfloat16, whose 11 or 8 bits they do not change (but for rare ties): it keeps such kernels
-// memory-bound (accurate expf and IEEE division made bfloat16 sigmoid compute-bound, at 0.92 of
-// PyTorch's throughput on an H200). exp(-inf) = 0, exp(+large) = inf, 1 / inf = 0; no double
-// overloads.
+// memory-bound (accurate expf and IEEE division made bfloat16 sigmoid compute-bound:
+// docs/kernel_notes.md). exp(-inf) = 0, exp(+large) = inf, 1 / inf = 0; no double overloads.
 struct FastMath {
   static __device__ __forceinline__ float exp(float x) { return __expf(x); }
   static __device__ __forceinline__ float reciprocal(float x) { return __fdividef(1.0f, x); }

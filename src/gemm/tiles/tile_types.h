@@ -1,6 +1,6 @@
 // The GEMM's tile configurations and launch parameters: plain C++ types (no device code), shared
-// by the kernels (common/gemm_tiles.cuh), their launchers (.cu files) and the host code that
-// chooses a config (C++ compiler).
+// by the kernels (gemm/tiles/), their launchers (gemm_kernels_*.cu), the host code that launches
+// them and the heuristic that chooses a config (C++ compiler).
 #pragma once
 
 #include <cstddef>

@@ -1,0 +1,89 @@
+// One operand's tile copied global (any layout) -> shared memory by cp.async, K-major or in its
+// global layout: the multistage kernel's copies (KPath::kAsyncTranspose, kKMajor, and every
+// MN-contiguous operand).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "gemm/tiles/cp_async.cuh"
+
+namespace lltm_ext::gemm_tiles {
+
+// As OperandTile, but copying straight into a shared stage with cp.async (T is the shared type).
+// TRANSPOSE (K_CONTIG only): the tile is stored K-major (s[k][i]), each chunk by four element
+// copies; otherwise it keeps its global layout (s[k][i] for an MN-contiguous operand, s[i][k] for
+// a K-contiguous one), one 16-byte copy per chunk (two for float64) when vectors are allowed.
+template <typename T, int MN, int BK, int THREADS, bool K_CONTIG, int LDS, bool TRANSPOSE>
+struct AsyncOperandTile {
+  static_assert(K_CONTIG || !TRANSPOSE, "only a K-contiguous tile is transposed");
+  static constexpr int CHUNKS = MN * BK / 4;
+  static constexpr int PER_THREAD = CHUNKS / THREADS;
+  static_assert(CHUNKS % THREADS == 0, "the tile's chunks must spread evenly over the threads");
+  static constexpr int ROW_CHUNKS = K_CONTIG ? BK / 4 : MN / 4;
+  static_assert(THREADS % ROW_CHUNKS == 0, "each thread keeps its column of chunks");
+  static constexpr int ROWS_PER_PASS = THREADS / ROW_CHUNKS;
+  static constexpr int E = sizeof(T);
+  // Shared byte offsets: between a chunk's elements, and between one thread's chunks.
+  static constexpr uint32_t ELEM_STEP = TRANSPOSE ? LDS * E : E;
+  static constexpr uint32_t PASS_STEP = TRANSPOSE ? ROWS_PER_PASS * E : ROWS_PER_PASS * LDS * E;
+
+  const T* ptr;    // this thread's first chunk in the next K step to copy
+  uint32_t s_off;  // byte offset of that chunk's first element within a stage
+
+  __device__ __forceinline__ static int row0() {
+    return static_cast<int>(threadIdx.x) / ROW_CHUNKS;
+  }
+  __device__ __forceinline__ static int col0() {
+    return (static_cast<int>(threadIdx.x) % ROW_CHUNKS) * 4;
+  }
+
+  __device__ __forceinline__ AsyncOperandTile(const T* base, int64_t ld) {
+    ptr = base + row0() * ld + col0();
+    s_off = static_cast<uint32_t>(TRANSPOSE ? col0() * LDS + row0() : row0() * LDS + col0()) * E;
+  }
+
+  // Copies one K step into the stage at shared address `stage`, then moves on to the next step.
+  // fast: the whole tile is in bounds and vectors are allowed; otherwise out-of-bounds elements
+  // (i >= i_lim, k >= k_lim, counted from the step's origin) are zero-filled. `safe`: any mapped
+  // element address, read by nothing.
+  __device__ __forceinline__ void copy(uint32_t stage, int64_t ld, bool fast, bool vec, int i_lim,
+                                       int k_lim, const T* safe) {
+#pragma unroll
+    for (int c = 0; c < PER_THREAD; ++c) {
+      const T* p = ptr + c * ROWS_PER_PASS * ld;
+      const uint32_t d = stage + s_off + c * PASS_STEP;
+      const int row = row0() + c * ROWS_PER_PASS;
+      if (fast) {
+        if constexpr (TRANSPOSE) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) cp_async<E>(d + j * ELEM_STEP, p + j);
+        } else {
+#pragma unroll
+          for (int h = 0; h < 4 * E / 16; ++h) cp_async<16>(d + 16 * h, p + h * (16 / E));
+        }
+        continue;
+      }
+      const bool row_ok = K_CONTIG ? row < i_lim : row < k_lim;
+      const int n_ok = row_ok ? (K_CONTIG ? k_lim - col0() : i_lim - col0()) : 0;
+      if (!TRANSPOSE && vec) {       // 16-byte copies, the part past the edge zero-filled
+        constexpr int PER = 16 / E;  // elements per copy
+#pragma unroll
+        for (int h = 0; h < 4 / PER; ++h) {
+          const int n = min(max(n_ok - h * PER, 0), PER);
+          cp_async<16>(d + 16 * h, n > 0 ? p + h * PER : safe, n * E);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const bool ok = j < n_ok;
+          cp_async<E>(d + j * ELEM_STEP, ok ? p + j : safe, ok ? E : 0);
+        }
+      }
+    }
+    ptr += K_CONTIG ? int64_t(BK) : BK * ld;
+  }
+};
+
+}  // namespace lltm_ext::gemm_tiles

@@ -1,0 +1,76 @@
+// The split-K reductions: the partial products of the K splits (split-K workspace, or the dense
+// tiles of tail split-K) summed into C in split order, so that results are deterministic.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "gemm/tiles/tile_position.cuh"
+#include "gemm/tiles/vector_access.cuh"
+
+namespace lltm_ext::gemm_tiles {
+
+// c[i] = sum over s < splits of partial[s * n + i], in order (deterministic), for i < n.
+template <typename Acc, typename OutT>
+__global__ void splitk_reduce_kernel(const Acc* __restrict__ partial, OutT* __restrict__ c,
+                                     int64_t n, int splits, bool vec) {
+  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (vec) {  // n % 4 == 0 and both pointers 4-element aligned
+    for (int64_t q = first; q < n / 4; q += stride) {
+      Acc v[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
+      for (int s = 0; s < splits; ++s) {
+        Acc x[4];
+        load_vec4(partial + s * n + 4 * q, x);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) v[j] += x[j];
+      }
+      store4_global(c + 4 * q, v);
+    }
+  } else {
+    for (int64_t i = first; i < n; i += stride) {
+      Acc v = Acc(0);
+      for (int s = 0; s < splits; ++s) v += partial[s * n + i];
+      c[i] = tile_cast<OutT>(v);
+    }
+  }
+}
+
+// C's part of the tail split-K tiles: for each of the tail_tiles dense BM x BN workspace tiles,
+// the sum over s < splits of tile s * tail_tiles + j, in split order (deterministic), written to
+// C where it lies inside C. 4 consecutive elements of a row per thread and step.
+template <int BM, int BN, typename Acc, typename OutT>
+__global__ void tail_reduce_kernel(const Acc* __restrict__ partial, OutT* __restrict__ c, int M,
+                                   int N, int64_t ldc, int main_tiles, int tail_tiles, int splits,
+                                   bool vec_c) {
+  static_assert(BN % 4 == 0, "rows of whole 4-element chunks");
+  constexpr int CHUNKS = BM * BN / 4;  // per tile
+  const int64_t n_chunks = static_cast<int64_t>(tail_tiles) * CHUNKS;
+  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  const int64_t tile_stride = static_cast<int64_t>(tail_tiles) * BM * BN;  // between splits
+  for (int64_t q = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; q < n_chunks;
+       q += stride) {
+    const int j = static_cast<int>(q / CHUNKS), e = static_cast<int>(q % CHUNKS) * 4;
+    int m0, n0;
+    tile_origin<BM, BN>(M, N, main_tiles + j, m0, n0);
+    const int row = e / BN, col = e % BN;
+    if (m0 + row >= M || n0 + col >= N) continue;
+    const Acc* src = partial + static_cast<int64_t>(j) * BM * BN + e;
+    Acc v[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
+    for (int s = 0; s < splits; ++s) {
+      Acc x[4];
+      load_vec4(src + s * tile_stride, x);
+#pragma unroll
+      for (int q4 = 0; q4 < 4; ++q4) v[q4] += x[q4];
+    }
+    OutT* dst = c + static_cast<int64_t>(m0 + row) * ldc + n0 + col;
+    if (vec_c && n0 + col + 3 < N) {
+      store4_global(dst, v);
+    } else {
+      for (int q4 = 0; q4 < 4 && n0 + col + q4 < N; ++q4) dst[q4] = tile_cast<OutT>(v[q4]);
+    }
+  }
+}
+
+}  // namespace lltm_ext::gemm_tiles
