@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import functools
 import importlib
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 REBUILD_HINT = (
     "Fix it by installing the lltm_ext wheel built for the installed torch and CUDA, or by "
@@ -131,6 +134,15 @@ def load_ops(op: str) -> Any:
     except ImportError as exc:
         return MissingOps(exc)
     return torch.ops.lltm_ext
+
+
+def register_fake(ops: Any, qualname: str) -> Callable[[F], F]:
+    """``torch.library.register_fake(qualname)`` when the op's module is loaded (`ops` is what
+    :func:`load_ops` returned); with a :class:`MissingOps` there is no operator to register for,
+    and the decorator returns the function unchanged."""
+    if isinstance(ops, MissingOps):
+        return lambda fn: fn
+    return torch.library.register_fake(qualname)
 
 
 def cuda_built(op: str) -> bool:

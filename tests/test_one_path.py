@@ -97,3 +97,34 @@ def test_gemm_of_a_tensor_with_itself(device, compiled):
     (grad,) = torch.autograd.grad(fn(a), a)
     (ref,) = torch.autograd.grad((a @ a * torch.arange(5.0, device=device)).sum(), a)
     torch.testing.assert_close(grad, ref)
+
+
+def test_an_op_whose_module_is_missing(tmp_path):
+    """A build of some ops (LLTM_EXT_OPS) or an unbuilt tree: `import lltm_ext` works, and calling
+    a missing op raises the ImportError that says how to build it."""
+    import subprocess
+    import sys
+
+    from lltm_ext._extension import module_name
+
+    code = f"""
+import sys, torch
+sys.modules[{module_name("gemm")!r}] = None  # as if lltm_ext._gemm had not been built
+import lltm_ext
+print(lltm_ext.relu(torch.tensor([-1.0, 2.0])).tolist())
+try:
+    lltm_ext.gemm(torch.ones(2, 2), torch.ones(2, 2))
+except ImportError as exc:
+    print("ImportError:", exc)
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**__import__("os").environ, "PYTHONPATH": str(PACKAGE.parent)},
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "[0.0, 2.0]"
+    assert lines[1].startswith("ImportError:") and module_name("gemm") in lines[1]

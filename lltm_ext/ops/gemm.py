@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from lltm_ext._bench import BenchCase
-from lltm_ext._extension import load_extension, load_ops
+from lltm_ext._extension import load_extension, load_ops, register_fake
 
 __all__ = ["GemmFunction", "gemm"]
 
@@ -49,13 +49,13 @@ def _check_fake(a: Tensor, b: Tensor) -> None:
     )
 
 
-@torch.library.register_fake("lltm_ext::gemm")
+@register_fake(_ops, "lltm_ext::gemm")
 def _(a, b):
     _check_fake(a, b)
     return a.new_empty((a.shape[0], b.shape[1]))
 
 
-@torch.library.register_fake("lltm_ext::gemm_out")
+@register_fake(_ops, "lltm_ext::gemm_out")
 def _(a, b, out):
     _check_fake(a, b)
     torch._check(

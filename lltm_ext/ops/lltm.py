@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from lltm_ext._extension import load_ops
+from lltm_ext._extension import load_ops, register_fake
 from lltm_ext.ops._autograd import first_order
 
 __all__ = ["LLTM", "LLTMFunction", "lltm"]
@@ -75,7 +75,7 @@ def _check_shapes(input: Tensor, weights: Tensor, bias: Tensor, old_h: Tensor, o
     )
 
 
-@torch.library.register_fake("lltm_ext::lltm_forward")
+@register_fake(_ops, "lltm_ext::lltm_forward")
 def _(input, weights, bias, old_h, old_cell):
     _check_shapes(input, weights, bias, old_h, old_cell)
     batch, state = old_h.shape
@@ -83,7 +83,7 @@ def _(input, weights, bias, old_h, old_cell):
     return tuple(old_cell.new_empty((batch, state)) for _ in range(5)) + (x,)
 
 
-@torch.library.register_fake("lltm_ext::lltm_backward")
+@register_fake(_ops, "lltm_ext::lltm_backward")
 def _(grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell, X, weights):
     batch, state = new_cell.shape
     features = X.shape[1] - state

@@ -12,7 +12,7 @@ and CPU/CUDA dispatch) -> the kernels in ``src/relu/``. Eager and compiled calls
 import torch
 from torch import Tensor, nn
 
-from lltm_ext._extension import load_extension, load_ops
+from lltm_ext._extension import load_extension, load_ops, register_fake
 from lltm_ext.ops._elementwise import bench_cases, fake_grad, fake_like, saved_output_function
 
 __all__ = ["ReLU", "ReLUFunction", "relu"]
@@ -23,8 +23,8 @@ relu_forward = _ops.relu_forward.default
 relu_backward = _ops.relu_backward.default
 """``relu_backward(grad, y) -> dx``: grad where y > 0 (or NaN), else 0; contiguous, one shape."""
 
-torch.library.register_fake("lltm_ext::relu_forward")(fake_like)
-torch.library.register_fake("lltm_ext::relu_backward")(fake_grad)
+register_fake(_ops, "lltm_ext::relu_forward")(fake_like)
+register_fake(_ops, "lltm_ext::relu_backward")(fake_grad)
 
 ReLUFunction = saved_output_function(
     "ReLUFunction",

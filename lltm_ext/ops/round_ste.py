@@ -17,7 +17,7 @@ CPU/CUDA dispatch) -> the kernels in ``src/round_ste/``. Eager and compiled call
 import torch
 from torch import Tensor, nn
 
-from lltm_ext._extension import load_ops
+from lltm_ext._extension import load_ops, register_fake
 from lltm_ext.ops._elementwise import bench_cases, fake_like
 
 __all__ = ["RoundSTE", "RoundSTEFunction", "round_ste"]
@@ -26,7 +26,7 @@ _ops = load_ops("round_ste")
 round_ste_forward = _ops.round_ste_forward.default
 """``round_ste_forward(x) -> y``: floor(x + 1/2), exactly, of a contiguous x; a new tensor."""
 
-torch.library.register_fake("lltm_ext::round_ste_forward")(fake_like)
+register_fake(_ops, "lltm_ext::round_ste_forward")(fake_like)
 
 
 class RoundSTEFunction(torch.autograd.Function):

@@ -13,7 +13,7 @@ Eager and compiled calls run the same path.
 import torch
 from torch import Tensor, nn
 
-from lltm_ext._extension import load_extension, load_ops
+from lltm_ext._extension import load_extension, load_ops, register_fake
 from lltm_ext.ops._elementwise import bench_cases, fake_grad, fake_like, saved_output_function
 
 __all__ = ["Sigmoid", "SigmoidFunction", "sigmoid"]
@@ -24,8 +24,8 @@ sigmoid_forward = _ops.sigmoid_forward.default
 sigmoid_backward = _ops.sigmoid_backward.default
 """``sigmoid_backward(grad, y) -> dx``: grad * y * (1 - y); contiguous, one shape."""
 
-torch.library.register_fake("lltm_ext::sigmoid_forward")(fake_like)
-torch.library.register_fake("lltm_ext::sigmoid_backward")(fake_grad)
+register_fake(_ops, "lltm_ext::sigmoid_forward")(fake_like)
+register_fake(_ops, "lltm_ext::sigmoid_backward")(fake_grad)
 
 SigmoidFunction = saved_output_function(
     "SigmoidFunction",

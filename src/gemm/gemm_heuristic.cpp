@@ -40,11 +40,19 @@ constexpr std::array<TileDims, kNumF32Configs> f32_tile_dims(std::index_sequence
 constexpr std::array<TileDims, kNumF32Configs> kF32Tiles =
     f32_tile_dims(std::make_index_sequence<kNumF32Configs>{});
 
-static_assert(std::all_of(kF32Candidates.begin(), kF32Candidates.end(),
-                          [](int c) { return c < kNumF32Configs && kF32Tiles[c].async; }),
-              "the async path's candidates are cp.async configs");
-static_assert(std::all_of(kF32StagedCandidates.begin(), kF32StagedCandidates.end(),
-                          [](int c) { return c < kNumF32Configs && !kF32Tiles[c].async; }),
+// Whether every candidate is a valid config of the wanted kind (a loop: std::all_of is constexpr
+// only from C++20, and torch builds extensions as C++17 before 2.13).
+template <size_t N>
+constexpr bool all_configs(const std::array<int, N>& candidates, bool async) {
+  for (int c : candidates) {
+    if (c < 0 || c >= kNumF32Configs || kF32Tiles[c].async != async) {
+      return false;
+    }
+  }
+  return true;
+}
+static_assert(all_configs(kF32Candidates, true), "the async path's candidates are cp.async configs");
+static_assert(all_configs(kF32StagedCandidates, false),
               "the staged path's candidates are register-staged configs");
 
 // Estimated time of config (bm x bn x bk tiles, blocks_per_sm resident, relative rate `rate`)
