@@ -36,6 +36,13 @@ lltm_backward = _ops.lltm_backward.default
 weights) -> (d_old_h, d_input, d_weights, d_bias (3S,), d_old_cell)``."""
 
 
+def _state_message(name: str, t: Tensor, batch: int, state: int) -> str:
+    return (
+        f"lltm_ext.lltm: `{name}` must have shape [{batch}, {state}] ([batch, state_size]: batch "
+        f"from `input`, state_size = weights.size(0) / 3), but got shape {list(t.shape)}."
+    )
+
+
 def _check_shapes(input: Tensor, weights: Tensor, bias: Tensor, old_h: Tensor, old_cell: Tensor):
     """The shape checks of ``src/lltm/lltm.cpp``, with its messages, for torch.compile's tracing."""
     torch._check(
@@ -60,11 +67,7 @@ def _check_shapes(input: Tensor, weights: Tensor, bias: Tensor, old_h: Tensor, o
     for t, name in ((old_h, "old_h"), (old_cell, "old_cell")):
         torch._check(
             t.dim() == 2 and t.shape[0] == input.shape[0] and t.shape[1] == state,
-            lambda t=t, name=name: (
-                f"lltm_ext.lltm: `{name}` must have shape [{input.shape[0]}, {state}] "
-                "([batch, state_size]: batch from `input`, state_size = weights.size(0) / 3), "
-                f"but got shape {list(t.shape)}."
-            ),
+            functools.partial(_state_message, name, t, input.shape[0], state),
         )
     torch._check(
         bias.numel() == 3 * state and (bias.dim() == 1 or (bias.dim() == 2 and bias.shape[0] == 1)),
