@@ -51,7 +51,8 @@ constexpr bool all_configs(const std::array<int, N>& candidates, bool async) {
   }
   return true;
 }
-static_assert(all_configs(kF32Candidates, true), "the async path's candidates are cp.async configs");
+static_assert(all_configs(kF32Candidates, true),
+              "the async path's candidates are cp.async configs");
 static_assert(all_configs(kF32StagedCandidates, false),
               "the staged path's candidates are register-staged configs");
 
