@@ -1,22 +1,71 @@
-"""pytest setup: the `cuda` marker skips cleanly without a GPU (or fails, if a GPU is required)."""
+"""pytest setup: the `cuda` marker skips cleanly without a GPU (or fails, if a GPU is required);
+`multigpu` tests skip with fewer than two GPUs; `slow` tests run only when selected (`-m slow`,
+or any -m expression that names `slow`) or with LLTM_EXT_RUN_SLOW=1; the fuzz tests' example
+counts are printed at the end (and written as JSON to LLTM_EXT_FUZZ_REPORT, if set)."""
 
+import json
 import os
+from collections import defaultdict
 
 import pytest
 import torch
 
 
 def pytest_collection_modifyitems(config, items):
+    markexpr = config.getoption("markexpr", default="") or ""
+    if "slow" not in markexpr and os.environ.get("LLTM_EXT_RUN_SLOW") != "1":
+        skip_slow = pytest.mark.skip(reason="slow: select with -m slow (or LLTM_EXT_RUN_SLOW=1)")
+        for item in items:
+            if "slow" in item.keywords:
+                item.add_marker(skip_slow)
     if torch.cuda.is_available():
+        if torch.cuda.device_count() < 2:
+            skip_multi = pytest.mark.skip(reason="needs two CUDA GPUs")
+            for item in items:
+                if "multigpu" in item.keywords:
+                    item.add_marker(skip_multi)
         return
     if os.environ.get("LLTM_EXT_REQUIRE_CUDA") == "1":
         raise pytest.UsageError("LLTM_EXT_REQUIRE_CUDA=1, but torch sees no CUDA GPU.")
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
-        if "cuda" in item.keywords:
+        if "cuda" in item.keywords or "multigpu" in item.keywords:
             item.add_marker(skip)
 
 
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+# Example counts of the fuzz tests (tests/test_fuzz.py records one per shard as a user property,
+# which pytest-xdist carries from its workers to this process).
+_fuzz_shards: list[dict] = []
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call":
+        _fuzz_shards.extend(v for k, v in report.user_properties if k == "fuzz_examples")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not _fuzz_shards or hasattr(config, "workerinput"):
+        return
+    per_op: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for shard in _fuzz_shards:
+        per_op[shard["op"]][shard["device"]] += shard["examples"]
+    profile = os.environ.get("LLTM_EXT_FUZZ_PROFILE", "ci")
+    terminalreporter.section(f"fuzz examples run (profile {profile})")
+    for op in sorted(per_op):
+        counts = ", ".join(f"{device} {n}" for device, n in sorted(per_op[op].items()))
+        terminalreporter.write_line(f"{op}: {counts}")
+    path = os.environ.get("LLTM_EXT_FUZZ_REPORT")
+    if path:
+        report = {
+            "profile": profile,
+            "per_op": {op: dict(devices) for op, devices in sorted(per_op.items())},
+            "shards": sorted(_fuzz_shards, key=lambda s: (s["op"], s["device"], s["dtype"])),
+        }
+        with open(path, "w") as f:
+            json.dump(report, f, indent=1)
+        terminalreporter.write_line(f"written to {path}")

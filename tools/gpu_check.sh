@@ -15,6 +15,9 @@
 #           incremental rebuild after touching one .cu file
 #   cpuonly the CPU-only build's error for CUDA tensors
 #   bench   python -m lltm_ext bench (BENCH_ARGS)
+#   sanitize  compute-sanitizer's memcheck, racecheck, initcheck and synccheck over
+#           tools/sanitize_workload.py (tools/sanitize.sh; SANITIZE_* as it reads them), in an
+#           in-place build with -lineinfo; logs and summary.txt under OUT_DIR/sanitize
 # Env: OUT_DIR (default $OUT, else ./gpu-check-out), PYTHON (python3), PYTEST_ARGS.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -121,6 +124,17 @@ cpuonly() {
 bench() {
   step "bench"
   "$py" -m lltm_ext bench --json "$out/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt" || status=1
+}
+
+sanitize() {
+  step "compute-sanitizer: memcheck, racecheck, initcheck, synccheck over tools/sanitize_workload.py"
+  dir=$(mktemp -d)
+  copy_tree "$dir"
+  # -lineinfo (nvcc reads NVCC_APPEND_FLAGS): the reports name source lines of the kernels.
+  (cd "$dir" && timed build_sanitize env NVCC_APPEND_FLAGS=-lineinfo "$py" setup.py build_ext --inplace &&
+    timed sanitize env OUT_DIR="$out/sanitize" PYTHON="$py" bash tools/sanitize.sh)
+  cat "$out/sanitize/summary.txt" 2>/dev/null
+  rm -rf "$dir"
 }
 
 phases=("$@")

@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from lltm_ext.ops._autograd import first_order
+from lltm_ext.ops._checks import check_inputs
 
 
 def saved_output_function(
@@ -50,11 +51,13 @@ def saved_output_function(
 
 def fake_like(x: Tensor) -> Tensor:
     """What the kernels return for an input `x` of any shape: a new contiguous tensor like it."""
+    check_inputs(x=x)
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
 def fake_grad(grad: Tensor, saved: Tensor) -> Tensor:
     """Fake backward kernel: the gradient wrt the input, shaped like the saved tensor."""
+    check_inputs(output=saved, grad=grad)
     torch._check(
         grad.shape == saved.shape,
         lambda: f"`grad` must have the shape of the saved tensor {saved.shape}, got {grad.shape}",

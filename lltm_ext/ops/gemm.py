@@ -18,6 +18,7 @@ from torch import Tensor
 
 from lltm_ext._bench import BenchCase
 from lltm_ext._extension import load_extension, load_ops, register_fake
+from lltm_ext.ops._checks import check_floating, check_like
 
 __all__ = ["GemmFunction", "gemm"]
 
@@ -33,19 +34,16 @@ def _ext():
 
 
 def _check_fake(a: Tensor, b: Tensor) -> None:
-    """The checks the C++ op makes, for fake tensors (torch.compile tracing)."""
+    """The checks the C++ op makes, in its order, for fake tensors (torch.compile tracing) and
+    meta tensors."""
+    check_floating(a, "a")
+    check_floating(b, "b")
     torch._check(a.dim() == 2, lambda: f"lltm_ext.gemm: `a` must be 2-D, but got shape {a.shape}")
     torch._check(b.dim() == 2, lambda: f"lltm_ext.gemm: `b` must be 2-D, but got shape {b.shape}")
+    check_like(b, "b", a, "a")
     torch._check(
         a.shape[1] == b.shape[0],
         lambda: f"lltm_ext.gemm: `b` must have a.size(1) = {a.shape[1]} rows, got {b.shape}",
-    )
-    torch._check(
-        a.dtype == b.dtype and a.device == b.device,
-        lambda: (
-            f"lltm_ext.gemm: `a` and `b` must share dtype and device, got {a.dtype} on "
-            f"{a.device} and {b.dtype} on {b.device}"
-        ),
     )
 
 
@@ -58,6 +56,7 @@ def _(a, b):
 @register_fake(_ops, "lltm_ext::gemm_out")
 def _(a, b, out):
     _check_fake(a, b)
+    check_like(out, "out", a, "a")
     torch._check(
         tuple(out.shape) == (a.shape[0], b.shape[1]),
         lambda: f"lltm_ext.gemm: `out` must have shape {(a.shape[0], b.shape[1])}, got {out.shape}",
@@ -110,9 +109,11 @@ def gemm(a: Tensor, b: Tensor, *, out: Tensor | None = None) -> Tensor:
             b = b.view_as(b)
         return GemmFunction.apply(a, b)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or out.requires_grad):
+        names = [f"`{n}`" for n, t in (("a", a), ("b", b), ("out", out)) if t.requires_grad]
         raise RuntimeError(
-            "lltm_ext.gemm(..., out=...) does not support automatic differentiation, but an "
-            "argument requires grad; call it without `out` (or under torch.no_grad())."
+            "lltm_ext.gemm(..., out=...) does not support automatic differentiation, but "
+            f"{' and '.join(names)} {'requires' if len(names) == 1 else 'require'} grad; call it "
+            "without `out` (or under torch.no_grad())."
         )
     gemm_out_op(a, b, out)
     return out

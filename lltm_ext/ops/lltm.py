@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from lltm_ext._extension import load_ops, register_fake
 from lltm_ext.ops._autograd import first_order
+from lltm_ext.ops._checks import check_inputs
 
 __all__ = ["LLTM", "LLTMFunction", "lltm"]
 
@@ -44,7 +45,9 @@ def _state_message(name: str, t: Tensor, batch: int, state: int) -> str:
 
 
 def _check_shapes(input: Tensor, weights: Tensor, bias: Tensor, old_h: Tensor, old_cell: Tensor):
-    """The shape checks of ``src/lltm/lltm.cpp``, with its messages, for torch.compile's tracing."""
+    """The checks of ``src/lltm/lltm.cpp``, with its messages, for torch.compile's tracing (and
+    meta tensors): dtypes and devices, then shapes."""
+    check_inputs(input=input, weights=weights, bias=bias, old_h=old_h, old_cell=old_cell)
     torch._check(
         weights.dim() == 2
         and weights.shape[0] % 3 == 0
@@ -88,6 +91,16 @@ def _(input, weights, bias, old_h, old_cell):
 
 @register_fake(_ops, "lltm_ext::lltm_backward")
 def _(grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell, X, weights):
+    check_inputs(
+        new_cell=new_cell,
+        grad_h=grad_h,
+        grad_cell=grad_cell,
+        input_gate=input_gate,
+        output_gate=output_gate,
+        candidate_cell=candidate_cell,
+        X=X,
+        weights=weights,
+    )
     batch, state = new_cell.shape
     features = X.shape[1] - state
     return (

@@ -1,0 +1,337 @@
+"""The workload tools/sanitize.sh runs under compute-sanitizer: every op, forward and backward, in
+every CUDA dtype, on small edge cases, each result checked against a float64 CPU reference.
+
+Covered: relu, sigmoid and round_ste (sizes 0, 1, odd, tails after every vector width, more than
+one block; misaligned views x[1:] into forward and backward kernels; a non-contiguous input), lltm
+(empty batch / features, odd sizes, misaligned state and gradient tensors; the LLTM module through
+SGD steps, as a user trains it), gemm through the public API (every layout a @ b, a @ b.T, a.T @ b,
+a.T @ b.T; sizes 0, 1, odd, tile-unaligned 17 x 33 x 65; misaligned and padded operands; `out=`,
+contiguous or not; split-K from the heuristic, float32 and float64; the register-staged path
+forced) and every float32 tile config through the tuning entry point (_gemm_with_config: with and
+without split-K, and tail split-K on ragged tiles).
+
+Nothing here reads memory it did not write: inputs are made on the CPU (torch.randn) and copied
+to the GPU, `out=` buffers are filled before use, and no torch.empty buffer is ever copied, so
+that initcheck reports point at the ops. Every result is copied back to the CPU whole (an output
+element an op failed to write is an initcheck report, "cudaMemcpy source").
+
+Usage (from a checkout built in place): PYTHONPATH=$PWD python3 tools/sanitize_workload.py
+[--ops relu,gemm] [--dtypes float32,float16]. Exit status 0 when every check passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+import lltm_ext
+from lltm_ext._extension import load_extension
+from lltm_ext.ops.lltm import lltm_reference
+
+DTYPES = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+# Largest error allowed against float64 references, relative to max(max |reference|, 1): loose
+# (about 50 roundings of the largest value; tests/test_fuzz.py measures accuracy), but far below
+# what a wrong, stale or unwritten element gives.
+NORM_TOL = {torch.float64: 1e-9, torch.float32: 1e-4, torch.float16: 5e-2, torch.bfloat16: 2e-1}
+# Relative Frobenius error of GEMM results (tests/test_gemm.py's REL_BOUND).
+GEMM_REL = {torch.float64: 1e-13, torch.float32: 4e-6, torch.float16: 1e-3, torch.bfloat16: 6e-3}
+
+CHECKS = 0
+GEN = torch.Generator().manual_seed(0)
+DEVICE = "cuda"  # --device cpu: a dry run of the workload's own logic on the CPU
+
+
+def randn(*shape: int, dtype: torch.dtype, scale: float = 1.0, offset: int = 0) -> Tensor:
+    """A CUDA tensor of `shape` from CPU random numbers; `offset` > 0: a view starting that many
+    elements into its (fully written) storage, so contiguous but misaligned."""
+    n = math.prod(shape)
+    values = torch.randn(n + offset, generator=GEN, dtype=torch.float64) * scale
+    return values.to(dtype).to(DEVICE)[offset:].view(shape)
+
+
+def check(got: Tensor, want: Tensor, dtype: torch.dtype, what: str) -> None:
+    """got (any device) matches want (float64, CPU): the same shape and NaNs, and
+    max |got - want| <= NORM_TOL[dtype] max(max |want|, 1). Copies got to the CPU whole."""
+    global CHECKS
+    got, want = got.detach().cpu().double(), want.detach().double()
+    assert got.shape == want.shape, (
+        f"{what}: shape {tuple(got.shape)}, expected {tuple(want.shape)}"
+    )
+    assert torch.equal(got.isnan(), want.isnan()), f"{what}: NaNs differ"
+    if want.numel():
+        got, want = got.nan_to_num(0.0), want.nan_to_num(0.0)
+        err = (got - want).abs().max().item()
+        bound = NORM_TOL[dtype] * max(want.abs().max().item(), 1.0)
+        assert err <= bound, f"{what}: max error {err:.3e} > {bound:.3e}"
+    CHECKS += 1
+
+
+def check_gemm(c: Tensor, a: Tensor, b: Tensor, dtype: torch.dtype, what: str) -> None:
+    global CHECKS
+    ref = a.detach().double().cpu() @ b.detach().double().cpu()
+    c = c.detach().cpu().double()
+    assert c.shape == ref.shape, (what, c.shape, ref.shape)
+    assert torch.isfinite(c).all(), what
+    denom = ref.norm().item()
+    err = (c - ref).norm().item() / (denom if denom > 0 else 1.0)
+    assert err <= GEMM_REL[dtype], f"{what}: relative error {err:.2e} > {GEMM_REL[dtype]:.0e}"
+    CHECKS += 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Element-wise ops.
+# ---------------------------------------------------------------------------------------------
+
+ELEMENTWISE: dict[str, tuple[Callable[[Tensor], Tensor], Callable[[Tensor], Tensor]]] = {
+    "relu": (lltm_ext.relu, torch.relu),
+    "sigmoid": (lltm_ext.sigmoid, torch.sigmoid),
+    "round_ste": (lltm_ext.round_ste, lambda x: torch.floor(x) + (x - torch.floor(x) >= 0.5)),
+}
+# 0, 1, odd sizes with a tail after every vector width (2, 4, 8 elements), more than one block.
+ELEMENTWISE_SIZES = (0, 1, 3, 7, 17, 1001, 4099, 70001)
+
+
+def run_elementwise(name: str, dtype: torch.dtype) -> None:
+    fn, ref = ELEMENTWISE[name]
+    ext = load_extension(name)
+    for n, offset in itertools.product(ELEMENTWISE_SIZES, (0, 1)):
+        x = randn(n, dtype=dtype, scale=3.0, offset=offset).requires_grad_()
+        y = fn(x)
+        x64 = x.detach().double().cpu()
+        check(y, ref(x64), dtype, f"{name} forward n={n} offset={offset}")
+        grad = randn(n, dtype=dtype, offset=offset)
+        (dx,) = torch.autograd.grad(y, x, grad)
+        x64.requires_grad_()
+        if name == "round_ste":
+            want = grad.double().cpu()
+        else:
+            (want,) = torch.autograd.grad(ref(x64), x64, grad.double().cpu())
+        check(dx, want, dtype, f"{name} backward n={n} offset={offset}")
+        if hasattr(ext, "backward") and n > 1:
+            # The backward kernel on misaligned gradient and output pointers.
+            y_off = randn(n, dtype=dtype, offset=1)
+            y_off.copy_(y.detach())
+            dx_off = ext.backward(grad, y_off)
+            check(dx_off, dx.detach().double().cpu(), dtype, f"{name} backward misaligned n={n}")
+    # A non-contiguous input (every other column): copied by the Python layer.
+    x = randn(33, 18, dtype=dtype)[:, ::2].requires_grad_()
+    y = fn(x)
+    check(y, ref(x.detach().double().cpu()), dtype, f"{name} forward strided")
+    torch.autograd.grad(y.sum(), x)
+
+
+# ---------------------------------------------------------------------------------------------
+# LLTM.
+# ---------------------------------------------------------------------------------------------
+
+# (batch, input features, state size): the tutorial's, single elements, empty batch / features,
+# odd and tile-unaligned sizes.
+LLTM_SIZES = ((16, 32, 128), (1, 1, 1), (0, 4, 6), (3, 0, 5), (5, 3, 7), (17, 33, 65))
+
+
+def run_lltm(dtype: torch.dtype) -> None:
+    for (batch, features, state), offset in itertools.product(LLTM_SIZES, (0, 1)):
+        stdv = 1.0 / math.sqrt(state)
+        args = [
+            randn(batch, features, dtype=dtype, offset=offset),
+            randn(3 * state, state + features, dtype=dtype, scale=stdv),
+            randn(3 * state, dtype=dtype, scale=stdv, offset=offset),
+            randn(batch, state, dtype=dtype, offset=offset),
+            randn(batch, state, dtype=dtype, offset=offset),
+        ]
+        args = [a.requires_grad_() for a in args]
+        new_h, new_cell = lltm_ext.lltm(*args)
+        args64 = [a.detach().double().cpu().requires_grad_() for a in args]
+        ref_h, ref_cell = lltm_reference(*args64)
+        what = f"lltm B={batch} I={features} S={state} offset={offset}"
+        check(new_h, ref_h, dtype, what + " new_h")
+        check(new_cell, ref_cell, dtype, what + " new_cell")
+        grads = [randn(batch, state, dtype=dtype, offset=offset) for _ in range(2)]
+        ours = torch.autograd.grad((new_h, new_cell), args, grads)
+        refs = torch.autograd.grad((ref_h, ref_cell), args64, [g.double().cpu() for g in grads])
+        names = ("input", "weights", "bias", "old_h", "old_cell")
+        for name, got, want in zip(names, ours, refs, strict=True):
+            check(got, want, dtype, f"{what} grad {name}")
+    # Only one output used: the other's gradient is None (zeros made by the Python layer).
+    args = [randn(4, 3, dtype=dtype), randn(15, 8, dtype=dtype, scale=0.4)]
+    args += [randn(15, dtype=dtype, scale=0.4), randn(4, 5, dtype=dtype), randn(4, 5, dtype=dtype)]
+    args = [a.requires_grad_() for a in args]
+    torch.autograd.grad(lltm_ext.lltm(*args)[0].sum(), args)
+
+
+def run_lltm_module(dtype: torch.dtype) -> None:
+    """The user's path: LLTM modules (32 features, state 128: a (384, 160) weight) made on the
+    device or moved there, a few SGD steps from a zero state, parameters and gradients copied back
+    to the CPU (state_dict, logging) after each step."""
+    torch.manual_seed(0)
+    made_there = lltm_ext.LLTM(32, 128, device=DEVICE, dtype=dtype)
+    moved = lltm_ext.LLTM(32, 128).to(DEVICE, dtype)
+    for cell in (made_there, moved):
+        opt = torch.optim.SGD(cell.parameters(), lr=1e-2)
+        x = randn(16, 32, dtype=dtype)
+        h = c = torch.zeros(16, 128, device=DEVICE, dtype=dtype)
+        for step in range(3):
+            params64 = [p.detach().double().cpu() for p in (cell.weights, cell.bias)]
+            new_h, new_c = cell(x, (h, c))
+            ref_h, ref_c = lltm_reference(
+                x.double().cpu(), *params64, h.double().cpu(), c.double().cpu()
+            )
+            check(new_h, ref_h, dtype, f"LLTM module step {step} new_h")
+            check(new_c, ref_c, dtype, f"LLTM module step {step} new_cell")
+            (new_h.float().square().mean() + new_c.float().mean()).backward()
+            opt.step()
+            state = {k: v.cpu() for k, v in cell.state_dict().items()}
+            grads = [p.grad.cpu() for p in cell.parameters()]
+            assert all(t.isfinite().all() for t in (*state.values(), *grads))
+            opt.zero_grad()
+            h, c = new_h.detach(), new_c.detach()
+
+
+# ---------------------------------------------------------------------------------------------
+# GEMM.
+# ---------------------------------------------------------------------------------------------
+
+GEMM_SHAPES = ((0, 5, 3), (5, 0, 3), (4, 6, 0), (1, 1, 1), (3, 5, 7), (17, 33, 65), (131, 259, 77))
+LAYOUTS = ("nn", "nt", "tn", "tt")
+
+
+def operands(m: int, n: int, k: int, layout: str, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """a (m, k), b (k, n); "t": that operand is a transposed view of a row-major matrix."""
+    a = randn(k, m, dtype=dtype).t() if layout[0] == "t" else randn(m, k, dtype=dtype)
+    b = randn(n, k, dtype=dtype).t() if layout[1] == "t" else randn(k, n, dtype=dtype)
+    return a, b
+
+
+def run_gemm(dtype: torch.dtype) -> None:
+    for (m, n, k), layout in itertools.product(GEMM_SHAPES, LAYOUTS):
+        a, b = operands(m, n, k, layout, dtype)
+        a.requires_grad_()
+        b.requires_grad_()
+        what = f"gemm {m}x{n}x{k} {layout} {dtype}"
+        c = lltm_ext.gemm(a, b)
+        check_gemm(c, a, b, dtype, what)
+        grad = randn(m, n, dtype=dtype)
+        da, db = torch.autograd.grad(c, (a, b), grad)  # grad @ b.T and a.T @ grad
+        check_gemm(da, grad, b.t(), dtype, what + " grad a")
+        check_gemm(db, a.t(), grad, dtype, what + " grad b")
+    # Misaligned and padded operands; out= contiguous, transposed and misaligned.
+    wide = randn(70, 141, dtype=dtype, offset=1)
+    cases = [
+        (randn(17, 65, dtype=dtype, offset=1), randn(65, 33, dtype=dtype, offset=3)),
+        (wide[:, 1:66], wide[:65, 2:35]),  # lda = ldb = 141, unaligned starts
+        (wide[:, ::2], randn(71, 9, dtype=dtype)),  # no unit stride: copied
+        (randn(1, 40, dtype=dtype).expand(6, 40), randn(40, 12, dtype=dtype)),
+    ]
+    for i, (a, b) in enumerate(cases):
+        check_gemm(lltm_ext.gemm(a, b), a, b, dtype, f"gemm view case {i} {dtype}")
+    a, b = randn(17, 65, dtype=dtype), randn(65, 33, dtype=dtype)
+    for j, out in enumerate(
+        (
+            torch.full((17, 33), math.nan, dtype=dtype, device=DEVICE),
+            torch.full((33, 17), math.nan, dtype=dtype, device=DEVICE).t(),
+            torch.full((17 * 33 + 1,), math.nan, dtype=dtype, device=DEVICE)[1:].view(17, 33),
+        )
+    ):
+        assert lltm_ext.gemm(a, b, out=out) is out
+        check_gemm(out, a, b, dtype, f"gemm out= case {j} {dtype}")
+    # Split-K from the heuristic: few tiles, long K (float32 and float64 split; halves do not).
+    for m, n, k in ((64, 48, 20000), (8, 8, 4097)):
+        a, b = randn(m, k, dtype=dtype), randn(k, n, dtype=dtype)
+        check_gemm(lltm_ext.gemm(a, b), a, b, dtype, f"gemm split-K {m}x{n}x{k} {dtype}")
+
+
+def run_gemm_configs() -> None:
+    """Every float32 tile config, every layout, with and without split-K; tail split-K."""
+    ext = load_extension("gemm")
+    names = ext._cuda_configs()
+    staged_only = ext._gemm_path() == "staged"
+    shapes = ((131, 259, 77), (17, 33, 65), (1, 129, 300))
+    for config, name in enumerate(names):
+        if staged_only and "staged" not in name:
+            print(f"  config {config} ({name}): skipped, cp.async is not run on this GPU's path")
+            continue
+        for (m, n, k), layout in itertools.product(shapes, LAYOUTS):
+            a, b = operands(m, n, k, layout, torch.float32)
+            for splits in (1, 3):
+                c = ext._gemm_with_config(a, b, config, splits)
+                check_gemm(
+                    c, a, b, torch.float32, f"config {config} {m}x{n}x{k} {layout} s{splits}"
+                )
+        # Tail split-K: ragged tiles (N % 4 == 3), every tile in the tail, and a few.
+        for (m, n, k), tail_tiles, tail_splits in (
+            ((300, 263, 77), 10**6, 3),
+            ((129, 257, 1024), 3, 2),
+        ):
+            for layout in ("nn", "tn"):
+                a, b = operands(m, n, k, layout, torch.float32)
+                c = ext._gemm_with_config(a, b, config, 1, tail_tiles, tail_splits)
+                what = f"config {config} {m}x{n}x{k} {layout} tail {tail_tiles}x{tail_splits}"
+                check_gemm(c, a, b, torch.float32, what)
+    # The register-staged path as a pre-sm_80 GPU runs it: heuristic configs and split-K.
+    ext._set_gemm_path("staged")
+    try:
+        for (m, n, k), layout in itertools.product(((131, 259, 77), (64, 48, 20000)), ("nn", "nt")):
+            a, b = operands(m, n, k, layout, torch.float32)
+            check_gemm(lltm_ext.gemm(a, b), a, b, torch.float32, f"staged {m}x{n}x{k} {layout}")
+    finally:
+        ext._set_gemm_path("auto")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--ops", default="relu,sigmoid,round_ste,lltm,lltm_module,gemm,gemm_configs"
+    )
+    parser.add_argument("--dtypes", default=",".join(DTYPES))
+    parser.add_argument(
+        "--device", default="cuda", help="cpu: a dry run of the checks (no gemm_configs)"
+    )
+    args = parser.parse_args()
+    global DEVICE
+    DEVICE = args.device
+    if DEVICE == "cuda" and not torch.cuda.is_available():
+        print("sanitize_workload: no CUDA GPU visible", file=sys.stderr)
+        return 2
+    ops = args.ops.split(",")
+    dtypes = [DTYPES[d] for d in args.dtypes.split(",")]
+    gpu = torch.cuda.get_device_name() if DEVICE == "cuda" else "CPU"
+    print(f"sanitize_workload: torch {torch.__version__}, {gpu}", flush=True)
+    for op in ops:
+        t0 = time.perf_counter()
+        if op == "gemm_configs":
+            run_gemm_configs()
+        else:
+            for dtype in dtypes:
+                if op in ELEMENTWISE:
+                    run_elementwise(op, dtype)
+                elif op == "lltm":
+                    run_lltm(dtype)
+                elif op == "lltm_module":
+                    run_lltm_module(dtype)
+                elif op == "gemm":
+                    run_gemm(dtype)
+                else:
+                    raise SystemExit(f"unknown op {op!r}")
+        if DEVICE == "cuda":
+            torch.cuda.synchronize()
+        print(
+            f"  {op}: done in {time.perf_counter() - t0:.1f} s ({CHECKS} checks so far)", flush=True
+        )
+    print(f"sanitize_workload: all {CHECKS} checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
