@@ -108,6 +108,21 @@ def test_edge_shapes(device, dtype, shape):
     assert_gemm_close(c, ref_mm(a, b), dtype)
 
 
+@pytest.mark.parametrize("device, dtype", ALL_DTYPES)
+def test_empty_k_with_expanded_operands(device, dtype):
+    """K = 0 with stride-0 (expanded) operands: an empty tensor counts as contiguous whatever its
+    strides, so the kernels' layout rules must not be asked about it (the fuzz test found an
+    internal assert here on CUDA); the product is zeros."""
+    a = torch.ones(1, 0, dtype=dtype, device=device).expand(3, 0)
+    b = torch.ones(0, 1, dtype=dtype, device=device).expand(0, 2)
+    assert a.stride(0) == 0 and b.stride(1) == 0
+    c = lltm_ext.gemm(a, b)
+    assert tuple(c.shape) == (3, 2) and (c == 0).all()
+    out = torch.full((3, 2), 7.0, dtype=dtype, device=device)
+    lltm_ext.gemm(a, b, out=out)
+    assert (out == 0).all()
+
+
 @pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
 @pytest.mark.parametrize("device, dtype", ALL_DTYPES)
 def test_transposed_views(device, dtype, layout):

@@ -258,12 +258,13 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
   if (M == 0 || N == 0) return;  // nothing to write
   const c10::cuda::CUDAGuard guard(a.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const Operand A = operand_of(a, /*is_a=*/true);
-  const Operand B = operand_of(b, /*is_a=*/false);
-  if (K == 0) {  // an empty sum
+  if (K == 0) {  // an empty sum; the operands have no elements, so any strides (an expanded
+                 // empty tensor counts as contiguous and keeps its stride 0)
     C10_CUDA_CHECK(cudaMemsetAsync(c.data_ptr(), 0, c.nbytes(), stream));
     return;
   }
+  const Operand A = operand_of(a, /*is_a=*/true);
+  const Operand B = operand_of(b, /*is_a=*/false);
   switch (a.scalar_type()) {
     case at::kFloat: {
       if (config < 0 || splits <= 0) {

@@ -67,12 +67,23 @@ struct AsyncOperandTile {
       }
       const bool row_ok = K_CONTIG ? row < i_lim : row < k_lim;
       const int n_ok = row_ok ? (K_CONTIG ? k_lim - col0() : i_lim - col0()) : 0;
-      if (!TRANSPOSE && vec) {       // 16-byte copies, the part past the edge zero-filled
+      if (!TRANSPOSE && vec) {       // 16-byte copies where all of a vector is in bounds
         constexpr int PER = 16 / E;  // elements per copy
 #pragma unroll
         for (int h = 0; h < 4 / PER; ++h) {
-          const int n = min(max(n_ok - h * PER, 0), PER);
-          cp_async<16>(d + 16 * h, n > 0 ? p + h * PER : safe, n * E);
+          const int n = n_ok - h * PER;  // elements of this vector in bounds
+          if (n >= PER) {
+            cp_async<16>(d + 16 * h, p + h * PER);
+            continue;
+          }
+          // A vector across the edge (or past it): element copies, the rest zero-filled. Not one
+          // 16-byte copy with src-size n * E: that is a 16-byte read as compute-sanitizer counts
+          // it, past the end of a tensor that ends here.
+#pragma unroll
+          for (int j = 0; j < PER; ++j) {
+            const bool ok = j < n;
+            cp_async<E>(d + 16 * h + j * E, ok ? p + h * PER + j : safe, ok ? E : 0);
+          }
         }
       } else {
 #pragma unroll
