@@ -57,12 +57,20 @@ __global__ void tail_reduce_kernel(const Acc* __restrict__ partial, OutT* __rest
     const int row = e / BN, col = e % BN;
     if (m0 + row >= M || n0 + col >= N) continue;
     const Acc* src = partial + static_cast<int64_t>(j) * BM * BN + e;
+    // Columns of this chunk inside C: the partial tiles hold nothing the GEMM kernel did not write
+    // past C's last column, so a chunk across that edge is read element by element.
+    const int cols = min(4, N - (n0 + col));
     Acc v[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
     for (int s = 0; s < splits; ++s) {
-      Acc x[4];
-      load_vec4(src + s * tile_stride, x);
+      const Acc* part = src + s * tile_stride;
+      if (cols == 4) {
+        Acc x[4];
+        load_vec4(part, x);
 #pragma unroll
-      for (int q4 = 0; q4 < 4; ++q4) v[q4] += x[q4];
+        for (int q4 = 0; q4 < 4; ++q4) v[q4] += x[q4];
+      } else {
+        for (int q4 = 0; q4 < cols; ++q4) v[q4] += part[q4];
+      }
     }
     OutT* dst = c + static_cast<int64_t>(m0 + row) * ldc + n0 + col;
     if (vec_c && n0 + col + 3 < N) {
