@@ -104,6 +104,18 @@ def test_the_release_tools_parse_like_the_build():
         assert sass | ptx == set(archs.targets(text)) == smoke_test.targets_of(text)
 
 
+def test_check_dist_reads_the_build_record_the_build_writes():
+    """check_dist reads _build_info.py as the build writes it (a typed assignment broke it once:
+    CI's wheel check stopped with a bare StopIteration)."""
+    from tools import check_dist
+    from tools.build import command
+
+    info = {"version": "0.1.0+cu130torch2.13", "cuda_arch_list": "9.0+PTX", "ops": {"relu": {}}}
+    assert check_dist.read_build_info(command.build_info_text(info)) == info
+    assert check_dist.read_build_info("BUILD_INFO = {'version': '1'}\n") == {"version": "1"}
+    assert check_dist.read_build_info("OTHER = 1\n") is None
+
+
 # --------------------------------------------------------------------------------------------
 # Knobs, sources, parallelism, version.
 # --------------------------------------------------------------------------------------------

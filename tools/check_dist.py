@@ -125,6 +125,21 @@ def package_files(root: Path) -> set[str]:
     return files
 
 
+def read_build_info(text: str) -> dict | None:
+    """The BUILD_INFO literal of a _build_info.py (``BUILD_INFO = {...}`` or, as the build writes
+    it, ``BUILD_INFO: dict[str, Any] = {...}``), without importing it; None if there is none."""
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.Assign):
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id == "BUILD_INFO":
+            return ast.literal_eval(value)
+    return None
+
+
 def check_wheel(args: argparse.Namespace) -> Problems:
     problems = Problems()
     wheel = Path(args.dist)
@@ -133,12 +148,9 @@ def check_wheel(args: argparse.Namespace) -> Problems:
         info_path = f"{PACKAGE}/_build_info.py"
         if not problems.need(info_path in names, f"{info_path} is missing from the wheel"):
             return problems
-        tree = ast.parse(zf.read(info_path).decode())
-        info = next(
-            ast.literal_eval(node.value)
-            for node in tree.body
-            if isinstance(node, ast.Assign) and node.targets[0].id == "BUILD_INFO"
-        )
+        info = read_build_info(zf.read(info_path).decode())
+        if not problems.need(info is not None, f"{info_path} assigns no BUILD_INFO literal"):
+            return problems
         dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
         meta = email.parser.Parser().parsestr(zf.read(f"{dist_info}/METADATA").decode())
         tmp = Path(tempfile.mkdtemp(prefix="lltm_ext-check-"))

@@ -146,7 +146,8 @@ def make_build_ext(plan: Plan, base: type) -> type:
                 targets = archs.targets(self._cuda_archs)
                 n_real = sum(t.startswith("sm_") for t in targets)
                 _, threads = config.parallelism(os.cpu_count() or 1, _free_gib(), n_real, *_knobs())
-                log(f"CUDA {plan.nvcc_version} at {plan.cuda_home}; archs {self._cuda_archs} ({why})")
+                archs_line = f"archs {self._cuda_archs} ({why})"
+                log(f"CUDA {plan.nvcc_version} at {plan.cuda_home}; {archs_line}")
                 if plan.overlay_dir is not None and plan.header_overlay:
                     toolchain.make_header_overlay(plan.overlay_dir, plan.header_overlay)
             jobs, _ = config.parallelism(os.cpu_count() or 1, _free_gib(), 1, *_knobs())
@@ -300,6 +301,17 @@ def _knobs() -> tuple[int | None, int | None]:
         raise
 
 
+def build_info_text(info: dict) -> str:
+    """The text of lltm_ext/_build_info.py for the build record `info` (tools/check_dist.py reads
+    it back with read_build_info)."""
+    purpose = (
+        "Written by the build (setup.py build_ext): what this build of lltm_ext was made with."
+    )
+    text = f'"""{purpose}"""\n\n'
+    text += "from typing import Any\n\n"
+    return text + f"BUILD_INFO: dict[str, Any] = {info!r}\n"
+
+
 def write_build_record(plan: Plan, cmd: Any, cuda_archs: str, inplace: bool) -> None:
     """lltm_ext/_build_info.py, read by `lltm-ext info` and by the import-time check that the
     running torch is the one built against: into the source tree for in-place and editable
@@ -324,9 +336,7 @@ def write_build_record(plan: Plan, cmd: Any, cuda_archs: str, inplace: bool) -> 
     folder = plan.root if inplace else Path(cmd.build_lib)
     path = folder / plan.package / "_build_info.py"
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = '"""Written by the build (setup.py build_ext): what this build of lltm_ext was made with."""\n\n'
-    text += "from typing import Any\n\n"
-    path.write_text(text + f"BUILD_INFO: dict[str, Any] = {info!r}\n")
+    path.write_text(build_info_text(info))
     log(f"build record: {json.dumps({k: info[k] for k in ('version', 'cuda_arch_list')})}")
 
 

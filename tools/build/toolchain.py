@@ -18,7 +18,11 @@ from pathlib import Path
 
 def has_cudart(home: Path) -> bool:
     """Whether a toolkit folder has the CUDA runtime library that extensions link against."""
-    libdirs = [home / "lib64", home / "lib", home / "targets" / f"{platform.machine()}-linux" / "lib"]
+    libdirs = [
+        home / "lib64",
+        home / "lib",
+        home / "targets" / f"{platform.machine()}-linux" / "lib",
+    ]
     return any((d / "libcudart.so").exists() for d in libdirs)
 
 
@@ -62,7 +66,9 @@ def find_cuda_home(env: dict[str, str] | None = None) -> Path | None:
 def nvcc_version(home: Path) -> str | None:
     """'13.0' for the toolkit at home, or None if its nvcc does not say."""
     try:
-        out = subprocess.run([str(home / "bin" / "nvcc"), "--version"], capture_output=True, text=True)
+        out = subprocess.run(
+            [str(home / "bin" / "nvcc"), "--version"], capture_output=True, text=True
+        )
     except OSError:
         return None
     match = re.search(r"release (\d+\.\d+)", out.stdout)
