@@ -1,14 +1,35 @@
 """pytest setup: the `cuda` marker skips cleanly without a GPU (or fails, if a GPU is required);
 `multigpu` tests skip with fewer than two GPUs; `slow` tests run only when selected (`-m slow`,
 or any -m expression that names `slow`) or with LLTM_EXT_RUN_SLOW=1; the fuzz tests' example
-counts are printed at the end (and written as JSON to LLTM_EXT_FUZZ_REPORT, if set)."""
+counts are printed at the end (and written as JSON to LLTM_EXT_FUZZ_REPORT, if set); hypothesis's
+caches live outside the source tree; under pytest-xdist each worker gets its share of the CPU's
+threads."""
 
 import json
 import os
+import tempfile
 from collections import defaultdict
 
 import pytest
 import torch
+
+# Hypothesis keeps caches (its example database is off, but it caches the constants it collects
+# from the code) in .hypothesis/ under the working directory: not in the source tree.
+os.environ.setdefault(
+    "HYPOTHESIS_STORAGE_DIRECTORY",
+    os.path.join(
+        tempfile.gettempdir(), f"lltm_ext-hypothesis-{getattr(os, 'getuid', lambda: 0)()}"
+    ),
+)
+
+# Under pytest-xdist each worker would start as many CPU threads as the machine has cores (24
+# workers on 32 cores: 768 threads, and tests that take seconds alone take minutes): each worker,
+# and the processes tests start (examples, the CLI), gets its share of the cores instead.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1 and "OMP_NUM_THREADS" not in os.environ:
+    _threads = max(1, (os.cpu_count() or 1) // _WORKERS)
+    os.environ["OMP_NUM_THREADS"] = str(_threads)
+    torch.set_num_threads(_threads)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -4,7 +4,9 @@ definition (tools/build/archs.py)."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -238,27 +240,52 @@ def test_status_lines_are_shortened(tmp_path):
     assert f"subninja {tmp_path}/_a/build.ninja" in (tmp_path / "build.ninja").read_text()
 
 
-def test_importing_setup_py_writes_nothing(tmp_path):
-    """pip's metadata passes import setup.py: the source tree must not change (the build record
-    and the header overlay are written by build_ext)."""
-    before = subprocess.run(
-        ["git", "status", "--porcelain", "--ignored"], cwd=ROOT, capture_output=True, text=True
-    ).stdout
-    out = subprocess.run(
-        [sys.executable, "setup.py", "--version"],
+def source_tree_copy(dest: Path) -> Path:
+    """A copy of the source tree as git would commit it (or, outside a git checkout, less the
+    build outputs and environments), in `dest`."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        env={**__import__("os").environ, "LLTM_EXT_CUDA": "0"},
+    )
+    if listed.returncode == 0:
+        for name in filter(None, listed.stdout.split("\0")):
+            if (ROOT / name).is_file():
+                (dest / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(ROOT / name, dest / name)
+        return dest
+    ignore = shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.so", "*.egg-info", "__pycache__"
+    )
+    shutil.copytree(ROOT, dest, ignore=ignore, dirs_exist_ok=True)
+    return dest
+
+
+def test_importing_setup_py_writes_nothing(tmp_path):
+    """pip's metadata passes import setup.py: the source tree must not change (the build record
+    and the header overlay are written by build_ext). Run in a copy of the tree, which no other
+    test (in parallel) writes to."""
+    tree = source_tree_copy(tmp_path / "src")
+
+    def files() -> set[tuple[str, int, int]]:
+        # Python's bytecode caches may appear (setup.py imports tools/build).
+        return {
+            (str(p.relative_to(tree)), p.stat().st_size, p.stat().st_mtime_ns)
+            for p in tree.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts
+        }
+
+    before = files()
+    assert any(name == "setup.py" for name, _, _ in before)
+    out = subprocess.run(
+        [sys.executable, "setup.py", "--version"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "LLTM_EXT_CUDA": "0"},
     )
     assert out.returncode == 0, out.stderr
     assert re.fullmatch(r"\d+\.\d+\.\d+(\+\w+\.?\w*)?", out.stdout.strip().splitlines()[-1])
-    after = subprocess.run(
-        ["git", "status", "--porcelain", "--ignored"], cwd=ROOT, capture_output=True, text=True
-    ).stdout
-
-    def files(status: str) -> set[str]:
-        # Python's bytecode caches may appear meanwhile (tests run in parallel import modules).
-        return {line for line in status.splitlines() if "__pycache__" not in line}
-
-    assert files(after) == files(before), sorted(files(after) ^ files(before))
+    after = files()
+    assert after == before, sorted(after ^ before)
