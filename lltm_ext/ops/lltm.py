@@ -6,24 +6,22 @@ Shapes (B: batch, I: input features, S: state size)::
     X = cat([old_h, input], 1);  gates = X @ weights.T + bias  ->  z_i, z_o, z_c  (B, S) each
     new_cell = old_cell + elu(z_c) * sigmoid(z_i);  new_h = tanh(new_cell) * sigmoid(z_o)
 
-The gate math runs in one fused kernel each way (CPU: parallel C++ loops; CUDA: one launch);
+The gate math runs in one fused kernel each way (CPU: vectorized C++ loops; CUDA: one launch);
 the matrix products go through ATen (cuBLAS on CUDA).
 
-The path of a call: ``lltm(...)`` (or ``LLTM``) -> ``LLTMFunction`` -> the operators
-``torch.ops.lltm_ext.lltm_forward`` / ``lltm_backward``, registered by ``src/lltm/lltm.cpp``
-(checks, products, CPU/CUDA dispatch) -> the gate kernels in ``src/lltm/``. Eager and compiled
-calls run the same path.
+The path of a call: ``lltm(...)`` (or ``LLTM``) -> the operator ``torch.ops.lltm_ext.lltm``,
+whose autograd kernel is C++ (``src/lltm/lltm.cpp``: no Python runs in forward or backward) ->
+the operators ``torch.ops.lltm_ext.lltm_forward`` / ``lltm_backward`` (checks, products, CPU/CUDA
+dispatch) -> the gate kernels in ``src/lltm/``. Eager and compiled calls run the same path.
 """
 
 import functools
 import math
-from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from lltm_ext._extension import load_ops, register_fake
-from lltm_ext.ops._autograd import first_order
 from lltm_ext.ops._checks import check_inputs
 
 __all__ = ["LLTM", "LLTMFunction", "lltm"]
@@ -112,51 +110,30 @@ def _(grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell, X, w
     )
 
 
-def _zeros_if_none(grad: Tensor | None, like: Tensor) -> Tensor:
-    return torch.zeros_like(like) if grad is None else grad.contiguous()
+@register_fake(_ops, "lltm_ext::lltm")
+def _(input, weights, bias, old_h, old_cell):
+    _check_shapes(input, weights, bias, old_h, old_cell)
+    batch, state = old_h.shape
+    return old_cell.new_empty((batch, state)), old_cell.new_empty((batch, state))
 
 
-class LLTMFunction(torch.autograd.Function):
-    """Autograd for the LLTM cell: ``LLTMFunction.apply(input, weights, bias, old_h, old_cell)``.
+lltm_cell = _ops.lltm.default
+"""``lltm(input, weights, bias, old_h, old_cell) -> (new_h, new_cell)``: the cell, any layout,
+with its autograd in C++ (``src/lltm/lltm.cpp``): forward runs ``lltm_forward`` and saves its
+tensors, backward runs ``lltm_backward``; no Python in a training step."""
 
-    Returns ``(new_h, new_cell)``, each (B, S). Non-contiguous inputs are made contiguous. The
-    backward is first order (a second derivative raises). Pass distinct tensors (``lltm`` makes
-    aliased arguments distinct for torch.compile).
+
+class LLTMFunction:
+    """The tutorial's name for the cell's autograd:
+    ``LLTMFunction.apply(input, weights, bias, old_h, old_cell) -> (new_h, new_cell)``, which is
+    :func:`lltm` (the autograd is C++, in the operator ``torch.ops.lltm_ext.lltm``).
     """
 
     @staticmethod
-    def forward(
-        ctx: Any, input: Tensor, weights: Tensor, bias: Tensor, old_h: Tensor, old_cell: Tensor
+    def apply(
+        input: Tensor, weights: Tensor, bias: Tensor, old_h: Tensor, old_cell: Tensor
     ) -> tuple[Tensor, Tensor]:
-        weights = weights.contiguous()
-        new_h, new_cell, input_gate, output_gate, candidate_cell, X = lltm_forward(
-            input.contiguous(),
-            weights,
-            bias.contiguous(),
-            old_h.contiguous(),
-            old_cell.contiguous(),
-        )
-        ctx.save_for_backward(new_cell, input_gate, output_gate, candidate_cell, X, weights)
-        ctx.bias_shape = bias.shape
-        return new_h, new_cell
-
-    @staticmethod
-    def backward(ctx: Any, grad_h: Tensor | None, grad_cell: Tensor | None) -> Any:
-        new_cell, input_gate, output_gate, candidate_cell, X, weights = ctx.saved_tensors
-        grads = lltm_backward(
-            _zeros_if_none(grad_h, new_cell),
-            _zeros_if_none(grad_cell, new_cell),
-            new_cell,
-            input_gate,
-            output_gate,
-            candidate_cell,
-            X,
-            weights,
-        )
-        d_old_h, d_input, d_weights, d_bias, d_old_cell = first_order(
-            "lltm", grads, new_cell, weights
-        )
-        return d_input, d_weights, d_bias.reshape(ctx.bias_shape), d_old_h, d_old_cell
+        return lltm(input, weights, bias, old_h, old_cell)
 
 
 def lltm(
@@ -175,15 +152,15 @@ def lltm(
         (new_h, new_cell), each (B, S), same dtype and device as the inputs.
 
     All tensors must share one device (CPU or CUDA) and one floating dtype (float32, float64,
-    float16, bfloat16; half types are computed in float). Differentiable in every argument
-    (first order: a second derivative raises).
+    float16, bfloat16; half types are computed in float). Any layout (non-contiguous tensors are
+    copied). Differentiable in every argument (first order: a second derivative raises).
     """
     # One tensor passed as two arguments (a zero state): torch.compile needs distinct tensors.
     if old_cell is old_h or old_cell is input:
         old_cell = old_cell.view_as(old_cell)
     if old_h is input:
         old_h = old_h.view_as(old_h)
-    return LLTMFunction.apply(input, weights, bias, old_h, old_cell)
+    return lltm_cell(input, weights, bias, old_h, old_cell)
 
 
 class LLTM(nn.Module):

@@ -1,8 +1,12 @@
 // The LLTM cell's operators: schema, input checks, CPU/CUDA dispatch and the matrix products
-// (ATen), registered as torch.ops.lltm_ext.lltm_{forward,backward} and bound in Python.
+// (ATen), registered as torch.ops.lltm_ext.lltm_{forward,backward}, and the cell with its autograd
+// in C++ (torch.ops.lltm_ext.lltm: no Python in a training step), bound in Python.
 #include "lltm/lltm.h"
 
+#include <torch/csrc/autograd/custom_function.h>
+
 #include <tuple>
+#include <vector>
 
 #include "common/module.h"
 #ifdef WITH_CUDA
@@ -173,10 +177,105 @@ Backward backward(const at::Tensor& grad_h, const at::Tensor& grad_cell, const a
   return {d_old_h, d_input, d_weights, d_bias, d_old_cell};
 }
 
+// The cell without autograd (inference, or below the autograd kernel): any layout in, (new_h,
+// new_cell) out.
+std::tuple<at::Tensor, at::Tensor> cell(const at::Tensor& input, const at::Tensor& weights,
+                                        const at::Tensor& bias, const at::Tensor& old_h,
+                                        const at::Tensor& old_cell) {
+  auto out = forward(input.contiguous(), weights.contiguous(), bias.contiguous(),
+                     old_h.contiguous(), old_cell.contiguous());
+  return {std::get<0>(out), std::get<1>(out)};
+}
+
+// The operators as the dispatcher has them: called through it (not as C++ functions) so that
+// torch.compile's tracing, which runs below autograd on fake tensors, records them.
+const auto& forward_op() {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("lltm_ext::lltm_forward", "")
+                             .typed<decltype(forward)>();
+  return op;
+}
+const auto& backward_op() {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("lltm_ext::lltm_backward", "")
+                             .typed<decltype(backward)>();
+  return op;
+}
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Gradients as they are, marked first-order only: under create_graph=True they depend on the
+// cell's new_cell and weights, and differentiating them again raises a clear error (instead of
+// torch's "element 0 of tensors does not require grad", or a silently missing term).
+struct FirstOrderOnly : torch::autograd::Function<FirstOrderOnly> {
+  static variable_list forward(AutogradContext*, const at::Tensor& d_input,
+                               const at::Tensor& d_weights, const at::Tensor& d_bias,
+                               const at::Tensor& d_old_h, const at::Tensor& d_old_cell,
+                               const at::Tensor& /*new_cell*/, const at::Tensor& /*weights*/) {
+    return {d_input.view_as(d_input), d_weights.view_as(d_weights), d_bias.view_as(d_bias),
+            d_old_h.view_as(d_old_h), d_old_cell.view_as(d_old_cell)};
+  }
+  static variable_list backward(AutogradContext*, const variable_list&) {
+    TORCH_CHECK(false,
+                "lltm_ext.lltm: second derivatives are not supported: its backward kernels are "
+                "first-order only. The gradients from torch.autograd.grad(..., create_graph=True) "
+                "cannot be differentiated again through lltm_ext.lltm; use a pure-PyTorch version "
+                "of the op where a higher-order derivative is needed.");
+  }
+};
+
+// Autograd for the cell: forward saves what the backward kernels read.
+struct Cell : torch::autograd::Function<Cell> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& input,
+                               const at::Tensor& weights, const at::Tensor& bias,
+                               const at::Tensor& old_h, const at::Tensor& old_cell) {
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;
+    const at::Tensor w = weights.contiguous();
+    auto [new_h, new_cell, input_gate, output_gate, candidate_cell, X] = forward_op().call(
+        input.contiguous(), w, bias.contiguous(), old_h.contiguous(), old_cell.contiguous());
+    ctx->save_for_backward({new_cell, input_gate, output_gate, candidate_cell, X, w});
+    ctx->saved_data["bias_shape"] = bias.sizes().vec();
+    return {new_h, new_cell};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor& new_cell = saved[0];
+    const at::Tensor& weights = saved[5];
+    const auto grad_or_zeros = [&](const at::Tensor& g) {
+      return g.defined() ? g.contiguous() : at::zeros_like(new_cell);
+    };
+    at::Tensor d_old_h, d_input, d_weights, d_bias, d_old_cell;
+    {
+      const at::AutoDispatchBelowADInplaceOrView below_autograd;
+      std::tie(d_old_h, d_input, d_weights, d_bias, d_old_cell) =
+          backward_op().call(grad_or_zeros(grads[0]), grad_or_zeros(grads[1]), new_cell, saved[1],
+                             saved[2], saved[3], saved[4], weights);
+    }
+    d_bias = d_bias.reshape(ctx->saved_data["bias_shape"].toIntVector());
+    if (at::GradMode::is_enabled()) {  // create_graph=True
+      return FirstOrderOnly::apply(d_input, d_weights, d_bias, d_old_h, d_old_cell, new_cell,
+                                   weights);
+    }
+    return {d_input, d_weights, d_bias, d_old_h, d_old_cell};
+  }
+};
+
+std::tuple<at::Tensor, at::Tensor> cell_autograd(const at::Tensor& input, const at::Tensor& weights,
+                                                 const at::Tensor& bias, const at::Tensor& old_h,
+                                                 const at::Tensor& old_cell) {
+  variable_list out = Cell::apply(input, weights, bias, old_h, old_cell);
+  return {out[0], out[1]};
+}
+
 }  // namespace
 }  // namespace lltm_ext::lltm
 
 TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
+  m.def(
+      "lltm(Tensor input, Tensor weights, Tensor bias, Tensor old_h, Tensor old_cell) -> "
+      "(Tensor new_h, Tensor new_cell)");
   m.def(
       "lltm_forward(Tensor input, Tensor weights, Tensor bias, Tensor old_h, Tensor old_cell) -> "
       "(Tensor new_h, Tensor new_cell, Tensor input_gate, Tensor output_gate, "
@@ -187,6 +286,10 @@ TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
       "(Tensor d_old_h, Tensor d_input, Tensor d_weights, Tensor d_bias, Tensor d_old_cell)");
   lltm_ext::impl_cpu_cuda(m, "lltm_forward", TORCH_FN(lltm_ext::lltm::forward));
   lltm_ext::impl_cpu_cuda(m, "lltm_backward", TORCH_FN(lltm_ext::lltm::backward));
+  m.impl("lltm", torch::dispatch(c10::DispatchKey::CPU, TORCH_FN(lltm_ext::lltm::cell)));
+  m.impl("lltm", torch::dispatch(c10::DispatchKey::CUDA, TORCH_FN(lltm_ext::lltm::cell)));
+  m.impl("lltm",
+         torch::dispatch(c10::DispatchKey::Autograd, TORCH_FN(lltm_ext::lltm::cell_autograd)));
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
