@@ -42,7 +42,8 @@ class BenchCase:
     `ours` and `ref` are called without arguments, `ref` being PyTorch's way of doing the job
     (named `ref_name`). A case with `bytes` and no `flops` is element-wise (memory-bound): the
     bench also times a copy of the same bytes as its roofline. A case with `flops` (GEMM) takes
-    the reference's TFLOP/s as its ceiling.
+    the reference's TFLOP/s as its ceiling. `also` names more references (e.g. torch.compile, a
+    floor), timed in the same interleaved rounds; each gets its own ratio.
     """
 
     op: str
@@ -56,6 +57,7 @@ class BenchCase:
     flops: int | None = None
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    also: dict[str, Callable[[], Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -240,7 +242,9 @@ def run_cases(
     rows = []
     copies: dict[tuple[torch.dtype, int], Timing] = {}
     for c in cases:
-        ours, ref = time_fns([c.ours, c.ref], budget_s=budget_s, timer=timer)
+        ours, ref, *others = time_fns(
+            [c.ours, c.ref, *c.also.values()], budget_s=budget_s, timer=timer
+        )
         row: dict[str, Any] = {
             "op": c.op,
             "case": c.case,
@@ -254,6 +258,11 @@ def run_cases(
             "notes": c.notes,
             **c.extra,
         }
+        if c.also:  # name -> median, IQR and ratio (its time / ours: > 1, lltm_ext is faster)
+            row["also"] = {
+                name: {**_spread("ref", t), "speedup": t.median / ours.median}
+                for name, t in zip(c.also, others, strict=True)
+            }
         if c.bytes:
             for side, t in (("ours", ours), ("ref", ref)):
                 row[f"{side}_gbps"] = c.bytes / t.median / 1e9
@@ -307,12 +316,19 @@ def format_row(r: dict) -> str:
         if "roofline_gbps" in r:
             thr += f" (copy {r['roofline_gbps']:.1f})"
     size = r["size"].split(" (")[0] if len(r["size"]) > 20 else r["size"]
-    return (
+    line = (
         f"{r['op']:<9} {r['case']:<16} {r['dtype']:<8} {size:<20} "
         f"{_time_cell(r['ours_us'], r['ours_p25_us'], r['ours_p75_us']):>17} "
         f"{_time_cell(r['ref_us'], r['ref_p25_us'], r['ref_p75_us']):>17} "
-        f"{r['speedup']:6.3f}x  {thr}"
+        f"{r['speedup']:6.3f}x  {thr or 'vs ' + r['ref']}"
     )
+    for name, t in r.get("also", {}).items():  # more references: a line each, under the row
+        line += (
+            f"\n{'':<9} {'':<16} {'':<8} {'':<20} {'':>17} "
+            f"{_time_cell(t['ref_us'], t['ref_p25_us'], t['ref_p75_us']):>17} "
+            f"{t['speedup']:6.3f}x  vs {name}"
+        )
+    return line
 
 
 def cpu_model() -> str:
