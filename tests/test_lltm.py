@@ -99,6 +99,42 @@ def test_non_contiguous_inputs(device):
         assert g.shape == a.shape
 
 
+@pytest.mark.parametrize("device,dtype", device_dtypes())
+def test_steps_chained(device, dtype):
+    """Three steps, the state carried: each step's d_old_h reaches the step before as a column
+    block of its d_X (read with a row stride, not copied); gradients of all steps' arguments."""
+    args = make_args(6, 5, 9, device, dtype)
+    ref_args = [a.detach().cpu().double().requires_grad_() for a in args]
+    outs = []
+    for fn, (x, w, b, h, c) in ((lltm_ext.lltm, args), (lltm_reference, ref_args)):
+        for _ in range(3):
+            h, c = fn(x, w, b, h, c)
+        outs.append((h, c))
+    weights = [torch.randn(6, 9), torch.randn(6, 9)]
+    for h, c in outs:
+        ((h * weights[0].to(h)).sum() + (c * weights[1].to(c)).sum()).backward()
+    scale = 1.0 if dtype in (torch.float32, torch.float64) else 2.0
+    names = ["input", "weights", "bias", "old_h", "old_cell"]
+    for name, got, want in zip(names, args, ref_args, strict=True):
+        assert got.grad.dtype == dtype, name
+        assert_close(got.grad, want.grad, dtype, scale * 8)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_backward_reads_grad_h_with_a_row_stride(device):
+    args = [a.detach() for a in make_args(4, 3, 5, device, torch.float64)]
+    new_cell, ig, og, cc, X = lltm_forward(*args)[1:]
+    wide = torch.randn(4, 12, device=device, dtype=torch.float64)
+    grad_h, grad_cell = wide[:, 2:7], torch.randn_like(new_cell)  # row stride 12, not 5
+    saved = [new_cell, ig, og, cc, X, args[1]]
+    strided = lltm_backward(grad_h, grad_cell, *saved)
+    dense = lltm_backward(grad_h.contiguous(), grad_cell, *saved)
+    for got, want in zip(strided, dense, strict=True):
+        assert torch.equal(got, want)
+    with pytest.raises(RuntimeError, match="`grad_h` must have contiguous rows"):
+        lltm_backward(grad_h.t().contiguous().t(), grad_cell, *saved)
+
+
 @pytest.mark.parametrize("device", devices())
 def test_opcheck(device):
     args = [a.detach() for a in make_args(4, 3, 5, device, torch.float32)]

@@ -35,7 +35,8 @@ lltm_forward = _ops.lltm_forward.default
 output_gate, candidate_cell, X)``, contiguous tensors; the last four feed backward."""
 lltm_backward = _ops.lltm_backward.default
 """``lltm_backward(grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell, X,
-weights) -> (d_old_h, d_input, d_weights, d_bias (3S,), d_old_cell)``."""
+weights) -> (d_X (B, S + I) = [d_old_h | d_input], d_weights, d_bias (3S,), d_old_cell)``; grad_h
+may have a row stride (each row contiguous)."""
 
 
 def _state_message(name: str, t: Tensor, batch: int, state: int) -> str:
@@ -103,10 +104,8 @@ def _(grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell, X, w
         weights=weights,
     )
     batch, state = new_cell.shape
-    features = X.shape[1] - state
     return (
-        new_cell.new_empty((batch, state)),
-        new_cell.new_empty((batch, features)),
+        new_cell.new_empty(tuple(X.shape)),
         new_cell.new_empty(tuple(weights.shape)),
         new_cell.new_empty((3 * state,)),
         new_cell.new_empty((batch, state)),

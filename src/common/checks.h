@@ -92,6 +92,22 @@ inline void check_input(const at::Tensor& t, const char* name) {
   check_contiguous(t, name);
 }
 
+// A 2-D tensor argument whose rows a kernel reads with a row stride: defined, floating, on CPU or
+// CUDA, each row contiguous (unit column stride) and rows apart (row stride >= row length), such
+// as a column block of a larger matrix. Returns the row stride.
+inline int64_t check_rows_input(const at::Tensor& t, const char* name) {
+  check_defined(t, name);
+  check_device_type(t, name);
+  check_floating(t, name);
+  check_dim(t, name, 2);
+  const int64_t ld = t.size(0) <= 1 ? t.size(1) : t.stride(0);
+  TORCH_CHECK((t.size(1) <= 1 || t.stride(1) == 1) && ld >= t.size(1), "lltm_ext: `", name,
+              "` must have contiguous rows (unit column stride, row stride >= row length), but "
+              "got a ",
+              describe(t), " with strides ", t.strides(), " (call .contiguous() first).");
+  return ld;
+}
+
 // Same device and dtype as the reference argument.
 inline void check_like(const at::Tensor& t, const char* name, const at::Tensor& ref,
                        const char* ref_name) {
@@ -102,6 +118,7 @@ inline void check_like(const at::Tensor& t, const char* name, const at::Tensor& 
 }  // namespace lltm_ext
 
 #define CHECK_INPUT(x) ::lltm_ext::check_input(x, #x)
+#define CHECK_ROWS_INPUT(x) ::lltm_ext::check_rows_input(x, #x)
 #define CHECK_DIM(x, d) ::lltm_ext::check_dim(x, #x, d)
 #define CHECK_SHAPE(x, ...) ::lltm_ext::check_shape(x, #x, {__VA_ARGS__})
 #define CHECK_LIKE(x, ref) ::lltm_ext::check_like(x, #x, ref, #ref)

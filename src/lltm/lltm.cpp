@@ -34,7 +34,7 @@ void forward_gates_cuda(const at::Tensor& gates, const at::Tensor& old_cell,
   });
 }
 
-void backward_gates_cuda(const at::Tensor& grad_h, const at::Tensor& grad_cell,
+void backward_gates_cuda(const at::Tensor& grad_h, int64_t grad_h_ld, const at::Tensor& grad_cell,
                          const at::Tensor& new_cell, const at::Tensor& input_gate,
                          const at::Tensor& output_gate, const at::Tensor& candidate_cell,
                          const at::Tensor& d_gates, const at::Tensor& d_old_cell) {
@@ -42,7 +42,7 @@ void backward_gates_cuda(const at::Tensor& grad_h, const at::Tensor& grad_cell,
   const int sms = cuda::sm_count(new_cell.get_device());
   LLTM_EXT_DISPATCH_FLOATING(new_cell.scalar_type(), "lltm_backward_cuda", [&] {
     C10_CUDA_CHECK(launch_backward_gates(
-        grad_h.const_data_ptr<scalar_t>(), grad_cell.const_data_ptr<scalar_t>(),
+        grad_h.const_data_ptr<scalar_t>(), grad_h_ld, grad_cell.const_data_ptr<scalar_t>(),
         new_cell.const_data_ptr<scalar_t>(), input_gate.const_data_ptr<scalar_t>(),
         output_gate.const_data_ptr<scalar_t>(), candidate_cell.const_data_ptr<scalar_t>(),
         d_gates.mutable_data_ptr<scalar_t>(), d_old_cell.mutable_data_ptr<scalar_t>(),
@@ -52,7 +52,7 @@ void backward_gates_cuda(const at::Tensor& grad_h, const at::Tensor& grad_cell,
 #endif
 
 using Forward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
-using Backward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+using Backward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 // A state tensor (`old_h` or `old_cell`) must be [batch, state_size].
 void check_state(const at::Tensor& t, const char* name, int64_t batch, int64_t state) {
@@ -118,13 +118,15 @@ Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Te
   return {new_h, new_cell, input_gate, output_gate, candidate_cell, X};
 }
 
-// Backward from the saved forward values. Returns (d_old_h, d_input, d_weights, d_bias,
-// d_old_cell); d_bias is 1-D (3 * state_size,).
+// Backward from the saved forward values. Returns (d_X, d_weights, d_bias, d_old_cell): d_X
+// (B, S + I) is [d_old_h | d_input], one product (the autograd kernel hands out its two column
+// blocks); d_bias is 1-D (3 * state_size,). grad_h may have a row stride (a column block of the
+// next step's d_X), each row contiguous.
 Backward backward(const at::Tensor& grad_h, const at::Tensor& grad_cell, const at::Tensor& new_cell,
                   const at::Tensor& input_gate, const at::Tensor& output_gate,
                   const at::Tensor& candidate_cell, const at::Tensor& X,
                   const at::Tensor& weights) {
-  CHECK_INPUT(grad_h);
+  const int64_t grad_h_ld = CHECK_ROWS_INPUT(grad_h);
   CHECK_INPUT(grad_cell);
   CHECK_INPUT(new_cell);
   CHECK_INPUT(input_gate);
@@ -159,22 +161,19 @@ Backward backward(const at::Tensor& grad_h, const at::Tensor& grad_cell, const a
   at::Tensor d_old_cell = at::empty_like(new_cell);
   if (new_cell.is_cuda()) {
 #ifdef WITH_CUDA
-    backward_gates_cuda(grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell,
-                        d_gates, d_old_cell);
+    backward_gates_cuda(grad_h, grad_h_ld, grad_cell, new_cell, input_gate, output_gate,
+                        candidate_cell, d_gates, d_old_cell);
 #else
     fail_not_compiled_with_cuda("lltm");
 #endif
   } else {
-    backward_gates_cpu(grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell,
-                       d_gates, d_old_cell);
+    backward_gates_cpu(grad_h, grad_h_ld, grad_cell, new_cell, input_gate, output_gate,
+                       candidate_cell, d_gates, d_old_cell);
   }
   at::Tensor d_weights = at::mm(d_gates.t(), X);
   at::Tensor d_bias = d_gates.sum(/*dim=*/0);
-  // Two products against column blocks of W (strided views, no copies) instead of one product
-  // and two slices, so that the outputs do not alias each other.
-  at::Tensor d_old_h = at::mm(d_gates, weights.narrow(1, 0, state));
-  at::Tensor d_input = at::mm(d_gates, weights.narrow(1, state, features));
-  return {d_old_h, d_input, d_weights, d_bias, d_old_cell};
+  at::Tensor d_X = at::mm(d_gates, weights);
+  return {d_X, d_weights, d_bias, d_old_cell};
 }
 
 // The cell without autograd (inference, or below the autograd kernel): any layout in, (new_h,
@@ -243,16 +242,24 @@ struct Cell : torch::autograd::Function<Cell> {
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor& new_cell = saved[0];
     const at::Tensor& weights = saved[5];
-    const auto grad_or_zeros = [&](const at::Tensor& g) {
-      return g.defined() ? g.contiguous() : at::zeros_like(new_cell);
-    };
-    at::Tensor d_old_h, d_input, d_weights, d_bias, d_old_cell;
+    // grad_h may stay a column block of the next step's d_X: the kernels read rows with a stride.
+    const at::Tensor& gh = grads[0];
+    const bool rows_ok = gh.defined() && gh.dim() == 2 && (gh.size(1) <= 1 || gh.stride(1) == 1) &&
+                         (gh.size(0) <= 1 || gh.stride(0) >= gh.size(1));
+    const at::Tensor grad_h = !gh.defined() ? at::zeros_like(new_cell)
+                              : rows_ok     ? gh
+                                            : gh.contiguous();
+    const at::Tensor grad_cell =
+        grads[1].defined() ? grads[1].contiguous() : at::zeros_like(new_cell);
+    at::Tensor d_X, d_weights, d_bias, d_old_cell;
     {
       const at::AutoDispatchBelowADInplaceOrView below_autograd;
-      std::tie(d_old_h, d_input, d_weights, d_bias, d_old_cell) =
-          backward_op().call(grad_or_zeros(grads[0]), grad_or_zeros(grads[1]), new_cell, saved[1],
-                             saved[2], saved[3], saved[4], weights);
+      std::tie(d_X, d_weights, d_bias, d_old_cell) = backward_op().call(
+          grad_h, grad_cell, new_cell, saved[1], saved[2], saved[3], saved[4], weights);
     }
+    const int64_t state = new_cell.size(1);
+    const at::Tensor d_old_h = d_X.narrow(1, 0, state);
+    const at::Tensor d_input = d_X.narrow(1, state, d_X.size(1) - state);
     d_bias = d_bias.reshape(ctx->saved_data["bias_shape"].toIntVector());
     if (at::GradMode::is_enabled()) {  // create_graph=True
       return FirstOrderOnly::apply(d_input, d_weights, d_bias, d_old_h, d_old_cell, new_cell,
@@ -283,7 +290,7 @@ TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
   m.def(
       "lltm_backward(Tensor grad_h, Tensor grad_cell, Tensor new_cell, Tensor input_gate, "
       "Tensor output_gate, Tensor candidate_cell, Tensor X, Tensor weights) -> "
-      "(Tensor d_old_h, Tensor d_input, Tensor d_weights, Tensor d_bias, Tensor d_old_cell)");
+      "(Tensor d_X, Tensor d_weights, Tensor d_bias, Tensor d_old_cell)");
   lltm_ext::impl_cpu_cuda(m, "lltm_forward", TORCH_FN(lltm_ext::lltm::forward));
   lltm_ext::impl_cpu_cuda(m, "lltm_backward", TORCH_FN(lltm_ext::lltm::backward));
   m.impl("lltm", torch::dispatch(c10::DispatchKey::CPU, TORCH_FN(lltm_ext::lltm::cell)));

@@ -102,7 +102,8 @@ void forward_gates_cpu(const at::Tensor& gates, const at::Tensor& old_cell, cons
                        const at::Tensor& output_gate, const at::Tensor& candidate_cell);
 
 // (B, S) saved values and incoming gradients -> d_gates (B, 3S) and d_old_cell (B, S), all written.
-void backward_gates_cpu(const at::Tensor& grad_h, const at::Tensor& grad_cell,
+// grad_h's rows are grad_h_ld elements apart (it may be a column block of a larger matrix).
+void backward_gates_cpu(const at::Tensor& grad_h, int64_t grad_h_ld, const at::Tensor& grad_cell,
                         const at::Tensor& new_cell, const at::Tensor& input_gate,
                         const at::Tensor& output_gate, const at::Tensor& candidate_cell,
                         const at::Tensor& d_gates, const at::Tensor& d_old_cell);
@@ -110,14 +111,15 @@ void backward_gates_cpu(const at::Tensor& grad_h, const at::Tensor& grad_cell,
 #ifdef WITH_CUDA
 // CUDA launchers (lltm_cuda.cu), for T = float, double, c10::Half, c10::BFloat16: the same
 // outputs for n = B * S elements of state S, on `stream` (the tensors' device current), a grid
-// sized for `sm_count` multiprocessors; they return the launch's error.
+// sized for `sm_count` multiprocessors; they return the launch's error. grad_h's rows are
+// grad_h_ld elements apart.
 template <typename T>
 cudaError_t launch_forward_gates(const T* gates, const T* old_cell, T* new_h, T* new_cell,
                                  T* input_gate, T* output_gate, T* candidate_cell, int64_t n,
                                  int64_t state, int sm_count, cudaStream_t stream);
 template <typename T>
-cudaError_t launch_backward_gates(const T* grad_h, const T* grad_cell, const T* new_cell,
-                                  const T* input_gate, const T* output_gate,
+cudaError_t launch_backward_gates(const T* grad_h, int64_t grad_h_ld, const T* grad_cell,
+                                  const T* new_cell, const T* input_gate, const T* output_gate,
                                   const T* candidate_cell, T* d_gates, T* d_old_cell, int64_t n,
                                   int64_t state, int sm_count, cudaStream_t stream);
 #endif

@@ -83,20 +83,22 @@ void forward_rows(const T* __restrict__ g, const T* __restrict__ c, T* __restric
   }
 }
 
-// Rows [begin, end) of the backward gate math; dg is (B, 3S), the others (B, S).
+// Rows [begin, end) of the backward gate math; dg is (B, 3S), the others (B, S), gh's rows ld_gh
+// apart.
 template <typename T>
-void backward_rows(const T* __restrict__ gh, const T* __restrict__ gc, const T* __restrict__ nc,
-                   const T* __restrict__ ig, const T* __restrict__ og, const T* __restrict__ cc,
-                   T* __restrict__ dg, T* __restrict__ dc, int64_t state, int64_t begin,
-                   int64_t end) {
+void backward_rows(const T* __restrict__ gh, int64_t ld_gh, const T* __restrict__ gc,
+                   const T* __restrict__ nc, const T* __restrict__ ig, const T* __restrict__ og,
+                   const T* __restrict__ cc, T* __restrict__ dg, T* __restrict__ dc, int64_t state,
+                   int64_t begin, int64_t end) {
   using acc_t = at::opmath_type<T>;
   for (int64_t b = begin; b < end; ++b) {
     T* dgb = dg + b * 3 * state;
+    const T* ghb = gh + b * ld_gh;
     const int64_t row = b * state;
     for (int64_t s = 0; s < state; ++s) {
       const int64_t i = row + s;
       const auto r = backward_element<acc_t, VecMath>(
-          static_cast<acc_t>(gh[i]), static_cast<acc_t>(gc[i]), static_cast<acc_t>(nc[i]),
+          static_cast<acc_t>(ghb[s]), static_cast<acc_t>(gc[i]), static_cast<acc_t>(nc[i]),
           static_cast<acc_t>(ig[i]), static_cast<acc_t>(og[i]), static_cast<acc_t>(cc[i]));
       dc[i] = static_cast<T>(r.d_old_cell);
       dgb[s] = static_cast<T>(r.d_z_i);
@@ -164,7 +166,7 @@ void forward_gates_cpu(const at::Tensor& gates, const at::Tensor& old_cell, cons
   });
 }
 
-void backward_gates_cpu(const at::Tensor& grad_h, const at::Tensor& grad_cell,
+void backward_gates_cpu(const at::Tensor& grad_h, int64_t grad_h_ld, const at::Tensor& grad_cell,
                         const at::Tensor& new_cell, const at::Tensor& input_gate,
                         const at::Tensor& output_gate, const at::Tensor& candidate_cell,
                         const at::Tensor& d_gates, const at::Tensor& d_old_cell) {
@@ -186,13 +188,15 @@ void backward_gates_cpu(const at::Tensor& grad_h, const at::Tensor& grad_cell,
     at::parallel_for(0, batch, grain(state), [&](int64_t begin, int64_t end) {
 #if LLTM_EXT_CPU_X86_COPIES
       if (use == cpu::Isa::kAvx512) {
-        return backward_rows_avx512<scalar_t>(gh, gc, nc, ig, og, cc, dg, dc, state, begin, end);
+        return backward_rows_avx512<scalar_t>(gh, grad_h_ld, gc, nc, ig, og, cc, dg, dc, state,
+                                              begin, end);
       }
       if (use == cpu::Isa::kAvx2) {
-        return backward_rows_avx2<scalar_t>(gh, gc, nc, ig, og, cc, dg, dc, state, begin, end);
+        return backward_rows_avx2<scalar_t>(gh, grad_h_ld, gc, nc, ig, og, cc, dg, dc, state, begin,
+                                            end);
       }
 #endif
-      backward_rows<scalar_t>(gh, gc, nc, ig, og, cc, dg, dc, state, begin, end);
+      backward_rows<scalar_t>(gh, grad_h_ld, gc, nc, ig, og, cc, dg, dc, state, begin, end);
     });
   });
 }

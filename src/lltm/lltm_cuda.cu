@@ -33,7 +33,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename scalar_t>
 __global__ void __launch_bounds__(kThreads) backward_gates_kernel(
-    const scalar_t* __restrict__ grad_h, const scalar_t* __restrict__ grad_cell,
+    const scalar_t* __restrict__ grad_h, int64_t grad_h_ld, const scalar_t* __restrict__ grad_cell,
     const scalar_t* __restrict__ new_cell, const scalar_t* __restrict__ input_gate,
     const scalar_t* __restrict__ output_gate, const scalar_t* __restrict__ candidate_cell,
     scalar_t* __restrict__ d_gates, scalar_t* __restrict__ d_old_cell, int64_t n, int64_t state) {
@@ -42,8 +42,9 @@ __global__ void __launch_bounds__(kThreads) backward_gates_kernel(
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
     const int64_t b = i / state;
-    const auto r = backward_element<acc_t>(grad_h[i], grad_cell[i], new_cell[i], input_gate[i],
-                                           output_gate[i], candidate_cell[i]);
+    const auto r =
+        backward_element<acc_t>(grad_h[i + b * (grad_h_ld - state)], grad_cell[i], new_cell[i],
+                                input_gate[i], output_gate[i], candidate_cell[i]);
     scalar_t* dg = d_gates + i + 2 * b * state;
     d_old_cell[i] = r.d_old_cell;
     dg[0] = r.d_z_i;
@@ -74,24 +75,24 @@ cudaError_t launch_forward_gates(const T* gates, const T* old_cell, T* new_h, T*
 }
 
 template <typename T>
-cudaError_t launch_backward_gates(const T* grad_h, const T* grad_cell, const T* new_cell,
-                                  const T* input_gate, const T* output_gate,
+cudaError_t launch_backward_gates(const T* grad_h, int64_t grad_h_ld, const T* grad_cell,
+                                  const T* new_cell, const T* input_gate, const T* output_gate,
                                   const T* candidate_cell, T* d_gates, T* d_old_cell, int64_t n,
                                   int64_t state, int sm_count, cudaStream_t stream) {
   if (n == 0) {
     return cudaSuccess;
   }
   backward_gates_kernel<T><<<blocks_for(n, sm_count), kThreads, 0, stream>>>(
-      grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell, d_gates, d_old_cell, n,
-      state);
+      grad_h, grad_h_ld, grad_cell, new_cell, input_gate, output_gate, candidate_cell, d_gates,
+      d_old_cell, n, state);
   return cudaGetLastError();
 }
 
-#define LLTM_EXT_INSTANTIATE(T)                                                                   \
-  template cudaError_t launch_forward_gates<T>(const T*, const T*, T*, T*, T*, T*, T*, int64_t,   \
-                                               int64_t, int, cudaStream_t);                       \
-  template cudaError_t launch_backward_gates<T>(const T*, const T*, const T*, const T*, const T*, \
-                                                const T*, T*, T*, int64_t, int64_t, int,          \
+#define LLTM_EXT_INSTANTIATE(T)                                                                    \
+  template cudaError_t launch_forward_gates<T>(const T*, const T*, T*, T*, T*, T*, T*, int64_t,    \
+                                               int64_t, int, cudaStream_t);                        \
+  template cudaError_t launch_backward_gates<T>(const T*, int64_t, const T*, const T*, const T*,   \
+                                                const T*, const T*, T*, T*, int64_t, int64_t, int, \
                                                 cudaStream_t);
 LLTM_EXT_FOR_FLOATING_TYPES(LLTM_EXT_INSTANTIATE)
 
