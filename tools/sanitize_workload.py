@@ -165,6 +165,27 @@ def run_lltm(dtype: torch.dtype) -> None:
         names = ("input", "weights", "bias", "old_h", "old_cell")
         for name, got, want in zip(names, ours, refs, strict=True):
             check(got, want, dtype, f"{what} grad {name}")
+    # Three steps, the state carried: each step's d_old_h reaches the step before as a column
+    # block of its d_X, read with a row stride.
+    for batch, features, state in ((5, 3, 7), (17, 33, 65)):
+        args = [
+            randn(batch, features, dtype=dtype),
+            randn(3 * state, state + features, dtype=dtype),
+        ]
+        args += [randn(3 * state, dtype=dtype), randn(batch, state, dtype=dtype)]
+        args += [randn(batch, state, dtype=dtype)]
+        args = [(a * 0.3).detach().requires_grad_() for a in args]
+        args64 = [a.detach().double().cpu().requires_grad_() for a in args]
+        outs = []
+        for fn, (x, w, b, h, c) in ((lltm_ext.lltm, args), (lltm_reference, args64)):
+            for _ in range(3):
+                h, c = fn(x, w, b, h, c)
+            outs.append((h, c))
+        ours = torch.autograd.grad(outs[0][0].sum() + outs[0][1].sum(), args)
+        refs = torch.autograd.grad(outs[1][0].sum() + outs[1][1].sum(), args64)
+        names = ("input", "weights", "bias", "old_h", "old_cell")
+        for name, got, want in zip(names, ours, refs, strict=True):
+            check(got, want, dtype, f"lltm 3 steps B={batch} S={state} grad {name}")
     # Only one output used: the other's gradient is None (zeros made by the Python layer).
     args = [randn(4, 3, dtype=dtype), randn(15, 8, dtype=dtype, scale=0.4)]
     args += [randn(15, dtype=dtype, scale=0.4), randn(4, 5, dtype=dtype), randn(4, 5, dtype=dtype)]
