@@ -123,10 +123,10 @@ def test_steps_chained(device, dtype):
 @pytest.mark.parametrize("device", devices())
 def test_backward_reads_grad_h_with_a_row_stride(device):
     args = [a.detach() for a in make_args(4, 3, 5, device, torch.float64)]
-    new_cell, ig, og, cc, X = lltm_forward(*args)[1:]
+    new_cell, gates, X = lltm_forward(*args)[1:]
     wide = torch.randn(4, 12, device=device, dtype=torch.float64)
     grad_h, grad_cell = wide[:, 2:7], torch.randn_like(new_cell)  # row stride 12, not 5
-    saved = [new_cell, ig, og, cc, X, args[1]]
+    saved = [new_cell, gates, X, args[1]]
     strided = lltm_backward(grad_h, grad_cell, *saved)
     dense = lltm_backward(grad_h.contiguous(), grad_cell, *saved)
     for got, want in zip(strided, dense, strict=True):
@@ -140,9 +140,9 @@ def test_opcheck(device):
     args = [a.detach() for a in make_args(4, 3, 5, device, torch.float32)]
     torch.library.opcheck(lltm_forward, args)
     outs = lltm_forward(*args)
-    new_cell, ig, og, cc, X = outs[1:]
+    new_cell, gates, X = outs[1:]
     grads = [torch.randn_like(new_cell), torch.randn_like(new_cell)]
-    torch.library.opcheck(lltm_backward, [*grads, new_cell, ig, og, cc, X, args[1]])
+    torch.library.opcheck(lltm_backward, [*grads, new_cell, gates, X, args[1]])
     torch.library.opcheck(
         lltm_forward, [a.detach() for a in make_args(4, 3, 5, device, torch.float64)]
     )

@@ -31,12 +31,13 @@ __all__ = ["LLTM", "LLTMFunction", "lltm"]
 
 _ops = load_ops("lltm")
 lltm_forward = _ops.lltm_forward.default
-"""``lltm_forward(input, weights, bias, old_h, old_cell) -> (new_h, new_cell, input_gate,
-output_gate, candidate_cell, X)``, contiguous tensors; the last four feed backward."""
+"""``lltm_forward(input, weights, bias, old_h, old_cell) -> (new_h, new_cell, gates, X)``,
+contiguous tensors; gates (B, 3S) are the pre-activations X @ weights.T + bias, X = [old_h, input]
+(B, S + I); new_cell, gates and X feed backward."""
 lltm_backward = _ops.lltm_backward.default
-"""``lltm_backward(grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell, X,
-weights) -> (d_X (B, S + I) = [d_old_h | d_input], d_weights, d_bias (3S,), d_old_cell)``; grad_h
-may have a row stride (each row contiguous)."""
+"""``lltm_backward(grad_h, grad_cell, new_cell, gates, X, weights) -> (d_X (B, S + I) =
+[d_old_h | d_input], d_weights, d_bias (3S,), d_old_cell)``; the gates are recomputed from their
+pre-activations; grad_h may have a row stride (each row contiguous)."""
 
 
 def _state_message(name: str, t: Tensor, batch: int, state: int) -> str:
@@ -88,27 +89,20 @@ def _(input, weights, bias, old_h, old_cell):
     _check_shapes(input, weights, bias, old_h, old_cell)
     batch, state = old_h.shape
     x = input.new_empty((batch, state + input.shape[1]))
-    return tuple(old_cell.new_empty((batch, state)) for _ in range(5)) + (x,)
+    gates = input.new_empty((batch, 3 * state))
+    return old_cell.new_empty((batch, state)), old_cell.new_empty((batch, state)), gates, x
 
 
 @register_fake(_ops, "lltm_ext::lltm_backward")
-def _(grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell, X, weights):
+def _(grad_h, grad_cell, new_cell, gates, X, weights):
     check_inputs(
-        new_cell=new_cell,
-        grad_h=grad_h,
-        grad_cell=grad_cell,
-        input_gate=input_gate,
-        output_gate=output_gate,
-        candidate_cell=candidate_cell,
-        X=X,
-        weights=weights,
+        new_cell=new_cell, grad_h=grad_h, grad_cell=grad_cell, gates=gates, X=X, weights=weights
     )
-    batch, state = new_cell.shape
     return (
         new_cell.new_empty(tuple(X.shape)),
         new_cell.new_empty(tuple(weights.shape)),
-        new_cell.new_empty((3 * state,)),
-        new_cell.new_empty((batch, state)),
+        new_cell.new_empty((weights.shape[0],)),
+        new_cell.new_empty(tuple(new_cell.shape)),
     )
 
 

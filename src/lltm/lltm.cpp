@@ -19,39 +19,33 @@ namespace {
 #ifdef WITH_CUDA
 // The gate kernels on the tensors' GPU: device guard, current stream, dtype dispatch, launch check.
 void forward_gates_cuda(const at::Tensor& gates, const at::Tensor& old_cell,
-                        const at::Tensor& new_h, const at::Tensor& new_cell,
-                        const at::Tensor& input_gate, const at::Tensor& output_gate,
-                        const at::Tensor& candidate_cell) {
+                        const at::Tensor& new_h, const at::Tensor& new_cell) {
   const c10::cuda::CUDAGuard guard(old_cell.device());
   const int sms = cuda::sm_count(old_cell.get_device());
   LLTM_EXT_DISPATCH_FLOATING(gates.scalar_type(), "lltm_forward_cuda", [&] {
     C10_CUDA_CHECK(launch_forward_gates(
         gates.const_data_ptr<scalar_t>(), old_cell.const_data_ptr<scalar_t>(),
-        new_h.mutable_data_ptr<scalar_t>(), new_cell.mutable_data_ptr<scalar_t>(),
-        input_gate.mutable_data_ptr<scalar_t>(), output_gate.mutable_data_ptr<scalar_t>(),
-        candidate_cell.mutable_data_ptr<scalar_t>(), old_cell.numel(), old_cell.size(1), sms,
-        c10::cuda::getCurrentCUDAStream()));
+        new_h.mutable_data_ptr<scalar_t>(), new_cell.mutable_data_ptr<scalar_t>(), old_cell.numel(),
+        old_cell.size(1), sms, c10::cuda::getCurrentCUDAStream()));
   });
 }
 
 void backward_gates_cuda(const at::Tensor& grad_h, int64_t grad_h_ld, const at::Tensor& grad_cell,
-                         const at::Tensor& new_cell, const at::Tensor& input_gate,
-                         const at::Tensor& output_gate, const at::Tensor& candidate_cell,
+                         const at::Tensor& new_cell, const at::Tensor& gates,
                          const at::Tensor& d_gates, const at::Tensor& d_old_cell) {
   const c10::cuda::CUDAGuard guard(new_cell.device());
   const int sms = cuda::sm_count(new_cell.get_device());
   LLTM_EXT_DISPATCH_FLOATING(new_cell.scalar_type(), "lltm_backward_cuda", [&] {
     C10_CUDA_CHECK(launch_backward_gates(
         grad_h.const_data_ptr<scalar_t>(), grad_h_ld, grad_cell.const_data_ptr<scalar_t>(),
-        new_cell.const_data_ptr<scalar_t>(), input_gate.const_data_ptr<scalar_t>(),
-        output_gate.const_data_ptr<scalar_t>(), candidate_cell.const_data_ptr<scalar_t>(),
+        new_cell.const_data_ptr<scalar_t>(), gates.const_data_ptr<scalar_t>(),
         d_gates.mutable_data_ptr<scalar_t>(), d_old_cell.mutable_data_ptr<scalar_t>(),
         new_cell.numel(), new_cell.size(1), sms, c10::cuda::getCurrentCUDAStream()));
   });
 }
 #endif
 
-using Forward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+using Forward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 using Backward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 // A state tensor (`old_h` or `old_cell`) must be [batch, state_size].
@@ -64,8 +58,8 @@ void check_state(const at::Tensor& t, const char* name, int64_t batch, int64_t s
 }
 
 // Forward: X = [old_h, input]; gates = X W^T + b; fused gate math.
-// Returns (new_h, new_cell, input_gate, output_gate, candidate_cell, X); the last four are what
-// backward needs.
+// Returns (new_h, new_cell, gates, X); backward reads new_cell, the gate pre-activations (B, 3S)
+// and X (the gates themselves it recomputes: forward writes two (B, S) tensors, not five).
 Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
                 const at::Tensor& old_h, const at::Tensor& old_cell) {
   CHECK_INPUT(input);
@@ -103,42 +97,33 @@ Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Te
   const at::Tensor gates = at::addmm(bias.reshape({3 * state}), X, weights.t());
   at::Tensor new_h = at::empty_like(old_cell);
   at::Tensor new_cell = at::empty_like(old_cell);
-  at::Tensor input_gate = at::empty_like(old_cell);
-  at::Tensor output_gate = at::empty_like(old_cell);
-  at::Tensor candidate_cell = at::empty_like(old_cell);
   if (input.is_cuda()) {
 #ifdef WITH_CUDA
-    forward_gates_cuda(gates, old_cell, new_h, new_cell, input_gate, output_gate, candidate_cell);
+    forward_gates_cuda(gates, old_cell, new_h, new_cell);
 #else
     fail_not_compiled_with_cuda("lltm");
 #endif
   } else {
-    forward_gates_cpu(gates, old_cell, new_h, new_cell, input_gate, output_gate, candidate_cell);
+    forward_gates_cpu(gates, old_cell, new_h, new_cell);
   }
-  return {new_h, new_cell, input_gate, output_gate, candidate_cell, X};
+  return {new_h, new_cell, gates, X};
 }
 
-// Backward from the saved forward values. Returns (d_X, d_weights, d_bias, d_old_cell): d_X
-// (B, S + I) is [d_old_h | d_input], one product (the autograd kernel hands out its two column
-// blocks); d_bias is 1-D (3 * state_size,). grad_h may have a row stride (a column block of the
-// next step's d_X), each row contiguous.
+// Backward from the saved forward values (new_cell, the gate pre-activations, X). Returns (d_X,
+// d_weights, d_bias, d_old_cell): d_X (B, S + I) is [d_old_h | d_input], one product (the autograd
+// kernel hands out its two column blocks); d_bias is 1-D (3 * state_size,). grad_h may have a row
+// stride (a column block of the next step's d_X), each row contiguous.
 Backward backward(const at::Tensor& grad_h, const at::Tensor& grad_cell, const at::Tensor& new_cell,
-                  const at::Tensor& input_gate, const at::Tensor& output_gate,
-                  const at::Tensor& candidate_cell, const at::Tensor& X,
-                  const at::Tensor& weights) {
+                  const at::Tensor& gates, const at::Tensor& X, const at::Tensor& weights) {
   const int64_t grad_h_ld = CHECK_ROWS_INPUT(grad_h);
   CHECK_INPUT(grad_cell);
   CHECK_INPUT(new_cell);
-  CHECK_INPUT(input_gate);
-  CHECK_INPUT(output_gate);
-  CHECK_INPUT(candidate_cell);
+  CHECK_INPUT(gates);
   CHECK_INPUT(X);
   CHECK_INPUT(weights);
   CHECK_LIKE(grad_h, new_cell);
   CHECK_LIKE(grad_cell, new_cell);
-  CHECK_LIKE(input_gate, new_cell);
-  CHECK_LIKE(output_gate, new_cell);
-  CHECK_LIKE(candidate_cell, new_cell);
+  CHECK_LIKE(gates, new_cell);
   CHECK_LIKE(X, new_cell);
   CHECK_LIKE(weights, new_cell);
   check_backend(new_cell, "lltm");
@@ -151,9 +136,7 @@ Backward backward(const at::Tensor& grad_h, const at::Tensor& grad_cell, const a
               ") columns, but got a ", describe(X), ".");
   CHECK_SHAPE(grad_h, batch, state);
   CHECK_SHAPE(grad_cell, batch, state);
-  CHECK_SHAPE(input_gate, batch, state);
-  CHECK_SHAPE(output_gate, batch, state);
-  CHECK_SHAPE(candidate_cell, batch, state);
+  CHECK_SHAPE(gates, batch, 3 * state);
   CHECK_SHAPE(X, batch, state + features);
   CHECK_SHAPE(weights, 3 * state, state + features);
 
@@ -161,14 +144,12 @@ Backward backward(const at::Tensor& grad_h, const at::Tensor& grad_cell, const a
   at::Tensor d_old_cell = at::empty_like(new_cell);
   if (new_cell.is_cuda()) {
 #ifdef WITH_CUDA
-    backward_gates_cuda(grad_h, grad_h_ld, grad_cell, new_cell, input_gate, output_gate,
-                        candidate_cell, d_gates, d_old_cell);
+    backward_gates_cuda(grad_h, grad_h_ld, grad_cell, new_cell, gates, d_gates, d_old_cell);
 #else
     fail_not_compiled_with_cuda("lltm");
 #endif
   } else {
-    backward_gates_cpu(grad_h, grad_h_ld, grad_cell, new_cell, input_gate, output_gate,
-                       candidate_cell, d_gates, d_old_cell);
+    backward_gates_cpu(grad_h, grad_h_ld, grad_cell, new_cell, gates, d_gates, d_old_cell);
   }
   at::Tensor d_weights = at::mm(d_gates.t(), X);
   at::Tensor d_bias = d_gates.sum(/*dim=*/0);
@@ -231,9 +212,9 @@ struct Cell : torch::autograd::Function<Cell> {
                                const at::Tensor& old_h, const at::Tensor& old_cell) {
     const at::AutoDispatchBelowADInplaceOrView below_autograd;
     const at::Tensor w = weights.contiguous();
-    auto [new_h, new_cell, input_gate, output_gate, candidate_cell, X] = forward_op().call(
-        input.contiguous(), w, bias.contiguous(), old_h.contiguous(), old_cell.contiguous());
-    ctx->save_for_backward({new_cell, input_gate, output_gate, candidate_cell, X, w});
+    auto [new_h, new_cell, gates, X] = forward_op().call(input.contiguous(), w, bias.contiguous(),
+                                                         old_h.contiguous(), old_cell.contiguous());
+    ctx->save_for_backward({new_cell, gates, X, w});
     ctx->saved_data["bias_shape"] = bias.sizes().vec();
     return {new_h, new_cell};
   }
@@ -241,7 +222,7 @@ struct Cell : torch::autograd::Function<Cell> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor& new_cell = saved[0];
-    const at::Tensor& weights = saved[5];
+    const at::Tensor& weights = saved[3];
     // grad_h may stay a column block of the next step's d_X: the kernels read rows with a stride.
     const at::Tensor& gh = grads[0];
     const bool rows_ok = gh.defined() && gh.dim() == 2 && (gh.size(1) <= 1 || gh.stride(1) == 1) &&
@@ -254,8 +235,8 @@ struct Cell : torch::autograd::Function<Cell> {
     at::Tensor d_X, d_weights, d_bias, d_old_cell;
     {
       const at::AutoDispatchBelowADInplaceOrView below_autograd;
-      std::tie(d_X, d_weights, d_bias, d_old_cell) = backward_op().call(
-          grad_h, grad_cell, new_cell, saved[1], saved[2], saved[3], saved[4], weights);
+      std::tie(d_X, d_weights, d_bias, d_old_cell) =
+          backward_op().call(grad_h, grad_cell, new_cell, saved[1], saved[2], weights);
     }
     const int64_t state = new_cell.size(1);
     const at::Tensor d_old_h = d_X.narrow(1, 0, state);
@@ -285,11 +266,10 @@ TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
       "(Tensor new_h, Tensor new_cell)");
   m.def(
       "lltm_forward(Tensor input, Tensor weights, Tensor bias, Tensor old_h, Tensor old_cell) -> "
-      "(Tensor new_h, Tensor new_cell, Tensor input_gate, Tensor output_gate, "
-      "Tensor candidate_cell, Tensor X)");
+      "(Tensor new_h, Tensor new_cell, Tensor gates, Tensor X)");
   m.def(
-      "lltm_backward(Tensor grad_h, Tensor grad_cell, Tensor new_cell, Tensor input_gate, "
-      "Tensor output_gate, Tensor candidate_cell, Tensor X, Tensor weights) -> "
+      "lltm_backward(Tensor grad_h, Tensor grad_cell, Tensor new_cell, Tensor gates, Tensor X, "
+      "Tensor weights) -> "
       "(Tensor d_X, Tensor d_weights, Tensor d_bias, Tensor d_old_cell)");
   lltm_ext::impl_cpu_cuda(m, "lltm_forward", TORCH_FN(lltm_ext::lltm::forward));
   lltm_ext::impl_cpu_cuda(m, "lltm_backward", TORCH_FN(lltm_ext::lltm::backward));
@@ -304,7 +284,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward", &lltm_ext::lltm::forward, "LLTM forward", py::arg("input"), py::arg("weights"),
         py::arg("bias"), py::arg("old_h"), py::arg("old_cell"));
   m.def("backward", &lltm_ext::lltm::backward, "LLTM backward", py::arg("grad_h"),
-        py::arg("grad_cell"), py::arg("new_cell"), py::arg("input_gate"), py::arg("output_gate"),
-        py::arg("candidate_cell"), py::arg("X"), py::arg("weights"));
+        py::arg("grad_cell"), py::arg("new_cell"), py::arg("gates"), py::arg("X"),
+        py::arg("weights"));
   lltm_ext::bind_build_info(m);
 }

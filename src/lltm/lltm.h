@@ -80,11 +80,15 @@ struct BackwardElement {
   T d_old_cell, d_z_i, d_z_o, d_z_c;
 };
 
-// Gradients of the gate pre-activations and of old_cell, from the saved forward values.
+// Gradients of the gate pre-activations and of old_cell, from the saved pre-activations
+// (z_i, z_o, z_c) and new_cell: the gates are recomputed (forward writes only new_h and new_cell).
 // sigmoid' = s (1 - s); ELU' = 1 for z > 0, else e^z = candidate + 1 (what torch's ELU uses at 0).
 template <typename T, typename Math = LibmMath>
-LLTM_EXT_HD BackwardElement<T> backward_element(T grad_h, T grad_cell, T new_cell, T input_gate,
-                                                T output_gate, T candidate_cell) {
+LLTM_EXT_HD BackwardElement<T> backward_element(T grad_h, T grad_cell, T new_cell, T z_i, T z_o,
+                                                T z_c) {
+  const T input_gate = T(1) / (T(1) + Math::exp(-z_i));
+  const T output_gate = T(1) / (T(1) + Math::exp(-z_o));
+  const T candidate_cell = Math::select(z_c > T(0), z_c, Math::expm1(z_c));
   const T t = Math::tanh(new_cell);
   const T d_new_cell = (T(1) - t * t) * output_gate * grad_h + grad_cell;
   const T d_elu = Math::select(candidate_cell > T(0), T(1), candidate_cell + T(1));
@@ -96,16 +100,15 @@ LLTM_EXT_HD BackwardElement<T> backward_element(T grad_h, T grad_cell, T new_cel
   return r;
 }
 
-// gates (B, 3S) -> new_h, new_cell, input_gate, output_gate, candidate_cell (B, S), all written.
+// gates (B, 3S) and old_cell (B, S) -> new_h, new_cell (B, S), all written.
 void forward_gates_cpu(const at::Tensor& gates, const at::Tensor& old_cell, const at::Tensor& new_h,
-                       const at::Tensor& new_cell, const at::Tensor& input_gate,
-                       const at::Tensor& output_gate, const at::Tensor& candidate_cell);
+                       const at::Tensor& new_cell);
 
-// (B, S) saved values and incoming gradients -> d_gates (B, 3S) and d_old_cell (B, S), all written.
-// grad_h's rows are grad_h_ld elements apart (it may be a column block of a larger matrix).
+// Incoming gradients, new_cell (B, S) and the gate pre-activations (B, 3S) -> d_gates (B, 3S) and
+// d_old_cell (B, S), all written. grad_h's rows are grad_h_ld elements apart (it may be a column
+// block of a larger matrix).
 void backward_gates_cpu(const at::Tensor& grad_h, int64_t grad_h_ld, const at::Tensor& grad_cell,
-                        const at::Tensor& new_cell, const at::Tensor& input_gate,
-                        const at::Tensor& output_gate, const at::Tensor& candidate_cell,
+                        const at::Tensor& new_cell, const at::Tensor& gates,
                         const at::Tensor& d_gates, const at::Tensor& d_old_cell);
 
 #ifdef WITH_CUDA
@@ -115,13 +118,11 @@ void backward_gates_cpu(const at::Tensor& grad_h, int64_t grad_h_ld, const at::T
 // grad_h_ld elements apart.
 template <typename T>
 cudaError_t launch_forward_gates(const T* gates, const T* old_cell, T* new_h, T* new_cell,
-                                 T* input_gate, T* output_gate, T* candidate_cell, int64_t n,
-                                 int64_t state, int sm_count, cudaStream_t stream);
+                                 int64_t n, int64_t state, int sm_count, cudaStream_t stream);
 template <typename T>
 cudaError_t launch_backward_gates(const T* grad_h, int64_t grad_h_ld, const T* grad_cell,
-                                  const T* new_cell, const T* input_gate, const T* output_gate,
-                                  const T* candidate_cell, T* d_gates, T* d_old_cell, int64_t n,
-                                  int64_t state, int sm_count, cudaStream_t stream);
+                                  const T* new_cell, const T* gates, T* d_gates, T* d_old_cell,
+                                  int64_t n, int64_t state, int sm_count, cudaStream_t stream);
 #endif
 
 }  // namespace lltm_ext::lltm

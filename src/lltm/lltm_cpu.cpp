@@ -63,8 +63,7 @@ int64_t grain(int64_t state) {
 // Rows [begin, end) of the forward gate math; g is (B, 3S), the others (B, S).
 template <typename T>
 void forward_rows(const T* __restrict__ g, const T* __restrict__ c, T* __restrict__ h_out,
-                  T* __restrict__ c_out, T* __restrict__ i_out, T* __restrict__ o_out,
-                  T* __restrict__ z_out, int64_t state, int64_t begin, int64_t end) {
+                  T* __restrict__ c_out, int64_t state, int64_t begin, int64_t end) {
   using acc_t = at::opmath_type<T>;
   for (int64_t b = begin; b < end; ++b) {
     const T* gb = g + b * 3 * state;
@@ -76,22 +75,19 @@ void forward_rows(const T* __restrict__ g, const T* __restrict__ c, T* __restric
           static_cast<acc_t>(gb[2 * state + s]), static_cast<acc_t>(c[i]));
       h_out[i] = static_cast<T>(r.new_h);
       c_out[i] = static_cast<T>(r.new_cell);
-      i_out[i] = static_cast<T>(r.input_gate);
-      o_out[i] = static_cast<T>(r.output_gate);
-      z_out[i] = static_cast<T>(r.candidate_cell);
     }
   }
 }
 
-// Rows [begin, end) of the backward gate math; dg is (B, 3S), the others (B, S), gh's rows ld_gh
-// apart.
+// Rows [begin, end) of the backward gate math; g and dg are (B, 3S), the others (B, S), gh's rows
+// ld_gh apart.
 template <typename T>
 void backward_rows(const T* __restrict__ gh, int64_t ld_gh, const T* __restrict__ gc,
-                   const T* __restrict__ nc, const T* __restrict__ ig, const T* __restrict__ og,
-                   const T* __restrict__ cc, T* __restrict__ dg, T* __restrict__ dc, int64_t state,
-                   int64_t begin, int64_t end) {
+                   const T* __restrict__ nc, const T* __restrict__ g, T* __restrict__ dg,
+                   T* __restrict__ dc, int64_t state, int64_t begin, int64_t end) {
   using acc_t = at::opmath_type<T>;
   for (int64_t b = begin; b < end; ++b) {
+    const T* gb = g + b * 3 * state;
     T* dgb = dg + b * 3 * state;
     const T* ghb = gh + b * ld_gh;
     const int64_t row = b * state;
@@ -99,7 +95,8 @@ void backward_rows(const T* __restrict__ gh, int64_t ld_gh, const T* __restrict_
       const int64_t i = row + s;
       const auto r = backward_element<acc_t, VecMath>(
           static_cast<acc_t>(ghb[s]), static_cast<acc_t>(gc[i]), static_cast<acc_t>(nc[i]),
-          static_cast<acc_t>(ig[i]), static_cast<acc_t>(og[i]), static_cast<acc_t>(cc[i]));
+          static_cast<acc_t>(gb[s]), static_cast<acc_t>(gb[state + s]),
+          static_cast<acc_t>(gb[2 * state + s]));
       dc[i] = static_cast<T>(r.d_old_cell);
       dgb[s] = static_cast<T>(r.d_z_i);
       dgb[state + s] = static_cast<T>(r.d_z_o);
@@ -136,8 +133,7 @@ void backward_rows_avx512(Args... args) {
 }  // namespace
 
 void forward_gates_cpu(const at::Tensor& gates, const at::Tensor& old_cell, const at::Tensor& new_h,
-                       const at::Tensor& new_cell, const at::Tensor& input_gate,
-                       const at::Tensor& output_gate, const at::Tensor& candidate_cell) {
+                       const at::Tensor& new_cell) {
   const int64_t batch = old_cell.size(0);
   const int64_t state = old_cell.size(1);
   if (batch * state == 0) {
@@ -149,26 +145,22 @@ void forward_gates_cpu(const at::Tensor& gates, const at::Tensor& old_cell, cons
     const scalar_t* c = old_cell.const_data_ptr<scalar_t>();
     scalar_t* h = new_h.mutable_data_ptr<scalar_t>();
     scalar_t* nc = new_cell.mutable_data_ptr<scalar_t>();
-    scalar_t* ig = input_gate.mutable_data_ptr<scalar_t>();
-    scalar_t* og = output_gate.mutable_data_ptr<scalar_t>();
-    scalar_t* cc = candidate_cell.mutable_data_ptr<scalar_t>();
     at::parallel_for(0, batch, grain(state), [&](int64_t begin, int64_t end) {
 #if LLTM_EXT_CPU_X86_COPIES
       if (use == cpu::Isa::kAvx512) {
-        return forward_rows_avx512<scalar_t>(g, c, h, nc, ig, og, cc, state, begin, end);
+        return forward_rows_avx512<scalar_t>(g, c, h, nc, state, begin, end);
       }
       if (use == cpu::Isa::kAvx2) {
-        return forward_rows_avx2<scalar_t>(g, c, h, nc, ig, og, cc, state, begin, end);
+        return forward_rows_avx2<scalar_t>(g, c, h, nc, state, begin, end);
       }
 #endif
-      forward_rows<scalar_t>(g, c, h, nc, ig, og, cc, state, begin, end);
+      forward_rows<scalar_t>(g, c, h, nc, state, begin, end);
     });
   });
 }
 
 void backward_gates_cpu(const at::Tensor& grad_h, int64_t grad_h_ld, const at::Tensor& grad_cell,
-                        const at::Tensor& new_cell, const at::Tensor& input_gate,
-                        const at::Tensor& output_gate, const at::Tensor& candidate_cell,
+                        const at::Tensor& new_cell, const at::Tensor& gates,
                         const at::Tensor& d_gates, const at::Tensor& d_old_cell) {
   const int64_t batch = new_cell.size(0);
   const int64_t state = new_cell.size(1);
@@ -180,23 +172,19 @@ void backward_gates_cpu(const at::Tensor& grad_h, int64_t grad_h_ld, const at::T
     const scalar_t* gh = grad_h.const_data_ptr<scalar_t>();
     const scalar_t* gc = grad_cell.const_data_ptr<scalar_t>();
     const scalar_t* nc = new_cell.const_data_ptr<scalar_t>();
-    const scalar_t* ig = input_gate.const_data_ptr<scalar_t>();
-    const scalar_t* og = output_gate.const_data_ptr<scalar_t>();
-    const scalar_t* cc = candidate_cell.const_data_ptr<scalar_t>();
+    const scalar_t* g = gates.const_data_ptr<scalar_t>();
     scalar_t* dg = d_gates.mutable_data_ptr<scalar_t>();
     scalar_t* dc = d_old_cell.mutable_data_ptr<scalar_t>();
     at::parallel_for(0, batch, grain(state), [&](int64_t begin, int64_t end) {
 #if LLTM_EXT_CPU_X86_COPIES
       if (use == cpu::Isa::kAvx512) {
-        return backward_rows_avx512<scalar_t>(gh, grad_h_ld, gc, nc, ig, og, cc, dg, dc, state,
-                                              begin, end);
+        return backward_rows_avx512<scalar_t>(gh, grad_h_ld, gc, nc, g, dg, dc, state, begin, end);
       }
       if (use == cpu::Isa::kAvx2) {
-        return backward_rows_avx2<scalar_t>(gh, grad_h_ld, gc, nc, ig, og, cc, dg, dc, state, begin,
-                                            end);
+        return backward_rows_avx2<scalar_t>(gh, grad_h_ld, gc, nc, g, dg, dc, state, begin, end);
       }
 #endif
-      backward_rows<scalar_t>(gh, grad_h_ld, gc, nc, ig, og, cc, dg, dc, state, begin, end);
+      backward_rows<scalar_t>(gh, grad_h_ld, gc, nc, g, dg, dc, state, begin, end);
     });
   });
 }

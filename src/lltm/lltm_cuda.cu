@@ -9,13 +9,13 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// One thread per (batch, state) element, 64-bit grid-stride loop.
+// One thread per (batch, state) element, 64-bit grid-stride loop. Forward writes the outputs
+// only; backward recomputes the gates from their pre-activations.
 template <typename scalar_t>
 __global__ void __launch_bounds__(kThreads)
     forward_gates_kernel(const scalar_t* __restrict__ gates, const scalar_t* __restrict__ old_cell,
-                         scalar_t* __restrict__ new_h, scalar_t* __restrict__ new_cell,
-                         scalar_t* __restrict__ input_gate, scalar_t* __restrict__ output_gate,
-                         scalar_t* __restrict__ candidate_cell, int64_t n, int64_t state) {
+                         scalar_t* __restrict__ new_h, scalar_t* __restrict__ new_cell, int64_t n,
+                         int64_t state) {
   using acc_t = cuda::opmath_t<scalar_t>;
   const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -25,31 +25,29 @@ __global__ void __launch_bounds__(kThreads)
     const auto r = forward_element<acc_t>(g[0], g[state], g[2 * state], old_cell[i]);
     new_h[i] = r.new_h;
     new_cell[i] = r.new_cell;
-    input_gate[i] = r.input_gate;
-    output_gate[i] = r.output_gate;
-    candidate_cell[i] = r.candidate_cell;
   }
 }
 
 template <typename scalar_t>
-__global__ void __launch_bounds__(kThreads) backward_gates_kernel(
-    const scalar_t* __restrict__ grad_h, int64_t grad_h_ld, const scalar_t* __restrict__ grad_cell,
-    const scalar_t* __restrict__ new_cell, const scalar_t* __restrict__ input_gate,
-    const scalar_t* __restrict__ output_gate, const scalar_t* __restrict__ candidate_cell,
-    scalar_t* __restrict__ d_gates, scalar_t* __restrict__ d_old_cell, int64_t n, int64_t state) {
+__global__ void __launch_bounds__(kThreads)
+    backward_gates_kernel(const scalar_t* __restrict__ grad_h, int64_t grad_h_ld,
+                          const scalar_t* __restrict__ grad_cell,
+                          const scalar_t* __restrict__ new_cell, const scalar_t* __restrict__ gates,
+                          scalar_t* __restrict__ d_gates, scalar_t* __restrict__ d_old_cell,
+                          int64_t n, int64_t state) {
   using acc_t = cuda::opmath_t<scalar_t>;
   const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
     const int64_t b = i / state;
+    const int64_t g = i + 2 * b * state;  // (b, s) of the first third of a (B, 3S) row
     const auto r =
         backward_element<acc_t>(grad_h[i + b * (grad_h_ld - state)], grad_cell[i], new_cell[i],
-                                input_gate[i], output_gate[i], candidate_cell[i]);
-    scalar_t* dg = d_gates + i + 2 * b * state;
+                                gates[g], gates[g + state], gates[g + 2 * state]);
     d_old_cell[i] = r.d_old_cell;
-    dg[0] = r.d_z_i;
-    dg[state] = r.d_z_o;
-    dg[2 * state] = r.d_z_c;
+    d_gates[g] = r.d_z_i;
+    d_gates[g + state] = r.d_z_o;
+    d_gates[g + 2 * state] = r.d_z_c;
   }
 }
 
@@ -64,36 +62,32 @@ unsigned int blocks_for(int64_t n, int sm_count) {
 
 template <typename T>
 cudaError_t launch_forward_gates(const T* gates, const T* old_cell, T* new_h, T* new_cell,
-                                 T* input_gate, T* output_gate, T* candidate_cell, int64_t n,
-                                 int64_t state, int sm_count, cudaStream_t stream) {
+                                 int64_t n, int64_t state, int sm_count, cudaStream_t stream) {
   if (n == 0) {
     return cudaSuccess;
   }
-  forward_gates_kernel<T><<<blocks_for(n, sm_count), kThreads, 0, stream>>>(
-      gates, old_cell, new_h, new_cell, input_gate, output_gate, candidate_cell, n, state);
+  forward_gates_kernel<T><<<blocks_for(n, sm_count), kThreads, 0, stream>>>(gates, old_cell, new_h,
+                                                                            new_cell, n, state);
   return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t launch_backward_gates(const T* grad_h, int64_t grad_h_ld, const T* grad_cell,
-                                  const T* new_cell, const T* input_gate, const T* output_gate,
-                                  const T* candidate_cell, T* d_gates, T* d_old_cell, int64_t n,
-                                  int64_t state, int sm_count, cudaStream_t stream) {
+                                  const T* new_cell, const T* gates, T* d_gates, T* d_old_cell,
+                                  int64_t n, int64_t state, int sm_count, cudaStream_t stream) {
   if (n == 0) {
     return cudaSuccess;
   }
   backward_gates_kernel<T><<<blocks_for(n, sm_count), kThreads, 0, stream>>>(
-      grad_h, grad_h_ld, grad_cell, new_cell, input_gate, output_gate, candidate_cell, d_gates,
-      d_old_cell, n, state);
+      grad_h, grad_h_ld, grad_cell, new_cell, gates, d_gates, d_old_cell, n, state);
   return cudaGetLastError();
 }
 
-#define LLTM_EXT_INSTANTIATE(T)                                                                    \
-  template cudaError_t launch_forward_gates<T>(const T*, const T*, T*, T*, T*, T*, T*, int64_t,    \
-                                               int64_t, int, cudaStream_t);                        \
-  template cudaError_t launch_backward_gates<T>(const T*, int64_t, const T*, const T*, const T*,   \
-                                                const T*, const T*, T*, T*, int64_t, int64_t, int, \
-                                                cudaStream_t);
+#define LLTM_EXT_INSTANTIATE(T)                                                                   \
+  template cudaError_t launch_forward_gates<T>(const T*, const T*, T*, T*, int64_t, int64_t, int, \
+                                               cudaStream_t);                                     \
+  template cudaError_t launch_backward_gates<T>(const T*, int64_t, const T*, const T*, const T*,  \
+                                                T*, T*, int64_t, int64_t, int, cudaStream_t);
 LLTM_EXT_FOR_FLOATING_TYPES(LLTM_EXT_INSTANTIATE)
 
 }  // namespace lltm_ext::lltm
