@@ -318,3 +318,35 @@ def test_double_backward_raises():
     # Without create_graph nothing is added: plain gradients.
     new_h, _ = lltm_ext.lltm(*args)
     assert not any(g.requires_grad for g in torch.autograd.grad(new_h.sum(), args))
+
+
+@pytest.mark.cuda
+@pytest.mark.large
+def test_cuda_more_than_2_31_gate_elements():
+    """bfloat16, B = 2^22 rows of state 200: the gates (B, 3S) have 2.5e9 elements, so the gate
+    kernels index in 64 bits; rows checked in chunks against the pure-PyTorch LLTM (float32 math
+    on the same products), forward and the row-wise gradients (old_h, old_cell)."""
+    batch, features, state = 2**22, 1, 200
+    if torch.cuda.mem_get_info()[0] < 40 * 2**30:
+        pytest.skip("needs about 40 GiB of free GPU memory")
+    args = make_args(batch, features, state, "cuda", torch.bfloat16)
+    assert 3 * batch * state > 2**31
+    new_h, new_cell = lltm_ext.lltm(*args)
+    grads = [torch.randn_like(new_h), torch.randn_like(new_cell)]
+    d_old_h, d_old_cell = torch.autograd.grad((new_h, new_cell), (args[3], args[4]), grads)
+    chunk = 2**18
+    for i in range(0, batch, chunk):
+        rows = slice(i, i + chunk)
+        part = [a.detach()[rows] if a.shape[0] == batch else a.detach() for a in args]
+        part = [p.float().requires_grad_() for p in part]
+        ref_h, ref_c = lltm_reference(*part)
+        ref = torch.autograd.grad(
+            (ref_h, ref_c), (part[3], part[4]), [g[rows].float() for g in grads]
+        )
+        for got, want in (
+            (new_h, ref_h),
+            (new_cell, ref_c),
+            (d_old_h, ref[0]),
+            (d_old_cell, ref[1]),
+        ):
+            assert_close(got[rows], want, torch.bfloat16, 4)
