@@ -92,20 +92,30 @@ inline void check_input(const at::Tensor& t, const char* name) {
   check_contiguous(t, name);
 }
 
+// The row stride of a 2-D tensor (its row length when it has at most one row).
+inline int64_t row_stride(const at::Tensor& t) {
+  return t.size(0) <= 1 ? t.size(1) : t.stride(0);
+}
+
+// Whether a 2-D tensor's rows are each contiguous (unit column stride) and apart (row stride >=
+// row length), such as a column block of a larger matrix: what a kernel reading rows with a
+// stride needs.
+inline bool has_contiguous_rows(const at::Tensor& t) {
+  return t.dim() == 2 && (t.size(1) <= 1 || t.stride(1) == 1) && row_stride(t) >= t.size(1);
+}
+
 // A 2-D tensor argument whose rows a kernel reads with a row stride: defined, floating, on CPU or
-// CUDA, each row contiguous (unit column stride) and rows apart (row stride >= row length), such
-// as a column block of a larger matrix. Returns the row stride.
+// CUDA, with contiguous rows. Returns the row stride.
 inline int64_t check_rows_input(const at::Tensor& t, const char* name) {
   check_defined(t, name);
   check_device_type(t, name);
   check_floating(t, name);
   check_dim(t, name, 2);
-  const int64_t ld = t.size(0) <= 1 ? t.size(1) : t.stride(0);
-  TORCH_CHECK((t.size(1) <= 1 || t.stride(1) == 1) && ld >= t.size(1), "lltm_ext: `", name,
+  TORCH_CHECK(has_contiguous_rows(t), "lltm_ext: `", name,
               "` must have contiguous rows (unit column stride, row stride >= row length), but "
               "got a ",
               describe(t), " with strides ", t.strides(), " (call .contiguous() first).");
-  return ld;
+  return row_stride(t);
 }
 
 // Same device and dtype as the reference argument.

@@ -225,11 +225,9 @@ struct Cell : torch::autograd::Function<Cell> {
     const at::Tensor& weights = saved[3];
     // grad_h may stay a column block of the next step's d_X: the kernels read rows with a stride.
     const at::Tensor& gh = grads[0];
-    const bool rows_ok = gh.defined() && gh.dim() == 2 && (gh.size(1) <= 1 || gh.stride(1) == 1) &&
-                         (gh.size(0) <= 1 || gh.stride(0) >= gh.size(1));
-    const at::Tensor grad_h = !gh.defined() ? at::zeros_like(new_cell)
-                              : rows_ok     ? gh
-                                            : gh.contiguous();
+    const at::Tensor grad_h = !gh.defined()             ? at::zeros_like(new_cell)
+                              : has_contiguous_rows(gh) ? gh
+                                                        : gh.contiguous();
     const at::Tensor grad_cell =
         grads[1].defined() ? grads[1].contiguous() : at::zeros_like(new_cell);
     at::Tensor d_X, d_weights, d_bias, d_old_cell;

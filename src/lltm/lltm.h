@@ -58,20 +58,30 @@ struct LibmMath {
 };
 
 template <typename T>
-struct ForwardElement {
-  T new_h, new_cell, input_gate, output_gate, candidate_cell;
+struct GateValues {
+  T input_gate, output_gate, candidate_cell;
 };
 
-// Gate pre-activations (z_i, z_o, z_c) and the old cell state -> the cell's outputs. Sigmoid is
-// 1 / (1 + e^-z): for z -> -inf, e^-z -> inf and the result -> 0, never NaN.
+// The gates from their pre-activations (z_i, z_o, z_c), forward and again in backward. Sigmoid is
+// 1 / (1 + e^-z): for z -> -inf, e^-z -> inf and the result -> 0, never NaN. ELU with alpha = 1.
+template <typename T, typename Math = LibmMath>
+LLTM_EXT_HD GateValues<T> gate_values(T z_i, T z_o, T z_c) {
+  return {T(1) / (T(1) + Math::exp(-z_i)), T(1) / (T(1) + Math::exp(-z_o)),
+          Math::select(z_c > T(0), z_c, Math::expm1(z_c))};
+}
+
+template <typename T>
+struct ForwardElement {
+  T new_h, new_cell;
+};
+
+// Gate pre-activations (z_i, z_o, z_c) and the old cell state -> the cell's outputs.
 template <typename T, typename Math = LibmMath>
 LLTM_EXT_HD ForwardElement<T> forward_element(T z_i, T z_o, T z_c, T old_cell) {
+  const GateValues<T> g = gate_values<T, Math>(z_i, z_o, z_c);
   ForwardElement<T> r;
-  r.input_gate = T(1) / (T(1) + Math::exp(-z_i));
-  r.output_gate = T(1) / (T(1) + Math::exp(-z_o));
-  r.candidate_cell = Math::select(z_c > T(0), z_c, Math::expm1(z_c));  // ELU, alpha = 1
-  r.new_cell = old_cell + r.candidate_cell * r.input_gate;
-  r.new_h = Math::tanh(r.new_cell) * r.output_gate;
+  r.new_cell = old_cell + g.candidate_cell * g.input_gate;
+  r.new_h = Math::tanh(r.new_cell) * g.output_gate;
   return r;
 }
 
@@ -86,9 +96,7 @@ struct BackwardElement {
 template <typename T, typename Math = LibmMath>
 LLTM_EXT_HD BackwardElement<T> backward_element(T grad_h, T grad_cell, T new_cell, T z_i, T z_o,
                                                 T z_c) {
-  const T input_gate = T(1) / (T(1) + Math::exp(-z_i));
-  const T output_gate = T(1) / (T(1) + Math::exp(-z_o));
-  const T candidate_cell = Math::select(z_c > T(0), z_c, Math::expm1(z_c));
+  const auto [input_gate, output_gate, candidate_cell] = gate_values<T, Math>(z_i, z_o, z_c);
   const T t = Math::tanh(new_cell);
   const T d_new_cell = (T(1) - t * t) * output_gate * grad_h + grad_cell;
   const T d_elu = Math::select(candidate_cell > T(0), T(1), candidate_cell + T(1));
