@@ -4,11 +4,13 @@ every CUDA dtype, on small edge cases, each result checked against a float64 CPU
 Covered: relu, sigmoid and round_ste (sizes 0, 1, odd, tails after every vector width, more than
 one block; misaligned views x[1:] into forward and backward kernels; a non-contiguous input), lltm
 (empty batch / features, odd sizes, misaligned state and gradient tensors; the LLTM module through
-SGD steps, as a user trains it), gemm through the public API (every layout a @ b, a @ b.T, a.T @ b,
-a.T @ b.T; sizes 0, 1, odd, tile-unaligned 17 x 33 x 65; misaligned and padded operands; `out=`,
-contiguous or not; split-K from the heuristic, float32 and float64; the register-staged path
-forced) and every float32 tile config through the tuning entry point (_gemm_with_config: with and
-without split-K, and tail split-K on ragged tiles).
+SGD steps, as a user trains it), lltm_sequence (empty sequence, batch or features, odd sizes,
+misaligned views, time-major and batch-first, backward through time), gemm through the public
+API (every layout a @ b, a @ b.T, a.T @ b, a.T @ b.T; sizes 0, 1, odd, tile-unaligned
+17 x 33 x 65; misaligned and padded operands; `out=`, contiguous or not; split-K from the
+heuristic, float32 and float64; the register-staged path forced) and every float32 tile config
+through the tuning entry point (_gemm_with_config: with and without split-K, and tail split-K on
+ragged tiles).
 
 Nothing here reads memory it did not write: inputs are made on the CPU (torch.randn) and copied
 to the GPU, `out=` buffers are filled before use, and no torch.empty buffer is ever copied, so
@@ -221,6 +223,75 @@ def run_lltm_module(dtype: torch.dtype) -> None:
             h, c = new_h.detach(), new_c.detach()
 
 
+# (steps, batch, input features, state size): empty sequence, empty batch, no features, single
+# elements, odd and tile-unaligned sizes (the fused step kernels), S = 300 (cuBLAS per step).
+SEQUENCE_SIZES = (
+    (0, 3, 2, 4),
+    (4, 0, 3, 5),
+    (3, 2, 0, 4),
+    (1, 1, 1, 1),
+    (5, 3, 7, 9),
+    (6, 17, 33, 65),
+)
+
+
+def run_lltm_sequence(dtype: torch.dtype) -> None:
+    """lltm_sequence forward and backward through time, states given, misaligned (offset) views,
+    time-major and batch-first, against a loop of the float64 pure-PyTorch cell. float32 products
+    in full float32 (torch's RNN default on CUDA is TF32, outside the float32 tolerance)."""
+    rnn = torch.backends.cudnn.rnn
+    precision, rnn.fp32_precision = rnn.fp32_precision, "ieee"
+    try:
+        _run_lltm_sequence(dtype)
+    finally:
+        rnn.fp32_precision = precision
+
+
+def _run_lltm_sequence(dtype: torch.dtype) -> None:
+    for (steps, batch, features, state), offset in itertools.product(SEQUENCE_SIZES, (0, 1)):
+        stdv = 1.0 / math.sqrt(state)
+        args = [
+            randn(steps, batch, features, dtype=dtype, offset=offset),
+            randn(3 * state, state + features, dtype=dtype, scale=stdv),
+            randn(3 * state, dtype=dtype, scale=stdv, offset=offset),
+            randn(batch, state, dtype=dtype, offset=offset),
+            randn(batch, state, dtype=dtype, offset=offset),
+        ]
+        args = [a.requires_grad_() for a in args]
+        batch_first = offset == 1
+        x = args[0].transpose(0, 1) if batch_first else args[0]
+        output, (h_n, c_n) = lltm_ext.lltm_sequence(
+            x, args[1], args[2], (args[3], args[4]), batch_first=batch_first
+        )
+        if batch_first:
+            output = output.transpose(0, 1)
+        args64 = [a.detach().double().cpu().requires_grad_() for a in args]
+        xs, w, b, h, c = args64
+        ref_steps = []
+        for t in range(steps):
+            h, c = lltm_reference(xs[t], w, b, h, c)
+            ref_steps.append(h)
+        ref_out = torch.stack(ref_steps) if ref_steps else xs.new_zeros((0, batch, state))
+        what = f"lltm_sequence T={steps} B={batch} I={features} S={state} offset={offset}"
+        check(output, ref_out, dtype, what + " output")
+        check(h_n, h, dtype, what + " h_n")
+        check(c_n, c, dtype, what + " c_n")
+        grads = [randn(steps, batch, state, dtype=dtype, offset=offset)]
+        grads += [randn(batch, state, dtype=dtype, offset=offset) for _ in range(2)]
+        ours = torch.autograd.grad((output, h_n, c_n), args, grads)
+        pairs = [
+            (o, g.double().cpu())
+            for o, g in zip((ref_out, h, c), grads, strict=True)
+            if o.requires_grad
+        ]
+        refs = torch.autograd.grad(
+            [o for o, _ in pairs], args64, [g for _, g in pairs], allow_unused=True
+        )
+        names = ("input", "weights", "bias", "h0", "c0")
+        for name, got, want, arg in zip(names, ours, refs, args64, strict=True):
+            check(got, torch.zeros_like(arg) if want is None else want, dtype, f"{what} d_{name}")
+
+
 # ---------------------------------------------------------------------------------------------
 # GEMM.
 # ---------------------------------------------------------------------------------------------
@@ -314,7 +385,8 @@ def run_gemm_configs() -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--ops", default="relu,sigmoid,round_ste,lltm,lltm_module,gemm,gemm_configs"
+        "--ops",
+        default="relu,sigmoid,round_ste,lltm,lltm_module,lltm_sequence,gemm,gemm_configs",
     )
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument(
@@ -344,12 +416,14 @@ def main() -> int:
             for dtype in dtypes:
                 if op in ELEMENTWISE:
                     run_elementwise(op, dtype)
-                elif op in ("lltm", "lltm_module") and args.skip_cublas_half and dtype in HALF:
+                elif op.startswith("lltm") and args.skip_cublas_half and dtype in HALF:
                     print(f"  {op} {dtype}: left out (--skip-cublas-half)", flush=True)
                 elif op == "lltm":
                     run_lltm(dtype)
                 elif op == "lltm_module":
                     run_lltm_module(dtype)
+                elif op == "lltm_sequence":
+                    run_lltm_sequence(dtype)
                 elif op == "gemm":
                     run_gemm(dtype)
                 else:

@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from lltm_ext._extension import load_ops, register_fake
 from lltm_ext.ops._checks import check_inputs
 
-__all__ = ["LLTM", "LLTMFunction", "lltm"]
+__all__ = ["LLTM", "LLTMFunction", "LLTMSequence", "lltm", "lltm_sequence"]
 
 _ops = load_ops("lltm")
 lltm_forward = _ops.lltm_forward.default
@@ -208,6 +208,218 @@ class LLTM(nn.Module):
         return f"input_features={self.input_features}, state_size={self.state_size}"
 
 
+def _check_sequence_shapes(input: Tensor, weights: Tensor, bias: Tensor, h0: Tensor, c0: Tensor):
+    """The checks of ``src/lltm/lltm_sequence.cpp``, with its messages, for the fake kernels."""
+    check_inputs(input=input, weights=weights, bias=bias, h0=h0, c0=c0)
+    torch._check(
+        weights.dim() == 2
+        and weights.shape[0] % 3 == 0
+        and weights.shape[1] >= weights.shape[0] // 3,
+        lambda: (
+            "lltm_ext.lltm_sequence: `weights` must have shape [3 * state_size, state_size + "
+            f"input_features], but got shape {list(weights.shape)}."
+        ),
+    )
+    state = weights.shape[0] // 3
+    features = weights.shape[1] - state
+    torch._check(
+        input.dim() == 3 and input.shape[2] == features,
+        lambda: (
+            f"lltm_ext.lltm_sequence: `input` must have shape [seq_len, batch, {features}] "
+            f"(input_features = weights.size(1) - state_size = {weights.shape[1]} - {state}), "
+            f"but got shape {list(input.shape)}."
+        ),
+    )
+    for t, name in ((h0, "h_0"), (c0, "c_0")):
+        torch._check(
+            t.dim() == 2 and t.shape[0] == input.shape[1] and t.shape[1] == state,
+            lambda t=t, name=name: (
+                f"lltm_ext.lltm_sequence: the state's `{name}` must have shape "
+                f"[{input.shape[1]}, {state}] ([batch, state_size]: batch from `input`, "
+                f"state_size = weights.size(0) / 3), but got shape {list(t.shape)}."
+            ),
+        )
+    torch._check(
+        bias.numel() == 3 * state and (bias.dim() == 1 or (bias.dim() == 2 and bias.shape[0] == 1)),
+        lambda: (
+            f"lltm_ext.lltm_sequence: `bias` must have shape [{3 * state}] or [1, {3 * state}] "
+            f"(3 * state_size), but got shape {list(bias.shape)}."
+        ),
+    )
+
+
+@register_fake(_ops, "lltm_ext::lltm_sequence_forward")
+def _(input, weights, bias, h0, c0):
+    _check_sequence_shapes(input, weights, bias, h0, c0)
+    steps, batch, _ = input.shape
+    state = h0.shape[1]
+    seq = input.new_empty((steps, batch, state))
+    return (
+        seq,
+        h0.new_empty((batch, state)),
+        h0.new_empty((batch, state)),
+        input.new_empty((steps, batch, state)),
+        input.new_empty((steps, batch, 3 * state)),
+    )
+
+
+@register_fake(_ops, "lltm_ext::lltm_sequence_backward")
+def _(grad_output, grad_h_n, grad_c_n, input, weights, bias, h0, output, cells, gates):
+    check_inputs(
+        input=input,
+        grad_output=grad_output,
+        grad_h_n=grad_h_n,
+        grad_c_n=grad_c_n,
+        weights=weights,
+        bias=bias,
+        h0=h0,
+        output=output,
+        cells=cells,
+        gates=gates,
+    )
+    return (
+        input.new_empty(tuple(input.shape)),
+        input.new_empty(tuple(weights.shape)),
+        input.new_empty((weights.shape[0],)),
+        input.new_empty(tuple(h0.shape)),
+        input.new_empty(tuple(h0.shape)),
+    )
+
+
+@register_fake(_ops, "lltm_ext::lltm_sequence")
+def _(input, weights, bias, h0, c0):
+    _check_sequence_shapes(input, weights, bias, h0, c0)
+    steps, batch, _ = input.shape
+    state = h0.shape[1]
+    return (
+        input.new_empty((steps, batch, state)),
+        h0.new_empty((batch, state)),
+        h0.new_empty((batch, state)),
+    )
+
+
+lltm_sequence_op = _ops.lltm_sequence.default
+"""``lltm_sequence(input (T, B, I), weights, bias, h0, c0) -> (output (T, B, S), h_n, c_n)``: the
+LLTM over all T steps, any layout, with its autograd (backward through time) in C++
+(``src/lltm/lltm_sequence.cpp``)."""
+
+
+def _state_pair(state: Any, where: str, state_size: int) -> tuple[Tensor, Tensor]:
+    if isinstance(state, (tuple, list)) and len(state) == 2:
+        return state[0], state[1]
+    got = (
+        f"a tensor of shape {list(state.shape)}"
+        if isinstance(state, Tensor)
+        else f"{type(state).__name__}"
+        + (f" of length {len(state)}" if isinstance(state, (tuple, list)) else "")
+    )
+    raise TypeError(
+        f"{where}: `state` must be None or a pair (h_0, c_0) of two (batch, {state_size}) "
+        f"tensors, as in nn.LSTM, but got {got}."
+    )
+
+
+def lltm_sequence(
+    input: Tensor,
+    weights: Tensor,
+    bias: Tensor,
+    state: tuple[Tensor, Tensor] | None = None,
+    *,
+    batch_first: bool = False,
+) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+    """The LLTM cell run over a whole sequence in one call, forward and backward through time.
+
+    Args:
+        input: (T, B, I), or (B, T, I) with ``batch_first``.
+        weights: (3S, S + I) and bias: (3S,) or (1, 3S), as for :func:`lltm`.
+        state: (h_0, c_0), each (B, S); zeros when None.
+        batch_first: input and output are (B, T, ...) instead of (T, B, ...).
+
+    Returns:
+        ``(output, (h_n, c_n))``: output (T, B, S) (or (B, T, S)) holds every step's new_h; h_n and
+        c_n (B, S) are the last step's state (the initial state when T = 0).
+
+    The same as a Python loop of :func:`lltm` over the steps, in one call: one product for the
+    input projections of all steps, per step the recurrent product and one fused gate kernel, and
+    backward through time likewise. On CUDA, float32 products follow
+    ``torch.backends.cudnn.rnn.fp32_precision``, as ``torch.nn.LSTM`` does: "tf32" (torch's
+    default) uses TF32 tensor cores; set it to "ieee" for full float32 products. Dtypes and
+    devices as for :func:`lltm` (half types computed in float); differentiable in input, weights,
+    bias and state (first order).
+    """
+    if not isinstance(input, Tensor) or input.dim() != 3:
+        layout = (
+            "(batch, seq_len, input_features)"
+            if batch_first
+            else ("(seq_len, batch, input_features)")
+        )
+        got = f"shape {list(input.shape)}" if isinstance(input, Tensor) else type(input).__name__
+        raise ValueError(
+            f"lltm_ext.lltm_sequence: `input` must be 3-D {layout}, but got {got}"
+            + (" (for one step use lltm_ext.lltm)" if isinstance(input, Tensor) else "")
+            + "."
+        )
+    x = input.transpose(0, 1) if batch_first else input
+    state_size = weights.shape[0] // 3 if weights.dim() >= 1 else 0
+    if state is None:
+        h0 = x.new_zeros((x.shape[1], state_size))
+        c0 = x.new_zeros((x.shape[1], state_size))
+    else:
+        h0, c0 = _state_pair(state, "lltm_ext.lltm_sequence", state_size)
+        if c0 is h0:  # one tensor as both: torch.compile needs distinct tensors
+            c0 = c0.view_as(c0)
+    output, h_n, c_n = lltm_sequence_op(x, weights, bias, h0, c0)
+    return (output.transpose(0, 1) if batch_first else output), (h_n, c_n)
+
+
+class LLTMSequence(nn.Module):
+    """The LLTM over whole sequences: ``LLTMSequence(input_features, state_size)``.
+
+    ``forward(input (T, B, I), state=None) -> (output (T, B, S), (h_n, c_n))`` (``batch_first``:
+    (B, T, ...)), like ``torch.nn.LSTM``; see :func:`lltm_sequence`. Its parameters are those of
+    :class:`LLTM` (``weights`` (3S, S + I), ``bias`` (3S,)): a cell's ``state_dict`` loads into it.
+    """
+
+    def __init__(
+        self,
+        input_features: int,
+        state_size: int,
+        *,
+        batch_first: bool = False,
+        device: torch.device | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        self.input_features = input_features
+        self.state_size = state_size
+        self.batch_first = batch_first
+        self.weights = nn.Parameter(
+            torch.empty(3 * state_size, input_features + state_size, device=device, dtype=dtype)
+        )
+        self.bias = nn.Parameter(torch.empty(3 * state_size, device=device, dtype=dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Uniform(-1/sqrt(S), 1/sqrt(S)) for weights and bias, as :class:`LLTM`."""
+        stdv = 1.0 / math.sqrt(self.state_size)
+        for weight in self.parameters():
+            nn.init.uniform_(weight, -stdv, +stdv)
+
+    def forward(
+        self, input: Tensor, state: tuple[Tensor, Tensor] | None = None
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        """``input`` (T, B, I) (or (B, T, I)), ``state`` (h_0, c_0) or None ->
+        ``(output, (h_n, c_n))``."""
+        if state is not None:
+            state = _state_pair(state, "LLTMSequence.forward", self.state_size)
+        return lltm_sequence(input, self.weights, self.bias, state, batch_first=self.batch_first)
+
+    def extra_repr(self) -> str:
+        return f"input_features={self.input_features}, state_size={self.state_size}" + (
+            ", batch_first=True" if self.batch_first else ""
+        )
+
+
 def lltm_reference(
     input: Tensor, weights: Tensor, bias: Tensor, old_h: Tensor, old_cell: Tensor
 ) -> tuple[Tensor, Tensor]:
@@ -231,7 +443,17 @@ def _compiled_reference() -> Any:
     return torch.compile(fn)
 
 
+BENCH_OPS = ("lltm", "lltm_sequence")
+"""The `op` names of this module's bench cases (``lltm-ext bench --ops`` takes either)."""
+
+
 def benchmarks(device: torch.device, quick: bool) -> list:
+    """The cell's cases (op ``lltm``, :func:`cell_benchmarks`) and the sequence's (op
+    ``lltm_sequence``, :func:`sequence_benchmarks`)."""
+    return cell_benchmarks(device, quick) + sequence_benchmarks(device, quick)
+
+
+def cell_benchmarks(device: torch.device, quick: bool) -> list:
     """lltm_ext.lltm vs the pure-PyTorch LLTM, forward and forward+backward, with torch.compile of
     the pure-PyTorch LLTM and the GEMM floor (the cell's matrix products alone, cuBLAS or
     MKL/oneDNN: gates = X W^T + b forward; d_W = dG^T X and d_X = dG W backward) as more
@@ -299,4 +521,85 @@ def benchmarks(device: torch.device, quick: bool) -> list:
                     },
                 )
             )
+    return cases
+
+
+def lltm_loop(
+    cell: Any, input: Tensor, weights: Tensor, bias: Tensor, h0: Tensor, c0: Tensor
+) -> Tensor:
+    """A Python loop of ``cell(x_t, weights, bias, h, c)`` over input (T, B, I) -> every step's h
+    stacked, (T, B, S): what :func:`lltm_sequence` replaces, and its reference in tests."""
+    h, c = h0, c0
+    steps = []
+    for x in input.unbind(0):
+        h, c = cell(x, weights, bias, h, c)
+        steps.append(h)
+    return torch.stack(steps) if steps else input.new_empty((0, *h0.shape))
+
+
+def sequence_benchmarks(device: torch.device, quick: bool) -> list:
+    """lltm_ext.lltm_sequence over T = 128 steps, forward+backward (gradients of input, weights
+    and bias), against ``torch.nn.LSTM(I, S)`` (cuDNN on CUDA, run as users run it: default
+    settings) and Python loops of the pure-PyTorch cell and of lltm_ext.lltm.
+
+    CUDA: B in {16, 64, 256} x S in {128, 512, 1024} (I = S), float32 and bfloat16; the loops at
+    B = 16, S = 128. CPU: B = 16, S = 128, float32. The first reference is nn.LSTM on CUDA and the
+    pure-PyTorch loop on CPU (each platform's target).
+    """
+    from lltm_ext._bench import BenchCase
+
+    steps = 128
+    if device.type == "cuda":
+        sizes = [(b, s) for b in (16, 64, 256) for s in (128, 512, 1024)]
+        dtypes = [torch.float32, torch.bfloat16]
+    else:
+        sizes, dtypes = [(16, 128)], [torch.float32]
+    if quick:
+        sizes = sizes[:1]
+    cases = []
+    for (batch, state), dtype in itertools.product(sizes, dtypes):
+        gen = torch.Generator(device="cpu").manual_seed(0)
+        features = state
+        stdv = 1.0 / math.sqrt(state)
+
+        def rand(*shape, scale=1.0, gen=gen, dtype=dtype, grad=True):
+            t = (torch.randn(*shape, generator=gen) * scale).to(device, dtype)
+            return t.requires_grad_(grad)
+
+        x = rand(steps, batch, features, grad=False)
+        weights = rand(3 * state, state + features, scale=stdv)
+        bias = rand(3 * state, scale=stdv)
+        zeros = torch.zeros(batch, state, device=device, dtype=dtype)
+        grad_out = rand(steps, batch, state, grad=False)
+        lstm = nn.LSTM(features, state, device=device, dtype=dtype)
+
+        def ours(x=x, w=weights, b=bias, g=grad_out):
+            return torch.autograd.grad(lltm_sequence(x, w, b)[0], (w, b), g)
+
+        def with_lstm(x=x, lstm=lstm, g=grad_out):
+            return torch.autograd.grad(lstm(x)[0], tuple(lstm.parameters()), g)
+
+        def loop(cell, x=x, w=weights, b=bias, z=zeros, g=grad_out):
+            return torch.autograd.grad(lltm_loop(cell, x, w, b, z, z), (w, b), g)
+
+        refs = {"torch.nn.LSTM (cuDNN)" if device.type == "cuda" else "torch.nn.LSTM": with_lstm}
+        if (batch, state) == (16, 128):
+            refs["loop of pure-PyTorch cell"] = functools.partial(loop, lltm_reference)
+            refs["loop of lltm_ext.lltm"] = functools.partial(loop, lltm)
+        if device.type != "cuda":  # the CPU target is the pure-PyTorch loop
+            names = ["loop of pure-PyTorch cell", "torch.nn.LSTM", "loop of lltm_ext.lltm"]
+            refs = {n: refs[n] for n in names}
+        (ref_name, ref), *more = refs.items()
+        cases.append(
+            BenchCase(
+                op="lltm_sequence",
+                case="forward+backward",
+                dtype=dtype,
+                size=f"T={steps} B={batch} I={features} S={state}",
+                ours=ours,
+                ref=ref,
+                ref_name=ref_name,
+                also=dict(more),
+            )
+        )
     return cases

@@ -118,6 +118,12 @@ inline int64_t check_rows_input(const at::Tensor& t, const char* name) {
   return row_stride(t);
 }
 
+// A kernel's optional argument: the data of `t`, or null when `t` is undefined.
+template <typename T>
+const T* data_or_null(const at::Tensor& t) {
+  return t.defined() ? t.const_data_ptr<T>() : nullptr;
+}
+
 // Same device and dtype as the reference argument.
 inline void check_like(const at::Tensor& t, const char* name, const at::Tensor& ref,
                        const char* ref_name) {

@@ -9,41 +9,41 @@
 #include <vector>
 
 #include "common/module.h"
-#ifdef WITH_CUDA
-#include "common/cuda_host.h"
-#endif
+#include "lltm/first_order.h"
 
 namespace lltm_ext::lltm {
-namespace {
 
+void forward_gates(const at::Tensor& gates, const at::Tensor& bias, const at::Tensor& old_cell,
+                   const at::Tensor& new_h, const at::Tensor& new_cell) {
+  if (old_cell.is_cuda()) {
 #ifdef WITH_CUDA
-// The gate kernels on the tensors' GPU: device guard, current stream, dtype dispatch, launch check.
-void forward_gates_cuda(const at::Tensor& gates, const at::Tensor& old_cell,
-                        const at::Tensor& new_h, const at::Tensor& new_cell) {
-  const c10::cuda::CUDAGuard guard(old_cell.device());
-  const int sms = cuda::sm_count(old_cell.get_device());
-  LLTM_EXT_DISPATCH_FLOATING(gates.scalar_type(), "lltm_forward_cuda", [&] {
-    C10_CUDA_CHECK(launch_forward_gates(
-        gates.const_data_ptr<scalar_t>(), old_cell.const_data_ptr<scalar_t>(),
-        new_h.mutable_data_ptr<scalar_t>(), new_cell.mutable_data_ptr<scalar_t>(), old_cell.numel(),
-        old_cell.size(1), sms, c10::cuda::getCurrentCUDAStream()));
-  });
+    forward_gates_cuda(gates, bias, old_cell, new_h, new_cell);
+#else
+    fail_not_compiled_with_cuda("lltm");
+#endif
+  } else {
+    forward_gates_cpu(gates, bias, old_cell, new_h, new_cell);
+  }
 }
 
-void backward_gates_cuda(const at::Tensor& grad_h, int64_t grad_h_ld, const at::Tensor& grad_cell,
-                         const at::Tensor& new_cell, const at::Tensor& gates,
-                         const at::Tensor& d_gates, const at::Tensor& d_old_cell) {
-  const c10::cuda::CUDAGuard guard(new_cell.device());
-  const int sms = cuda::sm_count(new_cell.get_device());
-  LLTM_EXT_DISPATCH_FLOATING(new_cell.scalar_type(), "lltm_backward_cuda", [&] {
-    C10_CUDA_CHECK(launch_backward_gates(
-        grad_h.const_data_ptr<scalar_t>(), grad_h_ld, grad_cell.const_data_ptr<scalar_t>(),
-        new_cell.const_data_ptr<scalar_t>(), gates.const_data_ptr<scalar_t>(),
-        d_gates.mutable_data_ptr<scalar_t>(), d_old_cell.mutable_data_ptr<scalar_t>(),
-        new_cell.numel(), new_cell.size(1), sms, c10::cuda::getCurrentCUDAStream()));
-  });
-}
+void backward_gates(const at::Tensor& grad_h, int64_t grad_h_ld, const at::Tensor& grad_h_extra,
+                    const at::Tensor& grad_cell, const at::Tensor& new_cell,
+                    const at::Tensor& gates, const at::Tensor& bias, const at::Tensor& d_gates,
+                    const at::Tensor& d_old_cell) {
+  if (new_cell.is_cuda()) {
+#ifdef WITH_CUDA
+    backward_gates_cuda(grad_h, grad_h_ld, grad_h_extra, grad_cell, new_cell, gates, bias, d_gates,
+                        d_old_cell);
+#else
+    fail_not_compiled_with_cuda("lltm");
 #endif
+  } else {
+    backward_gates_cpu(grad_h, grad_h_ld, grad_h_extra, grad_cell, new_cell, gates, bias, d_gates,
+                       d_old_cell);
+  }
+}
+
+namespace {
 
 using Forward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 using Backward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
@@ -97,15 +97,7 @@ Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Te
   const at::Tensor gates = at::addmm(bias.reshape({3 * state}), X, weights.t());
   at::Tensor new_h = at::empty_like(old_cell);
   at::Tensor new_cell = at::empty_like(old_cell);
-  if (input.is_cuda()) {
-#ifdef WITH_CUDA
-    forward_gates_cuda(gates, old_cell, new_h, new_cell);
-#else
-    fail_not_compiled_with_cuda("lltm");
-#endif
-  } else {
-    forward_gates_cpu(gates, old_cell, new_h, new_cell);
-  }
+  forward_gates(gates, /*bias=*/{}, old_cell, new_h, new_cell);
   return {new_h, new_cell, gates, X};
 }
 
@@ -142,15 +134,8 @@ Backward backward(const at::Tensor& grad_h, const at::Tensor& grad_cell, const a
 
   at::Tensor d_gates = at::empty({batch, 3 * state}, new_cell.options());
   at::Tensor d_old_cell = at::empty_like(new_cell);
-  if (new_cell.is_cuda()) {
-#ifdef WITH_CUDA
-    backward_gates_cuda(grad_h, grad_h_ld, grad_cell, new_cell, gates, d_gates, d_old_cell);
-#else
-    fail_not_compiled_with_cuda("lltm");
-#endif
-  } else {
-    backward_gates_cpu(grad_h, grad_h_ld, grad_cell, new_cell, gates, d_gates, d_old_cell);
-  }
+  backward_gates(grad_h, grad_h_ld, /*grad_h_extra=*/{}, grad_cell, new_cell, gates, /*bias=*/{},
+                 d_gates, d_old_cell);
   at::Tensor d_weights = at::mm(d_gates.t(), X);
   at::Tensor d_bias = d_gates.sum(/*dim=*/0);
   at::Tensor d_X = at::mm(d_gates, weights);
@@ -184,26 +169,6 @@ const auto& backward_op() {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-// Gradients as they are, marked first-order only: under create_graph=True they depend on the
-// cell's new_cell and weights, and differentiating them again raises a clear error (instead of
-// torch's "element 0 of tensors does not require grad", or a silently missing term).
-struct FirstOrderOnly : torch::autograd::Function<FirstOrderOnly> {
-  static variable_list forward(AutogradContext*, const at::Tensor& d_input,
-                               const at::Tensor& d_weights, const at::Tensor& d_bias,
-                               const at::Tensor& d_old_h, const at::Tensor& d_old_cell,
-                               const at::Tensor& /*new_cell*/, const at::Tensor& /*weights*/) {
-    return {d_input.view_as(d_input), d_weights.view_as(d_weights), d_bias.view_as(d_bias),
-            d_old_h.view_as(d_old_h), d_old_cell.view_as(d_old_cell)};
-  }
-  static variable_list backward(AutogradContext*, const variable_list&) {
-    TORCH_CHECK(false,
-                "lltm_ext.lltm: second derivatives are not supported: its backward kernels are "
-                "first-order only. The gradients from torch.autograd.grad(..., create_graph=True) "
-                "cannot be differentiated again through lltm_ext.lltm; use a pure-PyTorch version "
-                "of the op where a higher-order derivative is needed.");
-  }
-};
 
 // Autograd for the cell: forward saves what the backward kernels read.
 struct Cell : torch::autograd::Function<Cell> {
@@ -241,8 +206,8 @@ struct Cell : torch::autograd::Function<Cell> {
     const at::Tensor d_input = d_X.narrow(1, state, d_X.size(1) - state);
     d_bias = d_bias.reshape(ctx->saved_data["bias_shape"].toIntVector());
     if (at::GradMode::is_enabled()) {  // create_graph=True
-      return FirstOrderOnly::apply(d_input, d_weights, d_bias, d_old_h, d_old_cell, new_cell,
-                                   weights);
+      return FirstOrderOnly::apply("lltm", d_input, d_weights, d_bias, d_old_h, d_old_cell,
+                                   new_cell, weights);
     }
     return {d_input, d_weights, d_bias, d_old_h, d_old_cell};
   }

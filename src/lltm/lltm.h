@@ -108,29 +108,103 @@ LLTM_EXT_HD BackwardElement<T> backward_element(T grad_h, T grad_cell, T new_cel
   return r;
 }
 
-// gates (B, 3S) and old_cell (B, S) -> new_h, new_cell (B, S), all written.
-void forward_gates_cpu(const at::Tensor& gates, const at::Tensor& old_cell, const at::Tensor& new_h,
-                       const at::Tensor& new_cell);
+// gates (B, 3S) [+ bias (3S), when defined] and old_cell (B, S) -> new_h, new_cell (B, S), all
+// written.
+void forward_gates_cpu(const at::Tensor& gates, const at::Tensor& bias, const at::Tensor& old_cell,
+                       const at::Tensor& new_h, const at::Tensor& new_cell);
 
-// Incoming gradients, new_cell (B, S) and the gate pre-activations (B, 3S) -> d_gates (B, 3S) and
-// d_old_cell (B, S), all written. grad_h's rows are grad_h_ld elements apart (it may be a column
-// block of a larger matrix).
-void backward_gates_cpu(const at::Tensor& grad_h, int64_t grad_h_ld, const at::Tensor& grad_cell,
-                        const at::Tensor& new_cell, const at::Tensor& gates,
-                        const at::Tensor& d_gates, const at::Tensor& d_old_cell);
+// Incoming gradients, new_cell (B, S) and the gate pre-activations (B, 3S) [+ bias (3S), when
+// defined] -> d_gates (B, 3S) and d_old_cell (B, S), all written. grad_h's rows are grad_h_ld
+// elements apart (it may be a column block of a larger matrix); grad_h_extra, when defined, is a
+// second (B, S) gradient of new_h added to it (the sequence's output gradient beside the
+// recurrent one).
+void backward_gates_cpu(const at::Tensor& grad_h, int64_t grad_h_ld, const at::Tensor& grad_h_extra,
+                        const at::Tensor& grad_cell, const at::Tensor& new_cell,
+                        const at::Tensor& gates, const at::Tensor& bias, const at::Tensor& d_gates,
+                        const at::Tensor& d_old_cell);
+
+// The same on the tensors' device: forward_gates_cpu / backward_gates_cpu, or on CUDA (device
+// guard, current stream, dtype dispatch, launch check) the kernels below; a CUDA tensor in a
+// build without CUDA raises.
+void forward_gates(const at::Tensor& gates, const at::Tensor& bias, const at::Tensor& old_cell,
+                   const at::Tensor& new_h, const at::Tensor& new_cell);
+void backward_gates(const at::Tensor& grad_h, int64_t grad_h_ld, const at::Tensor& grad_h_extra,
+                    const at::Tensor& grad_cell, const at::Tensor& new_cell,
+                    const at::Tensor& gates, const at::Tensor& bias, const at::Tensor& d_gates,
+                    const at::Tensor& d_old_cell);
 
 #ifdef WITH_CUDA
+// CUDA halves of forward_gates / backward_gates (lltm_cuda_host.cpp).
+void forward_gates_cuda(const at::Tensor& gates, const at::Tensor& bias, const at::Tensor& old_cell,
+                        const at::Tensor& new_h, const at::Tensor& new_cell);
+void backward_gates_cuda(const at::Tensor& grad_h, int64_t grad_h_ld,
+                         const at::Tensor& grad_h_extra, const at::Tensor& grad_cell,
+                         const at::Tensor& new_cell, const at::Tensor& gates,
+                         const at::Tensor& bias, const at::Tensor& d_gates,
+                         const at::Tensor& d_old_cell);
+
+// c (M x N) = a (M x K) @ b (K x N) + beta c, through cuBLAS on the current stream of c's device;
+// each of a, b, c a 2-D view with unit stride in one dimension (a transpose or a column block of
+// a larger matrix is read in place). float32 products use TF32 tensor cores when `tf32`; half
+// types accumulate in float32. K = 0 leaves beta c (zeros for beta = 0).
+void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double beta,
+               bool tf32);
+
+// The sequence's time loops on CUDA (lltm_sequence.cpp has the shapes). Forward: gates (T, B, 3S)
+// = input W_i^T in one product, then per step gates[t] += h_{t-1} W_h^T and the gate kernel (bias
+// (3S) added there) -> output[t], cells[t]. Backward: per step t = T-1..0 the gate kernel ->
+// d_gates[t] and dL/dc_{t-1} (d_c (2, B, S): two buffers in turn, d c0 in d_c[0] at the end), then
+// d_h = d_gates[t] W_h (d h0 at the end). Contiguous tensors of one dtype on one GPU.
+void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
+                           const at::Tensor& bias, const at::Tensor& h0, const at::Tensor& c0,
+                           const at::Tensor& output, const at::Tensor& cells,
+                           const at::Tensor& gates, bool tf32);
+void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
+                            const at::Tensor& grad_c_n, const at::Tensor& weights,
+                            const at::Tensor& bias, const at::Tensor& cells,
+                            const at::Tensor& gates, const at::Tensor& d_gates,
+                            const at::Tensor& d_h, const at::Tensor& d_c, bool tf32);
+
 // CUDA launchers (lltm_cuda.cu), for T = float, double, c10::Half, c10::BFloat16: the same
 // outputs for n = B * S elements of state S, on `stream` (the tensors' device current), a grid
-// sized for `sm_count` multiprocessors; they return the launch's error. grad_h's rows are
-// grad_h_ld elements apart.
+// sized for `sm_count` multiprocessors; they return the launch's error. bias and grad_h_extra may
+// be null (none); grad_h's rows are grad_h_ld elements apart.
 template <typename T>
-cudaError_t launch_forward_gates(const T* gates, const T* old_cell, T* new_h, T* new_cell,
-                                 int64_t n, int64_t state, int sm_count, cudaStream_t stream);
+cudaError_t launch_forward_gates(const T* gates, const T* bias, const T* old_cell, T* new_h,
+                                 T* new_cell, int64_t n, int64_t state, int sm_count,
+                                 cudaStream_t stream);
 template <typename T>
-cudaError_t launch_backward_gates(const T* grad_h, int64_t grad_h_ld, const T* grad_cell,
-                                  const T* new_cell, const T* gates, T* d_gates, T* d_old_cell,
-                                  int64_t n, int64_t state, int sm_count, cudaStream_t stream);
+cudaError_t launch_backward_gates(const T* grad_h, int64_t grad_h_ld, const T* grad_h_extra,
+                                  const T* grad_cell, const T* new_cell, const T* gates,
+                                  const T* bias, T* d_gates, T* d_old_cell, int64_t n,
+                                  int64_t state, int sm_count, cudaStream_t stream);
+
+// The sequence's fused time steps (lltm_cuda.cu), for state sizes up to kFusedStepMaxState whose
+// shared memory (sequence_step_smem_bytes) the GPU has: the recurrent product and the gate math in
+// one kernel. prepare_sequence_steps sets the kernels' shared memory size on the current device
+// and says whether the grid fits on the GPU at once (then one cooperative launch runs all steps,
+// a grid-wide barrier between them; else one launch per step). Forward, steps t0 .. t0 + steps -
+// 1: gates (T, B, 3S) holds the input projections and gets the pre-activations (without the
+// bias); -> output, cells (T, B, S); h0, c0 (B, S) before step 0. Backward, steps t_hi down to
+// t_hi - steps + 1 (`last` = T - 1): -> d_gates (T, B, 3S) and d_cell (2, B, S), step t's
+// dL/dc_{t-1} in d_cell[t % 2]. w (3S, ld): W_h is its first S columns. `overlap` (sm_90+):
+// per-step launches with programmatic stream serialization (a step copies its weights while the
+// step before it runs).
+constexpr int64_t kFusedStepMaxState = 256;
+int64_t sequence_step_smem_bytes(int64_t state, int64_t element_size);
+template <typename T>
+cudaError_t prepare_sequence_steps(int64_t batch, int64_t state, int sm_count, bool* all_at_once);
+template <typename T>
+cudaError_t launch_sequence_forward_steps(T* gates, const T* bias, const T* h0, const T* c0,
+                                          const T* w, int64_t ld, T* output, T* cells,
+                                          int64_t batch, int64_t state, int64_t t0, int64_t steps,
+                                          bool overlap, cudaStream_t stream);
+template <typename T>
+cudaError_t launch_sequence_backward_steps(T* d_gates, const T* w, int64_t ld, const T* grad_output,
+                                           const T* grad_h_n, const T* grad_c_n, const T* cells,
+                                           const T* gates, const T* bias, T* d_cell, int64_t batch,
+                                           int64_t state, int64_t last, int64_t t_hi, int64_t steps,
+                                           bool overlap, cudaStream_t stream);
 #endif
 
 }  // namespace lltm_ext::lltm

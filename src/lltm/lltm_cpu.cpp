@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
+#include "common/checks.h"
 #include "common/dispatch.h"
 #include "common/elementwise_cpu.h"
 #include "lltm/lltm.h"
@@ -60,31 +62,48 @@ int64_t grain(int64_t state) {
   return std::max<int64_t>(1, 65536 / std::max<int64_t>(1, state));
 }
 
-// Rows [begin, end) of the forward gate math; g is (B, 3S), the others (B, S).
-template <typename T>
-void forward_rows(const T* __restrict__ g, const T* __restrict__ c, T* __restrict__ h_out,
-                  T* __restrict__ c_out, int64_t state, int64_t begin, int64_t end) {
+// Rows [begin, end) of the forward gate math; g is (B, 3S), bias (3S) (read when kBias), the
+// others (B, S).
+template <typename T, bool kBias>
+void forward_rows_(const T* __restrict__ g, const T* __restrict__ bias, const T* __restrict__ c,
+                   T* __restrict__ h_out, T* __restrict__ c_out, int64_t state, int64_t begin,
+                   int64_t end) {
   using acc_t = at::opmath_type<T>;
   for (int64_t b = begin; b < end; ++b) {
     const T* gb = g + b * 3 * state;
     const int64_t row = b * state;
     for (int64_t s = 0; s < state; ++s) {
       const int64_t i = row + s;
-      const auto r = forward_element<acc_t, VecMath>(
-          static_cast<acc_t>(gb[s]), static_cast<acc_t>(gb[state + s]),
-          static_cast<acc_t>(gb[2 * state + s]), static_cast<acc_t>(c[i]));
+      acc_t z_i = gb[s], z_o = gb[state + s], z_c = gb[2 * state + s];
+      if constexpr (kBias) {
+        z_i += static_cast<acc_t>(bias[s]);
+        z_o += static_cast<acc_t>(bias[state + s]);
+        z_c += static_cast<acc_t>(bias[2 * state + s]);
+      }
+      const auto r = forward_element<acc_t, VecMath>(z_i, z_o, z_c, static_cast<acc_t>(c[i]));
       h_out[i] = static_cast<T>(r.new_h);
       c_out[i] = static_cast<T>(r.new_cell);
     }
   }
 }
 
-// Rows [begin, end) of the backward gate math; g and dg are (B, 3S), the others (B, S), gh's rows
-// ld_gh apart.
 template <typename T>
-void backward_rows(const T* __restrict__ gh, int64_t ld_gh, const T* __restrict__ gc,
-                   const T* __restrict__ nc, const T* __restrict__ g, T* __restrict__ dg,
-                   T* __restrict__ dc, int64_t state, int64_t begin, int64_t end) {
+void forward_rows(const T* g, const T* bias, const T* c, T* h_out, T* c_out, int64_t state,
+                  int64_t begin, int64_t end) {
+  if (bias != nullptr) {
+    forward_rows_<T, true>(g, bias, c, h_out, c_out, state, begin, end);
+  } else {
+    forward_rows_<T, false>(g, bias, c, h_out, c_out, state, begin, end);
+  }
+}
+
+// Rows [begin, end) of the backward gate math; g and dg are (B, 3S), bias (3S) (read when
+// kBias), the others (B, S) (gh_extra read when kExtra), gh's rows ld_gh apart.
+template <typename T, bool kBias, bool kExtra>
+void backward_rows_(const T* __restrict__ gh, int64_t ld_gh, const T* __restrict__ gh_extra,
+                    const T* __restrict__ gc, const T* __restrict__ nc, const T* __restrict__ g,
+                    const T* __restrict__ bias, T* __restrict__ dg, T* __restrict__ dc,
+                    int64_t state, int64_t begin, int64_t end) {
   using acc_t = at::opmath_type<T>;
   for (int64_t b = begin; b < end; ++b) {
     const T* gb = g + b * 3 * state;
@@ -93,15 +112,40 @@ void backward_rows(const T* __restrict__ gh, int64_t ld_gh, const T* __restrict_
     const int64_t row = b * state;
     for (int64_t s = 0; s < state; ++s) {
       const int64_t i = row + s;
-      const auto r = backward_element<acc_t, VecMath>(
-          static_cast<acc_t>(ghb[s]), static_cast<acc_t>(gc[i]), static_cast<acc_t>(nc[i]),
-          static_cast<acc_t>(gb[s]), static_cast<acc_t>(gb[state + s]),
-          static_cast<acc_t>(gb[2 * state + s]));
+      acc_t grad_h = ghb[s];
+      if constexpr (kExtra) {
+        grad_h += static_cast<acc_t>(gh_extra[i]);
+      }
+      acc_t z_i = gb[s], z_o = gb[state + s], z_c = gb[2 * state + s];
+      if constexpr (kBias) {
+        z_i += static_cast<acc_t>(bias[s]);
+        z_o += static_cast<acc_t>(bias[state + s]);
+        z_c += static_cast<acc_t>(bias[2 * state + s]);
+      }
+      const auto r = backward_element<acc_t, VecMath>(grad_h, static_cast<acc_t>(gc[i]),
+                                                      static_cast<acc_t>(nc[i]), z_i, z_o, z_c);
       dc[i] = static_cast<T>(r.d_old_cell);
       dgb[s] = static_cast<T>(r.d_z_i);
       dgb[state + s] = static_cast<T>(r.d_z_o);
       dgb[2 * state + s] = static_cast<T>(r.d_z_c);
     }
+  }
+}
+
+template <typename T>
+void backward_rows(const T* gh, int64_t ld_gh, const T* gh_extra, const T* gc, const T* nc,
+                   const T* g, const T* bias, T* dg, T* dc, int64_t state, int64_t begin,
+                   int64_t end) {
+  const auto run = [&](auto with_bias, auto with_extra) {
+    backward_rows_<T, decltype(with_bias)::value, decltype(with_extra)::value>(
+        gh, ld_gh, gh_extra, gc, nc, g, bias, dg, dc, state, begin, end);
+  };
+  using Yes = std::true_type;
+  using No = std::false_type;
+  if (bias != nullptr) {
+    gh_extra != nullptr ? run(Yes{}, Yes{}) : run(Yes{}, No{});
+  } else {
+    gh_extra != nullptr ? run(No{}, Yes{}) : run(No{}, No{});
   }
 }
 
@@ -132,8 +176,8 @@ void backward_rows_avx512(Args... args) {
 
 }  // namespace
 
-void forward_gates_cpu(const at::Tensor& gates, const at::Tensor& old_cell, const at::Tensor& new_h,
-                       const at::Tensor& new_cell) {
+void forward_gates_cpu(const at::Tensor& gates, const at::Tensor& bias, const at::Tensor& old_cell,
+                       const at::Tensor& new_h, const at::Tensor& new_cell) {
   const int64_t batch = old_cell.size(0);
   const int64_t state = old_cell.size(1);
   if (batch * state == 0) {
@@ -142,26 +186,28 @@ void forward_gates_cpu(const at::Tensor& gates, const at::Tensor& old_cell, cons
   const cpu::Isa use = cpu::isa();
   LLTM_EXT_DISPATCH_FLOATING(gates.scalar_type(), "lltm_forward_cpu", [&] {
     const scalar_t* g = gates.const_data_ptr<scalar_t>();
+    const scalar_t* bs = data_or_null<scalar_t>(bias);
     const scalar_t* c = old_cell.const_data_ptr<scalar_t>();
     scalar_t* h = new_h.mutable_data_ptr<scalar_t>();
     scalar_t* nc = new_cell.mutable_data_ptr<scalar_t>();
     at::parallel_for(0, batch, grain(state), [&](int64_t begin, int64_t end) {
 #if LLTM_EXT_CPU_X86_COPIES
       if (use == cpu::Isa::kAvx512) {
-        return forward_rows_avx512<scalar_t>(g, c, h, nc, state, begin, end);
+        return forward_rows_avx512<scalar_t>(g, bs, c, h, nc, state, begin, end);
       }
       if (use == cpu::Isa::kAvx2) {
-        return forward_rows_avx2<scalar_t>(g, c, h, nc, state, begin, end);
+        return forward_rows_avx2<scalar_t>(g, bs, c, h, nc, state, begin, end);
       }
 #endif
-      forward_rows<scalar_t>(g, c, h, nc, state, begin, end);
+      forward_rows<scalar_t>(g, bs, c, h, nc, state, begin, end);
     });
   });
 }
 
-void backward_gates_cpu(const at::Tensor& grad_h, int64_t grad_h_ld, const at::Tensor& grad_cell,
-                        const at::Tensor& new_cell, const at::Tensor& gates,
-                        const at::Tensor& d_gates, const at::Tensor& d_old_cell) {
+void backward_gates_cpu(const at::Tensor& grad_h, int64_t grad_h_ld, const at::Tensor& grad_h_extra,
+                        const at::Tensor& grad_cell, const at::Tensor& new_cell,
+                        const at::Tensor& gates, const at::Tensor& bias, const at::Tensor& d_gates,
+                        const at::Tensor& d_old_cell) {
   const int64_t batch = new_cell.size(0);
   const int64_t state = new_cell.size(1);
   if (batch * state == 0) {
@@ -170,21 +216,25 @@ void backward_gates_cpu(const at::Tensor& grad_h, int64_t grad_h_ld, const at::T
   const cpu::Isa use = cpu::isa();
   LLTM_EXT_DISPATCH_FLOATING(new_cell.scalar_type(), "lltm_backward_cpu", [&] {
     const scalar_t* gh = grad_h.const_data_ptr<scalar_t>();
+    const scalar_t* ex = data_or_null<scalar_t>(grad_h_extra);
     const scalar_t* gc = grad_cell.const_data_ptr<scalar_t>();
     const scalar_t* nc = new_cell.const_data_ptr<scalar_t>();
     const scalar_t* g = gates.const_data_ptr<scalar_t>();
+    const scalar_t* bs = data_or_null<scalar_t>(bias);
     scalar_t* dg = d_gates.mutable_data_ptr<scalar_t>();
     scalar_t* dc = d_old_cell.mutable_data_ptr<scalar_t>();
     at::parallel_for(0, batch, grain(state), [&](int64_t begin, int64_t end) {
 #if LLTM_EXT_CPU_X86_COPIES
       if (use == cpu::Isa::kAvx512) {
-        return backward_rows_avx512<scalar_t>(gh, grad_h_ld, gc, nc, g, dg, dc, state, begin, end);
+        return backward_rows_avx512<scalar_t>(gh, grad_h_ld, ex, gc, nc, g, bs, dg, dc, state,
+                                              begin, end);
       }
       if (use == cpu::Isa::kAvx2) {
-        return backward_rows_avx2<scalar_t>(gh, grad_h_ld, gc, nc, g, dg, dc, state, begin, end);
+        return backward_rows_avx2<scalar_t>(gh, grad_h_ld, ex, gc, nc, g, bs, dg, dc, state, begin,
+                                            end);
       }
 #endif
-      backward_rows<scalar_t>(gh, grad_h_ld, gc, nc, g, dg, dc, state, begin, end);
+      backward_rows<scalar_t>(gh, grad_h_ld, ex, gc, nc, g, bs, dg, dc, state, begin, end);
     });
   });
 }

@@ -1,0 +1,291 @@
+// The LLTM over a whole sequence in one call: operators torch.ops.lltm_ext.lltm_sequence{,_forward,
+// _backward}, with backward through time and the autograd in C++. One product for the input
+// projections of all steps; per step the recurrent product and one fused gate kernel; backward
+// mirrored, with the weight gradients as products over all steps at the end.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <tuple>
+#include <utility>
+
+#include "common/checks.h"
+#include "common/module.h"
+#include "lltm/first_order.h"
+#include "lltm/lltm.h"
+
+namespace lltm_ext::lltm {
+namespace {
+
+// Whether float32 products may use TF32 tensor cores: what torch.nn.LSTM (cuDNN) does,
+// torch.backends.cudnn.rnn.fp32_precision ("tf32" by default; "ieee" for full float32).
+bool rnn_allows_tf32(const at::Tensor& t) {
+  if (!t.is_cuda() || t.scalar_type() != at::kFloat) {
+    return false;
+  }
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 9)
+  return at::globalContext().allowTF32CuDNN(at::Float32Op::RNN);
+#else
+  return at::globalContext().allowTF32CuDNN();
+#endif
+}
+
+// c = a @ b + beta c on the tensors' device; a, b, c 2-D views with unit stride in one dimension.
+void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double beta, bool tf32) {
+  if (c.is_cuda()) {
+#ifdef WITH_CUDA
+    gemm_cuda(a, b, c, beta, tf32);
+#else
+    fail_not_compiled_with_cuda("lltm_sequence");
+#endif
+  } else if (beta == 0) {
+    at::Tensor out = c;
+    at::mm_out(out, a, b);
+  } else {
+    c.addmm_(a, b, beta, 1);
+  }
+}
+
+// The sequence's shapes, from the checked arguments.
+struct Dims {
+  int64_t steps, batch, features, state;
+};
+
+Dims check_forward_args(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
+                        const at::Tensor& h0, const at::Tensor& c0) {
+  CHECK_INPUT(input);
+  CHECK_INPUT(weights);
+  CHECK_INPUT(bias);
+  CHECK_INPUT(h0);
+  CHECK_INPUT(c0);
+  CHECK_LIKE(weights, input);
+  CHECK_LIKE(bias, input);
+  CHECK_LIKE(h0, input);
+  CHECK_LIKE(c0, input);
+  check_backend(input, "lltm_sequence");
+  TORCH_CHECK(
+      weights.dim() == 2 && weights.size(0) % 3 == 0 && weights.size(1) >= weights.size(0) / 3,
+      "lltm_ext.lltm_sequence: `weights` must have shape [3 * state_size, state_size + "
+      "input_features], but got a ",
+      describe(weights), ".");
+  const int64_t state = weights.size(0) / 3;
+  const int64_t features = weights.size(1) - state;
+  TORCH_CHECK(input.dim() == 3 && input.size(2) == features,
+              "lltm_ext.lltm_sequence: `input` must have shape [seq_len, batch, ", features,
+              "] (input_features = weights.size(1) - state_size = ", weights.size(1), " - ", state,
+              "), but got a ", describe(input), ".");
+  const int64_t batch = input.size(1);
+  for (const auto& [t, name] : {std::pair<const at::Tensor&, const char*>{h0, "h_0"},
+                                std::pair<const at::Tensor&, const char*>{c0, "c_0"}}) {
+    TORCH_CHECK(t.dim() == 2 && t.size(0) == batch && t.size(1) == state,
+                "lltm_ext.lltm_sequence: the state's `", name, "` must have shape [", batch, ", ",
+                state,
+                "] ([batch, state_size]: batch from `input`, state_size = weights.size(0) / 3), "
+                "but got a ",
+                describe(t), ".");
+  }
+  TORCH_CHECK(
+      bias.numel() == 3 * state && (bias.dim() == 1 || (bias.dim() == 2 && bias.size(0) == 1)),
+      "lltm_ext.lltm_sequence: `bias` must have shape [", 3 * state, "] or [1, ", 3 * state,
+      "] (3 * state_size), but got a ", describe(bias), ".");
+  return {input.size(0), batch, features, state};
+}
+
+using Forward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+using Backward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+// Forward over T steps of input (T, B, I) from the state (h0, c0). Returns (output (T, B, S): every
+// step's new_h, h_n, c_n (B, S), cells (T, B, S): every step's new_cell, gates (T, B, 3S): the
+// pre-activations without the bias, which the gate kernels add). Backward reads cells and gates.
+Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
+                const at::Tensor& h0, const at::Tensor& c0) {
+  const auto [T, B, I, S] = check_forward_args(input, weights, bias, h0, c0);
+  const bool tf32 = rnn_allows_tf32(input);
+  const at::Tensor b = bias.reshape({3 * S});
+  const at::Tensor w_h = weights.narrow(1, 0, S);  // (3S, S), rows S + I apart
+  const at::Tensor w_i = weights.narrow(1, S, I);  // (3S, I)
+  at::Tensor output = at::empty({T, B, S}, input.options());
+  at::Tensor cells = at::empty({T, B, S}, input.options());
+  at::Tensor gates = at::empty({T, B, 3 * S}, input.options());
+  if (input.is_cuda()) {
+#ifdef WITH_CUDA
+    sequence_forward_cuda(input, weights, b, h0, c0, output, cells, gates, tf32);
+#endif
+  } else {
+    // The input projections of all steps, one product: gates = input W_i^T.
+    gemm(input.view({T * B, I}), w_i.t(), gates.view({T * B, 3 * S}), 0, tf32);
+    for (int64_t t = 0; t < T; ++t) {
+      const at::Tensor h_prev = t == 0 ? h0 : output[t - 1];
+      const at::Tensor c_prev = t == 0 ? c0 : cells[t - 1];
+      const at::Tensor g = gates[t];
+      gemm(h_prev, w_h.t(), g, 1, tf32);  // + h_{t-1} W_h^T
+      forward_gates_cpu(g, b, c_prev, output[t], cells[t]);
+    }
+  }
+  at::Tensor h_n = T > 0 ? output[T - 1].clone() : h0.clone();
+  at::Tensor c_n = T > 0 ? cells[T - 1].clone() : c0.clone();
+  return {output, h_n, c_n, cells, gates};
+}
+
+// Backward through time from forward's saved tensors. Returns (d_input (T, B, I), d_weights
+// (3S, S + I), d_bias (3S,), d_h0, d_c0 (B, S)).
+Backward backward(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
+                  const at::Tensor& grad_c_n, const at::Tensor& input, const at::Tensor& weights,
+                  const at::Tensor& bias, const at::Tensor& h0, const at::Tensor& output,
+                  const at::Tensor& cells, const at::Tensor& gates) {
+  const auto [T, B, I, S] = check_forward_args(input, weights, bias, h0, h0);
+  CHECK_INPUT(grad_output);
+  CHECK_INPUT(grad_h_n);
+  CHECK_INPUT(grad_c_n);
+  CHECK_INPUT(output);
+  CHECK_INPUT(cells);
+  CHECK_INPUT(gates);
+  for (const at::Tensor* t : {&grad_output, &grad_h_n, &grad_c_n, &output, &cells, &gates}) {
+    check_like(*t, "a saved tensor or gradient", input, "input");
+  }
+  CHECK_SHAPE(grad_output, T, B, S);
+  CHECK_SHAPE(output, T, B, S);
+  CHECK_SHAPE(cells, T, B, S);
+  CHECK_SHAPE(gates, T, B, 3 * S);
+  CHECK_SHAPE(grad_h_n, B, S);
+  CHECK_SHAPE(grad_c_n, B, S);
+  const bool tf32 = rnn_allows_tf32(input);
+  const at::Tensor b = bias.reshape({3 * S});
+  const at::Tensor w_h = weights.narrow(1, 0, S);
+  const at::Tensor w_i = weights.narrow(1, S, I);
+  at::Tensor d_weights = at::empty({3 * S, S + I}, weights.options());
+  if (T == 0) {
+    return {at::empty({0, B, I}, input.options()), d_weights.zero_(),
+            at::zeros({3 * S}, b.options()), grad_h_n.clone(), grad_c_n.clone()};
+  }
+  at::Tensor d_gates = at::empty({T, B, 3 * S}, input.options());
+  at::Tensor d_h = at::empty({B, S}, input.options());     // d h_{t-1} from step t's gates
+  at::Tensor d_c = at::empty({2, B, S}, input.options());  // dL/dc_t, two buffers in turn
+  if (input.is_cuda()) {
+#ifdef WITH_CUDA
+    sequence_backward_cuda(grad_output, grad_h_n, grad_c_n, weights, b, cells, gates, d_gates, d_h,
+                           d_c, tf32);
+#endif
+  } else {
+    for (int64_t t = T - 1; t >= 0; --t) {
+      // dL/dh_t = grad_output[t] + (grad_h_n, or d h_t from step t + 1); dL/dc_t likewise.
+      const at::Tensor& grad_h = t == T - 1 ? grad_h_n : d_h;
+      const at::Tensor grad_c = t == T - 1 ? grad_c_n : d_c[(t + 1) % 2];
+      const at::Tensor dg = d_gates[t];
+      backward_gates_cpu(grad_h, S, grad_output[t], grad_c, cells[t], gates[t], b, dg, d_c[t % 2]);
+      gemm(dg, w_h, d_h, 0, tf32);  // d h_{t-1} = dG_t W_h
+    }
+  }
+  const at::Tensor dg_all = d_gates.view({T * B, 3 * S});
+  at::Tensor d_input = at::empty({T, B, I}, input.options());
+  gemm(dg_all, w_i, d_input.view({T * B, I}), 0, tf32);
+  // d W = sum_t dG_t^T [h_{t-1} | x_t]: the input block over all steps in one product, the
+  // recurrent block as h_0's step plus the others (h_{t-1} = output[t - 1]).
+  gemm(dg_all.t(), input.view({T * B, I}), d_weights.narrow(1, S, I), 0, tf32);
+  const at::Tensor dw_h = d_weights.narrow(1, 0, S);
+  gemm(d_gates[0].t(), h0, dw_h, 0, tf32);
+  if (T > 1) {
+    gemm(d_gates.narrow(0, 1, T - 1).view({(T - 1) * B, 3 * S}).t(),
+         output.narrow(0, 0, T - 1).view({(T - 1) * B, S}), dw_h, 1, tf32);
+  }
+  at::Tensor d_bias = dg_all.sum(0);
+  return {d_input, d_weights, d_bias, d_h, d_c[0].clone()};
+}
+
+// The sequence without autograd (inference, or below the autograd kernel): any layout in.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> sequence(const at::Tensor& input,
+                                                        const at::Tensor& weights,
+                                                        const at::Tensor& bias,
+                                                        const at::Tensor& h0,
+                                                        const at::Tensor& c0) {
+  auto out = forward(input.contiguous(), weights.contiguous(), bias.contiguous(), h0.contiguous(),
+                     c0.contiguous());
+  return {std::get<0>(out), std::get<1>(out), std::get<2>(out)};
+}
+
+const auto& forward_op() {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("lltm_ext::lltm_sequence_forward", "")
+                             .typed<decltype(forward)>();
+  return op;
+}
+const auto& backward_op() {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("lltm_ext::lltm_sequence_backward", "")
+                             .typed<decltype(backward)>();
+  return op;
+}
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Autograd for the sequence: forward saves what backward through time reads.
+struct Sequence : torch::autograd::Function<Sequence> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& input,
+                               const at::Tensor& weights, const at::Tensor& bias,
+                               const at::Tensor& h0, const at::Tensor& c0) {
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;
+    const at::Tensor x = input.contiguous();
+    const at::Tensor w = weights.contiguous();
+    const at::Tensor b = bias.contiguous();
+    const at::Tensor h = h0.contiguous();
+    auto [output, h_n, c_n, cells, gates] = forward_op().call(x, w, b, h, c0.contiguous());
+    ctx->save_for_backward({x, w, b, h, output, cells, gates});
+    ctx->saved_data["bias_shape"] = bias.sizes().vec();
+    return {output, h_n, c_n};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor& output = saved[4];
+    const auto grad = [&](size_t i, const at::Tensor& like) {
+      return grads[i].defined() ? grads[i].contiguous() : at::zeros_like(like);
+    };
+    const at::Tensor last = output.size(0) > 0 ? output[0] : saved[3];  // a (B, S) tensor
+    at::Tensor d_input, d_weights, d_bias, d_h0, d_c0;
+    {
+      const at::AutoDispatchBelowADInplaceOrView below_autograd;
+      std::tie(d_input, d_weights, d_bias, d_h0, d_c0) =
+          backward_op().call(grad(0, output), grad(1, last), grad(2, last), saved[0], saved[1],
+                             saved[2], saved[3], output, saved[5], saved[6]);
+    }
+    d_bias = d_bias.reshape(ctx->saved_data["bias_shape"].toIntVector());
+    if (at::GradMode::is_enabled()) {  // create_graph=True
+      return FirstOrderOnly::apply("lltm_sequence", d_input, d_weights, d_bias, d_h0, d_c0,
+                                   saved[5], saved[1]);
+    }
+    return {d_input, d_weights, d_bias, d_h0, d_c0};
+  }
+};
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> sequence_autograd(const at::Tensor& input,
+                                                                 const at::Tensor& weights,
+                                                                 const at::Tensor& bias,
+                                                                 const at::Tensor& h0,
+                                                                 const at::Tensor& c0) {
+  variable_list out = Sequence::apply(input, weights, bias, h0, c0);
+  return {out[0], out[1], out[2]};
+}
+
+}  // namespace
+}  // namespace lltm_ext::lltm
+
+TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
+  m.def(
+      "lltm_sequence(Tensor input, Tensor weights, Tensor bias, Tensor h0, Tensor c0) -> "
+      "(Tensor output, Tensor h_n, Tensor c_n)");
+  m.def(
+      "lltm_sequence_forward(Tensor input, Tensor weights, Tensor bias, Tensor h0, Tensor c0) -> "
+      "(Tensor output, Tensor h_n, Tensor c_n, Tensor cells, Tensor gates)");
+  m.def(
+      "lltm_sequence_backward(Tensor grad_output, Tensor grad_h_n, Tensor grad_c_n, Tensor input, "
+      "Tensor weights, Tensor bias, Tensor h0, Tensor output, Tensor cells, Tensor gates) -> "
+      "(Tensor d_input, Tensor d_weights, Tensor d_bias, Tensor d_h0, Tensor d_c0)");
+  lltm_ext::impl_cpu_cuda(m, "lltm_sequence_forward", TORCH_FN(lltm_ext::lltm::forward));
+  lltm_ext::impl_cpu_cuda(m, "lltm_sequence_backward", TORCH_FN(lltm_ext::lltm::backward));
+  m.impl("lltm_sequence",
+         torch::dispatch(c10::DispatchKey::CPU, TORCH_FN(lltm_ext::lltm::sequence)));
+  m.impl("lltm_sequence",
+         torch::dispatch(c10::DispatchKey::CUDA, TORCH_FN(lltm_ext::lltm::sequence)));
+  m.impl("lltm_sequence",
+         torch::dispatch(c10::DispatchKey::Autograd, TORCH_FN(lltm_ext::lltm::sequence_autograd)));
+}

@@ -1,0 +1,326 @@
+"""LLTM over whole sequences (lltm_ext.lltm_sequence, LLTMSequence): outputs, final state and all
+gradients (backward through time) vs a Python loop of the float64 pure-PyTorch cell, on every
+device and dtype; gradcheck, opcheck, torch.compile, the module, precision and bad input."""
+
+import contextlib
+import math
+
+import pytest
+import torch
+from helpers import assert_close, device_dtypes, devices
+
+import lltm_ext
+from lltm_ext.ops.lltm import lltm_loop, lltm_reference
+
+_ops = torch.ops.lltm_ext
+
+# (T, B, I, S): odd, one of each, empty sequence, empty batch, no input features, S past a block;
+# on CUDA, partial tiles of the fused step kernels in both dimensions (B = 19, S = 45), and S =
+# 300 past their limit (kFusedStepMaxState: cuBLAS and the gate kernels per step).
+SIZES = [
+    (5, 4, 3, 6),
+    (1, 1, 1, 1),
+    (0, 3, 2, 4),
+    (4, 0, 3, 5),
+    (3, 2, 0, 4),
+    (9, 5, 33, 17),
+    (4, 19, 5, 45),
+    (3, 5, 7, 300),
+]
+
+
+@contextlib.contextmanager
+def rnn_fp32_precision(precision: str):
+    """torch.backends.cudnn.rnn.fp32_precision set for the block ("ieee" or "tf32")."""
+    rnn = torch.backends.cudnn.rnn
+    old = rnn.fp32_precision
+    rnn.fp32_precision = precision
+    try:
+        yield
+    finally:
+        rnn.fp32_precision = old
+
+
+@pytest.fixture(autouse=True)
+def full_float32():
+    """Full float32 products (torch's default for RNNs on CUDA is TF32): tolerances below are
+    float32's; test_cuda_float32_follows_rnn_precision covers TF32."""
+    with rnn_fp32_precision("ieee"):
+        yield
+
+
+def make_args(steps, batch, features, state, device, dtype, bias_2d=False):
+    """Random (input (T, B, I), weights, bias, h0, c0) requiring grad; weights scaled as in LLTM."""
+    stdv = 1.0 / math.sqrt(max(state, 1))
+    tensors = [
+        torch.randn(steps, batch, features),
+        torch.rand(3 * state, features + state) * 2 * stdv - stdv,
+        torch.rand((1, 3 * state) if bias_2d else (3 * state,)) * 2 * stdv - stdv,
+        torch.randn(batch, state),
+        torch.randn(batch, state),
+    ]
+    return [t.to(device=device, dtype=dtype).requires_grad_() for t in tensors]
+
+
+def reference(args, grads):
+    """(output, h_n, c_n) and the five gradients of a loop of the float64 pure-PyTorch cell."""
+    ref_args = [a.detach().cpu().double().requires_grad_() for a in args]
+    x, w, b, h, c = ref_args
+    steps = []
+    for t in range(x.shape[0]):
+        h, c = lltm_reference(x[t], w, b, h, c)
+        steps.append(h)
+    output = torch.stack(steps) if steps else x.new_empty((0, *h.shape))
+    outs = (output, h * 1, c * 1)
+    # An empty output (T = 0) is a leaf of no graph: only the outputs that need a gradient.
+    pairs = [(o, g.cpu().double()) for o, g in zip(outs, grads, strict=True) if o.requires_grad]
+    d = torch.autograd.grad(
+        [o for o, _ in pairs], ref_args, [g for _, g in pairs], allow_unused=True
+    )
+    d = [torch.zeros_like(a) if g is None else g for g, a in zip(d, ref_args, strict=True)]
+    return outs, d
+
+
+@pytest.mark.parametrize("device,dtype", device_dtypes())
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("bias_2d", [False, True], ids=["bias1d", "bias2d"])
+def test_matches_loop_of_reference(device, dtype, size, bias_2d):
+    args = make_args(*size, device, dtype, bias_2d)
+    output, (h_n, c_n) = lltm_ext.lltm_sequence(args[0], args[1], args[2], (args[3], args[4]))
+    assert output.shape == (size[0], size[1], size[3])
+    assert output.dtype == dtype and output.device.type == device
+    grads = [torch.randn_like(output), torch.randn_like(h_n), torch.randn_like(c_n)]
+    ours = torch.autograd.grad((output, h_n, c_n), args, grads, allow_unused=True)
+    ref_outs, ref_grads = reference(args, grads)
+    # Low precision: rounding at every step compounds over T steps (and over T * B rows for the
+    # weight gradients), as it does in a loop of the cell.
+    scale = 1.0 if dtype in (torch.float32, torch.float64) else 4.0
+    for got, want in zip((output, h_n, c_n), ref_outs, strict=True):
+        assert_close(got, want, dtype, scale)
+    names = ["input", "weights", "bias", "h0", "c0"]
+    for name, got, want, arg in zip(names, ours, ref_grads, args, strict=True):
+        assert got is not None, name
+        assert got.shape == arg.shape and got.dtype == dtype, name
+        assert_close(got, want, dtype, scale * 8)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_equals_loop_of_lltm_cell(device):
+    """The same values as a Python loop of lltm_ext.lltm (float64: to rounding)."""
+    x, w, b, h, c = make_args(6, 3, 4, 5, device, torch.float64)
+    output, (h_n, _) = lltm_ext.lltm_sequence(x, w, b, (h, c))
+    loop = lltm_loop(lltm_ext.lltm, x, w, b, h, c)
+    torch.testing.assert_close(output, loop, rtol=1e-12, atol=1e-13)
+    torch.testing.assert_close(h_n, loop[-1], rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("batch_first", [False, True], ids=["time_first", "batch_first"])
+def test_state_none_and_batch_first(device, batch_first):
+    x, w, b, _, _ = make_args(4, 3, 2, 5, device, torch.float64)
+    zeros = torch.zeros(3, 5, device=device, dtype=torch.float64)
+    xin = x.transpose(0, 1) if batch_first else x
+    output, (h_n, c_n) = lltm_ext.lltm_sequence(xin, w, b, batch_first=batch_first)
+    loop = lltm_loop(lltm_reference, x, w, b, zeros, zeros)
+    torch.testing.assert_close(output, loop.transpose(0, 1) if batch_first else loop)
+    torch.testing.assert_close(h_n, loop[-1])
+    (output.sum() + c_n.sum()).backward()
+    assert x.grad.shape == x.shape and w.grad.shape == w.shape
+
+
+@pytest.mark.parametrize("device", devices())
+def test_gradcheck_float64(device):
+    args = make_args(4, 2, 3, 4, device, torch.float64)
+    assert torch.autograd.gradcheck(lambda *a: _ops.lltm_sequence(*a), args)
+    args = make_args(3, 3, 2, 3, device, torch.float64, bias_2d=True)
+    assert torch.autograd.gradcheck(
+        lambda x, w, b, h, c: lltm_ext.lltm_sequence(x, w, b, (h, c), batch_first=True)[0], args
+    )
+
+
+@pytest.mark.parametrize("device", devices())
+def test_opcheck(device):
+    args = make_args(4, 3, 2, 5, device, torch.float32)
+    torch.library.opcheck(_ops.lltm_sequence.default, args)
+    detached = [a.detach() for a in args]
+    torch.library.opcheck(_ops.lltm_sequence_forward.default, detached)
+    x, w, b, h0, _ = detached
+    output, h_n, c_n, cells, gates = _ops.lltm_sequence_forward(*detached)
+    grads = [torch.randn_like(output), torch.randn_like(h_n), torch.randn_like(c_n)]
+    torch.library.opcheck(
+        _ops.lltm_sequence_backward.default, [*grads, x, w, b, h0, output, cells, gates]
+    )
+    # Gradients come from the C++ autograd of lltm_sequence; through the bare operator it raises.
+    out = _ops.lltm_sequence_forward(*args)
+    with pytest.raises(RuntimeError, match="not implemented"):
+        out[0].sum().backward()
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_torch_compile_fullgraph(device, backend):
+    torch._dynamo.reset()
+    model = lltm_ext.LLTMSequence(3, 5, batch_first=True, device=device)
+    x = torch.randn(2, 6, 3, device=device, requires_grad=True)
+
+    def loss_fn(x):
+        output, (h_n, c_n) = model(x)
+        return (output * 2).sum() + h_n.sum() + (c_n * c_n).sum()
+
+    compiled = torch.compile(loss_fn, fullgraph=True, backend=backend)
+    loss = compiled(x)
+    grads = torch.autograd.grad(loss, (x, model.weights, model.bias))
+    ref_loss = loss_fn(x)
+    ref_grads = torch.autograd.grad(ref_loss, (x, model.weights, model.bias))
+    torch.testing.assert_close(loss, ref_loss)
+    for g, r in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(g, r)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_module_loads_a_cells_state_dict(device):
+    cell = lltm_ext.LLTM(4, 6, device=device, dtype=torch.float64)
+    seq = lltm_ext.LLTMSequence(4, 6, device=device, dtype=torch.float64)
+    seq.load_state_dict(cell.state_dict())
+    x = torch.randn(5, 3, 4, device=device, dtype=torch.float64)
+    h, c = torch.randn(3, 6, device=x.device, dtype=x.dtype), torch.zeros(3, 6).to(x)
+    output, (_, c_n) = seq(x, (h, c))
+    loop = lltm_loop(lambda xt, w, b, h, c: cell(xt, (h, c)), x, cell.weights, cell.bias, h, c)
+    torch.testing.assert_close(output, loop)
+    assert "input_features=4, state_size=6" in repr(seq)
+    assert "batch_first=True" in repr(lltm_ext.LLTMSequence(4, 6, batch_first=True))
+    assert all(p.abs().max() <= 1 / math.sqrt(6) for p in lltm_ext.LLTMSequence(4, 6).parameters())
+    (output.sum() + c_n.sum()).backward()
+    assert seq.weights.grad.shape == seq.weights.shape and seq.bias.grad.shape == (18,)
+
+
+def test_bad_inputs():
+    x, w, b, h, c = [a.detach() for a in make_args(6, 4, 3, 5, "cpu", torch.float32)]
+    seq = lltm_ext.lltm_sequence
+    with pytest.raises(ValueError, match=r"`input` must be 3-D \(seq_len, batch.*\[4, 3\].*lltm"):
+        seq(x[0], w, b)
+    with pytest.raises(ValueError, match=r"3-D \(batch, seq_len, input_features\)"):
+        seq(x[0], w, b, batch_first=True)
+    with pytest.raises(RuntimeError, match=r"`input` must have shape \[seq_len, batch, 3\]"):
+        seq(torch.randn(6, 4, 2), w, b)
+    with pytest.raises(RuntimeError, match=r"`weights` must have shape \[3 \* state_size"):
+        seq(x, torch.randn(14, 8), b)
+    with pytest.raises(RuntimeError, match=r"`bias` must have shape \[15\] or \[1, 15\]"):
+        seq(x, w, torch.randn(2, 15))
+    with pytest.raises(RuntimeError, match=r"state's `h_0` must have shape \[4, 5\].*\[4, 6\]"):
+        seq(x, w, b, (torch.randn(4, 6), c))
+    with pytest.raises(RuntimeError, match=r"state's `c_0` must have shape \[4, 5\].*\[3, 5\]"):
+        seq(x, w, b, (h, torch.randn(3, 5)))
+    with pytest.raises(TypeError, match=r"`state` must be None or a pair \(h_0, c_0\).*tensor"):
+        seq(x, w, b, h)
+    with pytest.raises(TypeError, match=r"LLTMSequence.forward: `state` must be.*length 3"):
+        lltm_ext.LLTMSequence(3, 5)(x, (h, c, c))
+    with pytest.raises(RuntimeError, match=r"one dtype.*`weights` is Double"):
+        seq(x, w.double(), b)
+    with pytest.raises(RuntimeError, match=r"`input` must have a floating-point dtype.*Int"):
+        seq(x.int(), w, b)
+    with pytest.raises(RuntimeError, match=r"one device.*`weights` is on meta.*`input` is on cpu"):
+        seq(x, w.to("meta"), b)
+
+
+def test_double_backward_raises():
+    args = make_args(3, 2, 3, 4, "cpu", torch.float64)
+    output, _ = lltm_ext.lltm_sequence(args[0], args[1], args[2], (args[3], args[4]))
+    grads = torch.autograd.grad(output.sum(), args, create_graph=True)
+    with pytest.raises(RuntimeError, match=r"lltm_ext.lltm_sequence: second derivatives are not"):
+        torch.autograd.grad(grads[1].sum(), args, allow_unused=True)
+
+
+@pytest.mark.cuda
+def test_mixed_devices():
+    x, w, b, h, c = [a.detach() for a in make_args(3, 4, 3, 5, "cuda", torch.float32)]
+    with pytest.raises(RuntimeError, match=r"one device.*`h0` is on cpu.*`input` is on cuda"):
+        lltm_ext.lltm_sequence(x, w, b, (h.cpu(), c))
+
+
+@pytest.mark.cuda
+def test_cuda_float32_follows_rnn_precision():
+    """float32 products use TF32 exactly when torch.backends.cudnn.rnn.fp32_precision says so,
+    as nn.LSTM does: with "tf32" the error against float64 is that of TF32 (10-bit mantissa), with
+    "ieee" that of float32."""
+    x, w, b, h, c = [a.detach() for a in make_args(3, 64, 512, 512, "cuda", torch.float32)]
+    ref = lltm_loop(lltm_reference, *[a.double() for a in (x, w, b, h, c)])
+    errors = {}
+    for precision in ("ieee", "tf32"):
+        with rnn_fp32_precision(precision):
+            output, _ = lltm_ext.lltm_sequence(x, w, b, (h, c))
+        errors[precision] = (output.double() - ref).abs().max().item()
+    assert errors["ieee"] < 2e-5, errors
+    assert errors["tf32"] > 10 * errors["ieee"], errors
+
+
+@pytest.mark.cuda
+def test_cuda_uses_current_stream_and_device_guard():
+    args = [a.detach() for a in make_args(16, 32, 64, 128, "cuda", torch.float32)]
+    expected = _ops.lltm_sequence(*args)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        got = _ops.lltm_sequence(*args)
+    torch.cuda.current_stream().wait_stream(side)
+    for g, e in zip(got, expected, strict=True):
+        assert torch.equal(g, e)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch", [40, 40000], ids=["one_launch", "launch_per_step"])
+def test_cuda_fused_steps_one_launch_or_per_step(batch):
+    """Small state sizes run the fused step kernels: all steps in one cooperative launch when the
+    grid fits on the GPU at once (B = 40), one launch per step when it does not (B = 40000, S = 16:
+    5000 blocks); both against the float64 loop, forward and gradients."""
+    args = make_args(5, batch, 3, 16, "cuda", torch.float32)
+    output, (h_n, c_n) = lltm_ext.lltm_sequence(args[0], args[1], args[2], (args[3], args[4]))
+    grads = [torch.randn_like(output), torch.randn_like(h_n), torch.randn_like(c_n)]
+    ours = torch.autograd.grad((output, h_n, c_n), args, grads)
+    ref_outs, ref_grads = reference(args, grads)
+    for got, want in zip((output, h_n, c_n), ref_outs, strict=True):
+        assert_close(got, want, torch.float32)
+    for got, want in zip(ours, ref_grads, strict=True):  # weights: sums over T * B rows
+        torch.testing.assert_close(got.double().cpu(), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.cuda
+def test_cuda_deterministic():
+    args = make_args(8, 16, 32, 64, "cuda", torch.float32)
+    runs = []
+    for _ in range(2):
+        output, (_, c_n) = lltm_ext.lltm_sequence(args[0], args[1], args[2], (args[3], args[4]))
+        grads = torch.autograd.grad(output.sum() + c_n.sum(), args)
+        runs.append([output, *grads])
+    for a, b in zip(*runs, strict=True):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.cuda
+@pytest.mark.large
+def test_cuda_more_than_2_31_elements():
+    """T = 64, B = 12000, S = 1024: the saved gates (T, B, 3S) and their gradients have 2.4e9
+    elements, the input projections and the weight gradients are products over T * B rows (in
+    pieces: no cuBLAS operand spans 2^31 elements); outputs and all gradients against a loop of
+    lltm_ext.lltm (itself tested against the pure-PyTorch cell), float32."""
+    steps, batch, features, state = 64, 12000, 1, 1024
+    if torch.cuda.mem_get_info()[0] < 64 * 2**30:
+        pytest.skip("needs 64 GiB of free GPU memory")
+    args = make_args(steps, batch, features, state, "cuda", torch.float32)
+    x, w, b, h, c = args
+    output, (_, c_n) = lltm_ext.lltm_sequence(x, w, b, (h, c))
+    assert output.shape == (steps, batch, state)
+    weight = torch.randn(steps, 1, state, device="cuda")
+    ours = torch.autograd.grad((output * weight).sum() + c_n.sum(), args)
+    output = output.detach()
+    loop_h, loop_c = h, c
+    loop = []
+    for t in range(steps):
+        loop_h, loop_c = lltm_ext.lltm(x[t], w, b, loop_h, loop_c)
+        loop.append(loop_h)
+    loop = torch.stack(loop)
+    want = torch.autograd.grad((loop * weight).sum() + loop_c.sum(), args)
+    # Sums over T * B = 768000 rows in another order: compared as a whole and to the largest.
+    for got, ref in ((output, loop), *zip(ours, want, strict=True)):
+        assert ((got - ref).norm() / ref.norm()).item() < 1e-4
+        assert (got - ref).abs().max().item() <= 1e-3 * ref.abs().max().item()
