@@ -98,6 +98,13 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
+def bench_ops(op: str) -> tuple[str, ...]:
+    """The `op` names of an op module's bench cases: its ``BENCH_OPS``, else the op's name."""
+    from lltm_ext.ops import MODULES
+
+    return tuple(getattr(MODULES[op], "BENCH_OPS", (op,)))
+
+
 def _bench(args: argparse.Namespace) -> int:
     from lltm_ext._bench import choose_timer
     from lltm_ext.ops import MODULES
@@ -106,10 +113,11 @@ def _bench(args: argparse.Namespace) -> int:
         print("bench: --device cuda, but torch sees no CUDA GPU.", file=sys.stderr)
         return 2
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    wanted = {o.strip() for o in args.ops.split(",")} if args.ops else set(MODULES)
-    unknown = wanted - set(MODULES)
+    known = {name for op in MODULES for name in bench_ops(op)}
+    wanted = {o.strip() for o in args.ops.split(",")} if args.ops else known
+    unknown = wanted - known
     if unknown:
-        print(f"bench: unknown ops {sorted(unknown)}; known: {sorted(MODULES)}", file=sys.stderr)
+        print(f"bench: unknown ops {sorted(unknown)}; known: {sorted(known)}", file=sys.stderr)
         return 2
     try:
         timer = choose_timer(device, args.timer)
@@ -154,8 +162,8 @@ def _run_bench(args: argparse.Namespace, device: torch.device, wanted: set[str],
     print(HEADER)
     rows = []
     for op, module in MODULES.items():
-        if op in wanted and hasattr(module, "benchmarks"):
-            cases = module.benchmarks(device, quick=args.quick)
+        if wanted & set(bench_ops(op)) and hasattr(module, "benchmarks"):
+            cases = [c for c in module.benchmarks(device, quick=args.quick) if c.op in wanted]
             rows += run_cases(cases, device, budget_s=budget, timer=timer)
     if args.json:
         write_json(args.json, rows, device, meta)
@@ -272,7 +280,8 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     p.add_argument(
         "--ops",
         metavar="OP[,OP...]",
-        help=f"comma-separated ops to time (default: all: {','.join(MODULES)})",
+        help="comma-separated ops to time (default: all: "
+        f"{','.join(n for op in MODULES for n in bench_ops(op))})",
     )
     p.add_argument(
         "--quick",

@@ -33,14 +33,16 @@ def test_tour_runs_every_public_op(tmp_path):
 
 def test_train_lltm_loss_falls(tmp_path):
     png = tmp_path / "loss.png"
-    args = ["--device", "cpu", "--steps", "60", "--log-every", "20", "--compare-lstm"]
+    args = ["--device", "cpu", "--epochs", "3", "--steps-per-epoch", "20", "--cell-loop"]
     out = run_example("train_lltm.py", *args, "--plot", str(png), cwd=tmp_path)
-    assert re.search(r"LLTM  step    20/60  loss \d", out), out
+    assert re.search(r"LLTM +epoch +2/3  loss \d", out), out
     match = re.search(r"final loss (\S+) \(LLTM; first step (\S+),", out)
     assert match, out
     final, first = float(match.group(1)), float(match.group(2))
     assert final < 0.5 * first, out
-    assert "LSTM final loss" in out
+    # The timing table: one row per model, time per step and final loss.
+    for label in ("lltm_ext.LLTMSequence", "torch.nn.LSTM", "Python loop of lltm_ext.LLTM"):
+        assert re.search(rf"^{re.escape(label)}.* \d+\.\d\d +\d\.\d{{4}}$", out, re.M), out
     try:
         import matplotlib  # noqa: F401
     except ImportError:
