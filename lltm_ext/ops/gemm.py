@@ -2,9 +2,11 @@
 
 Shapes: ``a`` (M, K), ``b`` (K, N) -> ``c`` (M, N). CPU: a packed, cache-blocked, parallel C++
 kernel; CUDA: a tiled SIMT kernel (shared-memory tiles, register-blocked outer products, split-K
-for small grids). Row-major and transposed (column-major) operands are read in place, so the
-backward products ``grad_a = grad_c @ b.T`` and ``grad_b = a.T @ grad_c`` copy nothing. float32
-never uses TF32; float16 / bfloat16 accumulate in float32, float64 in float64.
+for small grids), and for bfloat16 / float16 on Hopper GPUs (sm_90a builds) a tensor-core kernel
+(TMA loads, wgmma, warp-specialized and persistent). Row-major and transposed (column-major)
+operands are read in place, so the backward products ``grad_a = grad_c @ b.T`` and
+``grad_b = a.T @ grad_c`` copy nothing. float32 never uses TF32; float16 / bfloat16 accumulate in
+float32, float64 in float64.
 
 The path of a call: ``gemm(a, b)`` -> ``GemmFunction`` -> the operator ``torch.ops.lltm_ext.gemm``
 (``gemm_out`` for ``out=``), registered by ``src/gemm/gemm.cpp`` (checks, operand layouts, CPU/CUDA
@@ -154,26 +156,29 @@ def _no_tf32(fn):
     return run
 
 
+_HALF_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+
 def benchmarks(device: torch.device, quick: bool) -> list[BenchCase]:
-    """float32 GEMM vs ``torch.mm`` (cuBLAS SGEMM with TF32 off on CUDA; MKL/oneDNN on the CPU)."""
+    """float32 GEMM vs ``torch.mm`` (cuBLAS SGEMM with TF32 off on CUDA; MKL/oneDNN on the CPU);
+    on CUDA also bfloat16 and float16 vs ``torch.mm`` (cuBLAS on tensor cores) on the same
+    shapes and layouts (``lltm_ext.gemm`` runs them on the Hopper wgmma kernel where the GPU and
+    the build allow, on its SIMT kernel otherwise)."""
     if device.type == "cuda":
         shapes = _CUDA_QUICK if quick else _CUDA_SHAPES
+        dtypes = [torch.float32, torch.bfloat16, torch.float16]
     else:
         shapes = _CPU_QUICK if quick else _CPU_SHAPES
+        dtypes = [torch.float32]
     cases = []
-    for m, n, k, layout in shapes:
+    for dtype, (m, n, k, layout) in ((d, s) for d in dtypes for s in shapes):
         gen = torch.Generator(device=device).manual_seed(m * 31 + n * 7 + k)
         # a (M x K) and b (K x N), each row-major or a transposed view of a row-major matrix.
-        if layout[0] == "t":
-            a = torch.randn(k, m, device=device, generator=gen).t()
-        else:
-            a = torch.randn(m, k, device=device, generator=gen)
-        if layout[1] == "t":
-            b = torch.randn(n, k, device=device, generator=gen).t()
-        else:
-            b = torch.randn(k, n, device=device, generator=gen)
-        c_ours = torch.empty(m, n, device=device)
-        c_ref = torch.empty(m, n, device=device)
+        kw: dict[str, Any] = dict(device=device, generator=gen, dtype=dtype)
+        a = torch.randn(k, m, **kw).t() if layout[0] == "t" else torch.randn(m, k, **kw)
+        b = torch.randn(n, k, **kw).t() if layout[1] == "t" else torch.randn(k, n, **kw)
+        c_ours = torch.empty(m, n, device=device, dtype=dtype)
+        c_ref = torch.empty(m, n, device=device, dtype=dtype)
         ext = _ext()
 
         def ours(a=a, b=b, c=c_ours, ext=ext):
@@ -182,18 +187,22 @@ def benchmarks(device: torch.device, quick: bool) -> list[BenchCase]:
         def ref(a=a, b=b, c=c_ref):
             return torch.mm(a, b, out=c)
 
-        case = "fp32"
-        if device.type == "cuda":
-            ref, case = _no_tf32(ref), "fp32_notf32"
+        ref_name = "torch.mm"
+        if dtype == torch.float32:
+            case = "fp32"
+            if device.type == "cuda":
+                ref, case, ref_name = _no_tf32(ref), "fp32_notf32", "torch.mm (cuBLAS, TF32 off)"
+        else:
+            case, ref_name = _HALF_NAMES[dtype], "torch.mm (cuBLAS)"
         cases.append(
             BenchCase(
                 op="gemm",
                 case=case + ("" if layout == "nn" else f"_{layout}"),
-                dtype=torch.float32,
+                dtype=dtype,
                 size=f"{m}x{n}x{k}",
                 ours=ours,
                 ref=ref,
-                ref_name="torch.mm" + (" (cuBLAS, TF32 off)" if device.type == "cuda" else ""),
+                ref_name=ref_name,
                 flops=2 * m * n * k,
                 notes="M x N x K" + {"nn": "", "nt": ", a @ b.T", "tn": ", a.T @ b"}[layout],
             )
