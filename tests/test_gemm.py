@@ -530,9 +530,13 @@ def test_cuda_half_path_follows_the_loaded_code():
 
 
 # (M, N, K): tails of every dimension (1, odd, one past a tile, below one tile), a K of one
-# partial 64-step, K longer than the ring, and more tiles than SMs (persistent blocks).
+# partial 64-step, K longer than the ring, and more tiles than SMs (persistent blocks). N % 8 == 0
+# stores C through TMA, other N element by element.
 WGMMA_SHAPES = [
     (1, 1, 1),
+    (1, 8, 1),
+    (65, 72, 3),
+    (130, 264, 100),
     (3, 5, 7),
     (129, 257, 65),
     (127, 255, 63),

@@ -44,7 +44,7 @@ EncodeTiled encode_tiled() {
 }
 
 // A 2-D map of a 16-bit matrix: `inner` unit-stride elements per row, `outer` rows `ld` elements
-// apart; boxes of box_inner (64: 128 bytes, the swizzle width) x box_outer, 128-byte swizzled.
+// apart; boxes of 64 (128 bytes, the swizzle width) x box_outer elements, 128-byte swizzled.
 cudaError_t make_map(EncodeTiled encode, CUtensorMap* map, const void* data, bool bf16,
                      int64_t inner, int64_t outer, int64_t ld, uint32_t box_outer,
                      const char** step) {
@@ -72,7 +72,7 @@ cudaError_t make_map(EncodeTiled encode, CUtensorMap* map, const void* data, boo
   return cudaSuccess;
 }
 
-using Sm90Kernel = void (*)(CUtensorMap, CUtensorMap, sm90::Sm90Params);
+using Sm90Kernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, sm90::Sm90Params);
 
 template <int BN, bool BF16>
 Sm90Kernel kernel_for(bool a_k, bool b_k) {
@@ -122,19 +122,27 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   err = g.b_kcontig ? make_map(encode, &map_b, g.b, g.bf16, g.K, g.N, g.ldb, g.bn, step)
                     : make_map(encode, &map_b, g.b, g.bf16, g.N, g.K, g.ldb, 64, step);
   if (err != cudaSuccess) return err;
+  // C (M x N, row-major): stored by TMA in 64 x 64 boxes where its base and stride allow.
+  CUtensorMap map_c = map_a;  // (unused when tma_store is false)
+  const bool tma_store = sm90_operand_ok(g.c, g.ldc, g.M);
+  if (tma_store) {
+    err = make_map(encode, &map_c, g.c, g.bf16, g.N, g.M, g.ldc, 64, step);
+    if (err != cudaSuccess) return err;
+  }
   sm90::Sm90Params p;
   p.c = g.c;
   p.M = static_cast<int>(g.M);
   p.N = static_cast<int>(g.N);
   p.K = static_cast<int>(g.K);
   p.ldc = g.ldc;
+  p.tma_store = tma_store;
   p.pairs = g.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(g.c) % 4 == 0;
   p.tiles_m = static_cast<int>((g.M + BM - 1) / BM);
   p.tiles_n = static_cast<int>((g.N + g.bn - 1) / g.bn);
   const int64_t tiles = static_cast<int64_t>(p.tiles_m) * p.tiles_n;
   const unsigned int blocks = static_cast<unsigned int>(std::min<int64_t>(tiles, g.sms));
   *step = "the kernel launch";
-  kernel<<<blocks, sm90::Sm90Tile<128>::THREADS, smem, stream>>>(map_a, map_b, p);
+  kernel<<<blocks, sm90::Sm90Tile<128>::THREADS, smem, stream>>>(map_a, map_b, map_c, p);
   return cudaGetLastError();
 }
 

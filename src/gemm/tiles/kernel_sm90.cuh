@@ -18,8 +18,10 @@
 //   - persistent: gridDim.x <= the SM count, each block walks tiles blockIdx.x, + gridDim.x, ...
 //     in groups of GROUP_M tile rows (neighbours share A and B panels in L2); the producer runs
 //     ahead into the next tile while the consumers store the last one;
-//   - epilogue: each thread converts its accumulator pairs to the output type and stores them to
-//     C directly (two elements, 4 bytes, where C's alignment and ldc allow), predicated on M, N.
+//   - epilogue: accumulators converted to the output type, written to a shared staging buffer in
+//     TMA's swizzled layout and stored by TMA, asynchronously (the next tile's main loop overlaps
+//     the writes of C); where C's base or stride does not suit TMA, stored by each thread
+//     directly (two elements, 4 bytes, where alignment allows), predicated on M and N.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (a type only: no driver call is made from this file)
@@ -45,7 +47,9 @@ struct Sm90Tile {
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
   static constexpr int ATOM_BYTES = 64 * 128;  // one (64 MN) x (64 K) swizzle-atom column
-  static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;  // + room to align to 1024
+  // C staging for the TMA-store epilogue: per consumer, 64 rows x 128 columns (two 64 x 64 boxes).
+  static constexpr int C_BOX_BYTES = 64 * 128, C_BYTES = CONSUMERS * 2 * C_BOX_BYTES;
+  static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024;  // + align to 1024
   static constexpr int GROUP_M = 8;
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma tiles are 64, 128 or 256 wide");
 };
@@ -56,7 +60,8 @@ struct Sm90Params {
   int M, N, K;
   int64_t ldc;
   int tiles_m, tiles_n;
-  bool pairs;  // C's base is 4-byte aligned and ldc even: two elements per store
+  bool tma_store;  // C through shared memory and map_c (base 16-byte aligned, ldc % 8 == 0)
+  bool pairs;      // else direct stores; C's base 4-byte aligned and ldc even: two per store
 };
 
 // Tile t's (row, column) of tiles: column-major within groups of `group` tile rows.
@@ -97,7 +102,8 @@ __device__ __forceinline__ uint16_t pack1(float x) {
 template <int BN, bool BF16, bool A_K, bool B_K>
 __global__ void __launch_bounds__(384, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
-                     const __grid_constant__ CUtensorMap map_b, const Sm90Params p) {
+                     const __grid_constant__ CUtensorMap map_b,
+                     const __grid_constant__ CUtensorMap map_c, const Sm90Params p) {
 #if LLTM_EXT_SM90A
   using Tile = Sm90Tile<BN>;
   constexpr int BM = Tile::BM, BK = Tile::BK, STAGES = Tile::STAGES;
@@ -206,28 +212,66 @@ __global__ void __launch_bounds__(384, 1)
       // Epilogue: the m64nBN accumulator fragment: per 8 columns j, a thread holds (row r,
       // columns c, c + 1) and (row r + 8, the same columns), r = 16 warp + lane / 4,
       // c = 8 j + 2 (lane % 4).
-      uint16_t* const c = static_cast<uint16_t*>(p.c);
-      const int row = m0 + 64 * w + 16 * warp + lane / 4;
-      const int col0 = n0 + 2 * (lane % 4);
+      if (p.tma_store) {
+        // Through shared memory, 128 columns at a time: two 64 x 64 boxes in TMA's 128-byte
+        // swizzle (16-byte chunk index ^ row % 8: conflict-free for this fragment), then one
+        // thread stores them with TMA (clipped at M and N) and the warpgroup moves on to the
+        // next tile while the copy engine writes C.
+        constexpr int BOXES = BN == 64 ? 1 : 2, HALVES = BN == 256 ? 2 : 1;
+        uint8_t* const cs = smem + STAGES * Tile::STAGE_BYTES + w * 2 * Tile::C_BOX_BYTES;
+        const uint32_t cs_addr = smem_u32(cs);
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        const int col = col0 + 8 * j;
+        for (int half = 0; half < HALVES; ++half) {
+          if (tid == 0) bulk_wait_read<0>();  // the last store has read the staging buffer
+          named_barrier_sync(1 + w, 128);
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = row + 8 * h;
-          const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-          if (r < p.M && col < p.N) {
-            uint16_t* const dst = c + static_cast<int64_t>(r) * p.ldc + col;
-            if (p.pairs && col + 1 < p.N) {
-              *reinterpret_cast<uint32_t*>(dst) = pack2<BF16>(v0, v1);
-            } else {
-              dst[0] = pack1<BF16>(v0);
-              if (col + 1 < p.N) dst[1] = pack1<BF16>(v1);
+          for (int jj = 0; jj < BOXES * 8; ++jj) {
+            const int j = half * 16 + jj;
+            const uint32_t box = jj / 8, cb = ((jj % 8) * 8 + 2 * (lane % 4)) * 2;  // row byte
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const uint32_t r = 16 * warp + lane / 4 + 8 * h;
+              const uint32_t off =
+                  box * Tile::C_BOX_BYTES + r * 128 + (((cb >> 4) ^ (r & 7)) << 4) + (cb & 15);
+              st_shared_u32(cs_addr + off, pack2<BF16>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]));
+            }
+          }
+          fence_proxy_async_smem();
+          named_barrier_sync(1 + w, 128);
+          if (tid == 0) {
+#pragma unroll
+            for (int box = 0; box < BOXES; ++box) {
+              tma_store_2d(&map_c, cs + box * Tile::C_BOX_BYTES, n0 + 128 * half + 64 * box,
+                           m0 + 64 * w);
+            }
+            bulk_commit();
+          }
+        }
+      } else {
+        uint16_t* const c = static_cast<uint16_t*>(p.c);
+        const int row = m0 + 64 * w + 16 * warp + lane / 4;
+        const int col0 = n0 + 2 * (lane % 4);
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+          const int col = col0 + 8 * j;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int r = row + 8 * h;
+            const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+            if (r < p.M && col < p.N) {
+              uint16_t* const dst = c + static_cast<int64_t>(r) * p.ldc + col;
+              if (p.pairs && col + 1 < p.N) {
+                *reinterpret_cast<uint32_t*>(dst) = pack2<BF16>(v0, v1);
+              } else {
+                dst[0] = pack1<BF16>(v0);
+                if (col + 1 < p.N) dst[1] = pack1<BF16>(v1);
+              }
             }
           }
         }
       }
     }
+    if (p.tma_store && tid == 0) bulk_wait<0>();  // C written before the block exits
   }
 #endif  // LLTM_EXT_SM90A
 }
