@@ -622,3 +622,51 @@ def test_cuda_half_paths_agree_on_gradients():
         lltm_ext.gemm(a, b).backward(g)
         assert_half_close(a.grad, g, b.detach().t())
         assert_half_close(b.grad, a.detach().t(), g)
+
+
+@contextlib.contextmanager
+def tf32_matmuls():
+    """torch.backends.cuda.matmul.allow_tf32 = True inside the block (torch.mm and lltm_ext.gemm
+    both read it), the caller's setting restored after."""
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def assert_tf32_close(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """c within twice torch.mm's own error of the float64 product, or within TF32's (inputs
+    rounded to 10 mantissa bits: ~1e-3 for one product, less for sums), whichever is larger:
+    cuBLAS keeps some small products exact even with TF32 allowed."""
+    ref = ref_mm(a, b)
+    torch_err = rel_err(torch.mm(a, b), ref)
+    err = rel_err(c, ref)
+    assert err <= max(2 * torch_err, 2e-3), f"relative error {err:.3e} vs torch's {torch_err:.3e}"
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path", ["wgmma64", "wgmma128", "wgmma256"])
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+def test_cuda_tf32(layout, path):
+    """float32 with TF32 allowed runs as tf32 on the wgmma kernel (an operand that is not K-major
+    copied K-major first): within twice torch.mm's own TF32 error of float64, every element
+    written; with TF32 off ("highest", the default) float32 stays exact. The tf32 path is
+    experimental (off unless LLTM_EXT_GEMM_TF32=1), and so is this test."""
+    if os.environ.get("LLTM_EXT_GEMM_TF32") != "1":
+        pytest.skip("the experimental tf32 path runs only with LLTM_EXT_GEMM_TF32=1")
+    require_wgmma()
+    with half_path(path), tf32_matmuls():
+        for m, n, k in WGMMA_SHAPES:
+            a, b = padded_operands(m, n, k, layout, torch.float32)
+            out = torch.full((m, n), float("nan"), device="cuda")
+            gemm_out_op(a, b, out)
+            assert_tf32_close(out, a, b)
+        a, b = operands(300, 200, 4000, layout)
+        c = lltm_ext.gemm(a, b)
+        assert rel_err(c, ref_mm(a, b)) > 1e-5, "TF32 allowed but the result is exact float32"
+        assert torch.equal(c, lltm_ext.gemm(a, b))
+    with half_path(path):
+        assert not torch.backends.cuda.matmul.allow_tf32
+        assert_gemm_close(lltm_ext.gemm(a, b), ref_mm(a, b), torch.float32)

@@ -8,6 +8,7 @@
 // partials go through a float32 / float64 workspace and an ordered, deterministic reduction).
 // C++ compiler, CUDA builds only (setup.py's *_cuda_host.cpp).
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
 
 #include <array>
 #include <atomic>
@@ -292,15 +293,23 @@ int wgmma_tile_n(int64_t M, int64_t N, int sms) {
 }
 
 // Runs c = a @ b on the tensor-core kernel and returns true, or returns false (nothing launched)
-// when it does not apply: the SIMT path, or operands TMA cannot read.
-bool try_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int64_t M, int64_t N,
-               int64_t K, cudaStream_t stream) {
+// when it does not apply: the SIMT path, or operands TMA cannot read. float32 runs as tf32, whose
+// wgmma form reads K-major operands only: an operand of the other layout is copied K-major first.
+bool try_wgmma(const at::Tensor& a_in, const at::Tensor& b_in, const at::Tensor& c, int64_t M,
+               int64_t N, int64_t K, cudaStream_t stream) {
   if (!use_wgmma()) return false;
+  const bool tf32 = a_in.scalar_type() == at::kFloat;
+  const int elem = static_cast<int>(a_in.element_size());
+  at::Tensor a = a_in, b = b_in;
+  if (tf32 && !operand_of(a, /*is_a=*/true).k_contig) a = a.contiguous();
+  if (tf32 && !operand_of(b, /*is_a=*/false).k_contig) b = b.t().contiguous().t();
   const Operand A = operand_of(a, /*is_a=*/true);
   const Operand B = operand_of(b, /*is_a=*/false);
+  // A copy of a vector (a size-1 dimension) can still read as the other layout: tf32 falls back.
+  if (tf32 && !(A.k_contig && B.k_contig)) return false;
   // Rows along each operand's non-unit dimension: A K-major has M rows of K, else K rows of M.
-  if (!sm90_operand_ok(A.data, A.ld, A.k_contig ? M : K) ||
-      !sm90_operand_ok(B.data, B.ld, B.k_contig ? N : K)) {
+  if (!sm90_operand_ok(A.data, A.ld, A.k_contig ? M : K, elem) ||
+      !sm90_operand_ok(B.data, B.ld, B.k_contig ? N : K, elem)) {
     return false;
   }
   Sm90Gemm g;
@@ -315,7 +324,7 @@ bool try_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
   g.ldc = N;
   g.a_kcontig = A.k_contig;
   g.b_kcontig = B.k_contig;
-  g.bf16 = a.scalar_type() == at::kBFloat16;
+  g.type = tf32 ? kSm90Tf32 : a.scalar_type() == at::kBFloat16 ? kSm90BFloat16 : kSm90Half;
   g.sms = cuda::sm_count(c.get_device());
   g.bn = wgmma_tile_n(M, N, g.sms);
   const char* step = "";
@@ -323,7 +332,16 @@ bool try_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
   TORCH_CHECK(err == cudaSuccess, "lltm_ext.gemm: the wgmma GEMM (", M, " x ", N, " x ", K,
               ", block tile 128 x ", g.bn, ") failed at ", step, ": ", cudaGetErrorString(err),
               ".");
-  return true;
+  return true;  // the copies (if any) go back to the caching allocator, stream-ordered
+}
+
+// Whether float32 may run as tf32: PyTorch's setting for its own float32 matmuls
+// (torch.backends.cuda.matmul.allow_tf32, or set_float32_matmul_precision "high" / "medium"),
+// AND, while the tf32 path is experimental (not yet verified on a GPU through the whole test
+// suite: docs/gemm_notes.md), LLTM_EXT_GEMM_TF32=1 in the environment (read at each call).
+bool tf32_allowed() {
+  const char* opt_in = std::getenv("LLTM_EXT_GEMM_TF32");
+  return opt_in != nullptr && std::string(opt_in) == "1" && at::globalContext().allowTF32CuBLAS();
 }
 
 }  // namespace
@@ -379,6 +397,11 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
   const Operand B = operand_of(b, /*is_a=*/false);
   switch (a.scalar_type()) {
     case at::kFloat: {
+      // TF32 on the tensor cores when PyTorch allows it for torch.mm (not for the tuning entry
+      // point, which names a config).
+      if (config < 0 && splits <= 0 && tf32_allowed() && try_wgmma(a, b, c, M, N, K, stream)) {
+        break;
+      }
       if (config < 0 || splits <= 0) {
         const Choice choice = cuda_choose(M, N, K, B.k_contig);
         if (config < 0) config = choice.config;
