@@ -45,18 +45,21 @@ def test_parse_rejects_with_a_message_naming_the_variable(bad):
 
 
 def test_default_lists_per_toolkit():
-    assert archs.default_arch_list("13.0") == "7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX"
-    assert archs.default_arch_list("12.8") == "7.0;7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX"
-    assert archs.default_arch_list("12.6") == "7.0;7.5;8.0;8.6;8.9;9.0+PTX"
+    assert archs.default_arch_list("13.0") == "7.5;8.0;8.6;8.9;9.0;9.0a;10.0;12.0+PTX"
+    assert archs.default_arch_list("12.8") == "7.0;7.5;8.0;8.6;8.9;9.0;9.0a;10.0;12.0+PTX"
+    assert archs.default_arch_list("12.6") == "7.0;7.5;8.0;8.6;8.9;9.0+PTX;9.0a"
+    assert archs.default_arch_list("11.8") == "7.0;7.5;8.0;8.6;8.9;9.0+PTX"  # no sm_90a yet
     # What nvcc says wins over the release table.
     codes = "sm_75 sm_80 sm_86 sm_87 sm_88 sm_89 sm_90 sm_100 sm_110 sm_103 sm_120 sm_121".split()
-    assert archs.default_arch_list("13.0", codes) == "7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX"
-    assert archs.default_arch_list("13.0", ["sm_80", "sm_90"]) == "8.0;9.0+PTX"
+    assert archs.default_arch_list("13.0", codes) == "7.5;8.0;8.6;8.9;9.0;9.0a;10.0;12.0+PTX"
+    assert archs.default_arch_list("13.0", ["sm_80", "sm_90"]) == "8.0;9.0+PTX;9.0a"
+    assert archs.default_arch_list("13.0", ["sm_80", "sm_86"]) == "8.0;8.6+PTX"
 
 
 def test_visible_gpus_and_unsupported_entries():
-    assert archs.visible_arch_list([(9, 0)], "13.0") == "9.0+PTX"
-    assert archs.visible_arch_list([(9, 0), (8, 0), (9, 0)], "13.0") == "8.0;9.0+PTX"
+    assert archs.visible_arch_list([(9, 0)], "13.0") == "9.0+PTX;9.0a"
+    assert archs.visible_arch_list([(9, 0), (8, 0), (9, 0)], "13.0") == "8.0;9.0+PTX;9.0a"
+    assert archs.visible_arch_list([(8, 0)], "13.0") == "8.0+PTX"
     assert archs.visible_arch_list([], "13.0") is None
     assert archs.visible_arch_list([(7, 0)], "13.0") is None  # Volta: not in CUDA 13's nvcc
     assert [a.version for a in archs.unsupported(archs.parse("7.0;9.0"), "13.0")] == ["7.0"]
@@ -65,7 +68,7 @@ def test_visible_gpus_and_unsupported_entries():
 def test_archs_command_line():
     run = [sys.executable, str(ROOT / "tools" / "build" / "archs.py")]
     out = subprocess.run(run + ["default", "--cuda", "12.6"], capture_output=True, text=True)
-    assert out.stdout.strip() == "7.0;7.5;8.0;8.6;8.9;9.0+PTX"
+    assert out.stdout.strip() == "7.0;7.5;8.0;8.6;8.9;9.0+PTX;9.0a"
     out = subprocess.run(run + ["targets", "8.0,9.0+PTX"], capture_output=True, text=True)
     assert out.stdout.split() == ["sm_80", "sm_90", "compute_90"]
     bad = subprocess.run(run + ["normalize", "sm_90"], capture_output=True, text=True)

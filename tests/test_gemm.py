@@ -456,3 +456,217 @@ def test_cuda_over_2_31_elements_large():
     cols = torch.tensor([0, k // 2, k - 1], device="cuda")
     assert_gemm_close(cy[cols], ref_mm(a[:, cols].t(), y), torch.float16)
     assert math.isfinite(c.float().abs().max().item())
+
+
+# ----------------------------------------------------------------------------------------------
+# CUDA, bfloat16 / float16: the Hopper tensor-core path (wgmma, sm_90a) and the SIMT one.
+# ----------------------------------------------------------------------------------------------
+
+HALF_DTYPES = [torch.bfloat16, torch.float16]
+
+
+@contextlib.contextmanager
+def half_path(path: str):
+    """Forces the bfloat16 / float16 CUDA path ('auto', 'wgmma', 'simt', 'wgmma64', 'wgmma128',
+    'wgmma256') inside the block; afterwards LLTM_EXT_GEMM_HALF_PATH's setting (else auto)."""
+    ext = load_extension("gemm")
+    ext._set_gemm_half_path(path)
+    try:
+        yield ext
+    finally:
+        ext._set_gemm_half_path(os.environ.get("LLTM_EXT_GEMM_HALF_PATH", "auto"))
+
+
+def wgmma_expected() -> bool:
+    """Whether the auto path should be wgmma here: a compute capability 9.0 GPU and a build that
+    compiled sm_90a code (beside sm_90 code too: the driver loads the sm_90a image then)."""
+    targets = lltm_ext.build_info()["cuda_targets"]
+    return torch.cuda.get_device_capability() == (9, 0) and "sm_90a" in targets
+
+
+def require_wgmma() -> None:
+    """Skips unless the wgmma path runs here (fails instead under LLTM_EXT_REQUIRE_WGMMA=1)."""
+    if wgmma_expected():
+        return
+    if os.environ.get("LLTM_EXT_REQUIRE_WGMMA") == "1":
+        pytest.fail("LLTM_EXT_REQUIRE_WGMMA=1, but the wgmma path cannot run here.")
+    pytest.skip("needs a compute capability 9.0 GPU and a build with sm_90a code")
+
+
+def padded(rows: int, cols: int, dtype, device="cuda") -> torch.Tensor:
+    """A random (rows, cols) view whose row stride is cols rounded up to 8 (16 bytes for 16-bit
+    types): any sizes, with the strides TMA needs."""
+    stride = (cols + 7) // 8 * 8
+    return rand((rows, stride), dtype, device)[:, :cols]
+
+
+def padded_operands(m, n, k, layout, dtype):
+    """a (m, k), b (k, n) as in `operands`, from row-padded storage."""
+    a = padded(k, m, dtype).t() if layout[0] == "t" else padded(m, k, dtype)
+    b = padded(n, k, dtype).t() if layout[1] == "t" else padded(k, n, dtype)
+    return a, b
+
+
+def assert_half_close(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """c within twice torch.mm's own relative error (same inputs, same dtype) of the float64
+    product, plus a small floor; every element written and finite."""
+    ref = ref_mm(a, b)
+    torch_err = rel_err(torch.mm(a, b), ref)
+    err = rel_err(c, ref)
+    assert err <= 2 * torch_err + 1e-4, f"relative error {err:.3e} vs torch.mm's {torch_err:.3e}"
+
+
+@pytest.mark.cuda
+def test_cuda_half_path_follows_the_loaded_code():
+    with half_path("auto") as ext:
+        assert ext._gemm_half_path() == ("wgmma" if wgmma_expected() else "simt")
+    with half_path("simt") as ext:
+        assert ext._gemm_half_path() == "simt"
+    with pytest.raises(RuntimeError, match="must be auto, wgmma, simt"):
+        load_extension("gemm")._set_gemm_half_path("tensor")
+    if not wgmma_expected():
+        with half_path("wgmma") as ext, pytest.raises(RuntimeError, match="sm_90a"):
+            ext._gemm_half_path()
+
+
+# (M, N, K): tails of every dimension (1, odd, one past a tile, below one tile), a K of one
+# partial 64-step, K longer than the ring, and more tiles than SMs (persistent blocks). N % 8 == 0
+# stores C through TMA, other N element by element.
+WGMMA_SHAPES = [
+    (1, 1, 1),
+    (1, 8, 1),
+    (65, 72, 3),
+    (130, 264, 100),
+    (3, 5, 7),
+    (129, 257, 65),
+    (127, 255, 63),
+    (64, 128, 1000),
+    (300, 17, 200),
+    (17, 300, 33),
+    (1000, 1100, 520),
+    (2100, 2200, 130),
+]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path", ["wgmma64", "wgmma128", "wgmma256", "simt"])
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=lambda d: str(d)[6:])
+def test_cuda_half_paths(dtype, layout, path):
+    """Each forced path vs float64 (relative to torch.mm's own error): all layouts, tails; the
+    output poisoned first so that an unwritten element fails."""
+    if path != "simt":
+        require_wgmma()
+    with half_path(path) as ext:
+        assert ext._gemm_half_path() == ("simt" if path == "simt" else "wgmma")
+        for m, n, k in WGMMA_SHAPES:
+            if path == "simt" and m * n * k > 2e8:
+                continue  # the SIMT kernel is slow; its shapes are covered above
+            a, b = padded_operands(m, n, k, layout, dtype)
+            out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+            gemm_out_op(a, b, out)
+            assert_half_close(out, a, b)
+            assert_half_close(gemm_op(a, b), a, b)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=lambda d: str(d)[6:])
+def test_cuda_wgmma_edge_cases(dtype):
+    """K = 0 (zeros), empty M / N, out= with strides, unaligned operands (which fall back to the
+    SIMT kernel), the contiguous (unpadded) operands of the backward, and determinism."""
+    require_wgmma()
+    with half_path("wgmma"):
+        for m, n in [(5, 7), (130, 260)]:
+            a = torch.empty(m, 0, dtype=dtype, device="cuda")
+            b = torch.empty(0, n, dtype=dtype, device="cuda")
+            c = lltm_ext.gemm(a, b)
+            assert c.shape == (m, n) and bool((c == 0).all())
+        assert lltm_ext.gemm(padded(0, 8, dtype), padded(8, 16, dtype)).shape == (0, 16)
+        # out= a transposed view (written through a contiguous temporary).
+        a, b = padded_operands(200, 136, 96, "nn", dtype)
+        out = torch.full((136, 200), float("nan"), dtype=dtype, device="cuda").t()
+        lltm_ext.gemm(a, b, out=out)
+        assert_half_close(out, a, b)
+        # out= contiguous but 2 bytes off 4-byte alignment: stored one element at a time.
+        buf = torch.full((1 + 200 * 136,), float("nan"), dtype=dtype, device="cuda")
+        out = buf[1:].view(200, 136)
+        lltm_ext.gemm(a, b, out=out)
+        assert_half_close(out, a, b)
+        # Base one element off 16 bytes, or an odd leading dimension: the SIMT kernel runs.
+        base = rand((65 * 72 + 1,), dtype, "cuda")
+        a_off = base[1:].view(65, 72)
+        b = padded(72, 40, dtype)
+        assert_half_close(lltm_ext.gemm(a_off, b), a_off, b)
+        a_odd, b_odd = operands(33, 35, 37, "nn", dtype)
+        assert_half_close(lltm_ext.gemm(a_odd, b_odd), a_odd, b_odd)
+        # Backward's layouts on contiguous tensors: grad_a = g @ b.T, grad_b = a.T @ g.
+        a, b = operands(384, 512, 320, "nn", dtype)
+        g = rand((384, 512), dtype, "cuda")
+        assert_half_close(lltm_ext.gemm(g, b.t()), g, b.t())
+        assert_half_close(lltm_ext.gemm(a.t(), g), a.t(), g)
+        # Same bits run to run (no split-K, a fixed order of the K sum).
+        a, b = operands(1000, 1500, 2000, "nn", dtype)
+        c1, c2 = lltm_ext.gemm(a, b), lltm_ext.gemm(a, b)
+        assert torch.equal(c1, c2)
+        assert_half_close(c1, a, b)
+
+
+@pytest.mark.cuda
+def test_cuda_half_paths_agree_on_gradients():
+    """Autograd through the wgmma path: the backward's two products against float64."""
+    require_wgmma()
+    with half_path("wgmma"):
+        a = rand((256, 192), torch.bfloat16, "cuda").requires_grad_()
+        b = rand((192, 320), torch.bfloat16, "cuda").requires_grad_()
+        g = rand((256, 320), torch.bfloat16, "cuda")
+        lltm_ext.gemm(a, b).backward(g)
+        assert_half_close(a.grad, g, b.detach().t())
+        assert_half_close(b.grad, a.detach().t(), g)
+
+
+@contextlib.contextmanager
+def tf32_matmuls():
+    """torch.backends.cuda.matmul.allow_tf32 = True inside the block (torch.mm and lltm_ext.gemm
+    both read it), the caller's setting restored after."""
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def assert_tf32_close(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """c within twice torch.mm's own error of the float64 product, or within TF32's (inputs
+    rounded to 10 mantissa bits: ~1e-3 for one product, less for sums), whichever is larger:
+    cuBLAS keeps some small products exact even with TF32 allowed."""
+    ref = ref_mm(a, b)
+    torch_err = rel_err(torch.mm(a, b), ref)
+    err = rel_err(c, ref)
+    assert err <= max(2 * torch_err, 2e-3), f"relative error {err:.3e} vs torch's {torch_err:.3e}"
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path", ["wgmma64", "wgmma128", "wgmma256"])
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+def test_cuda_tf32(layout, path):
+    """float32 with TF32 allowed runs as tf32 on the wgmma kernel (an operand that is not K-major
+    copied K-major first): within twice torch.mm's own TF32 error of float64, every element
+    written; with TF32 off ("highest", the default) float32 stays exact. The tf32 path is
+    experimental (off unless LLTM_EXT_GEMM_TF32=1), and so is this test."""
+    if os.environ.get("LLTM_EXT_GEMM_TF32") != "1":
+        pytest.skip("the experimental tf32 path runs only with LLTM_EXT_GEMM_TF32=1")
+    require_wgmma()
+    with half_path(path), tf32_matmuls():
+        for m, n, k in WGMMA_SHAPES:
+            a, b = padded_operands(m, n, k, layout, torch.float32)
+            out = torch.full((m, n), float("nan"), device="cuda")
+            gemm_out_op(a, b, out)
+            assert_tf32_close(out, a, b)
+        a, b = operands(300, 200, 4000, layout)
+        c = lltm_ext.gemm(a, b)
+        assert rel_err(c, ref_mm(a, b)) > 1e-5, "TF32 allowed but the result is exact float32"
+        assert torch.equal(c, lltm_ext.gemm(a, b))
+    with half_path(path):
+        assert not torch.backends.cuda.matmul.allow_tf32
+        assert_gemm_close(lltm_ext.gemm(a, b), ref_mm(a, b), torch.float32)

@@ -2,9 +2,15 @@
 
 Shapes: ``a`` (M, K), ``b`` (K, N) -> ``c`` (M, N). CPU: a packed, cache-blocked, parallel C++
 kernel; CUDA: a tiled SIMT kernel (shared-memory tiles, register-blocked outer products, split-K
-for small grids). Row-major and transposed (column-major) operands are read in place, so the
-backward products ``grad_a = grad_c @ b.T`` and ``grad_b = a.T @ grad_c`` copy nothing. float32
-never uses TF32; float16 / bfloat16 accumulate in float32, float64 in float64.
+for small grids), and for bfloat16 / float16 on Hopper GPUs (sm_90a builds) a tensor-core kernel
+(TMA loads, wgmma, warp-specialized and persistent). Row-major and transposed (column-major)
+operands are read in place, so the backward products ``grad_a = grad_c @ b.T`` and
+``grad_b = a.T @ grad_c`` copy nothing (TF32 excepted, below). float16 / bfloat16 accumulate in
+float32, float64 in float64. float32 is exact by default; an experimental TF32 path (Hopper,
+opt-in with ``LLTM_EXT_GEMM_TF32=1``) follows PyTorch's setting for its own matmuls
+(``torch.backends.cuda.matmul.allow_tf32`` or ``torch.set_float32_matmul_precision("high")``);
+it reads K-major operands only, so ``a`` that is a transposed view, or ``b`` that is not, is
+copied first.
 
 The path of a call: ``gemm(a, b)`` -> ``GemmFunction`` -> the operator ``torch.ops.lltm_ext.gemm``
 (``gemm_out`` for ``out=``), registered by ``src/gemm/gemm.cpp`` (checks, operand layouts, CPU/CUDA
@@ -99,9 +105,10 @@ def gemm(a: Tensor, b: Tensor, *, out: Tensor | None = None) -> Tensor:
     Returns:
         c: (M, N), a new contiguous tensor (or ``out``).
 
-    Any M, N, K >= 0 (K = 0 gives zeros). Dtypes float32 (no TF32), float64, float16 and
-    bfloat16 (accumulated in float32), on the CPU or a CUDA device. Row-major and transposed
-    (e.g. ``x.t()``) operands are read without copies; other strides are made contiguous.
+    Any M, N, K >= 0 (K = 0 gives zeros). Dtypes float32 (exact; TF32 only on the experimental
+    opt-in path), float64, float16 and bfloat16 (accumulated in float32), on the
+    CPU or a CUDA device. Row-major and transposed (e.g. ``x.t()``) operands are read without
+    copies; other strides are made contiguous.
     Differentiable in ``a`` and ``b`` when ``out`` is not given.
     """
     if out is None:
@@ -135,17 +142,20 @@ _CUDA_SHAPES = [
     (4096, 4096, 4096, "tn"),
 ]
 _CUDA_QUICK = [(1024, 1024, 1024, "nn"), (4096, 4096, 4096, "nn")]
+# float32 with TF32 allowed (torch.backends.cuda.matmul.allow_tf32), both sides.
+_CUDA_TF32_SHAPES = [(4096, 4096, 4096, "nn"), (8192, 8192, 8192, "nn"), (4096, 4096, 4096, "nt")]
 _CPU_SHAPES = [(256, 256, 256, "nn"), (512, 512, 512, "nn"), (1024, 1024, 1024, "nn")]
 _CPU_SHAPES += [(1024, 256, 1024, "nn")]
 _CPU_QUICK = [(256, 256, 256, "nn"), (512, 512, 512, "nn")]
 
 
-def _no_tf32(fn):
-    """fn run with TF32 matmuls off (cuBLAS SGEMM for torch.mm), the caller's setting restored."""
+def _tf32(fn, allow: bool):
+    """fn run with TF32 matmuls allowed or not (torch.mm: cuBLAS TF32 or SGEMM; lltm_ext.gemm:
+    its tf32 wgmma kernel where it runs, or exact float32), the caller's setting restored."""
 
     def run():
         saved = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = allow
         try:
             return fn()
         finally:
@@ -154,26 +164,35 @@ def _no_tf32(fn):
     return run
 
 
+def _no_tf32(fn):
+    """fn run with TF32 matmuls off (cuBLAS SGEMM for torch.mm), the caller's setting restored."""
+    return _tf32(fn, False)
+
+
+_HALF_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+
 def benchmarks(device: torch.device, quick: bool) -> list[BenchCase]:
-    """float32 GEMM vs ``torch.mm`` (cuBLAS SGEMM with TF32 off on CUDA; MKL/oneDNN on the CPU)."""
+    """float32 GEMM vs ``torch.mm`` (cuBLAS SGEMM with TF32 off on CUDA; MKL/oneDNN on the CPU);
+    on CUDA also bfloat16 and float16 vs ``torch.mm`` (cuBLAS on tensor cores) on the same
+    shapes and layouts, and float32 with TF32 allowed on both sides (``lltm_ext.gemm`` runs these
+    on the Hopper wgmma kernel where the GPU and the build allow, on its SIMT kernel otherwise)."""
     if device.type == "cuda":
         shapes = _CUDA_QUICK if quick else _CUDA_SHAPES
+        dtypes = (torch.float32, torch.bfloat16, torch.float16)
+        runs = [(d, s, False) for d in dtypes for s in shapes]
+        runs += [(torch.float32, s, True) for s in (_CUDA_QUICK if quick else _CUDA_TF32_SHAPES)]
     else:
-        shapes = _CPU_QUICK if quick else _CPU_SHAPES
+        runs = [(torch.float32, s, False) for s in (_CPU_QUICK if quick else _CPU_SHAPES)]
     cases = []
-    for m, n, k, layout in shapes:
+    for dtype, (m, n, k, layout), tf32 in runs:
         gen = torch.Generator(device=device).manual_seed(m * 31 + n * 7 + k)
         # a (M x K) and b (K x N), each row-major or a transposed view of a row-major matrix.
-        if layout[0] == "t":
-            a = torch.randn(k, m, device=device, generator=gen).t()
-        else:
-            a = torch.randn(m, k, device=device, generator=gen)
-        if layout[1] == "t":
-            b = torch.randn(n, k, device=device, generator=gen).t()
-        else:
-            b = torch.randn(k, n, device=device, generator=gen)
-        c_ours = torch.empty(m, n, device=device)
-        c_ref = torch.empty(m, n, device=device)
+        kw: dict[str, Any] = dict(device=device, generator=gen, dtype=dtype)
+        a = torch.randn(k, m, **kw).t() if layout[0] == "t" else torch.randn(m, k, **kw)
+        b = torch.randn(n, k, **kw).t() if layout[1] == "t" else torch.randn(k, n, **kw)
+        c_ours = torch.empty(m, n, device=device, dtype=dtype)
+        c_ref = torch.empty(m, n, device=device, dtype=dtype)
         ext = _ext()
 
         def ours(a=a, b=b, c=c_ours, ext=ext):
@@ -182,20 +201,30 @@ def benchmarks(device: torch.device, quick: bool) -> list[BenchCase]:
         def ref(a=a, b=b, c=c_ref):
             return torch.mm(a, b, out=c)
 
-        case = "fp32"
-        if device.type == "cuda":
-            ref, case = _no_tf32(ref), "fp32_notf32"
+        ref_name, notes_extra = "torch.mm", ""
+        if tf32:
+            ours, ref = _tf32(ours, True), _tf32(ref, True)
+            case, ref_name = "tf32", "torch.mm (cuBLAS, TF32)"
+            notes_extra = "; ours TF32 only with LLTM_EXT_GEMM_TF32=1 (else exact float32)"
+        elif dtype == torch.float32:
+            case = "fp32"
+            if device.type == "cuda":
+                ref, case, ref_name = _no_tf32(ref), "fp32_notf32", "torch.mm (cuBLAS, TF32 off)"
+        else:
+            case, ref_name = _HALF_NAMES[dtype], "torch.mm (cuBLAS)"
         cases.append(
             BenchCase(
                 op="gemm",
                 case=case + ("" if layout == "nn" else f"_{layout}"),
-                dtype=torch.float32,
+                dtype=dtype,
                 size=f"{m}x{n}x{k}",
                 ours=ours,
                 ref=ref,
-                ref_name="torch.mm" + (" (cuBLAS, TF32 off)" if device.type == "cuda" else ""),
+                ref_name=ref_name,
                 flops=2 * m * n * k,
-                notes="M x N x K" + {"nn": "", "nt": ", a @ b.T", "tn": ", a.T @ b"}[layout],
+                notes="M x N x K"
+                + {"nn": "", "nt": ", a @ b.T", "tn": ", a.T @ b"}[layout]
+                + notes_extra,
             )
         )
     return cases

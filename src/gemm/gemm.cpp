@@ -183,6 +183,30 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "'staged' (as LLTM_EXT_GEMM_PATH does)",
       py::arg("path"));
   m.def(
+      "_gemm_half_path",
+      [] {
+#ifdef WITH_CUDA
+        return lltm_ext::gemm::cuda_half_path();
+#else
+        TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
+        return std::string();
+#endif
+      },
+      "The bfloat16 / float16 CUDA path on the current device: 'wgmma' (Hopper tensor cores, "
+      "sm_90a code loaded) or 'simt'");
+  m.def(
+      "_set_gemm_half_path",
+      [](const std::string& path) {
+#ifdef WITH_CUDA
+        lltm_ext::gemm::set_cuda_half_path(path);
+#else
+        TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
+#endif
+      },
+      "Force the bfloat16 / float16 CUDA path: 'auto' (default), 'wgmma', 'simt', or 'wgmma64' / "
+      "'wgmma128' / 'wgmma256' (wgmma with that block tile width), as LLTM_EXT_GEMM_HALF_PATH does",
+      py::arg("path"));
+  m.def(
       "_cuda_choose",
       [](int64_t M, int64_t N, int64_t K, bool b_k_contig) {
 #ifdef WITH_CUDA

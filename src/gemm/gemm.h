@@ -62,6 +62,16 @@ std::vector<std::string> cuda_config_names();
 std::string cuda_path();
 void set_cuda_path(const std::string& path);
 
+// The bfloat16 / float16 path on the current CUDA device: "wgmma" (the Hopper tensor-core kernel,
+// when the device runs this module's sm_90a code) or "simt" (the tiled kernel, any GPU); chosen by
+// the GPU code the device runs, or forced by LLTM_EXT_GEMM_HALF_PATH / set_cuda_half_path("auto" |
+// "wgmma" | "simt" | "wgmma64" | "wgmma128" | "wgmma256": the last three force the block tile
+// width too).
+// Operands that TMA cannot read (a base not 16-byte aligned, a stride not a multiple of 16 bytes)
+// run on the SIMT kernel on either path.
+std::string cuda_half_path();
+void set_cuda_half_path(const std::string& path);
+
 // What the tile heuristic is told about the current CUDA device: its SM count, its float32 path,
 // the occupancy of each config (read once per device; 0 for configs its path does not run).
 GpuFacts cuda_gpu_facts();

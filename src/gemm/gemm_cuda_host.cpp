@@ -8,7 +8,9 @@
 // partials go through a float32 / float64 workspace and an ordered, deterministic reduction).
 // C++ compiler, CUDA builds only (setup.py's *_cuda_host.cpp).
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <string>
@@ -222,7 +224,135 @@ bool config_is_async(int config) {
   return async;
 }
 
+// ------------------------------------------------------------------------------------------
+// bfloat16 / float16: the Hopper tensor-core kernel (sm_90a image loaded) or the SIMT one.
+// ------------------------------------------------------------------------------------------
+
+// LLTM_EXT_GEMM_HALF_PATH (read at the first call) or set_cuda_half_path(): one of kHalfPaths'
+// indices; -1: not read yet.
+constexpr std::array<const char*, 6> kHalfPaths = {"auto",    "wgmma",    "simt",
+                                                   "wgmma64", "wgmma128", "wgmma256"};
+constexpr std::array<int, 6> kHalfPathTileN = {0, 0, 0, 64, 128, 256};  // forced tile widths
+std::atomic<int> g_half_path{-1};
+
+int parse_half_path(const std::string& value, const char* what) {
+  if (value.empty()) return 0;
+  for (size_t i = 0; i < kHalfPaths.size(); ++i) {
+    if (value == kHalfPaths[i]) return static_cast<int>(i);
+  }
+  TORCH_CHECK(false, "lltm_ext.gemm: ", what,
+              " must be auto, wgmma, simt, wgmma64, wgmma128 or wgmma256, but got '", value, "'.");
+  return 0;
+}
+
+int half_path_setting() {
+  int path = g_half_path.load();
+  if (path < 0) {
+    const char* env = std::getenv("LLTM_EXT_GEMM_HALF_PATH");
+    path = parse_half_path(env ? env : "", "LLTM_EXT_GEMM_HALF_PATH");
+    g_half_path.store(path);
+  }
+  return path;
+}
+
+// Whether `device` runs the sm_90a image of the tensor-core kernel, read once per device.
+bool sm90_loaded(int device) {
+  static cuda::PerDevice<int> cache;
+  return cache.get(device, [](int d) {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(d));  // the query's device
+    bool loaded = false;
+    C10_CUDA_CHECK(sm90_image_loaded(&loaded));
+    return loaded ? 1 : 0;
+  }) != 0;
+}
+
+// Whether half types run on the tensor-core kernel on the current device (operands permitting).
+bool use_wgmma() {
+  const int setting = half_path_setting();
+  if (setting == 2) return false;
+  const int device = c10::cuda::current_device();
+  const bool loaded = sm90_loaded(device);
+  TORCH_CHECK(setting == 0 || loaded, "lltm_ext.gemm: the wgmma path was asked for (",
+              kHalfPaths[setting], "), but cuda:", device,
+              " does not run this module's sm_90a code (a Hopper GPU and a build whose "
+              "architectures include 9.0a are needed); use auto or simt.");
+  return loaded;
+}
+
+// The block tile width for M x N: the one whose tiles take the SMs the fewest rounds, a round of
+// 128- / 64-wide tiles costing 0.55 / 0.3 of a 256-wide round (their rate per element is lower);
+// or as forced.
+int wgmma_tile_n(int64_t M, int64_t N, int sms) {
+  const int setting = half_path_setting();
+  if (setting >= 3) return kHalfPathTileN[setting];
+  const int64_t tiles_m = (M + 127) / 128;
+  auto rounds = [&](int64_t bn) { return (tiles_m * ((N + bn - 1) / bn) + sms - 1) / sms; };
+  const int64_t cost256 = rounds(256) * 100, cost128 = rounds(128) * 55, cost64 = rounds(64) * 30;
+  if (cost64 < cost128 && cost64 < cost256) return 64;
+  return cost128 < cost256 ? 128 : 256;
+}
+
+// Runs c = a @ b on the tensor-core kernel and returns true, or returns false (nothing launched)
+// when it does not apply: the SIMT path, or operands TMA cannot read. float32 runs as tf32, whose
+// wgmma form reads K-major operands only: an operand of the other layout is copied K-major first.
+bool try_wgmma(const at::Tensor& a_in, const at::Tensor& b_in, const at::Tensor& c, int64_t M,
+               int64_t N, int64_t K, cudaStream_t stream) {
+  if (!use_wgmma()) return false;
+  const bool tf32 = a_in.scalar_type() == at::kFloat;
+  const int elem = static_cast<int>(a_in.element_size());
+  at::Tensor a = a_in, b = b_in;
+  if (tf32 && !operand_of(a, /*is_a=*/true).k_contig) a = a.contiguous();
+  if (tf32 && !operand_of(b, /*is_a=*/false).k_contig) b = b.t().contiguous().t();
+  const Operand A = operand_of(a, /*is_a=*/true);
+  const Operand B = operand_of(b, /*is_a=*/false);
+  // A copy of a vector (a size-1 dimension) can still read as the other layout: tf32 falls back.
+  if (tf32 && !(A.k_contig && B.k_contig)) return false;
+  // Rows along each operand's non-unit dimension: A K-major has M rows of K, else K rows of M.
+  if (!sm90_operand_ok(A.data, A.ld, A.k_contig ? M : K, elem) ||
+      !sm90_operand_ok(B.data, B.ld, B.k_contig ? N : K, elem)) {
+    return false;
+  }
+  Sm90Gemm g;
+  g.a = A.data;
+  g.b = B.data;
+  g.c = c.data_ptr();
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.lda = A.ld;
+  g.ldb = B.ld;
+  g.ldc = N;
+  g.a_kcontig = A.k_contig;
+  g.b_kcontig = B.k_contig;
+  g.type = tf32 ? kSm90Tf32 : a.scalar_type() == at::kBFloat16 ? kSm90BFloat16 : kSm90Half;
+  g.sms = cuda::sm_count(c.get_device());
+  g.bn = wgmma_tile_n(M, N, g.sms);
+  const char* step = "";
+  const cudaError_t err = launch_sm90(g, stream, &step);
+  TORCH_CHECK(err == cudaSuccess, "lltm_ext.gemm: the wgmma GEMM (", M, " x ", N, " x ", K,
+              ", block tile 128 x ", g.bn, ") failed at ", step, ": ", cudaGetErrorString(err),
+              ".");
+  return true;  // the copies (if any) go back to the caching allocator, stream-ordered
+}
+
+// Whether float32 may run as tf32: PyTorch's setting for its own float32 matmuls
+// (torch.backends.cuda.matmul.allow_tf32, or set_float32_matmul_precision "high" / "medium"),
+// AND, while the tf32 path is experimental (not yet verified on a GPU through the whole test
+// suite: docs/gemm_notes.md), LLTM_EXT_GEMM_TF32=1 in the environment (read at each call).
+bool tf32_allowed() {
+  const char* opt_in = std::getenv("LLTM_EXT_GEMM_TF32");
+  return opt_in != nullptr && std::string(opt_in) == "1" && at::globalContext().allowTF32CuBLAS();
+}
+
 }  // namespace
+
+std::string cuda_half_path() {
+  return use_wgmma() ? "wgmma" : "simt";
+}
+
+void set_cuda_half_path(const std::string& path) {
+  g_half_path.store(parse_half_path(path, "the half-precision GEMM path"));
+}
 
 std::string cuda_path() {
   return use_async() ? "async" : "staged";
@@ -267,6 +397,11 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
   const Operand B = operand_of(b, /*is_a=*/false);
   switch (a.scalar_type()) {
     case at::kFloat: {
+      // TF32 on the tensor cores when PyTorch allows it for torch.mm (not for the tuning entry
+      // point, which names a config).
+      if (config < 0 && splits <= 0 && tf32_allowed() && try_wgmma(a, b, c, M, N, K, stream)) {
+        break;
+      }
       if (config < 0 || splits <= 0) {
         const Choice choice = cuda_choose(M, N, K, B.k_contig);
         if (config < 0) config = choice.config;
@@ -298,10 +433,14 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
       break;
     }
     case at::kHalf:
-      run_config<HalfConfig, at::Half>(A, B, c, M, N, K, 1, stream);
+      if (!try_wgmma(a, b, c, M, N, K, stream)) {
+        run_config<HalfConfig, at::Half>(A, B, c, M, N, K, 1, stream);
+      }
       break;
     case at::kBFloat16:
-      run_config<HalfConfig, at::BFloat16>(A, B, c, M, N, K, 1, stream);
+      if (!try_wgmma(a, b, c, M, N, K, stream)) {
+        run_config<HalfConfig, at::BFloat16>(A, B, c, M, N, K, 1, stream);
+      }
       break;
     default:
       TORCH_CHECK(false, "lltm_ext.gemm: no CUDA kernel for dtype ", a.scalar_type(), ".");

@@ -41,4 +41,39 @@ cudaError_t launch_tail_reduce(const T* partial, T* c, int M, int N, int64_t ldc
                                int tail_tiles, int splits, bool vec_c, unsigned int blocks,
                                int threads, cudaStream_t stream);
 
+// ---- The Hopper tensor-core GEMM (gemm_kernels_sm90.cu; bf16 / fp16 / tf32, sm_90a) ----
+
+// Element types of Sm90Gemm::type (float32 operands are read as tf32).
+enum Sm90Type : int { kSm90Half = 0, kSm90BFloat16 = 1, kSm90Tf32 = 2 };
+
+// One call: C (M x N, row-major, ldc) = A (M x K) B (K x N), all of one type. An operand is
+// K-major (A row-major, B a transposed row-major matrix) or not (tf32: K-major only); ld is the
+// stride of its non-unit dimension in elements. The caller checks what TMA needs
+// (sm90_operand_ok) and M, N, K > 0.
+struct Sm90Gemm {
+  const void* a;
+  const void* b;
+  void* c;
+  int64_t M, N, K;
+  int64_t lda, ldb, ldc;
+  bool a_kcontig, b_kcontig;
+  Sm90Type type;
+  int bn;   // block tile width: 64, 128 or 256
+  int sms;  // the device's SM count (the persistent grid's upper bound)
+};
+
+// Whether a matrix with base `data`, leading dimension `ld` (elements of elem_bytes) and `outer`
+// rows along its non-unit dimension suits TMA: a 16-byte aligned base and (when there is more
+// than one row) a stride of a multiple of 16 bytes.
+bool sm90_operand_ok(const void* data, int64_t ld, int64_t outer, int elem_bytes);
+
+// Launches the kernel for g on `stream`; returns the launch's error, or cudaErrorNotSupported
+// when the driver has no cuTensorMapEncodeTiled, or cudaErrorInvalidValue when it refuses a map;
+// *step names the step that failed.
+cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** step);
+
+// *loaded: whether the current device runs the sm_90a image of the kernel (a Hopper GPU and a
+// module compiled for sm_90a), not another architecture's empty stub.
+cudaError_t sm90_image_loaded(bool* loaded);
+
 }  // namespace lltm_ext::gemm

@@ -42,6 +42,11 @@ _ARCH_SPAN: dict[str, tuple[tuple[int, int], tuple[int, int] | None]] = {
     "12.1": ((12, 9), None),
 }
 
+# Hopper's architecture-specific target (wgmma, setmaxnreg: the GEMM's tensor-core kernel) is
+# added beside plain 9.0 wherever 9.0 is built and the toolkit has it (CUDA 12.0 on): sm_90 code
+# stays for every kernel, and the driver loads the sm_90a image where both are present.
+HOPPER_SPECIFIC = "9.0a"
+
 # Names torch.utils.cpp_extension also accepts in TORCH_CUDA_ARCH_LIST (the families this project
 # can target), expanded the same way.
 NAMED_ARCHS: dict[str, str] = {
@@ -148,20 +153,40 @@ def supported_by(cuda: str, nvcc_codes: list[str] | None = None) -> list[str]:
     ]
 
 
+def has_hopper_specific(cuda: str, nvcc_codes: list[str] | None = None) -> bool:
+    """Whether the toolkit compiles sm_90a: CUDA 12.0 and newer, with sm_90 among its codes when
+    `nvcc --list-gpu-code` output is given (which lists no architecture-specific codes)."""
+    if nvcc_codes and "sm_90" not in [c.strip() for c in nvcc_codes]:
+        return False
+    return _version(cuda) >= (12, 0)
+
+
+def _with_hopper_specific(
+    archs: list[Arch], cuda: str, nvcc_codes: list[str] | None = None
+) -> list[Arch]:
+    """archs plus 9.0a (no PTX) where they hold 9.0 and the toolkit compiles sm_90a."""
+    if any((a.major, a.minor, a.suffix) == (9, 0, "") for a in archs) and has_hopper_specific(
+        cuda, nvcc_codes
+    ):
+        archs = sorted(set(archs) | {Arch(9, 0, "a")})
+    return archs
+
+
 def default_archs(cuda: str, nvcc_codes: list[str] | None = None) -> list[Arch]:
-    """DEFAULT_ARCHS that the toolkit compiles for, the newest with PTX."""
+    """DEFAULT_ARCHS that the toolkit compiles for, the newest with PTX, and 9.0a beside 9.0
+    (HOPPER_SPECIFIC)."""
     have = set(supported_by(cuda, nvcc_codes))
     versions = [v for v in DEFAULT_ARCHS if v in have]
     if not versions:
         raise ArchListError(f"CUDA {cuda} compiles for none of {', '.join(DEFAULT_ARCHS)}")
     archs = [Arch(*_version(v)) for v in versions]
     archs[-1] = Arch(archs[-1].major, archs[-1].minor, ptx=True)
-    return archs
+    return _with_hopper_specific(archs, cuda, nvcc_codes)
 
 
 def default_arch_list(cuda: str, nvcc_codes: list[str] | None = None) -> str:
-    """The default TORCH_CUDA_ARCH_LIST for a toolkit: '7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX' for
-    CUDA 13.0. What wheels ship, and what a build without a visible GPU compiles."""
+    """The default TORCH_CUDA_ARCH_LIST for a toolkit: '7.5;8.0;8.6;8.9;9.0;9.0a;10.0;12.0+PTX'
+    for CUDA 13.0. What wheels ship, and what a build without a visible GPU compiles."""
     return normalize(default_archs(cuda, nvcc_codes))
 
 
@@ -169,8 +194,9 @@ def visible_arch_list(
     capabilities: list[tuple[int, int]], cuda: str, nvcc_codes: list[str] | None = None
 ) -> str | None:
     """The list for the GPUs visible at build time (their compute capabilities), the newest with
-    PTX, as torch.utils.cpp_extension does; None when there are none, or when the toolkit cannot
-    compile for one of them (then the default list is the safe choice)."""
+    PTX, as torch.utils.cpp_extension does, and 9.0a beside 9.0 (HOPPER_SPECIFIC); None when there
+    are none, or when the toolkit cannot compile for one of them (then the default list is the
+    safe choice)."""
     if not capabilities:
         return None
     have = set(supported_by(cuda, nvcc_codes))
@@ -179,7 +205,7 @@ def visible_arch_list(
         return None
     archs = [Arch(major, minor) for major, minor in versions]
     archs[-1] = Arch(archs[-1].major, archs[-1].minor, ptx=True)
-    return normalize(archs)
+    return normalize(_with_hopper_specific(archs, cuda, nvcc_codes))
 
 
 def unsupported(archs: list[Arch], cuda: str, nvcc_codes: list[str] | None = None) -> list[Arch]:

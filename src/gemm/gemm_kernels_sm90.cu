@@ -1,0 +1,183 @@
+// The Hopper tensor-core GEMM's launchers (gemm_launchers.h): its TMA tensor maps, encoded through
+// the driver entry point fetched at run time (the module links no libcuda), the persistent grid,
+// the image query; and the instantiations of gemm/tiles/kernel_sm90.cuh (bf16 / fp16 with the four
+// operand major-ness pairs, tf32 K-major; block tiles 128 x 256, 128 x 128 and 128 x 64).
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+
+#include "gemm/gemm_launchers.h"
+#include "gemm/tiles/kernel_sm90.cuh"
+
+namespace lltm_ext::gemm {
+namespace {
+
+namespace sm90 = lltm_ext::gemm_tiles::sm90;
+
+// cuTensorMapEncodeTiled's signature (CUDA 12.0), called through the pointer the runtime gives.
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                 const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                 const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// The driver's cuTensorMapEncodeTiled, looked up once (nullptr when the driver has none).
+EncodeTiled encode_tiled() {
+  static const EncodeTiled fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
+                                                             cudaEnableDefault, &found);
+#else
+    const cudaError_t err =
+        cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &p, cudaEnableDefault, &found);
+#endif
+    if (err != cudaSuccess) (void)cudaGetLastError();  // leave no sticky-looking error behind
+    return err == cudaSuccess && found == cudaDriverEntryPointSuccess
+               ? reinterpret_cast<EncodeTiled>(p)
+               : nullptr;
+  }();
+  return fn;
+}
+
+// A 2-D map of a matrix of `type`: `inner` unit-stride elements per row, `outer` rows `ld`
+// elements apart; boxes of 128 bytes (the swizzle width) x box_outer elements, 128-byte swizzled.
+// tf32 operands load as TFLOAT32 (rounded from float32 by the copy engine); `out`: the map of C,
+// written as plain float32.
+cudaError_t make_map(EncodeTiled encode, CUtensorMap* map, const void* data, Sm90Type type,
+                     int64_t inner, int64_t outer, int64_t ld, uint32_t box_outer,
+                     const char** step, bool out = false) {
+  const int elem = type == kSm90Tf32 ? 4 : 2;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
+  // One row only: its stride is never followed; any multiple of 16 bytes is valid.
+  const int64_t per16 = 16 / elem;
+  const int64_t stride = outer > 1 ? ld : (inner + per16 - 1) / per16 * per16;
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(stride) * elem};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(128 / elem), box_outer};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  const CUtensorMapDataType dtype =
+      type == kSm90Tf32 ? (out ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_TFLOAT32)
+      : type == kSm90BFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                              : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const CUresult r = encode(map, dtype, 2, const_cast<void*>(data), dims, strides, box,
+                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    static thread_local char why[256];
+    std::snprintf(why, sizeof(why),
+                  "cuTensorMapEncodeTiled (CUresult %d; address %p, dims %lld x %lld, stride %lld "
+                  "bytes, box %u x %u)",
+                  static_cast<int>(r), data, static_cast<long long>(inner),
+                  static_cast<long long>(outer), static_cast<long long>(stride * elem),
+                  static_cast<unsigned>(box[0]), box_outer);
+    *step = why;
+    return cudaErrorInvalidValue;
+  }
+  return cudaSuccess;
+}
+
+using Sm90Kernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, sm90::Sm90Params);
+
+template <int BN, int DT>
+Sm90Kernel kernel_for(bool a_k, bool b_k) {
+  if constexpr (DT == sm90::kSm90TF32) {
+    // tf32 wgmma reads K-major operands only: no kernel for the other layouts (the caller copies).
+    return a_k && b_k ? &sm90::gemm_sm90_kernel<BN, DT, true, true> : nullptr;
+  } else {
+    if (a_k && b_k) return &sm90::gemm_sm90_kernel<BN, DT, true, true>;
+    if (a_k) return &sm90::gemm_sm90_kernel<BN, DT, true, false>;
+    if (b_k) return &sm90::gemm_sm90_kernel<BN, DT, false, true>;
+    return &sm90::gemm_sm90_kernel<BN, DT, false, false>;
+  }
+}
+
+template <int BN>
+Sm90Kernel kernel_for_type(Sm90Type type, bool a_k, bool b_k) {
+  if (type == kSm90Tf32) return kernel_for<BN, sm90::kSm90TF32>(a_k, b_k);
+  if (type == kSm90BFloat16) return kernel_for<BN, sm90::kSm90BF16>(a_k, b_k);
+  return kernel_for<BN, sm90::kSm90F16>(a_k, b_k);
+}
+
+}  // namespace
+
+bool sm90_operand_ok(const void* data, int64_t ld, int64_t outer, int elem_bytes) {
+  return reinterpret_cast<uintptr_t>(data) % 16 == 0 && (outer <= 1 || ld * elem_bytes % 16 == 0);
+}
+
+cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** step) {
+  constexpr int BM = sm90::Sm90Tile<128>::BM;
+  Sm90Kernel kernel;
+  int smem;
+  if (g.bn == 256) {
+    kernel = kernel_for_type<256>(g.type, g.a_kcontig, g.b_kcontig);
+    smem = sm90::Sm90Tile<256>::SMEM_BYTES;
+  } else if (g.bn == 128) {
+    kernel = kernel_for_type<128>(g.type, g.a_kcontig, g.b_kcontig);
+    smem = sm90::Sm90Tile<128>::SMEM_BYTES;
+  } else {
+    kernel = kernel_for_type<64>(g.type, g.a_kcontig, g.b_kcontig);
+    smem = sm90::Sm90Tile<64>::SMEM_BYTES;
+  }
+  *step = "choosing the kernel (tf32 needs K-major operands)";
+  if (kernel == nullptr) return cudaErrorInvalidValue;
+  // First a runtime call on the kernel: it also makes the device's primary context current on
+  // this thread (a thread such as autograd's may have none yet), which the driver's encoder needs.
+  *step = "cudaFuncSetAttribute";
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return err;
+  *step = "looking up cuTensorMapEncodeTiled";
+  const EncodeTiled encode = encode_tiled();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  // A (M x K): K-major rows of K, else M-major rows of M; boxes of 64 K x 128 M, resp. 64 M x
+  // 64 K. B (K x N): K-major rows of K, else N-major rows of N; 64 K x BN, resp. 64 N x 64 K.
+  CUtensorMap map_a, map_b;
+  err = g.a_kcontig ? make_map(encode, &map_a, g.a, g.type, g.K, g.M, g.lda, BM, step)
+                    : make_map(encode, &map_a, g.a, g.type, g.M, g.K, g.lda, 64, step);
+  if (err != cudaSuccess) return err;
+  err = g.b_kcontig ? make_map(encode, &map_b, g.b, g.type, g.K, g.N, g.ldb, g.bn, step)
+                    : make_map(encode, &map_b, g.b, g.type, g.N, g.K, g.ldb, 64, step);
+  if (err != cudaSuccess) return err;
+  // C (M x N, row-major): stored by TMA in 64 x 64 boxes where its base and stride allow.
+  CUtensorMap map_c = map_a;  // (unused when tma_store is false)
+  const int elem = g.type == kSm90Tf32 ? 4 : 2;
+  const bool tma_store = sm90_operand_ok(g.c, g.ldc, g.M, elem);
+  if (tma_store) {
+    err = make_map(encode, &map_c, g.c, g.type, g.N, g.M, g.ldc, 64, step, /*out=*/true);
+    if (err != cudaSuccess) return err;
+  }
+  sm90::Sm90Params p;
+  p.c = g.c;
+  p.M = static_cast<int>(g.M);
+  p.N = static_cast<int>(g.N);
+  p.K = static_cast<int>(g.K);
+  p.ldc = g.ldc;
+  p.tma_store = tma_store;
+  p.pairs = g.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(g.c) % (2 * elem) == 0;
+  p.tiles_m = static_cast<int>((g.M + BM - 1) / BM);
+  p.tiles_n = static_cast<int>((g.N + g.bn - 1) / g.bn);
+  const int64_t tiles = static_cast<int64_t>(p.tiles_m) * p.tiles_n;
+  const unsigned int blocks = static_cast<unsigned int>(std::min<int64_t>(tiles, g.sms));
+  *step = "the kernel launch";
+  kernel<<<blocks, sm90::Sm90Tile<128>::THREADS, smem, stream>>>(map_a, map_b, map_c, p);
+  return cudaGetLastError();
+}
+
+cudaError_t sm90_image_loaded(bool* loaded) {
+  *loaded = false;
+  cudaFuncAttributes attr{};
+  const cudaError_t err =
+      cudaFuncGetAttributes(&attr, &sm90::gemm_sm90_kernel<256, sm90::kSm90BF16, true, false>);
+  if (err == cudaErrorInvalidDeviceFunction || err == cudaErrorNoKernelImageForDevice) {
+    (void)cudaGetLastError();  // no image for this device at all: not loaded, no error
+    return cudaSuccess;
+  }
+  if (err != cudaSuccess) return err;
+  // Only the sm_90a body declares static shared memory (its mbarriers); the stubs have none.
+  *loaded = attr.sharedSizeBytes > 0;
+  return cudaSuccess;
+}
+
+}  // namespace lltm_ext::gemm

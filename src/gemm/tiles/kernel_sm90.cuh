@@ -1,0 +1,318 @@
+// The Hopper tensor-core GEMM kernel for bfloat16 / float16, and float32 as TF32 (float32
+// accumulation): TMA loads into a shared-memory ring, one producer warpgroup and two consumer
+// warpgroups synchronized by mbarriers, wgmma on 128 x BN block tiles, persistent over the tiles.
+// sm_90a only (an empty body elsewhere).
+//
+// Design:
+//   - block tile BM x BN = 128 x BN (BN 256, 128 or 64), K steps of 128 bytes (one 128-byte
+//     swizzle row: BK = 64 16-bit elements, 32 for tf32); STAGES stages of A and B tiles in
+//     dynamic shared memory;
+//   - warpgroup 0 is the producer: after giving registers back (setmaxnreg), one thread waits for
+//     a free stage (`empty` barrier), announces its bytes on the stage's `full` barrier and issues
+//     the TMA loads; out-of-bounds rows / columns (M, N, K tails) arrive as zeros;
+//   - warpgroups 1 and 2 are consumers, each owning 64 rows of the block tile (64 x BN float32
+//     accumulators, BN / 2 registers per thread): per stage, four wgmma m64nBNk16 (k8 for tf32)
+//     straight from shared memory, then a release of the stage (one arrival per warp);
+//   - operands of either major-ness for 16-bit types: a K-major operand is one box of 128 bytes
+//     of K x rows; an M- / N-major one is boxes of (64 M or N) x (64 K), each a 128-byte-swizzled
+//     atom column, read by wgmma with its transpose bit set (tf32: K-major only);
+//   - persistent: gridDim.x <= the SM count, each block walks tiles blockIdx.x, + gridDim.x, ...
+//     in groups of GROUP_M tile rows (neighbours share A and B panels in L2); the producer runs
+//     ahead into the next tile while the consumers store the last one;
+//   - epilogue: accumulators converted to the output type, written to a shared staging buffer in
+//     TMA's swizzled layout and stored by TMA, asynchronously (the next tile's main loop overlaps
+//     the writes of C); where C's base or stride does not suit TMA, stored by each thread
+//     directly (two elements at a time where alignment allows), predicated on M and N.
+#pragma once
+
+#include <cuda.h>  // CUtensorMap (a type only: no driver call is made from this file)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "gemm/tiles/sm90_ptx.cuh"
+#if LLTM_EXT_SM90A
+#include "gemm/tiles/sm90_wgmma.cuh"
+#include "gemm/tiles/sm90_wgmma_tf32.cuh"
+#endif
+
+namespace lltm_ext::gemm_tiles::sm90 {
+
+// The element types: the kernel's DT template argument (operands and C of one type).
+inline constexpr int kSm90F16 = 0, kSm90BF16 = 1, kSm90TF32 = 2;  // TF32: float32 data
+
+// The shape and shared memory of the BN-wide block tile. A stage holds 128 bytes of K per row (64
+// 16-bit or 32 float32 elements), so the byte geometry is the same for every element type.
+template <int BN_>
+struct Sm90Tile {
+  static constexpr int BM = 128, BN = BN_, BK = 64;  // BK: in 16-bit elements (32 for TF32)
+  static constexpr int CONSUMERS = 2;                // consumer warpgroups, 64 rows each
+  static constexpr int THREADS = 128 * (CONSUMERS + 1);
+  static constexpr int STAGES = BN == 256 ? 4 : BN == 128 ? 6 : 8;  // 192 KB
+  static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
+  static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+  static constexpr int ATOM_BYTES = 64 * 128;  // one (64 MN) x (64 K) swizzle-atom column
+  // C staging for the TMA-store epilogue: per consumer, 64 rows x 128 columns (two 64 x 64 boxes).
+  static constexpr int C_BOX_BYTES = 64 * 128, C_BYTES = CONSUMERS * 2 * C_BOX_BYTES;
+  static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024;  // + align to 1024
+  static constexpr int GROUP_M = 8;
+  static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma tiles are 64, 128 or 256 wide");
+};
+
+// What the kernel needs besides the two tensor maps. C is row-major with leading dimension ldc.
+struct Sm90Params {
+  void* c;
+  int M, N, K;
+  int64_t ldc;
+  int tiles_m, tiles_n;
+  bool tma_store;  // C through shared memory and map_c (16-byte aligned base and rows)
+  bool pairs;      // else direct stores; C's base 2-element aligned and ldc even: two per store
+};
+
+// Tile t's (row, column) of tiles: column-major within groups of `group` tile rows.
+__device__ __forceinline__ void sm90_tile_coords(int t, int tiles_m, int tiles_n, int group,
+                                                 int& tm, int& tn) {
+  const int per_group = group * tiles_n;
+  const int g = t / per_group;
+  const int first = g * group;
+  const int rows = min(tiles_m - first, group);
+  const int r = t - g * per_group;
+  tm = first + r % rows;
+  tn = r / rows;
+}
+
+template <bool BF16>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (BF16) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+}
+
+template <bool BF16>
+__device__ __forceinline__ uint16_t pack1(float x) {
+  if constexpr (BF16) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+  } else {
+    return __half_as_ushort(__float2half_rn(x));
+  }
+}
+
+// (v0, v1) to C's elements idx and idx + 1 (the second only when `second`), in C's type: one
+// store when `pair` (aligned, both in range).
+template <int DT>
+__device__ __forceinline__ void store_two(void* c, int64_t idx, float v0, float v1, bool pair,
+                                          bool second) {
+  if constexpr (DT == kSm90TF32) {
+    float* const dst = static_cast<float*>(c) + idx;
+    if (pair) {
+      *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+    } else {
+      dst[0] = v0;
+      if (second) dst[1] = v1;
+    }
+  } else {
+    uint16_t* const dst = static_cast<uint16_t*>(c) + idx;
+    if (pair) {
+      *reinterpret_cast<uint32_t*>(dst) = pack2<DT == kSm90BF16>(v0, v1);
+    } else {
+      dst[0] = pack1<DT == kSm90BF16>(v0);
+      if (second) dst[1] = pack1<DT == kSm90BF16>(v1);
+    }
+  }
+}
+
+// C = A B for A (M x K) and B (K x N) of type DT described by map_a / map_b (A_K: A is K-major,
+// its map's dims (K, M), else (M, K); B_K: B is K-major, dims (K, N), else (N, K); TF32: both
+// K-major, as wgmma's tf32 form requires); C in the same type. 384 threads,
+// Sm90Tile<BN>::SMEM_BYTES of dynamic shared memory, gridDim.x <= tiles.
+template <int BN, int DT, bool A_K, bool B_K>
+__global__ void __launch_bounds__(384, 1)
+    gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
+                     const __grid_constant__ CUtensorMap map_b,
+                     const __grid_constant__ CUtensorMap map_c, const Sm90Params p) {
+#if LLTM_EXT_SM90A
+  using Tile = Sm90Tile<BN>;
+  static_assert(DT != kSm90TF32 || (A_K && B_K), "tf32 wgmma reads K-major operands only");
+  constexpr int ELEM = DT == kSm90TF32 ? 4 : 2;
+  constexpr int BM = Tile::BM, BK = 128 / ELEM, STAGES = Tile::STAGES;
+  // Static shared memory: only this (sm_90a) body has it, which is how the host tells the loaded
+  // image from the other architectures' empty stubs (gemm_kernels_sm90.cu, sm90_image_loaded).
+  __shared__ uint64_t full[STAGES], empty[STAGES];
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw_addr = smem_u32(smem_raw);
+  uint8_t* const smem = smem_raw + ((1024 - (raw_addr & 1023)) & 1023);  // 1024-aligned stages
+
+  const int warpgroup = threadIdx.x / 128;
+  const int tid = threadIdx.x % 128;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], Tile::CONSUMERS * 4);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  const int tiles = p.tiles_m * p.tiles_n;
+  const int k_tiles = (p.K + BK - 1) / BK;
+
+  if (warpgroup == 0) {  // producer
+    setmaxnreg_dec<40>();
+    if (tid == 0) {
+      prefetch_tensor_map(&map_a);
+      prefetch_tensor_map(&map_b);
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int tm, tn;
+        sm90_tile_coords(t, p.tiles_m, p.tiles_n, Tile::GROUP_M, tm, tn);
+        const int m0 = tm * BM, n0 = tn * BN;
+        for (int kt = 0; kt < k_tiles; ++kt) {
+          mbar_wait(&empty[stage], phase ^ 1);
+          uint8_t* const sa = smem + stage * Tile::STAGE_BYTES;
+          uint8_t* const sb = sa + Tile::A_BYTES;
+          mbar_arrive_expect_tx(&full[stage], Tile::STAGE_BYTES);
+          const int k0 = kt * BK;
+          if constexpr (A_K) {
+            tma_load_2d(sa, &map_a, &full[stage], k0, m0);
+          } else {
+#pragma unroll
+            for (int j = 0; j < BM / 64; ++j) {
+              tma_load_2d(sa + j * Tile::ATOM_BYTES, &map_a, &full[stage], m0 + 64 * j, k0);
+            }
+          }
+          if constexpr (B_K) {
+            tma_load_2d(sb, &map_b, &full[stage], k0, n0);
+          } else {
+#pragma unroll
+            for (int j = 0; j < BN / 64; ++j) {
+              tma_load_2d(sb + j * Tile::ATOM_BYTES, &map_b, &full[stage], n0 + 64 * j, k0);
+            }
+          }
+          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    }
+  } else {  // consumers
+    setmaxnreg_inc<232>();
+    const int w = warpgroup - 1;  // rows 64 w .. 64 w + 63 of the block tile
+    const int warp = tid / 32, lane = tid % 32;
+    float acc[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      int tm, tn;
+      sm90_tile_coords(t, p.tiles_m, p.tiles_n, Tile::GROUP_M, tm, tn);
+      const int m0 = tm * BM, n0 = tn * BN;
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        mbar_wait(&full[stage], phase);
+        // A: the consumer's 64 rows are 64 K-major rows of 128 bytes, or one atom column: both
+        // start ATOM_BYTES * w into the stage. B: the whole stage part.
+        const uint32_t a_addr = smem_u32(smem + stage * Tile::STAGE_BYTES) + w * Tile::ATOM_BYTES;
+        const uint32_t b_addr = smem_u32(smem + stage * Tile::STAGE_BYTES + Tile::A_BYTES);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          // K-major: the next 16 K (8 for tf32) are 32 bytes along the (swizzled) row; MN-major:
+          // 16 rows of 128 bytes further. LBO (MN-major): the next atom column; SBO: 8 rows.
+          const uint64_t da =
+              desc_sw128(a_addr + (A_K ? 32 * kk : 2048 * kk), A_K ? 16 : Tile::ATOM_BYTES, 1024);
+          const uint64_t db =
+              desc_sw128(b_addr + (B_K ? 32 * kk : 2048 * kk), B_K ? 16 : Tile::ATOM_BYTES, 1024);
+          const int scale_d = (kt > 0 || kk > 0) ? 1 : 0;
+          if constexpr (DT == kSm90TF32) {
+            WgmmaTf32<BN>::mma(acc, da, db, scale_d);
+          } else {
+            Wgmma<BN, DT == kSm90BF16>::template mma<A_K ? 0 : 1, B_K ? 0 : 1>(acc, da, db,
+                                                                               scale_d);
+          }
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) fence_operand(acc[i]);
+        if (lane == 0) mbar_arrive(&empty[stage]);
+        if (++stage == STAGES) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+      // Epilogue: the m64nBN accumulator fragment: per 8 columns j, a thread holds (row r,
+      // columns c, c + 1) and (row r + 8, the same columns), r = 16 warp + lane / 4,
+      // c = 8 j + 2 (lane % 4).
+      if (p.tma_store) {
+        // Through shared memory, PASS_COLS columns at a time: 64-row boxes of 128-byte rows (CB
+        // columns) in TMA's 128-byte swizzle (16-byte chunk index ^ row % 8: conflict-free for
+        // this fragment), then one thread stores them with TMA (clipped at M and N) and the
+        // warpgroup moves on to the next tile while the copy engine writes C.
+        constexpr int CB = 128 / ELEM, PASS_COLS = BN < 2 * CB ? BN : 2 * CB;
+        constexpr int BOXES = PASS_COLS / CB, PASSES = BN / PASS_COLS;
+        uint8_t* const cs = smem + STAGES * Tile::STAGE_BYTES + w * 2 * Tile::C_BOX_BYTES;
+        const uint32_t cs_addr = smem_u32(cs);
+#pragma unroll
+        for (int pass = 0; pass < PASSES; ++pass) {
+          if (tid == 0) bulk_wait_read<0>();  // the last store has read the staging buffer
+          named_barrier_sync(1 + w, 128);
+#pragma unroll
+          for (int jj = 0; jj < PASS_COLS / 8; ++jj) {
+            const int j = pass * (PASS_COLS / 8) + jj;
+            const uint32_t col = 8 * jj + 2 * (lane % 4);           // within the pass
+            const uint32_t box = col / CB, cb = (col % CB) * ELEM;  // byte within the box row
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const uint32_t r = 16 * warp + lane / 4 + 8 * h;
+              const uint32_t addr = cs_addr + box * Tile::C_BOX_BYTES + r * 128 +
+                                    (((cb >> 4) ^ (r & 7)) << 4) + (cb & 15);
+              const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+              if constexpr (DT == kSm90TF32) {
+                st_shared_v2_f32(addr, v0, v1);
+              } else {
+                st_shared_u32(addr, pack2<DT == kSm90BF16>(v0, v1));
+              }
+            }
+          }
+          fence_proxy_async_smem();
+          named_barrier_sync(1 + w, 128);
+          if (tid == 0) {
+#pragma unroll
+            for (int box = 0; box < BOXES; ++box) {
+              tma_store_2d(&map_c, cs + box * Tile::C_BOX_BYTES, n0 + PASS_COLS * pass + CB * box,
+                           m0 + 64 * w);
+            }
+            bulk_commit();
+          }
+        }
+      } else {
+        const int row = m0 + 64 * w + 16 * warp + lane / 4;
+        const int col0 = n0 + 2 * (lane % 4);
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+          const int col = col0 + 8 * j;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int r = row + 8 * h;
+            if (r < p.M && col < p.N) {
+              const bool second = col + 1 < p.N;
+              store_two<DT>(p.c, static_cast<int64_t>(r) * p.ldc + col, acc[4 * j + 2 * h],
+                            acc[4 * j + 2 * h + 1], p.pairs && second, second);
+            }
+          }
+        }
+      }
+    }
+    if (p.tma_store && tid == 0) bulk_wait<0>();  // C written before the block exits
+  }
+#endif  // LLTM_EXT_SM90A
+}
+
+}  // namespace lltm_ext::gemm_tiles::sm90
