@@ -133,6 +133,23 @@ void backward_gates(const at::Tensor& grad_h, int64_t grad_h_ld, const at::Tenso
                     const at::Tensor& gates, const at::Tensor& bias, const at::Tensor& d_gates,
                     const at::Tensor& d_old_cell);
 
+// c = a @ b + beta c (beta 0 or 1) on the tensors' device (lltm.cpp): cuBLAS on CUDA (gemm_cuda),
+// ATen on the CPU; a, b, c 2-D views with unit stride in one dimension.
+void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double beta, bool tf32);
+
+// The sequence's time loops on CUDA (sequence_forward_cuda / sequence_backward_cuda below), or,
+// in a build without CUDA, its error (lltm.cpp: the binding is the one file compiled apart for the
+// CPU-only twin of a CUDA module).
+void sequence_forward_on_cuda(const at::Tensor& input, const at::Tensor& weights,
+                              const at::Tensor& bias, const at::Tensor& h0, const at::Tensor& c0,
+                              const at::Tensor& output, const at::Tensor& cells,
+                              const at::Tensor& gates, bool tf32);
+void sequence_backward_on_cuda(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
+                               const at::Tensor& grad_c_n, const at::Tensor& weights,
+                               const at::Tensor& bias, const at::Tensor& cells,
+                               const at::Tensor& gates, const at::Tensor& d_gates,
+                               const at::Tensor& d_h, const at::Tensor& d_c, bool tf32);
+
 #ifdef WITH_CUDA
 // CUDA halves of forward_gates / backward_gates (lltm_cuda_host.cpp).
 void forward_gates_cuda(const at::Tensor& gates, const at::Tensor& bias, const at::Tensor& old_cell,

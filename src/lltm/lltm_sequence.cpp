@@ -29,22 +29,6 @@ bool rnn_allows_tf32(const at::Tensor& t) {
 #endif
 }
 
-// c = a @ b + beta c on the tensors' device; a, b, c 2-D views with unit stride in one dimension.
-void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double beta, bool tf32) {
-  if (c.is_cuda()) {
-#ifdef WITH_CUDA
-    gemm_cuda(a, b, c, beta, tf32);
-#else
-    fail_not_compiled_with_cuda("lltm_sequence");
-#endif
-  } else if (beta == 0) {
-    at::Tensor out = c;
-    at::mm_out(out, a, b);
-  } else {
-    c.addmm_(a, b, beta, 1);
-  }
-}
-
 // The sequence's shapes, from the checked arguments.
 struct Dims {
   int64_t steps, batch, features, state;
@@ -107,9 +91,7 @@ Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Te
   at::Tensor cells = at::empty({T, B, S}, input.options());
   at::Tensor gates = at::empty({T, B, 3 * S}, input.options());
   if (input.is_cuda()) {
-#ifdef WITH_CUDA
-    sequence_forward_cuda(input, weights, b, h0, c0, output, cells, gates, tf32);
-#endif
+    sequence_forward_on_cuda(input, weights, b, h0, c0, output, cells, gates, tf32);
   } else {
     // The input projections of all steps, one product: gates = input W_i^T.
     gemm(input.view({T * B, I}), w_i.t(), gates.view({T * B, 3 * S}), 0, tf32);
@@ -161,10 +143,8 @@ Backward backward(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
   at::Tensor d_h = at::empty({B, S}, input.options());     // d h_{t-1} from step t's gates
   at::Tensor d_c = at::empty({2, B, S}, input.options());  // dL/dc_t, two buffers in turn
   if (input.is_cuda()) {
-#ifdef WITH_CUDA
-    sequence_backward_cuda(grad_output, grad_h_n, grad_c_n, weights, b, cells, gates, d_gates, d_h,
-                           d_c, tf32);
-#endif
+    sequence_backward_on_cuda(grad_output, grad_h_n, grad_c_n, weights, b, cells, gates, d_gates,
+                              d_h, d_c, tf32);
   } else {
     for (int64_t t = T - 1; t >= 0; --t) {
       // dL/dh_t = grad_output[t] + (grad_h_n, or d h_t from step t + 1); dL/dc_t likewise.
