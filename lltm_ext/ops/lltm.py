@@ -208,6 +208,14 @@ class LLTM(nn.Module):
         return f"input_features={self.input_features}, state_size={self.state_size}"
 
 
+def _sequence_state_message(name: str, t: Tensor, batch: int, state: int) -> str:
+    return (
+        f"lltm_ext.lltm_sequence: the state's `{name}` must have shape [{batch}, {state}] "
+        "([batch, state_size]: batch from `input`, state_size = weights.size(0) / 3), but got "
+        f"shape {list(t.shape)}."
+    )
+
+
 def _check_sequence_shapes(input: Tensor, weights: Tensor, bias: Tensor, h0: Tensor, c0: Tensor):
     """The checks of ``src/lltm/lltm_sequence.cpp``, with its messages, for the fake kernels."""
     check_inputs(input=input, weights=weights, bias=bias, h0=h0, c0=c0)
@@ -233,11 +241,7 @@ def _check_sequence_shapes(input: Tensor, weights: Tensor, bias: Tensor, h0: Ten
     for t, name in ((h0, "h_0"), (c0, "c_0")):
         torch._check(
             t.dim() == 2 and t.shape[0] == input.shape[1] and t.shape[1] == state,
-            lambda t=t, name=name: (
-                f"lltm_ext.lltm_sequence: the state's `{name}` must have shape "
-                f"[{input.shape[1]}, {state}] ([batch, state_size]: batch from `input`, "
-                f"state_size = weights.size(0) / 3), but got shape {list(t.shape)}."
-            ),
+            functools.partial(_sequence_state_message, name, t, input.shape[1], state),
         )
     torch._check(
         bias.numel() == 3 * state and (bias.dim() == 1 or (bias.dim() == 2 and bias.shape[0] == 1)),
