@@ -40,48 +40,65 @@ lltm_backward = _ops.lltm_backward.default
 pre-activations; grad_h may have a row stride (each row contiguous)."""
 
 
-def _state_message(name: str, t: Tensor, batch: int, state: int) -> str:
+def _state_message(op: str, what: str, t: Tensor, batch: int, state: int) -> str:
     return (
-        f"lltm_ext.lltm: `{name}` must have shape [{batch}, {state}] ([batch, state_size]: batch "
+        f"lltm_ext.{op}: {what} must have shape [{batch}, {state}] ([batch, state_size]: batch "
         f"from `input`, state_size = weights.size(0) / 3), but got shape {list(t.shape)}."
     )
 
 
-def _check_shapes(input: Tensor, weights: Tensor, bias: Tensor, old_h: Tensor, old_cell: Tensor):
-    """The checks of ``src/lltm/lltm.cpp``, with its messages, for torch.compile's tracing (and
-    meta tensors): dtypes and devices, then shapes."""
-    check_inputs(input=input, weights=weights, bias=bias, old_h=old_h, old_cell=old_cell)
+def _check_lltm_shapes(
+    op: str,
+    input: Tensor,
+    weights: Tensor,
+    bias: Tensor,
+    states: dict[str, tuple[str, Tensor]],
+    sequence: bool,
+) -> None:
+    """The checks of ``src/lltm/lltm.cpp`` (op ``lltm``) or ``lltm_sequence.cpp`` (op
+    ``lltm_sequence``, input (T, B, I)), with their messages, for torch.compile's tracing (and meta
+    tensors): dtypes and devices, then shapes. `states`: argument name -> (how its shape error
+    names it, the tensor)."""
+    check_inputs(input=input, weights=weights, bias=bias, **{k: t for k, (_, t) in states.items()})
     torch._check(
         weights.dim() == 2
         and weights.shape[0] % 3 == 0
         and weights.shape[1] >= weights.shape[0] // 3,
         lambda: (
-            "lltm_ext.lltm: `weights` must have shape [3 * state_size, state_size + "
+            f"lltm_ext.{op}: `weights` must have shape [3 * state_size, state_size + "
             f"input_features], but got shape {list(weights.shape)}."
         ),
     )
     state = weights.shape[0] // 3
     features = weights.shape[1] - state
+    layout = "seq_len, batch" if sequence else "batch"
     torch._check(
-        input.dim() == 2 and input.shape[1] == features,
+        input.dim() == (3 if sequence else 2) and input.shape[-1] == features,
         lambda: (
-            f"lltm_ext.lltm: `input` must have shape [batch, {features}] (input_features = "
+            f"lltm_ext.{op}: `input` must have shape [{layout}, {features}] (input_features = "
             f"weights.size(1) - state_size = {weights.shape[1]} - {state}), but got shape "
             f"{list(input.shape)}."
         ),
     )
-    for t, name in ((old_h, "old_h"), (old_cell, "old_cell")):
+    batch = input.shape[-2]
+    for what, t in states.values():
         torch._check(
-            t.dim() == 2 and t.shape[0] == input.shape[0] and t.shape[1] == state,
-            functools.partial(_state_message, name, t, input.shape[0], state),
+            t.dim() == 2 and t.shape[0] == batch and t.shape[1] == state,
+            functools.partial(_state_message, op, what, t, batch, state),
         )
     torch._check(
         bias.numel() == 3 * state and (bias.dim() == 1 or (bias.dim() == 2 and bias.shape[0] == 1)),
         lambda: (
-            f"lltm_ext.lltm: `bias` must have shape [{3 * state}] or [1, {3 * state}] "
+            f"lltm_ext.{op}: `bias` must have shape [{3 * state}] or [1, {3 * state}] "
             f"(3 * state_size), but got shape {list(bias.shape)}."
         ),
     )
+
+
+def _check_shapes(input: Tensor, weights: Tensor, bias: Tensor, old_h: Tensor, old_cell: Tensor):
+    """The cell's checks (``src/lltm/lltm.cpp``)."""
+    states = {"old_h": ("`old_h`", old_h), "old_cell": ("`old_cell`", old_cell)}
+    _check_lltm_shapes("lltm", input, weights, bias, states, sequence=False)
 
 
 @register_fake(_ops, "lltm_ext::lltm_forward")
@@ -208,48 +225,10 @@ class LLTM(nn.Module):
         return f"input_features={self.input_features}, state_size={self.state_size}"
 
 
-def _sequence_state_message(name: str, t: Tensor, batch: int, state: int) -> str:
-    return (
-        f"lltm_ext.lltm_sequence: the state's `{name}` must have shape [{batch}, {state}] "
-        "([batch, state_size]: batch from `input`, state_size = weights.size(0) / 3), but got "
-        f"shape {list(t.shape)}."
-    )
-
-
 def _check_sequence_shapes(input: Tensor, weights: Tensor, bias: Tensor, h0: Tensor, c0: Tensor):
-    """The checks of ``src/lltm/lltm_sequence.cpp``, with its messages, for the fake kernels."""
-    check_inputs(input=input, weights=weights, bias=bias, h0=h0, c0=c0)
-    torch._check(
-        weights.dim() == 2
-        and weights.shape[0] % 3 == 0
-        and weights.shape[1] >= weights.shape[0] // 3,
-        lambda: (
-            "lltm_ext.lltm_sequence: `weights` must have shape [3 * state_size, state_size + "
-            f"input_features], but got shape {list(weights.shape)}."
-        ),
-    )
-    state = weights.shape[0] // 3
-    features = weights.shape[1] - state
-    torch._check(
-        input.dim() == 3 and input.shape[2] == features,
-        lambda: (
-            f"lltm_ext.lltm_sequence: `input` must have shape [seq_len, batch, {features}] "
-            f"(input_features = weights.size(1) - state_size = {weights.shape[1]} - {state}), "
-            f"but got shape {list(input.shape)}."
-        ),
-    )
-    for t, name in ((h0, "h_0"), (c0, "c_0")):
-        torch._check(
-            t.dim() == 2 and t.shape[0] == input.shape[1] and t.shape[1] == state,
-            functools.partial(_sequence_state_message, name, t, input.shape[1], state),
-        )
-    torch._check(
-        bias.numel() == 3 * state and (bias.dim() == 1 or (bias.dim() == 2 and bias.shape[0] == 1)),
-        lambda: (
-            f"lltm_ext.lltm_sequence: `bias` must have shape [{3 * state}] or [1, {3 * state}] "
-            f"(3 * state_size), but got shape {list(bias.shape)}."
-        ),
-    )
+    """The sequence's checks (``src/lltm/lltm_sequence.cpp``), for the fake kernels."""
+    states = {"h0": ("the state's `h_0`", h0), "c0": ("the state's `c_0`", c0)}
+    _check_lltm_shapes("lltm_sequence", input, weights, bias, states, sequence=True)
 
 
 @register_fake(_ops, "lltm_ext::lltm_sequence_forward")
