@@ -120,6 +120,31 @@ def test_steps_chained(device, dtype):
         assert_close(got.grad, want.grad, dtype, scale * 8)
 
 
+@pytest.mark.parametrize("device,dtype", device_dtypes())
+@pytest.mark.parametrize(
+    "size", [(3000, 20, 70), (20000, 3, 33)], ids=lambda s: "x".join(map(str, s))
+)
+def test_bias_gradient_over_many_rows(device, dtype, size):
+    """Batches whose bias gradient the CUDA backward sums in many row chunks (partial sums, then
+    their sum): all five gradients vs float64 (relative to each gradient's norm: the weight and
+    bias gradients sum thousands of rows), and the same bits on a second run."""
+    args = make_args(*size, device, dtype)
+    outs = lltm_ext.lltm(*args)
+    grads = [torch.randn_like(outs[0]), torch.randn_like(outs[1])]
+    ours = torch.autograd.grad(outs, args, grads)
+    again = torch.autograd.grad(lltm_ext.lltm(*args), args, grads)
+    for got, repeat in zip(ours, again, strict=True):
+        assert torch.equal(got, repeat)
+    _, ref_grads = reference_with_grads(args, grads)
+    budget = {torch.float64: 1e-12, torch.float32: 1e-5, torch.float16: 5e-3, torch.bfloat16: 3e-2}
+    for name, got, want in zip(
+        ["input", "weights", "bias", "old_h", "old_cell"], ours, ref_grads, strict=True
+    ):
+        assert got.dtype == dtype and got.shape == want.shape, name
+        err = (got.double().cpu() - want).norm() / want.norm()
+        assert err < budget[dtype], f"{name}: relative error {err:.3g}"
+
+
 @pytest.mark.parametrize("device", devices())
 def test_backward_reads_grad_h_with_a_row_stride(device):
     args = [a.detach() for a in make_args(4, 3, 5, device, torch.float64)]

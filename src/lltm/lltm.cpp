@@ -29,17 +29,21 @@ void forward_gates(const at::Tensor& gates, const at::Tensor& bias, const at::Te
 void backward_gates(const at::Tensor& grad_h, int64_t grad_h_ld, const at::Tensor& grad_h_extra,
                     const at::Tensor& grad_cell, const at::Tensor& new_cell,
                     const at::Tensor& gates, const at::Tensor& bias, const at::Tensor& d_gates,
-                    const at::Tensor& d_old_cell) {
+                    const at::Tensor& d_old_cell, const at::Tensor& d_bias) {
   if (new_cell.is_cuda()) {
 #ifdef WITH_CUDA
     backward_gates_cuda(grad_h, grad_h_ld, grad_h_extra, grad_cell, new_cell, gates, bias, d_gates,
-                        d_old_cell);
+                        d_old_cell, d_bias);
 #else
     fail_not_compiled_with_cuda("lltm");
 #endif
   } else {
     backward_gates_cpu(grad_h, grad_h_ld, grad_h_extra, grad_cell, new_cell, gates, bias, d_gates,
                        d_old_cell);
+    if (d_bias.defined()) {
+      at::Tensor out = d_bias;
+      at::sum_out(out, d_gates, /*dim=*/0);
+    }
   }
 }
 
@@ -173,10 +177,10 @@ Backward backward(const at::Tensor& grad_h, const at::Tensor& grad_cell, const a
 
   at::Tensor d_gates = at::empty({batch, 3 * state}, new_cell.options());
   at::Tensor d_old_cell = at::empty_like(new_cell);
+  at::Tensor d_bias = at::empty({3 * state}, new_cell.options());
   backward_gates(grad_h, grad_h_ld, /*grad_h_extra=*/{}, grad_cell, new_cell, gates, /*bias=*/{},
-                 d_gates, d_old_cell);
+                 d_gates, d_old_cell, d_bias);
   at::Tensor d_weights = at::mm(d_gates.t(), X);
-  at::Tensor d_bias = d_gates.sum(/*dim=*/0);
   at::Tensor d_X = at::mm(d_gates, weights);
   return {d_X, d_weights, d_bias, d_old_cell};
 }

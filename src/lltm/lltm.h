@@ -9,6 +9,8 @@
 
 #ifdef WITH_CUDA
 #include <cuda_runtime_api.h>
+
+#include "common/cuda_kernel.cuh"
 #endif
 
 namespace at {
@@ -128,10 +130,12 @@ void backward_gates_cpu(const at::Tensor& grad_h, int64_t grad_h_ld, const at::T
 // build without CUDA raises.
 void forward_gates(const at::Tensor& gates, const at::Tensor& bias, const at::Tensor& old_cell,
                    const at::Tensor& new_h, const at::Tensor& new_cell);
+// backward_gates also writes d_bias (3S), the column sums of d_gates, when it is defined (fused
+// into the CUDA kernel; a reduction after the CPU one).
 void backward_gates(const at::Tensor& grad_h, int64_t grad_h_ld, const at::Tensor& grad_h_extra,
                     const at::Tensor& grad_cell, const at::Tensor& new_cell,
                     const at::Tensor& gates, const at::Tensor& bias, const at::Tensor& d_gates,
-                    const at::Tensor& d_old_cell);
+                    const at::Tensor& d_old_cell, const at::Tensor& d_bias);
 
 // c = a @ b + beta c (beta 0 or 1) on the tensors' device (lltm.cpp): cuBLAS on CUDA (gemm_cuda),
 // ATen on the CPU; a, b, c 2-D views with unit stride in one dimension.
@@ -158,7 +162,7 @@ void backward_gates_cuda(const at::Tensor& grad_h, int64_t grad_h_ld,
                          const at::Tensor& grad_h_extra, const at::Tensor& grad_cell,
                          const at::Tensor& new_cell, const at::Tensor& gates,
                          const at::Tensor& bias, const at::Tensor& d_gates,
-                         const at::Tensor& d_old_cell);
+                         const at::Tensor& d_old_cell, const at::Tensor& d_bias);
 
 // c (M x N) = a (M x K) @ b (K x N) + beta c, through cuBLAS on the current stream of c's device;
 // each of a, b, c a 2-D view with unit stride in one dimension (a transpose or a column block of
@@ -183,18 +187,21 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
                             const at::Tensor& d_h, const at::Tensor& d_c, bool tf32);
 
 // CUDA launchers (lltm_cuda.cu), for T = float, double, c10::Half, c10::BFloat16: the same
-// outputs for n = B * S elements of state S, on `stream` (the tensors' device current), a grid
-// sized for `sm_count` multiprocessors; they return the launch's error. bias and grad_h_extra may
-// be null (none); grad_h's rows are grad_h_ld elements apart.
+// outputs for n = B * S elements of state S, on `stream` (the tensors' device current); they
+// return the launch's error. bias and grad_h_extra may be null (none); grad_h's rows are grad_h_ld
+// elements apart. With d_bias (3S), backward also writes the bias gradient, the column sums of
+// d_gates: bias_sums is scratch of backward_row_blocks(B, S, sm_count, true) rows of 3S
+// (accumulate type), which a single row of blocks does not need (null then allowed).
 template <typename T>
 cudaError_t launch_forward_gates(const T* gates, const T* bias, const T* old_cell, T* new_h,
-                                 T* new_cell, int64_t n, int64_t state, int sm_count,
-                                 cudaStream_t stream);
+                                 T* new_cell, int64_t n, int64_t state, cudaStream_t stream);
+int64_t backward_row_blocks(int64_t batch, int64_t state, int sm_count, bool bias_grad);
 template <typename T>
 cudaError_t launch_backward_gates(const T* grad_h, int64_t grad_h_ld, const T* grad_h_extra,
                                   const T* grad_cell, const T* new_cell, const T* gates,
-                                  const T* bias, T* d_gates, T* d_old_cell, int64_t n,
-                                  int64_t state, int sm_count, cudaStream_t stream);
+                                  const T* bias, T* d_gates, T* d_old_cell,
+                                  cuda::opmath_t<T>* bias_sums, T* d_bias, int64_t n, int64_t state,
+                                  int sm_count, cudaStream_t stream);
 
 // The sequence's fused time steps (lltm_cuda.cu), for state sizes up to kFusedStepMaxState whose
 // shared memory (sequence_step_smem_bytes) the GPU has: the recurrent product and the gate math in

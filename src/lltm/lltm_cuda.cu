@@ -11,126 +11,191 @@
 namespace lltm_ext::lltm {
 namespace {
 
-constexpr int kThreads = 256;
+// The gate kernels' blocks: 32 state columns (one per lane: a warp reads 32 consecutive elements
+// of a row) x 8 rows; the grid's rows of blocks step through the batch together, gridDim.y * 8
+// rows apart. Rows are 64-bit offsets (B * 3S may pass 2^31), columns 32-bit.
+constexpr int kCols = 32;
+constexpr int kRows = 8;
+constexpr int kMaxRowBlocks = 65535;  // gridDim.y
 
-// One thread per (batch, state) element, grid-stride loop. index_t is int32_t when every index
-// (up to 3 n, the gates) fits, else int64_t: the row index i / state is a 32-bit division in the
-// common case. Forward writes the outputs only; backward recomputes the gates from their
-// pre-activations. bias (3S) and grad_h_extra (B, S) may be null: the cell's gates include the
-// bias, the sequence's do not (its kernels add it), and only the sequence has a second grad_h.
-template <typename scalar_t, typename index_t>
-__global__ void __launch_bounds__(kThreads)
+// Forward: gates (B, 3S) [+ bias (3S)] and old_cell -> new_h, new_cell. Rows blockIdx.y * 8 +
+// threadIdx.y, gridDim.y * 8 apart. bias may be null: the cell's gates include it, the
+// sequence's do not (its kernels add it).
+template <typename scalar_t>
+__global__ void __launch_bounds__(kCols* kRows)
     forward_gates_kernel(const scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
                          const scalar_t* __restrict__ old_cell, scalar_t* __restrict__ new_h,
-                         scalar_t* __restrict__ new_cell, index_t n, index_t state) {
+                         scalar_t* __restrict__ new_cell, int64_t batch, int state) {
   using acc_t = cuda::opmath_t<scalar_t>;
-  const index_t stride = static_cast<index_t>(blockDim.x) * gridDim.x;
-  for (index_t i = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
-    const index_t b = i / state;
-    const scalar_t* g = gates + i + 2 * b * state;  // row b of gates starts at 3 * b * state
-    acc_t z_i = g[0], z_o = g[state], z_c = g[2 * state];
-    if (bias != nullptr) {
-      const scalar_t* bs = bias + (i - b * state);
-      z_i += static_cast<acc_t>(bs[0]);
-      z_o += static_cast<acc_t>(bs[state]);
-      z_c += static_cast<acc_t>(bs[2 * state]);
-    }
-    const auto r = forward_element<acc_t>(z_i, z_o, z_c, old_cell[i]);
-    new_h[i] = r.new_h;
-    new_cell[i] = r.new_cell;
+  const int s = static_cast<int>(blockIdx.x) * kCols + static_cast<int>(threadIdx.x);
+  if (s >= state) {
+    return;
+  }
+  acc_t b_i = 0, b_o = 0, b_c = 0;
+  if (bias != nullptr) {
+    b_i = bias[s];
+    b_o = bias[state + s];
+    b_c = bias[2 * state + s];
+  }
+  const int64_t step = static_cast<int64_t>(gridDim.y) * kRows;
+  for (int64_t r = static_cast<int64_t>(blockIdx.y) * kRows + threadIdx.y; r < batch; r += step) {
+    const scalar_t* g = gates + r * 3 * state + s;
+    const int64_t i = r * state + s;
+    const auto out =
+        forward_element<acc_t>(static_cast<acc_t>(g[0]) + b_i, static_cast<acc_t>(g[state]) + b_o,
+                               static_cast<acc_t>(g[2 * state]) + b_c, old_cell[i]);
+    new_h[i] = out.new_h;
+    new_cell[i] = out.new_cell;
   }
 }
 
-template <typename scalar_t, typename index_t>
-__global__ void __launch_bounds__(kThreads)
-    backward_gates_kernel(const scalar_t* __restrict__ grad_h, index_t grad_h_ld,
+// Backward: incoming gradients, new_cell and the pre-activations [+ bias] -> d_gates, d_old_cell;
+// grad_h's rows are grad_h_ld apart, grad_h_extra (a second gradient of new_h) and bias may be
+// null. Rows as in forward (the grid sweeps through the rows together). With bias_sums, each block
+// also sums its rows of d_gates, in a fixed order (the same bits run to run), into row blockIdx.y
+// of bias_sums (gridDim.y, 3S) in the accumulate type; a single row of blocks writes d_bias.
+template <typename scalar_t>
+__global__ void __launch_bounds__(kCols* kRows)
+    backward_gates_kernel(const scalar_t* __restrict__ grad_h, int64_t grad_h_ld,
                           const scalar_t* __restrict__ grad_h_extra,
                           const scalar_t* __restrict__ grad_cell,
                           const scalar_t* __restrict__ new_cell, const scalar_t* __restrict__ gates,
                           const scalar_t* __restrict__ bias, scalar_t* __restrict__ d_gates,
-                          scalar_t* __restrict__ d_old_cell, index_t n, index_t state) {
+                          scalar_t* __restrict__ d_old_cell,
+                          cuda::opmath_t<scalar_t>* __restrict__ bias_sums,
+                          scalar_t* __restrict__ d_bias, int64_t batch, int state) {
   using acc_t = cuda::opmath_t<scalar_t>;
-  const index_t stride = static_cast<index_t>(blockDim.x) * gridDim.x;
-  for (index_t i = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
-    const index_t b = i / state;
-    const index_t g = i + 2 * b * state;  // (b, s) of the first third of a (B, 3S) row
-    acc_t gh = grad_h[i + b * (grad_h_ld - state)];
-    if (grad_h_extra != nullptr) {
-      gh += static_cast<acc_t>(grad_h_extra[i]);
-    }
-    acc_t z_i = gates[g], z_o = gates[g + state], z_c = gates[g + 2 * state];
+  const int s = static_cast<int>(blockIdx.x) * kCols + static_cast<int>(threadIdx.x);
+  acc_t sum_i = 0, sum_o = 0, sum_c = 0;
+  if (s < state) {
+    acc_t b_i = 0, b_o = 0, b_c = 0;
     if (bias != nullptr) {
-      const scalar_t* bs = bias + (i - b * state);
-      z_i += static_cast<acc_t>(bs[0]);
-      z_o += static_cast<acc_t>(bs[state]);
-      z_c += static_cast<acc_t>(bs[2 * state]);
+      b_i = bias[s];
+      b_o = bias[state + s];
+      b_c = bias[2 * state + s];
     }
-    const auto r = backward_element<acc_t>(gh, grad_cell[i], new_cell[i], z_i, z_o, z_c);
-    d_old_cell[i] = r.d_old_cell;
-    d_gates[g] = r.d_z_i;
-    d_gates[g + state] = r.d_z_o;
-    d_gates[g + 2 * state] = r.d_z_c;
+    const int64_t step = static_cast<int64_t>(gridDim.y) * kRows;
+    for (int64_t r = static_cast<int64_t>(blockIdx.y) * kRows + threadIdx.y; r < batch; r += step) {
+      const int64_t i = r * state + s;
+      const int64_t g = r * 3 * state + s;
+      acc_t gh = grad_h[r * grad_h_ld + s];
+      if (grad_h_extra != nullptr) {
+        gh += static_cast<acc_t>(grad_h_extra[i]);
+      }
+      const auto d = backward_element<acc_t>(gh, grad_cell[i], new_cell[i], gates[g] + b_i,
+                                             gates[g + state] + b_o, gates[g + 2 * state] + b_c);
+      d_old_cell[i] = d.d_old_cell;
+      d_gates[g] = d.d_z_i;
+      d_gates[g + state] = d.d_z_o;
+      d_gates[g + 2 * state] = d.d_z_c;
+      sum_i += static_cast<acc_t>(static_cast<scalar_t>(d.d_z_i));
+      sum_o += static_cast<acc_t>(static_cast<scalar_t>(d.d_z_o));
+      sum_c += static_cast<acc_t>(static_cast<scalar_t>(d.d_z_c));
+    }
+  }
+  if (bias_sums == nullptr && d_bias == nullptr) {
+    return;
+  }
+  // The 8 rows of partial sums of each column, added in row order by the block's first row.
+  __shared__ acc_t part[3][kRows][kCols];
+  part[0][threadIdx.y][threadIdx.x] = sum_i;
+  part[1][threadIdx.y][threadIdx.x] = sum_o;
+  part[2][threadIdx.y][threadIdx.x] = sum_c;
+  __syncthreads();
+  if (threadIdx.y < 3 && s < state) {
+    acc_t total = 0;
+#pragma unroll
+    for (int y = 0; y < kRows; ++y) {
+      total += part[threadIdx.y][y][threadIdx.x];
+    }
+    const int j = static_cast<int>(threadIdx.y) * state + s;
+    if (gridDim.y == 1) {
+      d_bias[j] = static_cast<scalar_t>(total);
+    } else {
+      bias_sums[static_cast<int64_t>(blockIdx.y) * 3 * state + j] = total;
+    }
   }
 }
 
-// Whether 32-bit indices reach every element: the gates' 3 n, grad_h's rows (B - 1) ld + S, and
-// a grid-stride index past the end (n plus the grid's threads).
-bool fits_int32(int64_t n, int64_t state, int64_t grad_h_ld, unsigned int blocks) {
-  const int64_t limit = std::numeric_limits<int32_t>::max();
-  const int64_t rows = state > 0 ? n / state : 0;
-  return 3 * n + static_cast<int64_t>(blocks) * kThreads <= limit &&
-         (rows == 0 || (rows - 1) * grad_h_ld + state <= limit);
+// d_bias (3S) = the sum of the rows of blocks' partial sums (row_blocks, 3S): a column per lane,
+// 8 rows of partial sums at a time, added in a fixed order.
+template <typename scalar_t>
+__global__ void __launch_bounds__(kCols* kRows)
+    bias_sum_kernel(const cuda::opmath_t<scalar_t>* __restrict__ bias_sums,
+                    scalar_t* __restrict__ d_bias, int64_t row_blocks, int64_t width) {
+  using acc_t = cuda::opmath_t<scalar_t>;
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * kCols + threadIdx.x;
+  acc_t total = 0;
+  if (j < width) {
+    for (int64_t c = threadIdx.y; c < row_blocks; c += kRows) {
+      total += bias_sums[c * width + j];
+    }
+  }
+  __shared__ acc_t part[kRows][kCols];
+  part[threadIdx.y][threadIdx.x] = total;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < width) {
+#pragma unroll
+    for (int y = 1; y < kRows; ++y) {
+      total += part[y][threadIdx.x];
+    }
+    d_bias[j] = static_cast<scalar_t>(total);
+  }
 }
 
-// Blocks for a grid-stride loop over n elements: 8 per SM at most, never more than needed.
-unsigned int blocks_for(int64_t n, int sm_count) {
-  const int64_t needed = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned int>(
-      std::max<int64_t>(1, std::min<int64_t>(needed, static_cast<int64_t>(sm_count) * 8)));
+unsigned int column_blocks(int64_t state) {
+  return static_cast<unsigned int>((state + kCols - 1) / kCols);
 }
 
 }  // namespace
 
+int64_t backward_row_blocks(int64_t batch, int64_t state, int sm_count, bool bias_grad) {
+  const int64_t row_blocks = (batch + kRows - 1) / kRows;
+  // Without the bias gradient, a block per 8 rows (up to gridDim.y's limit); with it, about 8
+  // blocks per SM in all, each summing its rows (few partial sums to add).
+  const int64_t wanted =
+      bias_grad ? std::max<int64_t>(1, static_cast<int64_t>(sm_count) * 8 / column_blocks(state))
+                : row_blocks;
+  return std::max<int64_t>(1, std::min<int64_t>({wanted, row_blocks, kMaxRowBlocks}));
+}
+
 template <typename T>
 cudaError_t launch_forward_gates(const T* gates, const T* bias, const T* old_cell, T* new_h,
-                                 T* new_cell, int64_t n, int64_t state, int sm_count,
-                                 cudaStream_t stream) {
+                                 T* new_cell, int64_t n, int64_t state, cudaStream_t stream) {
   if (n == 0) {
     return cudaSuccess;
   }
-  const unsigned int blocks = blocks_for(n, sm_count);
-  if (fits_int32(n, state, state, blocks)) {
-    forward_gates_kernel<T, int32_t>
-        <<<blocks, kThreads, 0, stream>>>(gates, bias, old_cell, new_h, new_cell,
-                                          static_cast<int32_t>(n), static_cast<int32_t>(state));
-  } else {
-    forward_gates_kernel<T, int64_t>
-        <<<blocks, kThreads, 0, stream>>>(gates, bias, old_cell, new_h, new_cell, n, state);
-  }
+  const int64_t batch = n / state;
+  const dim3 grid(column_blocks(state), static_cast<unsigned int>(std::min<int64_t>(
+                                            (batch + kRows - 1) / kRows, kMaxRowBlocks)));
+  forward_gates_kernel<T><<<grid, dim3(kCols, kRows), 0, stream>>>(
+      gates, bias, old_cell, new_h, new_cell, batch, static_cast<int>(state));
   return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t launch_backward_gates(const T* grad_h, int64_t grad_h_ld, const T* grad_h_extra,
                                   const T* grad_cell, const T* new_cell, const T* gates,
-                                  const T* bias, T* d_gates, T* d_old_cell, int64_t n,
-                                  int64_t state, int sm_count, cudaStream_t stream) {
+                                  const T* bias, T* d_gates, T* d_old_cell,
+                                  cuda::opmath_t<T>* bias_sums, T* d_bias, int64_t n, int64_t state,
+                                  int sm_count, cudaStream_t stream) {
   if (n == 0) {
     return cudaSuccess;
   }
-  const unsigned int blocks = blocks_for(n, sm_count);
-  if (fits_int32(n, state, grad_h_ld, blocks)) {
-    backward_gates_kernel<T, int32_t><<<blocks, kThreads, 0, stream>>>(
-        grad_h, static_cast<int32_t>(grad_h_ld), grad_h_extra, grad_cell, new_cell, gates, bias,
-        d_gates, d_old_cell, static_cast<int32_t>(n), static_cast<int32_t>(state));
-  } else {
-    backward_gates_kernel<T, int64_t>
-        <<<blocks, kThreads, 0, stream>>>(grad_h, grad_h_ld, grad_h_extra, grad_cell, new_cell,
-                                          gates, bias, d_gates, d_old_cell, n, state);
+  const int64_t batch = n / state;
+  const dim3 grid(column_blocks(state), static_cast<unsigned int>(backward_row_blocks(
+                                            batch, state, sm_count, d_bias != nullptr)));
+  backward_gates_kernel<T><<<grid, dim3(kCols, kRows), 0, stream>>>(
+      grad_h, grad_h_ld, grad_h_extra, grad_cell, new_cell, gates, bias, d_gates, d_old_cell,
+      bias_sums, d_bias, batch, static_cast<int>(state));
+  cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess && d_bias != nullptr && grid.y > 1) {
+    const int64_t width = 3 * state;
+    bias_sum_kernel<T>
+        <<<column_blocks(width), dim3(kCols, kRows), 0, stream>>>(bias_sums, d_bias, grid.y, width);
+    err = cudaGetLastError();
   }
-  return cudaGetLastError();
+  return err;
 }
 
 namespace {
@@ -454,18 +519,18 @@ cudaError_t launch_sequence_backward_steps(T* d_gates, const T* w, int64_t ld, c
                       batch, static_cast<int>(state), last, t_hi, steps);
 }
 
-#define LLTM_EXT_INSTANTIATE(T)                                                                    \
-  template cudaError_t launch_forward_gates<T>(const T*, const T*, const T*, T*, T*, int64_t,      \
-                                               int64_t, int, cudaStream_t);                        \
-  template cudaError_t launch_backward_gates<T>(const T*, int64_t, const T*, const T*, const T*,   \
-                                                const T*, const T*, T*, T*, int64_t, int64_t, int, \
-                                                cudaStream_t);                                     \
-  template cudaError_t prepare_sequence_steps<T>(int64_t, int64_t, int, bool*);                    \
-  template cudaError_t launch_sequence_forward_steps<T>(                                           \
-      T*, const T*, const T*, const T*, const T*, int64_t, T*, T*, int64_t, int64_t, int64_t,      \
-      int64_t, bool, cudaStream_t);                                                                \
-  template cudaError_t launch_sequence_backward_steps<T>(                                          \
-      T*, const T*, int64_t, const T*, const T*, const T*, const T*, const T*, const T*, T*,       \
+#define LLTM_EXT_INSTANTIATE(T)                                                                  \
+  template cudaError_t launch_forward_gates<T>(const T*, const T*, const T*, T*, T*, int64_t,    \
+                                               int64_t, cudaStream_t);                           \
+  template cudaError_t launch_backward_gates<T>(const T*, int64_t, const T*, const T*, const T*, \
+                                                const T*, const T*, T*, T*, cuda::opmath_t<T>*,  \
+                                                T*, int64_t, int64_t, int, cudaStream_t);        \
+  template cudaError_t prepare_sequence_steps<T>(int64_t, int64_t, int, bool*);                  \
+  template cudaError_t launch_sequence_forward_steps<T>(                                         \
+      T*, const T*, const T*, const T*, const T*, int64_t, T*, T*, int64_t, int64_t, int64_t,    \
+      int64_t, bool, cudaStream_t);                                                              \
+  template cudaError_t launch_sequence_backward_steps<T>(                                        \
+      T*, const T*, int64_t, const T*, const T*, const T*, const T*, const T*, const T*, T*,     \
       int64_t, int64_t, int64_t, int64_t, int64_t, bool, cudaStream_t);
 LLTM_EXT_FOR_FLOATING_TYPES(LLTM_EXT_INSTANTIATE)
 

@@ -2,6 +2,7 @@
 // current stream, dtype dispatch, launch check), cuBLAS products on strided views, and the
 // sequence's loops over time steps (raw pointers: two launches per step, no tensor made).
 #include <ATen/DynamicLibrary.h>
+#include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <cublas_v2.h>
 
@@ -20,12 +21,11 @@ namespace lltm_ext::lltm {
 void forward_gates_cuda(const at::Tensor& gates, const at::Tensor& bias, const at::Tensor& old_cell,
                         const at::Tensor& new_h, const at::Tensor& new_cell) {
   const c10::cuda::CUDAGuard guard(old_cell.device());
-  const int sms = cuda::sm_count(old_cell.get_device());
   LLTM_EXT_DISPATCH_FLOATING(gates.scalar_type(), "lltm_forward_cuda", [&] {
     C10_CUDA_CHECK(launch_forward_gates(
         gates.const_data_ptr<scalar_t>(), data_or_null<scalar_t>(bias),
         old_cell.const_data_ptr<scalar_t>(), new_h.mutable_data_ptr<scalar_t>(),
-        new_cell.mutable_data_ptr<scalar_t>(), old_cell.numel(), old_cell.size(1), sms,
+        new_cell.mutable_data_ptr<scalar_t>(), old_cell.numel(), old_cell.size(1),
         c10::cuda::getCurrentCUDAStream()));
   });
 }
@@ -34,16 +34,35 @@ void backward_gates_cuda(const at::Tensor& grad_h, int64_t grad_h_ld,
                          const at::Tensor& grad_h_extra, const at::Tensor& grad_cell,
                          const at::Tensor& new_cell, const at::Tensor& gates,
                          const at::Tensor& bias, const at::Tensor& d_gates,
-                         const at::Tensor& d_old_cell) {
+                         const at::Tensor& d_old_cell, const at::Tensor& d_bias) {
   const c10::cuda::CUDAGuard guard(new_cell.device());
+  if (new_cell.numel() == 0) {
+    if (d_bias.defined()) {
+      d_bias.zero_();  // no rows: a zero gradient
+    }
+    return;
+  }
   const int sms = cuda::sm_count(new_cell.get_device());
+  const int64_t batch = new_cell.size(0);
+  const int64_t state = new_cell.size(1);
+  // Scratch for the bias gradient's partial sums (one row per row of blocks), from the caching
+  // allocator; a single row of blocks writes d_bias directly.
+  const int64_t row_blocks =
+      d_bias.defined() ? backward_row_blocks(batch, state, sms, /*bias_grad=*/true) : 1;
+  const at::Tensor bias_sums =
+      row_blocks > 1 ? at::empty({row_blocks, 3 * state},
+                                 new_cell.options().dtype(at::toOpMathType(new_cell.scalar_type())))
+                     : at::Tensor();
   LLTM_EXT_DISPATCH_FLOATING(new_cell.scalar_type(), "lltm_backward_cuda", [&] {
+    using acc_t = cuda::opmath_t<scalar_t>;
     C10_CUDA_CHECK(launch_backward_gates(
         grad_h.const_data_ptr<scalar_t>(), grad_h_ld, data_or_null<scalar_t>(grad_h_extra),
         grad_cell.const_data_ptr<scalar_t>(), new_cell.const_data_ptr<scalar_t>(),
         gates.const_data_ptr<scalar_t>(), data_or_null<scalar_t>(bias),
         d_gates.mutable_data_ptr<scalar_t>(), d_old_cell.mutable_data_ptr<scalar_t>(),
-        new_cell.numel(), new_cell.size(1), sms, c10::cuda::getCurrentCUDAStream()));
+        bias_sums.defined() ? bias_sums.mutable_data_ptr<acc_t>() : nullptr,
+        d_bias.defined() ? d_bias.mutable_data_ptr<scalar_t>() : nullptr, new_cell.numel(), state,
+        sms, c10::cuda::getCurrentCUDAStream()));
   });
 }
 
@@ -312,8 +331,8 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
       const scalar_t* c_prev = t == 0 ? c0.const_data_ptr<scalar_t>() : cell + (t - 1) * n;
       scalar_t* g_t = g + t * 3 * n;
       blas.gemm(row_major(h_prev, B, S, S), transposed(w_h), row_major(g_t, B, 3 * S, 3 * S), 1);
-      C10_CUDA_CHECK(launch_forward_gates<scalar_t>(g_t, b, c_prev, out + t * n, cell + t * n, n, S,
-                                                    sms, stream));
+      C10_CUDA_CHECK(
+          launch_forward_gates<scalar_t>(g_t, b, c_prev, out + t * n, cell + t * n, n, S, stream));
     }
   });
 }
@@ -361,8 +380,8 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
       // dL/dh_t = grad_output[t] + (grad_h_n, or d h_t from step t + 1).
       const scalar_t* gh = t == T - 1 ? gh_n : dh;
       C10_CUDA_CHECK(launch_backward_gates<scalar_t>(gh, S, go + t * n, gc, cell + t * n,
-                                                     g + t * 3 * n, b, dg_t, dc[t % 2], n, S, sms,
-                                                     stream));
+                                                     g + t * 3 * n, b, dg_t, dc[t % 2], nullptr,
+                                                     nullptr, n, S, sms, stream));
       blas.gemm(row_major(dg_t, B, 3 * S, 3 * S), w_h, row_major(dh, B, S, S), 0);  // d h_{t-1}
     }
   });
