@@ -190,11 +190,12 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
 // outputs for n = B * S elements of state S, on `stream` (the tensors' device current); they
 // return the launch's error. bias and grad_h_extra may be null (none); grad_h's rows are grad_h_ld
 // elements apart. With d_bias (3S), backward also writes the bias gradient, the column sums of
-// d_gates: bias_sums is scratch of backward_row_blocks(B, S, sm_count, true) rows of 3S
+// d_gates: bias_sums is scratch of backward_row_blocks<T>(B, S, sm_count, true) rows of 3S
 // (accumulate type), which a single row of blocks does not need (null then allowed).
 template <typename T>
 cudaError_t launch_forward_gates(const T* gates, const T* bias, const T* old_cell, T* new_h,
                                  T* new_cell, int64_t n, int64_t state, cudaStream_t stream);
+template <typename T>
 int64_t backward_row_blocks(int64_t batch, int64_t state, int sm_count, bool bias_grad);
 template <typename T>
 cudaError_t launch_backward_gates(const T* grad_h, int64_t grad_h_ld, const T* grad_h_extra,

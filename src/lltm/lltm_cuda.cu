@@ -1,5 +1,7 @@
 // CUDA kernels of the LLTM cell: one fused kernel for the forward gate math, one for backward.
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cooperative_groups.h>
 
 #include <cstdint>
@@ -11,23 +13,24 @@
 namespace lltm_ext::lltm {
 namespace {
 
-// The gate kernels' blocks: 32 state columns (one per lane: a warp reads 32 consecutive elements
-// of a row) x 8 rows; the grid's rows of blocks step through the batch together, gridDim.y * 8
-// rows apart. Rows are 64-bit offsets (B * 3S may pass 2^31), columns 32-bit.
+// The gate kernels' blocks: up to 256 consecutive state columns of one row (a thread per column:
+// a block reads whole stretches of each row); the grid's rows of blocks step through the batch
+// together, gridDim.y rows apart. Rows are 64-bit offsets (B * 3S may pass 2^31), columns 32-bit.
+constexpr int kMaxCols = 256;
+constexpr int kMaxRowBlocks = 65535;  // gridDim.y
+// bias_sum_kernel's blocks: 32 columns x 8 rows of partial sums.
 constexpr int kCols = 32;
 constexpr int kRows = 8;
-constexpr int kMaxRowBlocks = 65535;  // gridDim.y
 
-// Forward: gates (B, 3S) [+ bias (3S)] and old_cell -> new_h, new_cell. Rows blockIdx.y * 8 +
-// threadIdx.y, gridDim.y * 8 apart. bias may be null: the cell's gates include it, the
-// sequence's do not (its kernels add it).
+// Forward: gates (B, 3S) [+ bias (3S)] and old_cell -> new_h, new_cell. bias may be null: the
+// cell's gates include it, the sequence's do not (its kernels add it).
 template <typename scalar_t>
-__global__ void __launch_bounds__(kCols* kRows)
+__global__ void __launch_bounds__(kMaxCols)
     forward_gates_kernel(const scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
                          const scalar_t* __restrict__ old_cell, scalar_t* __restrict__ new_h,
                          scalar_t* __restrict__ new_cell, int64_t batch, int state) {
   using acc_t = cuda::opmath_t<scalar_t>;
-  const int s = static_cast<int>(blockIdx.x) * kCols + static_cast<int>(threadIdx.x);
+  const int s = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (s >= state) {
     return;
   }
@@ -37,8 +40,7 @@ __global__ void __launch_bounds__(kCols* kRows)
     b_o = bias[state + s];
     b_c = bias[2 * state + s];
   }
-  const int64_t step = static_cast<int64_t>(gridDim.y) * kRows;
-  for (int64_t r = static_cast<int64_t>(blockIdx.y) * kRows + threadIdx.y; r < batch; r += step) {
+  for (int64_t r = blockIdx.y; r < batch; r += gridDim.y) {
     const scalar_t* g = gates + r * 3 * state + s;
     const int64_t i = r * state + s;
     const auto out =
@@ -51,11 +53,11 @@ __global__ void __launch_bounds__(kCols* kRows)
 
 // Backward: incoming gradients, new_cell and the pre-activations [+ bias] -> d_gates, d_old_cell;
 // grad_h's rows are grad_h_ld apart, grad_h_extra (a second gradient of new_h) and bias may be
-// null. Rows as in forward (the grid sweeps through the rows together). With bias_sums, each block
-// also sums its rows of d_gates, in a fixed order (the same bits run to run), into row blockIdx.y
-// of bias_sums (gridDim.y, 3S) in the accumulate type; a single row of blocks writes d_bias.
+// null. Rows as in forward. With bias_sums, each thread also sums its column of d_gates over its
+// rows, in row order (the same bits run to run), into row blockIdx.y of bias_sums (gridDim.y, 3S)
+// in the accumulate type; a single row of blocks writes d_bias itself.
 template <typename scalar_t>
-__global__ void __launch_bounds__(kCols* kRows)
+__global__ void __launch_bounds__(kMaxCols)
     backward_gates_kernel(const scalar_t* __restrict__ grad_h, int64_t grad_h_ld,
                           const scalar_t* __restrict__ grad_h_extra,
                           const scalar_t* __restrict__ grad_cell,
@@ -65,55 +67,43 @@ __global__ void __launch_bounds__(kCols* kRows)
                           cuda::opmath_t<scalar_t>* __restrict__ bias_sums,
                           scalar_t* __restrict__ d_bias, int64_t batch, int state) {
   using acc_t = cuda::opmath_t<scalar_t>;
-  const int s = static_cast<int>(blockIdx.x) * kCols + static_cast<int>(threadIdx.x);
-  acc_t sum_i = 0, sum_o = 0, sum_c = 0;
-  if (s < state) {
-    acc_t b_i = 0, b_o = 0, b_c = 0;
-    if (bias != nullptr) {
-      b_i = bias[s];
-      b_o = bias[state + s];
-      b_c = bias[2 * state + s];
-    }
-    const int64_t step = static_cast<int64_t>(gridDim.y) * kRows;
-    for (int64_t r = static_cast<int64_t>(blockIdx.y) * kRows + threadIdx.y; r < batch; r += step) {
-      const int64_t i = r * state + s;
-      const int64_t g = r * 3 * state + s;
-      acc_t gh = grad_h[r * grad_h_ld + s];
-      if (grad_h_extra != nullptr) {
-        gh += static_cast<acc_t>(grad_h_extra[i]);
-      }
-      const auto d = backward_element<acc_t>(gh, grad_cell[i], new_cell[i], gates[g] + b_i,
-                                             gates[g + state] + b_o, gates[g + 2 * state] + b_c);
-      d_old_cell[i] = d.d_old_cell;
-      d_gates[g] = d.d_z_i;
-      d_gates[g + state] = d.d_z_o;
-      d_gates[g + 2 * state] = d.d_z_c;
-      sum_i += static_cast<acc_t>(static_cast<scalar_t>(d.d_z_i));
-      sum_o += static_cast<acc_t>(static_cast<scalar_t>(d.d_z_o));
-      sum_c += static_cast<acc_t>(static_cast<scalar_t>(d.d_z_c));
-    }
-  }
-  if (bias_sums == nullptr && d_bias == nullptr) {
+  const int s = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (s >= state) {
     return;
   }
-  // The 8 rows of partial sums of each column, added in row order by the block's first row.
-  __shared__ acc_t part[3][kRows][kCols];
-  part[0][threadIdx.y][threadIdx.x] = sum_i;
-  part[1][threadIdx.y][threadIdx.x] = sum_o;
-  part[2][threadIdx.y][threadIdx.x] = sum_c;
-  __syncthreads();
-  if (threadIdx.y < 3 && s < state) {
-    acc_t total = 0;
-#pragma unroll
-    for (int y = 0; y < kRows; ++y) {
-      total += part[threadIdx.y][y][threadIdx.x];
+  acc_t b_i = 0, b_o = 0, b_c = 0;
+  if (bias != nullptr) {
+    b_i = bias[s];
+    b_o = bias[state + s];
+    b_c = bias[2 * state + s];
+  }
+  acc_t sum_i = 0, sum_o = 0, sum_c = 0;
+  for (int64_t r = blockIdx.y; r < batch; r += gridDim.y) {
+    const int64_t i = r * state + s;
+    const int64_t g = r * 3 * state + s;
+    acc_t gh = grad_h[r * grad_h_ld + s];
+    if (grad_h_extra != nullptr) {
+      gh += static_cast<acc_t>(grad_h_extra[i]);
     }
-    const int j = static_cast<int>(threadIdx.y) * state + s;
-    if (gridDim.y == 1) {
-      d_bias[j] = static_cast<scalar_t>(total);
-    } else {
-      bias_sums[static_cast<int64_t>(blockIdx.y) * 3 * state + j] = total;
-    }
+    const auto d = backward_element<acc_t>(gh, grad_cell[i], new_cell[i], gates[g] + b_i,
+                                           gates[g + state] + b_o, gates[g + 2 * state] + b_c);
+    d_old_cell[i] = d.d_old_cell;
+    d_gates[g] = d.d_z_i;
+    d_gates[g + state] = d.d_z_o;
+    d_gates[g + 2 * state] = d.d_z_c;
+    sum_i += static_cast<acc_t>(static_cast<scalar_t>(d.d_z_i));
+    sum_o += static_cast<acc_t>(static_cast<scalar_t>(d.d_z_o));
+    sum_c += static_cast<acc_t>(static_cast<scalar_t>(d.d_z_c));
+  }
+  if (gridDim.y == 1 && d_bias != nullptr) {
+    d_bias[s] = static_cast<scalar_t>(sum_i);
+    d_bias[state + s] = static_cast<scalar_t>(sum_o);
+    d_bias[2 * state + s] = static_cast<scalar_t>(sum_c);
+  } else if (bias_sums != nullptr) {
+    acc_t* row = bias_sums + static_cast<int64_t>(blockIdx.y) * 3 * state;
+    row[s] = sum_i;
+    row[state + s] = sum_o;
+    row[2 * state + s] = sum_c;
   }
 }
 
@@ -143,20 +133,54 @@ __global__ void __launch_bounds__(kCols* kRows)
   }
 }
 
+// A gate kernel's threads per block: the state's columns rounded up to whole warps, at most 256.
+unsigned int column_threads(int64_t state) {
+  return static_cast<unsigned int>(std::min<int64_t>(kMaxCols, (state + 31) / 32 * 32));
+}
 unsigned int column_blocks(int64_t state) {
-  return static_cast<unsigned int>((state + kCols - 1) / kCols);
+  return static_cast<unsigned int>((state + column_threads(state) - 1) / column_threads(state));
+}
+
+// Blocks of the backward gate kernel with `threads` threads (a multiple of 32, at most 256) that
+// one SM holds at once on the current device (cached per device and block size: a grid of one
+// full wave needs it, and the kernel's registers decide it).
+template <typename T>
+int backward_blocks_per_sm(unsigned int threads) {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    return 1;
+  }
+  constexpr int kSizes = kMaxCols / 32;
+  static std::array<std::atomic<int>, 64 * kSizes> cache{};
+  const int key = device * kSizes + static_cast<int>(threads / 32) - 1;
+  std::atomic<int>* slot = key < static_cast<int>(cache.size()) ? &cache[key] : nullptr;
+  int blocks = slot != nullptr ? slot->load(std::memory_order_relaxed) : 0;
+  if (blocks == 0) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &blocks, backward_gates_kernel<T>, static_cast<int>(threads), 0) != cudaSuccess ||
+        blocks < 1) {
+      (void)cudaGetLastError();  // a failed query leaves no error behind: one block per SM
+      blocks = 1;
+    }
+    if (slot != nullptr) {
+      slot->store(blocks, std::memory_order_relaxed);
+    }
+  }
+  return blocks;
 }
 
 }  // namespace
 
+template <typename T>
 int64_t backward_row_blocks(int64_t batch, int64_t state, int sm_count, bool bias_grad) {
-  const int64_t row_blocks = (batch + kRows - 1) / kRows;
-  // Without the bias gradient, a block per 8 rows (up to gridDim.y's limit); with it, about 8
-  // blocks per SM in all, each summing its rows (few partial sums to add).
-  const int64_t wanted =
-      bias_grad ? std::max<int64_t>(1, static_cast<int64_t>(sm_count) * 8 / column_blocks(state))
-                : row_blocks;
-  return std::max<int64_t>(1, std::min<int64_t>({wanted, row_blocks, kMaxRowBlocks}));
+  // Without the bias gradient, a row of blocks per row (up to gridDim.y's limit). With it, one
+  // full wave of blocks (as many as the GPU holds at once: a second, partial wave would cost a
+  // whole block's rows more time), each summing its rows, so few partial sums are left to add.
+  const int64_t wanted = bias_grad ? static_cast<int64_t>(sm_count) *
+                                         backward_blocks_per_sm<T>(column_threads(state)) /
+                                         column_blocks(state)
+                                   : batch;
+  return std::max<int64_t>(1, std::min<int64_t>({wanted, batch, kMaxRowBlocks}));
 }
 
 template <typename T>
@@ -166,9 +190,9 @@ cudaError_t launch_forward_gates(const T* gates, const T* bias, const T* old_cel
     return cudaSuccess;
   }
   const int64_t batch = n / state;
-  const dim3 grid(column_blocks(state), static_cast<unsigned int>(std::min<int64_t>(
-                                            (batch + kRows - 1) / kRows, kMaxRowBlocks)));
-  forward_gates_kernel<T><<<grid, dim3(kCols, kRows), 0, stream>>>(
+  const dim3 grid(column_blocks(state),
+                  static_cast<unsigned int>(std::min<int64_t>(batch, kMaxRowBlocks)));
+  forward_gates_kernel<T><<<grid, column_threads(state), 0, stream>>>(
       gates, bias, old_cell, new_h, new_cell, batch, static_cast<int>(state));
   return cudaGetLastError();
 }
@@ -183,16 +207,17 @@ cudaError_t launch_backward_gates(const T* grad_h, int64_t grad_h_ld, const T* g
     return cudaSuccess;
   }
   const int64_t batch = n / state;
-  const dim3 grid(column_blocks(state), static_cast<unsigned int>(backward_row_blocks(
+  const dim3 grid(column_blocks(state), static_cast<unsigned int>(backward_row_blocks<T>(
                                             batch, state, sm_count, d_bias != nullptr)));
-  backward_gates_kernel<T><<<grid, dim3(kCols, kRows), 0, stream>>>(
+  backward_gates_kernel<T><<<grid, column_threads(state), 0, stream>>>(
       grad_h, grad_h_ld, grad_h_extra, grad_cell, new_cell, gates, bias, d_gates, d_old_cell,
       bias_sums, d_bias, batch, static_cast<int>(state));
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess && d_bias != nullptr && grid.y > 1) {
     const int64_t width = 3 * state;
     bias_sum_kernel<T>
-        <<<column_blocks(width), dim3(kCols, kRows), 0, stream>>>(bias_sums, d_bias, grid.y, width);
+        <<<static_cast<unsigned int>((width + kCols - 1) / kCols), dim3(kCols, kRows), 0, stream>>>(
+            bias_sums, d_bias, grid.y, width);
     err = cudaGetLastError();
   }
   return err;
@@ -522,6 +547,7 @@ cudaError_t launch_sequence_backward_steps(T* d_gates, const T* w, int64_t ld, c
 #define LLTM_EXT_INSTANTIATE(T)                                                                  \
   template cudaError_t launch_forward_gates<T>(const T*, const T*, const T*, T*, T*, int64_t,    \
                                                int64_t, cudaStream_t);                           \
+  template int64_t backward_row_blocks<T>(int64_t, int64_t, int, bool);                          \
   template cudaError_t launch_backward_gates<T>(const T*, int64_t, const T*, const T*, const T*, \
                                                 const T*, const T*, T*, T*, cuda::opmath_t<T>*,  \
                                                 T*, int64_t, int64_t, int, cudaStream_t);        \

@@ -45,16 +45,17 @@ void backward_gates_cuda(const at::Tensor& grad_h, int64_t grad_h_ld,
   const int sms = cuda::sm_count(new_cell.get_device());
   const int64_t batch = new_cell.size(0);
   const int64_t state = new_cell.size(1);
-  // Scratch for the bias gradient's partial sums (one row per row of blocks), from the caching
-  // allocator; a single row of blocks writes d_bias directly.
-  const int64_t row_blocks =
-      d_bias.defined() ? backward_row_blocks(batch, state, sms, /*bias_grad=*/true) : 1;
-  const at::Tensor bias_sums =
-      row_blocks > 1 ? at::empty({row_blocks, 3 * state},
-                                 new_cell.options().dtype(at::toOpMathType(new_cell.scalar_type())))
-                     : at::Tensor();
   LLTM_EXT_DISPATCH_FLOATING(new_cell.scalar_type(), "lltm_backward_cuda", [&] {
     using acc_t = cuda::opmath_t<scalar_t>;
+    // Scratch for the bias gradient's partial sums (one row per row of blocks), from the caching
+    // allocator; a single row of blocks writes d_bias directly.
+    const int64_t row_blocks =
+        d_bias.defined() ? backward_row_blocks<scalar_t>(batch, state, sms, /*bias_grad=*/true) : 1;
+    const at::Tensor bias_sums =
+        row_blocks > 1
+            ? at::empty({row_blocks, 3 * state},
+                        new_cell.options().dtype(at::toOpMathType(new_cell.scalar_type())))
+            : at::Tensor();
     C10_CUDA_CHECK(launch_backward_gates(
         grad_h.const_data_ptr<scalar_t>(), grad_h_ld, data_or_null<scalar_t>(grad_h_extra),
         grad_cell.const_data_ptr<scalar_t>(), new_cell.const_data_ptr<scalar_t>(),
