@@ -89,7 +89,8 @@ def test_matches_loop_of_reference(device, dtype, size, bias_2d):
 
 
 def check_against_reference(size, device, dtype, bias_2d=False):
-    """lltm_sequence's outputs and five gradients for (T, B, I, S) vs the float64 loop."""
+    """lltm_sequence's outputs and five gradients for (T, B, I, S) vs the float64 loop; the
+    weights' and bias's gradients are sums over T * B rows, whose rounding grows with them."""
     args = make_args(*size, device, dtype, bias_2d)
     output, (h_n, c_n) = lltm_ext.lltm_sequence(args[0], args[1], args[2], (args[3], args[4]))
     assert output.shape == (size[0], size[1], size[3])
@@ -103,10 +104,11 @@ def check_against_reference(size, device, dtype, bias_2d=False):
     for got, want in zip((output, h_n, c_n), ref_outs, strict=True):
         assert_close(got, want, dtype, scale)
     names = ["input", "weights", "bias", "h0", "c0"]
+    rows_scale = 8 if size[0] * size[1] <= 256 else 32
     for name, got, want, arg in zip(names, ours, ref_grads, args, strict=True):
         assert got is not None, name
         assert got.shape == arg.shape and got.dtype == dtype, name
-        assert_close(got, want, dtype, scale * 8)
+        assert_close(got, want, dtype, scale * rows_scale)
 
 
 @pytest.mark.parametrize("device", devices())

@@ -174,13 +174,14 @@ __global__ void __launch_bounds__(kClusterThreads)
       }
     }
     __syncthreads();
+    // The gate math; h_t to the other blocks first, then the barrier's arrival, and only then
+    // this step's global writes (nothing in the cluster reads them): off the critical path.
     acc_t* next = sh + (cur ^ 1) * rows * hs;
+    scalar_t saved[kMaxPairs][G], h_out[kMaxPairs], c_out[kMaxPairs];
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) {
       if (pv[i]) {
         const int u = pr[i] / kTileRows * cols + pc[i], a = pr[i] % kTileRows * G;
-        const int64_t row = bp.b0 + pr[i];
-        const int s = bp.c0 + pc[i];
         acc_t z[G];
 #pragma unroll
         for (int q = 0; q < G; ++q) {
@@ -188,26 +189,36 @@ __global__ void __launch_bounds__(kClusterThreads)
           for (int pp = 0; pp < cs.parts; ++pp) {
             sum += part_sums[(pp * kTileRows * G + a + q) * cs.units + u];
           }
-          const scalar_t saved = static_cast<scalar_t>(sum);
-          gates[t * 3 * n + row * 3 * S + q * S + s] = saved;  // backward recomputes from it
-          z[q] = static_cast<acc_t>(saved) + bias_v[i][q];
+          saved[i][q] = static_cast<scalar_t>(sum);  // backward recomputes the gates from it
+          z[q] = static_cast<acc_t>(saved[i][q]) + bias_v[i][q];
         }
         const auto res = forward_element<acc_t>(z[0], z[1], z[2], c_prev[i]);
-        const scalar_t h_out = static_cast<scalar_t>(res.new_h);
-        const scalar_t c_out = static_cast<scalar_t>(res.new_cell);
-        output[t * n + row * S + s] = h_out;
-        cells[t * n + row * S + s] = c_out;
-        c_prev[i] = static_cast<acc_t>(c_out);  // as stored
-        if (t + 1 < steps) {                    // h_t, as stored, into every block's buffer cur ^ 1
-          const acc_t hv = static_cast<acc_t>(h_out);
+        h_out[i] = static_cast<scalar_t>(res.new_h);
+        c_out[i] = static_cast<scalar_t>(res.new_cell);
+        c_prev[i] = static_cast<acc_t>(c_out[i]);  // as stored
+        if (t + 1 < steps) {  // h_t, as stored, into every block's buffer cur ^ 1
+          const acc_t hv = static_cast<acc_t>(h_out[i]);
           for (int b = 0; b < kClusterSize; ++b) {
-            cluster.map_shared_rank(next, b)[pr[i] * hs + s] = hv;
+            cluster.map_shared_rank(next, b)[pr[i] * hs + bp.c0 + pc[i]] = hv;
           }
         }
       }
     }
     if (t + 1 < steps) {
       cluster_arrive();  // this block's h_t written; its buffer cur and sums read
+    }
+#pragma unroll
+    for (int i = 0; i < kMaxPairs; ++i) {
+      if (pv[i]) {
+        const int64_t j = (bp.b0 + pr[i]) * S + bp.c0 + pc[i];
+        scalar_t* g = gates + t * 3 * n + (bp.b0 + pr[i]) * 3 * S + bp.c0 + pc[i];
+#pragma unroll
+        for (int q = 0; q < G; ++q) {
+          g[q * S] = saved[i][q];
+        }
+        output[t * n + j] = h_out[i];
+        cells[t * n + j] = c_out[i];
+      }
     }
   }
 #else
@@ -300,13 +311,13 @@ __global__ void __launch_bounds__(kClusterThreads)
       }
       __syncthreads();
     }
+    // As forward: d_gates[t] to the other blocks, the arrival, then the global writes.
     acc_t* next = sd + (cur ^ 1) * rows * ds;
+    scalar_t dz[kMaxPairs][G], dc[kMaxPairs];
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) {
       if (pv[i]) {
         const int u = pr[i] / kTileRows * cols + pc[i], a = pr[i] % kTileRows;
-        const int64_t row = bp.b0 + pr[i];
-        const int s = bp.c0 + pc[i];
         acc_t grad_h = gh[i];
         if (step > 0) {
           for (int pp = 0; pp < cs.parts; ++pp) {
@@ -315,24 +326,17 @@ __global__ void __launch_bounds__(kClusterThreads)
         }
         const auto res =
             backward_element<acc_t>(grad_h, grad_c[i], cell_t[i], z[i][0], z[i][1], z[i][2]);
-        const scalar_t dc = static_cast<scalar_t>(res.d_old_cell);
-        grad_c[i] = static_cast<acc_t>(dc);  // as stored
-        if (t == 0) {
-          d_cell[row * S + s] = dc;
-        }
-        const scalar_t dz[G] = {static_cast<scalar_t>(res.d_z_i), static_cast<scalar_t>(res.d_z_o),
-                                static_cast<scalar_t>(res.d_z_c)};
-        scalar_t* dg = d_gates + t * 3 * n + row * width + s;
-#pragma unroll
-        for (int q = 0; q < G; ++q) {
-          dg[q * S] = dz[q];
-        }
+        dc[i] = static_cast<scalar_t>(res.d_old_cell);
+        grad_c[i] = static_cast<acc_t>(dc[i]);  // as stored
+        dz[i][0] = static_cast<scalar_t>(res.d_z_i);
+        dz[i][1] = static_cast<scalar_t>(res.d_z_o);
+        dz[i][2] = static_cast<scalar_t>(res.d_z_c);
         if (step + 1 < steps) {  // d_gates[t], as stored, into every block's buffer cur ^ 1
           for (int b = 0; b < kClusterSize; ++b) {
-            acc_t* dst = cluster.map_shared_rank(next, b) + pr[i] * ds + s;
+            acc_t* dst = cluster.map_shared_rank(next, b) + pr[i] * ds + bp.c0 + pc[i];
 #pragma unroll
             for (int q = 0; q < G; ++q) {
-              dst[q * S] = static_cast<acc_t>(dz[q]);
+              dst[q * S] = static_cast<acc_t>(dz[i][q]);
             }
           }
         }
@@ -340,6 +344,21 @@ __global__ void __launch_bounds__(kClusterThreads)
     }
     if (step + 1 < steps) {
       cluster_arrive();  // this block's d_gates[t] written; its buffer cur and sums read
+    }
+#pragma unroll
+    for (int i = 0; i < kMaxPairs; ++i) {
+      if (pv[i]) {
+        const int64_t row = bp.b0 + pr[i];
+        const int s = bp.c0 + pc[i];
+        scalar_t* dg = d_gates + t * 3 * n + row * width + s;
+#pragma unroll
+        for (int q = 0; q < G; ++q) {
+          dg[q * S] = dz[i][q];
+        }
+        if (t == 0) {
+          d_cell[row * S + s] = dc[i];
+        }
+      }
     }
   }
 #else
