@@ -312,6 +312,16 @@ def test_cuda_step_kernels(monkeypatch, path, dtype, size):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("rows", ["2", "4", "8", "16"])
+def test_cuda_cluster_batch_slices(monkeypatch, rows):
+    """Each batch slice per cluster (LLTM_EXT_SEQUENCE_CLUSTER_ROWS forces what auto chooses by
+    occupancy), B = 37 a multiple of none, S = 100 not a multiple of the cluster's 8 blocks."""
+    sequence_path(monkeypatch, "cluster")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_CLUSTER_ROWS", rows)
+    check_against_reference((4, 37, 5, 100), "cuda", torch.float32)
+
+
+@pytest.mark.cuda
 def test_cuda_cluster_path_refuses_what_it_cannot_run(monkeypatch):
     """Forced, the cluster path says why it does not apply (S past kClusterMaxState) instead of
     running another path; auto runs cuBLAS there."""

@@ -27,6 +27,12 @@ namespace {
 constexpr int kTileRows = 2;
 constexpr int kMaxPairs = 2;  // (row, column) pairs a thread finishes: rows * cols <= 512
 
+// Row stride in shared memory of a product's operands of length K: K rounded up to groups of
+// four, plus four (16-byte rows; consecutive rows start in different banks).
+LLTM_EXT_HD int padded_k(int k) {
+  return (k + 3) / 4 * 4 + 4;
+}
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 // The cluster barrier in two halves: arrive (this thread's earlier writes, shared memory of other
 // blocks too, released) and wait (acquire: the other threads' writes before their arrival seen).
@@ -36,13 +42,33 @@ __device__ __forceinline__ void cluster_arrive() {
 __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
-#endif
 
-// Partial products of one unit: acc[r][q] = sum over k = p, p + parts, ... < K of
-// x[r * xs + k] * w[k * ws + q * gs], r < kTileRows, q < G.
+// Four consecutive values from 16-byte-aligned shared memory: one 16-byte load for float, two
+// for double.
+__device__ __forceinline__ void load4(const float* p, float (&v)[4]) {
+  const float4 q = *reinterpret_cast<const float4*>(p);
+  v[0] = q.x;
+  v[1] = q.y;
+  v[2] = q.z;
+  v[3] = q.w;
+}
+__device__ __forceinline__ void load4(const double* p, double (&v)[4]) {
+  const double2 a = reinterpret_cast<const double2*>(p)[0];
+  const double2 b = reinterpret_cast<const double2*>(p)[1];
+  v[0] = a.x;
+  v[1] = a.y;
+  v[2] = b.x;
+  v[3] = b.y;
+}
+
+// Partial products of one unit: acc[r][q] = sum over k in groups of four (group p, p + parts, ...
+// < groups) of x[r * xs + k] * w[q * ws + k], r < kTileRows, q < G. x and w are k-contiguous and
+// 16-byte aligned, zero past K: a thread reads 16 bytes per load (four multiply-adds per operand
+// loaded; the scalar loads of a first version made shared memory's load issue the bound).
 template <int G, typename acc_t>
-__device__ __forceinline__ void unit_product(const acc_t* x, int xs, const acc_t* w, int ws, int gs,
-                                             int K, int p, int parts, acc_t (&acc)[kTileRows][G]) {
+__device__ __forceinline__ void unit_product(const acc_t* x, int xs, const acc_t* w, int ws,
+                                             int groups, int p, int parts,
+                                             acc_t (&acc)[kTileRows][G]) {
 #pragma unroll
   for (int r = 0; r < kTileRows; ++r) {
 #pragma unroll
@@ -50,26 +76,30 @@ __device__ __forceinline__ void unit_product(const acc_t* x, int xs, const acc_t
       acc[r][q] = acc_t(0);
     }
   }
-#pragma unroll 4
-  for (int k = p; k < K; k += parts) {
-    acc_t wv[G], xv[kTileRows];
-#pragma unroll
-    for (int q = 0; q < G; ++q) {
-      wv[q] = w[k * ws + q * gs];
-    }
+#pragma unroll 2
+  for (int gi = p; gi < groups; gi += parts) {
+    acc_t xv[kTileRows][4], wv[G][4];
 #pragma unroll
     for (int r = 0; r < kTileRows; ++r) {
-      xv[r] = x[r * xs + k];
+      load4(x + r * xs + 4 * gi, xv[r]);
+    }
+#pragma unroll
+    for (int q = 0; q < G; ++q) {
+      load4(w + q * ws + 4 * gi, wv[q]);
     }
 #pragma unroll
     for (int r = 0; r < kTileRows; ++r) {
 #pragma unroll
       for (int q = 0; q < G; ++q) {
-        acc[r][q] += xv[r] * wv[q];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          acc[r][q] += xv[r][e] * wv[q][e];
+        }
       }
     }
   }
 }
+#endif
 
 // This block's place: its columns [c0, c0 + cols_here) and rows [b0, b0 + rows_here); a thread's
 // i-th (row, column) pair.
@@ -92,8 +122,8 @@ __device__ __forceinline__ BlockPlace block_place(const ClusterShape& cs, int64_
 
 // Steps 0 .. steps - 1 forward, as sequence_forward_kernel (lltm_cuda.cu) computes them: z =
 // gates_t + h_{t-1} W_h^T written back to gates_t, the gate math with the bias -> output[t],
-// cells[t]. Shared memory (acc_t): W_h rows [S][3 cols] (k-major: w[k][q * cols + c]), h rows
-// [2][rows][S + 1], partial sums [parts][kTileRows * 3][units].
+// cells[t]. Shared memory (acc_t): W_h's rows of this block's columns [3 cols][hs] (row q * cols
+// + c), h rows [2][rows][hs] (hs = padded_k(S)), partial sums [parts][kTileRows * 3][units].
 template <typename scalar_t>
 __global__ void __launch_bounds__(kClusterThreads)
     cluster_forward_kernel(scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
@@ -105,18 +135,18 @@ __global__ void __launch_bounds__(kClusterThreads)
   using acc_t = cuda::opmath_t<scalar_t>;
   constexpr int G = 3;
   auto cluster = cooperative_groups::this_cluster();
-  extern __shared__ unsigned char smem_raw[];
-  const int S = cs.state, cols = cs.cols, nc = 3 * cols, rows = cs.rows, hs = S + 1;
-  acc_t* sw = reinterpret_cast<acc_t*>(smem_raw);
-  acc_t* sh = sw + S * nc;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int S = cs.state, cols = cs.cols, nc = 3 * cols, rows = cs.rows, hs = padded_k(S);
+  acc_t* sw = reinterpret_cast<acc_t*>(smem_raw);  // [3 cols][hs]: W_h's rows, q * cols + c
+  acc_t* sh = sw + nc * hs;                        // [2][rows][hs]: h rows
   acc_t* part_sums = sh + 2 * rows * hs;
   const BlockPlace bp = block_place(cs, batch);
   const int tid = threadIdx.x;
-  for (int e = tid; e < nc * S; e += kClusterThreads) {
-    const int o = e / S, k = e % S, q = o / cols, c = o % cols;
-    sw[k * nc + o] = c < bp.cols_here
-                         ? static_cast<acc_t>(w[static_cast<int64_t>(q * S + bp.c0 + c) * ld + k])
-                         : acc_t(0);
+  for (int e = tid; e < nc * hs; e += kClusterThreads) {
+    const int o = e / hs, k = e % hs, q = o / cols, c = o % cols;
+    sw[e] = c < bp.cols_here && k < S
+                ? static_cast<acc_t>(w[static_cast<int64_t>(q * S + bp.c0 + c) * ld + k])
+                : acc_t(0);
   }
   for (int e = tid; e < 2 * rows * hs; e += kClusterThreads) {  // h_{-1} = h0 in buffer 0
     const int r = e / hs % rows, k = e % hs;
@@ -164,7 +194,8 @@ __global__ void __launch_bounds__(kClusterThreads)
     for (int u = ui; u < cs.units; u += cs.units_pow2) {
       const int c = u % cols, rg = u / cols;
       acc_t acc[kTileRows][G];
-      unit_product<G>(x + rg * kTileRows * hs, hs, sw + c, nc, cols, S, p, cs.parts, acc);
+      unit_product<G>(x + rg * kTileRows * hs, hs, sw + c * hs, cols * hs, hs / 4 - 1, p, cs.parts,
+                      acc);
 #pragma unroll
       for (int r = 0; r < kTileRows; ++r) {
 #pragma unroll
@@ -229,7 +260,8 @@ __global__ void __launch_bounds__(kClusterThreads)
 // Steps steps - 1 down to 0 backward, as sequence_backward_kernel (lltm_cuda.cu) computes them:
 // dL/dh_t = grad_output[t] + (grad_h_n at the last step, else d_gates[t + 1] W_h), dL/dc_t
 // carried, the gate math -> d_gates[t]; d_cell (B, S) gets dL/dc_{-1}. Shared memory (acc_t):
-// W_h's columns [3S][cols], d_gates rows [2][rows][3S + 1], partial sums [parts][kTileRows][units].
+// W_h's columns [cols][ds], d_gates rows [2][rows][ds] (ds = padded_k(3S)), partial sums
+// [parts][kTileRows][units].
 template <typename scalar_t>
 __global__ void __launch_bounds__(kClusterThreads)
     cluster_backward_kernel(scalar_t* __restrict__ d_gates, const scalar_t* __restrict__ w,
@@ -243,17 +275,18 @@ __global__ void __launch_bounds__(kClusterThreads)
   using acc_t = cuda::opmath_t<scalar_t>;
   constexpr int G = 3;
   auto cluster = cooperative_groups::this_cluster();
-  extern __shared__ unsigned char smem_raw[];
-  const int S = cs.state, cols = cs.cols, rows = cs.rows, width = 3 * S, ds = width + 1;
-  acc_t* sw = reinterpret_cast<acc_t*>(smem_raw);
-  acc_t* sd = sw + width * cols;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int S = cs.state, cols = cs.cols, rows = cs.rows, width = 3 * S, ds = padded_k(width);
+  acc_t* sw = reinterpret_cast<acc_t*>(smem_raw);  // [cols][ds]: W_h's columns
+  acc_t* sd = sw + cols * ds;                      // [2][rows][ds]: d_gates rows
   acc_t* part_sums = sd + 2 * rows * ds;
   const BlockPlace bp = block_place(cs, batch);
   const int tid = threadIdx.x;
-  for (int e = tid; e < width * cols; e += kClusterThreads) {
-    const int m = e / cols, c = e % cols;
-    sw[e] = c < bp.cols_here ? static_cast<acc_t>(w[static_cast<int64_t>(m) * ld + bp.c0 + c])
-                             : acc_t(0);
+  for (int e = tid; e < cols * ds; e += kClusterThreads) {
+    const int c = e / ds, m = e % ds;
+    sw[e] = c < bp.cols_here && m < width
+                ? static_cast<acc_t>(w[static_cast<int64_t>(m) * ld + bp.c0 + c])
+                : acc_t(0);
   }
   for (int e = tid; e < 2 * rows * ds; e += kClusterThreads) {
     sd[e] = acc_t(0);  // rows past the batch stay zero
@@ -303,7 +336,7 @@ __global__ void __launch_bounds__(kClusterThreads)
       for (int u = ui; u < cs.units; u += cs.units_pow2) {
         const int c = u % cols, rg = u / cols;
         acc_t acc[kTileRows][1];
-        unit_product<1>(x + rg * kTileRows * ds, ds, sw + c, cols, 0, width, p, cs.parts, acc);
+        unit_product<1>(x + rg * kTileRows * ds, ds, sw + c * ds, 0, ds / 4 - 1, p, cs.parts, acc);
 #pragma unroll
         for (int r = 0; r < kTileRows; ++r) {
           part_sums[(p * kTileRows + r) * cs.units + u] = acc[r][0];
@@ -420,9 +453,10 @@ ClusterShape cluster_shape(int64_t state, int rows) {
 int64_t cluster_smem_bytes(const ClusterShape& cs, bool backward, int64_t element_size) {
   const int64_t acc = element_size == 8 ? 8 : 4;  // opmath: double, else float
   const int64_t S = cs.state, parts_units = static_cast<int64_t>(cs.parts) * cs.units;
-  const int64_t elements =
-      backward ? 3 * S * cs.cols + 2 * cs.rows * (3 * S + 1) + parts_units * kTileRows
-               : S * 3 * cs.cols + 2 * cs.rows * (S + 1) + parts_units * kTileRows * 3;
+  const int64_t ks = padded_k(static_cast<int>(backward ? 3 * S : S));
+  const int64_t elements = backward
+                               ? (cs.cols + 2 * cs.rows) * ks + parts_units * kTileRows
+                               : (3 * cs.cols + 2 * cs.rows) * ks + parts_units * kTileRows * 3;
   return elements * acc;
 }
 
