@@ -85,6 +85,12 @@ def reference(args, grads):
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("bias_2d", [False, True], ids=["bias1d", "bias2d"])
 def test_matches_loop_of_reference(device, dtype, size, bias_2d):
+    check_against_reference(size, device, dtype, bias_2d)
+
+
+def check_against_reference(size, device, dtype, bias_2d=False):
+    """lltm_sequence's outputs and five gradients for (T, B, I, S) vs the float64 loop; the
+    weights' and bias's gradients are sums over T * B rows, whose rounding grows with them."""
     args = make_args(*size, device, dtype, bias_2d)
     output, (h_n, c_n) = lltm_ext.lltm_sequence(args[0], args[1], args[2], (args[3], args[4]))
     assert output.shape == (size[0], size[1], size[3])
@@ -98,10 +104,11 @@ def test_matches_loop_of_reference(device, dtype, size, bias_2d):
     for got, want in zip((output, h_n, c_n), ref_outs, strict=True):
         assert_close(got, want, dtype, scale)
     names = ["input", "weights", "bias", "h0", "c0"]
+    rows_scale = 8 if size[0] * size[1] <= 256 else 32
     for name, got, want, arg in zip(names, ours, ref_grads, args, strict=True):
         assert got is not None, name
         assert got.shape == arg.shape and got.dtype == dtype, name
-        assert_close(got, want, dtype, scale * 8)
+        assert_close(got, want, dtype, scale * rows_scale)
 
 
 @pytest.mark.parametrize("device", devices())
@@ -267,12 +274,73 @@ def test_cuda_uses_current_stream_and_device_guard():
         assert torch.equal(g, e)
 
 
+def sequence_path(monkeypatch, path):
+    """LLTM_EXT_SEQUENCE_PATH for the test: "grid" (the fused step kernels, never the cluster
+    ones) or "cluster" (the sm_90 cluster kernels, an error where they do not apply)."""
+    if path == "cluster" and torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("the cluster kernels need an sm_90 GPU")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_PATH", path)
+
+
+# (T, B, I, S) for the sm_90 cluster kernels (clusters of 8 blocks, each a slice of 2, 4, 8 or 16
+# batch rows): B = 1, B not a multiple of the slice (19, 37), T = 1, S not a multiple of 8 (100,
+# 45), S < 8 (blocks without columns), S = 256 (their limit) and B = 700 (more clusters than run
+# at once: they run in turns).
+CLUSTER_SIZES = [
+    (5, 1, 3, 6),
+    (1, 19, 4, 100),
+    (7, 37, 5, 45),
+    (4, 3, 2, 3),
+    (6, 16, 8, 128),
+    (3, 5, 7, 256),
+    (2, 700, 3, 256),
+]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path", ["grid", "cluster"])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16], ids=str
+)
+@pytest.mark.parametrize("size", CLUSTER_SIZES, ids=lambda s: "x".join(map(str, s)))
+def test_cuda_step_kernels(monkeypatch, path, dtype, size):
+    """Both small-state paths on CUDA, each forced, against the float64 loop: the fused step
+    kernels (grid barrier or a launch per step) and the sm_90 cluster kernels (auto's choice on
+    sm_90), forward and all gradients."""
+    sequence_path(monkeypatch, path)
+    check_against_reference(size, "cuda", dtype)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("rows", ["2", "4", "8", "16"])
+def test_cuda_cluster_batch_slices(monkeypatch, rows):
+    """Each batch slice per cluster (LLTM_EXT_SEQUENCE_CLUSTER_ROWS forces what auto chooses by
+    occupancy), B = 37 a multiple of none, S = 100 not a multiple of the cluster's 8 blocks."""
+    sequence_path(monkeypatch, "cluster")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_CLUSTER_ROWS", rows)
+    check_against_reference((4, 37, 5, 100), "cuda", torch.float32)
+
+
+@pytest.mark.cuda
+def test_cuda_cluster_path_refuses_what_it_cannot_run(monkeypatch):
+    """Forced, the cluster path says why it does not apply (S past kClusterMaxState) instead of
+    running another path; auto runs cuBLAS there."""
+    sequence_path(monkeypatch, "cluster")
+    args = [a.detach() for a in make_args(2, 3, 4, 300, "cuda", torch.float32)]
+    with pytest.raises(RuntimeError, match=r"LLTM_EXT_SEQUENCE_PATH=cluster.*state 300"):
+        _ops.lltm_sequence(*args)
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_PATH", "sideways")
+    with pytest.raises(RuntimeError, match=r"must be auto, cluster or grid.*'sideways'"):
+        _ops.lltm_sequence(*args)
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("batch", [40, 40000], ids=["one_launch", "launch_per_step"])
-def test_cuda_fused_steps_one_launch_or_per_step(batch):
+def test_cuda_fused_steps_one_launch_or_per_step(monkeypatch, batch):
     """Small state sizes run the fused step kernels: all steps in one cooperative launch when the
     grid fits on the GPU at once (B = 40), one launch per step when it does not (B = 40000, S = 16:
     5000 blocks); both against the float64 loop, forward and gradients."""
+    sequence_path(monkeypatch, "grid")
     args = make_args(5, batch, 3, 16, "cuda", torch.float32)
     output, (h_n, c_n) = lltm_ext.lltm_sequence(args[0], args[1], args[2], (args[3], args[4]))
     grads = [torch.randn_like(output), torch.randn_like(h_n), torch.randn_like(c_n)]

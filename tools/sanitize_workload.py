@@ -5,7 +5,8 @@ Covered: relu, sigmoid and round_ste (sizes 0, 1, odd, tails after every vector 
 one block; misaligned views x[1:] into forward and backward kernels; a non-contiguous input), lltm
 (empty batch / features, odd sizes, misaligned state and gradient tensors; the LLTM module through
 SGD steps, as a user trains it), lltm_sequence (empty sequence, batch or features, odd sizes,
-misaligned views, time-major and batch-first, backward through time), gemm through the public
+misaligned views, time-major and batch-first, backward through time; the fused step kernels and,
+on sm_90, the cluster kernels), gemm through the public
 API (every layout a @ b, a @ b.T, a.T @ b, a.T @ b.T; sizes 0, 1, odd, tile-unaligned
 17 x 33 x 65; misaligned and padded operands; `out=`, contiguous or not; split-K from the
 heuristic, float32 and float64; the register-staged path forced) and every float32 tile config
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -224,7 +226,8 @@ def run_lltm_module(dtype: torch.dtype) -> None:
 
 
 # (steps, batch, input features, state size): empty sequence, empty batch, no features, single
-# elements, odd and tile-unaligned sizes (the fused step kernels), S = 300 (cuBLAS per step).
+# elements, odd and tile-unaligned sizes (the fused step kernels; the cluster kernels' partial
+# batch slices, S < 8 and S not a multiple of 8).
 SEQUENCE_SIZES = (
     (0, 3, 2, 4),
     (4, 0, 3, 5),
@@ -232,6 +235,7 @@ SEQUENCE_SIZES = (
     (1, 1, 1, 1),
     (5, 3, 7, 9),
     (6, 17, 33, 65),
+    (3, 37, 5, 100),
 )
 
 
@@ -241,14 +245,25 @@ def run_lltm_sequence(dtype: torch.dtype) -> None:
     in full float32 (torch's RNN default on CUDA is TF32, outside the float32 tolerance)."""
     rnn = torch.backends.cudnn.rnn
     precision, rnn.fp32_precision = rnn.fp32_precision, "ieee"
+    # Both small-state paths: the fused step kernels, and on sm_90 the cluster kernels.
+    paths = ["grid"] + (["cluster"] if torch.cuda.get_device_capability() >= (9, 0) else [])
+    old_path = os.environ.get("LLTM_EXT_SEQUENCE_PATH")
     try:
-        _run_lltm_sequence(dtype)
+        for path in paths:
+            os.environ["LLTM_EXT_SEQUENCE_PATH"] = path
+            _run_lltm_sequence(dtype, path)
     finally:
         rnn.fp32_precision = precision
+        if old_path is None:
+            os.environ.pop("LLTM_EXT_SEQUENCE_PATH", None)
+        else:
+            os.environ["LLTM_EXT_SEQUENCE_PATH"] = old_path
 
 
-def _run_lltm_sequence(dtype: torch.dtype) -> None:
+def _run_lltm_sequence(dtype: torch.dtype, path: str) -> None:
     for (steps, batch, features, state), offset in itertools.product(SEQUENCE_SIZES, (0, 1)):
+        if path == "cluster" and steps * batch == 0:
+            continue  # no kernel runs: the grid pass covered it
         stdv = 1.0 / math.sqrt(state)
         args = [
             randn(steps, batch, features, dtype=dtype, offset=offset),
@@ -272,7 +287,7 @@ def _run_lltm_sequence(dtype: torch.dtype) -> None:
             h, c = lltm_reference(xs[t], w, b, h, c)
             ref_steps.append(h)
         ref_out = torch.stack(ref_steps) if ref_steps else xs.new_zeros((0, batch, state))
-        what = f"lltm_sequence T={steps} B={batch} I={features} S={state} offset={offset}"
+        what = f"lltm_sequence {path} T={steps} B={batch} I={features} S={state} offset={offset}"
         check(output, ref_out, dtype, what + " output")
         check(h_n, h, dtype, what + " h_n")
         check(c_n, c, dtype, what + " c_n")

@@ -230,6 +230,41 @@ cudaError_t launch_sequence_backward_steps(T* d_gates, const T* w, int64_t ld, c
                                            const T* gates, const T* bias, T* d_cell, int64_t batch,
                                            int64_t state, int64_t last, int64_t t_hi, int64_t steps,
                                            bool overlap, cudaStream_t stream);
+
+// The sequence's time steps on sm_90 (lltm_sequence_cluster.cu): thread-block clusters of
+// kClusterSize blocks, each cluster a slice of `rows` batch rows and the whole state (block j:
+// state columns [j * cols, (j + 1) * cols)), h (forward) or d_gates (backward) exchanged through
+// distributed shared memory with one cluster barrier per step; all steps in one launch. The same
+// inputs and outputs as the fused step kernels above over all T steps (backward: d_cell (B, S)
+// gets dL/dc_0's gradient d c0). For state sizes up to kClusterMaxState; cluster_shape_ok and
+// the device's shared memory (cluster_smem_bytes) say which `rows` a state size takes.
+constexpr int kClusterSize = 8, kClusterThreads = 256;
+constexpr int64_t kClusterMaxState = 256;
+// A block's work: state S, columns per block, batch rows per cluster, and the product's split
+// into `units` (a column x 2 rows) x `parts` (of K), units_pow2 * parts = kClusterThreads.
+struct ClusterShape {
+  int state, cols, rows, units, units_pow2, parts;
+};
+ClusterShape cluster_shape(int64_t state, int rows);
+bool cluster_shape_ok(const ClusterShape& shape);
+int64_t cluster_smem_bytes(const ClusterShape& shape, bool backward, int64_t element_size);
+// Whether the current device runs this module's sm_90 code of the cluster kernels.
+template <typename T>
+cudaError_t cluster_image_loaded(bool* loaded);
+// On the current device: the kernels' shared-memory limit set to max_smem, and the clusters of
+// (state, rows) that run at once, forward and backward.
+template <typename T>
+cudaError_t prepare_cluster_steps(int max_smem, int rows, int* forward_clusters,
+                                  int* backward_clusters, int64_t state);
+template <typename T>
+cudaError_t launch_cluster_forward(T* gates, const T* bias, const T* h0, const T* c0, const T* w,
+                                   int64_t ld, T* output, T* cells, int64_t batch, int64_t steps,
+                                   const ClusterShape& shape, cudaStream_t stream);
+template <typename T>
+cudaError_t launch_cluster_backward(T* d_gates, const T* w, int64_t ld, const T* grad_output,
+                                    const T* grad_h_n, const T* grad_c_n, const T* cells,
+                                    const T* gates, const T* bias, T* d_cell, int64_t batch,
+                                    int64_t steps, const ClusterShape& shape, cudaStream_t stream);
 #endif
 
 }  // namespace lltm_ext::lltm

@@ -7,8 +7,12 @@
 #include <cublas_v2.h>
 
 #include <climits>
+#include <cstdlib>
 #include <initializer_list>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "common/checks.h"
@@ -286,6 +290,109 @@ StepPlan step_plan(int device, int64_t batch, int64_t state, int64_t element_siz
   return {fused, f.major >= 9};
 }
 
+// LLTM_EXT_SEQUENCE_PATH, read at every call: "auto" (default: the cluster kernels where they
+// apply, else the fused step kernels, else cuBLAS), "cluster" (the cluster kernels, an error where
+// they do not apply: tests use it to know that they ran), "grid" (never the cluster kernels).
+enum class SequencePath { kAuto, kCluster, kGrid };
+
+SequencePath sequence_path_setting() {
+  const char* env = std::getenv("LLTM_EXT_SEQUENCE_PATH");
+  const std::string value = env != nullptr ? env : "";
+  if (value.empty() || value == "auto") {
+    return SequencePath::kAuto;
+  }
+  if (value == "cluster") {
+    return SequencePath::kCluster;
+  }
+  TORCH_CHECK(value == "grid",
+              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PATH must be auto, cluster or grid, but "
+              "got '",
+              value, "'.");
+  return SequencePath::kGrid;
+}
+
+// Whether the sequence's steps run on the cluster kernels, and in which shape.
+struct ClusterPlan {
+  bool use;
+  ClusterShape shape;
+};
+
+// The cluster kernels apply on sm_90 GPUs that run this module's sm_90 code, for 1 <= S <=
+// kClusterMaxState and B >= 1, where the shared memory fits. Batch rows per cluster: the fewest
+// (of 2, 4, 8, 16) whose clusters all run at once (the most SMs, the least work per block), else
+// the most that fit (clusters then run in turns: they never wait on each other).
+// LLTM_EXT_SEQUENCE_CLUSTER_ROWS (2, 4, 8 or 16; read at every call) forces the rows, for
+// measurements.
+template <typename T>
+ClusterPlan cluster_plan(int device, int64_t batch, int64_t state) {
+  const SequencePath setting = sequence_path_setting();
+  ClusterPlan plan{false, {}};
+  if (setting == SequencePath::kGrid) {
+    return plan;
+  }
+  struct Facts {
+    int smem_optin, major;
+    bool loaded;
+  };
+  static cuda::PerDevice<Facts> cache;
+  const Facts& f = cache.get(device, [](int d) {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(d));
+    Facts facts{};
+    C10_CUDA_CHECK(
+        cudaDeviceGetAttribute(&facts.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, d));
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&facts.major, cudaDevAttrComputeCapabilityMajor, d));
+    facts.loaded = false;
+    if (facts.major >= 9) {
+      C10_CUDA_CHECK(cluster_image_loaded<T>(&facts.loaded));
+    }
+    return facts;
+  });
+  if (f.loaded && batch >= 1 && state >= 1 && state <= kClusterMaxState) {
+    static std::mutex mutex;
+    static std::map<std::tuple<int, int64_t, int>, std::pair<int, int>> resident;
+    const char* forced_env = std::getenv("LLTM_EXT_SEQUENCE_CLUSTER_ROWS");
+    const int forced = forced_env != nullptr ? std::atoi(forced_env) : 0;
+    for (const int rows : {2, 4, 8, 16}) {
+      if (forced > 0 && rows != forced) {
+        continue;
+      }
+      const ClusterShape cs = cluster_shape(state, rows);
+      if (!cluster_shape_ok(cs) || cluster_smem_bytes(cs, false, sizeof(T)) > f.smem_optin ||
+          cluster_smem_bytes(cs, true, sizeof(T)) > f.smem_optin) {
+        continue;
+      }
+      std::pair<int, int> counts;
+      {
+        const std::lock_guard<std::mutex> lock(mutex);
+        const auto key = std::make_tuple(device, state, rows);
+        auto it = resident.find(key);
+        if (it == resident.end()) {
+          int fwd = 0, bwd = 0;
+          C10_CUDA_CHECK(prepare_cluster_steps<T>(f.smem_optin, rows, &fwd, &bwd, state));
+          it = resident.emplace(key, std::make_pair(fwd, bwd)).first;
+        }
+        counts = it->second;
+      }
+      if (counts.first < 1 || counts.second < 1) {
+        continue;
+      }
+      plan = {true, cs};
+      if ((batch + rows - 1) / rows <= std::min(counts.first, counts.second)) {
+        break;
+      }
+    }
+  }
+  TORCH_CHECK(plan.use || setting != SequencePath::kCluster,
+              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PATH=cluster, but the cluster kernels do "
+              "not apply to cuda:",
+              device, " (compute capability ", f.major, ", sm_90 code ",
+              f.loaded ? "loaded" : "not loaded", "), batch ", batch, ", state ", state,
+              " (they need an sm_90 GPU running this module's sm_90 code, batch >= 1 and 1 <= "
+              "state <= ",
+              kClusterMaxState, ").");
+  return plan;
+}
+
 }  // namespace
 
 void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double beta,
@@ -316,6 +423,15 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
     scalar_t* g = gates.mutable_data_ptr<scalar_t>();
     const scalar_t* wp = weights.const_data_ptr<scalar_t>();
     const int64_t n = B * S;
+    if (T > 0 && B > 0) {
+      const ClusterPlan cluster = cluster_plan<scalar_t>(input.get_device(), B, S);
+      if (cluster.use) {  // all steps in one launch of thread-block clusters (sm_90)
+        C10_CUDA_CHECK(launch_cluster_forward<scalar_t>(g, b, h0.const_data_ptr<scalar_t>(),
+                                                        c0.const_data_ptr<scalar_t>(), wp, S + I,
+                                                        out, cell, B, T, cluster.shape, stream));
+        return;
+      }
+    }
     const StepPlan plan = step_plan(input.get_device(), B, S, es);
     if (plan.fused && T > 0) {  // the recurrent product and the gate math in one kernel
       bool all_at_once = false;
@@ -361,6 +477,16 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
     const scalar_t* wp = weights.const_data_ptr<scalar_t>();
     const scalar_t* gh_n = grad_h_n.const_data_ptr<scalar_t>();
     const int64_t n = B * S;
+    if (T > 0 && B > 0) {
+      const ClusterPlan cluster = cluster_plan<scalar_t>(cells.get_device(), B, S);
+      if (cluster.use) {  // all steps in one launch of thread-block clusters (sm_90)
+        C10_CUDA_CHECK(launch_cluster_backward<scalar_t>(dg, wp, S + I, go, gh_n,
+                                                         grad_c_n.const_data_ptr<scalar_t>(), cell,
+                                                         g, b, dc[0], B, T, cluster.shape, stream));
+        blas.gemm(row_major(dg, B, 3 * S, 3 * S), w_h, row_major(dh, B, S, S), 0);  // d h0
+        return;
+      }
+    }
     const StepPlan plan = step_plan(cells.get_device(), B, S, es);
     if (plan.fused && T > 0) {  // dL/dh_t's product and the gate math in one kernel
       bool all_at_once = false;

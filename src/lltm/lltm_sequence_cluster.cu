@@ -1,0 +1,543 @@
+// The sequence's time steps on Hopper (sm_90): thread-block clusters that exchange h (forward) or
+// d_gates (backward) through distributed shared memory, all T steps in one launch.
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "common/cuda_kernel.cuh"
+#include "lltm/lltm.h"
+
+namespace lltm_ext::lltm {
+namespace {
+
+// A cluster of kClusterSize blocks owns `rows` batch rows and the whole state: block j of the
+// cluster owns state columns [j * cols, (j + 1) * cols) (cols = ceil(S / kClusterSize)), keeps
+// the matching rows (forward: W_h's rows of its columns' three gates, K = S) or columns
+// (backward: W_h[:, its columns], K = 3S) in shared memory for all steps, and after each step
+// writes its new h columns (or its d_gates columns) into every block's copy of the exchanged
+// rows: two buffers in turn, one cluster barrier per step, no grid barrier and no global memory
+// read in the step's critical path. Clusters never wait on each other.
+//
+// In a block, the product out[r][o] = sum_k x[r][k] w[k][o] (x: the exchanged rows, kTileRows at
+// a time; o: a column's three gates forward, the column backward) is split into `units` (a
+// column and kTileRows rows) x `parts` (k = p, p + parts, ...): each thread sums its unit's
+// kTileRows x G values over its part's k, the parts are added in shared memory, then one thread
+// per (row, column) does the gate math.
+constexpr int kTileRows = 2;
+constexpr int kMaxPairs = 2;  // (row, column) pairs a thread finishes: rows * cols <= 512
+
+// Row stride in shared memory of a product's operands of length K: K rounded up to groups of
+// four, plus four (16-byte rows; consecutive rows start in different banks).
+LLTM_EXT_HD int padded_k(int k) {
+  return (k + 3) / 4 * 4 + 4;
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// The cluster barrier in two halves: arrive (this thread's earlier writes, shared memory of other
+// blocks too, released) and wait (acquire: the other threads' writes before their arrival seen).
+__device__ __forceinline__ void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// Four consecutive values from 16-byte-aligned shared memory: one 16-byte load for float, two
+// for double.
+__device__ __forceinline__ void load4(const float* p, float (&v)[4]) {
+  const float4 q = *reinterpret_cast<const float4*>(p);
+  v[0] = q.x;
+  v[1] = q.y;
+  v[2] = q.z;
+  v[3] = q.w;
+}
+__device__ __forceinline__ void load4(const double* p, double (&v)[4]) {
+  const double2 a = reinterpret_cast<const double2*>(p)[0];
+  const double2 b = reinterpret_cast<const double2*>(p)[1];
+  v[0] = a.x;
+  v[1] = a.y;
+  v[2] = b.x;
+  v[3] = b.y;
+}
+
+// Partial products of one unit: acc[r][q] = sum over k in groups of four (group p, p + parts, ...
+// < groups) of x[r * xs + k] * w[q * ws + k], r < kTileRows, q < G. x and w are k-contiguous and
+// 16-byte aligned, zero past K: a thread reads 16 bytes per load (four multiply-adds per operand
+// loaded; the scalar loads of a first version made shared memory's load issue the bound).
+template <int G, typename acc_t>
+__device__ __forceinline__ void unit_product(const acc_t* x, int xs, const acc_t* w, int ws,
+                                             int groups, int p, int parts,
+                                             acc_t (&acc)[kTileRows][G]) {
+#pragma unroll
+  for (int r = 0; r < kTileRows; ++r) {
+#pragma unroll
+    for (int q = 0; q < G; ++q) {
+      acc[r][q] = acc_t(0);
+    }
+  }
+#pragma unroll 2
+  for (int gi = p; gi < groups; gi += parts) {
+    acc_t xv[kTileRows][4], wv[G][4];
+#pragma unroll
+    for (int r = 0; r < kTileRows; ++r) {
+      load4(x + r * xs + 4 * gi, xv[r]);
+    }
+#pragma unroll
+    for (int q = 0; q < G; ++q) {
+      load4(w + q * ws + 4 * gi, wv[q]);
+    }
+#pragma unroll
+    for (int r = 0; r < kTileRows; ++r) {
+#pragma unroll
+      for (int q = 0; q < G; ++q) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          acc[r][q] += xv[r][e] * wv[q][e];
+        }
+      }
+    }
+  }
+}
+#endif
+
+// This block's place: its columns [c0, c0 + cols_here) and rows [b0, b0 + rows_here); a thread's
+// i-th (row, column) pair.
+struct BlockPlace {
+  int rank, c0, cols_here, rows_here;
+  int64_t b0;
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ BlockPlace block_place(const ClusterShape& cs, int64_t batch) {
+  BlockPlace bp;
+  bp.rank = static_cast<int>(cooperative_groups::this_cluster().block_rank());
+  bp.c0 = bp.rank * cs.cols;
+  bp.cols_here = max(0, min(cs.cols, cs.state - bp.c0));
+  bp.b0 = static_cast<int64_t>(blockIdx.x / kClusterSize) * cs.rows;
+  bp.rows_here = static_cast<int>(batch - bp.b0 < cs.rows ? batch - bp.b0 : cs.rows);
+  return bp;
+}
+#endif
+
+// Steps 0 .. steps - 1 forward, as sequence_forward_kernel (lltm_cuda.cu) computes them: z =
+// gates_t + h_{t-1} W_h^T written back to gates_t, the gate math with the bias -> output[t],
+// cells[t]. Shared memory (acc_t): W_h's rows of this block's columns [3 cols][hs] (row q * cols
+// + c), h rows [2][rows][hs] (hs = padded_k(S)), partial sums [parts][kTileRows * 3][units].
+template <typename scalar_t>
+__global__ void __launch_bounds__(kClusterThreads)
+    cluster_forward_kernel(scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
+                           const scalar_t* __restrict__ h0, const scalar_t* __restrict__ c0,
+                           const scalar_t* __restrict__ w, int64_t ld,
+                           scalar_t* __restrict__ output, scalar_t* __restrict__ cells,
+                           int64_t batch, int64_t steps, ClusterShape cs) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using acc_t = cuda::opmath_t<scalar_t>;
+  constexpr int G = 3;
+  auto cluster = cooperative_groups::this_cluster();
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int S = cs.state, cols = cs.cols, nc = 3 * cols, rows = cs.rows, hs = padded_k(S);
+  acc_t* sw = reinterpret_cast<acc_t*>(smem_raw);  // [3 cols][hs]: W_h's rows, q * cols + c
+  acc_t* sh = sw + nc * hs;                        // [2][rows][hs]: h rows
+  acc_t* part_sums = sh + 2 * rows * hs;
+  const BlockPlace bp = block_place(cs, batch);
+  const int tid = threadIdx.x;
+  for (int e = tid; e < nc * hs; e += kClusterThreads) {
+    const int o = e / hs, k = e % hs, q = o / cols, c = o % cols;
+    sw[e] = c < bp.cols_here && k < S
+                ? static_cast<acc_t>(w[static_cast<int64_t>(q * S + bp.c0 + c) * ld + k])
+                : acc_t(0);
+  }
+  for (int e = tid; e < 2 * rows * hs; e += kClusterThreads) {  // h_{-1} = h0 in buffer 0
+    const int r = e / hs % rows, k = e % hs;
+    sh[e] = e < rows * hs && r < bp.rows_here && k < S ? static_cast<acc_t>(h0[(bp.b0 + r) * S + k])
+                                                       : acc_t(0);
+  }
+  const int64_t n = batch * S;
+  // This thread's (row, column) pairs and their own operands: bias, c_{t-1} carried.
+  int pr[kMaxPairs], pc[kMaxPairs];
+  bool pv[kMaxPairs];
+  acc_t bias_v[kMaxPairs][G], c_prev[kMaxPairs];
+#pragma unroll
+  for (int i = 0; i < kMaxPairs; ++i) {
+    const int e = tid + i * kClusterThreads;
+    pr[i] = e / max(cols, 1);
+    pc[i] = e % max(cols, 1);
+    pv[i] = e < rows * cols && pr[i] < bp.rows_here && pc[i] < bp.cols_here;
+    c_prev[i] = acc_t(0);
+#pragma unroll
+    for (int q = 0; q < G; ++q) {
+      bias_v[i][q] = pv[i] ? static_cast<acc_t>(bias[q * S + bp.c0 + pc[i]]) : acc_t(0);
+    }
+    if (pv[i]) {
+      c_prev[i] = static_cast<acc_t>(c0[(bp.b0 + pr[i]) * S + bp.c0 + pc[i]]);
+    }
+  }
+  cluster.sync();  // every block runs (its shared memory may be written) and holds h0
+  const int ui = tid % cs.units_pow2, p = tid / cs.units_pow2;
+  for (int64_t t = 0; t < steps; ++t) {
+    const int cur = static_cast<int>(t & 1);
+    acc_t proj[kMaxPairs][G];  // the input projections: read before the barrier
+#pragma unroll
+    for (int i = 0; i < kMaxPairs; ++i) {
+#pragma unroll
+      for (int q = 0; q < G; ++q) {
+        proj[i][q] = pv[i] ? static_cast<acc_t>(
+                                 gates[t * 3 * n + (bp.b0 + pr[i]) * 3 * S + q * S + bp.c0 + pc[i]])
+                           : acc_t(0);
+      }
+    }
+    if (t > 0) {
+      cluster_wait();  // h_{t-1} from every block of the cluster is in buffer cur
+    }
+    const acc_t* x = sh + cur * rows * hs;
+    for (int u = ui; u < cs.units; u += cs.units_pow2) {
+      const int c = u % cols, rg = u / cols;
+      acc_t acc[kTileRows][G];
+      unit_product<G>(x + rg * kTileRows * hs, hs, sw + c * hs, cols * hs, hs / 4 - 1, p, cs.parts,
+                      acc);
+#pragma unroll
+      for (int r = 0; r < kTileRows; ++r) {
+#pragma unroll
+        for (int q = 0; q < G; ++q) {
+          part_sums[(p * kTileRows * G + r * G + q) * cs.units + u] = acc[r][q];
+        }
+      }
+    }
+    __syncthreads();
+    // The gate math; h_t to the other blocks first, then the barrier's arrival, and only then
+    // this step's global writes (nothing in the cluster reads them): off the critical path.
+    acc_t* next = sh + (cur ^ 1) * rows * hs;
+    scalar_t saved[kMaxPairs][G], h_out[kMaxPairs], c_out[kMaxPairs];
+#pragma unroll
+    for (int i = 0; i < kMaxPairs; ++i) {
+      if (pv[i]) {
+        const int u = pr[i] / kTileRows * cols + pc[i], a = pr[i] % kTileRows * G;
+        acc_t z[G];
+#pragma unroll
+        for (int q = 0; q < G; ++q) {
+          acc_t sum = proj[i][q];
+          for (int pp = 0; pp < cs.parts; ++pp) {
+            sum += part_sums[(pp * kTileRows * G + a + q) * cs.units + u];
+          }
+          saved[i][q] = static_cast<scalar_t>(sum);  // backward recomputes the gates from it
+          z[q] = static_cast<acc_t>(saved[i][q]) + bias_v[i][q];
+        }
+        const auto res = forward_element<acc_t>(z[0], z[1], z[2], c_prev[i]);
+        h_out[i] = static_cast<scalar_t>(res.new_h);
+        c_out[i] = static_cast<scalar_t>(res.new_cell);
+        c_prev[i] = static_cast<acc_t>(c_out[i]);  // as stored
+        if (t + 1 < steps) {  // h_t, as stored, into every block's buffer cur ^ 1
+          const acc_t hv = static_cast<acc_t>(h_out[i]);
+          for (int b = 0; b < kClusterSize; ++b) {
+            cluster.map_shared_rank(next, b)[pr[i] * hs + bp.c0 + pc[i]] = hv;
+          }
+        }
+      }
+    }
+    if (t + 1 < steps) {
+      cluster_arrive();  // this block's h_t written; its buffer cur and sums read
+    }
+#pragma unroll
+    for (int i = 0; i < kMaxPairs; ++i) {
+      if (pv[i]) {
+        const int64_t j = (bp.b0 + pr[i]) * S + bp.c0 + pc[i];
+        scalar_t* g = gates + t * 3 * n + (bp.b0 + pr[i]) * 3 * S + bp.c0 + pc[i];
+#pragma unroll
+        for (int q = 0; q < G; ++q) {
+          g[q * S] = saved[i][q];
+        }
+        output[t * n + j] = h_out[i];
+        cells[t * n + j] = c_out[i];
+      }
+    }
+  }
+#else
+  __trap();  // launched only where the sm_90 image runs (cluster_image_loaded)
+#endif
+}
+
+// Steps steps - 1 down to 0 backward, as sequence_backward_kernel (lltm_cuda.cu) computes them:
+// dL/dh_t = grad_output[t] + (grad_h_n at the last step, else d_gates[t + 1] W_h), dL/dc_t
+// carried, the gate math -> d_gates[t]; d_cell (B, S) gets dL/dc_{-1}. Shared memory (acc_t):
+// W_h's columns [cols][ds], d_gates rows [2][rows][ds] (ds = padded_k(3S)), partial sums
+// [parts][kTileRows][units].
+template <typename scalar_t>
+__global__ void __launch_bounds__(kClusterThreads)
+    cluster_backward_kernel(scalar_t* __restrict__ d_gates, const scalar_t* __restrict__ w,
+                            int64_t ld, const scalar_t* __restrict__ grad_output,
+                            const scalar_t* __restrict__ grad_h_n,
+                            const scalar_t* __restrict__ grad_c_n,
+                            const scalar_t* __restrict__ cells, const scalar_t* __restrict__ gates,
+                            const scalar_t* __restrict__ bias, scalar_t* __restrict__ d_cell,
+                            int64_t batch, int64_t steps, ClusterShape cs) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using acc_t = cuda::opmath_t<scalar_t>;
+  constexpr int G = 3;
+  auto cluster = cooperative_groups::this_cluster();
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int S = cs.state, cols = cs.cols, rows = cs.rows, width = 3 * S, ds = padded_k(width);
+  acc_t* sw = reinterpret_cast<acc_t*>(smem_raw);  // [cols][ds]: W_h's columns
+  acc_t* sd = sw + cols * ds;                      // [2][rows][ds]: d_gates rows
+  acc_t* part_sums = sd + 2 * rows * ds;
+  const BlockPlace bp = block_place(cs, batch);
+  const int tid = threadIdx.x;
+  for (int e = tid; e < cols * ds; e += kClusterThreads) {
+    const int c = e / ds, m = e % ds;
+    sw[e] = c < bp.cols_here && m < width
+                ? static_cast<acc_t>(w[static_cast<int64_t>(m) * ld + bp.c0 + c])
+                : acc_t(0);
+  }
+  for (int e = tid; e < 2 * rows * ds; e += kClusterThreads) {
+    sd[e] = acc_t(0);  // rows past the batch stay zero
+  }
+  const int64_t n = batch * S;
+  int pr[kMaxPairs], pc[kMaxPairs];
+  bool pv[kMaxPairs];
+  acc_t bias_v[kMaxPairs][G], grad_c[kMaxPairs];
+#pragma unroll
+  for (int i = 0; i < kMaxPairs; ++i) {
+    const int e = tid + i * kClusterThreads;
+    pr[i] = e / max(cols, 1);
+    pc[i] = e % max(cols, 1);
+    pv[i] = e < rows * cols && pr[i] < bp.rows_here && pc[i] < bp.cols_here;
+    grad_c[i] = acc_t(0);
+#pragma unroll
+    for (int q = 0; q < G; ++q) {
+      bias_v[i][q] = pv[i] ? static_cast<acc_t>(bias[q * S + bp.c0 + pc[i]]) : acc_t(0);
+    }
+    if (pv[i]) {
+      grad_c[i] = static_cast<acc_t>(grad_c_n[(bp.b0 + pr[i]) * S + bp.c0 + pc[i]]);
+    }
+  }
+  cluster.sync();  // every block runs: its shared memory may be written
+  const int ui = tid % cs.units_pow2, p = tid / cs.units_pow2;
+  for (int64_t step = 0; step < steps; ++step) {
+    const int64_t t = steps - 1 - step;
+    const int cur = static_cast<int>(step & 1);
+    // Step t's own operands, read before the barrier.
+    acc_t z[kMaxPairs][G], gh[kMaxPairs], cell_t[kMaxPairs];
+#pragma unroll
+    for (int i = 0; i < kMaxPairs; ++i) {
+      const int64_t j = (bp.b0 + pr[i]) * S + bp.c0 + pc[i];
+      const int64_t g = t * 3 * n + (bp.b0 + pr[i]) * width + bp.c0 + pc[i];
+#pragma unroll
+      for (int q = 0; q < G; ++q) {
+        z[i][q] = pv[i] ? static_cast<acc_t>(gates[g + q * S]) + bias_v[i][q] : acc_t(0);
+      }
+      gh[i] = pv[i] ? static_cast<acc_t>(grad_output[t * n + j]) +
+                          (step == 0 ? static_cast<acc_t>(grad_h_n[j]) : acc_t(0))
+                    : acc_t(0);
+      cell_t[i] = pv[i] ? static_cast<acc_t>(cells[t * n + j]) : acc_t(0);
+    }
+    if (step > 0) {
+      cluster_wait();  // d_gates[t + 1] from every block of the cluster is in buffer cur
+      const acc_t* x = sd + cur * rows * ds;
+      for (int u = ui; u < cs.units; u += cs.units_pow2) {
+        const int c = u % cols, rg = u / cols;
+        acc_t acc[kTileRows][1];
+        unit_product<1>(x + rg * kTileRows * ds, ds, sw + c * ds, 0, ds / 4 - 1, p, cs.parts, acc);
+#pragma unroll
+        for (int r = 0; r < kTileRows; ++r) {
+          part_sums[(p * kTileRows + r) * cs.units + u] = acc[r][0];
+        }
+      }
+      __syncthreads();
+    }
+    // As forward: d_gates[t] to the other blocks, the arrival, then the global writes.
+    acc_t* next = sd + (cur ^ 1) * rows * ds;
+    scalar_t dz[kMaxPairs][G], dc[kMaxPairs];
+#pragma unroll
+    for (int i = 0; i < kMaxPairs; ++i) {
+      if (pv[i]) {
+        const int u = pr[i] / kTileRows * cols + pc[i], a = pr[i] % kTileRows;
+        acc_t grad_h = gh[i];
+        if (step > 0) {
+          for (int pp = 0; pp < cs.parts; ++pp) {
+            grad_h += part_sums[(pp * kTileRows + a) * cs.units + u];
+          }
+        }
+        const auto res =
+            backward_element<acc_t>(grad_h, grad_c[i], cell_t[i], z[i][0], z[i][1], z[i][2]);
+        dc[i] = static_cast<scalar_t>(res.d_old_cell);
+        grad_c[i] = static_cast<acc_t>(dc[i]);  // as stored
+        dz[i][0] = static_cast<scalar_t>(res.d_z_i);
+        dz[i][1] = static_cast<scalar_t>(res.d_z_o);
+        dz[i][2] = static_cast<scalar_t>(res.d_z_c);
+        if (step + 1 < steps) {  // d_gates[t], as stored, into every block's buffer cur ^ 1
+          for (int b = 0; b < kClusterSize; ++b) {
+            acc_t* dst = cluster.map_shared_rank(next, b) + pr[i] * ds + bp.c0 + pc[i];
+#pragma unroll
+            for (int q = 0; q < G; ++q) {
+              dst[q * S] = static_cast<acc_t>(dz[i][q]);
+            }
+          }
+        }
+      }
+    }
+    if (step + 1 < steps) {
+      cluster_arrive();  // this block's d_gates[t] written; its buffer cur and sums read
+    }
+#pragma unroll
+    for (int i = 0; i < kMaxPairs; ++i) {
+      if (pv[i]) {
+        const int64_t row = bp.b0 + pr[i];
+        const int s = bp.c0 + pc[i];
+        scalar_t* dg = d_gates + t * 3 * n + row * width + s;
+#pragma unroll
+        for (int q = 0; q < G; ++q) {
+          dg[q * S] = dz[i][q];
+        }
+        if (t == 0) {
+          d_cell[row * S + s] = dc[i];
+        }
+      }
+    }
+  }
+#else
+  __trap();
+#endif
+}
+
+template <typename Kernel, typename... Args>
+cudaError_t launch_cluster(Kernel kernel, int64_t clusters, size_t smem, cudaStream_t stream,
+                           Args... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned int>(clusters * kClusterSize));
+  config.blockDim = dim3(kClusterThreads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = kClusterSize;
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, args...);
+}
+
+// Clusters of `smem` bytes per block that the current device runs at once.
+template <typename Kernel>
+cudaError_t max_clusters(Kernel kernel, size_t smem, int* count) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(kClusterSize);
+  config.blockDim = dim3(kClusterThreads);
+  config.dynamicSmemBytes = smem;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = kClusterSize;
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return cudaOccupancyMaxActiveClusters(count, kernel, &config);
+}
+
+}  // namespace
+
+ClusterShape cluster_shape(int64_t state, int rows) {
+  ClusterShape cs{};
+  cs.state = static_cast<int>(state);
+  cs.cols = static_cast<int>((state + kClusterSize - 1) / kClusterSize);
+  cs.rows = rows;
+  cs.units = cs.cols * ((rows + kTileRows - 1) / kTileRows);
+  cs.units_pow2 = 1;
+  while (cs.units_pow2 < cs.units && cs.units_pow2 < kClusterThreads) {
+    cs.units_pow2 *= 2;
+  }
+  cs.parts = kClusterThreads / cs.units_pow2;
+  return cs;
+}
+
+int64_t cluster_smem_bytes(const ClusterShape& cs, bool backward, int64_t element_size) {
+  const int64_t acc = element_size == 8 ? 8 : 4;  // opmath: double, else float
+  const int64_t S = cs.state, parts_units = static_cast<int64_t>(cs.parts) * cs.units;
+  const int64_t ks = padded_k(static_cast<int>(backward ? 3 * S : S));
+  const int64_t elements = backward
+                               ? (cs.cols + 2 * cs.rows) * ks + parts_units * kTileRows
+                               : (3 * cs.cols + 2 * cs.rows) * ks + parts_units * kTileRows * 3;
+  return elements * acc;
+}
+
+bool cluster_shape_ok(const ClusterShape& cs) {
+  return cs.state >= 1 && cs.rows >= 1 && cs.rows % kTileRows == 0 &&
+         static_cast<int64_t>(cs.rows) * cs.cols <=
+             static_cast<int64_t>(kMaxPairs) * kClusterThreads &&
+         cs.units <= kClusterThreads;
+}
+
+template <typename T>
+cudaError_t cluster_image_loaded(bool* loaded) {
+  *loaded = false;
+  cudaFuncAttributes attr{};
+  const cudaError_t err = cudaFuncGetAttributes(&attr, cluster_forward_kernel<T>);
+  if (err == cudaErrorInvalidDeviceFunction || err == cudaErrorNoKernelImageForDevice) {
+    (void)cudaGetLastError();  // no image for this device at all
+    return cudaSuccess;
+  }
+  if (err != cudaSuccess) {
+    return err;
+  }
+  // The machine code runs on this device and was compiled from sm_90+ source (a PTX image of an
+  // older architecture, compiled by the driver, holds the __trap body).
+  *loaded = attr.ptxVersion >= 90 && attr.binaryVersion >= 90;
+  return cudaSuccess;
+}
+
+template <typename T>
+cudaError_t prepare_cluster_steps(int max_smem, int rows, int* forward_clusters,
+                                  int* backward_clusters, int64_t state) {
+  const ClusterShape cs = cluster_shape(state, rows);
+  const int64_t es = sizeof(T);
+  cudaError_t err = cudaFuncSetAttribute(cluster_forward_kernel<T>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
+  if (err == cudaSuccess) {
+    err = cudaFuncSetAttribute(cluster_backward_kernel<T>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
+  }
+  if (err == cudaSuccess) {
+    err = max_clusters(cluster_forward_kernel<T>, cluster_smem_bytes(cs, false, es),
+                       forward_clusters);
+  }
+  if (err == cudaSuccess) {
+    err = max_clusters(cluster_backward_kernel<T>, cluster_smem_bytes(cs, true, es),
+                       backward_clusters);
+  }
+  return err;
+}
+
+template <typename T>
+cudaError_t launch_cluster_forward(T* gates, const T* bias, const T* h0, const T* c0, const T* w,
+                                   int64_t ld, T* output, T* cells, int64_t batch, int64_t steps,
+                                   const ClusterShape& cs, cudaStream_t stream) {
+  const int64_t clusters = (batch + cs.rows - 1) / cs.rows;
+  return launch_cluster(cluster_forward_kernel<T>, clusters,
+                        static_cast<size_t>(cluster_smem_bytes(cs, false, sizeof(T))), stream,
+                        gates, bias, h0, c0, w, ld, output, cells, batch, steps, cs);
+}
+
+template <typename T>
+cudaError_t launch_cluster_backward(T* d_gates, const T* w, int64_t ld, const T* grad_output,
+                                    const T* grad_h_n, const T* grad_c_n, const T* cells,
+                                    const T* gates, const T* bias, T* d_cell, int64_t batch,
+                                    int64_t steps, const ClusterShape& cs, cudaStream_t stream) {
+  const int64_t clusters = (batch + cs.rows - 1) / cs.rows;
+  return launch_cluster(cluster_backward_kernel<T>, clusters,
+                        static_cast<size_t>(cluster_smem_bytes(cs, true, sizeof(T))), stream,
+                        d_gates, w, ld, grad_output, grad_h_n, grad_c_n, cells, gates, bias, d_cell,
+                        batch, steps, cs);
+}
+
+#define LLTM_EXT_INSTANTIATE(T)                                                              \
+  template cudaError_t cluster_image_loaded<T>(bool*);                                       \
+  template cudaError_t prepare_cluster_steps<T>(int, int, int*, int*, int64_t);              \
+  template cudaError_t launch_cluster_forward<T>(T*, const T*, const T*, const T*, const T*, \
+                                                 int64_t, T*, T*, int64_t, int64_t,          \
+                                                 const ClusterShape&, cudaStream_t);         \
+  template cudaError_t launch_cluster_backward<T>(                                           \
+      T*, const T*, int64_t, const T*, const T*, const T*, const T*, const T*, const T*, T*, \
+      int64_t, int64_t, const ClusterShape&, cudaStream_t);
+LLTM_EXT_FOR_FLOATING_TYPES(LLTM_EXT_INSTANTIATE)
+
+}  // namespace lltm_ext::lltm
