@@ -14,7 +14,9 @@ ragged tiles), and the Hopper tensor-core kernels (gemm_wgmma: each block tile w
 bfloat16, float16 and float32 as TF32, every layout, operands with the 16-byte aligned rows TMA
 needs and M / N / K tails, C stored by TMA and element by element, out=; tf32's K-major copies
 from aligned, unaligned and misaligned operands; skipped, with a line saying so, where the wgmma
-path cannot run).
+path cannot run). Under --prefilled-tma-outputs (initcheck without --check-tensor-ops, which does
+not see the copy engine's stores) the wgmma kernels write only into NaN-filled out= buffers, and
+the `gemm` section runs bfloat16 / float16 on the SIMT kernel.
 
 Nothing here reads memory it did not write: inputs are made on the CPU (torch.randn) and copied
 to the GPU, `out=` buffers are filled before use, and no torch.empty buffer is ever copied, so
@@ -412,10 +414,20 @@ def padded(rows: int, cols: int, dtype: torch.dtype, offset: int = 0) -> Tensor:
     return randn(rows, stride, dtype=dtype, offset=offset)[:, :cols]
 
 
-def run_gemm_wgmma(dtypes: list[torch.dtype]) -> None:
+def product(a: Tensor, b: Tensor, prefilled: bool) -> Tensor:
+    """lltm_ext.gemm(a, b), or with `prefilled`, written into a NaN-filled out= buffer."""
+    if not prefilled:
+        return lltm_ext.gemm(a, b)
+    out = torch.full((a.shape[0], b.shape[1]), math.nan, dtype=a.dtype, device=DEVICE)
+    assert lltm_ext.gemm(a, b, out=out) is out
+    return out
+
+
+def run_gemm_wgmma(dtypes: list[torch.dtype], prefilled: bool = False) -> None:
     """The Hopper tensor-core kernels with each block tile width forced (bfloat16, float16, and
-    float32 as TF32 with allow_tf32 on), every layout, out=. Where they cannot run it says it
-    skipped them (on the CPU, --device cpu, the same checks then run once as a dry run)."""
+    float32 as TF32 with allow_tf32 on), every layout, out= (only out=, NaN-filled, when
+    `prefilled`). Where they cannot run it says it skipped them (on the CPU, --device cpu, the
+    same checks then run once as a dry run)."""
     ext = load_extension("gemm")
     widths: tuple[str | None, ...] = ("wgmma64", "wgmma128", "wgmma256")
     if DEVICE != "cuda":
@@ -443,7 +455,7 @@ def run_gemm_wgmma(dtypes: list[torch.dtype]) -> None:
                     a = padded(k, m, dtype).t() if layout[0] == "t" else padded(m, k, dtype)
                     b = padded(n, k, dtype).t() if layout[1] == "t" else padded(k, n, dtype)
                     what = f"gemm_wgmma {width} {name} {m}x{n}x{k} {layout}"
-                    check_gemm(lltm_ext.gemm(a, b), a, b, dtype, what, bound)
+                    check_gemm(product(a, b, prefilled), a, b, dtype, what, bound)
                     out = torch.full((m, n), math.nan, dtype=dtype, device=DEVICE)
                     assert lltm_ext.gemm(a, b, out=out) is out
                     check_gemm(out, a, b, dtype, what + " out=", bound)
@@ -459,7 +471,7 @@ def run_gemm_wgmma(dtypes: list[torch.dtype]) -> None:
                     ]
                     for i, (a, b) in enumerate(cases):
                         what = f"gemm_wgmma {width} tf32 copy case {i}"
-                        check_gemm(lltm_ext.gemm(a, b), a, b, dtype, what, bound)
+                        check_gemm(product(a, b, prefilled), a, b, dtype, what, bound)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved_tf32
         if DEVICE == "cuda":
@@ -482,6 +494,13 @@ def main() -> int:
         help="leave out the LLTM in float16/bfloat16 (initcheck: its cuBLAS GEMM results count as "
         "never written; see tools/initcheck_cublas_half_repro.py)",
     )
+    parser.add_argument(
+        "--prefilled-tma-outputs",
+        action="store_true",
+        help="the wgmma kernels write only into filled out= buffers, and the gemm section runs "
+        "half types on the SIMT kernel (initcheck without --check-tensor-ops counts what the copy "
+        "engine stores as never written)",
+    )
     args = parser.parse_args()
     global DEVICE
     DEVICE = args.device
@@ -490,6 +509,7 @@ def main() -> int:
         return 2
     ops = args.ops.split(",")
     dtypes = [DTYPES[d] for d in args.dtypes.split(",")]
+    simt_halves = args.prefilled_tma_outputs and DEVICE == "cuda"  # the gemm section's halves
     gpu = torch.cuda.get_device_name() if DEVICE == "cuda" else "CPU"
     print(f"sanitize_workload: torch {torch.__version__}, {gpu}", flush=True)
     for op in ops:
@@ -497,7 +517,7 @@ def main() -> int:
         if op == "gemm_configs":
             run_gemm_configs()
         elif op == "gemm_wgmma":
-            run_gemm_wgmma(dtypes)
+            run_gemm_wgmma(dtypes, args.prefilled_tma_outputs)
         else:
             for dtype in dtypes:
                 if op in ELEMENTWISE:
@@ -510,6 +530,12 @@ def main() -> int:
                     run_lltm_module(dtype)
                 elif op == "lltm_sequence":
                     run_lltm_sequence(dtype)
+                elif op == "gemm" and simt_halves and dtype in HALF:
+                    load_extension("gemm")._set_gemm_half_path("simt")
+                    try:
+                        run_gemm(dtype)
+                    finally:
+                        load_extension("gemm")._set_gemm_half_path("auto")
                 elif op == "gemm":
                     run_gemm(dtype)
                 else:
