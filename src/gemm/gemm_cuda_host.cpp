@@ -311,7 +311,7 @@ Operand k_major_copy(const Operand& op, int64_t K, int64_t rows, const at::Tenso
 // Runs c = a @ b on the tensor-core kernel and returns true, or returns false (nothing launched)
 // when it does not apply: the SIMT path, or operands TMA cannot read. float32 runs as tf32, whose
 // wgmma form reads K-major operands only: an operand of the other layout is first copied K-major
-// (k_major_copy: ~2 x its bytes of DRAM traffic, ~30 us for 64 MB on an H200).
+// (k_major_copy: twice its bytes of DRAM traffic, ~40 us for 64 MB on an H200).
 bool try_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int64_t M, int64_t N,
                int64_t K, cudaStream_t stream) {
   if (!use_wgmma()) return false;

@@ -170,16 +170,16 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
 cudaError_t launch_transpose_f32(const float* in, float* out, int64_t R, int64_t C, int64_t ld_in,
                                  int64_t ld_out, bool vec, int sms, cudaStream_t stream) {
   namespace tiles = lltm_ext::gemm_tiles;
-  const int64_t tiles_c = (C + tiles::kTransposeTile - 1) / tiles::kTransposeTile;
-  const int64_t count = (R + tiles::kTransposeTile - 1) / tiles::kTransposeTile * tiles_c;
+  const int64_t tiles_r = (R + tiles::kTransposeTile - 1) / tiles::kTransposeTile;
+  const int64_t count = (C + tiles::kTransposeTile - 1) / tiles::kTransposeTile * tiles_r;
   const unsigned int blocks =
       static_cast<unsigned int>(std::max<int64_t>(1, std::min<int64_t>(count, 16LL * sms)));
   if (vec) {
     tiles::transpose_f32_kernel<true><<<blocks, tiles::kTransposeThreads, 0, stream>>>(
-        in, out, R, C, ld_in, ld_out, tiles_c, count);
+        in, out, R, C, ld_in, ld_out, tiles_r, count);
   } else {
     tiles::transpose_f32_kernel<false><<<blocks, tiles::kTransposeThreads, 0, stream>>>(
-        in, out, R, C, ld_in, ld_out, tiles_c, count);
+        in, out, R, C, ld_in, ld_out, tiles_r, count);
   }
   return cudaGetLastError();
 }
