@@ -570,12 +570,16 @@ def test_cuda_half_paths(dtype, layout, path):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("dtype", [*HALF_DTYPES, torch.float32], ids=["bf16", "fp16", "tf32"])
 def test_cuda_wgmma_edge_cases(dtype):
     """K = 0 (zeros), empty M / N, out= with strides, unaligned operands (which fall back to the
-    SIMT kernel), the contiguous (unpadded) operands of the backward, and determinism."""
+    SIMT kernel for 16-bit types; tf32 copies an N-major b K-major, so only an unaligned K-major
+    operand falls back, to exact float32), the contiguous (unpadded) operands of the backward, and
+    determinism. float32 with TF32 allowed (tf32 on the wgmma kernel)."""
     require_wgmma()
-    with half_path("wgmma"):
+    close = assert_tf32_close if dtype == torch.float32 else assert_half_close
+    tf32 = tf32_matmuls() if dtype == torch.float32 else contextlib.nullcontext()
+    with half_path("wgmma"), tf32:
         for m, n in [(5, 7), (130, 260)]:
             a = torch.empty(m, 0, dtype=dtype, device="cuda")
             b = torch.empty(0, n, dtype=dtype, device="cuda")
@@ -586,29 +590,37 @@ def test_cuda_wgmma_edge_cases(dtype):
         a, b = padded_operands(200, 136, 96, "nn", dtype)
         out = torch.full((136, 200), float("nan"), dtype=dtype, device="cuda").t()
         lltm_ext.gemm(a, b, out=out)
-        assert_half_close(out, a, b)
-        # out= contiguous but 2 bytes off 4-byte alignment: stored one element at a time.
+        close(out, a, b)
+        # out= contiguous but 2 bytes (4 for float32) off alignment: stored one element at a time.
         buf = torch.full((1 + 200 * 136,), float("nan"), dtype=dtype, device="cuda")
         out = buf[1:].view(200, 136)
         lltm_ext.gemm(a, b, out=out)
-        assert_half_close(out, a, b)
-        # Base one element off 16 bytes, or an odd leading dimension: the SIMT kernel runs.
+        close(out, a, b)
+        # Base one element off 16 bytes, or an odd leading dimension: the SIMT kernel runs (tf32:
+        # where the odd operand is the K-major one).
         base = rand((65 * 72 + 1,), dtype, "cuda")
         a_off = base[1:].view(65, 72)
         b = padded(72, 40, dtype)
-        assert_half_close(lltm_ext.gemm(a_off, b), a_off, b)
+        close(lltm_ext.gemm(a_off, b), a_off, b)
         a_odd, b_odd = operands(33, 35, 37, "nn", dtype)
-        assert_half_close(lltm_ext.gemm(a_odd, b_odd), a_odd, b_odd)
+        close(lltm_ext.gemm(a_odd, b_odd), a_odd, b_odd)
+        a_odd, b_odd = operands(33, 35, 37, "tn", dtype)  # tf32: both copied K-major
+        close(lltm_ext.gemm(a_odd, b_odd), a_odd, b_odd)
+        # Vectors (a size-1 dimension reads as either layout) and a 1 x 1 x 1 product.
+        for m, n, k in [(1, 35, 37), (33, 1, 37), (33, 35, 1), (1, 1, 1), (1, 1, 64)]:
+            for layout in ("nn", "tn", "nt", "tt"):
+                a_v, b_v = operands(m, n, k, layout, dtype)
+                close(lltm_ext.gemm(a_v, b_v), a_v, b_v)
         # Backward's layouts on contiguous tensors: grad_a = g @ b.T, grad_b = a.T @ g.
         a, b = operands(384, 512, 320, "nn", dtype)
         g = rand((384, 512), dtype, "cuda")
-        assert_half_close(lltm_ext.gemm(g, b.t()), g, b.t())
-        assert_half_close(lltm_ext.gemm(a.t(), g), a.t(), g)
+        close(lltm_ext.gemm(g, b.t()), g, b.t())
+        close(lltm_ext.gemm(a.t(), g), a.t(), g)
         # Same bits run to run (no split-K, a fixed order of the K sum).
         a, b = operands(1000, 1500, 2000, "nn", dtype)
         c1, c2 = lltm_ext.gemm(a, b), lltm_ext.gemm(a, b)
         assert torch.equal(c1, c2)
-        assert_half_close(c1, a, b)
+        close(c1, a, b)
 
 
 @pytest.mark.cuda
@@ -651,11 +663,9 @@ def assert_tf32_close(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
 def test_cuda_tf32(layout, path):
     """float32 with TF32 allowed runs as tf32 on the wgmma kernel (an operand that is not K-major
-    copied K-major first): within twice torch.mm's own TF32 error of float64, every element
-    written; with TF32 off ("highest", the default) float32 stays exact. The tf32 path is
-    experimental (off unless LLTM_EXT_GEMM_TF32=1), and so is this test."""
-    if os.environ.get("LLTM_EXT_GEMM_TF32") != "1":
-        pytest.skip("the experimental tf32 path runs only with LLTM_EXT_GEMM_TF32=1")
+    copied K-major first by the transpose kernel): within twice torch.mm's own TF32 error of
+    float64, every element written, the same bits run to run; with TF32 off ("highest", the
+    default) float32 stays exact."""
     require_wgmma()
     with half_path(path), tf32_matmuls():
         for m, n, k in WGMMA_SHAPES:
@@ -663,6 +673,10 @@ def test_cuda_tf32(layout, path):
             out = torch.full((m, n), float("nan"), device="cuda")
             gemm_out_op(a, b, out)
             assert_tf32_close(out, a, b)
+            # Unpadded (contiguous) operands: K-major ones with K % 4 != 0 fall back to exact
+            # float32, the others are copied K-major into padded rows.
+            a, b = operands(m, n, k, layout)
+            assert_tf32_close(gemm_op(a, b), a, b)
         a, b = operands(300, 200, 4000, layout)
         c = lltm_ext.gemm(a, b)
         assert rel_err(c, ref_mm(a, b)) > 1e-5, "TF32 allowed but the result is exact float32"
@@ -670,3 +684,41 @@ def test_cuda_tf32(layout, path):
     with half_path(path):
         assert not torch.backends.cuda.matmul.allow_tf32
         assert_gemm_close(lltm_ext.gemm(a, b), ref_mm(a, b), torch.float32)
+
+
+@contextlib.contextmanager
+def float32_matmul_precision(precision: str):
+    """torch.set_float32_matmul_precision(precision) inside the block, restored after."""
+    saved = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(saved)
+
+
+@pytest.mark.cuda
+def test_cuda_float32_follows_torch_precision(monkeypatch):
+    """float32 uses TF32 exactly when torch.mm does: set_float32_matmul_precision "high" and
+    "medium" (and allow_tf32) give TF32's error on the wgmma kernel, "highest" (the default) exact
+    float32; so do the SIMT path (forced) and LLTM_EXT_GEMM_TF32=0, whatever the setting."""
+    require_wgmma()
+    monkeypatch.delenv("LLTM_EXT_GEMM_TF32", raising=False)
+    a, b = operands(300, 200, 4000, "nn")
+    ref = ref_mm(a, b)
+    assert torch.get_float32_matmul_precision() == "highest"  # torch's default
+    assert_gemm_close(lltm_ext.gemm(a, b), ref, torch.float32)
+    for precision in ("high", "medium"):
+        with float32_matmul_precision(precision):
+            assert torch.backends.cuda.matmul.allow_tf32
+            c = lltm_ext.gemm(a, b)
+            assert rel_err(c, ref) > 1e-5, f"{precision}: the result is exact float32"
+            assert_tf32_close(c, a, b)
+            with half_path("simt"):
+                assert_gemm_close(lltm_ext.gemm(a, b), ref, torch.float32)
+            monkeypatch.setenv("LLTM_EXT_GEMM_TF32", "0")
+            assert_gemm_close(lltm_ext.gemm(a, b), ref, torch.float32)
+            monkeypatch.delenv("LLTM_EXT_GEMM_TF32")
+            assert rel_err(lltm_ext.gemm(a, b), ref) > 1e-5
+    with float32_matmul_precision("highest"):
+        assert_gemm_close(lltm_ext.gemm(a, b), ref, torch.float32)

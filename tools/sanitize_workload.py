@@ -9,9 +9,15 @@ misaligned views, time-major and batch-first, backward through time; the fused s
 on sm_90, the cluster kernels), gemm through the public
 API (every layout a @ b, a @ b.T, a.T @ b, a.T @ b.T; sizes 0, 1, odd, tile-unaligned
 17 x 33 x 65; misaligned and padded operands; `out=`, contiguous or not; split-K from the
-heuristic, float32 and float64; the register-staged path forced) and every float32 tile config
+heuristic, float32 and float64; the register-staged path forced), every float32 tile config
 through the tuning entry point (_gemm_with_config: with and without split-K, and tail split-K on
-ragged tiles).
+ragged tiles), and the Hopper tensor-core kernels (gemm_wgmma: each block tile width forced, for
+bfloat16, float16 and float32 as TF32, every layout, operands with the 16-byte aligned rows TMA
+needs and M / N / K tails, C stored by TMA and element by element, out=; tf32's K-major copies
+from aligned, unaligned and misaligned operands; skipped, with a line saying so, where the wgmma
+path cannot run). Under --prefilled-tma-outputs (initcheck without --check-tensor-ops, which does
+not see the copy engine's stores) the wgmma kernels write only into NaN-filled out= buffers, and
+the `gemm` section runs bfloat16 / float16 on the SIMT kernel.
 
 Nothing here reads memory it did not write: inputs are made on the CPU (torch.randn) and copied
 to the GPU, `out=` buffers are filled before use, and no torch.empty buffer is ever copied, so
@@ -49,8 +55,10 @@ DTYPES = {
 # (about 50 roundings of the largest value; tests/test_fuzz.py measures accuracy), but far below
 # what a wrong, stale or unwritten element gives.
 NORM_TOL = {torch.float64: 1e-9, torch.float32: 1e-4, torch.float16: 5e-2, torch.bfloat16: 2e-1}
-# Relative Frobenius error of GEMM results (tests/test_gemm.py's REL_BOUND).
+# Relative Frobenius error of GEMM results (tests/test_gemm.py's REL_BOUND); float32 with TF32
+# allowed: inputs rounded to 10 mantissa bits (tests/test_gemm.py's floor).
 GEMM_REL = {torch.float64: 1e-13, torch.float32: 4e-6, torch.float16: 1e-3, torch.bfloat16: 6e-3}
+GEMM_REL_TF32 = 2e-3
 
 HALF = (torch.float16, torch.bfloat16)
 CHECKS = 0
@@ -83,15 +91,18 @@ def check(got: Tensor, want: Tensor, dtype: torch.dtype, what: str) -> None:
     CHECKS += 1
 
 
-def check_gemm(c: Tensor, a: Tensor, b: Tensor, dtype: torch.dtype, what: str) -> None:
+def check_gemm(
+    c: Tensor, a: Tensor, b: Tensor, dtype: torch.dtype, what: str, bound: float | None = None
+) -> None:
     global CHECKS
+    bound = GEMM_REL[dtype] if bound is None else bound
     ref = a.detach().double().cpu() @ b.detach().double().cpu()
     c = c.detach().cpu().double()
     assert c.shape == ref.shape, (what, c.shape, ref.shape)
     assert torch.isfinite(c).all(), what
     denom = ref.norm().item()
     err = (c - ref).norm().item() / (denom if denom > 0 else 1.0)
-    assert err <= GEMM_REL[dtype], f"{what}: relative error {err:.2e} > {GEMM_REL[dtype]:.0e}"
+    assert err <= bound, f"{what}: relative error {err:.2e} > {bound:.0e}"
     CHECKS += 1
 
 
@@ -397,11 +408,96 @@ def run_gemm_configs() -> None:
         ext._set_gemm_path("auto")
 
 
+# (M, N, K) for the tensor-core kernels: tails of the 128-row and 64/128/256-wide tiles and of the
+# 64-element (32 for tf32) K step; one tile smaller than a TMA box; K longer than the ring; more
+# tiles than an H100 / H200 has SMs at every width (2100 x 2200: persistent blocks walk several).
+# N % 8 == 0 stores C by TMA, 130 two elements at a time, 131 one at a time.
+WGMMA_SHAPES = (
+    (136, 264, 72),
+    (8, 8, 8),
+    (520, 200, 1032),
+    (72, 130, 40),
+    (40, 131, 24),
+    (2100, 2200, 72),
+)
+
+
+def padded(rows: int, cols: int, dtype: torch.dtype, offset: int = 0) -> Tensor:
+    """A (rows, cols) view of fully written storage whose rows are cols rounded up to 8 elements
+    apart (16 bytes for 16-bit types): any sizes, with the strides TMA needs."""
+    stride = (cols + 7) // 8 * 8
+    return randn(rows, stride, dtype=dtype, offset=offset)[:, :cols]
+
+
+def product(a: Tensor, b: Tensor, prefilled: bool) -> Tensor:
+    """lltm_ext.gemm(a, b), or with `prefilled`, written into a NaN-filled out= buffer."""
+    if not prefilled:
+        return lltm_ext.gemm(a, b)
+    out = torch.full((a.shape[0], b.shape[1]), math.nan, dtype=a.dtype, device=DEVICE)
+    assert lltm_ext.gemm(a, b, out=out) is out
+    return out
+
+
+def run_gemm_wgmma(dtypes: list[torch.dtype], prefilled: bool = False) -> None:
+    """The Hopper tensor-core kernels with each block tile width forced (bfloat16, float16, and
+    float32 as TF32 with allow_tf32 on), every layout, out= (only out=, NaN-filled, when
+    `prefilled`). Where they cannot run it says it skipped them (on the CPU, --device cpu, the
+    same checks then run once as a dry run)."""
+    ext = load_extension("gemm")
+    widths: tuple[str | None, ...] = ("wgmma64", "wgmma128", "wgmma256")
+    if DEVICE != "cuda":
+        print("  gemm_wgmma: skipped (no CUDA device); its checks run on the CPU", flush=True)
+        widths = (None,)
+    else:
+        try:
+            ext._set_gemm_half_path("wgmma")
+            ext._gemm_half_path()
+        except RuntimeError as e:
+            print(f"  gemm_wgmma: skipped (the wgmma path cannot run here: {e})", flush=True)
+            return
+        finally:
+            ext._set_gemm_half_path("auto")
+    saved_tf32 = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        for width in widths:
+            if width is not None:
+                ext._set_gemm_half_path(width)
+            for dtype in [d for d in dtypes if d != torch.float64]:
+                bound = GEMM_REL_TF32 if dtype == torch.float32 else GEMM_REL[dtype]
+                name = "tf32" if dtype == torch.float32 else str(dtype)[6:]
+                for (m, n, k), layout in itertools.product(WGMMA_SHAPES, LAYOUTS):
+                    a = padded(k, m, dtype).t() if layout[0] == "t" else padded(m, k, dtype)
+                    b = padded(n, k, dtype).t() if layout[1] == "t" else padded(k, n, dtype)
+                    what = f"gemm_wgmma {width} {name} {m}x{n}x{k} {layout}"
+                    check_gemm(product(a, b, prefilled), a, b, dtype, what, bound)
+                    out = torch.full((m, n), math.nan, dtype=dtype, device=DEVICE)
+                    assert lltm_ext.gemm(a, b, out=out) is out
+                    check_gemm(out, a, b, dtype, what + " out=", bound)
+                if dtype == torch.float32:
+                    # tf32's K-major copies from contiguous operands with odd rows (no 16-byte
+                    # loads), a misaligned one, and vectors.
+                    cases = [
+                        (randn(136, 72, dtype=dtype), randn(72, 263, dtype=dtype)),
+                        (randn(77, 131, dtype=dtype).t(), randn(77, 259, dtype=dtype)),
+                        (randn(64, 40, dtype=dtype), randn(40, 96, dtype=dtype, offset=1)),
+                        (randn(1, 40, dtype=dtype), randn(40, 33, dtype=dtype)),
+                        (randn(40, 33, dtype=dtype).t(), randn(40, 1, dtype=dtype)),
+                    ]
+                    for i, (a, b) in enumerate(cases):
+                        what = f"gemm_wgmma {width} tf32 copy case {i}"
+                        check_gemm(product(a, b, prefilled), a, b, dtype, what, bound)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved_tf32
+        if DEVICE == "cuda":
+            ext._set_gemm_half_path("auto")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--ops",
-        default="relu,sigmoid,round_ste,lltm,lltm_module,lltm_sequence,gemm,gemm_configs",
+        default="relu,sigmoid,round_ste,lltm,lltm_module,lltm_sequence,gemm,gemm_configs,gemm_wgmma",
     )
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument(
@@ -413,6 +509,13 @@ def main() -> int:
         help="leave out the LLTM in float16/bfloat16 (initcheck: its cuBLAS GEMM results count as "
         "never written; see tools/initcheck_cublas_half_repro.py)",
     )
+    parser.add_argument(
+        "--prefilled-tma-outputs",
+        action="store_true",
+        help="the wgmma kernels write only into filled out= buffers, and the gemm section runs "
+        "half types on the SIMT kernel (initcheck without --check-tensor-ops counts what the copy "
+        "engine stores as never written)",
+    )
     args = parser.parse_args()
     global DEVICE
     DEVICE = args.device
@@ -421,12 +524,15 @@ def main() -> int:
         return 2
     ops = args.ops.split(",")
     dtypes = [DTYPES[d] for d in args.dtypes.split(",")]
+    simt_halves = args.prefilled_tma_outputs and DEVICE == "cuda"  # the gemm section's halves
     gpu = torch.cuda.get_device_name() if DEVICE == "cuda" else "CPU"
     print(f"sanitize_workload: torch {torch.__version__}, {gpu}", flush=True)
     for op in ops:
         t0 = time.perf_counter()
         if op == "gemm_configs":
             run_gemm_configs()
+        elif op == "gemm_wgmma":
+            run_gemm_wgmma(dtypes, args.prefilled_tma_outputs)
         else:
             for dtype in dtypes:
                 if op in ELEMENTWISE:
@@ -439,6 +545,12 @@ def main() -> int:
                     run_lltm_module(dtype)
                 elif op == "lltm_sequence":
                     run_lltm_sequence(dtype)
+                elif op == "gemm" and simt_halves and dtype in HALF:
+                    load_extension("gemm")._set_gemm_half_path("simt")
+                    try:
+                        run_gemm(dtype)
+                    finally:
+                        load_extension("gemm")._set_gemm_half_path("auto")
                 elif op == "gemm":
                     run_gemm(dtype)
                 else:

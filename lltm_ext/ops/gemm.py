@@ -6,11 +6,14 @@ for small grids), and for bfloat16 / float16 on Hopper GPUs (sm_90a builds) a te
 (TMA loads, wgmma, warp-specialized and persistent). Row-major and transposed (column-major)
 operands are read in place, so the backward products ``grad_a = grad_c @ b.T`` and
 ``grad_b = a.T @ grad_c`` copy nothing (TF32 excepted, below). float16 / bfloat16 accumulate in
-float32, float64 in float64. float32 is exact by default; an experimental TF32 path (Hopper,
-opt-in with ``LLTM_EXT_GEMM_TF32=1``) follows PyTorch's setting for its own matmuls
-(``torch.backends.cuda.matmul.allow_tf32`` or ``torch.set_float32_matmul_precision("high")``);
-it reads K-major operands only, so ``a`` that is a transposed view, or ``b`` that is not, is
-copied first.
+float32, float64 in float64. float32 follows PyTorch's setting for its own matmuls exactly as
+``torch.mm`` does: exact float32 (SIMT kernels) under ``torch.get_float32_matmul_precision()``
+"highest", the default; TF32 tensor cores (float32 accumulation, on Hopper with an sm_90a build)
+under "high" / "medium" or ``torch.backends.cuda.matmul.allow_tf32 = True``. TF32's wgmma form
+reads K-major operands only, so ``a`` that is a transposed view, or ``b`` that is not, is first
+copied K-major by a transpose kernel (about 2 x its bytes of memory traffic). Where the tf32
+kernel cannot run (other GPUs, a K-major operand whose base or rows are not 16-byte aligned) the
+result is exact float32. ``LLTM_EXT_GEMM_TF32=0`` in the environment turns TF32 off (debugging).
 
 The path of a call: ``gemm(a, b)`` -> ``GemmFunction`` -> the operator ``torch.ops.lltm_ext.gemm``
 (``gemm_out`` for ``out=``), registered by ``src/gemm/gemm.cpp`` (checks, operand layouts, CPU/CUDA
@@ -105,10 +108,11 @@ def gemm(a: Tensor, b: Tensor, *, out: Tensor | None = None) -> Tensor:
     Returns:
         c: (M, N), a new contiguous tensor (or ``out``).
 
-    Any M, N, K >= 0 (K = 0 gives zeros). Dtypes float32 (exact; TF32 only on the experimental
-    opt-in path), float64, float16 and bfloat16 (accumulated in float32), on the
-    CPU or a CUDA device. Row-major and transposed (e.g. ``x.t()``) operands are read without
-    copies; other strides are made contiguous.
+    Any M, N, K >= 0 (K = 0 gives zeros). Dtypes float32 (exact, or TF32 on Hopper tensor cores
+    where PyTorch's float32 matmul precision allows it, as for ``torch.mm``), float64, float16
+    and bfloat16 (accumulated in float32), on the CPU or a CUDA device. Row-major and transposed
+    (e.g. ``x.t()``) operands are read without copies (TF32 excepted: see the module notes); other
+    strides are made contiguous.
     Differentiable in ``a`` and ``b`` when ``out`` is not given.
     """
     if out is None:
@@ -143,7 +147,12 @@ _CUDA_SHAPES = [
 ]
 _CUDA_QUICK = [(1024, 1024, 1024, "nn"), (4096, 4096, 4096, "nn")]
 # float32 with TF32 allowed (torch.backends.cuda.matmul.allow_tf32), both sides.
-_CUDA_TF32_SHAPES = [(4096, 4096, 4096, "nn"), (8192, 8192, 8192, "nn"), (4096, 4096, 4096, "nt")]
+_CUDA_TF32_SHAPES = [
+    (4096, 4096, 4096, "nn"),
+    (8192, 8192, 8192, "nn"),
+    (4096, 4096, 4096, "nt"),
+    (4096, 4096, 4096, "tn"),
+]
 _CPU_SHAPES = [(256, 256, 256, "nn"), (512, 512, 512, "nn"), (1024, 1024, 1024, "nn")]
 _CPU_SHAPES += [(1024, 256, 1024, "nn")]
 _CPU_QUICK = [(256, 256, 256, "nn"), (512, 512, 512, "nn")]
@@ -205,7 +214,7 @@ def benchmarks(device: torch.device, quick: bool) -> list[BenchCase]:
         if tf32:
             ours, ref = _tf32(ours, True), _tf32(ref, True)
             case, ref_name = "tf32", "torch.mm (cuBLAS, TF32)"
-            notes_extra = "; ours TF32 only with LLTM_EXT_GEMM_TF32=1 (else exact float32)"
+            notes_extra = "; TF32 on both sides"
         elif dtype == torch.float32:
             case = "fp32"
             if device.type == "cuda":

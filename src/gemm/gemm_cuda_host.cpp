@@ -292,26 +292,44 @@ int wgmma_tile_n(int64_t M, int64_t N, int sms) {
   return cost128 < cost256 ? 128 : 256;
 }
 
+// A K-major copy of tf32 operand `op` (not K-major: element (k, r) at data[k * ld + r], k < K,
+// r < rows) into a scratch tensor from the caching allocator: rows x round_up(K, 4) float32, its
+// rows 16-byte aligned as TMA needs (the padding columns zeros, outside the tensor map), written by
+// lltm_ext's transpose kernel on `stream`. *scratch keeps the copy alive until after the launch
+// (freed stream-ordered).
+Operand k_major_copy(const Operand& op, int64_t K, int64_t rows, const at::Tensor& like,
+                     cudaStream_t stream, at::Tensor* scratch) {
+  const int64_t ld = (K + 3) / 4 * 4;
+  *scratch = at::empty({rows, ld}, like.options());
+  const bool vec = aligned(op.data, 16) && (K <= 1 || op.ld % 4 == 0);
+  C10_CUDA_CHECK(launch_transpose_f32(static_cast<const float*>(op.data),
+                                      scratch->data_ptr<float>(), K, rows, op.ld, ld, vec,
+                                      cuda::sm_count(like.get_device()), stream));
+  return Operand{scratch->data_ptr(), ld, /*k_contig=*/true, /*vec=*/true};
+}
+
 // Runs c = a @ b on the tensor-core kernel and returns true, or returns false (nothing launched)
 // when it does not apply: the SIMT path, or operands TMA cannot read. float32 runs as tf32, whose
-// wgmma form reads K-major operands only: an operand of the other layout is copied K-major first.
-bool try_wgmma(const at::Tensor& a_in, const at::Tensor& b_in, const at::Tensor& c, int64_t M,
-               int64_t N, int64_t K, cudaStream_t stream) {
+// wgmma form reads K-major operands only: an operand of the other layout is first copied K-major
+// (k_major_copy: twice its bytes of DRAM traffic, ~40 us for 64 MB on an H200).
+bool try_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int64_t M, int64_t N,
+               int64_t K, cudaStream_t stream) {
   if (!use_wgmma()) return false;
-  const bool tf32 = a_in.scalar_type() == at::kFloat;
-  const int elem = static_cast<int>(a_in.element_size());
-  at::Tensor a = a_in, b = b_in;
-  if (tf32 && !operand_of(a, /*is_a=*/true).k_contig) a = a.contiguous();
-  if (tf32 && !operand_of(b, /*is_a=*/false).k_contig) b = b.t().contiguous().t();
-  const Operand A = operand_of(a, /*is_a=*/true);
-  const Operand B = operand_of(b, /*is_a=*/false);
-  // A copy of a vector (a size-1 dimension) can still read as the other layout: tf32 falls back.
-  if (tf32 && !(A.k_contig && B.k_contig)) return false;
+  const bool tf32 = a.scalar_type() == at::kFloat;
+  const int elem = static_cast<int>(a.element_size());
+  Operand A = operand_of(a, /*is_a=*/true);
+  Operand B = operand_of(b, /*is_a=*/false);
   // Rows along each operand's non-unit dimension: A K-major has M rows of K, else K rows of M.
-  if (!sm90_operand_ok(A.data, A.ld, A.k_contig ? M : K, elem) ||
-      !sm90_operand_ok(B.data, B.ld, B.k_contig ? N : K, elem)) {
+  // (An operand that tf32 copies is checked after the copy, which TMA can always read.)
+  if ((!(tf32 && !A.k_contig) && !sm90_operand_ok(A.data, A.ld, A.k_contig ? M : K, elem)) ||
+      (!(tf32 && !B.k_contig) && !sm90_operand_ok(B.data, B.ld, B.k_contig ? N : K, elem))) {
     return false;
   }
+  at::Tensor a_copy, b_copy;
+  if (tf32 && !A.k_contig) A = k_major_copy(A, K, M, a, stream, &a_copy);
+  if (tf32 && !B.k_contig) B = k_major_copy(B, K, N, b, stream, &b_copy);
+  TORCH_INTERNAL_ASSERT(sm90_operand_ok(A.data, A.ld, A.k_contig ? M : K, elem) &&
+                        sm90_operand_ok(B.data, B.ld, B.k_contig ? N : K, elem));
   Sm90Gemm g;
   g.a = A.data;
   g.b = B.data;
@@ -335,13 +353,14 @@ bool try_wgmma(const at::Tensor& a_in, const at::Tensor& b_in, const at::Tensor&
   return true;  // the copies (if any) go back to the caching allocator, stream-ordered
 }
 
-// Whether float32 may run as tf32: PyTorch's setting for its own float32 matmuls
-// (torch.backends.cuda.matmul.allow_tf32, or set_float32_matmul_precision "high" / "medium"),
-// AND, while the tf32 path is experimental (not yet verified on a GPU through the whole test
-// suite: docs/gemm_notes.md), LLTM_EXT_GEMM_TF32=1 in the environment (read at each call).
+// Whether float32 may run as tf32: exactly when PyTorch's own float32 matmuls (torch.mm on cuBLAS)
+// may, i.e. torch.backends.cuda.matmul.allow_tf32, or set_float32_matmul_precision "high" /
+// "medium" ("highest", the default: exact float32 on the SIMT kernels). LLTM_EXT_GEMM_TF32=0 in
+// the environment (read at each call) turns tf32 off for debugging.
 bool tf32_allowed() {
-  const char* opt_in = std::getenv("LLTM_EXT_GEMM_TF32");
-  return opt_in != nullptr && std::string(opt_in) == "1" && at::globalContext().allowTF32CuBLAS();
+  if (!at::globalContext().allowTF32CuBLAS()) return false;
+  const char* opt_out = std::getenv("LLTM_EXT_GEMM_TF32");
+  return opt_out == nullptr || std::string(opt_out) != "0";
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The Hopper tensor-core GEMM's launchers (gemm_launchers.h): its TMA tensor maps, encoded through
 // the driver entry point fetched at run time (the module links no libcuda), the persistent grid,
 // the image query; and the instantiations of gemm/tiles/kernel_sm90.cuh (bf16 / fp16 with the four
-// operand major-ness pairs, tf32 K-major; block tiles 128 x 256, 128 x 128 and 128 x 64).
+// operand major-ness pairs, tf32 K-major; block tiles 128 x 256, 128 x 128 and 128 x 64); the
+// float32 transpose that makes tf32's K-major operand copies (gemm/tiles/transpose_f32.cuh).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -11,6 +12,7 @@
 
 #include "gemm/gemm_launchers.h"
 #include "gemm/tiles/kernel_sm90.cuh"
+#include "gemm/tiles/transpose_f32.cuh"
 
 namespace lltm_ext::gemm {
 namespace {
@@ -162,6 +164,23 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   const unsigned int blocks = static_cast<unsigned int>(std::min<int64_t>(tiles, g.sms));
   *step = "the kernel launch";
   kernel<<<blocks, sm90::Sm90Tile<128>::THREADS, smem, stream>>>(map_a, map_b, map_c, p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_transpose_f32(const float* in, float* out, int64_t R, int64_t C, int64_t ld_in,
+                                 int64_t ld_out, bool vec, int sms, cudaStream_t stream) {
+  namespace tiles = lltm_ext::gemm_tiles;
+  const int64_t tiles_r = (R + tiles::kTransposeTile - 1) / tiles::kTransposeTile;
+  const int64_t count = (C + tiles::kTransposeTile - 1) / tiles::kTransposeTile * tiles_r;
+  const unsigned int blocks =
+      static_cast<unsigned int>(std::max<int64_t>(1, std::min<int64_t>(count, 16LL * sms)));
+  if (vec) {
+    tiles::transpose_f32_kernel<true><<<blocks, tiles::kTransposeThreads, 0, stream>>>(
+        in, out, R, C, ld_in, ld_out, tiles_r, count);
+  } else {
+    tiles::transpose_f32_kernel<false><<<blocks, tiles::kTransposeThreads, 0, stream>>>(
+        in, out, R, C, ld_in, ld_out, tiles_r, count);
+  }
   return cudaGetLastError();
 }
 

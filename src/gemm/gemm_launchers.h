@@ -72,6 +72,13 @@ bool sm90_operand_ok(const void* data, int64_t ld, int64_t outer, int elem_bytes
 // *step names the step that failed.
 cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** step);
 
+// out (C x ld_out, row-major) = in (R x C, row-major, leading dimension ld_in) transposed, the
+// columns R .. round_up(R, 4) - 1 of out written as zeros (gemm_tiles::transpose_f32_kernel): a
+// K-major copy of a tf32 operand. ld_out % 4 == 0, ld_out >= round_up(R, 4), out 16-byte aligned;
+// vec: in 16-byte aligned and ld_in % 4 == 0 (or R == 1). R, C > 0; at most 16 blocks per SM.
+cudaError_t launch_transpose_f32(const float* in, float* out, int64_t R, int64_t C, int64_t ld_in,
+                                 int64_t ld_out, bool vec, int sms, cudaStream_t stream);
+
 // *loaded: whether the current device runs the sm_90a image of the kernel (a Hopper GPU and a
 // module compiled for sm_90a), not another architecture's empty stub.
 cudaError_t sm90_image_loaded(bool* loaded);
