@@ -72,6 +72,16 @@ LLTM_EXT_HD GateValues<T> gate_values(T z_i, T z_o, T z_c) {
           Math::select(z_c > T(0), z_c, Math::expm1(z_c))};
 }
 
+// State column s's bias of the three gates, in acc_t: bias (3S) holds the input gates' S values,
+// then the output gates', then the candidates'; zeros when bias is null (the cell's products
+// include it already).
+template <typename acc_t, typename scalar_t>
+LLTM_EXT_HD void gate_bias(const scalar_t* bias, int64_t state, int64_t s, acc_t (&b)[3]) {
+  for (int q = 0; q < 3; ++q) {
+    b[q] = bias != nullptr ? static_cast<acc_t>(bias[q * state + s]) : acc_t(0);
+  }
+}
+
 template <typename T>
 struct ForwardElement {
   T new_h, new_cell;
@@ -191,10 +201,12 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
 // return the launch's error. bias and grad_h_extra may be null (none); grad_h's rows are grad_h_ld
 // elements apart. With d_bias (3S), backward also writes the bias gradient, the column sums of
 // d_gates: bias_sums is scratch of backward_row_blocks<T>(B, S, sm_count, true) rows of 3S
-// (accumulate type), which a single row of blocks does not need (null then allowed).
+// (accumulate type), which a single row of blocks does not need (null then allowed). sm_count is
+// the device's SM count: the grids are one full wave of blocks.
 template <typename T>
 cudaError_t launch_forward_gates(const T* gates, const T* bias, const T* old_cell, T* new_h,
-                                 T* new_cell, int64_t n, int64_t state, cudaStream_t stream);
+                                 T* new_cell, int64_t n, int64_t state, int sm_count,
+                                 cudaStream_t stream);
 template <typename T>
 int64_t backward_row_blocks(int64_t batch, int64_t state, int sm_count, bool bias_grad);
 template <typename T>

@@ -22,8 +22,41 @@ constexpr int kMaxRowBlocks = 65535;  // gridDim.y
 constexpr int kCols = 32;
 constexpr int kRows = 8;
 
+// Rows a gate kernel's thread takes per round of its row loop (forward, backward): their loads
+// are all issued before the math, so that each thread keeps several in flight (the kernels are
+// bound by memory: at 32768 x 256, one row per block kept too few bytes in flight and took ~25%
+// above the time of its bytes at copy bandwidth).
+constexpr int kForwardRows = 4, kBackwardRows = 2;
+
+// Forward of rows r, r + step, ..., r + (U - 1) step at state column s (bias b).
+template <int U, typename scalar_t, typename acc_t>
+__device__ __forceinline__ void forward_rows(const scalar_t* gates, const acc_t (&b)[3],
+                                             const scalar_t* old_cell, scalar_t* new_h,
+                                             scalar_t* new_cell, int64_t r, int64_t step, int state,
+                                             int s) {
+  acc_t z[U][3], c[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t row = r + u * step;
+    const scalar_t* g = gates + row * 3 * state + s;
+#pragma unroll
+    for (int q = 0; q < 3; ++q) {
+      z[u][q] = static_cast<acc_t>(g[q * state]) + b[q];
+    }
+    c[u] = old_cell[row * state + s];
+  }
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t i = (r + u * step) * state + s;
+    const auto out = forward_element<acc_t>(z[u][0], z[u][1], z[u][2], c[u]);
+    new_h[i] = out.new_h;
+    new_cell[i] = out.new_cell;
+  }
+}
+
 // Forward: gates (B, 3S) [+ bias (3S)] and old_cell -> new_h, new_cell. bias may be null: the
-// cell's gates include it, the sequence's do not (its kernels add it).
+// cell's gates include it, the sequence's do not (its kernels add it). A thread takes its column
+// in rows blockIdx.y, blockIdx.y + gridDim.y, ..., kForwardRows at a time.
 template <typename scalar_t>
 __global__ void __launch_bounds__(kMaxCols)
     forward_gates_kernel(const scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
@@ -34,28 +67,65 @@ __global__ void __launch_bounds__(kMaxCols)
   if (s >= state) {
     return;
   }
-  acc_t b_i = 0, b_o = 0, b_c = 0;
-  if (bias != nullptr) {
-    b_i = bias[s];
-    b_o = bias[state + s];
-    b_c = bias[2 * state + s];
+  acc_t b[3];
+  gate_bias(bias, state, s, b);
+  const int64_t step = gridDim.y;
+  int64_t r = blockIdx.y;
+  for (; r + (kForwardRows - 1) * step < batch; r += kForwardRows * step) {
+    forward_rows<kForwardRows>(gates, b, old_cell, new_h, new_cell, r, step, state, s);
   }
-  for (int64_t r = blockIdx.y; r < batch; r += gridDim.y) {
-    const scalar_t* g = gates + r * 3 * state + s;
-    const int64_t i = r * state + s;
-    const auto out =
-        forward_element<acc_t>(static_cast<acc_t>(g[0]) + b_i, static_cast<acc_t>(g[state]) + b_o,
-                               static_cast<acc_t>(g[2 * state]) + b_c, old_cell[i]);
-    new_h[i] = out.new_h;
-    new_cell[i] = out.new_cell;
+  for (; r < batch; r += step) {
+    forward_rows<1>(gates, b, old_cell, new_h, new_cell, r, step, state, s);
+  }
+}
+
+// Backward of rows r, r + step, ..., r + (U - 1) step at state column s (bias b); d_gates as
+// stored is added to sums (i, o, c) in row order.
+template <int U, typename scalar_t, typename acc_t>
+__device__ __forceinline__ void backward_rows(const scalar_t* grad_h, int64_t grad_h_ld,
+                                              const scalar_t* grad_h_extra,
+                                              const scalar_t* grad_cell, const scalar_t* new_cell,
+                                              const scalar_t* gates, const acc_t (&b)[3],
+                                              scalar_t* d_gates, scalar_t* d_old_cell,
+                                              acc_t (&sums)[3], int64_t r, int64_t step, int state,
+                                              int s) {
+  acc_t gh[U], gc[U], cell[U], z[U][3];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t row = r + u * step;
+    const int64_t i = row * state + s;
+    const scalar_t* g = gates + row * 3 * state + s;
+    gh[u] = grad_h[row * grad_h_ld + s];
+    if (grad_h_extra != nullptr) {
+      gh[u] += static_cast<acc_t>(grad_h_extra[i]);
+    }
+    gc[u] = grad_cell[i];
+    cell[u] = new_cell[i];
+#pragma unroll
+    for (int q = 0; q < 3; ++q) {
+      z[u][q] = static_cast<acc_t>(g[q * state]) + b[q];
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t row = r + u * step;
+    const auto d = backward_element<acc_t>(gh[u], gc[u], cell[u], z[u][0], z[u][1], z[u][2]);
+    d_old_cell[row * state + s] = d.d_old_cell;
+    scalar_t* dg = d_gates + row * 3 * state + s;
+    const scalar_t stored[3] = {d.d_z_i, d.d_z_o, d.d_z_c};
+#pragma unroll
+    for (int q = 0; q < 3; ++q) {
+      dg[q * state] = stored[q];
+      sums[q] += static_cast<acc_t>(stored[q]);
+    }
   }
 }
 
 // Backward: incoming gradients, new_cell and the pre-activations [+ bias] -> d_gates, d_old_cell;
 // grad_h's rows are grad_h_ld apart, grad_h_extra (a second gradient of new_h) and bias may be
-// null. Rows as in forward. With bias_sums, each thread also sums its column of d_gates over its
-// rows, in row order (the same bits run to run), into row blockIdx.y of bias_sums (gridDim.y, 3S)
-// in the accumulate type; a single row of blocks writes d_bias itself.
+// null. Rows as in forward, kBackwardRows at a time. With bias_sums, each thread also sums its
+// column of d_gates over its rows, in row order (the same bits run to run), into row blockIdx.y of
+// bias_sums (gridDim.y, 3S) in the accumulate type; a single row of blocks writes d_bias itself.
 template <typename scalar_t>
 __global__ void __launch_bounds__(kMaxCols)
     backward_gates_kernel(const scalar_t* __restrict__ grad_h, int64_t grad_h_ld,
@@ -71,39 +141,30 @@ __global__ void __launch_bounds__(kMaxCols)
   if (s >= state) {
     return;
   }
-  acc_t b_i = 0, b_o = 0, b_c = 0;
-  if (bias != nullptr) {
-    b_i = bias[s];
-    b_o = bias[state + s];
-    b_c = bias[2 * state + s];
+  acc_t b[3];
+  gate_bias(bias, state, s, b);
+  acc_t sums[3] = {0, 0, 0};
+  const int64_t step = gridDim.y;
+  int64_t r = blockIdx.y;
+  for (; r + (kBackwardRows - 1) * step < batch; r += kBackwardRows * step) {
+    backward_rows<kBackwardRows>(grad_h, grad_h_ld, grad_h_extra, grad_cell, new_cell, gates, b,
+                                 d_gates, d_old_cell, sums, r, step, state, s);
   }
-  acc_t sum_i = 0, sum_o = 0, sum_c = 0;
-  for (int64_t r = blockIdx.y; r < batch; r += gridDim.y) {
-    const int64_t i = r * state + s;
-    const int64_t g = r * 3 * state + s;
-    acc_t gh = grad_h[r * grad_h_ld + s];
-    if (grad_h_extra != nullptr) {
-      gh += static_cast<acc_t>(grad_h_extra[i]);
-    }
-    const auto d = backward_element<acc_t>(gh, grad_cell[i], new_cell[i], gates[g] + b_i,
-                                           gates[g + state] + b_o, gates[g + 2 * state] + b_c);
-    d_old_cell[i] = d.d_old_cell;
-    d_gates[g] = d.d_z_i;
-    d_gates[g + state] = d.d_z_o;
-    d_gates[g + 2 * state] = d.d_z_c;
-    sum_i += static_cast<acc_t>(static_cast<scalar_t>(d.d_z_i));
-    sum_o += static_cast<acc_t>(static_cast<scalar_t>(d.d_z_o));
-    sum_c += static_cast<acc_t>(static_cast<scalar_t>(d.d_z_c));
+  for (; r < batch; r += step) {
+    backward_rows<1>(grad_h, grad_h_ld, grad_h_extra, grad_cell, new_cell, gates, b, d_gates,
+                     d_old_cell, sums, r, step, state, s);
   }
   if (gridDim.y == 1 && d_bias != nullptr) {
-    d_bias[s] = static_cast<scalar_t>(sum_i);
-    d_bias[state + s] = static_cast<scalar_t>(sum_o);
-    d_bias[2 * state + s] = static_cast<scalar_t>(sum_c);
+#pragma unroll
+    for (int q = 0; q < 3; ++q) {
+      d_bias[q * state + s] = static_cast<scalar_t>(sums[q]);
+    }
   } else if (bias_sums != nullptr) {
     acc_t* row = bias_sums + static_cast<int64_t>(blockIdx.y) * 3 * state;
-    row[s] = sum_i;
-    row[state + s] = sum_o;
-    row[2 * state + s] = sum_c;
+#pragma unroll
+    for (int q = 0; q < 3; ++q) {
+      row[q * state + s] = sums[q];
+    }
   }
 }
 
@@ -141,11 +202,11 @@ unsigned int column_blocks(int64_t state) {
   return static_cast<unsigned int>((state + column_threads(state) - 1) / column_threads(state));
 }
 
-// Blocks of the backward gate kernel with `threads` threads (a multiple of 32, at most 256) that
-// one SM holds at once on the current device (cached per device and block size: a grid of one
+// Blocks of gate kernel `kernel` with `threads` threads (a multiple of 32, at most 256) that one
+// SM holds at once on the current device (cached per kernel, device and block size: a grid of one
 // full wave needs it, and the kernel's registers decide it).
-template <typename T>
-int backward_blocks_per_sm(unsigned int threads) {
+template <auto kernel>
+int resident_blocks(unsigned int threads) {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) {
     return 1;
@@ -156,8 +217,8 @@ int backward_blocks_per_sm(unsigned int threads) {
   std::atomic<int>* slot = key < static_cast<int>(cache.size()) ? &cache[key] : nullptr;
   int blocks = slot != nullptr ? slot->load(std::memory_order_relaxed) : 0;
   if (blocks == 0) {
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &blocks, backward_gates_kernel<T>, static_cast<int>(threads), 0) != cudaSuccess ||
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, static_cast<int>(threads),
+                                                      0) != cudaSuccess ||
         blocks < 1) {
       (void)cudaGetLastError();  // a failed query leaves no error behind: one block per SM
       blocks = 1;
@@ -169,6 +230,14 @@ int backward_blocks_per_sm(unsigned int threads) {
   return blocks;
 }
 
+// Rows of blocks that make one full wave of `kernel` for `state` columns (at least 1).
+template <auto kernel>
+int64_t full_wave_rows(int64_t state, int sm_count) {
+  return std::max<int64_t>(1, static_cast<int64_t>(sm_count) *
+                                  resident_blocks<kernel>(column_threads(state)) /
+                                  column_blocks(state));
+}
+
 }  // namespace
 
 template <typename T>
@@ -176,22 +245,23 @@ int64_t backward_row_blocks(int64_t batch, int64_t state, int sm_count, bool bia
   // Without the bias gradient, a row of blocks per row (up to gridDim.y's limit). With it, one
   // full wave of blocks (as many as the GPU holds at once: a second, partial wave would cost a
   // whole block's rows more time), each summing its rows, so few partial sums are left to add.
-  const int64_t wanted = bias_grad ? static_cast<int64_t>(sm_count) *
-                                         backward_blocks_per_sm<T>(column_threads(state)) /
-                                         column_blocks(state)
-                                   : batch;
+  const int64_t wanted =
+      bias_grad ? full_wave_rows<backward_gates_kernel<T>>(state, sm_count) : batch;
   return std::max<int64_t>(1, std::min<int64_t>({wanted, batch, kMaxRowBlocks}));
 }
 
 template <typename T>
 cudaError_t launch_forward_gates(const T* gates, const T* bias, const T* old_cell, T* new_h,
-                                 T* new_cell, int64_t n, int64_t state, cudaStream_t stream) {
+                                 T* new_cell, int64_t n, int64_t state, int sm_count,
+                                 cudaStream_t stream) {
   if (n == 0) {
     return cudaSuccess;
   }
+  // One full wave of blocks (at most a row of blocks per row), each taking its rows in rounds.
   const int64_t batch = n / state;
-  const dim3 grid(column_blocks(state),
-                  static_cast<unsigned int>(std::min<int64_t>(batch, kMaxRowBlocks)));
+  const int64_t rows = std::min<int64_t>(
+      {batch, full_wave_rows<forward_gates_kernel<T>>(state, sm_count), kMaxRowBlocks});
+  const dim3 grid(column_blocks(state), static_cast<unsigned int>(rows));
   forward_gates_kernel<T><<<grid, column_threads(state), 0, stream>>>(
       gates, bias, old_cell, new_h, new_cell, batch, static_cast<int>(state));
   return cudaGetLastError();
@@ -305,9 +375,7 @@ __global__ void __launch_bounds__(kStepThreads)
   // before (or read once: c0, or the previous launch's cells).
   acc_t bias_v[3] = {0, 0, 0}, c_prev = 0;
   if (mine) {
-    for (int q = 0; q < 3; ++q) {
-      bias_v[q] = static_cast<acc_t>(bias[q * state + s]);
-    }
+    gate_bias(bias, state, s, bias_v);
     c_prev = static_cast<acc_t>(t0 == 0 ? c0[j] : cells[(t0 - 1) * n + j]);
   }
   for (int64_t t = t0; t < t0 + steps; ++t) {
@@ -394,9 +462,7 @@ __global__ void __launch_bounds__(kStepThreads)
   // grad_c_n at the last step, else the previous launch's d_cell).
   acc_t bias_v[3] = {0, 0, 0}, grad_c = 0;
   if (mine) {
-    for (int q = 0; q < 3; ++q) {
-      bias_v[q] = static_cast<acc_t>(bias[q * state + s]);
-    }
+    gate_bias(bias, state, s, bias_v);
     grad_c = static_cast<acc_t>(t_hi == last ? grad_c_n[j] : d_cell[((t_hi + 1) % 2) * n + j]);
   }
   for (int64_t t = t_hi; t > t_hi - steps; --t) {
@@ -546,7 +612,7 @@ cudaError_t launch_sequence_backward_steps(T* d_gates, const T* w, int64_t ld, c
 
 #define LLTM_EXT_INSTANTIATE(T)                                                                  \
   template cudaError_t launch_forward_gates<T>(const T*, const T*, const T*, T*, T*, int64_t,    \
-                                               int64_t, cudaStream_t);                           \
+                                               int64_t, int, cudaStream_t);                      \
   template int64_t backward_row_blocks<T>(int64_t, int64_t, int, bool);                          \
   template cudaError_t launch_backward_gates<T>(const T*, int64_t, const T*, const T*, const T*, \
                                                 const T*, const T*, T*, T*, cuda::opmath_t<T>*,  \

@@ -30,7 +30,7 @@ void forward_gates_cuda(const at::Tensor& gates, const at::Tensor& bias, const a
         gates.const_data_ptr<scalar_t>(), data_or_null<scalar_t>(bias),
         old_cell.const_data_ptr<scalar_t>(), new_h.mutable_data_ptr<scalar_t>(),
         new_cell.mutable_data_ptr<scalar_t>(), old_cell.numel(), old_cell.size(1),
-        c10::cuda::getCurrentCUDAStream()));
+        cuda::sm_count(old_cell.get_device()), c10::cuda::getCurrentCUDAStream()));
   });
 }
 
@@ -448,8 +448,8 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
       const scalar_t* c_prev = t == 0 ? c0.const_data_ptr<scalar_t>() : cell + (t - 1) * n;
       scalar_t* g_t = g + t * 3 * n;
       blas.gemm(row_major(h_prev, B, S, S), transposed(w_h), row_major(g_t, B, 3 * S, 3 * S), 1);
-      C10_CUDA_CHECK(
-          launch_forward_gates<scalar_t>(g_t, b, c_prev, out + t * n, cell + t * n, n, S, stream));
+      C10_CUDA_CHECK(launch_forward_gates<scalar_t>(g_t, b, c_prev, out + t * n, cell + t * n, n, S,
+                                                    sms, stream));
     }
   });
 }

@@ -101,8 +101,7 @@ __device__ __forceinline__ void unit_product(const acc_t* x, int xs, const acc_t
 }
 #endif
 
-// This block's place: its columns [c0, c0 + cols_here) and rows [b0, b0 + rows_here); a thread's
-// i-th (row, column) pair.
+// This block's place: its columns [c0, c0 + cols_here) and rows [b0, b0 + rows_here).
 struct BlockPlace {
   int rank, c0, cols_here, rows_here;
   int64_t b0;
@@ -118,6 +117,37 @@ __device__ __forceinline__ BlockPlace block_place(const ClusterShape& cs, int64_
   bp.rows_here = static_cast<int>(batch - bp.b0 < cs.rows ? batch - bp.b0 : cs.rows);
   return bp;
 }
+
+// A thread's (row, column) pairs of its block's rows x cols slice: pair i is the slice's element
+// tid + i * kClusterThreads in row order, valid when it lies in the block's rows and columns; with
+// the column's gate biases and the carried state (c0 forward, grad_c_n backward) read at each
+// valid pair (zeros elsewhere).
+template <typename acc_t>
+struct ThreadPairs {
+  int r[kMaxPairs], c[kMaxPairs];
+  bool valid[kMaxPairs];
+  acc_t bias[kMaxPairs][3], carried[kMaxPairs];
+};
+
+template <typename acc_t, typename scalar_t>
+__device__ __forceinline__ ThreadPairs<acc_t> thread_pairs(const BlockPlace& bp, int rows, int cols,
+                                                           int S, const scalar_t* bias,
+                                                           const scalar_t* carried) {
+  ThreadPairs<acc_t> my;
+#pragma unroll
+  for (int i = 0; i < kMaxPairs; ++i) {
+    const int e = static_cast<int>(threadIdx.x) + i * kClusterThreads;
+    my.r[i] = e / max(cols, 1);
+    my.c[i] = e % max(cols, 1);
+    my.valid[i] = e < rows * cols && my.r[i] < bp.rows_here && my.c[i] < bp.cols_here;
+    gate_bias(my.valid[i] ? bias : nullptr, S, bp.c0 + my.c[i], my.bias[i]);
+    my.carried[i] = my.valid[i]
+                        ? static_cast<acc_t>(carried[(bp.b0 + my.r[i]) * S + bp.c0 + my.c[i]])
+                        : acc_t(0);
+  }
+  return my;
+}
+
 #endif
 
 // Steps 0 .. steps - 1 forward, as sequence_forward_kernel (lltm_cuda.cu) computes them: z =
@@ -155,24 +185,11 @@ __global__ void __launch_bounds__(kClusterThreads)
   }
   const int64_t n = batch * S;
   // This thread's (row, column) pairs and their own operands: bias, c_{t-1} carried.
-  int pr[kMaxPairs], pc[kMaxPairs];
-  bool pv[kMaxPairs];
-  acc_t bias_v[kMaxPairs][G], c_prev[kMaxPairs];
-#pragma unroll
-  for (int i = 0; i < kMaxPairs; ++i) {
-    const int e = tid + i * kClusterThreads;
-    pr[i] = e / max(cols, 1);
-    pc[i] = e % max(cols, 1);
-    pv[i] = e < rows * cols && pr[i] < bp.rows_here && pc[i] < bp.cols_here;
-    c_prev[i] = acc_t(0);
-#pragma unroll
-    for (int q = 0; q < G; ++q) {
-      bias_v[i][q] = pv[i] ? static_cast<acc_t>(bias[q * S + bp.c0 + pc[i]]) : acc_t(0);
-    }
-    if (pv[i]) {
-      c_prev[i] = static_cast<acc_t>(c0[(bp.b0 + pr[i]) * S + bp.c0 + pc[i]]);
-    }
-  }
+  ThreadPairs<acc_t> my = thread_pairs<acc_t>(bp, rows, cols, S, bias, c0);
+  const auto &pr = my.r, &pc = my.c;
+  const auto& pv = my.valid;
+  const auto& bias_v = my.bias;
+  auto& c_prev = my.carried;
   cluster.sync();  // every block runs (its shared memory may be written) and holds h0
   const int ui = tid % cs.units_pow2, p = tid / cs.units_pow2;
   for (int64_t t = 0; t < steps; ++t) {
@@ -292,24 +309,12 @@ __global__ void __launch_bounds__(kClusterThreads)
     sd[e] = acc_t(0);  // rows past the batch stay zero
   }
   const int64_t n = batch * S;
-  int pr[kMaxPairs], pc[kMaxPairs];
-  bool pv[kMaxPairs];
-  acc_t bias_v[kMaxPairs][G], grad_c[kMaxPairs];
-#pragma unroll
-  for (int i = 0; i < kMaxPairs; ++i) {
-    const int e = tid + i * kClusterThreads;
-    pr[i] = e / max(cols, 1);
-    pc[i] = e % max(cols, 1);
-    pv[i] = e < rows * cols && pr[i] < bp.rows_here && pc[i] < bp.cols_here;
-    grad_c[i] = acc_t(0);
-#pragma unroll
-    for (int q = 0; q < G; ++q) {
-      bias_v[i][q] = pv[i] ? static_cast<acc_t>(bias[q * S + bp.c0 + pc[i]]) : acc_t(0);
-    }
-    if (pv[i]) {
-      grad_c[i] = static_cast<acc_t>(grad_c_n[(bp.b0 + pr[i]) * S + bp.c0 + pc[i]]);
-    }
-  }
+  // This thread's (row, column) pairs and their own operands: bias, dL/dc_t carried.
+  ThreadPairs<acc_t> my = thread_pairs<acc_t>(bp, rows, cols, S, bias, grad_c_n);
+  const auto &pr = my.r, &pc = my.c;
+  const auto& pv = my.valid;
+  const auto& bias_v = my.bias;
+  auto& grad_c = my.carried;
   cluster.sync();  // every block runs: its shared memory may be written
   const int ui = tid % cs.units_pow2, p = tid / cs.units_pow2;
   for (int64_t step = 0; step < steps; ++step) {
