@@ -469,7 +469,7 @@ HALF_DTYPES = [torch.bfloat16, torch.float16]
 @contextlib.contextmanager
 def half_path(path: str):
     """Forces the bfloat16 / float16 CUDA path ('auto', 'wgmma', 'mma', 'simt', 'wgmma64',
-    'wgmma128', 'wgmma256', 'mma64', 'mma128') inside the block; afterwards
+    'wgmma128', 'wgmma256', 'mma64', 'mma128', 'mma256') inside the block; afterwards
     LLTM_EXT_GEMM_HALF_PATH's setting (else auto)."""
     ext = load_extension("gemm")
     ext._set_gemm_half_path(path)
@@ -503,7 +503,8 @@ def mma_expected() -> bool:
     major, minor = torch.cuda.get_device_capability()
     if major * 10 + minor < 80:
         return False
-    found = re.findall(r"(sm|compute)_(\d+)([af]?)", lltm_ext.build_info()["cuda_targets"])
+    built = lltm_ext.build_info()["cuda_targets"]  # a list ('sm_90', 'compute_90', ...)
+    found = re.findall(r"(sm|compute)_(\d+)([af]?)", " ".join(built))
     targets = [(kind, int(num), suffix) for kind, num, suffix in found]
     for kind, num, suffix in targets:
         if kind == "sm" and num // 10 == major and num % 10 <= minor:
@@ -564,12 +565,12 @@ def test_cuda_half_path_follows_the_loaded_code():
         assert ext._gemm_half_path() == auto
     with half_path("simt") as ext:
         assert ext._gemm_half_path() == "simt"
-    with pytest.raises(RuntimeError, match=r"must be auto, wgmma, mma, simt, .* mma64 or mma128"):
+    with pytest.raises(RuntimeError, match=r"must be auto, wgmma, mma, simt, .* mma128 or mma256"):
         load_extension("gemm")._set_gemm_half_path("tensor")
     if not wgmma_expected():
         with half_path("wgmma") as ext, pytest.raises(RuntimeError, match="sm_90a"):
             ext._gemm_half_path()
-    for path in ("mma", "mma64", "mma128"):
+    for path in ("mma", "mma64", "mma128", "mma256"):
         if mma_expected():
             with half_path(path) as ext:
                 assert ext._gemm_half_path() == "mma"
@@ -599,7 +600,9 @@ WGMMA_SHAPES = [
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("path", ["wgmma64", "wgmma128", "wgmma256", "mma64", "mma128", "simt"])
+@pytest.mark.parametrize(
+    "path", ["wgmma64", "wgmma128", "wgmma256", "mma64", "mma128", "mma256", "simt"]
+)
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=lambda d: str(d)[6:])
 def test_cuda_half_paths(dtype, layout, path):
@@ -656,7 +659,7 @@ def test_cuda_tensor_core_edge_cases(path, dtype):
         lltm_ext.gemm(a, b, out=out)
         close(out, a, b)
         # Base one element off 16 bytes, or an odd leading dimension: the SIMT kernel runs (tf32:
-        # where the odd operand is the K-major one). One operand fine and the other not, each way.
+        # where the odd operand is the K-major one).
         base = rand((65 * 72 + 1,), dtype, "cuda")
         a_off = base[1:].view(65, 72)
         b = padded(72, 40, dtype)
@@ -665,14 +668,16 @@ def test_cuda_tensor_core_edge_cases(path, dtype):
         close(lltm_ext.gemm(a_odd, b_odd), a_odd, b_odd)
         a_odd, b_odd = operands(33, 35, 37, "tn", dtype)  # tf32: both copied K-major
         close(lltm_ext.gemm(a_odd, b_odd), a_odd, b_odd)
-        b_off = base[1:].view(72, 65)
-        a_ok = padded(33, 72, dtype)
-        close(lltm_ext.gemm(a_ok, b_off), a_ok, b_off)
         # Vectors (a size-1 dimension reads as either layout) and a 1 x 1 x 1 product.
         for m, n, k in [(1, 35, 37), (33, 1, 37), (33, 35, 1), (1, 1, 1), (1, 1, 64)]:
             for layout in ("nn", "tn", "nt", "tt"):
                 a_v, b_v = operands(m, n, k, layout, dtype)
                 close(lltm_ext.gemm(a_v, b_v), a_v, b_v)
+        # b misaligned beside an aligned a (the other way round is a_off above). After the vectors,
+        # so that their random inputs (tf32: a single 64-term dot product) stay as they were.
+        b_off = base[1:].view(72, 65)
+        a_ok = padded(33, 72, dtype)
+        close(lltm_ext.gemm(a_ok, b_off), a_ok, b_off)
         # Backward's layouts on contiguous tensors: grad_a = g @ b.T, grad_b = a.T @ g.
         a, b = operands(384, 512, 320, "nn", dtype)
         g = rand((384, 512), dtype, "cuda")

@@ -508,7 +508,7 @@ MMA_SHAPES = (
     (129, 257, 77),
     (520, 200, 1032),
     (40, 131, 24),
-    (1700, 1300, 40),
+    (2100, 2200, 40),
 )
 
 
@@ -518,7 +518,7 @@ def run_gemm_mma(dtypes: list[torch.dtype]) -> None:
     misaligned buffer, unaligned operands (the SIMT kernel runs) and a backward through autograd.
     Where they cannot run it says it skipped them (on the CPU the same checks run once)."""
     ext = load_extension("gemm")
-    tiles: tuple[str | None, ...] = ("mma64", "mma128")
+    tiles: tuple[str | None, ...] = ("mma64", "mma128", "mma256")
     if DEVICE != "cuda":
         print("  gemm_mma: skipped (no CUDA device); its checks run on the CPU", flush=True)
         tiles = (None,)

@@ -237,9 +237,9 @@ struct HalfPathSetting {
   const char* name;
   bool forced;
   HalfKernel kernel;
-  int tile;  // wgmma: the tile width (64, 128, 256); mma: 128 (128 x 128) or 64 (64 x 64)
+  int tile;  // wgmma: the tile width (64, 128, 256); mma: 256 (128 x 256), 128 or 64 (square)
 };
-constexpr std::array<HalfPathSetting, 9> kHalfPaths = {{
+constexpr std::array<HalfPathSetting, 10> kHalfPaths = {{
     {"auto", false, HalfKernel::kSimt, 0},
     {"wgmma", true, HalfKernel::kWgmma, 0},
     {"simt", true, HalfKernel::kSimt, 0},
@@ -249,6 +249,7 @@ constexpr std::array<HalfPathSetting, 9> kHalfPaths = {{
     {"mma", true, HalfKernel::kMma, 0},
     {"mma64", true, HalfKernel::kMma, 64},
     {"mma128", true, HalfKernel::kMma, 128},
+    {"mma256", true, HalfKernel::kMma, 256},
 }};
 // LLTM_EXT_GEMM_HALF_PATH (read at the first call) or set_cuda_half_path(): an index into
 // kHalfPaths; -1: not read yet.
@@ -260,7 +261,8 @@ int parse_half_path(const std::string& value, const char* what) {
     if (value == kHalfPaths[i].name) return static_cast<int>(i);
   }
   TORCH_CHECK(false, "lltm_ext.gemm: ", what,
-              " must be auto, wgmma, mma, simt, wgmma64, wgmma128, wgmma256, mma64 or mma128, "
+              " must be auto, wgmma, mma, simt, wgmma64, wgmma128, wgmma256, mma64, mma128 or "
+              "mma256, "
               "but got '",
               value, "'.");
   return 0;
@@ -404,14 +406,24 @@ bool try_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
   return true;  // the copies (if any) go back to the caching allocator, stream-ordered
 }
 
-// The mma kernel's block tile for M x N: 128 x 128, unless its tiles would take the SMs fewer
-// rounds as 64 x 64 tiles, a round of which is counted as 0.3 of a 128 x 128 round (a quarter of
-// the work at a lower rate per element: less reuse per loaded byte); or as forced.
+// The mma kernel's block tile for M x N: the one whose tiles finish first, counted in rounds of
+// tiles over the SMs (4, 2 or 1 resident per SM for 64 x 64, 128 x 128 and 128 x 256) times the
+// time of one such round; or as forced. A round's time is the tiles' work over their rate, from
+// the H200 rates of each tile in docs/gemm_notes.md (TFLOP/s with full waves: 64 x 64 ~240,
+// 128 x 128 ~310, 128 x 256 ~360): 64 x 64 rounds cost 4 / 240, the others 8 / rate (per
+// 4096 elements of a tile row of K).
 int mma_tile(int64_t M, int64_t N, int sms) {
   const HalfPathSetting& setting = half_path_setting();
   if (setting.kernel == HalfKernel::kMma && setting.tile > 0) return setting.tile;
-  auto rounds = [&](int64_t t) { return (((M + t - 1) / t) * ((N + t - 1) / t) + sms - 1) / sms; };
-  return rounds(64) * 30 < rounds(128) * 100 ? 64 : 128;
+  auto rounds = [&](int64_t bm, int64_t bn, int64_t resident) {
+    const int64_t tiles = ((M + bm - 1) / bm) * ((N + bn - 1) / bn);
+    return (tiles + sms * resident - 1) / (sms * resident);
+  };
+  // Costs in units of 1 / 1e6: 4 / 240, 8 / 310, 8 / 360.
+  const int64_t cost64 = rounds(64, 64, 4) * 16667, cost128 = rounds(128, 128, 2) * 25806;
+  const int64_t cost256 = rounds(128, 256, 1) * 22222;
+  if (cost64 < cost128 && cost64 < cost256) return 64;
+  return cost128 <= cost256 ? 128 : 256;
 }
 
 // Runs c = a @ b (bfloat16 / float16) on the mma.sync kernel and returns true, or returns false

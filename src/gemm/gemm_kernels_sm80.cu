@@ -1,6 +1,7 @@
 // The sm_80+ tensor-core GEMM's launchers (gemm_launchers.h): the instantiations of
-// gemm/tiles/kernel_sm80.cuh (bf16 / fp16, the four operand major-ness pairs, block tiles 128 x 128
-// and 64 x 64), the launch, and the query of the PTX version of the image the device loads.
+// gemm/tiles/kernel_sm80.cuh (bf16 / fp16, the four operand major-ness pairs, block tiles 128 x
+// 256, 128 x 128 and 64 x 64), the launch, and the query of the PTX version of the image the device
+// loads.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -14,9 +15,12 @@ namespace {
 
 namespace mma = lltm_ext::gemm_tiles::mma;
 
-// 128 x 128: 8 warps of 64 x 32 (64 accumulators per thread), 4 stages (64 KB), 2 blocks per SM
-// (at most 128 registers). 64 x 64: 4 warps of 32 x 32, 4 stages (32 KB), 4 blocks per SM; for
-// grids of 128 x 128 tiles that would leave SMs idle.
+// 128 x 256: 8 warps of 64 x 64 (128 accumulators per thread: half the shared-memory fragment
+// reads per mma of a 64 x 32 warp tile), 4 stages (96 KB, under the 99 KB a block may have on
+// sm_86 / sm_89 / sm_120), 1 block per SM. 128 x 128: 8 warps of 64 x 32, 4 stages (64 KB), 2
+// blocks per SM (at most 128 registers). 64 x 64: 4 warps of 32 x 32, 4 stages (32 KB), 4 blocks
+// per SM; for grids of larger tiles that would leave SMs idle.
+using Tile256 = mma::MmaTile<128, 256, 2, 4, 4, 1>;
 using Tile128 = mma::MmaTile<128, 128, 2, 4, 4, 2>;
 using Tile64 = mma::MmaTile<64, 64, 2, 2, 4, 4>;
 
@@ -66,7 +70,10 @@ bool mma_operand_ok(const void* data, int64_t ld, int64_t outer) {
 
 cudaError_t launch_mma(const MmaGemm& g, cudaStream_t stream) {
   if (g.M > INT_MAX || g.N > INT_MAX || g.K > INT_MAX) return cudaErrorInvalidValue;
-  return g.tile == 64 ? launch_tile<Tile64>(g, stream) : launch_tile<Tile128>(g, stream);
+  if (g.tile == 256) return launch_tile<Tile256>(g, stream);
+  if (g.tile == 128) return launch_tile<Tile128>(g, stream);
+  if (g.tile == 64) return launch_tile<Tile64>(g, stream);
+  return cudaErrorInvalidValue;
 }
 
 cudaError_t mma_image_ptx(int* version) {

@@ -96,7 +96,7 @@ struct MmaGemm {
   int64_t lda, ldb, ldc;
   bool a_kcontig, b_kcontig;
   bool bf16;  // else float16
-  int tile;   // block tile: 128 (128 x 128) or 64 (64 x 64)
+  int tile;   // block tile: 256 (128 x 256), 128 (128 x 128) or 64 (64 x 64)
 };
 
 // Whether a 16-bit matrix with base `data`, leading dimension `ld` (elements) and `outer` rows

@@ -50,6 +50,7 @@ struct MmaTile {
   // An M- / N-major stage row is BM or BN elements: at least eight 16-byte chunks, so that the
   // XOR with (k & 7) stays inside the row.
   static_assert(BM % 64 == 0 && BN % 64 == 0, "tiles are multiples of 64 in M and N");
+  static_assert(BK == 32, "the fragment offsets of the second k16 step assume four K chunks");
   static_assert(WTM % 16 == 0 && WTN % 16 == 0, "warp tiles are multiples of 16 x 16");
   static_assert(A_BYTES % (16 * THREADS) == 0 && B_BYTES % (16 * THREADS) == 0,
                 "every thread copies the same number of 16-byte chunks per stage");
@@ -144,55 +145,63 @@ __device__ __forceinline__ uint16_t round_rn(float x) {
 
 // The copies one thread issues for one operand's stage: COPIES 16-byte chunks, chunk q = tid +
 // i * THREADS of the stage. ROWS: the operand's BM or BN. K_MAJOR: rows of the tile are the
-// operand's M / N rows (four chunks of K each); else K rows of ROWS elements.
+// operand's M / N rows (four chunks of K each); else K rows of ROWS elements. THREADS is a
+// multiple of the chunks per row, so a thread's copies share one chunk column and sit
+// THREADS / CPR rows apart: one pointer, one row step and one bound describe them all (few
+// registers, beside the accumulators).
 template <int ROWS, int THREADS, bool K_MAJOR>
 struct StageCopy {
   static constexpr int BK = 32;
   static constexpr int CHUNKS = ROWS * BK / 8;  // 16-byte chunks per stage
   static constexpr int COPIES = CHUNKS / THREADS;
   static constexpr int CPR = K_MAJOR ? BK / 8 : ROWS / 8;  // chunks per stage row
-  const uint16_t* src[COPIES];  // K_MAJOR: the row's start at K = 0; else the chunk's M / N start
-  uint32_t dst[COPIES];         // byte offset in the stage
-  int lim[COPIES];  // K_MAJOR: the chunk's K offset (-1: row past the edge); else bytes of MN
+  static constexpr int ROW_STEP = THREADS / CPR;           // stage rows between copies
+  static_assert(THREADS % CPR == 0, "a thread's copies share one chunk column");
+  const uint16_t* src;  // K_MAJOR: the first row's chunk at K = 0; else the chunk at M / N
+  uint32_t dst;         // byte offset of the first copy in the stage
+  int row;              // the first copy's stage row
+  // K_MAJOR: operand rows from `row` on inside the matrix, and the chunk's K offset; else the
+  // bytes of the chunk inside M / N (0-16).
+  int rows_in, k_off, mn_bytes;
 
   // rows_left: M - m0 (or N - n0), the operand rows / columns inside the matrix from the tile on.
   __device__ __forceinline__ StageCopy(const uint16_t* base, int64_t ld, int rows_left,
                                        int64_t mn0) {
-#pragma unroll
-    for (int i = 0; i < COPIES; ++i) {
-      const int q = static_cast<int>(threadIdx.x) + i * THREADS;
-      const int row = q / CPR, chunk = q % CPR;
-      if constexpr (K_MAJOR) {
-        dst[i] = swizzle_k(row, chunk);
-        const bool in = row < rows_left;
-        src[i] = in ? base + (mn0 + row) * ld + chunk * 8 : base;
-        lim[i] = in ? chunk * 8 : -1;
-      } else {
-        dst[i] = swizzle_mn<ROWS>(row, chunk);
-        src[i] = base + mn0 + chunk * 8;  // + k * ld at each stage
-        lim[i] = min(max(rows_left - chunk * 8, 0), 8) * 2;
-      }
+    row = static_cast<int>(threadIdx.x) / CPR;
+    const int chunk = static_cast<int>(threadIdx.x) % CPR;
+    if constexpr (K_MAJOR) {
+      dst = swizzle_k(row, chunk);
+      src = base + (mn0 + row) * ld + chunk * 8;
+      rows_in = rows_left - row;
+      k_off = chunk * 8;
+    } else {
+      dst = swizzle_mn<ROWS>(row, chunk);
+      src = base + mn0 + chunk * 8;  // + k * ld at each stage
+      mn_bytes = min(max(rows_left - chunk * 8, 0), 8) * 2;
     }
   }
 
   // Copies K step kt (K elements kt * 32 .. + 31) into the stage at byte address `stage`.
   __device__ __forceinline__ void copy(uint32_t stage, int kt, int K, int64_t ld,
                                        const uint16_t* base) const {
+    const int k0 = kt * BK;
 #pragma unroll
     for (int i = 0; i < COPIES; ++i) {
-      const int k0 = kt * BK;
+      // Row i * ROW_STEP further: in both layouts the same swizzle phase (ROW_STEP is a multiple
+      // of 8 K rows, or of 8 M / N rows), so its offset is the first one's plus whole rows.
+      const uint32_t to = dst + i * ROW_STEP * (K_MAJOR ? 64 : ROWS * 2);
       int bytes;
       const uint16_t* from;
       if constexpr (K_MAJOR) {
-        bytes = lim[i] < 0 ? 0 : min(max(K - k0 - lim[i], 0), 8) * 2;
-        from = src[i] + k0;
+        bytes = i * ROW_STEP < rows_in ? min(max(K - k0 - k_off, 0), 8) * 2 : 0;
+        from = src + i * ROW_STEP * ld + k0;
       } else {
-        const int k = k0 + (static_cast<int>(threadIdx.x) + i * THREADS) / CPR;
-        bytes = k < K ? lim[i] : 0;
-        from = src[i] + static_cast<int64_t>(k) * ld;
+        const int k = k0 + row + i * ROW_STEP;
+        bytes = k < K ? mn_bytes : 0;
+        from = src + static_cast<int64_t>(k) * ld;
       }
       // Nothing to read: a zero fill from the operand's base, a mapped address.
-      cp_async<16>(stage + dst[i], bytes > 0 ? from : base, bytes);
+      cp_async<16>(stage + to, bytes > 0 ? from : base, bytes);
     }
   }
 };
@@ -234,29 +243,31 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS)
 
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   const int wm = warp / Tile::WARPS_N * Tile::WTM, wn = warp % Tile::WARPS_N * Tile::WTN;
-  // This lane's ldmatrix row addresses, relative to the stage, for the first k16 step (the second
-  // is chunk + 2 for K-major operands, K row + 16 for the others). See the fragment layouts of
-  // mma.m16n8k16: A's four 8 x 8 matrices are (rows 0-7 | 8-15) x (k 0-7 | 8-15) in the order
-  // a0 a1 a2 a3 = (0-7, 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15); a 16-column pair of B's
-  // n8 tiles is b[j] = (n 0-7; k 0-7, 8-15), b[j + 1] = (n 8-15; k 0-7, 8-15).
-  uint32_t a_off[2][MI], b_off[2][NI / 2];
+  // This lane's ldmatrix row addresses, relative to the stage, for the first k16 step. See the
+  // fragment layouts of mma.m16n8k16: A's four 8 x 8 matrices are (rows 0-7 | 8-15) x (k 0-7 |
+  // 8-15) in the order a0 a1 a2 a3 = (0-7, 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15); a
+  // 16-column pair of B's n8 tiles is b[j] = (n 0-7; k 0-7, 8-15), b[j + 1] = (n 8-15; k 0-7,
+  // 8-15). The second k16 step needs no registers of its own: K-major, its chunk is this one + 2,
+  // i.e. the swizzled offset XOR 32 (the swizzle touches chunk bits 0-1 only; chunk < 2 here);
+  // M- / N-major, its K rows are 16 further, with the same k % 8 and so the same swizzle.
+  uint32_t a_off[MI], b_off[NI / 2];
 #pragma unroll
-  for (int kk = 0; kk < 2; ++kk) {
-#pragma unroll
-    for (int i = 0; i < MI; ++i) {
-      const int m = wm + i * 16;
-      a_off[kk][i] =
-          A_K ? swizzle_k(m + lane % 16, kk * 2 + lane / 16)
-              : swizzle_mn<BM>(kk * 16 + lane % 8 + lane / 16 * 8, (m >> 3) + (lane / 8) % 2);
-    }
-#pragma unroll
-    for (int j = 0; j < NI / 2; ++j) {
-      const int n = wn + j * 16;
-      b_off[kk][j] =
-          B_K ? swizzle_k(n + lane % 8 + lane / 16 * 8, kk * 2 + (lane / 8) % 2)
-              : swizzle_mn<BN>(kk * 16 + lane % 8 + (lane / 8) % 2 * 8, (n >> 3) + lane / 16);
-    }
+  for (int i = 0; i < MI; ++i) {
+    const int m = wm + i * 16;
+    a_off[i] = A_K ? swizzle_k(m + lane % 16, lane / 16)
+                   : swizzle_mn<BM>(lane % 8 + lane / 16 * 8, (m >> 3) + (lane / 8) % 2);
   }
+#pragma unroll
+  for (int j = 0; j < NI / 2; ++j) {
+    const int n = wn + j * 16;
+    b_off[j] = B_K ? swizzle_k(n + lane % 8 + lane / 16 * 8, (lane / 8) % 2)
+                   : swizzle_mn<BN>(lane % 8 + (lane / 8) % 2 * 8, (n >> 3) + lane / 16);
+  }
+  // Fragment offset `off` moved to k16 step kk (0 or 1).
+  constexpr uint32_t A_STEP = A_K ? 32 : 16 * BM * 2, B_STEP = B_K ? 32 : 16 * BN * 2;
+  auto at_step = [](uint32_t off, int kk, bool k_major, uint32_t step) {
+    return kk == 0 ? off : k_major ? off ^ step : off + step;
+  };
 
   float acc[MI][NI][4];
 #pragma unroll
@@ -285,11 +296,13 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS)
     for (int kk = 0; kk < BK / 16; ++kk) {
       uint32_t af[MI][4], bf[NI][2];
 #pragma unroll
-      for (int i = 0; i < MI; ++i) ldmatrix_x4<!A_K>(af[i], a_stage + a_off[kk][i]);
+      for (int i = 0; i < MI; ++i) {
+        ldmatrix_x4<!A_K>(af[i], a_stage + at_step(a_off[i], kk, A_K, A_STEP));
+      }
 #pragma unroll
       for (int j = 0; j < NI / 2; ++j) {
         uint32_t r[4];
-        ldmatrix_x4<!B_K>(r, b_stage + b_off[kk][j]);
+        ldmatrix_x4<!B_K>(r, b_stage + at_step(b_off[j], kk, B_K, B_STEP));
         bf[2 * j][0] = r[0];
         bf[2 * j][1] = r[1];
         bf[2 * j + 1][0] = r[2];
