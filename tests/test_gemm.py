@@ -459,7 +459,8 @@ def test_cuda_over_2_31_elements_large():
 
 
 # ----------------------------------------------------------------------------------------------
-# CUDA, bfloat16 / float16: the Hopper tensor-core path (wgmma, sm_90a) and the SIMT one.
+# CUDA, bfloat16 / float16: the Hopper tensor-core path (wgmma, sm_90a), the sm_80+ one (mma.sync,
+# cp.async) and the SIMT one.
 # ----------------------------------------------------------------------------------------------
 
 HALF_DTYPES = [torch.bfloat16, torch.float16]
@@ -467,8 +468,9 @@ HALF_DTYPES = [torch.bfloat16, torch.float16]
 
 @contextlib.contextmanager
 def half_path(path: str):
-    """Forces the bfloat16 / float16 CUDA path ('auto', 'wgmma', 'simt', 'wgmma64', 'wgmma128',
-    'wgmma256') inside the block; afterwards LLTM_EXT_GEMM_HALF_PATH's setting (else auto)."""
+    """Forces the bfloat16 / float16 CUDA path ('auto', 'wgmma', 'mma', 'simt', 'wgmma64',
+    'wgmma128', 'wgmma256', 'mma64', 'mma128', 'mma256') inside the block; afterwards
+    LLTM_EXT_GEMM_HALF_PATH's setting (else auto)."""
     ext = load_extension("gemm")
     ext._set_gemm_half_path(path)
     try:
@@ -491,6 +493,46 @@ def require_wgmma() -> None:
     if os.environ.get("LLTM_EXT_REQUIRE_WGMMA") == "1":
         pytest.fail("LLTM_EXT_REQUIRE_WGMMA=1, but the wgmma path cannot run here.")
     pytest.skip("needs a compute capability 9.0 GPU and a build with sm_90a code")
+
+
+def mma_expected() -> bool:
+    """Whether the mma.sync path can run here: the image of the build the driver loads for this
+    GPU was compiled for sm_80 or newer. That is the GPU's own major with a minor no newer than
+    its own (cubin compatibility; '9.0a' counts for 9.0 exactly), else the newest PTX no newer than
+    the GPU, compiled by the driver."""
+    major, minor = torch.cuda.get_device_capability()
+    if major * 10 + minor < 80:
+        return False
+    built = lltm_ext.build_info()["cuda_targets"]  # a list ('sm_90', 'compute_90', ...)
+    found = re.findall(r"(sm|compute)_(\d+)([af]?)", " ".join(built))
+    targets = [(kind, int(num), suffix) for kind, num, suffix in found]
+    for kind, num, suffix in targets:
+        if kind == "sm" and num // 10 == major and num % 10 <= minor:
+            if not suffix or num == major * 10 + minor:
+                return True  # the same major's machine code, which is >= 8.0 here
+    ptx = [num for kind, num, _ in targets if kind == "compute" and num <= major * 10 + minor]
+    return bool(ptx) and max(ptx) >= 80
+
+
+def require_mma() -> None:
+    """Skips unless the mma path runs here (fails instead under LLTM_EXT_REQUIRE_MMA=1)."""
+    if mma_expected():
+        return
+    if os.environ.get("LLTM_EXT_REQUIRE_MMA") == "1":
+        pytest.fail("LLTM_EXT_REQUIRE_MMA=1, but the mma path cannot run here.")
+    pytest.skip("needs a GPU of compute capability 8.0 or newer and a build with code for it")
+
+
+def require_path(path: str) -> str:
+    """Skips unless the forced half path `path` can run here; returns the kernel that
+    _gemm_half_path() then names ('wgmma', 'mma' or 'simt')."""
+    if path.startswith("wgmma"):
+        require_wgmma()
+        return "wgmma"
+    if path.startswith("mma"):
+        require_mma()
+        return "mma"
+    return "simt"
 
 
 def padded(rows: int, cols: int, dtype, device="cuda") -> torch.Tensor:
@@ -518,20 +560,29 @@ def assert_half_close(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None
 
 @pytest.mark.cuda
 def test_cuda_half_path_follows_the_loaded_code():
+    auto = "wgmma" if wgmma_expected() else "mma" if mma_expected() else "simt"
     with half_path("auto") as ext:
-        assert ext._gemm_half_path() == ("wgmma" if wgmma_expected() else "simt")
+        assert ext._gemm_half_path() == auto
     with half_path("simt") as ext:
         assert ext._gemm_half_path() == "simt"
-    with pytest.raises(RuntimeError, match="must be auto, wgmma, simt"):
+    with pytest.raises(RuntimeError, match=r"must be auto, wgmma, mma, simt, .* mma128 or mma256"):
         load_extension("gemm")._set_gemm_half_path("tensor")
     if not wgmma_expected():
         with half_path("wgmma") as ext, pytest.raises(RuntimeError, match="sm_90a"):
             ext._gemm_half_path()
+    for path in ("mma", "mma64", "mma128", "mma256"):
+        if mma_expected():
+            with half_path(path) as ext:
+                assert ext._gemm_half_path() == "mma"
+        else:
+            with half_path(path) as ext, pytest.raises(RuntimeError, match="sm_80 or newer"):
+                ext._gemm_half_path()
 
 
 # (M, N, K): tails of every dimension (1, odd, one past a tile, below one tile), a K of one
-# partial 64-step, K longer than the ring, and more tiles than SMs (persistent blocks). N % 8 == 0
-# stores C through TMA, other N element by element.
+# partial 64-step (mma: 32-step; K % 8 != 0 ends in a partial 16-byte chunk), K longer than the
+# ring, and more tiles than SMs (wgmma: persistent blocks). wgmma: N % 8 == 0 stores C through TMA,
+# other N element by element; mma: odd N stores its last column element by element.
 WGMMA_SHAPES = [
     (1, 1, 1),
     (1, 8, 1),
@@ -549,16 +600,17 @@ WGMMA_SHAPES = [
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("path", ["wgmma64", "wgmma128", "wgmma256", "simt"])
+@pytest.mark.parametrize(
+    "path", ["wgmma64", "wgmma128", "wgmma256", "mma64", "mma128", "mma256", "simt"]
+)
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=lambda d: str(d)[6:])
 def test_cuda_half_paths(dtype, layout, path):
-    """Each forced path vs float64 (relative to torch.mm's own error): all layouts, tails; the
-    output poisoned first so that an unwritten element fails."""
-    if path != "simt":
-        require_wgmma()
+    """Each forced path (and tile) vs float64 (relative to torch.mm's own error): all layouts,
+    tails; the output poisoned first so that an unwritten element fails."""
+    kernel = require_path(path)
     with half_path(path) as ext:
-        assert ext._gemm_half_path() == ("simt" if path == "simt" else "wgmma")
+        assert ext._gemm_half_path() == kernel
         for m, n, k in WGMMA_SHAPES:
             if path == "simt" and m * n * k > 2e8:
                 continue  # the SIMT kernel is slow; its shapes are covered above
@@ -570,16 +622,26 @@ def test_cuda_half_paths(dtype, layout, path):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("dtype", [*HALF_DTYPES, torch.float32], ids=["bf16", "fp16", "tf32"])
-def test_cuda_wgmma_edge_cases(dtype):
+@pytest.mark.parametrize(
+    "path, dtype",
+    [
+        ("wgmma", torch.bfloat16),
+        ("wgmma", torch.float16),
+        ("wgmma", torch.float32),
+        ("mma", torch.bfloat16),
+        ("mma", torch.float16),
+    ],
+    ids=["wgmma-bf16", "wgmma-fp16", "wgmma-tf32", "mma-bf16", "mma-fp16"],
+)
+def test_cuda_tensor_core_edge_cases(path, dtype):
     """K = 0 (zeros), empty M / N, out= with strides, unaligned operands (which fall back to the
     SIMT kernel for 16-bit types; tf32 copies an N-major b K-major, so only an unaligned K-major
     operand falls back, to exact float32), the contiguous (unpadded) operands of the backward, and
     determinism. float32 with TF32 allowed (tf32 on the wgmma kernel)."""
-    require_wgmma()
+    require_path(path)
     close = assert_tf32_close if dtype == torch.float32 else assert_half_close
     tf32 = tf32_matmuls() if dtype == torch.float32 else contextlib.nullcontext()
-    with half_path("wgmma"), tf32:
+    with half_path(path), tf32:
         for m, n in [(5, 7), (130, 260)]:
             a = torch.empty(m, 0, dtype=dtype, device="cuda")
             b = torch.empty(0, n, dtype=dtype, device="cuda")
@@ -611,6 +673,11 @@ def test_cuda_wgmma_edge_cases(dtype):
             for layout in ("nn", "tn", "nt", "tt"):
                 a_v, b_v = operands(m, n, k, layout, dtype)
                 close(lltm_ext.gemm(a_v, b_v), a_v, b_v)
+        # b misaligned beside an aligned a (the other way round is a_off above). After the vectors,
+        # so that their random inputs (tf32: a single 64-term dot product) stay as they were.
+        b_off = base[1:].view(72, 65)
+        a_ok = padded(33, 72, dtype)
+        close(lltm_ext.gemm(a_ok, b_off), a_ok, b_off)
         # Backward's layouts on contiguous tensors: grad_a = g @ b.T, grad_b = a.T @ g.
         a, b = operands(384, 512, 320, "nn", dtype)
         g = rand((384, 512), dtype, "cuda")
@@ -624,16 +691,24 @@ def test_cuda_wgmma_edge_cases(dtype):
 
 
 @pytest.mark.cuda
-def test_cuda_half_paths_agree_on_gradients():
-    """Autograd through the wgmma path: the backward's two products against float64."""
-    require_wgmma()
-    with half_path("wgmma"):
-        a = rand((256, 192), torch.bfloat16, "cuda").requires_grad_()
-        b = rand((192, 320), torch.bfloat16, "cuda").requires_grad_()
-        g = rand((256, 320), torch.bfloat16, "cuda")
-        lltm_ext.gemm(a, b).backward(g)
+@pytest.mark.parametrize("path", ["wgmma", "mma"])
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=lambda d: str(d)[6:])
+def test_cuda_half_paths_agree_on_gradients(dtype, path):
+    """Autograd through each tensor-core path: the forward and the backward's two products (the
+    transposed views g @ b.T and a.T @ g, read in place) against float64, and the gradients equal
+    to those of the same products computed directly."""
+    require_path(path)
+    with half_path(path):
+        a = rand((256, 200), dtype, "cuda").requires_grad_()
+        b = rand((200, 328), dtype, "cuda").requires_grad_()
+        g = rand((256, 328), dtype, "cuda")
+        c = lltm_ext.gemm(a, b)
+        assert_half_close(c, a.detach(), b.detach())
+        c.backward(g)
         assert_half_close(a.grad, g, b.detach().t())
         assert_half_close(b.grad, a.detach().t(), g)
+        assert torch.equal(a.grad, lltm_ext.gemm(g, b.detach().t()))
+        assert torch.equal(b.grad, lltm_ext.gemm(a.detach().t(), g))
 
 
 @contextlib.contextmanager

@@ -15,7 +15,12 @@ ragged tiles), and the Hopper tensor-core kernels (gemm_wgmma: each block tile w
 bfloat16, float16 and float32 as TF32, every layout, operands with the 16-byte aligned rows TMA
 needs and M / N / K tails, C stored by TMA and element by element, out=; tf32's K-major copies
 from aligned, unaligned and misaligned operands; skipped, with a line saying so, where the wgmma
-path cannot run). Under --prefilled-tma-outputs (initcheck without --check-tensor-ops, which does
+path cannot run), and the sm_80+ tensor-core kernels (gemm_mma: each block tile forced, for
+bfloat16 and float16, every layout, 16-byte aligned rows with M / N / K tails, K % 8 != 0 (a
+partial 16-byte chunk), more tiles than SMs, C stored in pairs and element by element, out=
+contiguous, transposed and misaligned, unaligned operands falling back to the SIMT kernel,
+autograd's transposed views; skipped, with a line saying so, where the mma path cannot run).
+Under --prefilled-tma-outputs (initcheck without --check-tensor-ops, which does
 not see the copy engine's stores) the wgmma kernels write only into NaN-filled out= buffers, and
 the `gemm` section runs bfloat16 / float16 on the SIMT kernel.
 
@@ -493,11 +498,91 @@ def run_gemm_wgmma(dtypes: list[torch.dtype], prefilled: bool = False) -> None:
             ext._set_gemm_half_path("auto")
 
 
+# (M, N, K) for the mma.sync kernels: tails of the 64 / 128 tiles and of the 32-element K step,
+# K % 8 != 0 (the last 16-byte chunk of a K-major row partly past K), 1 x 1 x 1, K longer than the
+# 4-stage ring, odd N (the last column stored alone), and more tiles than an H100 / H200 has SMs.
+MMA_SHAPES = (
+    (136, 264, 72),
+    (1, 1, 1),
+    (65, 72, 3),
+    (129, 257, 77),
+    (520, 200, 1032),
+    (40, 131, 24),
+    (2100, 2200, 40),
+)
+
+
+def run_gemm_mma(dtypes: list[torch.dtype]) -> None:
+    """The sm_80+ tensor-core kernels (mma.sync) with each block tile forced, bfloat16 and
+    float16: every layout from padded operands, out= (NaN-filled), out= a transposed view and a
+    misaligned buffer, unaligned operands (the SIMT kernel runs) and a backward through autograd.
+    Where they cannot run it says it skipped them (on the CPU the same checks run once)."""
+    ext = load_extension("gemm")
+    tiles: tuple[str | None, ...] = ("mma64", "mma128", "mma256")
+    if DEVICE != "cuda":
+        print("  gemm_mma: skipped (no CUDA device); its checks run on the CPU", flush=True)
+        tiles = (None,)
+    else:
+        try:
+            ext._set_gemm_half_path("mma")
+            ext._gemm_half_path()
+        except RuntimeError as e:
+            print(f"  gemm_mma: skipped (the mma path cannot run here: {e})", flush=True)
+            return
+        finally:
+            ext._set_gemm_half_path("auto")
+    try:
+        for tile in tiles:
+            if tile is not None:
+                ext._set_gemm_half_path(tile)
+            for dtype in [d for d in dtypes if d in HALF]:
+                bound, name = GEMM_REL[dtype], f"gemm_mma {tile} {str(dtype)[6:]}"
+                for (m, n, k), layout in itertools.product(MMA_SHAPES, LAYOUTS):
+                    a = padded(k, m, dtype).t() if layout[0] == "t" else padded(m, k, dtype)
+                    b = padded(n, k, dtype).t() if layout[1] == "t" else padded(k, n, dtype)
+                    what = f"{name} {m}x{n}x{k} {layout}"
+                    check_gemm(lltm_ext.gemm(a, b), a, b, dtype, what, bound)
+                    out = torch.full((m, n), math.nan, dtype=dtype, device=DEVICE)
+                    assert lltm_ext.gemm(a, b, out=out) is out
+                    check_gemm(out, a, b, dtype, what + " out=", bound)
+                a, b = padded(130, 72, dtype), padded(72, 66, dtype)
+                outs = (
+                    torch.full((66, 130), math.nan, dtype=dtype, device=DEVICE).t(),
+                    torch.full((130 * 66 + 1,), math.nan, dtype=dtype, device=DEVICE)[1:].view(
+                        130, 66
+                    ),
+                )
+                for j, out in enumerate(outs):
+                    assert lltm_ext.gemm(a, b, out=out) is out
+                    check_gemm(out, a, b, dtype, f"{name} out= case {j}", bound)
+                # Operands the 16-byte copies cannot read (the SIMT kernel runs), one per side.
+                for i, (a, b) in enumerate(
+                    (
+                        (randn(17, 65, dtype=dtype, offset=1), padded(65, 40, dtype)),
+                        (padded(33, 72, dtype), randn(72, 65, dtype=dtype, offset=1)),
+                        (randn(33, 37, dtype=dtype), randn(37, 35, dtype=dtype)),
+                    )
+                ):
+                    what = f"{name} fallback case {i}"
+                    check_gemm(lltm_ext.gemm(a, b), a, b, dtype, what, bound)
+                # Autograd: the backward's g @ b.T and a.T @ g on the transposed views.
+                a = randn(136, 200, dtype=dtype).requires_grad_()
+                b = randn(200, 264, dtype=dtype).requires_grad_()
+                g = randn(136, 264, dtype=dtype)
+                da, db = torch.autograd.grad(lltm_ext.gemm(a, b), (a, b), g)
+                check_gemm(da, g, b.detach().t(), dtype, f"{name} grad a", bound)
+                check_gemm(db, a.detach().t(), g, dtype, f"{name} grad b", bound)
+    finally:
+        if DEVICE == "cuda":
+            ext._set_gemm_half_path("auto")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--ops",
-        default="relu,sigmoid,round_ste,lltm,lltm_module,lltm_sequence,gemm,gemm_configs,gemm_wgmma",
+        default="relu,sigmoid,round_ste,lltm,lltm_module,lltm_sequence,gemm,gemm_configs,"
+        "gemm_wgmma,gemm_mma",
     )
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument(
@@ -533,6 +618,8 @@ def main() -> int:
             run_gemm_configs()
         elif op == "gemm_wgmma":
             run_gemm_wgmma(dtypes, args.prefilled_tma_outputs)
+        elif op == "gemm_mma":
+            run_gemm_mma(dtypes)
         else:
             for dtype in dtypes:
                 if op in ELEMENTWISE:

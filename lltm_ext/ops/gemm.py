@@ -2,8 +2,11 @@
 
 Shapes: ``a`` (M, K), ``b`` (K, N) -> ``c`` (M, N). CPU: a packed, cache-blocked, parallel C++
 kernel; CUDA: a tiled SIMT kernel (shared-memory tiles, register-blocked outer products, split-K
-for small grids), and for bfloat16 / float16 on Hopper GPUs (sm_90a builds) a tensor-core kernel
-(TMA loads, wgmma, warp-specialized and persistent). Row-major and transposed (column-major)
+for small grids), and for bfloat16 / float16 tensor-core kernels: on Hopper GPUs (sm_90a builds)
+TMA loads, wgmma, warp-specialized and persistent; on other GPUs from sm_80 on (A100, RTX 30xx /
+40xx, Blackwell; or Hopper without sm_90a code) cp.async, ldmatrix and mma.sync. Operands whose
+base is not 16-byte aligned, or whose rows are not a multiple of 8 elements apart, run on the
+SIMT kernel. Row-major and transposed (column-major)
 operands are read in place, so the backward products ``grad_a = grad_c @ b.T`` and
 ``grad_b = a.T @ grad_c`` copy nothing (TF32 excepted, below). float16 / bfloat16 accumulate in
 float32, float64 in float64. float32 follows PyTorch's setting for its own matmuls exactly as
@@ -20,6 +23,7 @@ The path of a call: ``gemm(a, b)`` -> ``GemmFunction`` -> the operator ``torch.o
 dispatch) -> the kernels in ``src/gemm/``. Eager and compiled calls run the same path.
 """
 
+import os
 from typing import Any
 
 import torch
@@ -181,20 +185,55 @@ def _no_tf32(fn):
 _HALF_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 
+def _half_path(fn, path: str):
+    """fn run with lltm_ext's bfloat16 / float16 path forced to `path`, then back to
+    LLTM_EXT_GEMM_HALF_PATH's setting (else auto)."""
+
+    def run():
+        ext = _ext()
+        ext._set_gemm_half_path(path)
+        try:
+            return fn()
+        finally:
+            ext._set_gemm_half_path(os.environ.get("LLTM_EXT_GEMM_HALF_PATH", "auto"))
+
+    return run
+
+
+def _forced_mma_differs() -> bool:
+    """Whether the mma.sync path can run on the current GPU but is not what it runs by default
+    (Hopper with sm_90a code: wgmma): then the bench adds rows that force it."""
+    ext = _ext()
+    try:
+        default = ext._gemm_half_path()
+        ext._set_gemm_half_path("mma")
+        ext._gemm_half_path()
+    except RuntimeError:
+        return False
+    finally:
+        ext._set_gemm_half_path(os.environ.get("LLTM_EXT_GEMM_HALF_PATH", "auto"))
+    return default != "mma"
+
+
 def benchmarks(device: torch.device, quick: bool) -> list[BenchCase]:
     """float32 GEMM vs ``torch.mm`` (cuBLAS SGEMM with TF32 off on CUDA; MKL/oneDNN on the CPU);
     on CUDA also bfloat16 and float16 vs ``torch.mm`` (cuBLAS on tensor cores) on the same
     shapes and layouts, and float32 with TF32 allowed on both sides (``lltm_ext.gemm`` runs these
-    on the Hopper wgmma kernel where the GPU and the build allow, on its SIMT kernel otherwise)."""
+    on the Hopper wgmma kernel where the GPU and the build allow, on its SIMT kernel otherwise).
+    Where the GPU runs wgmma by default but could run the mma.sync kernel (an H100 / H200), rows
+    ``bf16_mma`` / ``fp16_mma`` force the latter, against the same cuBLAS reference."""
     if device.type == "cuda":
         shapes = _CUDA_QUICK if quick else _CUDA_SHAPES
         dtypes = (torch.float32, torch.bfloat16, torch.float16)
-        runs = [(d, s, False) for d in dtypes for s in shapes]
-        runs += [(torch.float32, s, True) for s in (_CUDA_QUICK if quick else _CUDA_TF32_SHAPES)]
+        runs = [(d, s, False, False) for d in dtypes for s in shapes]
+        tf32_shapes = _CUDA_QUICK if quick else _CUDA_TF32_SHAPES
+        runs += [(torch.float32, s, True, False) for s in tf32_shapes]
+        if _forced_mma_differs():
+            runs += [(d, s, False, True) for d in dtypes[1:] for s in shapes]
     else:
-        runs = [(torch.float32, s, False) for s in (_CPU_QUICK if quick else _CPU_SHAPES)]
+        runs = [(torch.float32, s, False, False) for s in (_CPU_QUICK if quick else _CPU_SHAPES)]
     cases = []
-    for dtype, (m, n, k, layout), tf32 in runs:
+    for dtype, (m, n, k, layout), tf32, mma in runs:
         gen = torch.Generator(device=device).manual_seed(m * 31 + n * 7 + k)
         # a (M x K) and b (K x N), each row-major or a transposed view of a row-major matrix.
         kw: dict[str, Any] = dict(device=device, generator=gen, dtype=dtype)
@@ -221,6 +260,9 @@ def benchmarks(device: torch.device, quick: bool) -> list[BenchCase]:
                 ref, case, ref_name = _no_tf32(ref), "fp32_notf32", "torch.mm (cuBLAS, TF32 off)"
         else:
             case, ref_name = _HALF_NAMES[dtype], "torch.mm (cuBLAS)"
+            if mma:
+                ours, case = _half_path(ours, "mma"), case + "_mma"
+                notes_extra = "; lltm_ext's mma.sync path forced"
         cases.append(
             BenchCase(
                 op="gemm",

@@ -193,7 +193,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 #endif
       },
       "The bfloat16 / float16 CUDA path on the current device: 'wgmma' (Hopper tensor cores, "
-      "sm_90a code loaded) or 'simt'");
+      "sm_90a code loaded), 'mma' (mma.sync tensor cores, code for sm_80 or newer loaded) or "
+      "'simt'");
   m.def(
       "_set_gemm_half_path",
       [](const std::string& path) {
@@ -203,8 +204,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
 #endif
       },
-      "Force the bfloat16 / float16 CUDA path: 'auto' (default), 'wgmma', 'simt', or 'wgmma64' / "
-      "'wgmma128' / 'wgmma256' (wgmma with that block tile width), as LLTM_EXT_GEMM_HALF_PATH does",
+      "Force the bfloat16 / float16 CUDA path: 'auto' (default), 'wgmma', 'mma', 'simt', "
+      "'wgmma64' / 'wgmma128' / 'wgmma256' (wgmma with that block tile width), or 'mma64' / "
+      "'mma128' / 'mma256' (mma.sync with 64 x 64, 128 x 128 or 128 x 256 block tiles), as "
+      "LLTM_EXT_GEMM_HALF_PATH does",
       py::arg("path"));
   m.def(
       "_cuda_choose",

@@ -63,12 +63,14 @@ std::string cuda_path();
 void set_cuda_path(const std::string& path);
 
 // The bfloat16 / float16 path on the current CUDA device: "wgmma" (the Hopper tensor-core kernel,
-// when the device runs this module's sm_90a code) or "simt" (the tiled kernel, any GPU); chosen by
-// the GPU code the device runs, or forced by LLTM_EXT_GEMM_HALF_PATH / set_cuda_half_path("auto" |
-// "wgmma" | "simt" | "wgmma64" | "wgmma128" | "wgmma256": the last three force the block tile
-// width too).
-// Operands that TMA cannot read (a base not 16-byte aligned, a stride not a multiple of 16 bytes)
-// run on the SIMT kernel on either path.
+// when the device runs this module's sm_90a code), "mma" (the sm_80+ tensor-core kernel, mma.sync
+// and cp.async, when the image the device runs was compiled for compute_80 or newer) or "simt"
+// (the tiled kernel, any GPU); chosen in that order by the GPU code the device runs, or forced by
+// LLTM_EXT_GEMM_HALF_PATH / set_cuda_half_path("auto" | "wgmma" | "mma" | "simt" | "wgmma64" |
+// "wgmma128" | "wgmma256" | "mma64" | "mma128" | "mma256": the last six force the block tile too:
+// wgmma's width, or mma's 64 x 64, 128 x 128 or 128 x 256).
+// Operands that the tensor-core kernels cannot read (a base not 16-byte aligned, a stride not a
+// multiple of 16 bytes) run on the SIMT kernel on every path.
 std::string cuda_half_path();
 void set_cuda_half_path(const std::string& path);
 

@@ -225,34 +225,57 @@ bool config_is_async(int config) {
 }
 
 // ------------------------------------------------------------------------------------------
-// bfloat16 / float16: the Hopper tensor-core kernel (sm_90a image loaded) or the SIMT one.
+// bfloat16 / float16: the Hopper tensor-core kernel (sm_90a image loaded), the sm_80+ tensor-core
+// kernel (mma.sync; its image compiled for compute_80 or newer), or the SIMT one.
 // ------------------------------------------------------------------------------------------
 
-// LLTM_EXT_GEMM_HALF_PATH (read at the first call) or set_cuda_half_path(): one of kHalfPaths'
-// indices; -1: not read yet.
-constexpr std::array<const char*, 6> kHalfPaths = {"auto",    "wgmma",    "simt",
-                                                   "wgmma64", "wgmma128", "wgmma256"};
-constexpr std::array<int, 6> kHalfPathTileN = {0, 0, 0, 64, 128, 256};  // forced tile widths
+enum class HalfKernel { kSimt, kWgmma, kMma };
+
+// The settings of LLTM_EXT_GEMM_HALF_PATH / set_cuda_half_path(): "auto" picks the kernel by the
+// GPU code the device runs; the others force a kernel, and some its block tile (0: the heuristic).
+struct HalfPathSetting {
+  const char* name;
+  bool forced;
+  HalfKernel kernel;
+  int tile;  // wgmma: the tile width (64, 128, 256); mma: 256 (128 x 256), 128 or 64 (square)
+};
+constexpr std::array<HalfPathSetting, 10> kHalfPaths = {{
+    {"auto", false, HalfKernel::kSimt, 0},
+    {"wgmma", true, HalfKernel::kWgmma, 0},
+    {"simt", true, HalfKernel::kSimt, 0},
+    {"wgmma64", true, HalfKernel::kWgmma, 64},
+    {"wgmma128", true, HalfKernel::kWgmma, 128},
+    {"wgmma256", true, HalfKernel::kWgmma, 256},
+    {"mma", true, HalfKernel::kMma, 0},
+    {"mma64", true, HalfKernel::kMma, 64},
+    {"mma128", true, HalfKernel::kMma, 128},
+    {"mma256", true, HalfKernel::kMma, 256},
+}};
+// LLTM_EXT_GEMM_HALF_PATH (read at the first call) or set_cuda_half_path(): an index into
+// kHalfPaths; -1: not read yet.
 std::atomic<int> g_half_path{-1};
 
 int parse_half_path(const std::string& value, const char* what) {
   if (value.empty()) return 0;
   for (size_t i = 0; i < kHalfPaths.size(); ++i) {
-    if (value == kHalfPaths[i]) return static_cast<int>(i);
+    if (value == kHalfPaths[i].name) return static_cast<int>(i);
   }
   TORCH_CHECK(false, "lltm_ext.gemm: ", what,
-              " must be auto, wgmma, simt, wgmma64, wgmma128 or wgmma256, but got '", value, "'.");
+              " must be auto, wgmma, mma, simt, wgmma64, wgmma128, wgmma256, mma64, mma128 or "
+              "mma256, "
+              "but got '",
+              value, "'.");
   return 0;
 }
 
-int half_path_setting() {
+const HalfPathSetting& half_path_setting() {
   int path = g_half_path.load();
   if (path < 0) {
     const char* env = std::getenv("LLTM_EXT_GEMM_HALF_PATH");
     path = parse_half_path(env ? env : "", "LLTM_EXT_GEMM_HALF_PATH");
     g_half_path.store(path);
   }
-  return path;
+  return kHalfPaths[path];
 }
 
 // Whether `device` runs the sm_90a image of the tensor-core kernel, read once per device.
@@ -266,25 +289,55 @@ bool sm90_loaded(int device) {
   }) != 0;
 }
 
-// Whether half types run on the tensor-core kernel on the current device (operands permitting).
-bool use_wgmma() {
-  const int setting = half_path_setting();
-  if (setting == 2) return false;
+// The PTX version of the image of the mma.sync kernel that `device` runs (0: none), read once per
+// device. Below 80 that image is a trap (gemm/tiles/kernel_sm80.cuh): the module's code for this
+// GPU was compiled for an older architecture. Decided from the loaded image, not from the
+// device's compute capability: a 7.5+PTX-only build on an A100 runs compute_75 code.
+int mma_ptx(int device) {
+  static cuda::PerDevice<int> cache;
+  return cache.get(device, [](int d) {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(d));  // the query's device
+    int version = 0;
+    C10_CUDA_CHECK(mma_image_ptx(&version));
+    return version;
+  });
+}
+
+// The kernel half types (and tf32) run on the current device, operands permitting: auto takes
+// wgmma where the sm_90a image is loaded, else mma where its image has PTX >= 80, else SIMT; a
+// forced kernel that cannot run here is an error.
+HalfKernel half_kernel() {
+  const HalfPathSetting& setting = half_path_setting();
+  if (setting.forced && setting.kernel == HalfKernel::kSimt) return HalfKernel::kSimt;
   const int device = c10::cuda::current_device();
-  const bool loaded = sm90_loaded(device);
-  TORCH_CHECK(setting == 0 || loaded, "lltm_ext.gemm: the wgmma path was asked for (",
-              kHalfPaths[setting], "), but cuda:", device,
-              " does not run this module's sm_90a code (a Hopper GPU and a build whose "
-              "architectures include 9.0a are needed); use auto or simt.");
-  return loaded;
+  if (!setting.forced || setting.kernel == HalfKernel::kWgmma) {
+    const bool loaded = sm90_loaded(device);
+    TORCH_CHECK(!setting.forced || loaded, "lltm_ext.gemm: the wgmma path was asked for (",
+                setting.name, "), but cuda:", device,
+                " does not run this module's sm_90a code (a Hopper GPU and a build whose "
+                "architectures include 9.0a are needed); use auto, mma or simt.");
+    if (loaded) return HalfKernel::kWgmma;
+  }
+  const int ptx = mma_ptx(device);
+  TORCH_CHECK(!setting.forced || ptx >= 80, "lltm_ext.gemm: the mma path was asked for (",
+              setting.name, "), but ",
+              ptx > 0 ? "the GPU code running on cuda:" + std::to_string(device) +
+                            " was compiled for compute_" + std::to_string(ptx)
+                      : "this module has no GPU code for cuda:" + std::to_string(device),
+              ", and mma.sync with bfloat16 and cp.async need sm_80 or newer; use auto or simt.");
+  return ptx >= 80 ? HalfKernel::kMma : HalfKernel::kSimt;
+}
+
+bool use_wgmma() {
+  return half_kernel() == HalfKernel::kWgmma;
 }
 
 // The block tile width for M x N: the one whose tiles take the SMs the fewest rounds, a round of
 // 128- / 64-wide tiles costing 0.55 / 0.3 of a 256-wide round (their rate per element is lower);
 // or as forced.
 int wgmma_tile_n(int64_t M, int64_t N, int sms) {
-  const int setting = half_path_setting();
-  if (setting >= 3) return kHalfPathTileN[setting];
+  const HalfPathSetting& setting = half_path_setting();
+  if (setting.kernel == HalfKernel::kWgmma && setting.tile > 0) return setting.tile;
   const int64_t tiles_m = (M + 127) / 128;
   auto rounds = [&](int64_t bn) { return (tiles_m * ((N + bn - 1) / bn) + sms - 1) / sms; };
   const int64_t cost256 = rounds(256) * 100, cost128 = rounds(128) * 55, cost64 = rounds(64) * 30;
@@ -353,6 +406,73 @@ bool try_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
   return true;  // the copies (if any) go back to the caching allocator, stream-ordered
 }
 
+// The mma kernel's block tile for M x N: the one whose tiles finish first, counted in rounds of
+// tiles over the SMs (4, 2 or 1 resident per SM for 64 x 64, 128 x 128 and 128 x 256) times the
+// time of one such round, i.e. the resident tiles' work over their rate; or as forced. The rates
+// are the H200's with full waves (docs/gemm_notes.md, TFLOP/s): 64 x 64 ~250, 128 x 128 ~326,
+// 128 x 256 ~305 (slower than 128 x 128 there, so auto leaves it out on Hopper; its rate on
+// sm_80-sm_89, where it may differ, has not been measured). E.g. 1024^3 on 132 SMs: one round
+// either way, 64 x 64 (256 tiles) costs 4 / 250 < 8 / 326 of 128 x 128 (64 tiles).
+int mma_tile(int64_t M, int64_t N, int sms) {
+  const HalfPathSetting& setting = half_path_setting();
+  if (setting.kernel == HalfKernel::kMma && setting.tile > 0) return setting.tile;
+  auto rounds = [&](int64_t bm, int64_t bn, int64_t resident) {
+    const int64_t tiles = ((M + bm - 1) / bm) * ((N + bn - 1) / bn);
+    return (tiles + sms * resident - 1) / (sms * resident);
+  };
+  // A round's time in units of 1e-6: 4 / 250, 8 / 326 and 8 / 305 (64 x 64 tiles: a quarter of
+  // the work of 128 x 128, four resident instead of two).
+  const int64_t cost64 = rounds(64, 64, 4) * 16000, cost128 = rounds(128, 128, 2) * 24540;
+  const int64_t cost256 = rounds(128, 256, 1) * 26230;
+  if (cost64 < cost128 && cost64 < cost256) return 64;
+  return cost128 <= cost256 ? 128 : 256;
+}
+
+// Runs c = a @ b (bfloat16 / float16) on the mma.sync kernel and returns true, or returns false
+// (nothing launched) when its 16-byte copies cannot read an operand (a base not 16-byte aligned,
+// a leading dimension not a multiple of 8 elements): the caller runs the SIMT kernel then.
+bool try_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int64_t M, int64_t N,
+             int64_t K, cudaStream_t stream) {
+  const Operand A = operand_of(a, /*is_a=*/true);
+  const Operand B = operand_of(b, /*is_a=*/false);
+  // Rows along each operand's non-unit dimension: A K-major has M rows of K, else K rows of M.
+  if (!mma_operand_ok(A.data, A.ld, A.k_contig ? M : K) ||
+      !mma_operand_ok(B.data, B.ld, B.k_contig ? N : K)) {
+    return false;
+  }
+  MmaGemm g;
+  g.a = A.data;
+  g.b = B.data;
+  g.c = c.data_ptr();
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.lda = A.ld;
+  g.ldb = B.ld;
+  g.ldc = N;
+  g.a_kcontig = A.k_contig;
+  g.b_kcontig = B.k_contig;
+  g.bf16 = a.scalar_type() == at::kBFloat16;
+  g.tile = mma_tile(M, N, cuda::sm_count(c.get_device()));
+  const cudaError_t err = launch_mma(g, stream);
+  TORCH_CHECK(err == cudaSuccess, "lltm_ext.gemm: the mma GEMM (", M, " x ", N, " x ", K,
+              ", block tile ", g.tile, " x ", g.tile,
+              ") failed to launch: ", cudaGetErrorString(err), ".");
+  return true;
+}
+
+// bfloat16 / float16 c = a @ b on the kernel half_kernel() picks: wgmma, mma, or (also for
+// operands the tensor-core kernels cannot read) SIMT.
+template <typename T>
+void run_half(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int64_t M, int64_t N,
+              int64_t K, cudaStream_t stream) {
+  const HalfKernel kernel = half_kernel();
+  if (kernel == HalfKernel::kWgmma && try_wgmma(a, b, c, M, N, K, stream)) return;
+  if (kernel == HalfKernel::kMma && try_mma(a, b, c, M, N, K, stream)) return;
+  run_config<HalfConfig, T>(operand_of(a, /*is_a=*/true), operand_of(b, /*is_a=*/false), c, M, N, K,
+                            1, stream);
+}
+
 // Whether float32 may run as tf32: exactly when PyTorch's own float32 matmuls (torch.mm on cuBLAS)
 // may, i.e. torch.backends.cuda.matmul.allow_tf32, or set_float32_matmul_precision "high" /
 // "medium" ("highest", the default: exact float32 on the SIMT kernels). LLTM_EXT_GEMM_TF32=0 in
@@ -366,7 +486,14 @@ bool tf32_allowed() {
 }  // namespace
 
 std::string cuda_half_path() {
-  return use_wgmma() ? "wgmma" : "simt";
+  switch (half_kernel()) {
+    case HalfKernel::kWgmma:
+      return "wgmma";
+    case HalfKernel::kMma:
+      return "mma";
+    default:
+      return "simt";
+  }
 }
 
 void set_cuda_half_path(const std::string& path) {
@@ -452,14 +579,10 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
       break;
     }
     case at::kHalf:
-      if (!try_wgmma(a, b, c, M, N, K, stream)) {
-        run_config<HalfConfig, at::Half>(A, B, c, M, N, K, 1, stream);
-      }
+      run_half<at::Half>(a, b, c, M, N, K, stream);
       break;
     case at::kBFloat16:
-      if (!try_wgmma(a, b, c, M, N, K, stream)) {
-        run_config<HalfConfig, at::BFloat16>(A, B, c, M, N, K, 1, stream);
-      }
+      run_half<at::BFloat16>(a, b, c, M, N, K, stream);
       break;
     default:
       TORCH_CHECK(false, "lltm_ext.gemm: no CUDA kernel for dtype ", a.scalar_type(), ".");

@@ -83,4 +83,32 @@ cudaError_t launch_transpose_f32(const float* in, float* out, int64_t R, int64_t
 // module compiled for sm_90a), not another architecture's empty stub.
 cudaError_t sm90_image_loaded(bool* loaded);
 
+// ---- The sm_80+ tensor-core GEMM (gemm_kernels_sm80.cu; bf16 / fp16; cp.async, mma.sync) ----
+
+// One call: C (M x N, row-major, ldc) = A (M x K) B (K x N), 16-bit, float32 accumulation. An
+// operand is K-major (A row-major, B a transposed row-major matrix) or not; ld is the stride of
+// its non-unit dimension in elements. The caller checks mma_operand_ok and M, N, K > 0.
+struct MmaGemm {
+  const void* a;
+  const void* b;
+  void* c;
+  int64_t M, N, K;
+  int64_t lda, ldb, ldc;
+  bool a_kcontig, b_kcontig;
+  bool bf16;  // else float16
+  int tile;   // block tile: 256 (128 x 256), 128 (128 x 128) or 64 (64 x 64)
+};
+
+// Whether a 16-bit matrix with base `data`, leading dimension `ld` (elements) and `outer` rows
+// along its non-unit dimension suits the kernel's 16-byte cp.async copies: a 16-byte aligned base
+// and (when there is more than one row) ld % 8 == 0.
+bool mma_operand_ok(const void* data, int64_t ld, int64_t outer);
+
+// Launches the kernel for g on `stream` (one block per tile); returns the launch's error.
+cudaError_t launch_mma(const MmaGemm& g, cudaStream_t stream);
+
+// *version: the PTX version the current device's loaded image of the kernel was compiled from
+// (80 and up: the tensor-core body; below 80 a trap; 0 when the module has no image for it).
+cudaError_t mma_image_ptx(int* version);
+
 }  // namespace lltm_ext::gemm
