@@ -409,10 +409,10 @@ bool try_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
 // The mma kernel's block tile for M x N: the one whose tiles finish first, counted in rounds of
 // tiles over the SMs (4, 2 or 1 resident per SM for 64 x 64, 128 x 128 and 128 x 256) times the
 // time of one such round, i.e. the resident tiles' work over their rate; or as forced. The rates
-// are the H200's with full waves (docs/gemm_notes.md, TFLOP/s): 64 x 64 ~250, 128 x 128 ~326,
+// are the H200's with full waves (docs/gemm_notes.md, TFLOP/s): 64 x 64 ~250, 128 x 128 ~380,
 // 128 x 256 ~305 (slower than 128 x 128 there, so auto leaves it out on Hopper; its rate on
 // sm_80-sm_89, where it may differ, has not been measured). E.g. 1024^3 on 132 SMs: one round
-// either way, 64 x 64 (256 tiles) costs 4 / 250 < 8 / 326 of 128 x 128 (64 tiles).
+// either way, 64 x 64 (256 tiles) costs 4 / 250 < 8 / 380 of 128 x 128 (64 tiles).
 int mma_tile(int64_t M, int64_t N, int sms) {
   const HalfPathSetting& setting = half_path_setting();
   if (setting.kernel == HalfKernel::kMma && setting.tile > 0) return setting.tile;
@@ -420,9 +420,9 @@ int mma_tile(int64_t M, int64_t N, int sms) {
     const int64_t tiles = ((M + bm - 1) / bm) * ((N + bn - 1) / bn);
     return (tiles + sms * resident - 1) / (sms * resident);
   };
-  // A round's time in units of 1e-6: 4 / 250, 8 / 326 and 8 / 305 (64 x 64 tiles: a quarter of
+  // A round's time in units of 1e-6: 4 / 250, 8 / 380 and 8 / 305 (64 x 64 tiles: a quarter of
   // the work of 128 x 128, four resident instead of two).
-  const int64_t cost64 = rounds(64, 64, 4) * 16000, cost128 = rounds(128, 128, 2) * 24540;
+  const int64_t cost64 = rounds(64, 64, 4) * 16000, cost128 = rounds(128, 128, 2) * 21050;
   const int64_t cost256 = rounds(128, 256, 1) * 26230;
   if (cost64 < cost128 && cost64 < cost256) return 64;
   return cost128 <= cost256 ? 128 : 256;
