@@ -18,9 +18,10 @@ namespace {
 // together, gridDim.y rows apart. Rows are 64-bit offsets (B * 3S may pass 2^31), columns 32-bit.
 constexpr int kMaxCols = 256;
 constexpr int kMaxRowBlocks = 65535;  // gridDim.y
-// bias_sum_kernel's blocks: 32 columns x 8 rows of partial sums.
+// bias_sum_kernel's blocks: 32 columns x 32 rows of partial sums (a grid of 3S / 32 blocks only:
+// each thread's serial chain of loads is kept short; with 8 rows it took ~5 us for 800 x 768).
 constexpr int kCols = 32;
-constexpr int kRows = 8;
+constexpr int kRows = 32;
 
 // Rows a gate kernel's thread takes per round of its row loop (forward, backward): their loads
 // are all issued before the math, so that each thread keeps several in flight (the kernels are
@@ -169,7 +170,7 @@ __global__ void __launch_bounds__(kMaxCols)
 }
 
 // d_bias (3S) = the sum of the rows of blocks' partial sums (row_blocks, 3S): a column per lane,
-// 8 rows of partial sums at a time, added in a fixed order.
+// kRows rows of partial sums at a time, added in a fixed order.
 template <typename scalar_t>
 __global__ void __launch_bounds__(kCols* kRows)
     bias_sum_kernel(const cuda::opmath_t<scalar_t>* __restrict__ bias_sums,
