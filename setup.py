@@ -4,14 +4,14 @@ An op folder ``src/<op>/`` holds ``<op>.cpp`` (the pybind11 binding: checks and 
 kernels (other ``*.cpp``), and CUDA kernels (``*.cu``, plus ``*_cuda_host.cpp`` host code that
 launches them). Adding a folder is all it takes for a new module to be built.
 
-This file is the table of contents; the rules live in tools/build/ (tested by
+This file is the table of contents; the rules live in tools/buildsys/ (tested by
 tests/test_build_tools.py): archs.py (GPU architectures), toolchain.py (CUDA toolkit, compiler),
 config.py (knobs, sources, parallelism, version), command.py (the build_ext command).
 
 Knobs (environment variables; README.md, "Build knobs"):
   LLTM_EXT_CUDA          auto (default) | 1 (CUDA required, fail early) | 0 (CPU only)
   TORCH_CUDA_ARCH_LIST   GPU architectures, e.g. "8.0;9.0+PTX"; unset: the GPUs visible at build
-                         time, else the default list (tools/build/archs.py)
+                         time, else the default list (tools/buildsys/archs.py)
   MAX_JOBS, NVCC_THREADS parallel compile jobs, nvcc --threads per CUDA file (default: what the
                          cores and free memory allow)
   LLTM_EXT_DEBUG         1: -O0 -g (and -G -lineinfo for CUDA) instead of -O3 without debug info
@@ -35,8 +35,8 @@ from setuptools import find_packages, setup
 ROOT = Path(__file__).parent.resolve()
 sys.path.insert(0, str(ROOT))
 
-from tools.build import command, config, toolchain  # noqa: E402
-from tools.build.command import fail, log  # noqa: E402
+from tools.buildsys import command, config, toolchain  # noqa: E402
+from tools.buildsys.command import fail, log  # noqa: E402
 
 PACKAGE, MIN_TORCH = "lltm_ext", "2.4"
 BASE_VERSION = re.search(

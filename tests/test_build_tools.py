@@ -1,6 +1,6 @@
-"""The build logic (tools/build/) without building: architecture lists, knobs, sources, the
+"""The build logic (tools/buildsys/) without building: architecture lists, knobs, sources, the
 compiler choice, failure summaries; and that every place that names architectures reads the one
-definition (tools/build/archs.py)."""
+definition (tools/buildsys/archs.py)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # appended: the installed lltm_ext, if any, stays first
 
-from tools.build import archs, config, toolchain  # noqa: E402
-from tools.build.command import short_status, write_top_ninja  # noqa: E402
+from tools.buildsys import archs, config, toolchain  # noqa: E402
+from tools.buildsys.command import short_status, write_top_ninja  # noqa: E402
 
 # --------------------------------------------------------------------------------------------
 # Architecture lists.
@@ -66,7 +66,7 @@ def test_visible_gpus_and_unsupported_entries():
 
 
 def test_archs_command_line():
-    run = [sys.executable, str(ROOT / "tools" / "build" / "archs.py")]
+    run = [sys.executable, str(ROOT / "tools" / "buildsys" / "archs.py")]
     out = subprocess.run(run + ["default", "--cuda", "12.6"], capture_output=True, text=True)
     assert out.stdout.strip() == "7.0;7.5;8.0;8.6;8.9;9.0+PTX;9.0a"
     out = subprocess.run(run + ["targets", "8.0,9.0+PTX"], capture_output=True, text=True)
@@ -96,9 +96,9 @@ def test_readme_states_the_default_list():
 def test_release_tools_read_architectures_through_tools_build_archs():
     for script in ("tools/check_dist.py", "tools/smoke_test.py", "tools/ci_wheel.sh"):
         text = (ROOT / script).read_text()
-        assert "from tools.build import archs" in text, script
+        assert "from tools.buildsys import archs" in text, script
         assert "NAMED_ARCHS" not in text and '"Hopper"' not in text, f"{script} has its own table"
-    assert "tools/build/archs.py default" in (ROOT / "tools" / "build_wheel.sh").read_text()
+    assert "tools/buildsys/archs.py default" in (ROOT / "tools" / "build_wheel.sh").read_text()
 
 
 def test_the_release_tools_parse_like_the_build():
@@ -113,7 +113,7 @@ def test_check_dist_reads_the_build_record_the_build_writes():
     """check_dist reads _build_info.py as the build writes it (a typed assignment broke it once:
     CI's wheel check stopped with a bare StopIteration)."""
     from tools import check_dist
-    from tools.build import command
+    from tools.buildsys import command
 
     info = {"version": "0.1.0+cu130torch2.13", "cuda_arch_list": "9.0+PTX", "ops": {"relu": {}}}
     assert check_dist.read_build_info(command.build_info_text(info)) == info
@@ -272,7 +272,7 @@ def test_importing_setup_py_writes_nothing(tmp_path):
     tree = source_tree_copy(tmp_path / "src")
 
     def files() -> set[tuple[str, int, int]]:
-        # Python's bytecode caches may appear (setup.py imports tools/build).
+        # Python's bytecode caches may appear (setup.py imports tools/buildsys).
         return {
             (str(p.relative_to(tree)), p.stat().st_size, p.stat().st_mtime_ns)
             for p in tree.rglob("*")

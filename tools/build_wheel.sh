@@ -30,7 +30,7 @@ Options (the variable in brackets sets the same from the environment):
                                                                            [LLTM_EXT_CUDA; auto]
       --archs LIST       GPU architectures, e.g. "8.0;9.0+PTX"       [TORCH_CUDA_ARCH_LIST;
                          default: the full default list for the nvcc on PATH, what wheels ship,
-                         from tools/build/archs.py, also on a machine with a GPU]
+                         from tools/buildsys/archs.py, also on a machine with a GPU]
       --ops LIST         only these ops, comma-separated (quick dev builds)  [LLTM_EXT_OPS; all]
       --sdist            also build and check the sdist; build the wheel from it [LLTM_EXT_SDIST=1]
       --test-env MODE    how the smoke-test environment gets torch          [LLTM_EXT_TEST_ENV]
@@ -115,7 +115,7 @@ esac
 [[ $SDIST == 1 ]] || SDIST=0
 
 START=$SECONDS
-# python -m build runs from $WORK: started in tools/, `-m build` would import tools/build/.
+# python -m build runs from $WORK: started in tools/, `-m build` would import tools/buildsys/.
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/lltm_ext-wheel.XXXXXX")
 cleanup() {
   if [[ $KEEP_WORK == 1 ]]; then echo "build_wheel.sh: work folder kept: $WORK"; else rm -rf "$WORK"; fi
@@ -148,7 +148,7 @@ echo "request: LLTM_EXT_CUDA=$CUDA TORCH_CUDA_ARCH_LIST=${ARCHS:-<setup.py defau
 
 # A wheel is for every GPU the toolkit targets, not only the ones visible here.
 if [[ -z $ARCHS && $CUDA != 0 ]] && command -v nvcc >/dev/null; then
-  ARCHS=$("$PY" "$ROOT"/tools/build/archs.py default)
+  ARCHS=$("$PY" "$ROOT"/tools/buildsys/archs.py default)
   echo "archs:   $ARCHS (the default list for this nvcc)"
 fi
 export LLTM_EXT_CUDA=$CUDA

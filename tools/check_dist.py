@@ -56,11 +56,11 @@ def say(msg: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# The architectures requested, in nvcc's names: the project's one reading (tools/build/archs.py).
+# The architectures requested, in nvcc's names: the project's one reading (tools/buildsys/archs.py).
 # ------------------------------------------------------------------------------------------------
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # after the installed packages
-from tools.build import archs  # noqa: E402
+from tools.buildsys import archs  # noqa: E402
 
 
 def parse_arch_list(value: str) -> tuple[set[str], set[str]]:

@@ -16,7 +16,7 @@
 # more). Each stage prints the free space.
 #
 # Variables: LLTM_EXT_CI_ARCHS (default: the full default list for the nvcc here, as the wheels
-# workflow builds: tools/build/archs.py), LLTM_EXT_CI_TORCH (default 2.13.0),
+# workflow builds: tools/buildsys/archs.py), LLTM_EXT_CI_TORCH (default 2.13.0),
 # LLTM_EXT_CI_OPS (default: all ops), LLTM_EXT_CI_VENVS (default .ci-venvs),
 # LLTM_EXT_CI_TEST_ENV (default inherit), LLTM_EXT_CI_CPU_TORCH_CHECK (default 1).
 set -euo pipefail
@@ -58,7 +58,7 @@ fi
 "$BPY" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)'
 "$BPY" -c 'import torch, sys; sys.exit(0 if torch.version.cuda else "ci_wheel.sh: pip installed a CPU-only torch")'
 
-[[ -n $ARCHS ]] || ARCHS=$("$BPY" tools/build/archs.py default)
+[[ -n $ARCHS ]] || ARCHS=$("$BPY" tools/buildsys/archs.py default)
 stage "build, check, install and test the CUDA wheel (TORCH_CUDA_ARCH_LIST=$ARCHS)"
 OUT=$ROOT/dist/ci
 rm -rf "$OUT"
@@ -75,7 +75,7 @@ trap 'rm -rf "$WORK"' EXIT
 import json, sys
 
 sys.path.insert(0, sys.argv[3])
-from tools.build import archs
+from tools.buildsys import archs
 
 info = json.load(open(sys.argv[1]))
 want = set(archs.targets(sys.argv[2]))

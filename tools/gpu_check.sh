@@ -102,7 +102,7 @@ times() {
   step "build from scratch: all modules, the default arch list (what wheels ship)"
   dir=$(mktemp -d)
   copy_tree "$dir"
-  default=$("$py" tools/build/archs.py default)
+  default=$("$py" tools/buildsys/archs.py default)
   (cd "$dir" && timed build_default env TORCH_CUDA_ARCH_LIST="$default" "$py" setup.py build_ext --inplace)
   grep -E "lltm_ext build:" "$out/build_default.log"
   step "incremental: touch src/relu/relu_cuda.cu, rebuild"

@@ -44,9 +44,9 @@ class Smoke:
 
 def targets_of(arch_list: str) -> set[str]:
     """'8.0;9.0+PTX' -> {'sm_80', 'sm_90', 'compute_90'}: the project's one reading of an arch
-    list (tools/build/archs.py in the source tree this script belongs to)."""
+    list (tools/buildsys/archs.py in the source tree this script belongs to)."""
     sys.path.append(str(SOURCE_ROOT))  # after the installed lltm_ext
-    from tools.build import archs
+    from tools.buildsys import archs
 
     return set(archs.targets(arch_list))
 

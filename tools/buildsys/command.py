@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 from setuptools import Command
 
-from tools.build import archs, config, toolchain
+from tools.buildsys import archs, config, toolchain
 
 
 def log(msg: str) -> None:

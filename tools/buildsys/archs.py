@@ -3,14 +3,14 @@
 Everything that names architectures reads this module: setup.py (the default list and the
 ``TORCH_CUDA_ARCH_LIST`` it passes to torch), the wheel checks (``tools/check_dist.py``,
 ``tools/smoke_test.py``), the wheels workflow (through ``tools/build_wheel.sh``, which asks
-``python tools/build/archs.py default``) and the README (whose default list a test compares with
+``python tools/buildsys/archs.py default``) and the README (whose default list a test compares with
 :func:`default_arch_list`). Pure functions of their arguments: no torch, no CUDA, no I/O.
 
 Command line (for shell scripts)::
 
-    python tools/build/archs.py default [--cuda 13.0]   # the default list for that toolkit
-    python tools/build/archs.py targets "8.0;9.0+PTX"   # sm_80 sm_90 compute_90
-    python tools/build/archs.py normalize "8.0,9.0"     # 8.0;9.0
+    python tools/buildsys/archs.py default [--cuda 13.0]   # the default list for that toolkit
+    python tools/buildsys/archs.py targets "8.0;9.0+PTX"   # sm_80 sm_90 compute_90
+    python tools/buildsys/archs.py normalize "8.0,9.0"     # 8.0;9.0
 """
 
 from __future__ import annotations
