@@ -276,7 +276,8 @@ def test_cuda_uses_current_stream_and_device_guard():
 
 def sequence_path(monkeypatch, path):
     """LLTM_EXT_SEQUENCE_PATH for the test: "grid" (the fused step kernels, never the cluster
-    ones) or "cluster" (the sm_90 cluster kernels, an error where they do not apply)."""
+    ones), "cluster" (the sm_90 cluster kernels) or "wide" (the wide-state kernels; both an
+    error where they do not apply), "cublas" (cuBLAS and the gate kernel every step)."""
     if path == "cluster" and torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("the cluster kernels need an sm_90 GPU")
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_PATH", path)
@@ -321,6 +322,73 @@ def test_cuda_cluster_batch_slices(monkeypatch, rows):
     check_against_reference((4, 37, 5, 100), "cuda", torch.float32)
 
 
+# (T, B, I, S) for the wide-state kernels (blocks of 16 batch rows x 4, 8 or 16 state columns,
+# K split into 16 parts of whole groups of four): S = 4 (one block's columns past S), S = 260
+# (parts past K backward), B = 1, B = 17 and 33 (row blocks past the batch), S = 512, T = 1.
+WIDE_SIZES = [
+    (3, 2, 5, 4),
+    (4, 17, 3, 260),
+    (1, 1, 6, 512),
+    (3, 33, 8, 512),
+    (5, 5, 2, 300),
+]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16], ids=str
+)
+@pytest.mark.parametrize("size", WIDE_SIZES, ids=lambda s: "x".join(map(str, s)))
+def test_cuda_wide_kernels(monkeypatch, dtype, size):
+    """The wide-state kernels (auto's choice past S = 256), forced, against the float64 loop,
+    forward and all gradients."""
+    sequence_path(monkeypatch, "wide")
+    check_against_reference(size, "cuda", dtype)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("cols", ["4", "8", "16"])
+def test_cuda_wide_columns(monkeypatch, cols):
+    """Each block width of the wide-state kernels (LLTM_EXT_SEQUENCE_WIDE_COLS forces what auto
+    picks by occupancy), S = 260 a multiple of none of them but 4 (65 blocks at most: the grid
+    runs at once on any GPU with 65 SMs)."""
+    sequence_path(monkeypatch, "wide")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_WIDE_COLS", cols)
+    check_against_reference((3, 9, 5, 260), "cuda", torch.float32)
+
+
+@pytest.mark.cuda
+def test_cuda_wide_misaligned_h0():
+    """h0 a view one element into its storage (not 16-byte aligned): the wide kernels' first step
+    reads it element by element; the same values as an aligned copy."""
+    x, w, b, h, c = make_args(3, 4, 5, 512, "cuda", torch.float32)
+    storage = torch.empty(h.numel() + 1, device="cuda")
+    h_view = storage[1:].view_as(h).copy_(h)
+    assert h_view.data_ptr() % 16 != 0
+    got = lltm_ext.lltm_sequence(x, w, b, (h_view, c))[0]
+    want = lltm_ext.lltm_sequence(x, w, b, (h.clone(), c))[0]
+    assert torch.equal(got, want)
+
+
+@pytest.mark.cuda
+def test_cuda_wide_path_refuses_what_it_cannot_run(monkeypatch):
+    """Forced, the wide path says why it does not apply (S not a multiple of 4, or past 1024)."""
+    sequence_path(monkeypatch, "wide")
+    for state in (6, 1028):
+        args = [a.detach() for a in make_args(2, 3, 4, state, "cuda", torch.float32)]
+        with pytest.raises(RuntimeError, match=rf"LLTM_EXT_SEQUENCE_PATH=wide.*state {state}"):
+            _ops.lltm_sequence(*args)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path", ["wide", "grid", "cublas"])
+def test_cuda_other_paths_at_small_states(monkeypatch, path):
+    """The paths auto does not take at S = 128 on sm_90 (it takes the cluster kernels there), each
+    forced, against the float64 loop, forward and gradients."""
+    sequence_path(monkeypatch, path)
+    check_against_reference((4, 9, 6, 128), "cuda", torch.float32)
+
+
 @pytest.mark.cuda
 def test_cuda_cluster_path_refuses_what_it_cannot_run(monkeypatch):
     """Forced, the cluster path says why it does not apply (S past kClusterMaxState) instead of
@@ -330,7 +398,9 @@ def test_cuda_cluster_path_refuses_what_it_cannot_run(monkeypatch):
     with pytest.raises(RuntimeError, match=r"LLTM_EXT_SEQUENCE_PATH=cluster.*state 300"):
         _ops.lltm_sequence(*args)
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_PATH", "sideways")
-    with pytest.raises(RuntimeError, match=r"must be auto, cluster or grid.*'sideways'"):
+    with pytest.raises(
+        RuntimeError, match=r"must be auto, cluster, wide, grid or cublas.*'sideways'"
+    ):
         _ops.lltm_sequence(*args)
 
 

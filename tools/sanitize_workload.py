@@ -243,7 +243,8 @@ def run_lltm_module(dtype: torch.dtype) -> None:
 
 # (steps, batch, input features, state size): empty sequence, empty batch, no features, single
 # elements, odd and tile-unaligned sizes (the fused step kernels; the cluster kernels' partial
-# batch slices, S < 8 and S not a multiple of 8).
+# batch slices, S < 8 and S not a multiple of 8; the wide-state kernels' row blocks past the batch
+# and parts past K, S = 260 and 520).
 SEQUENCE_SIZES = (
     (0, 3, 2, 4),
     (4, 0, 3, 5),
@@ -252,6 +253,8 @@ SEQUENCE_SIZES = (
     (5, 3, 7, 9),
     (6, 17, 33, 65),
     (3, 37, 5, 100),
+    (3, 5, 4, 260),
+    (2, 17, 3, 520),
 )
 
 
@@ -261,8 +264,12 @@ def run_lltm_sequence(dtype: torch.dtype) -> None:
     in full float32 (torch's RNN default on CUDA is TF32, outside the float32 tolerance)."""
     rnn = torch.backends.cudnn.rnn
     precision, rnn.fp32_precision = rnn.fp32_precision, "ieee"
-    # Both small-state paths: the fused step kernels, and on sm_90 the cluster kernels.
-    paths = ["grid"] + (["cluster"] if torch.cuda.get_device_capability() >= (9, 0) else [])
+    # Every path: the fused step kernels (cuBLAS past their states), the wide-state kernels, and
+    # on sm_90 the cluster kernels.
+    paths = ["grid", "wide"]
+    paths += (
+        ["cluster"] if DEVICE == "cuda" and torch.cuda.get_device_capability() >= (9, 0) else []
+    )
     old_path = os.environ.get("LLTM_EXT_SEQUENCE_PATH")
     try:
         for path in paths:
@@ -278,8 +285,10 @@ def run_lltm_sequence(dtype: torch.dtype) -> None:
 
 def _run_lltm_sequence(dtype: torch.dtype, path: str) -> None:
     for (steps, batch, features, state), offset in itertools.product(SEQUENCE_SIZES, (0, 1)):
-        if path == "cluster" and steps * batch == 0:
+        if path != "grid" and steps * batch == 0:
             continue  # no kernel runs: the grid pass covered it
+        if (path == "cluster" and state > 256) or (path == "wide" and state % 4 != 0):
+            continue  # the path does not apply (forced, it raises)
         stdv = 1.0 / math.sqrt(state)
         args = [
             randn(steps, batch, features, dtype=dtype, offset=offset),

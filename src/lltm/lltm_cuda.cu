@@ -9,6 +9,7 @@
 
 #include "common/cuda_kernel.cuh"
 #include "lltm/lltm.h"
+#include "lltm/sequence_loads.cuh"
 
 namespace lltm_ext::lltm {
 namespace {
@@ -317,19 +318,6 @@ __device__ __forceinline__ void wait_for_previous_kernel() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
-}
-
-// A load through L2 only (ld.global.cg), for data another block wrote earlier in the same kernel.
-template <typename T>
-__device__ __forceinline__ T load_cg(const T* p) {
-  if constexpr (sizeof(T) == 2) {  // c10::Half, c10::BFloat16: their bits
-    const unsigned short bits = __ldcg(reinterpret_cast<const unsigned short*>(p));
-    T value;
-    __builtin_memcpy(&value, &bits, sizeof(T));
-    return value;
-  } else {
-    return __ldcg(p);
-  }
 }
 
 // Shared memory of the step kernels, in elements of acc_t: W_h's columns [3S][kStepCols + 1] and

@@ -267,6 +267,35 @@ class Blas {
   cublasMath_t mode_ = CUBLAS_DEFAULT_MATH;
 };
 
+// LLTM_EXT_SEQUENCE_PATH, read at every call: "auto" (default: the cluster kernels where they
+// apply, else the wide-state kernels where they pay, else the fused step kernels, else cuBLAS),
+// "cluster" or "wide" (those kernels, an error where they do not apply: tests use it to know that
+// they ran), "grid" (the fused step kernels where they apply, never the cluster or wide ones),
+// "cublas" (none of them: the recurrent product through cuBLAS and the gate kernel every step).
+enum class SequencePath { kAuto, kCluster, kWide, kGrid, kCublas };
+
+SequencePath sequence_path_setting() {
+  const char* env = std::getenv("LLTM_EXT_SEQUENCE_PATH");
+  const std::string value = env != nullptr ? env : "";
+  if (value.empty() || value == "auto") {
+    return SequencePath::kAuto;
+  }
+  if (value == "cluster") {
+    return SequencePath::kCluster;
+  }
+  if (value == "wide") {
+    return SequencePath::kWide;
+  }
+  if (value == "cublas") {
+    return SequencePath::kCublas;
+  }
+  TORCH_CHECK(value == "grid",
+              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PATH must be auto, cluster, wide, grid or "
+              "cublas, but got '",
+              value, "'.");
+  return SequencePath::kGrid;
+}
+
 // Whether the sequence's steps run fused on `device` (lltm.h), and whether steps overlap there.
 struct StepPlan {
   bool fused, overlap;
@@ -284,31 +313,12 @@ StepPlan step_plan(int device, int64_t batch, int64_t state, int64_t element_siz
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&facts.major, cudaDevAttrComputeCapabilityMajor, d));
     return facts;
   });
-  const bool fused = state > 0 && state <= kFusedStepMaxState && batch > 0 &&
+  const SequencePath setting = sequence_path_setting();
+  const bool fused = (setting == SequencePath::kAuto || setting == SequencePath::kGrid) &&
+                     state > 0 && state <= kFusedStepMaxState && batch > 0 &&
                      batch <= 65535LL * 8 &&
                      sequence_step_smem_bytes(state, element_size) <= f.smem_optin;
   return {fused, f.major >= 9};
-}
-
-// LLTM_EXT_SEQUENCE_PATH, read at every call: "auto" (default: the cluster kernels where they
-// apply, else the fused step kernels, else cuBLAS), "cluster" (the cluster kernels, an error where
-// they do not apply: tests use it to know that they ran), "grid" (never the cluster kernels).
-enum class SequencePath { kAuto, kCluster, kGrid };
-
-SequencePath sequence_path_setting() {
-  const char* env = std::getenv("LLTM_EXT_SEQUENCE_PATH");
-  const std::string value = env != nullptr ? env : "";
-  if (value.empty() || value == "auto") {
-    return SequencePath::kAuto;
-  }
-  if (value == "cluster") {
-    return SequencePath::kCluster;
-  }
-  TORCH_CHECK(value == "grid",
-              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PATH must be auto, cluster or grid, but "
-              "got '",
-              value, "'.");
-  return SequencePath::kGrid;
 }
 
 // Whether the sequence's steps run on the cluster kernels, and in which shape.
@@ -327,7 +337,7 @@ template <typename T>
 ClusterPlan cluster_plan(int device, int64_t batch, int64_t state) {
   const SequencePath setting = sequence_path_setting();
   ClusterPlan plan{false, {}};
-  if (setting == SequencePath::kGrid) {
+  if (setting != SequencePath::kAuto && setting != SequencePath::kCluster) {
     return plan;
   }
   struct Facts {
@@ -393,6 +403,68 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state) {
   return plan;
 }
 
+// Columns per block of the wide-state kernels for (batch, state) on `device`, 0 when they do
+// not run: they apply for S % 4 == 0, S <= kWideMaxState, where their grid runs at once on the
+// GPU (wide_step_columns). Auto takes them for S <= 512 and S^2 B <= 2^24: there a step's product
+// (3 S^2 B multiply-adds on the SIMT cores, each block reading its W_h slice from shared memory
+// once per batch row, and the whole of x from L2) takes less than cuBLAS's tensor-core GEMM and
+// its launches. Measured on an H200, float32, T = 128, forward+backward, against cuBLAS every
+// step: B = 16, S = 512 2.2 vs 4.3-4.6 ms; B = 64, S = 512 3.5 vs 4.6-5.0 ms; but B = 16, S =
+// 1024 4.5-4.6 vs 4.4-5.2 ms (no gain: twice the L2 traffic per step), B = 32, S = 1024 6.0 ms,
+// bfloat16 B = 128, S = 512 5.8 vs 4.0 ms. Against the fused step kernels at S <= 256 (B = 16 ..
+// 256) they were faster at every size: 845 vs 1850 us at B = 16, S = 128.
+// LLTM_EXT_SEQUENCE_WIDE_COLS (4, 8 or 16; read at every call) forces the columns, for
+// measurements.
+template <typename T>
+int wide_plan(int device, int64_t batch, int64_t state) {
+  const SequencePath setting = sequence_path_setting();
+  if (setting != SequencePath::kWide && (setting != SequencePath::kAuto || state > 512 ||
+                                         state * state * batch > (int64_t{1} << 24))) {
+    return 0;
+  }
+  static cuda::PerDevice<int> smem_optin;
+  const int max_smem = smem_optin.get(device, [](int d) {
+    int value = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerBlockOptin, d));
+    return value;
+  });
+  static std::mutex mutex;
+  static std::map<std::tuple<int, int64_t, int64_t>, int> columns;
+  // The choice depends on the batch through its row blocks only.
+  const int64_t row_blocks = (batch + kWideRows - 1) / kWideRows;
+  int cols = 0;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto key = std::make_tuple(device, row_blocks, state);
+    auto it = columns.find(key);
+    if (it == columns.end()) {
+      int c = 0;
+      C10_CUDA_CHECK(wide_step_columns<T>(batch, state, cuda::sm_count(device), max_smem, &c));
+      it = columns.emplace(key, c).first;
+    }
+    cols = it->second;
+  }
+  const char* forced_env = std::getenv("LLTM_EXT_SEQUENCE_WIDE_COLS");
+  if (cols > 0 && forced_env != nullptr) {
+    const int forced = std::atoi(forced_env);
+    TORCH_CHECK(forced == 4 || forced == 8 || forced == 16,
+                "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_WIDE_COLS must be 4, 8 or 16, but got '",
+                forced_env, "'.");
+    int c = 0;  // whether the forced columns fit: ask for them alone
+    C10_CUDA_CHECK(
+        wide_step_columns<T>(batch, state, cuda::sm_count(device), max_smem, &c, forced));
+    cols = c;
+  }
+  TORCH_CHECK(cols > 0 || setting != SequencePath::kWide,
+              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PATH=wide, but the wide-state kernels do "
+              "not apply to cuda:",
+              device, " with batch ", batch, ", state ", state,
+              " (they need a state that is a multiple of 4 and at most ", kWideMaxState,
+              ", and a grid of ", kWideRows,
+              "-row blocks that runs at once on the GPU, with a cooperative launch).");
+  return cols;
+}
+
 }  // namespace
 
 void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double beta,
@@ -431,6 +503,13 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
                                                         out, cell, B, T, cluster.shape, stream));
         return;
       }
+    }
+    const int wide_cols = T > 0 && B > 0 ? wide_plan<scalar_t>(input.get_device(), B, S) : 0;
+    if (wide_cols > 0) {  // all steps in one cooperative launch over the GPU
+      C10_CUDA_CHECK(launch_wide_forward<scalar_t>(g, b, h0.const_data_ptr<scalar_t>(),
+                                                   c0.const_data_ptr<scalar_t>(), wp, S + I, out,
+                                                   cell, B, S, T, wide_cols, stream));
+      return;
     }
     const StepPlan plan = step_plan(input.get_device(), B, S, es);
     if (plan.fused && T > 0) {  // the recurrent product and the gate math in one kernel
@@ -486,6 +565,14 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
         blas.gemm(row_major(dg, B, 3 * S, 3 * S), w_h, row_major(dh, B, S, S), 0);  // d h0
         return;
       }
+    }
+    const int wide_cols = T > 0 && B > 0 ? wide_plan<scalar_t>(cells.get_device(), B, S) : 0;
+    if (wide_cols > 0) {  // all steps in one cooperative launch over the GPU
+      C10_CUDA_CHECK(launch_wide_backward<scalar_t>(dg, wp, S + I, go, gh_n,
+                                                    grad_c_n.const_data_ptr<scalar_t>(), cell, g, b,
+                                                    dc[0], B, S, T, wide_cols, stream));
+      blas.gemm(row_major(dg, B, 3 * S, 3 * S), w_h, row_major(dh, B, S, S), 0);  // d h0
+      return;
     }
     const StepPlan plan = step_plan(cells.get_device(), B, S, es);
     if (plan.fused && T > 0) {  // dL/dh_t's product and the gate math in one kernel

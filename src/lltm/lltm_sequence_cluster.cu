@@ -7,6 +7,7 @@
 
 #include "common/cuda_kernel.cuh"
 #include "lltm/lltm.h"
+#include "lltm/sequence_loads.cuh"
 
 namespace lltm_ext::lltm {
 namespace {
@@ -41,24 +42,6 @@ __device__ __forceinline__ void cluster_arrive() {
 }
 __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-
-// Four consecutive values from 16-byte-aligned shared memory: one 16-byte load for float, two
-// for double.
-__device__ __forceinline__ void load4(const float* p, float (&v)[4]) {
-  const float4 q = *reinterpret_cast<const float4*>(p);
-  v[0] = q.x;
-  v[1] = q.y;
-  v[2] = q.z;
-  v[3] = q.w;
-}
-__device__ __forceinline__ void load4(const double* p, double (&v)[4]) {
-  const double2 a = reinterpret_cast<const double2*>(p)[0];
-  const double2 b = reinterpret_cast<const double2*>(p)[1];
-  v[0] = a.x;
-  v[1] = a.y;
-  v[2] = b.x;
-  v[3] = b.y;
 }
 
 // Partial products of one unit: acc[r][q] = sum over k in groups of four (group p, p + parts, ...

@@ -1,0 +1,441 @@
+// The sequence's time steps for wide states (256 < S <= kWideMaxState, where a whole W_h fits in
+// no SM's shared memory but fits in all of them together): a persistent kernel over the GPU, each
+// block keeping its slice of W_h on chip for all T steps, one grid barrier per step.
+#include <cooperative_groups.h>
+
+#include <cstdint>
+
+#include "common/cuda_kernel.cuh"
+#include "lltm/lltm.h"
+#include "lltm/sequence_loads.cuh"
+
+namespace lltm_ext::lltm {
+namespace {
+
+// A block owns kWideRows batch rows x C state columns (C = 4, 8 or 16, the fewest whose grid runs
+// at once on the GPU: one cooperative launch for all T steps). Its slice of W_h stays in shared
+// memory: forward the 3C rows of its columns' three gates (K = S), backward the C columns
+// W_h[:, cols] (K = 3S). A step's product out[r][o] = sum_k x[r][k] w[k][o] (x: h_{t-1} forward,
+// d_gates[t+1] backward, both rows written by every block in the step before and read straight
+// from L2) splits K into kWideParts parts of whole groups of four k: thread (row, part) reads its
+// part of its row's x (16-byte loads through L2, all of them before its first multiply-add), sums
+// its part for all NOUT outputs (3C forward, C backward; w in 16-byte shared loads), and the
+// parts, lanes of one half-warp, are added with a butterfly of shuffles. One thread per (row,
+// column) then does the gate math with its own operands, read before the grid barrier.
+//
+// Against the cuBLAS path (a GEMM and a gate kernel per step, host-bound at small batches: ~15 us
+// per step and direction at B = 16, S = 512) a step here is a few microseconds: the product's
+// FLOPs are spread over every SM and no step leaves the GPU.
+constexpr int kWideParts = 16, kWideThreads = kWideRows * kWideParts;  // kWideRows: lltm.h
+// Groups of four k in flight per thread at once (all of a part's, mostly), as registers allow
+// beside NOUT accumulators.
+template <int NOUT>
+constexpr int wide_loads() {
+  return NOUT <= 16 ? 24 : 8;
+}
+
+// Groups of four k that each part owns: ceil(K / 4 / parts).
+LLTM_EXT_HD int wide_groups(int k) {
+  return ((k + 3) / 4 + kWideParts - 1) / kWideParts;
+}
+
+// Stride of a part's region of the weight slice, in acc_t: its groups x 4 k x nout, plus four so
+// that the 16-byte loads of eight consecutive parts (a quarter-warp) fall in distinct banks
+// (groups * nout is a multiple of four: the stride in 16-byte units is odd).
+LLTM_EXT_HD int wide_part_stride(int k, int nout) {
+  return wide_groups(k) * 4 * nout + 4;
+}
+
+// Shared memory of a kernel, in acc_t: the weight slice (parts x part stride), and the summed
+// products (kWideRows x nout).
+LLTM_EXT_HD int64_t wide_smem(int k, int nout) {
+  return static_cast<int64_t>(kWideParts) * wide_part_stride(k, nout) + kWideRows * nout;
+}
+
+// This thread's part of out[row][0 .. NOUT): acc[o] = sum over its part's k of x[k] w[k][o].
+// x: the row (global memory, written by other blocks: read through L2; null for a row past the
+// batch), vec: x may be read four elements at a time (aligned); w: the part's region in shared
+// memory ([k][NOUT], k from the part's first). k past K: w holds zeros there, x is not read.
+template <int NOUT, typename acc_t, typename scalar_t>
+__device__ __forceinline__ void part_product(const scalar_t* x, bool vec, int k_begin, int k_end,
+                                             const acc_t* w, acc_t (&acc)[NOUT]) {
+#pragma unroll
+  for (int o = 0; o < NOUT; ++o) {
+    acc[o] = acc_t(0);
+  }
+  if (x == nullptr) {
+    return;
+  }
+  constexpr int kLoads = wide_loads<NOUT>();
+  for (int k0 = k_begin; k0 < k_end; k0 += 4 * kLoads) {
+    acc_t xv[kLoads][4];
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {  // every load of the round before any math
+      const int k = k0 + 4 * u;
+      if (vec && k + 4 <= k_end) {
+        load4_cg(x + k, xv[u]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          xv[u][e] = k + e < k_end ? static_cast<acc_t>(load_cg(x + k + e)) : acc_t(0);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      if (k0 + 4 * u < k_end) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const acc_t* wk = w + (k0 - k_begin + 4 * u + e) * NOUT;
+#pragma unroll
+          for (int o = 0; o < NOUT; o += 4) {
+            acc_t wv[4];
+            load4(wk + o, wv);
+            acc[o] += xv[u][e] * wv[0];
+            acc[o + 1] += xv[u][e] * wv[1];
+            acc[o + 2] += xv[u][e] * wv[2];
+            acc[o + 3] += xv[u][e] * wv[3];
+          }
+        }
+      }
+    }
+  }
+}
+
+// The parts' sums, added across the kWideParts lanes of each half-warp (every lane gets them),
+// into sums[row][o] (shared memory) by lane o % kWideParts.
+template <int NOUT, typename acc_t>
+__device__ __forceinline__ void add_parts(acc_t (&acc)[NOUT], int part, acc_t* sums_row) {
+#pragma unroll
+  for (int o = 0; o < NOUT; ++o) {
+#pragma unroll
+    for (int lane = kWideParts / 2; lane > 0; lane /= 2) {
+      acc[o] += __shfl_xor_sync(0xffffffffu, acc[o], lane);
+    }
+  }
+#pragma unroll
+  for (int o = 0; o < NOUT; ++o) {
+    if (o % kWideParts == part) {
+      sums_row[o] = acc[o];
+    }
+  }
+}
+
+// This thread's K range: part `part` of the groups of four k.
+struct PartRange {
+  int begin, end;
+};
+__device__ __forceinline__ PartRange part_range(int k, int part) {
+  const int per = 4 * wide_groups(k);
+  const int begin = part * per;
+  return {begin < k ? begin : k, begin + per < k ? begin + per : k};
+}
+
+// Steps 0 .. steps - 1 forward, as sequence_forward_kernel (lltm_cuda.cu) computes them: z =
+// gates_t (the input projection) + h_{t-1} W_h^T, written back to gates_t (the saved
+// pre-activations), then the gate math with the bias -> h_t (output[t]), c_t (cells[t]). w is
+// (3S, ld), W_h its first S columns; h_{-1}, c_{-1} = h0, c0 (h0_vec: h0 is aligned to four
+// elements).
+template <typename scalar_t, int C>
+__global__ void __launch_bounds__(kWideThreads)
+    wide_forward_kernel(scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
+                        const scalar_t* __restrict__ h0, const scalar_t* __restrict__ c0,
+                        const scalar_t* __restrict__ w, int64_t ld, scalar_t* __restrict__ output,
+                        scalar_t* __restrict__ cells, int64_t batch, int state, int64_t steps,
+                        bool h0_vec) {
+  using acc_t = cuda::opmath_t<scalar_t>;
+  constexpr int NOUT = 3 * C;
+  extern __shared__ unsigned char smem[];
+  acc_t* sw = reinterpret_cast<acc_t*>(smem);
+  const int stride = wide_part_stride(state, NOUT);
+  acc_t* sums = sw + kWideParts * stride;  // [kWideRows][NOUT]
+  const int s0 = blockIdx.x * C;
+  const int64_t b0 = static_cast<int64_t>(blockIdx.y) * kWideRows;
+  // The slice: part p's region holds w[k][o] = W_h[g S + s0 + c][k] (o = g C + c) for its k.
+  const int per = 4 * wide_groups(state);
+  const int k_pad = kWideParts * per;
+  for (int e = threadIdx.x; e < NOUT * k_pad; e += kWideThreads) {
+    const int o = e / k_pad, k = e % k_pad, g = o / C, c = o % C;
+    sw[(k / per) * stride + (k % per) * NOUT + o] =
+        k < state && s0 + c < state
+            ? static_cast<acc_t>(w[(static_cast<int64_t>(g) * state + s0 + c) * ld + k])
+            : acc_t(0);
+  }
+  const int part = threadIdx.x % kWideParts, row = threadIdx.x / kWideParts;
+  const PartRange range = part_range(state, part);
+  const acc_t* my_w = sw + part * stride;
+  // The gate math: thread i < kWideRows * C owns (row i / C, column i % C).
+  const int g_row = threadIdx.x / C, g_col = threadIdx.x % C;
+  const int64_t b = b0 + g_row;
+  const int s = s0 + g_col;
+  const bool mine = threadIdx.x < kWideRows * C && s < state && b < batch;
+  const int64_t n = batch * state;
+  const int64_t j = b * state + s;
+  acc_t bias_v[3] = {0, 0, 0}, c_prev = 0;
+  if (mine) {
+    gate_bias(bias, state, s, bias_v);
+    c_prev = static_cast<acc_t>(c0[j]);
+  }
+  __syncthreads();  // the slice is in place
+  const int64_t x_row = b0 + row;
+  for (int64_t t = 0; t < steps; ++t) {
+    scalar_t* g = gates + t * 3 * n + b * 3 * state + s;
+    acc_t projection[3] = {0, 0, 0};
+    if (mine) {
+#pragma unroll
+      for (int q = 0; q < 3; ++q) {
+        projection[q] = static_cast<acc_t>(g[q * state]);
+      }
+    }
+    if (t > 0) {
+      cooperative_groups::this_grid().sync();  // step t - 1 done everywhere
+    }
+    const scalar_t* h_prev = t == 0 ? h0 : output + (t - 1) * n;
+    acc_t acc[NOUT];
+    part_product<NOUT>(x_row < batch ? h_prev + x_row * state : nullptr, t > 0 || h0_vec,
+                       range.begin, range.end, my_w, acc);
+    add_parts<NOUT>(acc, part, sums + row * NOUT);
+    __syncthreads();
+    if (mine) {
+      const acc_t* sum = sums + g_row * NOUT + g_col;
+      acc_t z[3];
+#pragma unroll
+      for (int q = 0; q < 3; ++q) {
+        const scalar_t saved = static_cast<scalar_t>(sum[q * C] + projection[q]);
+        g[q * state] = saved;  // backward recomputes the gates from this (rounded) value
+        z[q] = static_cast<acc_t>(saved) + bias_v[q];
+      }
+      const auto r = forward_element<acc_t>(z[0], z[1], z[2], c_prev);
+      output[t * n + j] = r.new_h;
+      cells[t * n + j] = r.new_cell;
+      c_prev = static_cast<acc_t>(static_cast<scalar_t>(r.new_cell));  // as stored
+    }
+    // sums is rewritten after the next step's grid barrier, which every thread passes first.
+  }
+}
+
+// Steps steps - 1 down to 0 backward, as sequence_backward_kernel (lltm_cuda.cu) computes them:
+// dL/dh_t = grad_output[t] + (grad_h_n at the last step, else d_gates[t + 1] W_h), dL/dc_t =
+// grad_c_n at the last step, else from step t + 1; the gate math -> d_gates[t] and dL/dc_{t-1}
+// (d_cell[t % 2]; d_cell[0] ends with d c0).
+template <typename scalar_t, int C>
+__global__ void __launch_bounds__(kWideThreads)
+    wide_backward_kernel(scalar_t* __restrict__ d_gates, const scalar_t* __restrict__ w, int64_t ld,
+                         const scalar_t* __restrict__ grad_output,
+                         const scalar_t* __restrict__ grad_h_n,
+                         const scalar_t* __restrict__ grad_c_n, const scalar_t* __restrict__ cells,
+                         const scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
+                         scalar_t* __restrict__ d_cell, int64_t batch, int state, int64_t steps) {
+  using acc_t = cuda::opmath_t<scalar_t>;
+  constexpr int NOUT = C;
+  extern __shared__ unsigned char smem[];
+  const int width = 3 * state;
+  acc_t* sw = reinterpret_cast<acc_t*>(smem);
+  const int stride = wide_part_stride(width, NOUT);
+  acc_t* sums = sw + kWideParts * stride;  // [kWideRows][NOUT]
+  const int s0 = blockIdx.x * C;
+  const int64_t b0 = static_cast<int64_t>(blockIdx.y) * kWideRows;
+  // The slice: part p's region holds w[k][c] = W_h[k][s0 + c] for its k (k < 3S).
+  const int per = 4 * wide_groups(width);
+  const int k_pad = kWideParts * per;
+  for (int e = threadIdx.x; e < NOUT * k_pad; e += kWideThreads) {
+    const int k = e / NOUT, c = e % NOUT;
+    sw[(k / per) * stride + (k % per) * NOUT + c] =
+        k < width && s0 + c < state ? static_cast<acc_t>(w[static_cast<int64_t>(k) * ld + s0 + c])
+                                    : acc_t(0);
+  }
+  const int part = threadIdx.x % kWideParts, row = threadIdx.x / kWideParts;
+  const PartRange range = part_range(width, part);
+  const acc_t* my_w = sw + part * stride;
+  const int g_row = threadIdx.x / C, g_col = threadIdx.x % C;
+  const int64_t b = b0 + g_row;
+  const int s = s0 + g_col;
+  const bool mine = threadIdx.x < kWideRows * C && s < state && b < batch;
+  const int64_t n = batch * state;
+  const int64_t j = b * state + s;
+  const int64_t last = steps - 1;
+  acc_t bias_v[3] = {0, 0, 0}, grad_c = 0;
+  if (mine) {
+    gate_bias(bias, state, s, bias_v);
+    grad_c = static_cast<acc_t>(grad_c_n[j]);
+  }
+  __syncthreads();  // the slice is in place
+  const int64_t x_row = b0 + row;
+  for (int64_t t = last; t >= 0; --t) {
+    const bool first = t == last;  // the sequence's last step: no step after it
+    acc_t z[3] = {0, 0, 0}, gh = 0, cell_t = 0;
+    if (mine) {
+      const scalar_t* g = gates + t * 3 * n + b * width + s;
+#pragma unroll
+      for (int q = 0; q < 3; ++q) {
+        z[q] = static_cast<acc_t>(g[q * state]) + bias_v[q];
+      }
+      gh = static_cast<acc_t>(grad_output[t * n + j]) +
+           (first ? static_cast<acc_t>(grad_h_n[j]) : acc_t(0));
+      cell_t = static_cast<acc_t>(cells[t * n + j]);
+    }
+    if (!first) {
+      cooperative_groups::this_grid().sync();  // step t + 1 done everywhere
+      acc_t acc[NOUT];
+      const scalar_t* dg_next = d_gates + (t + 1) * 3 * n;
+      part_product<NOUT>(x_row < batch ? dg_next + x_row * width : nullptr, true, range.begin,
+                         range.end, my_w, acc);
+      add_parts<NOUT>(acc, part, sums + row * NOUT);
+      __syncthreads();
+      if (mine) {
+        gh += sums[g_row * NOUT + g_col];
+      }
+    }
+    if (mine) {
+      const auto r = backward_element<acc_t>(gh, grad_c, cell_t, z[0], z[1], z[2]);
+      d_cell[(t % 2) * n + j] = r.d_old_cell;
+      grad_c = static_cast<acc_t>(static_cast<scalar_t>(r.d_old_cell));  // as stored
+      scalar_t* dg = d_gates + t * 3 * n + b * width + s;
+      dg[0] = r.d_z_i;
+      dg[state] = r.d_z_o;
+      dg[2 * state] = r.d_z_c;
+    }
+  }
+}
+
+template <typename T, int C>
+void* forward_kernel() {
+  return reinterpret_cast<void*>(wide_forward_kernel<T, C>);
+}
+template <typename T, int C>
+void* backward_kernel() {
+  return reinterpret_cast<void*>(wide_backward_kernel<T, C>);
+}
+
+// The kernels for C columns per block (4, 8 or 16), null otherwise.
+template <typename T>
+void* wide_kernel(int cols, bool backward) {
+  switch (cols) {
+    case 4:
+      return backward ? backward_kernel<T, 4>() : forward_kernel<T, 4>();
+    case 8:
+      return backward ? backward_kernel<T, 8>() : forward_kernel<T, 8>();
+    case 16:
+      return backward ? backward_kernel<T, 16>() : forward_kernel<T, 16>();
+    default:
+      return nullptr;
+  }
+}
+
+size_t wide_smem_bytes(int64_t state, int cols, bool backward, size_t acc_size) {
+  return static_cast<size_t>(backward ? wide_smem(3 * static_cast<int>(state), cols)
+                                      : wide_smem(static_cast<int>(state), 3 * cols)) *
+         acc_size;
+}
+
+dim3 wide_grid(int64_t batch, int64_t state, int cols) {
+  return dim3(static_cast<unsigned int>((state + cols - 1) / cols),
+              static_cast<unsigned int>((batch + kWideRows - 1) / kWideRows));
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t wide_step_columns(int64_t batch, int64_t state, int sm_count, int max_smem, int* cols,
+                              int only) {
+  *cols = 0;
+  if (batch < 1 || state < 1 || state > kWideMaxState || state % 4 != 0) {
+    return cudaSuccess;
+  }
+  int device = 0, cooperative = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device);
+  }
+  if (err != cudaSuccess || cooperative == 0) {
+    return err;
+  }
+  // The fewest columns whose grid has at most one block per SM, else the fewest whose grid runs
+  // at once. Measured on an H200 (T = 128, float32, forward+backward): B = 16, S = 1024: 4
+  // columns (256 blocks, 2 per SM) 6.7 ms, 8 columns (128 blocks) 4.5 ms; B = 64, S = 512: 8
+  // columns 4.4 ms, 16 columns 3.6 ms. Each column block reads the whole of x from L2 every step,
+  // so more blocks than SMs only add traffic.
+  const size_t acc_size = sizeof(cuda::opmath_t<T>);
+  int fallback = 0;
+  for (const int c : {4, 8, 16}) {
+    if (only != 0 && c != only) {
+      continue;
+    }
+    const dim3 grid = wide_grid(batch, state, c);
+    const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y;
+    bool fits = blocks <= sm_count * 2;  // at most what the SMs could hold at once (below)
+    for (const bool backward : {false, true}) {
+      const size_t smem = wide_smem_bytes(state, c, backward, acc_size);
+      if (!fits || smem > static_cast<size_t>(max_smem)) {
+        fits = false;
+        break;
+      }
+      const void* kernel = wide_kernel<T>(c, backward);
+      int per_sm = 0;
+      err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(smem));
+      if (err == cudaSuccess) {
+        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWideThreads, smem);
+      }
+      if (err != cudaSuccess) {
+        return err;
+      }
+      fits = blocks <= static_cast<int64_t>(per_sm) * sm_count;
+    }
+    if (fits && blocks <= sm_count) {
+      *cols = c;
+      return cudaSuccess;
+    }
+    if (fits && fallback == 0) {
+      fallback = c;
+    }
+  }
+  *cols = fallback;
+  return cudaSuccess;
+}
+
+template <typename T>
+cudaError_t launch_wide_forward(T* gates, const T* bias, const T* h0, const T* c0, const T* w,
+                                int64_t ld, T* output, T* cells, int64_t batch, int64_t state,
+                                int64_t steps, int cols, cudaStream_t stream) {
+  void* kernel = wide_kernel<T>(cols, false);
+  if (kernel == nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  int state_arg = static_cast<int>(state);
+  bool h0_vec = reinterpret_cast<uintptr_t>(h0) % (4 * sizeof(T)) == 0;
+  void* params[] = {&gates,  &bias,  &h0,    &c0,        &w,     &ld,
+                    &output, &cells, &batch, &state_arg, &steps, &h0_vec};
+  return cudaLaunchCooperativeKernel(
+      kernel, wide_grid(batch, state, cols), dim3(kWideThreads), params,
+      wide_smem_bytes(state, cols, false, sizeof(cuda::opmath_t<T>)), stream);
+}
+
+template <typename T>
+cudaError_t launch_wide_backward(T* d_gates, const T* w, int64_t ld, const T* grad_output,
+                                 const T* grad_h_n, const T* grad_c_n, const T* cells,
+                                 const T* gates, const T* bias, T* d_cell, int64_t batch,
+                                 int64_t state, int64_t steps, int cols, cudaStream_t stream) {
+  void* kernel = wide_kernel<T>(cols, true);
+  if (kernel == nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  int state_arg = static_cast<int>(state);
+  void* params[] = {&d_gates, &w,    &ld,     &grad_output, &grad_h_n,  &grad_c_n, &cells,
+                    &gates,   &bias, &d_cell, &batch,       &state_arg, &steps};
+  return cudaLaunchCooperativeKernel(
+      kernel, wide_grid(batch, state, cols), dim3(kWideThreads), params,
+      wide_smem_bytes(state, cols, true, sizeof(cuda::opmath_t<T>)), stream);
+}
+
+#define LLTM_EXT_INSTANTIATE(T)                                                                    \
+  template cudaError_t wide_step_columns<T>(int64_t, int64_t, int, int, int*, int);                \
+  template cudaError_t launch_wide_forward<T>(T*, const T*, const T*, const T*, const T*, int64_t, \
+                                              T*, T*, int64_t, int64_t, int64_t, int,              \
+                                              cudaStream_t);                                       \
+  template cudaError_t launch_wide_backward<T>(T*, const T*, int64_t, const T*, const T*,          \
+                                               const T*, const T*, const T*, const T*, T*,         \
+                                               int64_t, int64_t, int64_t, int, cudaStream_t);
+LLTM_EXT_FOR_FLOATING_TYPES(LLTM_EXT_INSTANTIATE)
+
+}  // namespace lltm_ext::lltm
