@@ -224,6 +224,22 @@ bool config_is_async(int config) {
   return async;
 }
 
+// The problem a tensor-core kernel is launched for: c (M x N, contiguous) = A B.
+void fill_problem(GemmProblem* g, const Operand& A, const Operand& B, const at::Tensor& c,
+                  int64_t M, int64_t N, int64_t K) {
+  g->a = A.data;
+  g->b = B.data;
+  g->c = c.data_ptr();
+  g->M = M;
+  g->N = N;
+  g->K = K;
+  g->lda = A.ld;
+  g->ldb = B.ld;
+  g->ldc = N;
+  g->a_kcontig = A.k_contig;
+  g->b_kcontig = B.k_contig;
+}
+
 // ------------------------------------------------------------------------------------------
 // bfloat16 / float16: the Hopper tensor-core kernel (sm_90a image loaded), the sm_80+ tensor-core
 // kernel (mma.sync; its image compiled for compute_80 or newer), or the SIMT one.
@@ -384,17 +400,7 @@ bool try_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
   TORCH_INTERNAL_ASSERT(sm90_operand_ok(A.data, A.ld, A.k_contig ? M : K, elem) &&
                         sm90_operand_ok(B.data, B.ld, B.k_contig ? N : K, elem));
   Sm90Gemm g;
-  g.a = A.data;
-  g.b = B.data;
-  g.c = c.data_ptr();
-  g.M = M;
-  g.N = N;
-  g.K = K;
-  g.lda = A.ld;
-  g.ldb = B.ld;
-  g.ldc = N;
-  g.a_kcontig = A.k_contig;
-  g.b_kcontig = B.k_contig;
+  fill_problem(&g, A, B, c, M, N, K);
   g.type = tf32 ? kSm90Tf32 : a.scalar_type() == at::kBFloat16 ? kSm90BFloat16 : kSm90Half;
   g.sms = cuda::sm_count(c.get_device());
   g.bn = wgmma_tile_n(M, N, g.sms);
@@ -441,17 +447,7 @@ bool try_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int6
     return false;
   }
   MmaGemm g;
-  g.a = A.data;
-  g.b = B.data;
-  g.c = c.data_ptr();
-  g.M = M;
-  g.N = N;
-  g.K = K;
-  g.lda = A.ld;
-  g.ldb = B.ld;
-  g.ldc = N;
-  g.a_kcontig = A.k_contig;
-  g.b_kcontig = B.k_contig;
+  fill_problem(&g, A, B, c, M, N, K);
   g.bf16 = a.scalar_type() == at::kBFloat16;
   g.tile = mma_tile(M, N, cuda::sm_count(c.get_device()));
   const cudaError_t err = launch_mma(g, stream);

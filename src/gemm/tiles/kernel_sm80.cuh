@@ -30,7 +30,8 @@
 
 #include <cstdint>
 
-#include "gemm/tiles/cp_async.cuh"  // cp.async helpers; LLTM_EXT_GEMM_NO_CP_ASYNC below sm_80
+#include "gemm/tiles/cp_async.cuh"   // cp.async helpers; LLTM_EXT_GEMM_NO_CP_ASYNC below sm_80
+#include "gemm/tiles/pack_half.cuh"  // pack2 / pack1: the 16-bit epilogue
 
 namespace lltm_ext::gemm_tiles::mma {
 
@@ -121,27 +122,6 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
   }
 }
 #endif
-
-// (lo, hi) rounded to nearest even into two 16-bit values, lo in the low half.
-template <bool BF16>
-__device__ __forceinline__ uint32_t pack_rn(float lo, float hi) {
-  if constexpr (BF16) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  } else {
-    const __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  }
-}
-
-template <bool BF16>
-__device__ __forceinline__ uint16_t round_rn(float x) {
-  if constexpr (BF16) {
-    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
-  } else {
-    return __half_as_ushort(__float2half_rn(x));
-  }
-}
 
 // The copies one thread issues for one operand's stage: COPIES 16-byte chunks, chunk q = tid +
 // i * THREADS of the stage. ROWS: the operand's BM or BN. K_MAJOR: rows of the tile are the
@@ -333,10 +313,10 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS)
         const int col = n0 + wn + j * 8 + c2;
         const float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
         if (p.pairs && col + 1 < p.N) {
-          *reinterpret_cast<uint32_t*>(c_row + col) = pack_rn<BF16>(v0, v1);
+          *reinterpret_cast<uint32_t*>(c_row + col) = pack2<BF16>(v0, v1);
         } else {
-          if (col < p.N) c_row[col] = round_rn<BF16>(v0);
-          if (col + 1 < p.N) c_row[col + 1] = round_rn<BF16>(v1);
+          if (col < p.N) c_row[col] = pack1<BF16>(v0);
+          if (col + 1 < p.N) c_row[col + 1] = pack1<BF16>(v1);
         }
       }
     }
