@@ -921,3 +921,41 @@ def test_cuda_tf32_mma_follows_torch_precision(monkeypatch):
             monkeypatch.setenv("LLTM_EXT_GEMM_TF32", "0")
             assert torch.equal(lltm_ext.gemm(a, b), exact)
             monkeypatch.delenv("LLTM_EXT_GEMM_TF32")
+
+
+@pytest.mark.cuda
+def test_cuda_tf32_auto_uses_tensor_cores(allow_tf32):
+    """The auto path with TF32 allowed runs TF32 wherever a tensor-core kernel can run (wgmma with
+    the sm_90a image, else mma.sync from sm_80 on: an A100, RTX 30xx / 40xx or a 9.0-only build),
+    in every layout; exact float32 only where neither can."""
+    with half_path("auto") as ext:
+        tensor_cores = ext._gemm_half_path() != "simt"
+        assert tensor_cores == (wgmma_expected() or mma_expected())
+        for layout in ("nn", "nt", "tn", "tt"):
+            a, b = operands(300, 200, 4000, layout)
+            c = lltm_ext.gemm(a, b)
+            if tensor_cores:
+                assert rel_err(c, ref_mm(a, b)) > 1e-5, f"{layout}: exact float32, not TF32"
+                assert_tf32_close(c, a, b)
+            else:
+                assert_gemm_close(c, ref_mm(a, b), torch.float32)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("layout", ["nn", "tt"])
+def test_cuda_tf32_mma_nonfinite(layout, allow_tf32):
+    """Inf and NaN operands propagate as in float64 through the tf32 rounding (a NaN whose mantissa
+    is all ones too: a rounding that carried into the sign would make it a zero)."""
+    require_mma()
+    a, b = padded_operands(40, 48, 36, layout, torch.float32)
+    b = b.abs() + 0.5  # no zeros or sign changes: Inf * b stays one Inf
+    all_ones_nan = torch.tensor([-1], dtype=torch.int32).view(torch.float32).item()
+    for (i, k), v in [((3, 5), float("nan")), ((7, 2), float("inf")), ((9, 1), all_ones_nan)]:
+        a[i, k] = v
+    with half_path("mma"):
+        c = lltm_ext.gemm(a, b)
+    ref = ref_mm(a, b)
+    assert torch.equal(torch.isnan(c).cpu(), torch.isnan(ref).cpu())
+    assert torch.equal(torch.isposinf(c).cpu(), torch.isposinf(ref).cpu())
+    finite = torch.isfinite(ref)
+    assert rel_err(c.cpu()[finite], ref[finite]) < 2e-3
