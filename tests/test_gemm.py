@@ -797,3 +797,165 @@ def test_cuda_float32_follows_torch_precision(monkeypatch):
             assert rel_err(lltm_ext.gemm(a, b), ref) > 1e-5
     with float32_matmul_precision("highest"):
         assert_gemm_close(lltm_ext.gemm(a, b), ref, torch.float32)
+
+
+# ----------------------------------------------------------------------------------------------
+# CUDA, float32 as TF32 on the sm_80+ mma.sync kernel (the path of GPUs without the sm_90a image;
+# forced here with LLTM_EXT_GEMM_HALF_PATH's mma settings, which pick float32's kernel too when
+# TF32 is allowed).
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def allow_tf32():
+    """torch.backends.cuda.matmul.allow_tf32 = True for the test, the setting restored after."""
+    with tf32_matmuls():
+        yield
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path", ["mma64", "mma128", "mma256"])
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+def test_cuda_tf32_mma(layout, path, allow_tf32):
+    """float32 with TF32 allowed on each forced mma tile, every layout read in place: within twice
+    torch.mm's own TF32 error of float64 (tails of M / N / K, K % 4 != 0 ending in a partial
+    16-byte chunk, sizes 1), every element of a NaN-poisoned out= written, really TF32 (not exact),
+    the same bits run to run."""
+    require_mma()
+    with half_path(path) as ext:
+        assert ext._gemm_half_path() == "mma"
+        for m, n, k in WGMMA_SHAPES + [(70, 90, 6), (33, 65, 130)]:
+            a, b = padded_operands(m, n, k, layout, torch.float32)
+            out = torch.full((m, n), float("nan"), device="cuda")
+            gemm_out_op(a, b, out)
+            assert_tf32_close(out, a, b)
+            assert_tf32_close(gemm_op(a, b), a, b)
+            # Contiguous operands: the mma kernel where the rows are 16-byte multiples, else exact
+            # float32 on the SIMT kernel.
+            a, b = operands(m, n, k, layout)
+            assert_tf32_close(gemm_op(a, b), a, b)
+        a, b = operands(300, 200, 4000, layout)
+        c = lltm_ext.gemm(a, b)
+        assert rel_err(c, ref_mm(a, b)) > 1e-5, "TF32 allowed but the result is exact float32"
+        assert_tf32_close(c, a, b)
+        assert torch.equal(c, lltm_ext.gemm(a, b))
+
+
+@pytest.mark.cuda
+def test_cuda_tf32_mma_gradients(allow_tf32):
+    """Autograd through the tf32 mma path: the forward and the backward's g @ b.T and a.T @ g
+    (transposed views, read in place) within TF32's error, and equal to the same products computed
+    directly."""
+    require_mma()
+    with half_path("mma"):
+        a = rand((256, 200), torch.float32, "cuda").requires_grad_()
+        b = rand((200, 328), torch.float32, "cuda").requires_grad_()
+        g = rand((256, 328), torch.float32, "cuda")
+        c = lltm_ext.gemm(a, b)
+        assert_tf32_close(c, a.detach(), b.detach())
+        assert rel_err(c, ref_mm(a.detach(), b.detach())) > 1e-5
+        c.backward(g)
+        assert_tf32_close(a.grad, g, b.detach().t())
+        assert_tf32_close(b.grad, a.detach().t(), g)
+        assert torch.equal(a.grad, lltm_ext.gemm(g, b.detach().t()))
+        assert torch.equal(b.grad, lltm_ext.gemm(a.detach().t(), g))
+
+
+@pytest.mark.cuda
+def test_cuda_tf32_mma_edge_cases(allow_tf32):
+    """K = 0, empty M / N, out= a transposed view and a misaligned buffer, operands the 16-byte
+    copies cannot read (base off 16 bytes, rows not a multiple of 16 bytes: exact float32 on the
+    SIMT kernel), vectors, the backward's layouts on contiguous tensors."""
+    require_mma()
+    dtype = torch.float32
+    with half_path("mma"):
+        for m, n in [(5, 7), (130, 260)]:
+            c = lltm_ext.gemm(torch.empty(m, 0, device="cuda"), torch.empty(0, n, device="cuda"))
+            assert c.shape == (m, n) and bool((c == 0).all())
+        assert lltm_ext.gemm(padded(0, 8, dtype), padded(8, 16, dtype)).shape == (0, 16)
+        assert lltm_ext.gemm(padded(8, 8, dtype), padded(8, 0, dtype)).shape == (8, 0)
+        a, b = padded_operands(200, 136, 96, "nn", dtype)
+        out = torch.full((136, 200), float("nan"), device="cuda").t()
+        lltm_ext.gemm(a, b, out=out)
+        assert_tf32_close(out, a, b)
+        buf = torch.full((1 + 200 * 136,), float("nan"), device="cuda")
+        out = buf[1:].view(200, 136)  # 4 bytes off: stored one element at a time
+        lltm_ext.gemm(a, b, out=out)
+        assert_tf32_close(out, a, b)
+        base = rand((65 * 72 + 1,), dtype, "cuda")
+        a_off, b_ok = base[1:].view(65, 72), padded(72, 40, dtype)
+        c = lltm_ext.gemm(a_off, b_ok)
+        assert_gemm_close(c, ref_mm(a_off, b_ok), dtype)  # exact float32: the SIMT kernel ran
+        a_odd, b_odd = operands(33, 35, 37, "tn", dtype)
+        assert_gemm_close(lltm_ext.gemm(a_odd, b_odd), ref_mm(a_odd, b_odd), dtype)
+        for m, n, k in [(1, 36, 40), (36, 1, 40), (36, 40, 1), (1, 1, 1), (1, 1, 64)]:
+            for layout in ("nn", "tn", "nt", "tt"):
+                a_v, b_v = operands(m, n, k, layout, dtype)
+                assert_tf32_close(lltm_ext.gemm(a_v, b_v), a_v, b_v)
+        a, b = operands(384, 512, 320, "nn", dtype)
+        g = rand((384, 512), dtype, "cuda")
+        assert_tf32_close(lltm_ext.gemm(g, b.t()), g, b.t())
+        assert_tf32_close(lltm_ext.gemm(a.t(), g), a.t(), g)
+
+
+@pytest.mark.cuda
+def test_cuda_tf32_mma_follows_torch_precision(monkeypatch):
+    """With the mma path (forced, as on a GPU without the sm_90a image): "highest" (the default)
+    keeps float32 exact, bit for bit the SIMT kernel's result; "high" / "medium" run TF32;
+    LLTM_EXT_GEMM_TF32=0 turns it off again."""
+    require_mma()
+    monkeypatch.delenv("LLTM_EXT_GEMM_TF32", raising=False)
+    a, b = operands(300, 200, 4000, "nn")
+    ref = ref_mm(a, b)
+    with float32_matmul_precision("highest"):
+        with half_path("simt"):
+            exact = lltm_ext.gemm(a, b)
+        with half_path("mma"):
+            assert torch.equal(lltm_ext.gemm(a, b), exact)
+        assert_gemm_close(exact, ref, torch.float32)
+    for precision in ("high", "medium"):
+        with float32_matmul_precision(precision), half_path("mma"):
+            c = lltm_ext.gemm(a, b)
+            assert rel_err(c, ref) > 1e-5, f"{precision}: the result is exact float32"
+            assert_tf32_close(c, a, b)
+            monkeypatch.setenv("LLTM_EXT_GEMM_TF32", "0")
+            assert torch.equal(lltm_ext.gemm(a, b), exact)
+            monkeypatch.delenv("LLTM_EXT_GEMM_TF32")
+
+
+@pytest.mark.cuda
+def test_cuda_tf32_auto_uses_tensor_cores(allow_tf32):
+    """The auto path with TF32 allowed runs TF32 wherever a tensor-core kernel can run (wgmma with
+    the sm_90a image, else mma.sync from sm_80 on: an A100, RTX 30xx / 40xx or a 9.0-only build),
+    in every layout; exact float32 only where neither can."""
+    with half_path("auto") as ext:
+        tensor_cores = ext._gemm_half_path() != "simt"
+        assert tensor_cores == (wgmma_expected() or mma_expected())
+        for layout in ("nn", "nt", "tn", "tt"):
+            a, b = operands(300, 200, 4000, layout)
+            c = lltm_ext.gemm(a, b)
+            if tensor_cores:
+                assert rel_err(c, ref_mm(a, b)) > 1e-5, f"{layout}: exact float32, not TF32"
+                assert_tf32_close(c, a, b)
+            else:
+                assert_gemm_close(c, ref_mm(a, b), torch.float32)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("layout", ["nn", "tt"])
+def test_cuda_tf32_mma_nonfinite(layout, allow_tf32):
+    """Inf and NaN operands propagate as in float64 through the tf32 rounding (a NaN whose mantissa
+    is all ones too: a rounding that carried into the sign would make it a zero)."""
+    require_mma()
+    a, b = padded_operands(40, 48, 36, layout, torch.float32)
+    b = b.abs() + 0.5  # no zeros or sign changes: Inf * b stays one Inf
+    all_ones_nan = torch.tensor([-1], dtype=torch.int32).view(torch.float32).item()
+    for (i, k), v in [((3, 5), float("nan")), ((7, 2), float("inf")), ((9, 1), all_ones_nan)]:
+        a[i, k] = v
+    with half_path("mma"):
+        c = lltm_ext.gemm(a, b)
+    ref = ref_mm(a, b)
+    assert torch.equal(torch.isnan(c).cpu(), torch.isnan(ref).cpu())
+    assert torch.equal(torch.isposinf(c).cpu(), torch.isposinf(ref).cpu())
+    finite = torch.isfinite(ref)
+    assert rel_err(c.cpu()[finite], ref[finite]) < 2e-3

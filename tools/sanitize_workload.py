@@ -1,25 +1,24 @@
 """The workload tools/sanitize.sh runs under compute-sanitizer: every op, forward and backward, in
 every CUDA dtype, on small edge cases, each result checked against a float64 CPU reference.
-
-Covered: relu, sigmoid and round_ste (sizes 0, 1, odd, tails after every vector width, more than
-one block; misaligned views x[1:] into forward and backward kernels; a non-contiguous input), lltm
+Covered: relu, sigmoid and round_ste (sizes 0, 1, odd, tails after every vector width, more than one
+block; misaligned views x[1:] into forward and backward kernels; a non-contiguous input), lltm
 (empty batch / features, odd sizes, misaligned state and gradient tensors; the LLTM module through
 SGD steps, as a user trains it), lltm_sequence (empty sequence, batch or features, odd sizes,
-misaligned views, time-major and batch-first, backward through time; the fused step kernels and,
-on sm_90, the cluster kernels), gemm through the public
-API (every layout a @ b, a @ b.T, a.T @ b, a.T @ b.T; sizes 0, 1, odd, tile-unaligned
-17 x 33 x 65; misaligned and padded operands; `out=`, contiguous or not; split-K from the
-heuristic, float32 and float64; the register-staged path forced), every float32 tile config
-through the tuning entry point (_gemm_with_config: with and without split-K, and tail split-K on
-ragged tiles), and the Hopper tensor-core kernels (gemm_wgmma: each block tile width forced, for
-bfloat16, float16 and float32 as TF32, every layout, operands with the 16-byte aligned rows TMA
-needs and M / N / K tails, C stored by TMA and element by element, out=; tf32's K-major copies
-from aligned, unaligned and misaligned operands; skipped, with a line saying so, where the wgmma
-path cannot run), and the sm_80+ tensor-core kernels (gemm_mma: each block tile forced, for
-bfloat16 and float16, every layout, 16-byte aligned rows with M / N / K tails, K % 8 != 0 (a
-partial 16-byte chunk), more tiles than SMs, C stored in pairs and element by element, out=
-contiguous, transposed and misaligned, unaligned operands falling back to the SIMT kernel,
-autograd's transposed views; skipped, with a line saying so, where the mma path cannot run).
+misaligned views, time-major and batch-first, backward through time; the fused step kernels and, on
+sm_90, the cluster kernels), gemm through the public API (every layout a @ b, a @ b.T, a.T @ b, a.T
+@ b.T; sizes 0, 1, odd, tile-unaligned 17 x 33 x 65; misaligned and padded operands; `out=`,
+contiguous or not; split-K from the heuristic, float32 and float64; the register-staged path
+forced), every float32 tile config through the tuning entry point (_gemm_with_config: with and
+without split-K, and tail split-K on ragged tiles), and the Hopper tensor-core kernels (gemm_wgmma:
+each block tile width forced, for bfloat16, float16 and float32 as TF32, every layout, operands with
+the 16-byte aligned rows TMA needs and M / N / K tails, C stored by TMA and element by element,
+out=; tf32's K-major copies from aligned, unaligned and misaligned operands; skipped, with a line
+saying so, where the wgmma path cannot run), and the sm_80+ tensor-core kernels (gemm_mma: each
+block tile forced, for bfloat16, float16 and float32 as TF32 with allow_tf32 on, every layout,
+16-byte aligned rows with M / N / K tails, K % 8 != 0 (K % 4 != 0 for tf32: a partial 16-byte
+chunk), more tiles than SMs, C stored in pairs and element by element, out= contiguous, transposed
+and misaligned, unaligned operands falling back to the SIMT kernel, autograd's transposed views;
+skipped, with a line saying so, where the mma path cannot run).
 Under --prefilled-tma-outputs (initcheck without --check-tensor-ops, which does
 not see the copy engine's stores) the wgmma kernels write only into NaN-filled out= buffers, and
 the `gemm` section runs bfloat16 / float16 on the SIMT kernel.
@@ -522,10 +521,11 @@ MMA_SHAPES = (
 
 
 def run_gemm_mma(dtypes: list[torch.dtype]) -> None:
-    """The sm_80+ tensor-core kernels (mma.sync) with each block tile forced, bfloat16 and
-    float16: every layout from padded operands, out= (NaN-filled), out= a transposed view and a
-    misaligned buffer, unaligned operands (the SIMT kernel runs) and a backward through autograd.
-    Where they cannot run it says it skipped them (on the CPU the same checks run once)."""
+    """The sm_80+ tensor-core kernels (mma.sync) with each block tile forced, bfloat16, float16
+    and float32 as TF32 (allow_tf32 on): every layout from padded operands, out= (NaN-filled), out=
+    a transposed view and a misaligned buffer, unaligned operands (the SIMT kernel runs; exact
+    float32 for float32) and a backward through autograd. Where they cannot run it says it skipped
+    them (on the CPU the same checks run once)."""
     ext = load_extension("gemm")
     tiles: tuple[str | None, ...] = ("mma64", "mma128", "mma256")
     if DEVICE != "cuda":
@@ -540,12 +540,16 @@ def run_gemm_mma(dtypes: list[torch.dtype]) -> None:
             return
         finally:
             ext._set_gemm_half_path("auto")
+    saved_tf32 = torch.backends.cuda.matmul.allow_tf32
     try:
+        torch.backends.cuda.matmul.allow_tf32 = True
         for tile in tiles:
             if tile is not None:
                 ext._set_gemm_half_path(tile)
-            for dtype in [d for d in dtypes if d in HALF]:
-                bound, name = GEMM_REL[dtype], f"gemm_mma {tile} {str(dtype)[6:]}"
+            for dtype in [d for d in dtypes if d in HALF or d == torch.float32]:
+                tf32 = dtype == torch.float32
+                bound = GEMM_REL_TF32 if tf32 else GEMM_REL[dtype]
+                name = f"gemm_mma {tile} {'tf32' if tf32 else str(dtype)[6:]}"
                 for (m, n, k), layout in itertools.product(MMA_SHAPES, LAYOUTS):
                     a = padded(k, m, dtype).t() if layout[0] == "t" else padded(m, k, dtype)
                     b = padded(n, k, dtype).t() if layout[1] == "t" else padded(k, n, dtype)
@@ -582,6 +586,7 @@ def run_gemm_mma(dtypes: list[torch.dtype]) -> None:
                 check_gemm(da, g, b.detach().t(), dtype, f"{name} grad a", bound)
                 check_gemm(db, a.detach().t(), g, dtype, f"{name} grad b", bound)
     finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved_tf32
         if DEVICE == "cuda":
             ext._set_gemm_half_path("auto")
 

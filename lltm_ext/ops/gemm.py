@@ -1,22 +1,23 @@
 """Matrix multiply ``c = a @ b`` on lltm_ext's own kernels (no cuBLAS, no ``at::mm``).
 
 Shapes: ``a`` (M, K), ``b`` (K, N) -> ``c`` (M, N). CPU: a packed, cache-blocked, parallel C++
-kernel; CUDA: a tiled SIMT kernel (shared-memory tiles, register-blocked outer products, split-K
-for small grids), and for bfloat16 / float16 tensor-core kernels: on Hopper GPUs (sm_90a builds)
-TMA loads, wgmma, warp-specialized and persistent; on other GPUs from sm_80 on (A100, RTX 30xx /
-40xx, Blackwell; or Hopper without sm_90a code) cp.async, ldmatrix and mma.sync. Operands whose
-base is not 16-byte aligned, or whose rows are not a multiple of 8 elements apart, run on the
-SIMT kernel. Row-major and transposed (column-major)
-operands are read in place, so the backward products ``grad_a = grad_c @ b.T`` and
-``grad_b = a.T @ grad_c`` copy nothing (TF32 excepted, below). float16 / bfloat16 accumulate in
-float32, float64 in float64. float32 follows PyTorch's setting for its own matmuls exactly as
-``torch.mm`` does: exact float32 (SIMT kernels) under ``torch.get_float32_matmul_precision()``
-"highest", the default; TF32 tensor cores (float32 accumulation, on Hopper with an sm_90a build)
-under "high" / "medium" or ``torch.backends.cuda.matmul.allow_tf32 = True``. TF32's wgmma form
-reads K-major operands only, so ``a`` that is a transposed view, or ``b`` that is not, is first
-copied K-major by a transpose kernel (about 2 x its bytes of memory traffic). Where the tf32
-kernel cannot run (other GPUs, a K-major operand whose base or rows are not 16-byte aligned) the
-result is exact float32. ``LLTM_EXT_GEMM_TF32=0`` in the environment turns TF32 off (debugging).
+kernel; CUDA: a tiled SIMT kernel (shared-memory tiles, register-blocked outer products, split-K for
+small grids), and for bfloat16 / float16 tensor-core kernels: on Hopper GPUs (sm_90a builds) TMA
+loads, wgmma, warp-specialized and persistent; on other GPUs from sm_80 on (A100, RTX 30xx / 40xx,
+Blackwell; or Hopper without sm_90a code) cp.async, ldmatrix and mma.sync. Operands whose base is
+not 16-byte aligned, or whose rows are not a multiple of 8 elements apart, run on the SIMT kernel.
+Row-major and transposed (column-major) operands are read in place, so the backward products
+``grad_a = grad_c @ b.T`` and ``grad_b = a.T @ grad_c`` copy nothing (TF32 excepted, below). float16
+/ bfloat16 accumulate in float32, float64 in float64. float32 follows PyTorch's setting for its own
+matmuls exactly as ``torch.mm`` does: exact float32 (SIMT kernels) under
+``torch.get_float32_matmul_precision()`` "highest", the default; TF32 tensor cores (float32
+accumulation) under "high" / "medium" or ``torch.backends.cuda.matmul.allow_tf32 = True``: on Hopper
+with an sm_90a build the wgmma kernel, whose tf32 form reads K-major operands only, so ``a`` that is
+a transposed view, or ``b`` that is not, is first copied K-major by a transpose kernel (about 2 x
+its bytes of memory traffic); on other GPUs from sm_80 on the mma.sync kernel, which reads every
+layout in place (operands with a 16-byte aligned base and rows a multiple of 16 bytes apart). Where
+no tf32 kernel can run (older GPUs, operands neither can read) the result is exact float32.
+``LLTM_EXT_GEMM_TF32=0`` in the environment turns TF32 off (debugging).
 
 The path of a call: ``gemm(a, b)`` -> ``GemmFunction`` -> the operator ``torch.ops.lltm_ext.gemm``
 (``gemm_out`` for ``out=``), registered by ``src/gemm/gemm.cpp`` (checks, operand layouts, CPU/CUDA
@@ -112,11 +113,11 @@ def gemm(a: Tensor, b: Tensor, *, out: Tensor | None = None) -> Tensor:
     Returns:
         c: (M, N), a new contiguous tensor (or ``out``).
 
-    Any M, N, K >= 0 (K = 0 gives zeros). Dtypes float32 (exact, or TF32 on Hopper tensor cores
-    where PyTorch's float32 matmul precision allows it, as for ``torch.mm``), float64, float16
-    and bfloat16 (accumulated in float32), on the CPU or a CUDA device. Row-major and transposed
-    (e.g. ``x.t()``) operands are read without copies (TF32 excepted: see the module notes); other
-    strides are made contiguous.
+    Any M, N, K >= 0 (K = 0 gives zeros). Dtypes float32 (exact, or TF32 on tensor cores (sm_80 and
+    newer) where PyTorch's float32 matmul precision allows it, as for ``torch.mm``), float64,
+    float16 and bfloat16 (accumulated in float32), on the CPU or a CUDA device. Row-major and
+    transposed (e.g. ``x.t()``) operands are read without copies (TF32 excepted: see the module
+    notes); other strides are made contiguous.
     Differentiable in ``a`` and ``b`` when ``out`` is not given.
     """
     if out is None:
@@ -164,7 +165,8 @@ _CPU_QUICK = [(256, 256, 256, "nn"), (512, 512, 512, "nn")]
 
 def _tf32(fn, allow: bool):
     """fn run with TF32 matmuls allowed or not (torch.mm: cuBLAS TF32 or SGEMM; lltm_ext.gemm:
-    its tf32 wgmma kernel where it runs, or exact float32), the caller's setting restored."""
+    its tf32 wgmma or mma.sync kernel where one runs, or exact float32), the caller's setting
+    restored."""
 
     def run():
         saved = torch.backends.cuda.matmul.allow_tf32
@@ -186,8 +188,8 @@ _HALF_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 
 def _half_path(fn, path: str):
-    """fn run with lltm_ext's bfloat16 / float16 path forced to `path`, then back to
-    LLTM_EXT_GEMM_HALF_PATH's setting (else auto)."""
+    """fn run with lltm_ext's bfloat16 / float16 (and float32-with-TF32) path forced to `path`,
+    then back to LLTM_EXT_GEMM_HALF_PATH's setting (else auto)."""
 
     def run():
         ext = _ext()
@@ -221,7 +223,8 @@ def benchmarks(device: torch.device, quick: bool) -> list[BenchCase]:
     shapes and layouts, and float32 with TF32 allowed on both sides (``lltm_ext.gemm`` runs these
     on the Hopper wgmma kernel where the GPU and the build allow, on its SIMT kernel otherwise).
     Where the GPU runs wgmma by default but could run the mma.sync kernel (an H100 / H200), rows
-    ``bf16_mma`` / ``fp16_mma`` force the latter, against the same cuBLAS reference."""
+    ``bf16_mma`` / ``fp16_mma`` / ``tf32_mma`` force the latter, against the same cuBLAS
+    reference (TF32 allowed on both sides for ``tf32_mma``)."""
     if device.type == "cuda":
         shapes = _CUDA_QUICK if quick else _CUDA_SHAPES
         dtypes = (torch.float32, torch.bfloat16, torch.float16)
@@ -230,6 +233,7 @@ def benchmarks(device: torch.device, quick: bool) -> list[BenchCase]:
         runs += [(torch.float32, s, True, False) for s in tf32_shapes]
         if _forced_mma_differs():
             runs += [(d, s, False, True) for d in dtypes[1:] for s in shapes]
+            runs += [(torch.float32, s, True, True) for s in shapes]
     else:
         runs = [(torch.float32, s, False, False) for s in (_CPU_QUICK if quick else _CPU_SHAPES)]
     cases = []
@@ -254,6 +258,9 @@ def benchmarks(device: torch.device, quick: bool) -> list[BenchCase]:
             ours, ref = _tf32(ours, True), _tf32(ref, True)
             case, ref_name = "tf32", "torch.mm (cuBLAS, TF32)"
             notes_extra = "; TF32 on both sides"
+            if mma:
+                ours, case = _half_path(ours, "mma"), "tf32_mma"
+                notes_extra += "; lltm_ext's mma.sync path forced"
         elif dtype == torch.float32:
             case = "fp32"
             if device.type == "cuda":

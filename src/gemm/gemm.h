@@ -69,8 +69,9 @@ void set_cuda_path(const std::string& path);
 // LLTM_EXT_GEMM_HALF_PATH / set_cuda_half_path("auto" | "wgmma" | "mma" | "simt" | "wgmma64" |
 // "wgmma128" | "wgmma256" | "mma64" | "mma128" | "mma256": the last six force the block tile too:
 // wgmma's width, or mma's 64 x 64, 128 x 128 or 128 x 256).
-// Operands that the tensor-core kernels cannot read (a base not 16-byte aligned, a stride not a
-// multiple of 16 bytes) run on the SIMT kernel on every path.
+// The same setting picks float32's kernel where TF32 is allowed (torch.mm's setting): wgmma or mma
+// run it as tf32, simt as exact float32. Operands that the tensor-core kernels cannot read (a base
+// not 16-byte aligned, a stride not a multiple of 16 bytes) run on the SIMT kernel on every path.
 std::string cuda_half_path();
 void set_cuda_half_path(const std::string& path);
 

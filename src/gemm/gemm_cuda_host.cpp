@@ -224,6 +224,22 @@ bool config_is_async(int config) {
   return async;
 }
 
+// The problem a tensor-core kernel is launched for: c (M x N, contiguous) = A B.
+void fill_problem(GemmProblem* g, const Operand& A, const Operand& B, const at::Tensor& c,
+                  int64_t M, int64_t N, int64_t K) {
+  g->a = A.data;
+  g->b = B.data;
+  g->c = c.data_ptr();
+  g->M = M;
+  g->N = N;
+  g->K = K;
+  g->lda = A.ld;
+  g->ldb = B.ld;
+  g->ldc = N;
+  g->a_kcontig = A.k_contig;
+  g->b_kcontig = B.k_contig;
+}
+
 // ------------------------------------------------------------------------------------------
 // bfloat16 / float16: the Hopper tensor-core kernel (sm_90a image loaded), the sm_80+ tensor-core
 // kernel (mma.sync; its image compiled for compute_80 or newer), or the SIMT one.
@@ -233,6 +249,9 @@ enum class HalfKernel { kSimt, kWgmma, kMma };
 
 // The settings of LLTM_EXT_GEMM_HALF_PATH / set_cuda_half_path(): "auto" picks the kernel by the
 // GPU code the device runs; the others force a kernel, and some its block tile (0: the heuristic).
+// They pick the kernel of bfloat16 / float16, and of float32 where TF32 is allowed (tf32_allowed():
+// wgmma or mma as tf32, simt exact float32); float32 with TF32 off is exact on SIMT whatever this
+// says.
 struct HalfPathSetting {
   const char* name;
   bool forced;
@@ -384,17 +403,7 @@ bool try_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
   TORCH_INTERNAL_ASSERT(sm90_operand_ok(A.data, A.ld, A.k_contig ? M : K, elem) &&
                         sm90_operand_ok(B.data, B.ld, B.k_contig ? N : K, elem));
   Sm90Gemm g;
-  g.a = A.data;
-  g.b = B.data;
-  g.c = c.data_ptr();
-  g.M = M;
-  g.N = N;
-  g.K = K;
-  g.lda = A.ld;
-  g.ldb = B.ld;
-  g.ldc = N;
-  g.a_kcontig = A.k_contig;
-  g.b_kcontig = B.k_contig;
+  fill_problem(&g, A, B, c, M, N, K);
   g.type = tf32 ? kSm90Tf32 : a.scalar_type() == at::kBFloat16 ? kSm90BFloat16 : kSm90Half;
   g.sms = cuda::sm_count(c.get_device());
   g.bn = wgmma_tile_n(M, N, g.sms);
@@ -412,8 +421,11 @@ bool try_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
 // are the H200's with full waves (docs/gemm_notes.md, TFLOP/s): 64 x 64 ~250, 128 x 128 ~380,
 // 128 x 256 ~305 (slower than 128 x 128 there, so auto leaves it out on Hopper; its rate on
 // sm_80-sm_89, where it may differ, has not been measured). E.g. 1024^3 on 132 SMs: one round
-// either way, 64 x 64 (256 tiles) costs 4 / 250 < 8 / 380 of 128 x 128 (64 tiles).
-int mma_tile(int64_t M, int64_t N, int sms) {
+// either way, 64 x 64 (256 tiles) costs 4 / 250 < 8 / 380 of 128 x 128 (64 tiles). tf32 has its
+// own rates, measured the same way on the H200 (the path forced, 4096^3 and 8192^3, all four
+// layouts): 64 x 64 ~100, 128 x 128 ~141, 128 x 256 ~139 (near 128 x 128, unlike bf16), the
+// same picks at the shapes measured (64 x 64 at 1024^3, 128 x 128 at 4096^3 and 8192^3).
+int mma_tile(int64_t M, int64_t N, int sms, bool tf32) {
   const HalfPathSetting& setting = half_path_setting();
   if (setting.kernel == HalfKernel::kMma && setting.tile > 0) return setting.tile;
   auto rounds = [&](int64_t bm, int64_t bn, int64_t resident) {
@@ -421,39 +433,34 @@ int mma_tile(int64_t M, int64_t N, int sms) {
     return (tiles + sms * resident - 1) / (sms * resident);
   };
   // A round's time in units of 1e-6: 4 / 250, 8 / 380 and 8 / 305 (64 x 64 tiles: a quarter of
-  // the work of 128 x 128, four resident instead of two).
-  const int64_t cost64 = rounds(64, 64, 4) * 16000, cost128 = rounds(128, 128, 2) * 21050;
-  const int64_t cost256 = rounds(128, 256, 1) * 26230;
+  // the work of 128 x 128, four resident instead of two); tf32: 4 / 100, 8 / 141 and 8 / 139.
+  const int64_t cost64 = rounds(64, 64, 4) * (tf32 ? 40000 : 16000);
+  const int64_t cost128 = rounds(128, 128, 2) * (tf32 ? 56740 : 21050);
+  const int64_t cost256 = rounds(128, 256, 1) * (tf32 ? 57550 : 26230);
   if (cost64 < cost128 && cost64 < cost256) return 64;
   return cost128 <= cost256 ? 128 : 256;
 }
 
-// Runs c = a @ b (bfloat16 / float16) on the mma.sync kernel and returns true, or returns false
-// (nothing launched) when its 16-byte copies cannot read an operand (a base not 16-byte aligned,
-// a leading dimension not a multiple of 8 elements): the caller runs the SIMT kernel then.
+// Runs c = a @ b (bfloat16 / float16, or float32 as tf32) on the mma.sync kernel and returns true,
+// or returns false (nothing launched) when its 16-byte copies cannot read an operand (a base not
+// 16-byte aligned, a leading dimension not a multiple of 16 bytes): the caller runs the SIMT
+// kernel then (exact float32 for float32). Every layout is read in place (no copies).
 bool try_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int64_t M, int64_t N,
              int64_t K, cudaStream_t stream) {
   const Operand A = operand_of(a, /*is_a=*/true);
   const Operand B = operand_of(b, /*is_a=*/false);
+  const int elem = static_cast<int>(a.element_size());
   // Rows along each operand's non-unit dimension: A K-major has M rows of K, else K rows of M.
-  if (!mma_operand_ok(A.data, A.ld, A.k_contig ? M : K) ||
-      !mma_operand_ok(B.data, B.ld, B.k_contig ? N : K)) {
+  if (!mma_operand_ok(A.data, A.ld, A.k_contig ? M : K, elem) ||
+      !mma_operand_ok(B.data, B.ld, B.k_contig ? N : K, elem)) {
     return false;
   }
   MmaGemm g;
-  g.a = A.data;
-  g.b = B.data;
-  g.c = c.data_ptr();
-  g.M = M;
-  g.N = N;
-  g.K = K;
-  g.lda = A.ld;
-  g.ldb = B.ld;
-  g.ldc = N;
-  g.a_kcontig = A.k_contig;
-  g.b_kcontig = B.k_contig;
-  g.bf16 = a.scalar_type() == at::kBFloat16;
-  g.tile = mma_tile(M, N, cuda::sm_count(c.get_device()));
+  fill_problem(&g, A, B, c, M, N, K);
+  g.type = a.scalar_type() == at::kFloat      ? kMmaTf32
+           : a.scalar_type() == at::kBFloat16 ? kMmaBFloat16
+                                              : kMmaHalf;
+  g.tile = mma_tile(M, N, cuda::sm_count(c.get_device()), g.type == kMmaTf32);
   const cudaError_t err = launch_mma(g, stream);
   TORCH_CHECK(err == cudaSuccess, "lltm_ext.gemm: the mma GEMM (", M, " x ", N, " x ", K,
               ", block tile ", g.tile, " x ", g.tile,
@@ -544,9 +551,14 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
   switch (a.scalar_type()) {
     case at::kFloat: {
       // TF32 on the tensor cores when PyTorch allows it for torch.mm (not for the tuning entry
-      // point, which names a config).
-      if (config < 0 && splits <= 0 && tf32_allowed() && try_wgmma(a, b, c, M, N, K, stream)) {
-        break;
+      // point, which names a config): wgmma where the sm_90a image runs, else mma.sync where the
+      // mma image has PTX >= 80 (A100, RTX 30xx / 40xx, a 9.0-only build), as half_kernel()
+      // picks (or LLTM_EXT_GEMM_HALF_PATH forces); operands neither can read, and simt, run exact
+      // float32 below.
+      if (config < 0 && splits <= 0 && tf32_allowed()) {
+        const HalfKernel kernel = half_kernel();
+        if (kernel == HalfKernel::kWgmma && try_wgmma(a, b, c, M, N, K, stream)) break;
+        if (kernel == HalfKernel::kMma && try_mma(a, b, c, M, N, K, stream)) break;
       }
       if (config < 0 || splits <= 0) {
         const Choice choice = cuda_choose(M, N, K, B.k_contig);

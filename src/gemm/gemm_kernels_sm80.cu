@@ -1,7 +1,7 @@
 // The sm_80+ tensor-core GEMM's launchers (gemm_launchers.h): the instantiations of
-// gemm/tiles/kernel_sm80.cuh (bf16 / fp16, the four operand major-ness pairs, block tiles 128 x
-// 256, 128 x 128 and 64 x 64), the launch, and the query of the PTX version of the image the device
-// loads.
+// gemm/tiles/kernel_sm80.cuh (bf16 / fp16 / tf32, the four operand major-ness pairs, block tiles
+// 128 x 256, 128 x 128 and 64 x 64), the launch, and the query of the PTX version of the image the
+// device loads.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -27,27 +27,29 @@ using Tile64 = mma::MmaTile<64, 64, 2, 2, 4, 4>;
 
 using MmaKernel = void (*)(mma::MmaParams);
 
-template <typename Tile, bool BF16>
+template <typename Tile, int DT>
 MmaKernel kernel_for(bool a_k, bool b_k) {
-  if (a_k && b_k) return &mma::gemm_mma_kernel<Tile, BF16, true, true>;
-  if (a_k) return &mma::gemm_mma_kernel<Tile, BF16, true, false>;
-  if (b_k) return &mma::gemm_mma_kernel<Tile, BF16, false, true>;
-  return &mma::gemm_mma_kernel<Tile, BF16, false, false>;
+  if (a_k && b_k) return &mma::gemm_mma_kernel<Tile, DT, true, true>;
+  if (a_k) return &mma::gemm_mma_kernel<Tile, DT, true, false>;
+  if (b_k) return &mma::gemm_mma_kernel<Tile, DT, false, true>;
+  return &mma::gemm_mma_kernel<Tile, DT, false, false>;
 }
 
 template <typename Tile>
 cudaError_t launch_tile(const MmaGemm& g, cudaStream_t stream) {
-  const MmaKernel kernel = g.bf16 ? kernel_for<Tile, true>(g.a_kcontig, g.b_kcontig)
-                                  : kernel_for<Tile, false>(g.a_kcontig, g.b_kcontig);
+  const MmaKernel kernel =
+      g.type == kMmaTf32       ? kernel_for<Tile, mma::kMmaTF32>(g.a_kcontig, g.b_kcontig)
+      : g.type == kMmaBFloat16 ? kernel_for<Tile, mma::kMmaBF16>(g.a_kcontig, g.b_kcontig)
+                               : kernel_for<Tile, mma::kMmaF16>(g.a_kcontig, g.b_kcontig);
   if (Tile::SMEM_BYTES > 48 * 1024) {  // above the default dynamic shared memory limit: opt in
     const cudaError_t err =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::SMEM_BYTES);
     if (err != cudaSuccess) return err;
   }
   mma::MmaParams p;
-  p.a = static_cast<const uint16_t*>(g.a);
-  p.b = static_cast<const uint16_t*>(g.b);
-  p.c = static_cast<uint16_t*>(g.c);
+  p.a = g.a;
+  p.b = g.b;
+  p.c = g.c;
   p.M = static_cast<int>(g.M);
   p.N = static_cast<int>(g.N);
   p.K = static_cast<int>(g.K);
@@ -56,7 +58,8 @@ cudaError_t launch_tile(const MmaGemm& g, cudaStream_t stream) {
   p.ldc = g.ldc;
   p.tiles_m = static_cast<int>((g.M + Tile::BM - 1) / Tile::BM);
   p.tiles_n = static_cast<int>((g.N + Tile::BN - 1) / Tile::BN);
-  p.pairs = g.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(g.c) % 4 == 0;
+  const int elem = g.type == kMmaTf32 ? 4 : 2;
+  p.pairs = g.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(g.c) % (2 * elem) == 0;
   const int64_t tiles = static_cast<int64_t>(p.tiles_m) * p.tiles_n;
   if (tiles > INT_MAX) return cudaErrorInvalidConfiguration;  // one tile per block, 1-D grid
   kernel<<<static_cast<unsigned int>(tiles), Tile::THREADS, Tile::SMEM_BYTES, stream>>>(p);
@@ -65,8 +68,8 @@ cudaError_t launch_tile(const MmaGemm& g, cudaStream_t stream) {
 
 }  // namespace
 
-bool mma_operand_ok(const void* data, int64_t ld, int64_t outer) {
-  return reinterpret_cast<uintptr_t>(data) % 16 == 0 && (outer <= 1 || ld % 8 == 0);
+bool mma_operand_ok(const void* data, int64_t ld, int64_t outer, int elem_bytes) {
+  return reinterpret_cast<uintptr_t>(data) % 16 == 0 && (outer <= 1 || ld * elem_bytes % 16 == 0);
 }
 
 cudaError_t launch_mma(const MmaGemm& g, cudaStream_t stream) {
@@ -81,7 +84,7 @@ cudaError_t mma_image_ptx(int* version) {
   *version = 0;
   cudaFuncAttributes attr{};
   const cudaError_t err =
-      cudaFuncGetAttributes(&attr, &mma::gemm_mma_kernel<Tile128, true, true, false>);
+      cudaFuncGetAttributes(&attr, &mma::gemm_mma_kernel<Tile128, mma::kMmaBF16, true, false>);
   if (err == cudaErrorInvalidDeviceFunction || err == cudaErrorNoKernelImageForDevice) {
     (void)cudaGetLastError();  // no image for this device at all: report 0, no error
     return cudaSuccess;

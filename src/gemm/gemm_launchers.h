@@ -46,17 +46,21 @@ cudaError_t launch_tail_reduce(const T* partial, T* c, int M, int N, int64_t ldc
 // Element types of Sm90Gemm::type (float32 operands are read as tf32).
 enum Sm90Type : int { kSm90Half = 0, kSm90BFloat16 = 1, kSm90Tf32 = 2 };
 
-// One call: C (M x N, row-major, ldc) = A (M x K) B (K x N), all of one type. An operand is
-// K-major (A row-major, B a transposed row-major matrix) or not (tf32: K-major only); ld is the
-// stride of its non-unit dimension in elements. The caller checks what TMA needs
-// (sm90_operand_ok) and M, N, K > 0.
-struct Sm90Gemm {
+// One call of a tensor-core kernel: C (M x N, row-major, ldc) = A (M x K) B (K x N). An operand
+// is K-major (A row-major, B a transposed row-major matrix) or not; ld is the stride of its
+// non-unit dimension in elements. Sm90Gemm and MmaGemm add their kernel's own choices.
+struct GemmProblem {
   const void* a;
   const void* b;
   void* c;
   int64_t M, N, K;
   int64_t lda, ldb, ldc;
   bool a_kcontig, b_kcontig;
+};
+
+// One wgmma call, all of one type (tf32: both operands K-major). The caller checks what TMA needs
+// (sm90_operand_ok) and M, N, K > 0.
+struct Sm90Gemm : GemmProblem {
   Sm90Type type;
   int bn;   // block tile width: 64, 128 or 256
   int sms;  // the device's SM count (the persistent grid's upper bound)
@@ -83,26 +87,23 @@ cudaError_t launch_transpose_f32(const float* in, float* out, int64_t R, int64_t
 // module compiled for sm_90a), not another architecture's empty stub.
 cudaError_t sm90_image_loaded(bool* loaded);
 
-// ---- The sm_80+ tensor-core GEMM (gemm_kernels_sm80.cu; bf16 / fp16; cp.async, mma.sync) ----
+// ---- The sm_80+ tensor-core GEMM (gemm_kernels_sm80.cu; bf16 / fp16 / tf32; cp.async, mma.sync)
 
-// One call: C (M x N, row-major, ldc) = A (M x K) B (K x N), 16-bit, float32 accumulation. An
-// operand is K-major (A row-major, B a transposed row-major matrix) or not; ld is the stride of
-// its non-unit dimension in elements. The caller checks mma_operand_ok and M, N, K > 0.
-struct MmaGemm {
-  const void* a;
-  const void* b;
-  void* c;
-  int64_t M, N, K;
-  int64_t lda, ldb, ldc;
-  bool a_kcontig, b_kcontig;
-  bool bf16;  // else float16
-  int tile;   // block tile: 256 (128 x 256), 128 (128 x 128) or 64 (64 x 64)
+// Element types of MmaGemm::type (float32 operands are read as tf32; C is float32 then).
+enum MmaType : int { kMmaHalf = 0, kMmaBFloat16 = 1, kMmaTf32 = 2 };
+
+// One mma.sync call, all of one type, float32 accumulation. The caller checks mma_operand_ok and
+// M, N, K > 0.
+struct MmaGemm : GemmProblem {
+  MmaType type;
+  int tile;  // block tile: 256 (128 x 256), 128 (128 x 128) or 64 (64 x 64)
 };
 
-// Whether a 16-bit matrix with base `data`, leading dimension `ld` (elements) and `outer` rows
-// along its non-unit dimension suits the kernel's 16-byte cp.async copies: a 16-byte aligned base
-// and (when there is more than one row) ld % 8 == 0.
-bool mma_operand_ok(const void* data, int64_t ld, int64_t outer);
+// Whether a matrix with base `data`, leading dimension `ld` (elements of elem_bytes) and `outer`
+// rows along its non-unit dimension suits the kernel's 16-byte cp.async copies: a 16-byte aligned
+// base and (when there is more than one row) a stride of a multiple of 16 bytes (ld % 8 == 0 for
+// 16-bit types, ld % 4 == 0 for float32).
+bool mma_operand_ok(const void* data, int64_t ld, int64_t outer, int elem_bytes);
 
 // Launches the kernel for g on `stream` (one block per tile); returns the launch's error.
 cudaError_t launch_mma(const MmaGemm& g, cudaStream_t stream);

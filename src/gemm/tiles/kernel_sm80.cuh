@@ -1,27 +1,33 @@
-// The Ampere-style tensor-core GEMM kernel for bfloat16 / float16 (float32 accumulation): a
-// cp.async multistage ring in XOR-swizzled shared memory, ldmatrix fragments and
-// mma.sync.m16n8k16, for every GPU from sm_80 on that does not run the Hopper wgmma kernel
-// (A100, RTX 30xx / 40xx, Blackwell, a 9.0-only build on Hopper). A trap below sm_80.
+// The Ampere-style tensor-core GEMM kernel for bfloat16 / float16, and float32 as TF32 (float32
+// accumulation): a cp.async multistage ring in XOR-swizzled shared memory, ldmatrix (or 32-bit
+// shared loads) into fragments and mma.sync (m16n8k16; m16n8k8 for tf32), for every GPU from sm_80
+// on that does not run the Hopper wgmma kernel (A100, RTX 30xx / 40xx, Blackwell, a 9.0-only build
+// on Hopper). A trap below sm_80.
 //
 // Design:
-//   - block tile BM x BN x 32 (BK: 64 bytes of K per operand row), WARPS_M x WARPS_N warps, each
+//   - block tile BM x BN x BK, BK 64 bytes of K per operand row (32 16-bit elements, 16 tf32
+//     ones; the byte geometry of a stage is the same for every type), WARPS_M x WARPS_N warps, each
 //     owning a (BM / WARPS_M) x (BN / WARPS_N) warp tile of 16 x 8 mma tiles (float32
 //     accumulators in registers); STAGES stages of A and B in dynamic shared memory;
 //   - loads: 16-byte cp.async.cg copies, their src-size zero-filling whatever lies past M, N or K
 //     (a whole chunk, or the part of a chunk past the K or M / N edge); the host checks that each
-//     chunk is 16-byte aligned (base 16-byte aligned, leading dimension a multiple of 8 elements);
+//     chunk is 16-byte aligned (base 16-byte aligned, leading dimension a multiple of 16 bytes);
 //   - operands of either major-ness, read in place: a K-major operand (A row-major, B a
-//     transposed row-major matrix) is stored as rows of 32 K (four 16-byte chunks) and read with
-//     ldmatrix; an M- / N-major one as 32 rows of K, each BM or BN elements, read with
-//     ldmatrix.trans, which hands out the same fragments as the K-major case;
+//     transposed row-major matrix) is stored as rows of BK (four 16-byte chunks) and read with
+//     ldmatrix; an M- / N-major one as BK rows of K, each BM or BN elements, read with
+//     ldmatrix.trans, which hands out the same fragments as the K-major case (tf32: ldmatrix has
+//     no 32-bit transpose, so those fragments are read with 32-bit shared loads, see
+//     SwizzleMnTf32);
+//   - tf32: the float32 operands rounded to tf32 with cvt.rna (to nearest, ties away, as cuBLAS
+//     does) as they enter the fragments, mma.sync.m16n8k8.tf32, float32 C stored as is;
 //   - shared memory swizzle (XOR of the 16-byte chunk index): the eight rows an ldmatrix phase
 //     reads and the eight chunks a quarter-warp of cp.async writes land in eight distinct bank
 //     groups, so neither side has bank conflicts (see SwizzleK / SwizzleMN);
 //   - grid: one block per tile, tiles walked column by column within groups of GROUP_M tile rows,
 //     so that the blocks resident together share A and B panels in L2;
-//   - epilogue: each thread converts its accumulator pairs with round-to-nearest-even and stores
-//     them straight to C, two elements (4 bytes) at a time where C's alignment allows, predicated
-//     on M and N.
+//   - epilogue: each thread converts its accumulator pairs with round-to-nearest-even (16-bit C)
+//     and stores them straight to C, two elements at a time where C's alignment allows,
+//     predicated on M and N.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -29,15 +35,17 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
-#include "gemm/tiles/cp_async.cuh"  // cp.async helpers; LLTM_EXT_GEMM_NO_CP_ASYNC below sm_80
+#include "gemm/tiles/cp_async.cuh"   // cp.async helpers; LLTM_EXT_GEMM_NO_CP_ASYNC below sm_80
+#include "gemm/tiles/pack_half.cuh"  // pack2 / pack1: the 16-bit epilogue
 
 namespace lltm_ext::gemm_tiles::mma {
 
 // The shape, warps and shared memory of one block tile.
 template <int BM_, int BN_, int WARPS_M_, int WARPS_N_, int STAGES_, int MIN_BLOCKS_>
 struct MmaTile {
-  static constexpr int BM = BM_, BN = BN_, BK = 32;
+  static constexpr int BM = BM_, BN = BN_, BK = 32;  // BK: in 16-bit elements (16 for tf32)
   static constexpr int WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;
   static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
   static constexpr int STAGES = STAGES_, MIN_BLOCKS = MIN_BLOCKS_;
@@ -48,7 +56,7 @@ struct MmaTile {
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES;
   static constexpr int GROUP_M = 8;
   // An M- / N-major stage row is BM or BN elements: at least eight 16-byte chunks, so that the
-  // XOR with (k & 7) stays inside the row.
+  // XOR with (k & 7) (tf32: ((k & 3) << 1)) stays inside the row.
   static_assert(BM % 64 == 0 && BN % 64 == 0, "tiles are multiples of 64 in M and N");
   static_assert(BK == 32, "the fragment offsets of the second k16 step assume four K chunks");
   static_assert(WTM % 16 == 0 && WTN % 16 == 0, "warp tiles are multiples of 16 x 16");
@@ -56,16 +64,23 @@ struct MmaTile {
                 "every thread copies the same number of 16-byte chunks per stage");
 };
 
-// What the kernel reads. A (M x K) and B (K x N) are 16-bit; A_K / B_K (template arguments) say
-// which is K-major. C (M x N) is row-major with leading dimension ldc.
+// The element types: the kernel's DT template argument (A, B and C of one type).
+inline constexpr int kMmaF16 = 0, kMmaBF16 = 1, kMmaTF32 = 2;  // TF32: float32 data
+
+// The storage type of DT's elements.
+template <int DT>
+using MmaElem = std::conditional_t<DT == kMmaTF32, float, uint16_t>;
+
+// What the kernel reads. A (M x K) and B (K x N) are of the kernel's DT; A_K / B_K (template
+// arguments) say which is K-major. C (M x N) is row-major with leading dimension ldc.
 struct MmaParams {
-  const uint16_t* a;
-  const uint16_t* b;
-  uint16_t* c;
+  const void* a;
+  const void* b;
+  void* c;
   int M, N, K;
   int64_t lda, ldb, ldc;
   int tiles_m, tiles_n;
-  bool pairs;  // C's base 4-byte aligned and ldc even: two elements per store
+  bool pairs;  // C's base aligned to two elements and ldc even: two elements per store
 };
 
 // Byte offset of 16-byte chunk `chunk` (0..3) of row `row` in a K-major stage (rows of 64 bytes).
@@ -83,6 +98,20 @@ __device__ __forceinline__ uint32_t swizzle_k(int row, int chunk) {
 template <int ROW_ELEMS>
 __device__ __forceinline__ uint32_t swizzle_mn(int k, int chunk) {
   return static_cast<uint32_t>(k * ROW_ELEMS * 2 + ((chunk ^ (k & 7)) << 4));
+}
+
+// The same for tf32 (rows of ROW_ELEMS float32, four per chunk), whose M- / N-major fragments are
+// read with 32-bit loads, not ldmatrix. A fragment load has lane (g, t) = (lane / 4, lane % 4)
+// read K row k0 + t (k0 a multiple of 4) at M / N column mn0 + g (mn0 a multiple of 8): four K
+// rows x two chunks, one 4-byte word each. Unswizzled, all four rows hit the same two bank groups
+// (4-way conflicts). XOR-ing the chunk with (k % 4) * 2 moves row k0 + t's chunk pair (even, odd)
+// to bank groups {2t, 2t + 1} ^ (its first chunk % 8): the four rows' pairs are disjoint, so the
+// 32 lanes read 32 distinct banks. The eight consecutive chunks a quarter-warp of cp.async writes
+// (one row) stay a permuted 128-byte line. The XOR flips chunk bits 1-2 only, so chunk c + 2 (the
+// M / N column 8 further, c even and c % 4 == 0) sits at byte offset (that of c) ^ 32.
+template <int ROW_ELEMS>
+__device__ __forceinline__ uint32_t swizzle_mn_tf32(int k, int chunk) {
+  return static_cast<uint32_t>(k * ROW_ELEMS * 4 + ((chunk ^ ((k & 3) << 1)) << 4));
 }
 
 #ifndef LLTM_EXT_GEMM_NO_CP_ASYNC
@@ -104,11 +133,17 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
   }
 }
 
-// d += a b on one 16 x 8 x 16 tile (A row-major, B column-major fragments), float32 accumulators.
-template <bool BF16>
+// d += a b on one 16 x 8 x 16 tile (A row-major, B column-major fragments), float32 accumulators;
+// tf32: on one 16 x 8 x 8 tile.
+template <int DT>
 __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
                                           const uint32_t (&b)[2]) {
-  if constexpr (BF16) {
+  if constexpr (DT == kMmaTF32) {  // one 16 x 8 x 8 tile: the fragments hold tf32 values
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  } else if constexpr (DT == kMmaBF16) {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
         "{%8, %9}, {%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -120,80 +155,82 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
   }
 }
+
+// One 32-bit word from shared memory (tf32's M- / N-major fragments).
+__device__ __forceinline__ uint32_t lds32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
+
+// float32 bits rounded to tf32 (to nearest, ties away from zero, as cuBLAS rounds), as the mma
+// reads them. Measured on the H200 (128 x 128, 4096^3, forced): the tensor core itself truncates
+// (no rounding: 180 TFLOP/s but 2.6x torch.mm's TF32 error), cvt.rna costs ~25% (133-150 TFLOP/s),
+// and the integer form (add half a tf32 ulp, Inf / NaN left alone; CUTLASS's
+// round_half_ulp_truncate) was slower still (123-133 TFLOP/s), so cvt.rna it is.
+__device__ __forceinline__ uint32_t to_tf32(uint32_t x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(__uint_as_float(x)));
+  return r;
+}
 #endif
 
-// (lo, hi) rounded to nearest even into two 16-bit values, lo in the low half.
-template <bool BF16>
-__device__ __forceinline__ uint32_t pack_rn(float lo, float hi) {
-  if constexpr (BF16) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  } else {
-    const __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  }
-}
-
-template <bool BF16>
-__device__ __forceinline__ uint16_t round_rn(float x) {
-  if constexpr (BF16) {
-    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
-  } else {
-    return __half_as_ushort(__float2half_rn(x));
-  }
-}
-
 // The copies one thread issues for one operand's stage: COPIES 16-byte chunks, chunk q = tid +
-// i * THREADS of the stage. ROWS: the operand's BM or BN. K_MAJOR: rows of the tile are the
-// operand's M / N rows (four chunks of K each); else K rows of ROWS elements. THREADS is a
-// multiple of the chunks per row, so a thread's copies share one chunk column and sit
-// THREADS / CPR rows apart: one pointer, one row step and one bound describe them all (few
-// registers, beside the accumulators).
-template <int ROWS, int THREADS, bool K_MAJOR>
+// i * THREADS of the stage. T: the element type (16-bit, or float32 for tf32). ROWS: the operand's
+// BM or BN. K_MAJOR: rows of the tile are the operand's M / N rows (four chunks of K each); else K
+// rows of ROWS elements. THREADS is a multiple of the chunks per row, so a thread's copies share
+// one chunk column and sit THREADS / CPR rows apart: one pointer, one row step and one bound
+// describe them all (few registers, beside the accumulators).
+template <typename T, int ROWS, int THREADS, bool K_MAJOR>
 struct StageCopy {
-  static constexpr int BK = 32;
-  static constexpr int CHUNKS = ROWS * BK / 8;  // 16-byte chunks per stage
+  static constexpr int E = static_cast<int>(sizeof(T));
+  static constexpr int EPC = 16 / E;       // elements per 16-byte chunk
+  static constexpr int BK = 64 / E;        // K elements per stage
+  static constexpr int CHUNKS = ROWS * 4;  // 16-byte chunks per stage (64 bytes of K per row)
   static constexpr int COPIES = CHUNKS / THREADS;
-  static constexpr int CPR = K_MAJOR ? BK / 8 : ROWS / 8;  // chunks per stage row
-  static constexpr int ROW_STEP = THREADS / CPR;           // stage rows between copies
+  static constexpr int CPR = K_MAJOR ? 4 : ROWS / EPC;  // chunks per stage row
+  static constexpr int ROW_STEP = THREADS / CPR;        // stage rows between copies
+  static constexpr int ROW_BYTES = K_MAJOR ? 64 : ROWS * E;
   static_assert(THREADS % CPR == 0, "a thread's copies share one chunk column");
-  const uint16_t* src;  // K_MAJOR: the first row's chunk at K = 0; else the chunk at M / N
-  uint32_t dst;         // byte offset of the first copy in the stage
-  int row;              // the first copy's stage row
+  // Copies ROW_STEP rows apart share one swizzle phase (8 rows for the K-major and 16-bit M- /
+  // N-major swizzles, 4 for tf32's): their offsets differ by whole rows.
+  static_assert(ROW_STEP % (K_MAJOR || E == 2 ? 8 : 4) == 0, "copies share one swizzle phase");
+  const T* src;  // K_MAJOR: the first row's chunk at K = 0; else the chunk at M / N
+  uint32_t dst;  // byte offset of the first copy in the stage
+  int row;       // the first copy's stage row
   // K_MAJOR: operand rows from `row` on inside the matrix, and the chunk's K offset; else the
   // bytes of the chunk inside M / N (0-16).
   int rows_in, k_off, mn_bytes;
 
   // rows_left: M - m0 (or N - n0), the operand rows / columns inside the matrix from the tile on.
-  __device__ __forceinline__ StageCopy(const uint16_t* base, int64_t ld, int rows_left,
-                                       int64_t mn0) {
+  __device__ __forceinline__ StageCopy(const T* base, int64_t ld, int rows_left, int64_t mn0) {
     row = static_cast<int>(threadIdx.x) / CPR;
     const int chunk = static_cast<int>(threadIdx.x) % CPR;
     if constexpr (K_MAJOR) {
       dst = swizzle_k(row, chunk);
-      src = base + (mn0 + row) * ld + chunk * 8;
+      src = base + (mn0 + row) * ld + chunk * EPC;
       rows_in = rows_left - row;
-      k_off = chunk * 8;
+      k_off = chunk * EPC;
     } else {
-      dst = swizzle_mn<ROWS>(row, chunk);
-      src = base + mn0 + chunk * 8;  // + k * ld at each stage
-      mn_bytes = min(max(rows_left - chunk * 8, 0), 8) * 2;
+      dst = E == 2 ? swizzle_mn<ROWS>(row, chunk) : swizzle_mn_tf32<ROWS>(row, chunk);
+      src = base + mn0 + chunk * EPC;  // + k * ld at each stage
+      mn_bytes = min(max(rows_left - chunk * EPC, 0), EPC) * E;
     }
   }
 
-  // Copies K step kt (K elements kt * 32 .. + 31) into the stage at byte address `stage`.
+  // Copies K step kt (K elements kt * BK .. + BK - 1) into the stage at byte address `stage`.
   __device__ __forceinline__ void copy(uint32_t stage, int kt, int K, int64_t ld,
-                                       const uint16_t* base) const {
+                                       const T* base) const {
     const int k0 = kt * BK;
 #pragma unroll
     for (int i = 0; i < COPIES; ++i) {
-      // Row i * ROW_STEP further: in both layouts the same swizzle phase (ROW_STEP is a multiple
-      // of 8 K rows, or of 8 M / N rows), so its offset is the first one's plus whole rows.
-      const uint32_t to = dst + i * ROW_STEP * (K_MAJOR ? 64 : ROWS * 2);
+      // Row i * ROW_STEP further: the same swizzle phase, so its offset is the first one's plus
+      // whole rows.
+      const uint32_t to = dst + i * ROW_STEP * ROW_BYTES;
       int bytes;
-      const uint16_t* from;
+      const T* from;
       if constexpr (K_MAJOR) {
-        bytes = i * ROW_STEP < rows_in ? min(max(K - k0 - k_off, 0), 8) * 2 : 0;
+        bytes = i * ROW_STEP < rows_in ? min(max(K - k0 - k_off, 0), EPC) * E : 0;
         from = src + i * ROW_STEP * ld + k0;
       } else {
         const int k = k0 + row + i * ROW_STEP;
@@ -206,17 +243,24 @@ struct StageCopy {
   }
 };
 
-// C = A B on one Tile::BM x Tile::BN tile per block, bfloat16 (BF16) or float16.
-template <typename Tile, bool BF16, bool A_K, bool B_K>
+// C = A B on one Tile::BM x Tile::BN tile per block, of element type DT (kMmaF16, kMmaBF16, or
+// kMmaTF32: float32 operands and C, tf32 products).
+template <typename Tile, int DT, bool A_K, bool B_K>
 __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS)
     gemm_mma_kernel(const MmaParams p) {
 #ifdef LLTM_EXT_GEMM_NO_CP_ASYNC
   __trap();  // never launched below sm_80: the host reads the loaded image's PTX version first
 #else
-  constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, S = Tile::STAGES;
+  using T = MmaElem<DT>;
+  constexpr bool TF32 = DT == kMmaTF32;
+  constexpr int BM = Tile::BM, BN = Tile::BN, S = Tile::STAGES;
+  constexpr int BK = TF32 ? 16 : 32;    // K elements per stage (64 bytes per operand row)
+  constexpr int KSTEP = TF32 ? 8 : 16;  // K of one mma
   constexpr int MI = Tile::MI, NI = Tile::NI, THREADS = Tile::THREADS;
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t smem_base = shared_address(smem);
+  const T* const a_ptr = static_cast<const T*>(p.a);
+  const T* const b_ptr = static_cast<const T*>(p.b);
 
   // Grouped rasterization: consecutive blocks walk down a group of GROUP_M tile rows, one tile
   // column at a time, so that the blocks in flight reuse the same B columns and A rows from L2.
@@ -232,39 +276,62 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS)
   }
   const int m0 = tm * BM, n0 = tn * BN;
 
-  const StageCopy<BM, THREADS, A_K> a_copy(p.a, p.lda, p.M - m0, m0);
-  const StageCopy<BN, THREADS, B_K> b_copy(p.b, p.ldb, p.N - n0, n0);
+  const StageCopy<T, BM, THREADS, A_K> a_copy(a_ptr, p.lda, p.M - m0, m0);
+  const StageCopy<T, BN, THREADS, B_K> b_copy(b_ptr, p.ldb, p.N - n0, n0);
   const int k_tiles = (p.K + BK - 1) / BK;
   auto load = [&](int stage, int kt) {
     const uint32_t at = smem_base + stage * Tile::STAGE_BYTES;
-    a_copy.copy(at, kt, p.K, p.lda, p.a);
-    b_copy.copy(at + Tile::A_BYTES, kt, p.K, p.ldb, p.b);
+    a_copy.copy(at, kt, p.K, p.lda, a_ptr);
+    b_copy.copy(at + Tile::A_BYTES, kt, p.K, p.ldb, b_ptr);
   };
 
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   const int wm = warp / Tile::WARPS_N * Tile::WTM, wn = warp % Tile::WARPS_N * Tile::WTN;
-  // This lane's ldmatrix row addresses, relative to the stage, for the first k16 step. See the
-  // fragment layouts of mma.m16n8k16: A's four 8 x 8 matrices are (rows 0-7 | 8-15) x (k 0-7 |
-  // 8-15) in the order a0 a1 a2 a3 = (0-7, 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15); a
-  // 16-column pair of B's n8 tiles is b[j] = (n 0-7; k 0-7, 8-15), b[j + 1] = (n 8-15; k 0-7,
-  // 8-15). The second k16 step needs no registers of its own: K-major, its chunk is this one + 2,
-  // i.e. the swizzled offset XOR 32 (the swizzle touches chunk bits 0-1 only; chunk < 2 here);
-  // M- / N-major, its K rows are 16 further, with the same k % 8 and so the same swizzle.
+  // This lane's fragment addresses, relative to the stage, for the first k step.
+  //
+  // 16-bit, ldmatrix row addresses. See the fragment layouts of mma.m16n8k16: A's four 8 x 8
+  // matrices are (rows 0-7 | 8-15) x (k 0-7 | 8-15) in the order a0 a1 a2 a3 = (0-7, 0-7), (8-15,
+  // 0-7), (0-7, 8-15), (8-15, 8-15); a 16-column pair of B's n8 tiles is b[j] = (n 0-7; k 0-7,
+  // 8-15), b[j + 1] = (n 8-15; k 0-7, 8-15). The second k16 step needs no registers of its own:
+  // K-major, its chunk is this one + 2, i.e. the swizzled offset XOR 32 (the swizzle touches
+  // chunk bits 0-1 only; chunk < 2 here); M- / N-major, its K rows are 16 further, with the same
+  // k % 8 and so the same swizzle.
+  //
+  // tf32, K-major: the same ldmatrix addresses. A b16 8 x 8 matrix is 8 rows of four 32-bit words,
+  // and ldmatrix hands lane l the word (row l / 4, word l % 4): exactly the tf32 m16n8k8 A / B
+  // fragment element (row g = l / 4, k t = l % 4). So a0 a1 a2 a3 = (m 0-7 | 8-15) x (k 0-3 | 4-7)
+  // and b0 b1 = k 0-3 | 4-7 are the 16-bit layout's matrices, a chunk (16 bytes) now being 4 K.
+  // tf32, M- / N-major: 32-bit loads of element (k t, m / n g) at swizzle_mn_tf32 (its comment
+  // has the bank argument); a0 / a2 and b0 / b1 are K rows t and t + 4 (same swizzle, + 4 rows),
+  // a1 / a3 the M columns 8 further (offset ^ 32), as is B's odd n8 tile; the second k8 step is 8
+  // rows further (same swizzle).
   uint32_t a_off[MI], b_off[NI / 2];
+  const int g = lane / 4, t4 = lane % 4;
 #pragma unroll
   for (int i = 0; i < MI; ++i) {
     const int m = wm + i * 16;
-    a_off[i] = A_K ? swizzle_k(m + lane % 16, lane / 16)
-                   : swizzle_mn<BM>(lane % 8 + lane / 16 * 8, (m >> 3) + (lane / 8) % 2);
+    if constexpr (A_K) {
+      a_off[i] = swizzle_k(m + lane % 16, lane / 16);
+    } else if constexpr (TF32) {
+      a_off[i] = swizzle_mn_tf32<BM>(t4, (m + g) / 4) + (g % 4) * 4;
+    } else {
+      a_off[i] = swizzle_mn<BM>(lane % 8 + lane / 16 * 8, (m >> 3) + (lane / 8) % 2);
+    }
   }
 #pragma unroll
   for (int j = 0; j < NI / 2; ++j) {
     const int n = wn + j * 16;
-    b_off[j] = B_K ? swizzle_k(n + lane % 8 + lane / 16 * 8, (lane / 8) % 2)
-                   : swizzle_mn<BN>(lane % 8 + (lane / 8) % 2 * 8, (n >> 3) + lane / 16);
+    if constexpr (B_K) {
+      b_off[j] = swizzle_k(n + lane % 8 + lane / 16 * 8, (lane / 8) % 2);
+    } else if constexpr (TF32) {
+      b_off[j] = swizzle_mn_tf32<BN>(t4, (n + g) / 4) + (g % 4) * 4;
+    } else {
+      b_off[j] = swizzle_mn<BN>(lane % 8 + (lane / 8) % 2 * 8, (n >> 3) + lane / 16);
+    }
   }
-  // Fragment offset `off` moved to k16 step kk (0 or 1).
-  constexpr uint32_t A_STEP = A_K ? 32 : 16 * BM * 2, B_STEP = B_K ? 32 : 16 * BN * 2;
+  // Fragment offset `off` moved to k step kk (0 or 1): K-major, chunk + 2; else KSTEP rows on.
+  constexpr uint32_t A_ROW = BM * sizeof(T), B_ROW = BN * sizeof(T);
+  constexpr uint32_t A_STEP = A_K ? 32 : KSTEP * A_ROW, B_STEP = B_K ? 32 : KSTEP * B_ROW;
   auto at_step = [](uint32_t off, int kk, bool k_major, uint32_t step) {
     return kk == 0 ? off : k_major ? off ^ step : off + step;
   };
@@ -293,50 +360,88 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS)
     const uint32_t a_stage = smem_base + read_stage * Tile::STAGE_BYTES;
     const uint32_t b_stage = a_stage + Tile::A_BYTES;
 #pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
+    for (int kk = 0; kk < BK / KSTEP; ++kk) {
       uint32_t af[MI][4], bf[NI][2];
 #pragma unroll
       for (int i = 0; i < MI; ++i) {
-        ldmatrix_x4<!A_K>(af[i], a_stage + at_step(a_off[i], kk, A_K, A_STEP));
+        const uint32_t addr = a_stage + at_step(a_off[i], kk, A_K, A_STEP);
+        if constexpr (TF32 && !A_K) {
+          const uint32_t addr8 = a_stage + (at_step(a_off[i], kk, false, A_STEP) ^ 32);
+          af[i][0] = lds32(addr);
+          af[i][1] = lds32(addr8);
+          af[i][2] = lds32(addr + 4 * A_ROW);
+          af[i][3] = lds32(addr8 + 4 * A_ROW);
+        } else {
+          ldmatrix_x4<!A_K>(af[i], addr);
+        }
       }
 #pragma unroll
       for (int j = 0; j < NI / 2; ++j) {
-        uint32_t r[4];
-        ldmatrix_x4<!B_K>(r, b_stage + at_step(b_off[j], kk, B_K, B_STEP));
-        bf[2 * j][0] = r[0];
-        bf[2 * j][1] = r[1];
-        bf[2 * j + 1][0] = r[2];
-        bf[2 * j + 1][1] = r[3];
+        const uint32_t addr = b_stage + at_step(b_off[j], kk, B_K, B_STEP);
+        if constexpr (TF32 && !B_K) {
+          const uint32_t addr8 = b_stage + (at_step(b_off[j], kk, false, B_STEP) ^ 32);
+          bf[2 * j][0] = lds32(addr);
+          bf[2 * j][1] = lds32(addr + 4 * B_ROW);
+          bf[2 * j + 1][0] = lds32(addr8);
+          bf[2 * j + 1][1] = lds32(addr8 + 4 * B_ROW);
+        } else {
+          uint32_t r[4];
+          ldmatrix_x4<!B_K>(r, addr);
+          bf[2 * j][0] = r[0];
+          bf[2 * j][1] = r[1];
+          bf[2 * j + 1][0] = r[2];
+          bf[2 * j + 1][1] = r[3];
+        }
+      }
+      if constexpr (TF32) {  // float32 bits to tf32, rounded to nearest
+#pragma unroll
+        for (int i = 0; i < MI; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) af[i][e] = to_tf32(af[i][e]);
+#pragma unroll
+        for (int j = 0; j < NI; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) bf[j][e] = to_tf32(bf[j][e]);
       }
 #pragma unroll
       for (int i = 0; i < MI; ++i)
 #pragma unroll
-        for (int j = 0; j < NI; ++j) mma_16816<BF16>(acc[i][j], af[i], bf[j]);
+        for (int j = 0; j < NI; ++j) mma_16816<DT>(acc[i][j], af[i], bf[j]);
     }
     read_stage = read_stage == S - 1 ? 0 : read_stage + 1;
     write_stage = write_stage == S - 1 ? 0 : write_stage + 1;
   }
   cp_async_wait<0>();  // no copy outlives the block (the groups left are empty)
 
-  // Epilogue. Accumulator tile (i, j) holds rows g and g + 8 (g = lane / 4), columns 2 (lane % 4)
-  // and + 1 of the 16 x 8 tile: each pair converted together and stored as one 4-byte word.
-  const int g = lane / 4, c2 = lane % 4 * 2;
+  // Epilogue. Accumulator tile (i, j) holds rows g and g + 8, columns 2 (lane % 4) and + 1 of the
+  // 16 x 8 tile: each pair stored as one word (16-bit: converted together into 4 bytes; float32:
+  // 8 bytes).
+  const int c2 = t4 * 2;
 #pragma unroll
   for (int i = 0; i < MI; ++i) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = m0 + wm + i * 16 + g + h * 8;
       if (row >= p.M) continue;
-      uint16_t* const c_row = p.c + static_cast<int64_t>(row) * p.ldc;
+      T* const c_row = static_cast<T*>(p.c) + static_cast<int64_t>(row) * p.ldc;
 #pragma unroll
       for (int j = 0; j < NI; ++j) {
         const int col = n0 + wn + j * 8 + c2;
         const float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
-        if (p.pairs && col + 1 < p.N) {
-          *reinterpret_cast<uint32_t*>(c_row + col) = pack_rn<BF16>(v0, v1);
+        if constexpr (TF32) {
+          if (p.pairs && col + 1 < p.N) {
+            *reinterpret_cast<float2*>(c_row + col) = make_float2(v0, v1);
+          } else {
+            if (col < p.N) c_row[col] = v0;
+            if (col + 1 < p.N) c_row[col + 1] = v1;
+          }
         } else {
-          if (col < p.N) c_row[col] = round_rn<BF16>(v0);
-          if (col + 1 < p.N) c_row[col + 1] = round_rn<BF16>(v1);
+          if (p.pairs && col + 1 < p.N) {
+            *reinterpret_cast<uint32_t*>(c_row + col) = pack2<DT == kMmaBF16>(v0, v1);
+          } else {
+            if (col < p.N) c_row[col] = pack1<DT == kMmaBF16>(v0);
+            if (col + 1 < p.N) c_row[col + 1] = pack1<DT == kMmaBF16>(v1);
+          }
         }
       }
     }

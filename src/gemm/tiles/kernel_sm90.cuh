@@ -31,6 +31,7 @@
 
 #include <cstdint>
 
+#include "gemm/tiles/pack_half.cuh"  // pack2 / pack1: the 16-bit epilogue
 #include "gemm/tiles/sm90_ptx.cuh"
 #if LLTM_EXT_SM90A
 #include "gemm/tiles/sm90_wgmma.cuh"
@@ -80,26 +81,6 @@ __device__ __forceinline__ void sm90_tile_coords(int t, int tiles_m, int tiles_n
   const int r = t - g * per_group;
   tm = first + r % rows;
   tn = r / rows;
-}
-
-template <bool BF16>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (BF16) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  } else {
-    const __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  }
-}
-
-template <bool BF16>
-__device__ __forceinline__ uint16_t pack1(float x) {
-  if constexpr (BF16) {
-    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
-  } else {
-    return __half_as_ushort(__float2half_rn(x));
-  }
 }
 
 // (v0, v1) to C's elements idx and idx + 1 (the second only when `second`), in C's type: one
