@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import pytest
 import torch
-from helpers import TOLERANCES, assert_close, device_dtypes, devices
+from helpers import TOLERANCES, assert_close, assert_compiled_matches_eager, device_dtypes, devices
 from torch import Tensor
 
 import lltm_ext
@@ -147,19 +147,12 @@ class ElementwiseTests:
     @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
     def test_torch_compile_fullgraph(self, device, backend):
         """fullgraph=True fails on any graph break; forward and backward match eager."""
-        torch._dynamo.reset()
         x = make_input((4, 33), torch.float32, device).requires_grad_()
 
         def step(x):
             return (self.spec.fn(x * 1.5) * 2).sum()
 
-        compiled = torch.compile(step, fullgraph=True, backend=backend)
-        loss = compiled(x)
-        (grad,) = torch.autograd.grad(loss, x)
-        ref_loss = step(x)
-        (ref_grad,) = torch.autograd.grad(ref_loss, x)
-        torch.testing.assert_close(loss, ref_loss)
-        torch.testing.assert_close(grad, ref_grad)
+        assert_compiled_matches_eager(step, (x,), backend)
 
     def test_operator_alone_is_not_differentiable(self):
         """Gradients come from the autograd.Function; backward through a bare operator call

@@ -1,6 +1,9 @@
-"""Shared test helpers: device x dtype parameters, float64 references, per-dtype tolerances."""
+"""Shared test helpers: device x dtype parameters, float64 references, per-dtype tolerances, and
+losses with their gradients compared (torch.compile against eager)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
 
 import pytest
 import torch
@@ -43,3 +46,37 @@ def assert_close(
         atol=tol["atol"] * scale,
         equal_nan=True,
     )
+
+
+def assert_same_loss_and_grads(
+    fn: Callable[..., torch.Tensor],
+    ref: Callable[..., torch.Tensor],
+    inputs: Sequence[torch.Tensor],
+    wrt: Sequence[torch.Tensor] | None = None,
+) -> None:
+    """fn(*inputs) and ref(*inputs), each a scalar loss (0-dim), and their gradients wrt `wrt`
+    (default: the inputs; each gradient has its tensor's shape) agree at
+    torch.testing.assert_close's default tolerances. fn runs first, loss then gradients; e.g. fn
+    is torch.compile(ref, fullgraph=True)."""
+    wrt = tuple(inputs if wrt is None else wrt)
+    loss = fn(*inputs)
+    grads = torch.autograd.grad(loss, wrt)
+    ref_loss = ref(*inputs)
+    ref_grads = torch.autograd.grad(ref_loss, wrt)
+    torch.testing.assert_close(loss, ref_loss)
+    for g, r in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(g, r)
+
+
+def assert_compiled_matches_eager(
+    step: Callable[..., torch.Tensor],
+    inputs: Sequence[torch.Tensor],
+    backend: str,
+    wrt: Sequence[torch.Tensor] | None = None,
+) -> None:
+    """torch.compile(step, fullgraph=True, backend=backend), compiled afresh (dynamo's caches reset;
+    fullgraph: any graph break fails), gives eager step's scalar loss and gradients wrt `wrt`
+    (default: the inputs), as :func:`assert_same_loss_and_grads` compares them."""
+    torch._dynamo.reset()
+    compiled = torch.compile(step, fullgraph=True, backend=backend)
+    assert_same_loss_and_grads(compiled, step, inputs, wrt)

@@ -14,7 +14,9 @@ import os
 import platform
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -30,6 +32,20 @@ def _run(code: str, isa: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600
     )
+
+
+def _run_in_copy(outputs: Callable[[], Any], cap: str, tmp_path: Path) -> Any:
+    """What `outputs()`, a function of this file, returns in a subprocess whose loops run the
+    `cap` copy (LLTM_EXT_CPU_ISA=cap): passed back through torch.save into `tmp_path`."""
+    name = outputs.__name__
+    path = tmp_path / f"{name}_{cap}.pt"
+    code = (
+        f"import sys, torch; sys.path.insert(0, {str(TESTS)!r})\n"
+        f"from test_cpu_isa import {name}; torch.save({name}(), {str(path)!r})"
+    )
+    proc = _run(code, cap)
+    assert proc.returncode == 0, proc.stderr
+    return torch.load(path)
 
 
 def _cpu_flags() -> set[str]:
@@ -149,14 +165,7 @@ def gemm_outputs() -> dict[str, torch.Tensor]:
 def test_every_gemm_copy_agrees_with_the_chosen_one(cap, tmp_path):
     """Same products through another copy: equal up to the rounding of fused vs separate
     multiply-adds (relative Frobenius error within a few ulps times sqrt(K))."""
-    path = tmp_path / f"gemm_{cap}.pt"
-    code = (
-        f"import sys, torch; sys.path.insert(0, {str(TESTS)!r})\n"
-        f"from test_cpu_isa import gemm_outputs; torch.save(gemm_outputs(), {str(path)!r})"
-    )
-    proc = _run(code, cap)
-    assert proc.returncode == 0, proc.stderr
-    other = torch.load(path)
+    other = _run_in_copy(gemm_outputs, cap, tmp_path)
     for name, got in gemm_outputs().items():
         want = other[name]
         assert got.dtype == want.dtype and got.shape == want.shape, name
@@ -190,14 +199,7 @@ def outputs() -> dict[str, dict[str, torch.Tensor]]:
 @pytest.mark.parametrize("cap", OTHER_COPIES)
 def test_every_copy_agrees_with_the_chosen_one(cap, tmp_path):
     """Each op and dtype through both copies: equal up to FMA's rounding (a few ulps), NaN alike."""
-    path = tmp_path / f"{cap}.pt"
-    code = (
-        f"import sys, torch; sys.path.insert(0, {str(TESTS)!r})\n"
-        f"from test_cpu_isa import outputs; torch.save(outputs(), {str(path)!r})"
-    )
-    proc = _run(code, cap)
-    assert proc.returncode == 0, proc.stderr
-    other = torch.load(path)
+    other = _run_in_copy(outputs, cap, tmp_path)
     for dt_name, results in outputs().items():
         for name, got in results.items():
             want = other[dt_name][name]

@@ -5,7 +5,13 @@ import math
 
 import pytest
 import torch
-from helpers import assert_close, device_dtypes, devices
+from helpers import (
+    assert_close,
+    assert_compiled_matches_eager,
+    assert_same_loss_and_grads,
+    device_dtypes,
+    devices,
+)
 
 import lltm_ext
 from lltm_ext._extension import cuda_built
@@ -180,21 +186,13 @@ def test_opcheck(device):
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_torch_compile_fullgraph(device, backend):
-    torch._dynamo.reset()
     args = make_args(4, 3, 5, device, torch.float32)
 
     def step(input, weights, bias, old_h, old_cell):
         h, c = lltm_ext.lltm(input, weights, bias, old_h, old_cell)
         return (h * 2 + c).sum()
 
-    compiled = torch.compile(step, fullgraph=True, backend=backend)
-    loss = compiled(*args)
-    grads = torch.autograd.grad(loss, args)
-    ref_loss = step(*args)
-    ref_grads = torch.autograd.grad(ref_loss, args)
-    torch.testing.assert_close(loss, ref_loss)
-    for g, r in zip(grads, ref_grads, strict=False):
-        torch.testing.assert_close(g, r)
+    assert_compiled_matches_eager(step, args, backend)
 
 
 @pytest.mark.parametrize("device", devices())
@@ -281,13 +279,7 @@ def test_aliased_arguments(device, compiled):
     x = torch.randn(3, 5, device=device, dtype=torch.float64, requires_grad=True)
     h = torch.randn(3, 5, device=device, dtype=torch.float64, requires_grad=True)
     fn = torch.compile(step, fullgraph=True, backend="aot_eager") if compiled else step
-    loss = fn(x, h)
-    grads = torch.autograd.grad(loss, (x, h, cell.weights))
-    ref_loss = ref(x, h)
-    ref_grads = torch.autograd.grad(ref_loss, (x, h, cell.weights))
-    torch.testing.assert_close(loss, ref_loss)
-    for g, r in zip(grads, ref_grads, strict=True):
-        torch.testing.assert_close(g, r)
+    assert_same_loss_and_grads(fn, ref, (x, h), wrt=(x, h, cell.weights))
 
 
 @pytest.mark.cuda

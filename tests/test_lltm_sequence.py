@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from helpers import assert_close, device_dtypes, devices
+from helpers import assert_close, assert_compiled_matches_eager, device_dtypes, devices
 
 import lltm_ext
 from lltm_ext.ops.lltm import lltm_loop, lltm_reference
@@ -166,7 +166,6 @@ def test_opcheck(device):
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_torch_compile_fullgraph(device, backend):
-    torch._dynamo.reset()
     model = lltm_ext.LLTMSequence(3, 5, batch_first=True, device=device)
     x = torch.randn(2, 6, 3, device=device, requires_grad=True)
 
@@ -174,14 +173,7 @@ def test_torch_compile_fullgraph(device, backend):
         output, (h_n, c_n) = model(x)
         return (output * 2).sum() + h_n.sum() + (c_n * c_n).sum()
 
-    compiled = torch.compile(loss_fn, fullgraph=True, backend=backend)
-    loss = compiled(x)
-    grads = torch.autograd.grad(loss, (x, model.weights, model.bias))
-    ref_loss = loss_fn(x)
-    ref_grads = torch.autograd.grad(ref_loss, (x, model.weights, model.bias))
-    torch.testing.assert_close(loss, ref_loss)
-    for g, r in zip(grads, ref_grads, strict=True):
-        torch.testing.assert_close(g, r)
+    assert_compiled_matches_eager(loss_fn, (x,), backend, wrt=(x, model.weights, model.bias))
 
 
 @pytest.mark.parametrize("device", devices())

@@ -35,12 +35,14 @@ Usage (from a checkout built in place): PYTHONPATH=$PWD python3 tools/sanitize_w
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import math
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from types import ModuleType
 
 import torch
 from torch import Tensor
@@ -451,31 +453,56 @@ def product(a: Tensor, b: Tensor, prefilled: bool) -> Tensor:
     return out
 
 
+def _force_each(ext: ModuleType, paths: tuple[str | None, ...]) -> Iterator[str | None]:
+    """The `paths` in turn, each forced (``_set_gemm_half_path``) as it is reached; None: none."""
+    for path in paths:
+        if path is not None:
+            ext._set_gemm_half_path(path)
+        yield path
+
+
+@contextlib.contextmanager
+def tensor_core_paths(path: str, forced: tuple[str, ...]) -> Iterator[Iterator[str | None]]:
+    """The frame of a tensor-core section (gemm_<path>: gemm_wgmma, gemm_mma): yields the GEMM
+    half paths to run its checks under, each forced as the loop reaches it: `forced` (e.g. one
+    per block tile) where lltm_ext's `path` ("wgmma" or "mma") can run; one None, nothing forced,
+    on the CPU dry run (--device cpu); none, the section skipped, where the path cannot run. The
+    last two say so in a line. Inside, torch.backends.cuda.matmul.allow_tf32 is on (float32 runs
+    as TF32); on the way out, even by an exception, it is restored and the path is back to auto."""
+    ext = load_extension("gemm")
+    paths: tuple[str | None, ...] = forced
+    if DEVICE != "cuda":
+        print(f"  gemm_{path}: skipped (no CUDA device); its checks run on the CPU", flush=True)
+        paths = (None,)
+    else:
+        try:
+            ext._set_gemm_half_path(path)
+            ext._gemm_half_path()
+        except RuntimeError as e:
+            print(f"  gemm_{path}: skipped (the {path} path cannot run here: {e})", flush=True)
+            paths = ()
+        finally:
+            ext._set_gemm_half_path("auto")
+    if not paths:
+        yield iter(())
+        return
+    saved_tf32 = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        yield _force_each(ext, paths)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved_tf32
+        if DEVICE == "cuda":
+            ext._set_gemm_half_path("auto")
+
+
 def run_gemm_wgmma(dtypes: list[torch.dtype], prefilled: bool = False) -> None:
     """The Hopper tensor-core kernels with each block tile width forced (bfloat16, float16, and
     float32 as TF32 with allow_tf32 on), every layout, out= (only out=, NaN-filled, when
     `prefilled`). Where they cannot run it says it skipped them (on the CPU, --device cpu, the
     same checks then run once as a dry run)."""
-    ext = load_extension("gemm")
-    widths: tuple[str | None, ...] = ("wgmma64", "wgmma128", "wgmma256")
-    if DEVICE != "cuda":
-        print("  gemm_wgmma: skipped (no CUDA device); its checks run on the CPU", flush=True)
-        widths = (None,)
-    else:
-        try:
-            ext._set_gemm_half_path("wgmma")
-            ext._gemm_half_path()
-        except RuntimeError as e:
-            print(f"  gemm_wgmma: skipped (the wgmma path cannot run here: {e})", flush=True)
-            return
-        finally:
-            ext._set_gemm_half_path("auto")
-    saved_tf32 = torch.backends.cuda.matmul.allow_tf32
-    try:
-        torch.backends.cuda.matmul.allow_tf32 = True
+    with tensor_core_paths("wgmma", ("wgmma64", "wgmma128", "wgmma256")) as widths:
         for width in widths:
-            if width is not None:
-                ext._set_gemm_half_path(width)
             for dtype in [d for d in dtypes if d != torch.float64]:
                 bound = GEMM_REL_TF32 if dtype == torch.float32 else GEMM_REL[dtype]
                 name = "tf32" if dtype == torch.float32 else str(dtype)[6:]
@@ -500,10 +527,6 @@ def run_gemm_wgmma(dtypes: list[torch.dtype], prefilled: bool = False) -> None:
                     for i, (a, b) in enumerate(cases):
                         what = f"gemm_wgmma {width} tf32 copy case {i}"
                         check_gemm(product(a, b, prefilled), a, b, dtype, what, bound)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = saved_tf32
-        if DEVICE == "cuda":
-            ext._set_gemm_half_path("auto")
 
 
 # (M, N, K) for the mma.sync kernels: tails of the 64 / 128 tiles and of the 32-element K step,
@@ -526,26 +549,8 @@ def run_gemm_mma(dtypes: list[torch.dtype]) -> None:
     a transposed view and a misaligned buffer, unaligned operands (the SIMT kernel runs; exact
     float32 for float32) and a backward through autograd. Where they cannot run it says it skipped
     them (on the CPU the same checks run once)."""
-    ext = load_extension("gemm")
-    tiles: tuple[str | None, ...] = ("mma64", "mma128", "mma256")
-    if DEVICE != "cuda":
-        print("  gemm_mma: skipped (no CUDA device); its checks run on the CPU", flush=True)
-        tiles = (None,)
-    else:
-        try:
-            ext._set_gemm_half_path("mma")
-            ext._gemm_half_path()
-        except RuntimeError as e:
-            print(f"  gemm_mma: skipped (the mma path cannot run here: {e})", flush=True)
-            return
-        finally:
-            ext._set_gemm_half_path("auto")
-    saved_tf32 = torch.backends.cuda.matmul.allow_tf32
-    try:
-        torch.backends.cuda.matmul.allow_tf32 = True
+    with tensor_core_paths("mma", ("mma64", "mma128", "mma256")) as tiles:
         for tile in tiles:
-            if tile is not None:
-                ext._set_gemm_half_path(tile)
             for dtype in [d for d in dtypes if d in HALF or d == torch.float32]:
                 tf32 = dtype == torch.float32
                 bound = GEMM_REL_TF32 if tf32 else GEMM_REL[dtype]
@@ -585,10 +590,6 @@ def run_gemm_mma(dtypes: list[torch.dtype]) -> None:
                 da, db = torch.autograd.grad(lltm_ext.gemm(a, b), (a, b), g)
                 check_gemm(da, g, b.detach().t(), dtype, f"{name} grad a", bound)
                 check_gemm(db, a.detach().t(), g, dtype, f"{name} grad b", bound)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = saved_tf32
-        if DEVICE == "cuda":
-            ext._set_gemm_half_path("auto")
 
 
 def main() -> int:

@@ -73,19 +73,20 @@ def bench_cases(
     forward: Callable[[Tensor], Tensor],
     ref_forward: Callable[[Tensor], Tensor],
     ref_forward_name: str,
-    backward: Callable[[Tensor, Tensor, Tensor], Tensor] | None = None,
     ref_backward: Callable[[Tensor, Tensor, Tensor], Tensor] | None = None,
     ref_backward_name: str = "",
     notes: str = "",
 ) -> list:
     """Forward (and backward) BenchCases of one element-wise op, in float32 and (CUDA) bfloat16.
 
-    Sizes: 2^28 elements on CUDA, 2^24 on the CPU (2^24 and 2^22 with `quick`); inputs from
-    torch.randn. `backward(grad, x, y)` and `ref_backward(grad, x, y)` get the incoming gradient,
-    the input and PyTorch's output. Bytes per call: forward reads x and writes y (2 n elements),
-    backward reads two tensors and writes one (3 n).
+    Sizes: 2^28 elements on CUDA, 2^24 on the CPU (2^24 and 2^22 with `quick`); inputs x (n,) from
+    torch.randn. With `ref_backward`, backward cases time the op's backward kernel alone,
+    ``lltm_ext._<op>.backward(grad, y)``, against ``ref_backward(grad, x, y)``: the incoming
+    gradient, the input and PyTorch's output y, each (n,). Bytes per call: forward reads x and
+    writes y (2 n elements), backward reads two tensors and writes one (3 n).
     """
     from lltm_ext._bench import BenchCase
+    from lltm_ext._extension import load_extension
 
     cuda = device.type == "cuda"
     log2n = (24 if quick else 28) if cuda else (22 if quick else 24)
@@ -109,7 +110,7 @@ def bench_cases(
                 notes=notes,
             )
         )
-        if backward is None or ref_backward is None:
+        if ref_backward is None:
             continue
         grad, y = torch.randn_like(x), ref_forward(x)
         cases.append(
@@ -118,7 +119,7 @@ def bench_cases(
                 case="backward",
                 dtype=dtype,
                 size=size,
-                ours=functools.partial(backward, grad, x, y),
+                ours=functools.partial(load_extension(op).backward, grad, y),
                 ref=functools.partial(ref_backward, grad, x, y),
                 ref_name=ref_backward_name,
                 bytes=3 * nbytes,

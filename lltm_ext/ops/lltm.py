@@ -176,11 +176,18 @@ def lltm(
     return lltm_cell(input, weights, bias, old_h, old_cell)
 
 
-class LLTM(nn.Module):
-    """The tutorial's LLTM cell as a module: ``LLTM(input_features, state_size)``.
+def _describe_state(state: Any) -> str:
+    """How a `state` that is not a pair of tensors is named in the modules' TypeErrors."""
+    if isinstance(state, Tensor):
+        return f"a tensor of shape {list(state.shape)}"
+    length = f" of length {len(state)}" if isinstance(state, (tuple, list)) else ""
+    return f"{type(state).__name__}{length}"
 
-    ``forward(input (B, I), (h (B, S), cell (B, S))) -> (new_h, new_cell)``.
-    """
+
+class _LLTMParameters(nn.Module):
+    """The parameters :class:`LLTM` and :class:`LLTMSequence` share: ``weights`` (3S, S + I) and
+    ``bias`` (3S,), made on `device` in `dtype`, with ``input_features`` (I) and ``state_size`` (S)
+    kept as attributes. The same parameter names make a cell's ``state_dict`` load into either."""
 
     def __init__(
         self,
@@ -205,24 +212,28 @@ class LLTM(nn.Module):
         for weight in self.parameters():
             nn.init.uniform_(weight, -stdv, +stdv)
 
+    def extra_repr(self) -> str:
+        return f"input_features={self.input_features}, state_size={self.state_size}"
+
+
+class LLTM(_LLTMParameters):
+    """The tutorial's LLTM cell as a module: ``LLTM(input_features, state_size)``.
+
+    ``forward(input (B, I), (h (B, S), cell (B, S))) -> (new_h, new_cell)``. Parameters:
+    ``weights`` (3S, S + I) and ``bias`` (3S,), Uniform(-1/sqrt(S), 1/sqrt(S)) at first, as in
+    the tutorial (:meth:`reset_parameters`); `device` and `dtype` are the parameters'.
+    """
+
     def forward(self, input: Tensor, state: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
         """One step: `input` (B, I), `state` = (h, cell), each (B, S) -> (new_h, new_cell)."""
         if not (isinstance(state, (tuple, list)) and len(state) == 2):
-            got = (
-                f"a tensor of shape {list(state.shape)}"
-                if isinstance(state, Tensor)
-                else f"{type(state).__name__}"
-                + (f" of length {len(state)}" if isinstance(state, (tuple, list)) else "")
-            )
             raise TypeError(
                 "LLTM.forward: `state` must be a pair (h, cell) of two (batch, "
-                f"{self.state_size}) tensors, as in cell(x, (h, cell)), but got {got}."
+                f"{self.state_size}) tensors, as in cell(x, (h, cell)), but got "
+                f"{_describe_state(state)}."
             )
         old_h, old_cell = state
         return lltm(input, self.weights, self.bias, old_h, old_cell)
-
-    def extra_repr(self) -> str:
-        return f"input_features={self.input_features}, state_size={self.state_size}"
 
 
 def _check_sequence_shapes(input: Tensor, weights: Tensor, bias: Tensor, h0: Tensor, c0: Tensor):
@@ -290,15 +301,9 @@ LLTM over all T steps, any layout, with its autograd (backward through time) in 
 def _state_pair(state: Any, where: str, state_size: int) -> tuple[Tensor, Tensor]:
     if isinstance(state, (tuple, list)) and len(state) == 2:
         return state[0], state[1]
-    got = (
-        f"a tensor of shape {list(state.shape)}"
-        if isinstance(state, Tensor)
-        else f"{type(state).__name__}"
-        + (f" of length {len(state)}" if isinstance(state, (tuple, list)) else "")
-    )
     raise TypeError(
         f"{where}: `state` must be None or a pair (h_0, c_0) of two (batch, {state_size}) "
-        f"tensors, as in nn.LSTM, but got {got}."
+        f"tensors, as in nn.LSTM, but got {_describe_state(state)}."
     )
 
 
@@ -355,12 +360,13 @@ def lltm_sequence(
     return (output.transpose(0, 1) if batch_first else output), (h_n, c_n)
 
 
-class LLTMSequence(nn.Module):
+class LLTMSequence(_LLTMParameters):
     """The LLTM over whole sequences: ``LLTMSequence(input_features, state_size)``.
 
     ``forward(input (T, B, I), state=None) -> (output (T, B, S), (h_n, c_n))`` (``batch_first``:
     (B, T, ...)), like ``torch.nn.LSTM``; see :func:`lltm_sequence`. Its parameters are those of
-    :class:`LLTM` (``weights`` (3S, S + I), ``bias`` (3S,)): a cell's ``state_dict`` loads into it.
+    :class:`LLTM` (``weights`` (3S, S + I), ``bias`` (3S,)), initialized as :class:`LLTM`'s: a
+    cell's ``state_dict`` loads into it.
     """
 
     def __init__(
@@ -372,21 +378,8 @@ class LLTMSequence(nn.Module):
         device: torch.device | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
-        super().__init__()
-        self.input_features = input_features
-        self.state_size = state_size
+        super().__init__(input_features, state_size, device=device, dtype=dtype)
         self.batch_first = batch_first
-        self.weights = nn.Parameter(
-            torch.empty(3 * state_size, input_features + state_size, device=device, dtype=dtype)
-        )
-        self.bias = nn.Parameter(torch.empty(3 * state_size, device=device, dtype=dtype))
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        """Uniform(-1/sqrt(S), 1/sqrt(S)) for weights and bias, as :class:`LLTM`."""
-        stdv = 1.0 / math.sqrt(self.state_size)
-        for weight in self.parameters():
-            nn.init.uniform_(weight, -stdv, +stdv)
 
     def forward(
         self, input: Tensor, state: tuple[Tensor, Tensor] | None = None
@@ -398,9 +391,7 @@ class LLTMSequence(nn.Module):
         return lltm_sequence(input, self.weights, self.bias, state, batch_first=self.batch_first)
 
     def extra_repr(self) -> str:
-        return f"input_features={self.input_features}, state_size={self.state_size}" + (
-            ", batch_first=True" if self.batch_first else ""
-        )
+        return super().extra_repr() + (", batch_first=True" if self.batch_first else "")
 
 
 def lltm_reference(

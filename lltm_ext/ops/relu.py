@@ -12,7 +12,7 @@ and CPU/CUDA dispatch) -> the kernels in ``src/relu/``. Eager and compiled calls
 import torch
 from torch import Tensor, nn
 
-from lltm_ext._extension import load_extension, load_ops, register_fake
+from lltm_ext._extension import load_ops, register_fake
 from lltm_ext.ops._elementwise import bench_cases, fake_grad, fake_like, saved_output_function
 
 __all__ = ["ReLU", "ReLUFunction", "relu"]
@@ -65,7 +65,6 @@ def benchmarks(device: torch.device, quick: bool) -> list:
         forward=relu,
         ref_forward=torch.relu,
         ref_forward_name="torch.relu",
-        backward=lambda grad, x, y: load_extension("relu").backward(grad, y),
         ref_backward=lambda grad, x, y: torch.ops.aten.threshold_backward(grad, x, 0),
         ref_backward_name="aten.threshold_backward",
     )
