@@ -8,6 +8,7 @@
 #include "common/cuda_kernel.cuh"
 #include "lltm/lltm.h"
 #include "lltm/sequence_loads.cuh"
+#include "lltm/sequence_step.cuh"
 
 namespace lltm_ext::lltm {
 namespace {
@@ -208,27 +209,23 @@ __global__ void __launch_bounds__(kClusterThreads)
     // The gate math; h_t to the other blocks first, then the barrier's arrival, and only then
     // this step's global writes (nothing in the cluster reads them): off the critical path.
     acc_t* next = sh + (cur ^ 1) * rows * hs;
-    scalar_t saved[kMaxPairs][G], h_out[kMaxPairs], c_out[kMaxPairs];
+    ForwardStep<scalar_t> out[kMaxPairs];
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) {
       if (pv[i]) {
         const int u = pr[i] / kTileRows * cols + pc[i], a = pr[i] % kTileRows * G;
-        acc_t z[G];
+        acc_t pre[G];
 #pragma unroll
         for (int q = 0; q < G; ++q) {
-          acc_t sum = proj[i][q];
+          pre[q] = proj[i][q];
           for (int pp = 0; pp < cs.parts; ++pp) {
-            sum += part_sums[(pp * kTileRows * G + a + q) * cs.units + u];
+            pre[q] += part_sums[(pp * kTileRows * G + a + q) * cs.units + u];
           }
-          saved[i][q] = static_cast<scalar_t>(sum);  // backward recomputes the gates from it
-          z[q] = static_cast<acc_t>(saved[i][q]) + bias_v[i][q];
         }
-        const auto res = forward_element<acc_t>(z[0], z[1], z[2], c_prev[i]);
-        h_out[i] = static_cast<scalar_t>(res.new_h);
-        c_out[i] = static_cast<scalar_t>(res.new_cell);
-        c_prev[i] = static_cast<acc_t>(c_out[i]);  // as stored
+        out[i] = forward_step<scalar_t>(pre, bias_v[i], c_prev[i]);
+        c_prev[i] = static_cast<acc_t>(out[i].c);  // as stored
         if (t + 1 < steps) {  // h_t, as stored, into every block's buffer cur ^ 1
-          const acc_t hv = static_cast<acc_t>(h_out[i]);
+          const acc_t hv = static_cast<acc_t>(out[i].h);
           for (int b = 0; b < kClusterSize; ++b) {
             cluster.map_shared_rank(next, b)[pr[i] * hs + bp.c0 + pc[i]] = hv;
           }
@@ -242,13 +239,9 @@ __global__ void __launch_bounds__(kClusterThreads)
     for (int i = 0; i < kMaxPairs; ++i) {
       if (pv[i]) {
         const int64_t j = (bp.b0 + pr[i]) * S + bp.c0 + pc[i];
-        scalar_t* g = gates + t * 3 * n + (bp.b0 + pr[i]) * 3 * S + bp.c0 + pc[i];
-#pragma unroll
-        for (int q = 0; q < G; ++q) {
-          g[q * S] = saved[i][q];
-        }
-        output[t * n + j] = h_out[i];
-        cells[t * n + j] = c_out[i];
+        write_gates(gates + t * 3 * n + (bp.b0 + pr[i]) * 3 * S + bp.c0 + pc[i], S, out[i].saved);
+        output[t * n + j] = out[i].h;
+        cells[t * n + j] = out[i].c;
       }
     }
   }
@@ -304,19 +297,15 @@ __global__ void __launch_bounds__(kClusterThreads)
     const int64_t t = steps - 1 - step;
     const int cur = static_cast<int>(step & 1);
     // Step t's own operands, read before the barrier.
-    acc_t z[kMaxPairs][G], gh[kMaxPairs], cell_t[kMaxPairs];
+    BackwardOperands<acc_t> op[kMaxPairs] = {};
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) {
-      const int64_t j = (bp.b0 + pr[i]) * S + bp.c0 + pc[i];
-      const int64_t g = t * 3 * n + (bp.b0 + pr[i]) * width + bp.c0 + pc[i];
-#pragma unroll
-      for (int q = 0; q < G; ++q) {
-        z[i][q] = pv[i] ? static_cast<acc_t>(gates[g + q * S]) + bias_v[i][q] : acc_t(0);
+      if (pv[i]) {
+        const int64_t j = (bp.b0 + pr[i]) * S + bp.c0 + pc[i];
+        op[i] = backward_operands(gates + t * 3 * n + (bp.b0 + pr[i]) * width + bp.c0 + pc[i], S,
+                                  bias_v[i], grad_output + t * n + j, grad_h_n + j, step == 0,
+                                  cells + t * n + j);
       }
-      gh[i] = pv[i] ? static_cast<acc_t>(grad_output[t * n + j]) +
-                          (step == 0 ? static_cast<acc_t>(grad_h_n[j]) : acc_t(0))
-                    : acc_t(0);
-      cell_t[i] = pv[i] ? static_cast<acc_t>(cells[t * n + j]) : acc_t(0);
     }
     if (step > 0) {
       cluster_wait();  // d_gates[t + 1] from every block of the cluster is in buffer cur
@@ -334,30 +323,24 @@ __global__ void __launch_bounds__(kClusterThreads)
     }
     // As forward: d_gates[t] to the other blocks, the arrival, then the global writes.
     acc_t* next = sd + (cur ^ 1) * rows * ds;
-    scalar_t dz[kMaxPairs][G], dc[kMaxPairs];
+    BackwardStep<scalar_t> out[kMaxPairs];
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) {
       if (pv[i]) {
         const int u = pr[i] / kTileRows * cols + pc[i], a = pr[i] % kTileRows;
-        acc_t grad_h = gh[i];
         if (step > 0) {
           for (int pp = 0; pp < cs.parts; ++pp) {
-            grad_h += part_sums[(pp * kTileRows + a) * cs.units + u];
+            op[i].grad_h += part_sums[(pp * kTileRows + a) * cs.units + u];
           }
         }
-        const auto res =
-            backward_element<acc_t>(grad_h, grad_c[i], cell_t[i], z[i][0], z[i][1], z[i][2]);
-        dc[i] = static_cast<scalar_t>(res.d_old_cell);
-        grad_c[i] = static_cast<acc_t>(dc[i]);  // as stored
-        dz[i][0] = static_cast<scalar_t>(res.d_z_i);
-        dz[i][1] = static_cast<scalar_t>(res.d_z_o);
-        dz[i][2] = static_cast<scalar_t>(res.d_z_c);
+        out[i] = backward_step<scalar_t>(op[i], grad_c[i]);
+        grad_c[i] = static_cast<acc_t>(out[i].d_cell);  // as stored
         if (step + 1 < steps) {  // d_gates[t], as stored, into every block's buffer cur ^ 1
           for (int b = 0; b < kClusterSize; ++b) {
             acc_t* dst = cluster.map_shared_rank(next, b) + pr[i] * ds + bp.c0 + pc[i];
 #pragma unroll
             for (int q = 0; q < G; ++q) {
-              dst[q * S] = static_cast<acc_t>(dz[i][q]);
+              dst[q * S] = static_cast<acc_t>(out[i].d_z[q]);
             }
           }
         }
@@ -371,13 +354,9 @@ __global__ void __launch_bounds__(kClusterThreads)
       if (pv[i]) {
         const int64_t row = bp.b0 + pr[i];
         const int s = bp.c0 + pc[i];
-        scalar_t* dg = d_gates + t * 3 * n + row * width + s;
-#pragma unroll
-        for (int q = 0; q < G; ++q) {
-          dg[q * S] = dz[i][q];
-        }
+        write_gates(d_gates + t * 3 * n + row * width + s, S, out[i].d_z);
         if (t == 0) {
-          d_cell[row * S + s] = dc[i];
+          d_cell[row * S + s] = out[i].d_cell;
         }
       }
     }

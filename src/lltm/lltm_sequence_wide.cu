@@ -8,6 +8,7 @@
 #include "common/cuda_kernel.cuh"
 #include "lltm/lltm.h"
 #include "lltm/sequence_loads.cuh"
+#include "lltm/sequence_step.cuh"
 
 namespace lltm_ext::lltm {
 namespace {
@@ -131,6 +132,34 @@ __device__ __forceinline__ PartRange part_range(int k, int part) {
   return {begin < k ? begin : k, begin + per < k ? begin + per : k};
 }
 
+// A thread's two roles in a block of a wide kernel with C columns: (row, part) of the product
+// (K = k), whose row of x is x_row (past the batch: none); and, for the first kWideRows * C
+// threads, the gate math of element (row g_row, column g_col) of the block's slice, with that
+// element's own operands (`carried`: the (B, S) tensor that holds its carried state's first value).
+template <typename acc_t, int C>
+struct WideThread {
+  int part, row;
+  PartRange range;
+  int64_t x_row;
+  int g_row, g_col;
+  StepElement<acc_t> el;
+
+  template <typename scalar_t>
+  __device__ __forceinline__ WideThread(int k, int64_t batch, int state, const scalar_t* bias,
+                                        const scalar_t* carried)
+      : part(static_cast<int>(threadIdx.x) % kWideParts),
+        row(static_cast<int>(threadIdx.x) / kWideParts),
+        range(part_range(k, part)),
+        x_row(static_cast<int64_t>(blockIdx.y) * kWideRows + row),
+        g_row(static_cast<int>(threadIdx.x) / C),
+        g_col(static_cast<int>(threadIdx.x) % C) {
+    const int64_t b = static_cast<int64_t>(blockIdx.y) * kWideRows + g_row;
+    const int s = static_cast<int>(blockIdx.x) * C + g_col;
+    el = step_element<acc_t>(b, s, threadIdx.x < kWideRows * C && s < state && b < batch, state,
+                             bias, carried);
+  }
+};
+
 // Steps 0 .. steps - 1 forward, as sequence_forward_kernel (lltm_cuda.cu) computes them: z =
 // gates_t (the input projection) + h_{t-1} W_h^T, written back to gates_t (the saved
 // pre-activations), then the gate math with the bias -> h_t (output[t]), c_t (cells[t]). w is
@@ -150,7 +179,6 @@ __global__ void __launch_bounds__(kWideThreads)
   const int stride = wide_part_stride(state, NOUT);
   acc_t* sums = sw + kWideParts * stride;  // [kWideRows][NOUT]
   const int s0 = blockIdx.x * C;
-  const int64_t b0 = static_cast<int64_t>(blockIdx.y) * kWideRows;
   // The slice: part p's region holds w[k][o] = W_h[g S + s0 + c][k] (o = g C + c) for its k.
   const int per = 4 * wide_groups(state);
   const int k_pad = kWideParts * per;
@@ -161,54 +189,35 @@ __global__ void __launch_bounds__(kWideThreads)
             ? static_cast<acc_t>(w[(static_cast<int64_t>(g) * state + s0 + c) * ld + k])
             : acc_t(0);
   }
-  const int part = threadIdx.x % kWideParts, row = threadIdx.x / kWideParts;
-  const PartRange range = part_range(state, part);
-  const acc_t* my_w = sw + part * stride;
-  // The gate math: thread i < kWideRows * C owns (row i / C, column i % C).
-  const int g_row = threadIdx.x / C, g_col = threadIdx.x % C;
-  const int64_t b = b0 + g_row;
-  const int s = s0 + g_col;
-  const bool mine = threadIdx.x < kWideRows * C && s < state && b < batch;
+  WideThread<acc_t, C> my(state, batch, state, bias, c0);
+  StepElement<acc_t>& el = my.el;
+  const acc_t* my_w = sw + my.part * stride;
   const int64_t n = batch * state;
-  const int64_t j = b * state + s;
-  acc_t bias_v[3] = {0, 0, 0}, c_prev = 0;
-  if (mine) {
-    gate_bias(bias, state, s, bias_v);
-    c_prev = static_cast<acc_t>(c0[j]);
-  }
   __syncthreads();  // the slice is in place
-  const int64_t x_row = b0 + row;
   for (int64_t t = 0; t < steps; ++t) {
-    scalar_t* g = gates + t * 3 * n + b * 3 * state + s;
+    scalar_t* g = gates + t * 3 * n + el.b * 3 * state + el.s;
     acc_t projection[3] = {0, 0, 0};
-    if (mine) {
-#pragma unroll
-      for (int q = 0; q < 3; ++q) {
-        projection[q] = static_cast<acc_t>(g[q * state]);
-      }
+    if (el.mine) {
+      read_gates(g, state, projection);
     }
     if (t > 0) {
       cooperative_groups::this_grid().sync();  // step t - 1 done everywhere
     }
     const scalar_t* h_prev = t == 0 ? h0 : output + (t - 1) * n;
     acc_t acc[NOUT];
-    part_product<NOUT>(x_row < batch ? h_prev + x_row * state : nullptr, t > 0 || h0_vec,
-                       range.begin, range.end, my_w, acc);
-    add_parts<NOUT>(acc, part, sums + row * NOUT);
+    part_product<NOUT>(my.x_row < batch ? h_prev + my.x_row * state : nullptr, t > 0 || h0_vec,
+                       my.range.begin, my.range.end, my_w, acc);
+    add_parts<NOUT>(acc, my.part, sums + my.row * NOUT);
     __syncthreads();
-    if (mine) {
-      const acc_t* sum = sums + g_row * NOUT + g_col;
-      acc_t z[3];
-#pragma unroll
-      for (int q = 0; q < 3; ++q) {
-        const scalar_t saved = static_cast<scalar_t>(sum[q * C] + projection[q]);
-        g[q * state] = saved;  // backward recomputes the gates from this (rounded) value
-        z[q] = static_cast<acc_t>(saved) + bias_v[q];
-      }
-      const auto r = forward_element<acc_t>(z[0], z[1], z[2], c_prev);
-      output[t * n + j] = r.new_h;
-      cells[t * n + j] = r.new_cell;
-      c_prev = static_cast<acc_t>(static_cast<scalar_t>(r.new_cell));  // as stored
+    if (el.mine) {
+      const acc_t* sum = sums + my.g_row * NOUT + my.g_col;
+      const acc_t pre[3] = {sum[0] + projection[0], sum[C] + projection[1],
+                            sum[2 * C] + projection[2]};
+      const auto r = forward_step<scalar_t>(pre, el.bias, el.carried);
+      write_gates(g, state, r.saved);
+      output[t * n + el.j] = r.h;
+      cells[t * n + el.j] = r.c;
+      el.carried = static_cast<acc_t>(r.c);
     }
     // sums is rewritten after the next step's grid barrier, which every thread passes first.
   }
@@ -234,7 +243,6 @@ __global__ void __launch_bounds__(kWideThreads)
   const int stride = wide_part_stride(width, NOUT);
   acc_t* sums = sw + kWideParts * stride;  // [kWideRows][NOUT]
   const int s0 = blockIdx.x * C;
-  const int64_t b0 = static_cast<int64_t>(blockIdx.y) * kWideRows;
   // The slice: part p's region holds w[k][c] = W_h[k][s0 + c] for its k (k < 3S).
   const int per = 4 * wide_groups(width);
   const int k_pad = kWideParts * per;
@@ -244,56 +252,35 @@ __global__ void __launch_bounds__(kWideThreads)
         k < width && s0 + c < state ? static_cast<acc_t>(w[static_cast<int64_t>(k) * ld + s0 + c])
                                     : acc_t(0);
   }
-  const int part = threadIdx.x % kWideParts, row = threadIdx.x / kWideParts;
-  const PartRange range = part_range(width, part);
-  const acc_t* my_w = sw + part * stride;
-  const int g_row = threadIdx.x / C, g_col = threadIdx.x % C;
-  const int64_t b = b0 + g_row;
-  const int s = s0 + g_col;
-  const bool mine = threadIdx.x < kWideRows * C && s < state && b < batch;
-  const int64_t n = batch * state;
-  const int64_t j = b * state + s;
-  const int64_t last = steps - 1;
-  acc_t bias_v[3] = {0, 0, 0}, grad_c = 0;
-  if (mine) {
-    gate_bias(bias, state, s, bias_v);
-    grad_c = static_cast<acc_t>(grad_c_n[j]);
-  }
+  WideThread<acc_t, C> my(width, batch, state, bias, grad_c_n);
+  StepElement<acc_t>& el = my.el;
+  const acc_t* my_w = sw + my.part * stride;
+  const int64_t n = batch * state, j = el.j, last = steps - 1;
   __syncthreads();  // the slice is in place
-  const int64_t x_row = b0 + row;
   for (int64_t t = last; t >= 0; --t) {
     const bool first = t == last;  // the sequence's last step: no step after it
-    acc_t z[3] = {0, 0, 0}, gh = 0, cell_t = 0;
-    if (mine) {
-      const scalar_t* g = gates + t * 3 * n + b * width + s;
-#pragma unroll
-      for (int q = 0; q < 3; ++q) {
-        z[q] = static_cast<acc_t>(g[q * state]) + bias_v[q];
-      }
-      gh = static_cast<acc_t>(grad_output[t * n + j]) +
-           (first ? static_cast<acc_t>(grad_h_n[j]) : acc_t(0));
-      cell_t = static_cast<acc_t>(cells[t * n + j]);
+    BackwardOperands<acc_t> op = {};
+    if (el.mine) {
+      op = backward_operands(gates + t * 3 * n + el.b * width + el.s, state, el.bias,
+                             grad_output + t * n + j, grad_h_n + j, first, cells + t * n + j);
     }
     if (!first) {
       cooperative_groups::this_grid().sync();  // step t + 1 done everywhere
       acc_t acc[NOUT];
       const scalar_t* dg_next = d_gates + (t + 1) * 3 * n;
-      part_product<NOUT>(x_row < batch ? dg_next + x_row * width : nullptr, true, range.begin,
-                         range.end, my_w, acc);
-      add_parts<NOUT>(acc, part, sums + row * NOUT);
+      part_product<NOUT>(my.x_row < batch ? dg_next + my.x_row * width : nullptr, true,
+                         my.range.begin, my.range.end, my_w, acc);
+      add_parts<NOUT>(acc, my.part, sums + my.row * NOUT);
       __syncthreads();
-      if (mine) {
-        gh += sums[g_row * NOUT + g_col];
+      if (el.mine) {
+        op.grad_h += sums[my.g_row * NOUT + my.g_col];
       }
     }
-    if (mine) {
-      const auto r = backward_element<acc_t>(gh, grad_c, cell_t, z[0], z[1], z[2]);
-      d_cell[(t % 2) * n + j] = r.d_old_cell;
-      grad_c = static_cast<acc_t>(static_cast<scalar_t>(r.d_old_cell));  // as stored
-      scalar_t* dg = d_gates + t * 3 * n + b * width + s;
-      dg[0] = r.d_z_i;
-      dg[state] = r.d_z_o;
-      dg[2 * state] = r.d_z_c;
+    if (el.mine) {
+      const auto r = backward_step<scalar_t>(op, el.carried);
+      d_cell[(t % 2) * n + j] = r.d_cell;
+      el.carried = static_cast<acc_t>(r.d_cell);
+      write_gates(d_gates + t * 3 * n + el.b * width + el.s, state, r.d_z);
     }
   }
 }
