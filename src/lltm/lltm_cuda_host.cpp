@@ -465,6 +465,13 @@ int wide_plan(int device, int64_t batch, int64_t state) {
   return cols;
 }
 
+// The wide kernels' barrier counters: device memory on like's device, from the caching allocator
+// (freed when the caller returns; the launch on the current stream, which allocated it, is
+// ordered before any reuse).
+at::Tensor wide_flags(const at::Tensor& like, int64_t batch, int64_t state, int cols) {
+  return at::empty({wide_flag_count(batch, state, cols)}, like.options().dtype(at::kInt));
+}
+
 }  // namespace
 
 void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double beta,
@@ -506,9 +513,11 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
     }
     const int wide_cols = T > 0 && B > 0 ? wide_plan<scalar_t>(input.get_device(), B, S) : 0;
     if (wide_cols > 0) {  // all steps in one cooperative launch over the GPU
-      C10_CUDA_CHECK(launch_wide_forward<scalar_t>(g, b, h0.const_data_ptr<scalar_t>(),
-                                                   c0.const_data_ptr<scalar_t>(), wp, S + I, out,
-                                                   cell, B, S, T, wide_cols, stream));
+      const at::Tensor flags = wide_flags(input, B, S, wide_cols);
+      C10_CUDA_CHECK(launch_wide_forward<scalar_t>(
+          g, b, h0.const_data_ptr<scalar_t>(), c0.const_data_ptr<scalar_t>(), wp, S + I, out, cell,
+          reinterpret_cast<unsigned int*>(flags.mutable_data_ptr<int32_t>()), B, S, T, wide_cols,
+          stream));
       return;
     }
     const StepPlan plan = step_plan(input.get_device(), B, S, es);
@@ -568,9 +577,11 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
     }
     const int wide_cols = T > 0 && B > 0 ? wide_plan<scalar_t>(cells.get_device(), B, S) : 0;
     if (wide_cols > 0) {  // all steps in one cooperative launch over the GPU
-      C10_CUDA_CHECK(launch_wide_backward<scalar_t>(dg, wp, S + I, go, gh_n,
-                                                    grad_c_n.const_data_ptr<scalar_t>(), cell, g, b,
-                                                    dc[0], B, S, T, wide_cols, stream));
+      const at::Tensor flags = wide_flags(cells, B, S, wide_cols);
+      C10_CUDA_CHECK(launch_wide_backward<scalar_t>(
+          dg, wp, S + I, go, gh_n, grad_c_n.const_data_ptr<scalar_t>(), cell, g, b, dc[0],
+          reinterpret_cast<unsigned int*>(flags.mutable_data_ptr<int32_t>()), B, S, T, wide_cols,
+          stream));
       blas.gemm(row_major(dg, B, 3 * S, 3 * S), w_h, row_major(dh, B, S, S), 0);  // d h0
       return;
     }

@@ -1,8 +1,7 @@
 // The sequence's time steps for wide states (256 < S <= kWideMaxState, where a whole W_h fits in
 // no SM's shared memory but fits in all of them together): a persistent kernel over the GPU, each
-// block keeping its slice of W_h on chip for all T steps, one grid barrier per step.
-#include <cooperative_groups.h>
-
+// block keeping its slice of W_h on chip for all T steps, one barrier per step over each row of
+// blocks.
 #include <cstdint>
 
 #include "common/cuda_kernel.cuh"
@@ -22,7 +21,7 @@ namespace {
 // part of its row's x (16-byte loads through L2, all of them before its first multiply-add), sums
 // its part for all NOUT outputs (3C forward, C backward; w in 16-byte shared loads), and the
 // parts, lanes of one half-warp, are added with a butterfly of shuffles. One thread per (row,
-// column) then does the gate math with its own operands, read before the grid barrier.
+// column) then does the gate math with its own operands, read before the step's barrier.
 //
 // Against the cuBLAS path (a GEMM and a gate kernel per step, host-bound at small batches: ~15 us
 // per step and direction at B = 16, S = 512) a step here is a few microseconds: the product's
@@ -122,6 +121,35 @@ __device__ __forceinline__ void add_parts(acc_t (&acc)[NOUT], int part, acc_t* s
   }
 }
 
+// The barrier between steps, over one row of blocks (the blocks of one blockIdx.y: a step reads
+// only rows of x that its own row of blocks wrote the step before). flags holds one counter per
+// block (gridDim.x per row, zeroed before the launch): a block that finished writing its part of
+// step k's x raises its own to k (arrive); a block about to read step k's x waits until every
+// counter of its row has reached k (wait: thread i polls block i's, all in parallel). Unlike a
+// grid barrier, no block waits for other rows, and no counter takes more than one writer.
+// Ordering as cooperative_groups' grid barrier: the block's barrier, then a device-scope fence
+// and a release store by one thread; the waiting threads' acquire loads, then the block's barrier.
+// The step counts wrap at 2^32: they are compared by their difference.
+__device__ __forceinline__ void row_arrive(unsigned int* flags, unsigned int k) {
+  __syncthreads();  // this block's writes of the step are done
+  if (threadIdx.x == 0) {
+    __threadfence();
+    unsigned int* own = flags + static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x;
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(own), "r"(k) : "memory");
+  }
+}
+
+__device__ __forceinline__ void row_wait(const unsigned int* flags, unsigned int k) {
+  const unsigned int* row = flags + static_cast<int64_t>(blockIdx.y) * gridDim.x;
+  for (unsigned int i = threadIdx.x; i < gridDim.x; i += blockDim.x) {
+    unsigned int seen = 0;
+    do {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(row + i) : "memory");
+    } while (static_cast<int>(seen - k) < 0);
+  }
+  __syncthreads();
+}
+
 // This thread's K range: part `part` of the groups of four k.
 struct PartRange {
   int begin, end;
@@ -170,8 +198,8 @@ __global__ void __launch_bounds__(kWideThreads)
     wide_forward_kernel(scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
                         const scalar_t* __restrict__ h0, const scalar_t* __restrict__ c0,
                         const scalar_t* __restrict__ w, int64_t ld, scalar_t* __restrict__ output,
-                        scalar_t* __restrict__ cells, int64_t batch, int state, int64_t steps,
-                        bool h0_vec) {
+                        scalar_t* __restrict__ cells, unsigned int* __restrict__ flags,
+                        int64_t batch, int state, int64_t steps, bool h0_vec) {
   using acc_t = cuda::opmath_t<scalar_t>;
   constexpr int NOUT = 3 * C;
   extern __shared__ unsigned char smem[];
@@ -201,7 +229,7 @@ __global__ void __launch_bounds__(kWideThreads)
       read_gates(g, state, projection);
     }
     if (t > 0) {
-      cooperative_groups::this_grid().sync();  // step t - 1 done everywhere
+      row_wait(flags, static_cast<unsigned int>(t));  // h_{t-1} written by this row of blocks
     }
     const scalar_t* h_prev = t == 0 ? h0 : output + (t - 1) * n;
     acc_t acc[NOUT];
@@ -214,12 +242,16 @@ __global__ void __launch_bounds__(kWideThreads)
       const acc_t pre[3] = {sum[0] + projection[0], sum[C] + projection[1],
                             sum[2 * C] + projection[2]};
       const auto r = forward_step<scalar_t>(pre, el.bias, el.carried);
-      write_gates(g, state, r.saved);
       output[t * n + el.j] = r.h;
-      cells[t * n + el.j] = r.c;
       el.carried = static_cast<acc_t>(r.c);
+      write_gates(g, state, r.saved);
+      cells[t * n + el.j] = r.c;
     }
-    // sums is rewritten after the next step's grid barrier, which every thread passes first.
+    // h_t written; sums is rewritten after the next step's wait, whose block barrier every thread
+    // passes first.
+    if (t + 1 < steps) {
+      row_arrive(flags, static_cast<unsigned int>(t + 1));
+    }
   }
 }
 
@@ -234,7 +266,8 @@ __global__ void __launch_bounds__(kWideThreads)
                          const scalar_t* __restrict__ grad_h_n,
                          const scalar_t* __restrict__ grad_c_n, const scalar_t* __restrict__ cells,
                          const scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
-                         scalar_t* __restrict__ d_cell, int64_t batch, int state, int64_t steps) {
+                         scalar_t* __restrict__ d_cell, unsigned int* __restrict__ flags,
+                         int64_t batch, int state, int64_t steps) {
   using acc_t = cuda::opmath_t<scalar_t>;
   constexpr int NOUT = C;
   extern __shared__ unsigned char smem[];
@@ -265,7 +298,8 @@ __global__ void __launch_bounds__(kWideThreads)
                              grad_output + t * n + j, grad_h_n + j, first, cells + t * n + j);
     }
     if (!first) {
-      cooperative_groups::this_grid().sync();  // step t + 1 done everywhere
+      // d_gates[t + 1] written by this row of blocks
+      row_wait(flags, static_cast<unsigned int>(last - t));
       acc_t acc[NOUT];
       const scalar_t* dg_next = d_gates + (t + 1) * 3 * n;
       part_product<NOUT>(my.x_row < batch ? dg_next + my.x_row * width : nullptr, true,
@@ -278,9 +312,12 @@ __global__ void __launch_bounds__(kWideThreads)
     }
     if (el.mine) {
       const auto r = backward_step<scalar_t>(op, el.carried);
+      write_gates(d_gates + t * 3 * n + el.b * width + el.s, state, r.d_z);
       d_cell[(t % 2) * n + j] = r.d_cell;
       el.carried = static_cast<acc_t>(r.d_cell);
-      write_gates(d_gates + t * 3 * n + el.b * width + el.s, state, r.d_z);
+    }
+    if (t > 0) {  // d_gates[t] written; sums is rewritten after the next step's wait
+      row_arrive(flags, static_cast<unsigned int>(last - t + 1));
     }
   }
 }
@@ -381,48 +418,65 @@ cudaError_t wide_step_columns(int64_t batch, int64_t state, int sm_count, int ma
   return cudaSuccess;
 }
 
-template <typename T>
-cudaError_t launch_wide_forward(T* gates, const T* bias, const T* h0, const T* c0, const T* w,
-                                int64_t ld, T* output, T* cells, int64_t batch, int64_t state,
-                                int64_t steps, int cols, cudaStream_t stream) {
-  void* kernel = wide_kernel<T>(cols, false);
+int64_t wide_flag_count(int64_t batch, int64_t state, int cols) {
+  const dim3 grid = wide_grid(batch, state, cols);
+  return static_cast<int64_t>(grid.x) * grid.y;
+}
+
+namespace {
+
+// Zeroes the step counters, then launches `kernel` cooperatively (the row barriers need every
+// block resident at once: a cooperative launch fails rather than hang where they would not be).
+cudaError_t launch_wide(void* kernel, int64_t batch, int64_t state, int cols, bool backward,
+                        size_t acc_size, unsigned int* flags, void** params, cudaStream_t stream) {
   if (kernel == nullptr) {
     return cudaErrorInvalidValue;
   }
+  cudaError_t err = cudaMemsetAsync(
+      flags, 0, static_cast<size_t>(wide_flag_count(batch, state, cols)) * sizeof(*flags), stream);
+  if (err != cudaSuccess) {
+    return err;
+  }
+  return cudaLaunchCooperativeKernel(kernel, wide_grid(batch, state, cols), dim3(kWideThreads),
+                                     params, wide_smem_bytes(state, cols, backward, acc_size),
+                                     stream);
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t launch_wide_forward(T* gates, const T* bias, const T* h0, const T* c0, const T* w,
+                                int64_t ld, T* output, T* cells, unsigned int* flags, int64_t batch,
+                                int64_t state, int64_t steps, int cols, cudaStream_t stream) {
   int state_arg = static_cast<int>(state);
   bool h0_vec = reinterpret_cast<uintptr_t>(h0) % (4 * sizeof(T)) == 0;
-  void* params[] = {&gates,  &bias,  &h0,    &c0,        &w,     &ld,
-                    &output, &cells, &batch, &state_arg, &steps, &h0_vec};
-  return cudaLaunchCooperativeKernel(
-      kernel, wide_grid(batch, state, cols), dim3(kWideThreads), params,
-      wide_smem_bytes(state, cols, false, sizeof(cuda::opmath_t<T>)), stream);
+  void* params[] = {&gates, &bias,  &h0,    &c0,        &w,     &ld,    &output,
+                    &cells, &flags, &batch, &state_arg, &steps, &h0_vec};
+  return launch_wide(wide_kernel<T>(cols, false), batch, state, cols, false,
+                     sizeof(cuda::opmath_t<T>), flags, params, stream);
 }
 
 template <typename T>
 cudaError_t launch_wide_backward(T* d_gates, const T* w, int64_t ld, const T* grad_output,
                                  const T* grad_h_n, const T* grad_c_n, const T* cells,
-                                 const T* gates, const T* bias, T* d_cell, int64_t batch,
-                                 int64_t state, int64_t steps, int cols, cudaStream_t stream) {
-  void* kernel = wide_kernel<T>(cols, true);
-  if (kernel == nullptr) {
-    return cudaErrorInvalidValue;
-  }
+                                 const T* gates, const T* bias, T* d_cell, unsigned int* flags,
+                                 int64_t batch, int64_t state, int64_t steps, int cols,
+                                 cudaStream_t stream) {
   int state_arg = static_cast<int>(state);
-  void* params[] = {&d_gates, &w,    &ld,     &grad_output, &grad_h_n,  &grad_c_n, &cells,
-                    &gates,   &bias, &d_cell, &batch,       &state_arg, &steps};
-  return cudaLaunchCooperativeKernel(
-      kernel, wide_grid(batch, state, cols), dim3(kWideThreads), params,
-      wide_smem_bytes(state, cols, true, sizeof(cuda::opmath_t<T>)), stream);
+  void* params[] = {&d_gates, &w,    &ld,     &grad_output, &grad_h_n, &grad_c_n,  &cells,
+                    &gates,   &bias, &d_cell, &flags,       &batch,    &state_arg, &steps};
+  return launch_wide(wide_kernel<T>(cols, true), batch, state, cols, true,
+                     sizeof(cuda::opmath_t<T>), flags, params, stream);
 }
 
 #define LLTM_EXT_INSTANTIATE(T)                                                                    \
   template cudaError_t wide_step_columns<T>(int64_t, int64_t, int, int, int*, int);                \
   template cudaError_t launch_wide_forward<T>(T*, const T*, const T*, const T*, const T*, int64_t, \
-                                              T*, T*, int64_t, int64_t, int64_t, int,              \
-                                              cudaStream_t);                                       \
-  template cudaError_t launch_wide_backward<T>(T*, const T*, int64_t, const T*, const T*,          \
-                                               const T*, const T*, const T*, const T*, T*,         \
-                                               int64_t, int64_t, int64_t, int, cudaStream_t);
+                                              T*, T*, unsigned int*, int64_t, int64_t, int64_t,    \
+                                              int, cudaStream_t);                                  \
+  template cudaError_t launch_wide_backward<T>(                                                    \
+      T*, const T*, int64_t, const T*, const T*, const T*, const T*, const T*, const T*, T*,       \
+      unsigned int*, int64_t, int64_t, int64_t, int, cudaStream_t);
 LLTM_EXT_FOR_FLOATING_TYPES(LLTM_EXT_INSTANTIATE)
 
 }  // namespace lltm_ext::lltm
