@@ -102,23 +102,48 @@ __device__ __forceinline__ void part_product(const scalar_t* x, bool vec, int k_
   }
 }
 
-// The parts' sums, added across the kWideParts lanes of each half-warp (every lane gets them),
-// into sums[row][o] (shared memory) by lane o % kWideParts.
+// One level of add_parts at lane distance D: v holds this lane's partial sums of outputs base ..
+// base + M - 1. For even M a lane keeps one half (the upper where its D bit is set), adds its
+// partner's sums of that half, and sends the other half: M / 2 shuffles, and M halves at each
+// level. For odd M both lanes add all M (a butterfly level; the lanes of the bits in DUP hold the
+// same sums). At D = 0 the sums are complete: one lane of each duplicate set writes them.
+template <int M, int D, int DUP, typename acc_t>
+__device__ __forceinline__ void add_parts_level(const acc_t (&v)[M], int part, int base,
+                                                acc_t* sums_row) {
+  if constexpr (D == 0) {
+    if ((part & DUP) == 0) {
+#pragma unroll
+      for (int i = 0; i < M; ++i) {
+        sums_row[base + i] = v[i];
+      }
+    }
+  } else if constexpr (M % 2 == 0) {
+    constexpr int H = M / 2;
+    const bool upper = (part & D) != 0;
+    acc_t keep[H];
+#pragma unroll
+    for (int i = 0; i < H; ++i) {
+      const acc_t send = upper ? v[i] : v[H + i];
+      keep[i] = (upper ? v[H + i] : v[i]) + __shfl_xor_sync(0xffffffffu, send, D);
+    }
+    add_parts_level<H, D / 2, DUP>(keep, part, upper ? base + H : base, sums_row);
+  } else {
+    acc_t all[M];
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      all[i] = v[i] + __shfl_xor_sync(0xffffffffu, v[i], D);
+    }
+    add_parts_level<M, D / 2, DUP | D>(all, part, base, sums_row);
+  }
+}
+
+// The parts' sums, added across the kWideParts lanes of each half-warp (part: the lane's index
+// there), into sums[row][o] (shared memory), each output once: a reduce-scatter by halving, 45
+// shuffles for 48 outputs where a butterfly giving every lane every sum takes 192.
 template <int NOUT, typename acc_t>
-__device__ __forceinline__ void add_parts(acc_t (&acc)[NOUT], int part, acc_t* sums_row) {
-#pragma unroll
-  for (int o = 0; o < NOUT; ++o) {
-#pragma unroll
-    for (int lane = kWideParts / 2; lane > 0; lane /= 2) {
-      acc[o] += __shfl_xor_sync(0xffffffffu, acc[o], lane);
-    }
-  }
-#pragma unroll
-  for (int o = 0; o < NOUT; ++o) {
-    if (o % kWideParts == part) {
-      sums_row[o] = acc[o];
-    }
-  }
+__device__ __forceinline__ void add_parts(const acc_t (&acc)[NOUT], int part, acc_t* sums_row) {
+  static_assert(kWideParts == 16, "add_parts: four levels of lane distances 8, 4, 2, 1");
+  add_parts_level<NOUT, kWideParts / 2, 0>(acc, part, 0, sums_row);
 }
 
 // The barrier between steps, over one row of blocks (the blocks of one blockIdx.y: a step reads
