@@ -20,13 +20,18 @@ namespace {
 // from L2) splits K into kWideParts parts of whole groups of four k: thread (row, part) reads its
 // part of its row's x (16-byte loads through L2, all of them before its first multiply-add), sums
 // its part for all NOUT outputs (3C forward, C backward; w in 16-byte shared loads), and the
-// parts, lanes of one half-warp, are added with a butterfly of shuffles. One thread per (row,
-// column) then does the gate math with its own operands, read before the step's barrier.
+// parts, 16 lanes of one warp, are added with shuffles (add_parts). A warp holds two rows, lane =
+// 2 part + row % 2: the two threads of a part, which read the same weights, are adjacent lanes,
+// and a 16-byte shared load whose adjacent lanes share their addresses takes two wavefronts
+// instead of four (shared memory returns their data packed; rows 16 lanes apart, the first
+// layout, got no such packing). One thread per (row, column) then does the gate math with its
+// own operands, read before the step's barrier.
 //
 // Against the cuBLAS path (a GEMM and a gate kernel per step, host-bound at small batches: ~15 us
 // per step and direction at B = 16, S = 512) a step here is a few microseconds: the product's
 // FLOPs are spread over every SM and no step leaves the GPU.
 constexpr int kWideParts = 16, kWideThreads = kWideRows * kWideParts;  // kWideRows: lltm.h
+static_assert(kWideParts * 2 == 32, "a warp holds two rows of parts");
 // Groups of four k in flight per thread at once (all of a part's, mostly), as registers allow
 // beside NOUT accumulators.
 template <int NOUT>
@@ -40,8 +45,8 @@ LLTM_EXT_HD int wide_groups(int k) {
 }
 
 // Stride of a part's region of the weight slice, in acc_t: its groups x 4 k x nout, plus four so
-// that the 16-byte loads of eight consecutive parts (a quarter-warp) fall in distinct banks
-// (groups * nout is a multiple of four: the stride in 16-byte units is odd).
+// that the 16-byte loads of eight consecutive parts (a half-warp) fall in distinct banks (groups *
+// nout is a multiple of four: the stride in 16-byte units is odd).
 LLTM_EXT_HD int wide_part_stride(int k, int nout) {
   return wide_groups(k) * 4 * nout + 4;
 }
@@ -102,7 +107,8 @@ __device__ __forceinline__ void part_product(const scalar_t* x, bool vec, int k_
   }
 }
 
-// One level of add_parts at lane distance D: v holds this lane's partial sums of outputs base ..
+// One level of add_parts at part distance D (lane distance 2 D): v holds this lane's partial sums
+// of outputs base ..
 // base + M - 1. For even M a lane keeps one half (the upper where its D bit is set), adds its
 // partner's sums of that half, and sends the other half: M / 2 shuffles, and M halves at each
 // level. For odd M both lanes add all M (a butterfly level; the lanes of the bits in DUP hold the
@@ -124,25 +130,25 @@ __device__ __forceinline__ void add_parts_level(const acc_t (&v)[M], int part, i
 #pragma unroll
     for (int i = 0; i < H; ++i) {
       const acc_t send = upper ? v[i] : v[H + i];
-      keep[i] = (upper ? v[H + i] : v[i]) + __shfl_xor_sync(0xffffffffu, send, D);
+      keep[i] = (upper ? v[H + i] : v[i]) + __shfl_xor_sync(0xffffffffu, send, 2 * D);
     }
     add_parts_level<H, D / 2, DUP>(keep, part, upper ? base + H : base, sums_row);
   } else {
     acc_t all[M];
 #pragma unroll
     for (int i = 0; i < M; ++i) {
-      all[i] = v[i] + __shfl_xor_sync(0xffffffffu, v[i], D);
+      all[i] = v[i] + __shfl_xor_sync(0xffffffffu, v[i], 2 * D);
     }
     add_parts_level<M, D / 2, DUP | D>(all, part, base, sums_row);
   }
 }
 
-// The parts' sums, added across the kWideParts lanes of each half-warp (part: the lane's index
-// there), into sums[row][o] (shared memory), each output once: a reduce-scatter by halving, 45
-// shuffles for 48 outputs where a butterfly giving every lane every sum takes 192.
+// The parts' sums, added across the kWideParts lanes of a row (lanes 2 part + row % 2 of its warp),
+// into sums[row][o] (shared memory), each output once: a reduce-scatter by halving, 45 shuffles
+// for 48 outputs where a butterfly giving every lane every sum takes 192.
 template <int NOUT, typename acc_t>
 __device__ __forceinline__ void add_parts(const acc_t (&acc)[NOUT], int part, acc_t* sums_row) {
-  static_assert(kWideParts == 16, "add_parts: four levels of lane distances 8, 4, 2, 1");
+  static_assert(kWideParts == 16, "add_parts: four levels of part distances 8, 4, 2, 1");
   add_parts_level<NOUT, kWideParts / 2, 0>(acc, part, 0, sums_row);
 }
 
@@ -200,8 +206,8 @@ struct WideThread {
   template <typename scalar_t>
   __device__ __forceinline__ WideThread(int k, int64_t batch, int state, const scalar_t* bias,
                                         const scalar_t* carried)
-      : part(static_cast<int>(threadIdx.x) % kWideParts),
-        row(static_cast<int>(threadIdx.x) / kWideParts),
+      : part(static_cast<int>(threadIdx.x) % 32 / 2),
+        row(static_cast<int>(threadIdx.x) / 32 * 2 + static_cast<int>(threadIdx.x) % 2),
         range(part_range(k, part)),
         x_row(static_cast<int64_t>(blockIdx.y) * kWideRows + row),
         g_row(static_cast<int>(threadIdx.x) / C),
