@@ -29,6 +29,25 @@ namespace {
 constexpr int kTileRows = 2;
 constexpr int kMaxPairs = 2;  // (row, column) pairs a thread finishes: rows * cols <= 512
 
+// Unit u's column c and row tile rg, of `tiles` row tiles. Units go to lanes in order. Where the
+// tiles come in pairs, u = 2 (rg / 2 * cols + c) + rg % 2: adjacent lanes take the same column
+// (their weight loads share addresses) and alternate two row tiles (so do their x loads), and a
+// 16-byte shared load whose lanes Tn, Tn^1 (or Tn, Tn^2) share addresses takes two wavefronts
+// instead of four (shared memory packs the return). Else u = rg * cols + c.
+struct UnitPlace {
+  int c, rg;
+};
+LLTM_EXT_HD UnitPlace unit_place(int u, int cols, int tiles) {
+  if (tiles % 2 == 0) {
+    const int v = u / 2;
+    return {v % cols, v / cols * 2 + u % 2};
+  }
+  return {u % cols, u / cols};
+}
+LLTM_EXT_HD int unit_index(int c, int rg, int cols, int tiles) {
+  return tiles % 2 == 0 ? (rg / 2 * cols + c) * 2 + rg % 2 : rg * cols + c;
+}
+
 // Row stride in shared memory of a product's operands of length K: K rounded up to groups of
 // four, plus four (16-byte rows; consecutive rows start in different banks).
 LLTM_EXT_HD int padded_k(int k) {
@@ -175,7 +194,7 @@ __global__ void __launch_bounds__(kClusterThreads)
   const auto& bias_v = my.bias;
   auto& c_prev = my.carried;
   cluster.sync();  // every block runs (its shared memory may be written) and holds h0
-  const int ui = tid % cs.units_pow2, p = tid / cs.units_pow2;
+  const int ui = tid % cs.units_pow2, p = tid / cs.units_pow2, tiles = cs.units / cols;
   for (int64_t t = 0; t < steps; ++t) {
     const int cur = static_cast<int>(t & 1);
     acc_t proj[kMaxPairs][G];  // the input projections: read before the barrier
@@ -193,7 +212,7 @@ __global__ void __launch_bounds__(kClusterThreads)
     }
     const acc_t* x = sh + cur * rows * hs;
     for (int u = ui; u < cs.units; u += cs.units_pow2) {
-      const int c = u % cols, rg = u / cols;
+      const auto [c, rg] = unit_place(u, cols, tiles);
       acc_t acc[kTileRows][G];
       unit_product<G>(x + rg * kTileRows * hs, hs, sw + c * hs, cols * hs, hs / 4 - 1, p, cs.parts,
                       acc);
@@ -213,7 +232,7 @@ __global__ void __launch_bounds__(kClusterThreads)
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) {
       if (pv[i]) {
-        const int u = pr[i] / kTileRows * cols + pc[i], a = pr[i] % kTileRows * G;
+        const int u = unit_index(pc[i], pr[i] / kTileRows, cols, tiles), a = pr[i] % kTileRows * G;
         acc_t pre[G];
 #pragma unroll
         for (int q = 0; q < G; ++q) {
@@ -292,7 +311,7 @@ __global__ void __launch_bounds__(kClusterThreads)
   const auto& bias_v = my.bias;
   auto& grad_c = my.carried;
   cluster.sync();  // every block runs: its shared memory may be written
-  const int ui = tid % cs.units_pow2, p = tid / cs.units_pow2;
+  const int ui = tid % cs.units_pow2, p = tid / cs.units_pow2, tiles = cs.units / cols;
   for (int64_t step = 0; step < steps; ++step) {
     const int64_t t = steps - 1 - step;
     const int cur = static_cast<int>(step & 1);
@@ -311,7 +330,7 @@ __global__ void __launch_bounds__(kClusterThreads)
       cluster_wait();  // d_gates[t + 1] from every block of the cluster is in buffer cur
       const acc_t* x = sd + cur * rows * ds;
       for (int u = ui; u < cs.units; u += cs.units_pow2) {
-        const int c = u % cols, rg = u / cols;
+        const auto [c, rg] = unit_place(u, cols, tiles);
         acc_t acc[kTileRows][1];
         unit_product<1>(x + rg * kTileRows * ds, ds, sw + c * ds, 0, ds / 4 - 1, p, cs.parts, acc);
 #pragma unroll
@@ -327,7 +346,7 @@ __global__ void __launch_bounds__(kClusterThreads)
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) {
       if (pv[i]) {
-        const int u = pr[i] / kTileRows * cols + pc[i], a = pr[i] % kTileRows;
+        const int u = unit_index(pc[i], pr[i] / kTileRows, cols, tiles), a = pr[i] % kTileRows;
         if (step > 0) {
           for (int pp = 0; pp < cs.parts; ++pp) {
             op[i].grad_h += part_sums[(pp * kTileRows + a) * cs.units + u];
