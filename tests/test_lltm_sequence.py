@@ -350,6 +350,31 @@ def test_cuda_wide_columns(monkeypatch, cols):
 
 
 @pytest.mark.cuda
+def test_cuda_wide_many_steps_over_rows_of_blocks(monkeypatch):
+    """The wide kernels wait, each step, for their own row of blocks only. B = 70: five rows of
+    blocks, the last one partly past the batch. T = 16 steps against the float64 loop (float32's
+    rounding over more steps outgrows the tolerance); T = 64 steps twice, the same bits in what
+    the kernels alone compute (the outputs, the c0 gradient), which a block reading another's rows
+    before they were written would not give run to run."""
+    sequence_path(monkeypatch, "wide")
+    check_against_reference((16, 70, 3, 132), "cuda", torch.float32)
+    size = (64, 70, 3, 132)
+    args = make_args(*size, "cuda", torch.float32)
+    grads = [torch.randn(size[0], size[1], size[3], device="cuda")] + [
+        torch.randn(size[1], size[3], device="cuda") for _ in range(2)
+    ]
+
+    def run() -> list[torch.Tensor]:
+        output, (h_n, c_n) = lltm_ext.lltm_sequence(*args[:3], (args[3], args[4]))
+        d_c0 = torch.autograd.grad((output, h_n, c_n), args[4], grads)[0]
+        return [output.detach(), h_n.detach(), c_n.detach(), d_c0]
+
+    first, second = run(), run()
+    for a, b in zip(first, second, strict=True):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.cuda
 def test_cuda_wide_misaligned_h0():
     """h0 a view one element into its storage (not 16-byte aligned): the wide kernels' first step
     reads it element by element; the same values as an aligned copy."""
