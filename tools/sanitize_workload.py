@@ -245,7 +245,8 @@ def run_lltm_module(dtype: torch.dtype) -> None:
 # (steps, batch, input features, state size): empty sequence, empty batch, no features, single
 # elements, odd and tile-unaligned sizes (the fused step kernels; the cluster kernels' partial
 # batch slices, S < 8 and S not a multiple of 8; the wide-state kernels' row blocks past the batch
-# and parts past K, S = 260 and 520).
+# and parts past K, S = 260 and 520, and three rows of blocks, each with its own step barriers,
+# over six steps).
 SEQUENCE_SIZES = (
     (0, 3, 2, 4),
     (4, 0, 3, 5),
@@ -256,6 +257,7 @@ SEQUENCE_SIZES = (
     (3, 37, 5, 100),
     (3, 5, 4, 260),
     (2, 17, 3, 520),
+    (6, 40, 3, 132),
 )
 
 
