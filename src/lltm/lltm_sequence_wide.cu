@@ -108,11 +108,11 @@ __device__ __forceinline__ void part_product(const scalar_t* x, bool vec, int k_
 }
 
 // One level of add_parts at part distance D (lane distance 2 D): v holds this lane's partial sums
-// of outputs base ..
-// base + M - 1. For even M a lane keeps one half (the upper where its D bit is set), adds its
-// partner's sums of that half, and sends the other half: M / 2 shuffles, and M halves at each
-// level. For odd M both lanes add all M (a butterfly level; the lanes of the bits in DUP hold the
-// same sums). At D = 0 the sums are complete: one lane of each duplicate set writes them.
+// of outputs base .. base + M - 1. For even M a lane keeps one half (the upper where its D bit is
+// set), adds its partner's sums of that half, and sends the other half: M / 2 shuffles, and M
+// halves at each level. For odd M both lanes add all M (a butterfly level; the lanes of the bits
+// in DUP hold the same sums). At D = 0 the sums are complete: one lane of each duplicate set
+// writes them.
 template <int M, int D, int DUP, typename acc_t>
 __device__ __forceinline__ void add_parts_level(const acc_t (&v)[M], int part, int base,
                                                 acc_t* sums_row) {
