@@ -268,10 +268,16 @@ def test_cuda_uses_current_stream_and_device_guard():
 
 def sequence_path(monkeypatch, path):
     """LLTM_EXT_SEQUENCE_PATH for the test: "grid" (the fused step kernels, never the cluster
-    ones), "cluster" (the sm_90 cluster kernels) or "wide" (the wide-state kernels; both an
-    error where they do not apply), "cublas" (cuBLAS and the gate kernel every step)."""
-    if path == "cluster" and torch.cuda.get_device_capability() < (9, 0):
+    ones), "cluster" (the sm_90 cluster kernels, their recurrent product where auto puts it: the
+    tensor cores for the half types and for float32 with TF32 allowed), "cluster-simt" (the
+    cluster kernels with the product on the SIMT cores, LLTM_EXT_SEQUENCE_PRODUCT=simt) or "wide"
+    (the wide-state kernels; each an error where they do not apply), "cublas" (cuBLAS and the gate
+    kernel every step)."""
+    if path.startswith("cluster") and torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("the cluster kernels need an sm_90 GPU")
+    if path == "cluster-simt":
+        path = "cluster"
+        monkeypatch.setenv("LLTM_EXT_SEQUENCE_PRODUCT", "simt")
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_PATH", path)
 
 
@@ -291,7 +297,7 @@ CLUSTER_SIZES = [
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("path", ["grid", "cluster"])
+@pytest.mark.parametrize("path", ["grid", "cluster", "cluster-simt"])
 @pytest.mark.parametrize(
     "dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16], ids=str
 )
@@ -299,19 +305,54 @@ CLUSTER_SIZES = [
 def test_cuda_step_kernels(monkeypatch, path, dtype, size):
     """Both small-state paths on CUDA, each forced, against the float64 loop: the fused step
     kernels (grid barrier or a launch per step) and the sm_90 cluster kernels (auto's choice on
-    sm_90), forward and all gradients."""
+    sm_90) with the recurrent product where auto puts it (tensor cores for the half types; float32
+    here is full float32, on the SIMT cores) and on the SIMT cores, forward and all gradients."""
     sequence_path(monkeypatch, path)
     check_against_reference(size, "cuda", dtype)
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("rows", ["2", "4", "8", "16"])
-def test_cuda_cluster_batch_slices(monkeypatch, rows):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_cuda_cluster_batch_slices(monkeypatch, rows, dtype):
     """Each batch slice per cluster (LLTM_EXT_SEQUENCE_CLUSTER_ROWS forces what auto chooses by
-    occupancy), B = 37 a multiple of none, S = 100 not a multiple of the cluster's 8 blocks."""
+    occupancy), B = 37 a multiple of none, S = 100 not a multiple of the cluster's 8 blocks; the
+    product on the SIMT cores (float32) and on the tensor cores (float16: slices of fewer than 16
+    rows fill a 16-row mma tile)."""
     sequence_path(monkeypatch, "cluster")
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_CLUSTER_ROWS", rows)
-    check_against_reference((4, 37, 5, 100), "cuda", torch.float32)
+    check_against_reference((4, 37, 5, 100), "cuda", dtype)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize(
+    "size", [(4, 37, 5, 100), (6, 16, 8, 128), (3, 5, 7, 256), (5, 2, 3, 6)], ids=str
+)
+def test_cuda_cluster_float32_tensor_cores(monkeypatch, size):
+    """With TF32 allowed (rnn.fp32_precision "tf32", torch's default, which nn.LSTM follows) the
+    cluster kernels' float32 recurrent products, forward and backward, run on the tensor cores:
+    the outputs and all gradients differ from those of the SIMT product, and stay within TF32's
+    error of the float64 loop (TF32 keeps 10 mantissa bits: relative rounding 2^-11 per operand;
+    a wrong fragment layout would be off by the values' own size)."""
+    args = make_args(*size, "cuda", torch.float32)
+    grads = [torch.randn(size[0], size[1], size[3], device="cuda")] + [
+        torch.randn(size[1], size[3], device="cuda") for _ in range(2)
+    ]
+    ref_outs, ref_grads = reference(args, grads)
+
+    def run(path):
+        sequence_path(monkeypatch, path)
+        with rnn_fp32_precision("tf32"):
+            output, (h_n, c_n) = lltm_ext.lltm_sequence(*args[:3], (args[3], args[4]))
+            d = torch.autograd.grad((output, h_n, c_n), args, grads)
+        return [output, h_n, c_n, *d]
+
+    tensor, simt = run("cluster"), run("cluster-simt")
+    names = ["output", "h_n", "c_n", "d_input", "d_weights", "d_bias", "d_h0", "d_c0"]
+    for name, ours, other, ref in zip(names, tensor, simt, [*ref_outs, *ref_grads], strict=True):
+        assert not torch.equal(ours, other), name  # the products ran on other units
+        error = (ours.double().cpu() - ref).abs().max().item()
+        assert error <= 1e-2 * max(ref.abs().max().item(), 1.0), (name, error)
 
 
 # (T, B, I, S) for the wide-state kernels (blocks of 16 batch rows x 4, 8 or 16 state columns,
@@ -409,7 +450,8 @@ def test_cuda_other_paths_at_small_states(monkeypatch, path):
 @pytest.mark.cuda
 def test_cuda_cluster_path_refuses_what_it_cannot_run(monkeypatch):
     """Forced, the cluster path says why it does not apply (S past kClusterMaxState) instead of
-    running another path; auto runs cuBLAS there."""
+    running another path; auto runs cuBLAS there. Unknown settings of the path and of the
+    product are errors that list the valid ones."""
     sequence_path(monkeypatch, "cluster")
     args = [a.detach() for a in make_args(2, 3, 4, 300, "cuda", torch.float32)]
     with pytest.raises(RuntimeError, match=r"LLTM_EXT_SEQUENCE_PATH=cluster.*state 300"):
@@ -419,6 +461,11 @@ def test_cuda_cluster_path_refuses_what_it_cannot_run(monkeypatch):
         RuntimeError, match=r"must be auto, cluster, wide, grid or cublas.*'sideways'"
     ):
         _ops.lltm_sequence(*args)
+    sequence_path(monkeypatch, "cluster")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_PRODUCT", "tensor")
+    small = [a.detach() for a in make_args(2, 3, 4, 16, "cuda", torch.float32)]
+    with pytest.raises(RuntimeError, match=r"LLTM_EXT_SEQUENCE_PRODUCT must be auto or simt"):
+        _ops.lltm_sequence(*small)
 
 
 @pytest.mark.cuda

@@ -278,22 +278,25 @@ cudaError_t launch_wide_backward(T* d_gates, const T* w, int64_t ld, const T* gr
 // the device's shared memory (cluster_smem_bytes) say which `rows` a state size takes.
 constexpr int kClusterSize = 8, kClusterThreads = 256;
 constexpr int64_t kClusterMaxState = 256;
-// A block's work: state S, columns per block, batch rows per cluster, and the product's split
-// into `units` (a column x 2 rows) x `parts` (of K), units_pow2 * parts = kClusterThreads.
+// A block's work: state S, columns per block, batch rows per cluster, and the product: on the
+// tensor cores (`mma`: mma.sync with tf32 operands, float32 sums; float32 where TF32 is allowed,
+// and the half types, whose values tf32 holds exactly), or on the SIMT cores split into `units` (a
+// column x 2 rows) x `parts` (of K), units_pow2 * parts = kClusterThreads.
 struct ClusterShape {
   int state, cols, rows, units, units_pow2, parts;
+  bool mma;
 };
-ClusterShape cluster_shape(int64_t state, int rows);
+ClusterShape cluster_shape(int64_t state, int rows, bool mma);
 bool cluster_shape_ok(const ClusterShape& shape);
 int64_t cluster_smem_bytes(const ClusterShape& shape, bool backward, int64_t element_size);
 // Whether the current device runs this module's sm_90 code of the cluster kernels.
 template <typename T>
 cudaError_t cluster_image_loaded(bool* loaded);
 // On the current device: the kernels' shared-memory limit set to max_smem, and the clusters of
-// (state, rows) that run at once, forward and backward.
+// `shape` that run at once, forward and backward.
 template <typename T>
-cudaError_t prepare_cluster_steps(int max_smem, int rows, int* forward_clusters,
-                                  int* backward_clusters, int64_t state);
+cudaError_t prepare_cluster_steps(int max_smem, const ClusterShape& shape, int* forward_clusters,
+                                  int* backward_clusters);
 template <typename T>
 cudaError_t launch_cluster_forward(T* gates, const T* bias, const T* h0, const T* c0, const T* w,
                                    int64_t ld, T* output, T* cells, int64_t batch, int64_t steps,

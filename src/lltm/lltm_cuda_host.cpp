@@ -296,6 +296,22 @@ SequencePath sequence_path_setting() {
   return SequencePath::kGrid;
 }
 
+// LLTM_EXT_SEQUENCE_PRODUCT, read at every call: "auto" (default: the cluster kernels' recurrent
+// product on the tensor cores for the half types, whose values tf32 holds exactly, and for float32
+// where `tf32` allows it, i.e. torch.backends.cudnn.rnn.fp32_precision is "tf32"; float64 on the
+// SIMT cores) or "simt" (the SIMT cores always: for measurements and tests).
+bool cluster_product_mma(at::ScalarType dtype, bool tf32) {
+  const char* env = std::getenv("LLTM_EXT_SEQUENCE_PRODUCT");
+  const std::string value = env != nullptr ? env : "";
+  TORCH_CHECK(value.empty() || value == "auto" || value == "simt",
+              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PRODUCT must be auto or simt, but got '",
+              value, "'.");
+  if (value == "simt" || dtype == at::kDouble) {
+    return false;
+  }
+  return dtype != at::kFloat || tf32;
+}
+
 // Whether the sequence's steps run fused on `device` (lltm.h), and whether steps overlap there.
 struct StepPlan {
   bool fused, overlap;
@@ -330,11 +346,12 @@ struct ClusterPlan {
 // The cluster kernels apply on sm_90 GPUs that run this module's sm_90 code, for 1 <= S <=
 // kClusterMaxState and B >= 1, where the shared memory fits. Batch rows per cluster: the fewest
 // (of 2, 4, 8, 16) whose clusters all run at once (the most SMs, the least work per block), else
-// the most that fit (clusters then run in turns: they never wait on each other).
+// the most that fit (clusters then run in turns: they never wait on each other). The product on the
+// tensor cores as cluster_product_mma says (`tf32`: float32 may use TF32).
 // LLTM_EXT_SEQUENCE_CLUSTER_ROWS (2, 4, 8 or 16; read at every call) forces the rows, for
 // measurements.
 template <typename T>
-ClusterPlan cluster_plan(int device, int64_t batch, int64_t state) {
+ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
   const SequencePath setting = sequence_path_setting();
   ClusterPlan plan{false, {}};
   if (setting != SequencePath::kAuto && setting != SequencePath::kCluster) {
@@ -359,14 +376,15 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state) {
   });
   if (f.loaded && batch >= 1 && state >= 1 && state <= kClusterMaxState) {
     static std::mutex mutex;
-    static std::map<std::tuple<int, int64_t, int>, std::pair<int, int>> resident;
+    static std::map<std::tuple<int, int64_t, int, bool>, std::pair<int, int>> resident;
+    const bool mma = cluster_product_mma(c10::CppTypeToScalarType<T>::value, tf32);
     const char* forced_env = std::getenv("LLTM_EXT_SEQUENCE_CLUSTER_ROWS");
     const int forced = forced_env != nullptr ? std::atoi(forced_env) : 0;
     for (const int rows : {2, 4, 8, 16}) {
       if (forced > 0 && rows != forced) {
         continue;
       }
-      const ClusterShape cs = cluster_shape(state, rows);
+      const ClusterShape cs = cluster_shape(state, rows, mma);
       if (!cluster_shape_ok(cs) || cluster_smem_bytes(cs, false, sizeof(T)) > f.smem_optin ||
           cluster_smem_bytes(cs, true, sizeof(T)) > f.smem_optin) {
         continue;
@@ -374,11 +392,11 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state) {
       std::pair<int, int> counts;
       {
         const std::lock_guard<std::mutex> lock(mutex);
-        const auto key = std::make_tuple(device, state, rows);
+        const auto key = std::make_tuple(device, state, rows, mma);
         auto it = resident.find(key);
         if (it == resident.end()) {
           int fwd = 0, bwd = 0;
-          C10_CUDA_CHECK(prepare_cluster_steps<T>(f.smem_optin, rows, &fwd, &bwd, state));
+          C10_CUDA_CHECK(prepare_cluster_steps<T>(f.smem_optin, cs, &fwd, &bwd));
           it = resident.emplace(key, std::make_pair(fwd, bwd)).first;
         }
         counts = it->second;
@@ -503,7 +521,7 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
     const scalar_t* wp = weights.const_data_ptr<scalar_t>();
     const int64_t n = B * S;
     if (T > 0 && B > 0) {
-      const ClusterPlan cluster = cluster_plan<scalar_t>(input.get_device(), B, S);
+      const ClusterPlan cluster = cluster_plan<scalar_t>(input.get_device(), B, S, tf32);
       if (cluster.use) {  // all steps in one launch of thread-block clusters (sm_90)
         C10_CUDA_CHECK(launch_cluster_forward<scalar_t>(g, b, h0.const_data_ptr<scalar_t>(),
                                                         c0.const_data_ptr<scalar_t>(), wp, S + I,
@@ -566,7 +584,7 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
     const scalar_t* gh_n = grad_h_n.const_data_ptr<scalar_t>();
     const int64_t n = B * S;
     if (T > 0 && B > 0) {
-      const ClusterPlan cluster = cluster_plan<scalar_t>(cells.get_device(), B, S);
+      const ClusterPlan cluster = cluster_plan<scalar_t>(cells.get_device(), B, S, tf32);
       if (cluster.use) {  // all steps in one launch of thread-block clusters (sm_90)
         C10_CUDA_CHECK(launch_cluster_backward<scalar_t>(dg, wp, S + I, go, gh_n,
                                                          grad_c_n.const_data_ptr<scalar_t>(), cell,
