@@ -396,7 +396,9 @@ def test_cuda_wide_many_steps_over_rows_of_blocks(monkeypatch):
     blocks, the last one partly past the batch. T = 16 steps against the float64 loop (float32's
     rounding over more steps outgrows the tolerance); T = 64 steps twice, the same bits in what
     the kernels alone compute (the outputs, the c0 gradient), which a block reading another's rows
-    before they were written would not give run to run."""
+    before they were written would not give run to run: before each run the caching allocator's
+    free blocks of the sizes of the kernels' buffers (h and c of all steps, the gates and their
+    gradients) are filled with NaN, so such a read would see NaN, not the last run's values."""
     sequence_path(monkeypatch, "wide")
     check_against_reference((16, 70, 3, 132), "cuda", torch.float32)
     size = (64, 70, 3, 132)
@@ -404,8 +406,13 @@ def test_cuda_wide_many_steps_over_rows_of_blocks(monkeypatch):
     grads = [torch.randn(size[0], size[1], size[3], device="cuda")] + [
         torch.randn(size[1], size[3], device="cuda") for _ in range(2)
     ]
+    steps_by_batch = size[0] * size[1]
 
     def run() -> list[torch.Tensor]:
+        nan = float("nan")
+        junk = [torch.full((steps_by_batch * k * size[3],), nan, device="cuda") for k in (1, 3)]
+        junk += [torch.full_like(j, nan) for j in junk for _ in range(3)]
+        del junk  # back to the cache, NaN-filled
         output, (h_n, c_n) = lltm_ext.lltm_sequence(*args[:3], (args[3], args[4]))
         d_c0 = torch.autograd.grad((output, h_n, c_n), args[4], grads)[0]
         return [output.detach(), h_n.detach(), c_n.detach(), d_c0]

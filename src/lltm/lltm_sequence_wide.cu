@@ -16,15 +16,15 @@ namespace {
 // at once on the GPU: one cooperative launch for all T steps). Its slice of W_h stays in shared
 // memory: forward the 3C rows of its columns' three gates (K = S), backward the C columns
 // W_h[:, cols] (K = 3S). A step's product out[r][o] = sum_k x[r][k] w[k][o] (x: h_{t-1} forward,
-// d_gates[t+1] backward, both rows written by every block in the step before and read straight
-// from L2) splits K into kWideParts parts of whole groups of four k: thread (row, part) reads its
-// part of its row's x (16-byte loads through L2, all of them before its first multiply-add), sums
-// its part for all NOUT outputs (3C forward, C backward; w in 16-byte shared loads), and the
-// parts, 16 lanes of one warp, are added with shuffles (add_parts). A warp holds two rows, lane =
-// 2 part + row % 2: the two threads of a part, which read the same weights, are adjacent lanes,
-// and a 16-byte shared load whose adjacent lanes share their addresses takes two wavefronts
-// instead of four (shared memory returns their data packed; rows 16 lanes apart, the first
-// layout, got no such packing). One thread per (row, column) then does the gate math with its
+// d_gates[t+1] backward, both rows written in the step before by every block of this row of blocks,
+// and read straight from L2) splits K into kWideParts parts of whole groups of four k: thread (row,
+// part) reads its part of its row's x (16-byte loads through L2, all of them before its first
+// multiply-add), sums its part for all NOUT outputs (3C forward, C backward; w in 16-byte shared
+// loads), and the parts, 16 lanes of one warp, are added with shuffles (add_parts). A warp holds
+// two rows, lane = 2 part + row % 2: the two threads of a part, which read the same weights, are
+// adjacent lanes, and a 16-byte shared load whose adjacent lanes share their addresses takes two
+// wavefronts instead of four (shared memory returns their data packed; rows 16 lanes apart, the
+// first layout, got no such packing). One thread per (row, column) then does the gate math with its
 // own operands, read before the step's barrier.
 //
 // Against the cuBLAS path (a GEMM and a gate kernel per step, host-bound at small batches: ~15 us
@@ -159,8 +159,10 @@ __device__ __forceinline__ void add_parts(const acc_t (&acc)[NOUT], int part, ac
 // counter of its row has reached k (wait: thread i polls block i's, all in parallel). Unlike a
 // grid barrier, no block waits for other rows, and no counter takes more than one writer.
 // Ordering as cooperative_groups' grid barrier: the block's barrier, then a device-scope fence
-// and a release store by one thread; the waiting threads' acquire loads, then the block's barrier.
-// The step counts wrap at 2^32: they are compared by their difference.
+// and a release store by one thread; the waiting threads poll with relaxed loads (an acquire load
+// per poll would order, and may invalidate L1, on every round) and, once they see the count, one
+// acquire fence (PTX's acquire pattern: a strong read, then fence.acq_rel), then the block's
+// barrier. The step counts wrap at 2^32: they are compared by their difference.
 __device__ __forceinline__ void row_arrive(unsigned int* flags, unsigned int k) {
   __syncthreads();  // this block's writes of the step are done
   if (threadIdx.x == 0) {
@@ -175,8 +177,9 @@ __device__ __forceinline__ void row_wait(const unsigned int* flags, unsigned int
   for (unsigned int i = threadIdx.x; i < gridDim.x; i += blockDim.x) {
     unsigned int seen = 0;
     do {
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(row + i) : "memory");
+      asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(row + i) : "memory");
     } while (static_cast<int>(seen - k) < 0);
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
   }
   __syncthreads();
 }
