@@ -269,14 +269,14 @@ def test_cuda_uses_current_stream_and_device_guard():
 def sequence_path(monkeypatch, path):
     """LLTM_EXT_SEQUENCE_PATH for the test: "grid" (the fused step kernels, never the cluster
     ones), "cluster" (the sm_90 cluster kernels, their recurrent product where auto puts it: the
-    tensor cores for the half types and for float32 with TF32 allowed), "cluster-simt" (the
-    cluster kernels with the product on the SIMT cores, LLTM_EXT_SEQUENCE_PRODUCT=simt) or "wide"
-    (the wide-state kernels; each an error where they do not apply), "cublas" (cuBLAS and the gate
-    kernel every step)."""
+    tensor cores for the half types and for float32 with TF32 allowed) or "wide" (the wide-state
+    kernels, likewise; each an error where they do not apply), either with "-simt" (the product on
+    the SIMT cores, LLTM_EXT_SEQUENCE_PRODUCT=simt), "cublas" (cuBLAS and the gate kernel every
+    step)."""
     if path.startswith("cluster") and torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("the cluster kernels need an sm_90 GPU")
-    if path == "cluster-simt":
-        path = "cluster"
+    if path.endswith("-simt"):
+        path = path.removesuffix("-simt")
         monkeypatch.setenv("LLTM_EXT_SEQUENCE_PRODUCT", "simt")
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_PATH", path)
 
@@ -326,11 +326,22 @@ def test_cuda_cluster_batch_slices(monkeypatch, rows, dtype):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize(
-    "size", [(4, 37, 5, 100), (6, 16, 8, 128), (3, 5, 7, 256), (5, 2, 3, 6)], ids=str
+    "path,size",
+    [
+        ("cluster", (4, 37, 5, 100)),
+        ("cluster", (6, 16, 8, 128)),
+        ("cluster", (3, 5, 7, 256)),
+        ("cluster", (5, 2, 3, 6)),
+        ("wide", (4, 17, 3, 260)),
+        ("wide", (3, 33, 8, 512)),
+        ("wide", (3, 5, 2, 1024)),
+    ],
+    ids=str,
 )
-def test_cuda_cluster_float32_tensor_cores(monkeypatch, size):
+def test_cuda_float32_tensor_cores(monkeypatch, path, size):
     """With TF32 allowed (rnn.fp32_precision "tf32", torch's default, which nn.LSTM follows) the
-    cluster kernels' float32 recurrent products, forward and backward, run on the tensor cores:
+    cluster and wide-state kernels' float32 recurrent products, forward and backward, run on the
+    tensor cores:
     the outputs and all gradients differ from those of the SIMT product, and stay within TF32's
     error of the float64 loop (TF32 keeps 10 mantissa bits: relative rounding 2^-11 per operand;
     a wrong fragment layout would be off by the values' own size)."""
@@ -347,7 +358,7 @@ def test_cuda_cluster_float32_tensor_cores(monkeypatch, size):
             d = torch.autograd.grad((output, h_n, c_n), args, grads)
         return [output, h_n, c_n, *d]
 
-    tensor, simt = run("cluster"), run("cluster-simt")
+    tensor, simt = run(path), run(path + "-simt")
     names = ["output", "h_n", "c_n", "d_input", "d_weights", "d_bias", "d_h0", "d_c0"]
     for name, ours, other, ref in zip(names, tensor, simt, [*ref_outs, *ref_grads], strict=True):
         assert not torch.equal(ours, other), name  # the products ran on other units
@@ -368,14 +379,16 @@ WIDE_SIZES = [
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("path", ["wide", "wide-simt"])
 @pytest.mark.parametrize(
     "dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16], ids=str
 )
 @pytest.mark.parametrize("size", WIDE_SIZES, ids=lambda s: "x".join(map(str, s)))
-def test_cuda_wide_kernels(monkeypatch, dtype, size):
+def test_cuda_wide_kernels(monkeypatch, path, dtype, size):
     """The wide-state kernels (auto's choice past S = 256), forced, against the float64 loop,
-    forward and all gradients."""
-    sequence_path(monkeypatch, "wide")
+    forward and all gradients; the product where auto puts it (the tensor cores for the half
+    types; float32 here is full float32) and on the SIMT cores."""
+    sequence_path(monkeypatch, path)
     check_against_reference(size, "cuda", dtype)
 
 
@@ -423,13 +436,24 @@ def test_cuda_wide_many_steps_over_rows_of_blocks(monkeypatch):
 
 
 @pytest.mark.cuda
-def test_cuda_wide_misaligned_h0():
-    """h0 a view one element into its storage (not 16-byte aligned): the wide kernels' first step
-    reads it element by element; the same values as an aligned copy."""
-    x, w, b, h, c = make_args(3, 4, 5, 512, "cuda", torch.float32)
-    storage = torch.empty(h.numel() + 1, device="cuda")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_cuda_wide_kernels_largest_state(monkeypatch, dtype):
+    """S = 1024, the wide kernels' largest state, on the tensor cores (the half types): K in two
+    staged chunks forward and six backward, against the float64 loop."""
+    sequence_path(monkeypatch, "wide")
+    check_against_reference((3, 5, 2, 1024), "cuda", dtype)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_cuda_wide_misaligned_h0(dtype):
+    """h0 a view one element into its storage (not aligned to four elements): the wide kernels'
+    first step reads it element by element (float32: the SIMT product; bfloat16: the tensor-core
+    product's staging); the same values as an aligned copy."""
+    x, w, b, h, c = make_args(3, 4, 5, 512, "cuda", dtype)
+    storage = torch.empty(h.numel() + 1, device="cuda", dtype=dtype)
     h_view = storage[1:].view_as(h).copy_(h)
-    assert h_view.data_ptr() % 16 != 0
+    assert h_view.data_ptr() % (4 * h.element_size()) != 0
     got = lltm_ext.lltm_sequence(x, w, b, (h_view, c))[0]
     want = lltm_ext.lltm_sequence(x, w, b, (h.clone(), c))[0]
     assert torch.equal(got, want)

@@ -264,13 +264,14 @@ SEQUENCE_SIZES = (
 def run_lltm_sequence(dtype: torch.dtype) -> None:
     """lltm_sequence forward and backward through time, states given, misaligned (offset) views,
     time-major and batch-first, against a loop of the float64 pure-PyTorch cell. float32 products
-    in full float32 (torch's RNN default on CUDA is TF32, outside the float32 tolerance)."""
+    in full float32 (torch's RNN default on CUDA is TF32, outside the float32 tolerance), then on
+    CUDA the tensor-core paths again with TF32 allowed, at float16's tolerance."""
     rnn = torch.backends.cudnn.rnn
     precision, rnn.fp32_precision = rnn.fp32_precision, "ieee"
     # Every path: the fused step kernels (cuBLAS past their states), the wide-state kernels, and
-    # on sm_90 the cluster kernels, their recurrent product on the tensor cores (the half types;
-    # float32 with TF32 allowed, below) and on the SIMT cores.
-    paths = ["grid", "wide"]
+    # on sm_90 the cluster kernels, the latter two with their recurrent product on the tensor
+    # cores (the half types; float32 with TF32 allowed, below) and on the SIMT cores ("-simt").
+    paths = ["grid", "wide", "wide-simt"]
     if DEVICE == "cuda" and torch.cuda.get_device_capability() >= (9, 0):
         paths += ["cluster", "cluster-simt"]
     old = {k: os.environ.get(k) for k in ("LLTM_EXT_SEQUENCE_PATH", "LLTM_EXT_SEQUENCE_PRODUCT")}
@@ -279,11 +280,12 @@ def run_lltm_sequence(dtype: torch.dtype) -> None:
             os.environ["LLTM_EXT_SEQUENCE_PATH"] = path.removesuffix("-simt")
             os.environ["LLTM_EXT_SEQUENCE_PRODUCT"] = "simt" if path.endswith("-simt") else "auto"
             _run_lltm_sequence(dtype, path)
-        if dtype == torch.float32 and "cluster" in paths:  # the float32 tensor-core product
+        if dtype == torch.float32 and DEVICE == "cuda":  # the float32 tensor-core products
             rnn.fp32_precision = "tf32"
-            os.environ["LLTM_EXT_SEQUENCE_PATH"] = "cluster"
             os.environ["LLTM_EXT_SEQUENCE_PRODUCT"] = "auto"
-            _run_lltm_sequence(dtype, "cluster-tf32")
+            for path in [p for p in paths if p in ("wide", "cluster")]:
+                os.environ["LLTM_EXT_SEQUENCE_PATH"] = path
+                _run_lltm_sequence(dtype, path + "-tf32")
     finally:
         rnn.fp32_precision = precision
         for key, value in old.items():
@@ -295,11 +297,13 @@ def run_lltm_sequence(dtype: torch.dtype) -> None:
 
 def _run_lltm_sequence(dtype: torch.dtype, path: str) -> None:
     # TF32 products keep float16's 10 mantissa bits: checked at float16's tolerance.
-    tol = torch.float16 if path == "cluster-tf32" else dtype
+    tol = torch.float16 if path.endswith("-tf32") else dtype
     for (steps, batch, features, state), offset in itertools.product(SEQUENCE_SIZES, (0, 1)):
         if path != "grid" and steps * batch == 0:
             continue  # no kernel runs: the grid pass covered it
-        if (path.startswith("cluster") and state > 256) or (path == "wide" and state % 4 != 0):
+        if (path.startswith("cluster") and state > 256) or (
+            path.startswith("wide") and state % 4 != 0
+        ):
             continue  # the path does not apply (forced, it raises)
         stdv = 1.0 / math.sqrt(state)
         args = [

@@ -251,22 +251,27 @@ cudaError_t launch_sequence_backward_steps(T* d_gates, const T* w, int64_t ld, c
 // counters (the launch zeroes them first, on `stream`). wide_step_columns: on the current device,
 // the fewest columns per block (4, 8 or 16) whose grid runs at once in max_smem per block, their
 // shared memory set; 0 when none does (or S does not qualify); `only` (4, 8 or 16): those columns
-// or none.
+// or none. mma: the product on the tensor cores (float32 and the half types; the kernels of
+// wide_mma_loaded's answer, which needs this module's code for the device compiled for sm_80 or
+// newer), else on the SIMT cores.
 constexpr int64_t kWideMaxState = 1024;
 constexpr int kWideRows = 16;
 template <typename T>
+cudaError_t wide_mma_loaded(bool* loaded);
+template <typename T>
 cudaError_t wide_step_columns(int64_t batch, int64_t state, int sm_count, int max_smem, int* cols,
-                              int only = 0);
+                              int only, bool mma);
 int64_t wide_flag_count(int64_t batch, int64_t state, int cols);
 template <typename T>
 cudaError_t launch_wide_forward(T* gates, const T* bias, const T* h0, const T* c0, const T* w,
                                 int64_t ld, T* output, T* cells, unsigned int* flags, int64_t batch,
-                                int64_t state, int64_t steps, int cols, cudaStream_t stream);
+                                int64_t state, int64_t steps, int cols, bool mma,
+                                cudaStream_t stream);
 template <typename T>
 cudaError_t launch_wide_backward(T* d_gates, const T* w, int64_t ld, const T* grad_output,
                                  const T* grad_h_n, const T* grad_c_n, const T* cells,
                                  const T* gates, const T* bias, T* d_cell, unsigned int* flags,
-                                 int64_t batch, int64_t state, int64_t steps, int cols,
+                                 int64_t batch, int64_t state, int64_t steps, int cols, bool mma,
                                  cudaStream_t stream);
 
 // The sequence's time steps on sm_90 (lltm_sequence_cluster.cu): thread-block clusters of

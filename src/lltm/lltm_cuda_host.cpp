@@ -296,11 +296,12 @@ SequencePath sequence_path_setting() {
   return SequencePath::kGrid;
 }
 
-// LLTM_EXT_SEQUENCE_PRODUCT, read at every call: "auto" (default: the cluster kernels' recurrent
-// product on the tensor cores for the half types, whose values tf32 holds exactly, and for float32
-// where `tf32` allows it, i.e. torch.backends.cudnn.rnn.fp32_precision is "tf32"; float64 on the
-// SIMT cores) or "simt" (the SIMT cores always: for measurements and tests).
-bool cluster_product_mma(at::ScalarType dtype, bool tf32) {
+// LLTM_EXT_SEQUENCE_PRODUCT, read at every call: "auto" (default: the cluster and wide-state
+// kernels' recurrent product on the tensor cores for the half types, whose values tf32 holds
+// exactly, and for float32 where `tf32` allows it, i.e. torch.backends.cudnn.rnn.fp32_precision is
+// "tf32"; float64 on the SIMT cores) or "simt" (the SIMT cores always: for measurements and
+// tests).
+bool sequence_product_mma(at::ScalarType dtype, bool tf32) {
   const char* env = std::getenv("LLTM_EXT_SEQUENCE_PRODUCT");
   const std::string value = env != nullptr ? env : "";
   TORCH_CHECK(value.empty() || value == "auto" || value == "simt",
@@ -347,7 +348,7 @@ struct ClusterPlan {
 // kClusterMaxState and B >= 1, where the shared memory fits. Batch rows per cluster: the fewest
 // (of 2, 4, 8, 16) whose clusters all run at once (the most SMs, the least work per block), else
 // the most that fit (clusters then run in turns: they never wait on each other). The product on the
-// tensor cores as cluster_product_mma says (`tf32`: float32 may use TF32).
+// tensor cores as sequence_product_mma says (`tf32`: float32 may use TF32).
 // LLTM_EXT_SEQUENCE_CLUSTER_ROWS (2, 4, 8 or 16; read at every call) forces the rows, for
 // measurements.
 template <typename T>
@@ -377,7 +378,7 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
   if (f.loaded && batch >= 1 && state >= 1 && state <= kClusterMaxState) {
     static std::mutex mutex;
     static std::map<std::tuple<int, int64_t, int, bool>, std::pair<int, int>> resident;
-    const bool mma = cluster_product_mma(c10::CppTypeToScalarType<T>::value, tf32);
+    const bool mma = sequence_product_mma(c10::CppTypeToScalarType<T>::value, tf32);
     const char* forced_env = std::getenv("LLTM_EXT_SEQUENCE_CLUSTER_ROWS");
     const int forced = forced_env != nullptr ? std::atoi(forced_env) : 0;
     for (const int rows : {2, 4, 8, 16}) {
@@ -422,8 +423,11 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
 }
 
 // Columns per block of the wide-state kernels for (batch, state) on `device`, 0 when they do
-// not run: they apply for S % 4 == 0, S <= kWideMaxState, where their grid runs at once on the
-// GPU (wide_step_columns). Auto takes them for S <= 512 and S^2 B <= 2^24: there a step's product
+// not run, and whether their product runs on the tensor cores (sequence_product_mma, where the
+// device runs their sm_80+ code). They apply for S % 4 == 0, S <= kWideMaxState, where their grid
+// runs at once on the GPU (wide_step_columns). With the tensor cores auto takes them wherever they
+// apply (a block reads its slice once per step); on the SIMT cores for S <= 512 and S^2 B <=
+// 2^24: there a step's product
 // (3 S^2 B multiply-adds on the SIMT cores, each block reading its W_h slice from shared memory
 // once per batch row, and the whole of x from L2) takes less than cuBLAS's tensor-core GEMM and
 // its launches. Measured on an H200, float32, T = 128, forward+backward, against cuBLAS every
@@ -433,31 +437,48 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
 // 256) they were faster at every size: 845 vs 1850 us at B = 16, S = 128.
 // LLTM_EXT_SEQUENCE_WIDE_COLS (4, 8 or 16; read at every call) forces the columns, for
 // measurements.
+struct WidePlan {
+  int cols;  // 0: the wide kernels do not run
+  bool mma;
+};
+
 template <typename T>
-int wide_plan(int device, int64_t batch, int64_t state) {
+WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
   const SequencePath setting = sequence_path_setting();
-  if (setting != SequencePath::kWide && (setting != SequencePath::kAuto || state > 512 ||
-                                         state * state * batch > (int64_t{1} << 24))) {
-    return 0;
+  if (setting != SequencePath::kWide && setting != SequencePath::kAuto) {
+    return {0, false};
   }
-  static cuda::PerDevice<int> smem_optin;
-  const int max_smem = smem_optin.get(device, [](int d) {
-    int value = 0;
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerBlockOptin, d));
-    return value;
+  struct Facts {
+    int max_smem;
+    bool mma_loaded;
+  };
+  static cuda::PerDevice<Facts> cache;
+  const Facts& f = cache.get(device, [](int d) {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(d));
+    Facts facts{};
+    C10_CUDA_CHECK(
+        cudaDeviceGetAttribute(&facts.max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, d));
+    C10_CUDA_CHECK(wide_mma_loaded<T>(&facts.mma_loaded));
+    return facts;
   });
+  const bool mma = f.mma_loaded && sequence_product_mma(c10::CppTypeToScalarType<T>::value, tf32);
+  if (setting == SequencePath::kAuto && !mma &&
+      (state > 512 || state * state * batch > (int64_t{1} << 24))) {
+    return {0, false};
+  }
   static std::mutex mutex;
-  static std::map<std::tuple<int, int64_t, int64_t>, int> columns;
+  static std::map<std::tuple<int, int64_t, int64_t, bool>, int> columns;
   // The choice depends on the batch through its row blocks only.
   const int64_t row_blocks = (batch + kWideRows - 1) / kWideRows;
   int cols = 0;
   {
     const std::lock_guard<std::mutex> lock(mutex);
-    const auto key = std::make_tuple(device, row_blocks, state);
+    const auto key = std::make_tuple(device, row_blocks, state, mma);
     auto it = columns.find(key);
     if (it == columns.end()) {
       int c = 0;
-      C10_CUDA_CHECK(wide_step_columns<T>(batch, state, cuda::sm_count(device), max_smem, &c));
+      C10_CUDA_CHECK(
+          wide_step_columns<T>(batch, state, cuda::sm_count(device), f.max_smem, &c, 0, mma));
       it = columns.emplace(key, c).first;
     }
     cols = it->second;
@@ -470,7 +491,7 @@ int wide_plan(int device, int64_t batch, int64_t state) {
                 forced_env, "'.");
     int c = 0;  // whether the forced columns fit: ask for them alone
     C10_CUDA_CHECK(
-        wide_step_columns<T>(batch, state, cuda::sm_count(device), max_smem, &c, forced));
+        wide_step_columns<T>(batch, state, cuda::sm_count(device), f.max_smem, &c, forced, mma));
     cols = c;
   }
   TORCH_CHECK(cols > 0 || setting != SequencePath::kWide,
@@ -480,7 +501,7 @@ int wide_plan(int device, int64_t batch, int64_t state) {
               " (they need a state that is a multiple of 4 and at most ", kWideMaxState,
               ", and a grid of ", kWideRows,
               "-row blocks that runs at once on the GPU, with a cooperative launch).");
-  return cols;
+  return {cols, mma};
 }
 
 // The wide kernels' barrier counters: device memory on like's device, from the caching allocator
@@ -529,13 +550,14 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
         return;
       }
     }
-    const int wide_cols = T > 0 && B > 0 ? wide_plan<scalar_t>(input.get_device(), B, S) : 0;
-    if (wide_cols > 0) {  // all steps in one cooperative launch over the GPU
-      const at::Tensor flags = wide_flags(input, B, S, wide_cols);
+    const WidePlan wide =
+        T > 0 && B > 0 ? wide_plan<scalar_t>(input.get_device(), B, S, tf32) : WidePlan{0, false};
+    if (wide.cols > 0) {  // all steps in one cooperative launch over the GPU
+      const at::Tensor flags = wide_flags(input, B, S, wide.cols);
       C10_CUDA_CHECK(launch_wide_forward<scalar_t>(
           g, b, h0.const_data_ptr<scalar_t>(), c0.const_data_ptr<scalar_t>(), wp, S + I, out, cell,
-          reinterpret_cast<unsigned int*>(flags.mutable_data_ptr<int32_t>()), B, S, T, wide_cols,
-          stream));
+          reinterpret_cast<unsigned int*>(flags.mutable_data_ptr<int32_t>()), B, S, T, wide.cols,
+          wide.mma, stream));
       return;
     }
     const StepPlan plan = step_plan(input.get_device(), B, S, es);
@@ -593,13 +615,14 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
         return;
       }
     }
-    const int wide_cols = T > 0 && B > 0 ? wide_plan<scalar_t>(cells.get_device(), B, S) : 0;
-    if (wide_cols > 0) {  // all steps in one cooperative launch over the GPU
-      const at::Tensor flags = wide_flags(cells, B, S, wide_cols);
+    const WidePlan wide =
+        T > 0 && B > 0 ? wide_plan<scalar_t>(cells.get_device(), B, S, tf32) : WidePlan{0, false};
+    if (wide.cols > 0) {  // all steps in one cooperative launch over the GPU
+      const at::Tensor flags = wide_flags(cells, B, S, wide.cols);
       C10_CUDA_CHECK(launch_wide_backward<scalar_t>(
           dg, wp, S + I, go, gh_n, grad_c_n.const_data_ptr<scalar_t>(), cell, g, b, dc[0],
-          reinterpret_cast<unsigned int*>(flags.mutable_data_ptr<int32_t>()), B, S, T, wide_cols,
-          stream));
+          reinterpret_cast<unsigned int*>(flags.mutable_data_ptr<int32_t>()), B, S, T, wide.cols,
+          wide.mma, stream));
       blas.gemm(row_major(dg, B, 3 * S, 3 * S), w_h, row_major(dh, B, S, S), 0);  // d h0
       return;
     }

@@ -4,12 +4,11 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 
 #include "common/cuda_kernel.cuh"
-#include "common/mma_sync.cuh"
 #include "lltm/lltm.h"
 #include "lltm/sequence_loads.cuh"
+#include "lltm/sequence_mma.cuh"
 #include "lltm/sequence_step.cuh"
 
 namespace lltm_ext::lltm {
@@ -28,12 +27,11 @@ namespace {
 //   - on the SIMT cores, split into `units` (a column and kTileRows rows) x `parts` (k = p,
 //     p + parts, ...): each thread sums its unit's kTileRows x G values over its part's k;
 //   - on the tensor cores (mma.sync m16n8k8, tf32 operands, float32 sums), the slice's rows as one
-//     16-row tile: warp w sums all outputs over the k steps w, w + kClusterWarps, ...
+//     16-row tile (sequence_mma.cuh): warp w sums all outputs over the k steps w, w + 8, ...
 // Either way the parts are added in shared memory, then one thread per (row, column) does the
 // gate math.
 constexpr int kTileRows = 2;
-constexpr int kClusterWarps = kClusterThreads / 32;
-constexpr int kMmaRows = 16;  // the rows of an mma tile: a slice has at most 16
+static_assert(kClusterThreads == 32 * kMmaWarps, "the tensor-core product's warps are the block's");
 constexpr int kMaxPairs = 2;  // (row, column) pairs a thread finishes: rows * cols <= 512
 
 // Row stride in shared memory of a product's operands of length K: K rounded up to groups of
@@ -110,71 +108,17 @@ __device__ __forceinline__ void unit_product(const acc_t* x, int xs, const acc_t
   }
 }
 
-// The tensor-core product (ClusterShape::mma): warp w's partial sums out[r][o] = sum over k in
-// the steps of eight w, w + kClusterWarps, ... < ksteps of x[r * xs + k] * w[o * ws + k], for
-// r < kMmaRows (rows past `rows` repeat row rows - 1: never read) and o < n_out (tiles of eight,
-// CHUNK tiles at a time to bound the accumulators; outputs past n_out repeat output n_out - 1 into
-// the padding), stored at sums + (w * kMmaRows + r) * ps + o. x and w hold tf32 values
-// (product_operand), zeros past K up to 8 ksteps (within their row strides xs, ws). With xs and
-// ws = 4 mod 32 a fragment's 32 loads hit 32 banks; with ps = 8 mod 16 a half-warp's 8-byte stores
-// do too.
-template <int CHUNK>
+// The tensor-core product (ClusterShape::mma) into the warps' partial sums (mma_store): all n_out
+// outputs, six tiles of eight at a time (to bound the accumulators), K in ksteps of eight.
 __device__ __forceinline__ void mma_product(const float* x, int xs, int rows, const float* w,
                                             int ws, int n_out, int ksteps, float* sums, int ps) {
-  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
-  const int g = lane / 4, t = lane % 4, n_tiles = (n_out + 7) / 8;
-  const float* xa = x + min(g, rows - 1) * xs + t;  // rows g and g + 8 of A, column t
-  const float* xb = x + min(g + 8, rows - 1) * xs + t;
-  float* out = sums + warp * kMmaRows * ps + 2 * t;
-  for (int j0 = 0; j0 < n_tiles; j0 += CHUNK) {
-    int wj[CHUNK];  // output g of each n tile (B's column g), column t
-#pragma unroll
-    for (int j = 0; j < CHUNK; ++j) {
-      wj[j] = min((j0 + j) * 8 + g, n_out - 1) * ws + t;
-    }
-    float acc[CHUNK][4] = {};
-    for (int ks = warp; ks < ksteps; ks += kClusterWarps) {
-      const int k = ks * 8;
-      const uint32_t a[4] = {__float_as_uint(xa[k]), __float_as_uint(xb[k]),
-                             __float_as_uint(xa[k + 4]), __float_as_uint(xb[k + 4])};
-#pragma unroll
-      for (int j = 0; j < CHUNK; ++j) {
-        if (j0 + j < n_tiles) {  // warp-uniform
-          const uint32_t b[2] = {__float_as_uint(w[wj[j] + k]), __float_as_uint(w[wj[j] + k + 4])};
-          cuda::mma_16816<cuda::kMmaTF32>(acc[j], a, b);
-        }
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < CHUNK; ++j) {
-      if (j0 + j < n_tiles) {
-        float* o = out + (j0 + j) * 8;
-        *reinterpret_cast<float2*>(o + g * ps) = make_float2(acc[j][0], acc[j][1]);
-        *reinterpret_cast<float2*>(o + (g + 8) * ps) = make_float2(acc[j][2], acc[j][3]);
-      }
-    }
+  for (int j0 = 0; j0 < (n_out + 7) / 8; j0 += 6) {
+    float acc[6][4] = {};
+    mma_accumulate<6>(acc, x, xs, rows, w, ws, j0, n_out, ksteps);
+    mma_store<6>(acc, sums, ps, j0, n_out);
   }
 }
 #endif
-
-// A value as the product reads it from shared memory: rounded to tf32 (to nearest, as cuBLAS
-// rounds) for the tensor cores, else as it is. Values of a half type are tf32 values already
-// (tf32 has float16's 10 mantissa bits and float32's exponent range): their products are exact.
-template <bool kMma, typename acc_t>
-__device__ __forceinline__ acc_t product_operand(acc_t v) {
-  if constexpr (kMma) {
-    static_assert(std::is_same_v<acc_t, float>, "the tensor-core product takes float operands");
-    return __uint_as_float(cuda::to_tf32(__float_as_uint(v)));
-  } else {
-    return v;
-  }
-}
-
-// Row stride of the tensor-core product's partial sums for n_out outputs: at least n_out rounded
-// up to whole tiles of eight, and 8 mod 16 (conflict-free stores, mma_product).
-LLTM_EXT_HD int mma_sums_stride(int n_out) {
-  return (n_out + 15) / 16 * 16 + 8;
-}
 
 // This block's place: its columns [c0, c0 + cols_here) and rows [b0, b0 + rows_here).
 struct BlockPlace {
@@ -229,7 +173,7 @@ __device__ __forceinline__ ThreadPairs<acc_t> thread_pairs(const BlockPlace& bp,
 // gates_t + h_{t-1} W_h^T written back to gates_t, the gate math with the bias -> output[t],
 // cells[t]. Shared memory (acc_t): W_h's rows of this block's columns [3 cols][hs] (row q * cols
 // + c), h rows [2][rows][hs] (hs = padded_k(S)), partial sums (SIMT: [parts][kTileRows * 3][units];
-// kMma: [kClusterWarps][kMmaRows][mma_sums_stride(3 cols)]). kMma: the product on the tensor cores
+// kMma: [kMmaWarps][kMmaRows][mma_sums_stride(3 cols)]). kMma: the product on the tensor cores
 // (float32 with TF32 allowed, and the half types); W_h and h held as tf32 values.
 template <typename scalar_t, bool kMma>
 __global__ void __launch_bounds__(kClusterThreads)
@@ -288,7 +232,7 @@ __global__ void __launch_bounds__(kClusterThreads)
     }
     const acc_t* x = sh + cur * rows * hs;
     if constexpr (kMma) {
-      mma_product<6>(x, hs, rows, sw, hs, nc, (S + 7) / 8, part_sums, ps);
+      mma_product(x, hs, rows, sw, hs, nc, (S + 7) / 8, part_sums, ps);
     } else {
       for (int u = ui; u < cs.units; u += cs.units_pow2) {
         const auto [c, rg] = unit_place(u, cols, tiles);
@@ -316,12 +260,7 @@ __global__ void __launch_bounds__(kClusterThreads)
         if constexpr (kMma) {
 #pragma unroll
           for (int q = 0; q < G; ++q) {
-            pre[q] = proj[i][q];
-            const acc_t* sum = part_sums + pr[i] * ps + q * cols + pc[i];
-#pragma unroll
-            for (int wp = 0; wp < kClusterWarps; ++wp) {
-              pre[q] += sum[wp * kMmaRows * ps];
-            }
+            pre[q] = proj[i][q] + mma_sum(part_sums, ps, pr[i], q * cols + pc[i]);
           }
         } else {
           const int u = unit_index(pc[i], pr[i] / kTileRows, cols, tiles);
@@ -366,7 +305,7 @@ __global__ void __launch_bounds__(kClusterThreads)
 // dL/dh_t = grad_output[t] + (grad_h_n at the last step, else d_gates[t + 1] W_h), dL/dc_t
 // carried, the gate math -> d_gates[t]; d_cell (B, S) gets dL/dc_{-1}. Shared memory (acc_t):
 // W_h's columns [cols][ds], d_gates rows [2][rows][ds] (ds = padded_k(3S)), partial sums (SIMT:
-// [parts][kTileRows][units]; kMma: [kClusterWarps][kMmaRows][mma_sums_stride(cols)]). kMma: as
+// [parts][kTileRows][units]; kMma: [kMmaWarps][kMmaRows][mma_sums_stride(cols)]). kMma: as
 // forward.
 template <typename scalar_t, bool kMma>
 __global__ void __launch_bounds__(kClusterThreads)
@@ -426,7 +365,7 @@ __global__ void __launch_bounds__(kClusterThreads)
       cluster_wait();  // d_gates[t + 1] from every block of the cluster is in buffer cur
       const acc_t* x = sd + cur * rows * ds;
       if constexpr (kMma) {
-        mma_product<4>(x, ds, rows, sw, ds, cols, (width + 7) / 8, part_sums, ps);
+        mma_product(x, ds, rows, sw, ds, cols, (width + 7) / 8, part_sums, ps);
       } else {
         for (int u = ui; u < cs.units; u += cs.units_pow2) {
           const auto [c, rg] = unit_place(u, cols, tiles);
@@ -449,11 +388,7 @@ __global__ void __launch_bounds__(kClusterThreads)
       if (pv[i]) {
         if (step > 0) {
           if constexpr (kMma) {
-            const acc_t* sum = part_sums + pr[i] * ps + pc[i];
-#pragma unroll
-            for (int wp = 0; wp < kClusterWarps; ++wp) {
-              op[i].grad_h += sum[wp * kMmaRows * ps];
-            }
+            op[i].grad_h += mma_sum(part_sums, ps, pr[i], pc[i]);
           } else {
             const int u = unit_index(pc[i], pr[i] / kTileRows, cols, tiles);
             const int a = pr[i] % kTileRows;
@@ -568,7 +503,7 @@ int64_t cluster_smem_bytes(const ClusterShape& cs, bool backward, int64_t elemen
   // W_h's slice (n_out rows of ks), the exchanged rows (two buffers), the partial sums.
   const int64_t operands = (n_out + 2 * cs.rows) * ks;
   const int64_t sums =
-      cs.mma ? int64_t{kClusterWarps} * kMmaRows * mma_sums_stride(static_cast<int>(n_out))
+      cs.mma ? int64_t{kMmaWarps} * kMmaRows * mma_sums_stride(static_cast<int>(n_out))
              : static_cast<int64_t>(cs.parts) * cs.units * kTileRows * (backward ? 1 : 3);
   return (operands + sums) * acc;
 }

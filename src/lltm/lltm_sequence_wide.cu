@@ -3,10 +3,12 @@
 // block keeping its slice of W_h on chip for all T steps, one barrier per step over each row of
 // blocks.
 #include <cstdint>
+#include <type_traits>
 
 #include "common/cuda_kernel.cuh"
 #include "lltm/lltm.h"
 #include "lltm/sequence_loads.cuh"
+#include "lltm/sequence_mma.cuh"
 #include "lltm/sequence_step.cuh"
 
 namespace lltm_ext::lltm {
@@ -26,6 +28,12 @@ namespace {
 // wavefronts instead of four (shared memory returns their data packed; rows 16 lanes apart, the
 // first layout, got no such packing). One thread per (row, column) then does the gate math with its
 // own operands, read before the step's barrier.
+//
+// With the product on the tensor cores (kMma: the half types, and float32 where TF32 is allowed;
+// sequence_mma.cuh) the slice is stored [output][k] as tf32, and a step stages its x rows in shared
+// memory kWideChunk k at a time (16-byte loads through L2, rounded to tf32), each warp summing
+// every eighth k step of eight for all outputs; the gate math adds the warps' parts. A block then
+// reads its slice once per step instead of once per batch row.
 //
 // Against the cuBLAS path (a GEMM and a gate kernel per step, host-bound at small batches: ~15 us
 // per step and direction at B = 16, S = 512) a step here is a few microseconds: the product's
@@ -55,6 +63,71 @@ LLTM_EXT_HD int wide_part_stride(int k, int nout) {
 // products (kWideRows x nout).
 LLTM_EXT_HD int64_t wide_smem(int k, int nout) {
   return static_cast<int64_t>(kWideParts) * wide_part_stride(k, nout) + kWideRows * nout;
+}
+
+// The tensor-core layout (kMma), in floats: the slice [n_out][wide_mma_ws(k)] (k-contiguous, zeros
+// from k on), the stage of x [kMmaRows][kWideChunk + 4] and the warps' partial sums
+// [kMmaWarps][kMmaRows][mma_sums_stride(n_out)].
+constexpr int kWideChunk = 512;
+static_assert(kWideThreads == 32 * kMmaWarps && kWideRows == kMmaRows,
+              "the tensor-core product takes the block's rows and warps");
+LLTM_EXT_HD int wide_mma_ws(int k) {
+  return (k + 3) / 4 * 4 + 4;
+}
+LLTM_EXT_HD int64_t wide_mma_smem(int k, int n_out) {
+  return static_cast<int64_t>(n_out) * wide_mma_ws(k) + kMmaRows * (kWideChunk + 4) +
+         static_cast<int64_t>(kMmaWarps) * kMmaRows * mma_sums_stride(n_out);
+}
+
+// The tensor-core product of a step: each warp's partial sums of out[r][o] = sum_k x[r][k] w[o][k]
+// for the block's rows r (x: rows x_row0 + r < batch of a (batch, K) tensor that other blocks
+// wrote, read through L2; vec: four elements at a time) and the n_out outputs of the slice w
+// (stride ws, tf32), stored by mma_store into sums (stride ps). x goes through `stage` in chunks
+// of kWideChunk k, each rounded to tf32 and followed by four zeros (the last k step of eight may
+// pass K by four); every load of a chunk is issued before the first store.
+template <int TILES, typename scalar_t>
+__device__ __forceinline__ void wide_mma_product(const scalar_t* x, int64_t x_row0, int64_t batch,
+                                                 int K, bool vec, const float* w, int ws, int n_out,
+                                                 float* stage, float* sums, int ps) {
+  constexpr int xs = kWideChunk + 4;
+  constexpr int kItems = (kMmaRows * (kWideChunk / 4 + 1) + kWideThreads - 1) / kWideThreads;
+  const int rows = static_cast<int>(batch - x_row0 < kMmaRows ? batch - x_row0 : kMmaRows);
+  float acc[TILES][4] = {};
+  for (int c0 = 0; c0 < K; c0 += kWideChunk) {
+    const int quads = (K - c0 < kWideChunk ? K - c0 : kWideChunk) / 4;  // K % 4 == 0
+    float v[kItems][4];
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      const int e = static_cast<int>(threadIdx.x) + i * kWideThreads, r = e / (quads + 1),
+                q = e % (quads + 1);
+      v[i][0] = v[i][1] = v[i][2] = v[i][3] = 0.0f;
+      if (r < rows && q < quads) {
+        const scalar_t* p = x + (x_row0 + r) * K + c0 + 4 * q;
+        if (vec) {
+          load4_cg(p, v[i]);
+        } else {
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            v[i][u] = static_cast<float>(load_cg(p + u));
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      const int e = static_cast<int>(threadIdx.x) + i * kWideThreads, r = e / (quads + 1),
+                q = e % (quads + 1);
+      if (r < rows) {
+        *reinterpret_cast<float4*>(stage + r * xs + 4 * q) =
+            make_float4(product_operand<true>(v[i][0]), product_operand<true>(v[i][1]),
+                        product_operand<true>(v[i][2]), product_operand<true>(v[i][3]));
+      }
+    }
+    __syncthreads();
+    mma_accumulate<TILES>(acc, stage, xs, rows, w + c0, ws, 0, n_out, (4 * quads + 7) / 8);
+    __syncthreads();  // the stage read before the next chunk's stores
+  }
+  mma_store<TILES>(acc, sums, ps, 0, n_out);
 }
 
 // This thread's part of out[row][0 .. NOUT): acc[o] = sum over its part's k of x[k] w[k][o].
@@ -226,8 +299,8 @@ struct WideThread {
 // gates_t (the input projection) + h_{t-1} W_h^T, written back to gates_t (the saved
 // pre-activations), then the gate math with the bias -> h_t (output[t]), c_t (cells[t]). w is
 // (3S, ld), W_h its first S columns; h_{-1}, c_{-1} = h0, c0 (h0_vec: h0 is aligned to four
-// elements).
-template <typename scalar_t, int C>
+// elements). kMma: the product on the tensor cores.
+template <typename scalar_t, int C, bool kMma>
 __global__ void __launch_bounds__(kWideThreads)
     wide_forward_kernel(scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
                         const scalar_t* __restrict__ h0, const scalar_t* __restrict__ c0,
@@ -238,18 +311,29 @@ __global__ void __launch_bounds__(kWideThreads)
   constexpr int NOUT = 3 * C;
   extern __shared__ unsigned char smem[];
   acc_t* sw = reinterpret_cast<acc_t*>(smem);
-  const int stride = wide_part_stride(state, NOUT);
-  acc_t* sums = sw + kWideParts * stride;  // [kWideRows][NOUT]
+  const int stride = kMma ? wide_mma_ws(state) : wide_part_stride(state, NOUT);
+  acc_t* sums = kMma ? sw + NOUT * stride + kMmaRows * (kWideChunk + 4)  // see wide_mma_smem
+                     : sw + kWideParts * stride;                         // [kWideRows][NOUT]
+  const int ps = mma_sums_stride(NOUT);  // kMma: the partial sums' row stride
   const int s0 = blockIdx.x * C;
-  // The slice: part p's region holds w[k][o] = W_h[g S + s0 + c][k] (o = g C + c) for its k.
-  const int per = 4 * wide_groups(state);
-  const int k_pad = kWideParts * per;
-  for (int e = threadIdx.x; e < NOUT * k_pad; e += kWideThreads) {
-    const int o = e / k_pad, k = e % k_pad, g = o / C, c = o % C;
-    sw[(k / per) * stride + (k % per) * NOUT + o] =
-        k < state && s0 + c < state
-            ? static_cast<acc_t>(w[(static_cast<int64_t>(g) * state + s0 + c) * ld + k])
-            : acc_t(0);
+  if constexpr (kMma) {  // the slice: row o = g C + c holds W_h[g S + s0 + c][k], k < S
+    for (int e = threadIdx.x; e < NOUT * stride; e += kWideThreads) {
+      const int o = e / stride, k = e % stride, g = o / C, c = o % C;
+      sw[e] = k < state && s0 + c < state
+                  ? product_operand<true>(
+                        static_cast<acc_t>(w[(static_cast<int64_t>(g) * state + s0 + c) * ld + k]))
+                  : acc_t(0);
+    }
+  } else {  // the slice: part p's region holds w[k][o] = W_h[g S + s0 + c][k] (o = g C + c)
+    const int per = 4 * wide_groups(state);
+    const int k_pad = kWideParts * per;
+    for (int e = threadIdx.x; e < NOUT * k_pad; e += kWideThreads) {
+      const int o = e / k_pad, k = e % k_pad, g = o / C, c = o % C;
+      sw[(k / per) * stride + (k % per) * NOUT + o] =
+          k < state && s0 + c < state
+              ? static_cast<acc_t>(w[(static_cast<int64_t>(g) * state + s0 + c) * ld + k])
+              : acc_t(0);
+    }
   }
   WideThread<acc_t, C> my(state, batch, state, bias, c0);
   StepElement<acc_t>& el = my.el;
@@ -266,15 +350,28 @@ __global__ void __launch_bounds__(kWideThreads)
       row_wait(flags, static_cast<unsigned int>(t));  // h_{t-1} written by this row of blocks
     }
     const scalar_t* h_prev = t == 0 ? h0 : output + (t - 1) * n;
-    acc_t acc[NOUT];
-    part_product<NOUT>(my.x_row < batch ? h_prev + my.x_row * state : nullptr, t > 0 || h0_vec,
-                       my.range.begin, my.range.end, my_w, acc);
-    add_parts<NOUT>(acc, my.part, sums + my.row * NOUT);
+    if constexpr (kMma) {
+      wide_mma_product<(NOUT + 7) / 8>(h_prev, static_cast<int64_t>(blockIdx.y) * kWideRows, batch,
+                                       state, t > 0 || h0_vec, sw, stride, NOUT, sw + NOUT * stride,
+                                       sums, ps);
+    } else {
+      acc_t acc[NOUT];
+      part_product<NOUT>(my.x_row < batch ? h_prev + my.x_row * state : nullptr, t > 0 || h0_vec,
+                         my.range.begin, my.range.end, my_w, acc);
+      add_parts<NOUT>(acc, my.part, sums + my.row * NOUT);
+    }
     __syncthreads();
     if (el.mine) {
-      const acc_t* sum = sums + my.g_row * NOUT + my.g_col;
-      const acc_t pre[3] = {sum[0] + projection[0], sum[C] + projection[1],
-                            sum[2 * C] + projection[2]};
+      acc_t pre[3];
+#pragma unroll
+      for (int q = 0; q < 3; ++q) {
+        const int o = q * C + my.g_col;
+        if constexpr (kMma) {
+          pre[q] = mma_sum(sums, ps, my.g_row, o) + projection[q];
+        } else {
+          pre[q] = sums[my.g_row * NOUT + o] + projection[q];
+        }
+      }
       const auto r = forward_step<scalar_t>(pre, el.bias, el.carried);
       output[t * n + el.j] = r.h;
       el.carried = static_cast<acc_t>(r.c);
@@ -292,8 +389,8 @@ __global__ void __launch_bounds__(kWideThreads)
 // Steps steps - 1 down to 0 backward, as sequence_backward_kernel (lltm_cuda.cu) computes them:
 // dL/dh_t = grad_output[t] + (grad_h_n at the last step, else d_gates[t + 1] W_h), dL/dc_t =
 // grad_c_n at the last step, else from step t + 1; the gate math -> d_gates[t] and dL/dc_{t-1}
-// (d_cell[t % 2]; d_cell[0] ends with d c0).
-template <typename scalar_t, int C>
+// (d_cell[t % 2]; d_cell[0] ends with d c0). kMma: the product on the tensor cores.
+template <typename scalar_t, int C, bool kMma>
 __global__ void __launch_bounds__(kWideThreads)
     wide_backward_kernel(scalar_t* __restrict__ d_gates, const scalar_t* __restrict__ w, int64_t ld,
                          const scalar_t* __restrict__ grad_output,
@@ -307,17 +404,28 @@ __global__ void __launch_bounds__(kWideThreads)
   extern __shared__ unsigned char smem[];
   const int width = 3 * state;
   acc_t* sw = reinterpret_cast<acc_t*>(smem);
-  const int stride = wide_part_stride(width, NOUT);
-  acc_t* sums = sw + kWideParts * stride;  // [kWideRows][NOUT]
+  const int stride = kMma ? wide_mma_ws(width) : wide_part_stride(width, NOUT);
+  acc_t* sums = kMma ? sw + NOUT * stride + kMmaRows * (kWideChunk + 4)  // see wide_mma_smem
+                     : sw + kWideParts * stride;                         // [kWideRows][NOUT]
+  const int ps = mma_sums_stride(NOUT);  // kMma: the partial sums' row stride
   const int s0 = blockIdx.x * C;
-  // The slice: part p's region holds w[k][c] = W_h[k][s0 + c] for its k (k < 3S).
-  const int per = 4 * wide_groups(width);
-  const int k_pad = kWideParts * per;
-  for (int e = threadIdx.x; e < NOUT * k_pad; e += kWideThreads) {
-    const int k = e / NOUT, c = e % NOUT;
-    sw[(k / per) * stride + (k % per) * NOUT + c] =
-        k < width && s0 + c < state ? static_cast<acc_t>(w[static_cast<int64_t>(k) * ld + s0 + c])
-                                    : acc_t(0);
+  if constexpr (kMma) {  // the slice: row c holds W_h[k][s0 + c], k < 3S
+    for (int e = threadIdx.x; e < NOUT * stride; e += kWideThreads) {
+      const int k = e / NOUT, c = e % NOUT;  // consecutive threads: consecutive columns of W_h
+      sw[c * stride + k] =
+          k < width && s0 + c < state
+              ? product_operand<true>(static_cast<acc_t>(w[static_cast<int64_t>(k) * ld + s0 + c]))
+              : acc_t(0);
+    }
+  } else {  // the slice: part p's region holds w[k][c] = W_h[k][s0 + c] for its k (k < 3S)
+    const int per = 4 * wide_groups(width);
+    const int k_pad = kWideParts * per;
+    for (int e = threadIdx.x; e < NOUT * k_pad; e += kWideThreads) {
+      const int k = e / NOUT, c = e % NOUT;
+      sw[(k / per) * stride + (k % per) * NOUT + c] =
+          k < width && s0 + c < state ? static_cast<acc_t>(w[static_cast<int64_t>(k) * ld + s0 + c])
+                                      : acc_t(0);
+    }
   }
   WideThread<acc_t, C> my(width, batch, state, bias, grad_c_n);
   StepElement<acc_t>& el = my.el;
@@ -334,14 +442,24 @@ __global__ void __launch_bounds__(kWideThreads)
     if (!first) {
       // d_gates[t + 1] written by this row of blocks
       row_wait(flags, static_cast<unsigned int>(last - t));
-      acc_t acc[NOUT];
       const scalar_t* dg_next = d_gates + (t + 1) * 3 * n;
-      part_product<NOUT>(my.x_row < batch ? dg_next + my.x_row * width : nullptr, true,
-                         my.range.begin, my.range.end, my_w, acc);
-      add_parts<NOUT>(acc, my.part, sums + my.row * NOUT);
+      if constexpr (kMma) {
+        wide_mma_product<(NOUT + 7) / 8>(dg_next, static_cast<int64_t>(blockIdx.y) * kWideRows,
+                                         batch, width, true, sw, stride, NOUT, sw + NOUT * stride,
+                                         sums, ps);
+      } else {
+        acc_t acc[NOUT];
+        part_product<NOUT>(my.x_row < batch ? dg_next + my.x_row * width : nullptr, true,
+                           my.range.begin, my.range.end, my_w, acc);
+        add_parts<NOUT>(acc, my.part, sums + my.row * NOUT);
+      }
       __syncthreads();
       if (el.mine) {
-        op.grad_h += sums[my.g_row * NOUT + my.g_col];
+        if constexpr (kMma) {
+          op.grad_h += mma_sum(sums, ps, my.g_row, my.g_col);
+        } else {
+          op.grad_h += sums[my.g_row * NOUT + my.g_col];
+        }
       }
     }
     if (el.mine) {
@@ -356,34 +474,41 @@ __global__ void __launch_bounds__(kWideThreads)
   }
 }
 
+// The kernel for C columns per block and the product's units (mma: the tensor cores, for float32
+// and the half types; null for float64).
 template <typename T, int C>
-void* forward_kernel() {
-  return reinterpret_cast<void*>(wide_forward_kernel<T, C>);
-}
-template <typename T, int C>
-void* backward_kernel() {
-  return reinterpret_cast<void*>(wide_backward_kernel<T, C>);
+void* wide_kernel_of(bool backward, bool mma) {
+  if constexpr (std::is_same_v<cuda::opmath_t<T>, float>) {
+    if (mma) {
+      return backward ? reinterpret_cast<void*>(wide_backward_kernel<T, C, true>)
+                      : reinterpret_cast<void*>(wide_forward_kernel<T, C, true>);
+    }
+  } else if (mma) {
+    return nullptr;
+  }
+  return backward ? reinterpret_cast<void*>(wide_backward_kernel<T, C, false>)
+                  : reinterpret_cast<void*>(wide_forward_kernel<T, C, false>);
 }
 
 // The kernels for C columns per block (4, 8 or 16), null otherwise.
 template <typename T>
-void* wide_kernel(int cols, bool backward) {
+void* wide_kernel(int cols, bool backward, bool mma) {
   switch (cols) {
     case 4:
-      return backward ? backward_kernel<T, 4>() : forward_kernel<T, 4>();
+      return wide_kernel_of<T, 4>(backward, mma);
     case 8:
-      return backward ? backward_kernel<T, 8>() : forward_kernel<T, 8>();
+      return wide_kernel_of<T, 8>(backward, mma);
     case 16:
-      return backward ? backward_kernel<T, 16>() : forward_kernel<T, 16>();
+      return wide_kernel_of<T, 16>(backward, mma);
     default:
       return nullptr;
   }
 }
 
-size_t wide_smem_bytes(int64_t state, int cols, bool backward, size_t acc_size) {
-  return static_cast<size_t>(backward ? wide_smem(3 * static_cast<int>(state), cols)
-                                      : wide_smem(static_cast<int>(state), 3 * cols)) *
-         acc_size;
+size_t wide_smem_bytes(int64_t state, int cols, bool backward, size_t acc_size, bool mma) {
+  const int k = backward ? 3 * static_cast<int>(state) : static_cast<int>(state);
+  const int n_out = backward ? cols : 3 * cols;
+  return static_cast<size_t>(mma ? wide_mma_smem(k, n_out) : wide_smem(k, n_out)) * acc_size;
 }
 
 dim3 wide_grid(int64_t batch, int64_t state, int cols) {
@@ -394,8 +519,28 @@ dim3 wide_grid(int64_t batch, int64_t state, int cols) {
 }  // namespace
 
 template <typename T>
+cudaError_t wide_mma_loaded(bool* loaded) {
+  *loaded = false;
+  if constexpr (std::is_same_v<cuda::opmath_t<T>, float>) {
+    cudaFuncAttributes attr{};
+    const cudaError_t err = cudaFuncGetAttributes(&attr, wide_forward_kernel<T, 8, true>);
+    if (err == cudaErrorInvalidDeviceFunction || err == cudaErrorNoKernelImageForDevice) {
+      (void)cudaGetLastError();  // no image for this device at all
+      return cudaSuccess;
+    }
+    if (err != cudaSuccess) {
+      return err;
+    }
+    // Compiled from sm_80+ source (older architectures' code, and the driver's compilation of
+    // their PTX, trap in mma_16816).
+    *loaded = attr.ptxVersion >= 80 && attr.binaryVersion >= 80;
+  }
+  return cudaSuccess;
+}
+
+template <typename T>
 cudaError_t wide_step_columns(int64_t batch, int64_t state, int sm_count, int max_smem, int* cols,
-                              int only) {
+                              int only, bool mma) {
   *cols = 0;
   if (batch < 1 || state < 1 || state > kWideMaxState || state % 4 != 0) {
     return cudaSuccess;
@@ -423,12 +568,12 @@ cudaError_t wide_step_columns(int64_t batch, int64_t state, int sm_count, int ma
     const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y;
     bool fits = blocks <= sm_count * 2;  // at most what the SMs could hold at once (below)
     for (const bool backward : {false, true}) {
-      const size_t smem = wide_smem_bytes(state, c, backward, acc_size);
-      if (!fits || smem > static_cast<size_t>(max_smem)) {
+      const size_t smem = wide_smem_bytes(state, c, backward, acc_size, mma);
+      const void* kernel = wide_kernel<T>(c, backward, mma);
+      if (!fits || smem > static_cast<size_t>(max_smem) || kernel == nullptr) {
         fits = false;
         break;
       }
-      const void* kernel = wide_kernel<T>(c, backward);
       int per_sm = 0;
       err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(smem));
@@ -462,7 +607,8 @@ namespace {
 // Zeroes the step counters, then launches `kernel` cooperatively (the row barriers need every
 // block resident at once: a cooperative launch fails rather than hang where they would not be).
 cudaError_t launch_wide(void* kernel, int64_t batch, int64_t state, int cols, bool backward,
-                        size_t acc_size, unsigned int* flags, void** params, cudaStream_t stream) {
+                        size_t acc_size, bool mma, unsigned int* flags, void** params,
+                        cudaStream_t stream) {
   if (kernel == nullptr) {
     return cudaErrorInvalidValue;
   }
@@ -472,7 +618,7 @@ cudaError_t launch_wide(void* kernel, int64_t batch, int64_t state, int cols, bo
     return err;
   }
   return cudaLaunchCooperativeKernel(kernel, wide_grid(batch, state, cols), dim3(kWideThreads),
-                                     params, wide_smem_bytes(state, cols, backward, acc_size),
+                                     params, wide_smem_bytes(state, cols, backward, acc_size, mma),
                                      stream);
 }
 
@@ -481,36 +627,38 @@ cudaError_t launch_wide(void* kernel, int64_t batch, int64_t state, int cols, bo
 template <typename T>
 cudaError_t launch_wide_forward(T* gates, const T* bias, const T* h0, const T* c0, const T* w,
                                 int64_t ld, T* output, T* cells, unsigned int* flags, int64_t batch,
-                                int64_t state, int64_t steps, int cols, cudaStream_t stream) {
+                                int64_t state, int64_t steps, int cols, bool mma,
+                                cudaStream_t stream) {
   int state_arg = static_cast<int>(state);
   bool h0_vec = reinterpret_cast<uintptr_t>(h0) % (4 * sizeof(T)) == 0;
   void* params[] = {&gates, &bias,  &h0,    &c0,        &w,     &ld,    &output,
                     &cells, &flags, &batch, &state_arg, &steps, &h0_vec};
-  return launch_wide(wide_kernel<T>(cols, false), batch, state, cols, false,
-                     sizeof(cuda::opmath_t<T>), flags, params, stream);
+  return launch_wide(wide_kernel<T>(cols, false, mma), batch, state, cols, false,
+                     sizeof(cuda::opmath_t<T>), mma, flags, params, stream);
 }
 
 template <typename T>
 cudaError_t launch_wide_backward(T* d_gates, const T* w, int64_t ld, const T* grad_output,
                                  const T* grad_h_n, const T* grad_c_n, const T* cells,
                                  const T* gates, const T* bias, T* d_cell, unsigned int* flags,
-                                 int64_t batch, int64_t state, int64_t steps, int cols,
+                                 int64_t batch, int64_t state, int64_t steps, int cols, bool mma,
                                  cudaStream_t stream) {
   int state_arg = static_cast<int>(state);
   void* params[] = {&d_gates, &w,    &ld,     &grad_output, &grad_h_n, &grad_c_n,  &cells,
                     &gates,   &bias, &d_cell, &flags,       &batch,    &state_arg, &steps};
-  return launch_wide(wide_kernel<T>(cols, true), batch, state, cols, true,
-                     sizeof(cuda::opmath_t<T>), flags, params, stream);
+  return launch_wide(wide_kernel<T>(cols, true, mma), batch, state, cols, true,
+                     sizeof(cuda::opmath_t<T>), mma, flags, params, stream);
 }
 
 #define LLTM_EXT_INSTANTIATE(T)                                                                    \
-  template cudaError_t wide_step_columns<T>(int64_t, int64_t, int, int, int*, int);                \
+  template cudaError_t wide_mma_loaded<T>(bool*);                                                  \
+  template cudaError_t wide_step_columns<T>(int64_t, int64_t, int, int, int*, int, bool);          \
   template cudaError_t launch_wide_forward<T>(T*, const T*, const T*, const T*, const T*, int64_t, \
                                               T*, T*, unsigned int*, int64_t, int64_t, int64_t,    \
-                                              int, cudaStream_t);                                  \
+                                              int, bool, cudaStream_t);                            \
   template cudaError_t launch_wide_backward<T>(                                                    \
       T*, const T*, int64_t, const T*, const T*, const T*, const T*, const T*, const T*, T*,       \
-      unsigned int*, int64_t, int64_t, int64_t, int, cudaStream_t);
+      unsigned int*, int64_t, int64_t, int64_t, int, bool, cudaStream_t);
 LLTM_EXT_FOR_FLOATING_TYPES(LLTM_EXT_INSTANTIATE)
 
 }  // namespace lltm_ext::lltm
