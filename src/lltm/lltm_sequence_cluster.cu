@@ -518,20 +518,8 @@ bool cluster_shape_ok(const ClusterShape& cs) {
 
 template <typename T>
 cudaError_t cluster_image_loaded(bool* loaded) {
-  *loaded = false;
-  cudaFuncAttributes attr{};
-  const cudaError_t err = cudaFuncGetAttributes(&attr, cluster_forward_kernel<T, false>);
-  if (err == cudaErrorInvalidDeviceFunction || err == cudaErrorNoKernelImageForDevice) {
-    (void)cudaGetLastError();  // no image for this device at all
-    return cudaSuccess;
-  }
-  if (err != cudaSuccess) {
-    return err;
-  }
-  // The machine code runs on this device and was compiled from sm_90+ source (a PTX image of an
-  // older architecture, compiled by the driver, holds the __trap body).
-  *loaded = attr.ptxVersion >= 90 && attr.binaryVersion >= 90;
-  return cudaSuccess;
+  // Older architectures' code holds the __trap body.
+  return cuda::image_compiled_for(cluster_forward_kernel<T, false>, 90, loaded);
 }
 
 template <typename T>

@@ -521,19 +521,8 @@ dim3 wide_grid(int64_t batch, int64_t state, int cols) {
 template <typename T>
 cudaError_t wide_mma_loaded(bool* loaded) {
   *loaded = false;
-  if constexpr (std::is_same_v<cuda::opmath_t<T>, float>) {
-    cudaFuncAttributes attr{};
-    const cudaError_t err = cudaFuncGetAttributes(&attr, wide_forward_kernel<T, 8, true>);
-    if (err == cudaErrorInvalidDeviceFunction || err == cudaErrorNoKernelImageForDevice) {
-      (void)cudaGetLastError();  // no image for this device at all
-      return cudaSuccess;
-    }
-    if (err != cudaSuccess) {
-      return err;
-    }
-    // Compiled from sm_80+ source (older architectures' code, and the driver's compilation of
-    // their PTX, trap in mma_16816).
-    *loaded = attr.ptxVersion >= 80 && attr.binaryVersion >= 80;
+  if constexpr (std::is_same_v<cuda::opmath_t<T>, float>) {  // older code traps in mma_16816
+    return cuda::image_compiled_for(wide_forward_kernel<T, 8, true>, 80, loaded);
   }
   return cudaSuccess;
 }
