@@ -313,12 +313,12 @@ def test_cuda_step_kernels(monkeypatch, path, dtype, size):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("rows", ["2", "4", "8", "16"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
 def test_cuda_cluster_batch_slices(monkeypatch, rows, dtype):
     """Each batch slice per cluster (LLTM_EXT_SEQUENCE_CLUSTER_ROWS forces what auto chooses by
     occupancy), B = 37 a multiple of none, S = 100 not a multiple of the cluster's 8 blocks; the
-    product on the SIMT cores (float32) and on the tensor cores (float16: slices of fewer than 16
-    rows fill a 16-row mma tile)."""
+    product on the SIMT cores (float32, and the half types in 2- and 4-row slices) and on the
+    tensor cores (the half types in 8- and 16-row slices: 8 rows fill half of an mma tile)."""
     sequence_path(monkeypatch, "cluster")
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_CLUSTER_ROWS", rows)
     check_against_reference((4, 37, 5, 100), "cuda", dtype)
@@ -350,6 +350,9 @@ def test_cuda_float32_tensor_cores(monkeypatch, path, size):
         torch.randn(size[1], size[3], device="cuda") for _ in range(2)
     ]
     ref_outs, ref_grads = reference(args, grads)
+
+    if path == "cluster":  # the tensor cores take slices of 8 or 16 rows
+        monkeypatch.setenv("LLTM_EXT_SEQUENCE_CLUSTER_ROWS", "16")
 
     def run(path):
         sequence_path(monkeypatch, path)

@@ -274,17 +274,21 @@ def run_lltm_sequence(dtype: torch.dtype) -> None:
     paths = ["grid", "wide", "wide-simt"]
     if DEVICE == "cuda" and torch.cuda.get_device_capability() >= (9, 0):
         paths += ["cluster", "cluster-simt"]
-    old = {k: os.environ.get(k) for k in ("LLTM_EXT_SEQUENCE_PATH", "LLTM_EXT_SEQUENCE_PRODUCT")}
+    keys = ("LLTM_EXT_SEQUENCE_PATH", "LLTM_EXT_SEQUENCE_PRODUCT", "LLTM_EXT_SEQUENCE_CLUSTER_ROWS")
+    old = {k: os.environ.get(k) for k in keys}
     try:
         for path in paths:
             os.environ["LLTM_EXT_SEQUENCE_PATH"] = path.removesuffix("-simt")
             os.environ["LLTM_EXT_SEQUENCE_PRODUCT"] = "simt" if path.endswith("-simt") else "auto"
+            # The cluster kernels' tensor cores take slices of 8 or 16 rows: 16 forced there.
+            os.environ["LLTM_EXT_SEQUENCE_CLUSTER_ROWS"] = "16" if path == "cluster" else ""
             _run_lltm_sequence(dtype, path)
         if dtype == torch.float32 and DEVICE == "cuda":  # the float32 tensor-core products
             rnn.fp32_precision = "tf32"
             os.environ["LLTM_EXT_SEQUENCE_PRODUCT"] = "auto"
             for path in [p for p in paths if p in ("wide", "cluster")]:
                 os.environ["LLTM_EXT_SEQUENCE_PATH"] = path
+                os.environ["LLTM_EXT_SEQUENCE_CLUSTER_ROWS"] = "16" if path == "cluster" else ""
                 _run_lltm_sequence(dtype, path + "-tf32")
     finally:
         rnn.fp32_precision = precision

@@ -348,7 +348,8 @@ struct ClusterPlan {
 // kClusterMaxState and B >= 1, where the shared memory fits. Batch rows per cluster: the fewest
 // (of 2, 4, 8, 16) whose clusters all run at once (the most SMs, the least work per block), else
 // the most that fit (clusters then run in turns: they never wait on each other). The product on the
-// tensor cores as sequence_product_mma says (`tf32`: float32 may use TF32).
+// tensor cores as sequence_product_mma says (`tf32`: float32 may use TF32), for slices of 8 or 16
+// rows.
 // LLTM_EXT_SEQUENCE_CLUSTER_ROWS (2, 4, 8 or 16; read at every call) forces the rows, for
 // measurements.
 template <typename T>
@@ -385,7 +386,11 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
       if (forced > 0 && rows != forced) {
         continue;
       }
-      const ClusterShape cs = cluster_shape(state, rows, mma);
+      // The tensor cores pay from 8-row slices on: a 16-row mma tile holds the slice, and with 2 or
+      // 4 rows most of it is padding (H200, float32, T = 128, forward+backward: B = 256, S = 128,
+      // 16 rows: 1302 vs 1408 us SIMT; S = 256: 2765 vs 4402 us; but B = 16, 2 rows: S = 128 579
+      // vs 504 us, S = 256 881 vs 698 us).
+      const ClusterShape cs = cluster_shape(state, rows, mma && rows >= 8);
       if (!cluster_shape_ok(cs) || cluster_smem_bytes(cs, false, sizeof(T)) > f.smem_optin ||
           cluster_smem_bytes(cs, true, sizeof(T)) > f.smem_optin) {
         continue;
