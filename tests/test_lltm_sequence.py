@@ -439,6 +439,18 @@ def test_cuda_wide_many_steps_over_rows_of_blocks(monkeypatch):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("path", ["wide", "wide-simt"])
+def test_cuda_wide_kernels_states_in_turn(monkeypatch, path):
+    """S = 520, then 132, then 520 again, in one process (each takes blocks of 4 columns at B = 3):
+    the kernels' shared-memory limit, set when a state's plan is first made, must still admit the
+    larger state when it comes back (it was once set to each state's own size, and the third call
+    failed to launch)."""
+    sequence_path(monkeypatch, path)
+    for state in (520, 132, 520):
+        check_against_reference((2, 3, 2, state), "cuda", torch.bfloat16)
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 def test_cuda_wide_kernels_largest_state(monkeypatch, dtype):
     """S = 1024, the wide kernels' largest state, on the tensor cores (the half types): K in two
@@ -448,12 +460,12 @@ def test_cuda_wide_kernels_largest_state(monkeypatch, dtype):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_cuda_wide_misaligned_h0(dtype):
+@pytest.mark.parametrize("dtype,state", [(torch.float32, 512), (torch.bfloat16, 1024)], ids=str)
+def test_cuda_wide_misaligned_h0(dtype, state):
     """h0 a view one element into its storage (not aligned to four elements): the wide kernels'
-    first step reads it element by element (float32: the SIMT product; bfloat16: the tensor-core
-    product's staging); the same values as an aligned copy."""
-    x, w, b, h, c = make_args(3, 4, 5, 512, "cuda", dtype)
+    first step reads it element by element (float32 here: the SIMT product; bfloat16 at S = 1024:
+    the tensor-core product's staging); the same values as an aligned copy."""
+    x, w, b, h, c = make_args(3, 4, 5, state, "cuda", dtype)
     storage = torch.empty(h.numel() + 1, device="cuda", dtype=dtype)
     h_view = storage[1:].view_as(h).copy_(h)
     assert h_view.data_ptr() % (4 * h.element_size()) != 0

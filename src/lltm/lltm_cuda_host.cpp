@@ -466,7 +466,13 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
     C10_CUDA_CHECK(wide_mma_loaded<T>(&facts.mma_loaded));
     return facts;
   });
-  const bool mma = f.mma_loaded && sequence_product_mma(c10::CppTypeToScalarType<T>::value, tf32);
+  // The half types take the tensor cores past S = 512 only: at S = 512 their SIMT product was the
+  // faster (H200, bfloat16, T = 128, forward+backward: B = 16 2315 vs 2560 us, B = 64 2502 vs
+  // 2624 us; S = 1024, B = 16: 4361 us on the tensor cores vs 5018 us), where float32's tensor
+  // cores won at both (B = 16 1981 vs 2478 us, B = 64 2164 vs 2725 us).
+  const at::ScalarType dtype = c10::CppTypeToScalarType<T>::value;
+  const bool mma =
+      f.mma_loaded && sequence_product_mma(dtype, tf32) && (dtype == at::kFloat || state > 512);
   if (setting == SequencePath::kAuto && !mma &&
       (state > 512 || state * state * batch > (int64_t{1} << 24))) {
     return {0, false};

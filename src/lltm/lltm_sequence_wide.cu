@@ -564,8 +564,10 @@ cudaError_t wide_step_columns(int64_t batch, int64_t state, int sm_count, int ma
         break;
       }
       int per_sm = 0;
-      err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(smem));
+      // The device's limit, not this state's size: a kernel serves every state, and a limit set to
+      // a smaller state's size would fail the launches of a larger one that found its columns
+      // earlier (the plan is cached per state).
+      err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
       if (err == cudaSuccess) {
         err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWideThreads, smem);
       }
