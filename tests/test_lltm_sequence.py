@@ -268,10 +268,16 @@ def test_cuda_uses_current_stream_and_device_guard():
 
 def sequence_path(monkeypatch, path):
     """LLTM_EXT_SEQUENCE_PATH for the test: "grid" (the fused step kernels, never the cluster
-    ones), "cluster" (the sm_90 cluster kernels) or "wide" (the wide-state kernels; both an
-    error where they do not apply), "cublas" (cuBLAS and the gate kernel every step)."""
-    if path == "cluster" and torch.cuda.get_device_capability() < (9, 0):
+    ones), "cluster" (the sm_90 cluster kernels, their recurrent product where auto puts it: the
+    tensor cores for the half types and for float32 with TF32 allowed) or "wide" (the wide-state
+    kernels, likewise; each an error where they do not apply), either with "-simt" (the product on
+    the SIMT cores, LLTM_EXT_SEQUENCE_PRODUCT=simt), "cublas" (cuBLAS and the gate kernel every
+    step)."""
+    if path.startswith("cluster") and torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("the cluster kernels need an sm_90 GPU")
+    if path.endswith("-simt"):
+        path = path.removesuffix("-simt")
+        monkeypatch.setenv("LLTM_EXT_SEQUENCE_PRODUCT", "simt")
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_PATH", path)
 
 
@@ -291,7 +297,7 @@ CLUSTER_SIZES = [
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("path", ["grid", "cluster"])
+@pytest.mark.parametrize("path", ["grid", "cluster", "cluster-simt"])
 @pytest.mark.parametrize(
     "dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16], ids=str
 )
@@ -299,19 +305,68 @@ CLUSTER_SIZES = [
 def test_cuda_step_kernels(monkeypatch, path, dtype, size):
     """Both small-state paths on CUDA, each forced, against the float64 loop: the fused step
     kernels (grid barrier or a launch per step) and the sm_90 cluster kernels (auto's choice on
-    sm_90), forward and all gradients."""
+    sm_90) with the recurrent product where auto puts it (tensor cores for the half types; float32
+    here is full float32, on the SIMT cores) and on the SIMT cores, forward and all gradients."""
     sequence_path(monkeypatch, path)
     check_against_reference(size, "cuda", dtype)
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("rows", ["2", "4", "8", "16"])
-def test_cuda_cluster_batch_slices(monkeypatch, rows):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_cuda_cluster_batch_slices(monkeypatch, rows, dtype):
     """Each batch slice per cluster (LLTM_EXT_SEQUENCE_CLUSTER_ROWS forces what auto chooses by
-    occupancy), B = 37 a multiple of none, S = 100 not a multiple of the cluster's 8 blocks."""
+    occupancy), B = 37 a multiple of none, S = 100 not a multiple of the cluster's 8 blocks; the
+    product on the SIMT cores (float32, and the half types in 2- and 4-row slices) and on the
+    tensor cores (the half types in 8- and 16-row slices: 8 rows fill half of an mma tile)."""
     sequence_path(monkeypatch, "cluster")
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_CLUSTER_ROWS", rows)
-    check_against_reference((4, 37, 5, 100), "cuda", torch.float32)
+    check_against_reference((4, 37, 5, 100), "cuda", dtype)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize(
+    "path,size",
+    [
+        ("cluster", (4, 37, 5, 100)),
+        ("cluster", (6, 16, 8, 128)),
+        ("cluster", (3, 5, 7, 256)),
+        ("cluster", (5, 2, 3, 6)),
+        ("wide", (4, 17, 3, 260)),
+        ("wide", (3, 33, 8, 512)),
+        ("wide", (3, 5, 2, 1024)),
+    ],
+    ids=str,
+)
+def test_cuda_float32_tensor_cores(monkeypatch, path, size):
+    """With TF32 allowed (rnn.fp32_precision "tf32", torch's default, which nn.LSTM follows) the
+    cluster and wide-state kernels' float32 recurrent products, forward and backward, run on the
+    tensor cores:
+    the outputs and all gradients differ from those of the SIMT product, and stay within TF32's
+    error of the float64 loop (TF32 keeps 10 mantissa bits: relative rounding 2^-11 per operand;
+    a wrong fragment layout would be off by the values' own size)."""
+    args = make_args(*size, "cuda", torch.float32)
+    grads = [torch.randn(size[0], size[1], size[3], device="cuda")] + [
+        torch.randn(size[1], size[3], device="cuda") for _ in range(2)
+    ]
+    ref_outs, ref_grads = reference(args, grads)
+
+    if path == "cluster":  # the tensor cores take slices of 8 or 16 rows
+        monkeypatch.setenv("LLTM_EXT_SEQUENCE_CLUSTER_ROWS", "16")
+
+    def run(path):
+        sequence_path(monkeypatch, path)
+        with rnn_fp32_precision("tf32"):
+            output, (h_n, c_n) = lltm_ext.lltm_sequence(*args[:3], (args[3], args[4]))
+            d = torch.autograd.grad((output, h_n, c_n), args, grads)
+        return [output, h_n, c_n, *d]
+
+    tensor, simt = run(path), run(path + "-simt")
+    names = ["output", "h_n", "c_n", "d_input", "d_weights", "d_bias", "d_h0", "d_c0"]
+    for name, ours, other, ref in zip(names, tensor, simt, [*ref_outs, *ref_grads], strict=True):
+        assert not torch.equal(ours, other), name  # the products ran on other units
+        error = (ours.double().cpu() - ref).abs().max().item()
+        assert error <= 1e-2 * max(ref.abs().max().item(), 1.0), (name, error)
 
 
 # (T, B, I, S) for the wide-state kernels (blocks of 16 batch rows x 4, 8 or 16 state columns,
@@ -327,14 +382,16 @@ WIDE_SIZES = [
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("path", ["wide", "wide-simt"])
 @pytest.mark.parametrize(
     "dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16], ids=str
 )
 @pytest.mark.parametrize("size", WIDE_SIZES, ids=lambda s: "x".join(map(str, s)))
-def test_cuda_wide_kernels(monkeypatch, dtype, size):
+def test_cuda_wide_kernels(monkeypatch, path, dtype, size):
     """The wide-state kernels (auto's choice past S = 256), forced, against the float64 loop,
-    forward and all gradients."""
-    sequence_path(monkeypatch, "wide")
+    forward and all gradients; the product where auto puts it (the tensor cores for the half
+    types; float32 here is full float32) and on the SIMT cores."""
+    sequence_path(monkeypatch, path)
     check_against_reference(size, "cuda", dtype)
 
 
@@ -350,13 +407,68 @@ def test_cuda_wide_columns(monkeypatch, cols):
 
 
 @pytest.mark.cuda
-def test_cuda_wide_misaligned_h0():
-    """h0 a view one element into its storage (not 16-byte aligned): the wide kernels' first step
-    reads it element by element; the same values as an aligned copy."""
-    x, w, b, h, c = make_args(3, 4, 5, 512, "cuda", torch.float32)
-    storage = torch.empty(h.numel() + 1, device="cuda")
+def test_cuda_wide_many_steps_over_rows_of_blocks(monkeypatch):
+    """The wide kernels wait, each step, for their own row of blocks only. B = 70: five rows of
+    blocks, the last one partly past the batch. T = 16 steps against the float64 loop (float32's
+    rounding over more steps outgrows the tolerance); T = 64 steps twice, the same bits in what
+    the kernels alone compute (the outputs, the c0 gradient), which a block reading another's rows
+    before they were written would not give run to run: before each run the caching allocator's
+    free blocks of the sizes of the kernels' buffers (h and c of all steps, the gates and their
+    gradients) are filled with NaN, so such a read would see NaN, not the last run's values."""
+    sequence_path(monkeypatch, "wide")
+    check_against_reference((16, 70, 3, 132), "cuda", torch.float32)
+    size = (64, 70, 3, 132)
+    args = make_args(*size, "cuda", torch.float32)
+    grads = [torch.randn(size[0], size[1], size[3], device="cuda")] + [
+        torch.randn(size[1], size[3], device="cuda") for _ in range(2)
+    ]
+    steps_by_batch = size[0] * size[1]
+
+    def run() -> list[torch.Tensor]:
+        nan = float("nan")
+        junk = [torch.full((steps_by_batch * k * size[3],), nan, device="cuda") for k in (1, 3)]
+        junk += [torch.full_like(j, nan) for j in junk for _ in range(3)]
+        del junk  # back to the cache, NaN-filled
+        output, (h_n, c_n) = lltm_ext.lltm_sequence(*args[:3], (args[3], args[4]))
+        d_c0 = torch.autograd.grad((output, h_n, c_n), args[4], grads)[0]
+        return [output.detach(), h_n.detach(), c_n.detach(), d_c0]
+
+    first, second = run(), run()
+    for a, b in zip(first, second, strict=True):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path", ["wide", "wide-simt"])
+def test_cuda_wide_kernels_states_in_turn(monkeypatch, path):
+    """S = 520, then 132, then 520 again, in one process (each takes blocks of 4 columns at B = 3):
+    the kernels' shared-memory limit, set when a state's plan is first made, must still admit the
+    larger state when it comes back (it was once set to each state's own size, and the third call
+    failed to launch)."""
+    sequence_path(monkeypatch, path)
+    for state in (520, 132, 520):
+        check_against_reference((2, 3, 2, state), "cuda", torch.bfloat16)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_cuda_wide_kernels_largest_state(monkeypatch, dtype):
+    """S = 1024, the wide kernels' largest state, on the tensor cores (the half types): K in two
+    staged chunks forward and six backward, against the float64 loop."""
+    sequence_path(monkeypatch, "wide")
+    check_against_reference((3, 5, 2, 1024), "cuda", dtype)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype,state", [(torch.float32, 512), (torch.bfloat16, 1024)], ids=str)
+def test_cuda_wide_misaligned_h0(dtype, state):
+    """h0 a view one element into its storage (not aligned to four elements): the wide kernels'
+    first step reads it element by element (float32 here: the SIMT product; bfloat16 at S = 1024:
+    the tensor-core product's staging); the same values as an aligned copy."""
+    x, w, b, h, c = make_args(3, 4, 5, state, "cuda", dtype)
+    storage = torch.empty(h.numel() + 1, device="cuda", dtype=dtype)
     h_view = storage[1:].view_as(h).copy_(h)
-    assert h_view.data_ptr() % 16 != 0
+    assert h_view.data_ptr() % (4 * h.element_size()) != 0
     got = lltm_ext.lltm_sequence(x, w, b, (h_view, c))[0]
     want = lltm_ext.lltm_sequence(x, w, b, (h.clone(), c))[0]
     assert torch.equal(got, want)
@@ -384,7 +496,8 @@ def test_cuda_other_paths_at_small_states(monkeypatch, path):
 @pytest.mark.cuda
 def test_cuda_cluster_path_refuses_what_it_cannot_run(monkeypatch):
     """Forced, the cluster path says why it does not apply (S past kClusterMaxState) instead of
-    running another path; auto runs cuBLAS there."""
+    running another path; auto runs cuBLAS there. Unknown settings of the path and of the
+    product are errors that list the valid ones."""
     sequence_path(monkeypatch, "cluster")
     args = [a.detach() for a in make_args(2, 3, 4, 300, "cuda", torch.float32)]
     with pytest.raises(RuntimeError, match=r"LLTM_EXT_SEQUENCE_PATH=cluster.*state 300"):
@@ -394,6 +507,11 @@ def test_cuda_cluster_path_refuses_what_it_cannot_run(monkeypatch):
         RuntimeError, match=r"must be auto, cluster, wide, grid or cublas.*'sideways'"
     ):
         _ops.lltm_sequence(*args)
+    sequence_path(monkeypatch, "cluster")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_PRODUCT", "tensor")
+    small = [a.detach() for a in make_args(2, 3, 4, 16, "cuda", torch.float32)]
+    with pytest.raises(RuntimeError, match=r"LLTM_EXT_SEQUENCE_PRODUCT must be auto or simt"):
+        _ops.lltm_sequence(*small)
 
 
 @pytest.mark.cuda

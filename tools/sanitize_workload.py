@@ -245,7 +245,8 @@ def run_lltm_module(dtype: torch.dtype) -> None:
 # (steps, batch, input features, state size): empty sequence, empty batch, no features, single
 # elements, odd and tile-unaligned sizes (the fused step kernels; the cluster kernels' partial
 # batch slices, S < 8 and S not a multiple of 8; the wide-state kernels' row blocks past the batch
-# and parts past K, S = 260 and 520).
+# and parts past K, S = 260 and 520, and three rows of blocks, each with its own step barriers,
+# over six steps).
 SEQUENCE_SIZES = (
     (0, 3, 2, 4),
     (4, 0, 3, 5),
@@ -256,39 +257,57 @@ SEQUENCE_SIZES = (
     (3, 37, 5, 100),
     (3, 5, 4, 260),
     (2, 17, 3, 520),
+    (6, 40, 3, 132),
 )
 
 
 def run_lltm_sequence(dtype: torch.dtype) -> None:
     """lltm_sequence forward and backward through time, states given, misaligned (offset) views,
     time-major and batch-first, against a loop of the float64 pure-PyTorch cell. float32 products
-    in full float32 (torch's RNN default on CUDA is TF32, outside the float32 tolerance)."""
+    in full float32 (torch's RNN default on CUDA is TF32, outside the float32 tolerance), then on
+    CUDA the tensor-core paths again with TF32 allowed, at float16's tolerance."""
     rnn = torch.backends.cudnn.rnn
     precision, rnn.fp32_precision = rnn.fp32_precision, "ieee"
     # Every path: the fused step kernels (cuBLAS past their states), the wide-state kernels, and
-    # on sm_90 the cluster kernels.
-    paths = ["grid", "wide"]
-    paths += (
-        ["cluster"] if DEVICE == "cuda" and torch.cuda.get_device_capability() >= (9, 0) else []
-    )
-    old_path = os.environ.get("LLTM_EXT_SEQUENCE_PATH")
+    # on sm_90 the cluster kernels, the latter two with their recurrent product on the tensor
+    # cores (the half types; float32 with TF32 allowed, below) and on the SIMT cores ("-simt").
+    paths = ["grid", "wide", "wide-simt"]
+    if DEVICE == "cuda" and torch.cuda.get_device_capability() >= (9, 0):
+        paths += ["cluster", "cluster-simt"]
+    keys = ("LLTM_EXT_SEQUENCE_PATH", "LLTM_EXT_SEQUENCE_PRODUCT", "LLTM_EXT_SEQUENCE_CLUSTER_ROWS")
+    old = {k: os.environ.get(k) for k in keys}
     try:
         for path in paths:
-            os.environ["LLTM_EXT_SEQUENCE_PATH"] = path
+            os.environ["LLTM_EXT_SEQUENCE_PATH"] = path.removesuffix("-simt")
+            os.environ["LLTM_EXT_SEQUENCE_PRODUCT"] = "simt" if path.endswith("-simt") else "auto"
+            # The cluster kernels' tensor cores take slices of 8 or 16 rows: 16 forced there.
+            os.environ["LLTM_EXT_SEQUENCE_CLUSTER_ROWS"] = "16" if path == "cluster" else ""
             _run_lltm_sequence(dtype, path)
+        if dtype == torch.float32 and DEVICE == "cuda":  # the float32 tensor-core products
+            rnn.fp32_precision = "tf32"
+            os.environ["LLTM_EXT_SEQUENCE_PRODUCT"] = "auto"
+            for path in [p for p in paths if p in ("wide", "cluster")]:
+                os.environ["LLTM_EXT_SEQUENCE_PATH"] = path
+                os.environ["LLTM_EXT_SEQUENCE_CLUSTER_ROWS"] = "16" if path == "cluster" else ""
+                _run_lltm_sequence(dtype, path + "-tf32")
     finally:
         rnn.fp32_precision = precision
-        if old_path is None:
-            os.environ.pop("LLTM_EXT_SEQUENCE_PATH", None)
-        else:
-            os.environ["LLTM_EXT_SEQUENCE_PATH"] = old_path
+        for key, value in old.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _run_lltm_sequence(dtype: torch.dtype, path: str) -> None:
+    # TF32 products keep float16's 10 mantissa bits: checked at float16's tolerance.
+    tol = torch.float16 if path.endswith("-tf32") else dtype
     for (steps, batch, features, state), offset in itertools.product(SEQUENCE_SIZES, (0, 1)):
         if path != "grid" and steps * batch == 0:
             continue  # no kernel runs: the grid pass covered it
-        if (path == "cluster" and state > 256) or (path == "wide" and state % 4 != 0):
+        if (path.startswith("cluster") and state > 256) or (
+            path.startswith("wide") and state % 4 != 0
+        ):
             continue  # the path does not apply (forced, it raises)
         stdv = 1.0 / math.sqrt(state)
         args = [
@@ -314,9 +333,9 @@ def _run_lltm_sequence(dtype: torch.dtype, path: str) -> None:
             ref_steps.append(h)
         ref_out = torch.stack(ref_steps) if ref_steps else xs.new_zeros((0, batch, state))
         what = f"lltm_sequence {path} T={steps} B={batch} I={features} S={state} offset={offset}"
-        check(output, ref_out, dtype, what + " output")
-        check(h_n, h, dtype, what + " h_n")
-        check(c_n, c, dtype, what + " c_n")
+        check(output, ref_out, tol, what + " output")
+        check(h_n, h, tol, what + " h_n")
+        check(c_n, c, tol, what + " c_n")
         grads = [randn(steps, batch, state, dtype=dtype, offset=offset)]
         grads += [randn(batch, state, dtype=dtype, offset=offset) for _ in range(2)]
         ours = torch.autograd.grad((output, h_n, c_n), args, grads)
@@ -330,7 +349,7 @@ def _run_lltm_sequence(dtype: torch.dtype, path: str) -> None:
         )
         names = ("input", "weights", "bias", "h0", "c0")
         for name, got, want, arg in zip(names, ours, refs, args64, strict=True):
-            check(got, torch.zeros_like(arg) if want is None else want, dtype, f"{what} d_{name}")
+            check(got, torch.zeros_like(arg) if want is None else want, tol, f"{what} d_{name}")
 
 
 # ---------------------------------------------------------------------------------------------

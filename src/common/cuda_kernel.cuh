@@ -34,6 +34,25 @@ struct OpMath<c10::BFloat16> {
 template <typename T>
 using opmath_t = typename OpMath<T>::type;
 
+// Whether `kernel`'s machine code for the current device was compiled from source for
+// architecture min_arch (e.g. 80, 90) or newer: false where the module has no image for the
+// device, and where the driver compiled an older architecture's PTX (whose kernels that need newer
+// instructions hold a trapping body), as cudaFuncGetAttributes' ptxVersion and binaryVersion say.
+template <typename Kernel>
+cudaError_t image_compiled_for(Kernel kernel, int min_arch, bool* loaded) {
+  *loaded = false;
+  cudaFuncAttributes attr{};
+  const cudaError_t err = cudaFuncGetAttributes(&attr, kernel);
+  if (err == cudaErrorInvalidDeviceFunction || err == cudaErrorNoKernelImageForDevice) {
+    (void)cudaGetLastError();  // no image for this device at all
+    return cudaSuccess;
+  }
+  if (err == cudaSuccess) {
+    *loaded = attr.ptxVersion >= min_arch && attr.binaryVersion >= min_arch;
+  }
+  return err;
+}
+
 }  // namespace lltm_ext::cuda
 
 // M(T) for each dtype the ops take (LLTM_EXT_DISPATCH_FLOATING's four): explicit instantiations.

@@ -245,25 +245,34 @@ cudaError_t launch_sequence_backward_steps(T* d_gates, const T* w, int64_t ld, c
 
 // The sequence's time steps for wide states (lltm_sequence_wide.cu), S % 4 == 0 and S <=
 // kWideMaxState: a persistent cooperative kernel, each block kWideRows batch rows x `cols` state
-// columns with its slice of W_h in shared memory for all T steps, a grid barrier per step. The
-// same inputs and outputs as the fused step kernels above over all T steps. wide_step_columns:
-// on the current device, the fewest columns per block (4, 8 or 16) whose grid runs at once in
-// max_smem per block, their shared memory set; 0 when none does (or S does not qualify); `only`
-// (4, 8 or 16): those columns or none.
+// columns with its slice of W_h in shared memory for all T steps, a barrier per step over each
+// row of blocks. The same inputs and outputs as the fused step kernels above over all T steps;
+// flags: wide_flag_count(batch, state, cols) words of device memory for the barriers' step
+// counters (the launch zeroes them first, on `stream`). wide_step_columns: on the current device,
+// the fewest columns per block (4, 8 or 16) whose grid runs at once in max_smem per block, their
+// shared memory set; 0 when none does (or S does not qualify); `only` (4, 8 or 16): those columns
+// or none. mma: the product on the tensor cores (float32 and the half types; the kernels of
+// wide_mma_loaded's answer, which needs this module's code for the device compiled for sm_80 or
+// newer), else on the SIMT cores.
 constexpr int64_t kWideMaxState = 1024;
 constexpr int kWideRows = 16;
 template <typename T>
+cudaError_t wide_mma_loaded(bool* loaded);
+template <typename T>
 cudaError_t wide_step_columns(int64_t batch, int64_t state, int sm_count, int max_smem, int* cols,
-                              int only = 0);
+                              int only, bool mma);
+int64_t wide_flag_count(int64_t batch, int64_t state, int cols);
 template <typename T>
 cudaError_t launch_wide_forward(T* gates, const T* bias, const T* h0, const T* c0, const T* w,
-                                int64_t ld, T* output, T* cells, int64_t batch, int64_t state,
-                                int64_t steps, int cols, cudaStream_t stream);
+                                int64_t ld, T* output, T* cells, unsigned int* flags, int64_t batch,
+                                int64_t state, int64_t steps, int cols, bool mma,
+                                cudaStream_t stream);
 template <typename T>
 cudaError_t launch_wide_backward(T* d_gates, const T* w, int64_t ld, const T* grad_output,
                                  const T* grad_h_n, const T* grad_c_n, const T* cells,
-                                 const T* gates, const T* bias, T* d_cell, int64_t batch,
-                                 int64_t state, int64_t steps, int cols, cudaStream_t stream);
+                                 const T* gates, const T* bias, T* d_cell, unsigned int* flags,
+                                 int64_t batch, int64_t state, int64_t steps, int cols, bool mma,
+                                 cudaStream_t stream);
 
 // The sequence's time steps on sm_90 (lltm_sequence_cluster.cu): thread-block clusters of
 // kClusterSize blocks, each cluster a slice of `rows` batch rows and the whole state (block j:
@@ -274,22 +283,25 @@ cudaError_t launch_wide_backward(T* d_gates, const T* w, int64_t ld, const T* gr
 // the device's shared memory (cluster_smem_bytes) say which `rows` a state size takes.
 constexpr int kClusterSize = 8, kClusterThreads = 256;
 constexpr int64_t kClusterMaxState = 256;
-// A block's work: state S, columns per block, batch rows per cluster, and the product's split
-// into `units` (a column x 2 rows) x `parts` (of K), units_pow2 * parts = kClusterThreads.
+// A block's work: state S, columns per block, batch rows per cluster, and the product: on the
+// tensor cores (`mma`: mma.sync with tf32 operands, float32 sums; float32 where TF32 is allowed,
+// and the half types, whose values tf32 holds exactly), or on the SIMT cores split into `units` (a
+// column x 2 rows) x `parts` (of K), units_pow2 * parts = kClusterThreads.
 struct ClusterShape {
   int state, cols, rows, units, units_pow2, parts;
+  bool mma;
 };
-ClusterShape cluster_shape(int64_t state, int rows);
+ClusterShape cluster_shape(int64_t state, int rows, bool mma);
 bool cluster_shape_ok(const ClusterShape& shape);
 int64_t cluster_smem_bytes(const ClusterShape& shape, bool backward, int64_t element_size);
 // Whether the current device runs this module's sm_90 code of the cluster kernels.
 template <typename T>
 cudaError_t cluster_image_loaded(bool* loaded);
 // On the current device: the kernels' shared-memory limit set to max_smem, and the clusters of
-// (state, rows) that run at once, forward and backward.
+// `shape` that run at once, forward and backward.
 template <typename T>
-cudaError_t prepare_cluster_steps(int max_smem, int rows, int* forward_clusters,
-                                  int* backward_clusters, int64_t state);
+cudaError_t prepare_cluster_steps(int max_smem, const ClusterShape& shape, int* forward_clusters,
+                                  int* backward_clusters);
 template <typename T>
 cudaError_t launch_cluster_forward(T* gates, const T* bias, const T* h0, const T* c0, const T* w,
                                    int64_t ld, T* output, T* cells, int64_t batch, int64_t steps,

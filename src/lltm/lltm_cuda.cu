@@ -10,6 +10,7 @@
 #include "common/cuda_kernel.cuh"
 #include "lltm/lltm.h"
 #include "lltm/sequence_loads.cuh"
+#include "lltm/sequence_step.cuh"
 
 namespace lltm_ext::lltm {
 namespace {
@@ -356,24 +357,17 @@ __global__ void __launch_bounds__(kStepThreads)
   wait_for_previous_kernel();
   const int s = s0 + col;
   const int64_t b = b0 + row;
-  const bool mine = s < state && b < batch;
   const int64_t n = batch * state;
   const int gate_stride = state * (kStepCols + 1);
-  const int64_t j = b * state + s;
   // This thread's own operands need no other block: the bias, and c_{t-1} carried from the step
   // before (or read once: c0, or the previous launch's cells).
-  acc_t bias_v[3] = {0, 0, 0}, c_prev = 0;
-  if (mine) {
-    gate_bias(bias, state, s, bias_v);
-    c_prev = static_cast<acc_t>(t0 == 0 ? c0[j] : cells[(t0 - 1) * n + j]);
-  }
+  StepElement<acc_t> my = step_element<acc_t>(b, s, s < state && b < batch, state, bias,
+                                              t0 == 0 ? c0 : cells + (t0 - 1) * n);
   for (int64_t t = t0; t < t0 + steps; ++t) {
     scalar_t* g = gates + t * 3 * n + b * 3 * state + s;
     acc_t projection[3] = {0, 0, 0};  // the input projection (the product before the kernel)
-    if (mine) {
-      for (int q = 0; q < 3; ++q) {
-        projection[q] = static_cast<acc_t>(g[q * state]);
-      }
+    if (my.mine) {
+      read_gates(g, state, projection);
     }
     if (t > t0) {
       cooperative_groups::this_grid().sync();  // step t - 1 done everywhere
@@ -386,7 +380,7 @@ __global__ void __launch_bounds__(kStepThreads)
           b0 + r < batch ? static_cast<acc_t>(load_cg(h_prev + (b0 + r) * state + k)) : acc_t(0);
     }
     __syncthreads();
-    if (mine) {
+    if (my.mine) {
       const acc_t* hr = sh + row * (state + 1);
       const acc_t* wc = sw + col;
       acc_t acc[3] = {0, 0, 0};
@@ -398,17 +392,12 @@ __global__ void __launch_bounds__(kStepThreads)
         acc[1] += hv * wk[gate_stride];
         acc[2] += hv * wk[2 * gate_stride];
       }
-      acc_t z[3];
-#pragma unroll
-      for (int q = 0; q < 3; ++q) {
-        const scalar_t saved = static_cast<scalar_t>(acc[q] + projection[q]);
-        g[q * state] = saved;  // backward recomputes the gates from this (rounded) value
-        z[q] = static_cast<acc_t>(saved) + bias_v[q];
-      }
-      const auto r = forward_element<acc_t>(z[0], z[1], z[2], c_prev);
-      output[t * n + j] = r.new_h;
-      cells[t * n + j] = r.new_cell;
-      c_prev = static_cast<acc_t>(static_cast<scalar_t>(r.new_cell));  // as stored
+      const acc_t pre[3] = {acc[0] + projection[0], acc[1] + projection[1], acc[2] + projection[2]};
+      const auto r = forward_step<scalar_t>(pre, my.bias, my.carried);
+      write_gates(g, state, r.saved);
+      output[t * n + my.j] = r.h;
+      cells[t * n + my.j] = r.c;
+      my.carried = static_cast<acc_t>(r.c);
     }
     __syncthreads();  // sh is rewritten next step
   }
@@ -444,28 +433,20 @@ __global__ void __launch_bounds__(kStepThreads)
   wait_for_previous_kernel();
   const int s = s0 + col;
   const int64_t b = b0 + row;
-  const bool mine = s < state && b < batch;
   const int64_t n = batch * state;
-  const int64_t j = b * state + s;
   // This thread's own operands: the bias, and dL/dc_t carried from the step after (or read once:
   // grad_c_n at the last step, else the previous launch's d_cell).
-  acc_t bias_v[3] = {0, 0, 0}, grad_c = 0;
-  if (mine) {
-    gate_bias(bias, state, s, bias_v);
-    grad_c = static_cast<acc_t>(t_hi == last ? grad_c_n[j] : d_cell[((t_hi + 1) % 2) * n + j]);
-  }
+  StepElement<acc_t> my =
+      step_element<acc_t>(b, s, s < state && b < batch, state, bias,
+                          t_hi == last ? grad_c_n : d_cell + ((t_hi + 1) % 2) * n);
+  const int64_t j = my.j;
   for (int64_t t = t_hi; t > t_hi - steps; --t) {
     const bool first = t == last;  // the sequence's last step: no step after it
     // Step t's own operands, read before waiting for the other blocks.
-    const scalar_t* g = gates + t * 3 * n + b * width + s;
-    acc_t z[3] = {0, 0, 0}, gh = 0, cell_t = 0;
-    if (mine) {
-      for (int q = 0; q < 3; ++q) {
-        z[q] = static_cast<acc_t>(g[q * state]) + bias_v[q];
-      }
-      gh = static_cast<acc_t>(grad_output[t * n + j]) +
-           (first ? static_cast<acc_t>(grad_h_n[j]) : acc_t(0));
-      cell_t = static_cast<acc_t>(cells[t * n + j]);
+    BackwardOperands<acc_t> op = {};
+    if (my.mine) {
+      op = backward_operands(gates + t * 3 * n + b * width + s, state, my.bias,
+                             grad_output + t * n + j, grad_h_n + j, first, cells + t * n + j);
     }
     if (t < t_hi) {
       cooperative_groups::this_grid().sync();  // step t + 1 done everywhere
@@ -480,7 +461,7 @@ __global__ void __launch_bounds__(kStepThreads)
       }
     }
     __syncthreads();
-    if (mine) {
+    if (my.mine) {
       if (!first) {  // + d_gates[t + 1] W_h, four partial sums (independent FMA chains)
         const acc_t* dr = sd + row * (width + 1);
         const acc_t* wc = sw + col;
@@ -495,15 +476,12 @@ __global__ void __launch_bounds__(kStepThreads)
         for (; k < width; ++k) {
           part[0] += dr[k] * wc[k * (kStepCols + 1)];
         }
-        gh += (part[0] + part[1]) + (part[2] + part[3]);
+        op.grad_h += (part[0] + part[1]) + (part[2] + part[3]);
       }
-      const auto r = backward_element<acc_t>(gh, grad_c, cell_t, z[0], z[1], z[2]);
-      d_cell[(t % 2) * n + j] = r.d_old_cell;
-      grad_c = static_cast<acc_t>(static_cast<scalar_t>(r.d_old_cell));  // as stored
-      scalar_t* dg = d_gates + t * 3 * n + b * width + s;
-      dg[0] = r.d_z_i;
-      dg[state] = r.d_z_o;
-      dg[2 * state] = r.d_z_c;
+      const auto r = backward_step<scalar_t>(op, my.carried);
+      d_cell[(t % 2) * n + j] = r.d_cell;
+      my.carried = static_cast<acc_t>(r.d_cell);
+      write_gates(d_gates + t * 3 * n + b * width + s, state, r.d_z);
     }
     __syncthreads();  // sd is rewritten next step
   }

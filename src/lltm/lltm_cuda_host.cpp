@@ -296,6 +296,23 @@ SequencePath sequence_path_setting() {
   return SequencePath::kGrid;
 }
 
+// LLTM_EXT_SEQUENCE_PRODUCT, read at every call: "auto" (default: the cluster and wide-state
+// kernels' recurrent product on the tensor cores for the half types, whose values tf32 holds
+// exactly, and for float32 where `tf32` allows it, i.e. torch.backends.cudnn.rnn.fp32_precision is
+// "tf32"; float64 on the SIMT cores) or "simt" (the SIMT cores always: for measurements and
+// tests).
+bool sequence_product_mma(at::ScalarType dtype, bool tf32) {
+  const char* env = std::getenv("LLTM_EXT_SEQUENCE_PRODUCT");
+  const std::string value = env != nullptr ? env : "";
+  TORCH_CHECK(value.empty() || value == "auto" || value == "simt",
+              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PRODUCT must be auto or simt, but got '",
+              value, "'.");
+  if (value == "simt" || dtype == at::kDouble) {
+    return false;
+  }
+  return dtype != at::kFloat || tf32;
+}
+
 // Whether the sequence's steps run fused on `device` (lltm.h), and whether steps overlap there.
 struct StepPlan {
   bool fused, overlap;
@@ -330,11 +347,13 @@ struct ClusterPlan {
 // The cluster kernels apply on sm_90 GPUs that run this module's sm_90 code, for 1 <= S <=
 // kClusterMaxState and B >= 1, where the shared memory fits. Batch rows per cluster: the fewest
 // (of 2, 4, 8, 16) whose clusters all run at once (the most SMs, the least work per block), else
-// the most that fit (clusters then run in turns: they never wait on each other).
+// the most that fit (clusters then run in turns: they never wait on each other). The product on the
+// tensor cores as sequence_product_mma says (`tf32`: float32 may use TF32), for slices of 8 or 16
+// rows.
 // LLTM_EXT_SEQUENCE_CLUSTER_ROWS (2, 4, 8 or 16; read at every call) forces the rows, for
 // measurements.
 template <typename T>
-ClusterPlan cluster_plan(int device, int64_t batch, int64_t state) {
+ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
   const SequencePath setting = sequence_path_setting();
   ClusterPlan plan{false, {}};
   if (setting != SequencePath::kAuto && setting != SequencePath::kCluster) {
@@ -359,14 +378,19 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state) {
   });
   if (f.loaded && batch >= 1 && state >= 1 && state <= kClusterMaxState) {
     static std::mutex mutex;
-    static std::map<std::tuple<int, int64_t, int>, std::pair<int, int>> resident;
+    static std::map<std::tuple<int, int64_t, int, bool>, std::pair<int, int>> resident;
+    const bool mma = sequence_product_mma(c10::CppTypeToScalarType<T>::value, tf32);
     const char* forced_env = std::getenv("LLTM_EXT_SEQUENCE_CLUSTER_ROWS");
     const int forced = forced_env != nullptr ? std::atoi(forced_env) : 0;
     for (const int rows : {2, 4, 8, 16}) {
       if (forced > 0 && rows != forced) {
         continue;
       }
-      const ClusterShape cs = cluster_shape(state, rows);
+      // The tensor cores pay from 8-row slices on: a 16-row mma tile holds the slice, and with 2 or
+      // 4 rows most of it is padding (H200, float32, T = 128, forward+backward: B = 256, S = 128,
+      // 16 rows: 1302 vs 1408 us SIMT; S = 256: 2765 vs 4402 us; but B = 16, 2 rows: S = 128 579
+      // vs 504 us, S = 256 881 vs 698 us).
+      const ClusterShape cs = cluster_shape(state, rows, mma && rows >= 8);
       if (!cluster_shape_ok(cs) || cluster_smem_bytes(cs, false, sizeof(T)) > f.smem_optin ||
           cluster_smem_bytes(cs, true, sizeof(T)) > f.smem_optin) {
         continue;
@@ -374,11 +398,11 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state) {
       std::pair<int, int> counts;
       {
         const std::lock_guard<std::mutex> lock(mutex);
-        const auto key = std::make_tuple(device, state, rows);
+        const auto key = std::make_tuple(device, state, rows, mma);
         auto it = resident.find(key);
         if (it == resident.end()) {
           int fwd = 0, bwd = 0;
-          C10_CUDA_CHECK(prepare_cluster_steps<T>(f.smem_optin, rows, &fwd, &bwd, state));
+          C10_CUDA_CHECK(prepare_cluster_steps<T>(f.smem_optin, cs, &fwd, &bwd));
           it = resident.emplace(key, std::make_pair(fwd, bwd)).first;
         }
         counts = it->second;
@@ -404,8 +428,11 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state) {
 }
 
 // Columns per block of the wide-state kernels for (batch, state) on `device`, 0 when they do
-// not run: they apply for S % 4 == 0, S <= kWideMaxState, where their grid runs at once on the
-// GPU (wide_step_columns). Auto takes them for S <= 512 and S^2 B <= 2^24: there a step's product
+// not run, and whether their product runs on the tensor cores (sequence_product_mma, where the
+// device runs their sm_80+ code). They apply for S % 4 == 0, S <= kWideMaxState, where their grid
+// runs at once on the GPU (wide_step_columns). With the tensor cores auto takes them wherever they
+// apply (a block reads its slice once per step); on the SIMT cores for S <= 512 and S^2 B <=
+// 2^24: there a step's product
 // (3 S^2 B multiply-adds on the SIMT cores, each block reading its W_h slice from shared memory
 // once per batch row, and the whole of x from L2) takes less than cuBLAS's tensor-core GEMM and
 // its launches. Measured on an H200, float32, T = 128, forward+backward, against cuBLAS every
@@ -415,31 +442,54 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state) {
 // 256) they were faster at every size: 845 vs 1850 us at B = 16, S = 128.
 // LLTM_EXT_SEQUENCE_WIDE_COLS (4, 8 or 16; read at every call) forces the columns, for
 // measurements.
+struct WidePlan {
+  int cols;  // 0: the wide kernels do not run
+  bool mma;
+};
+
 template <typename T>
-int wide_plan(int device, int64_t batch, int64_t state) {
+WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
   const SequencePath setting = sequence_path_setting();
-  if (setting != SequencePath::kWide && (setting != SequencePath::kAuto || state > 512 ||
-                                         state * state * batch > (int64_t{1} << 24))) {
-    return 0;
+  if (setting != SequencePath::kWide && setting != SequencePath::kAuto) {
+    return {0, false};
   }
-  static cuda::PerDevice<int> smem_optin;
-  const int max_smem = smem_optin.get(device, [](int d) {
-    int value = 0;
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerBlockOptin, d));
-    return value;
+  struct Facts {
+    int max_smem;
+    bool mma_loaded;
+  };
+  static cuda::PerDevice<Facts> cache;
+  const Facts& f = cache.get(device, [](int d) {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(d));
+    Facts facts{};
+    C10_CUDA_CHECK(
+        cudaDeviceGetAttribute(&facts.max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, d));
+    C10_CUDA_CHECK(wide_mma_loaded<T>(&facts.mma_loaded));
+    return facts;
   });
+  // The half types take the tensor cores past S = 512 only: at S = 512 their SIMT product was the
+  // faster (H200, bfloat16, T = 128, forward+backward: B = 16 2315 vs 2560 us, B = 64 2502 vs
+  // 2624 us; S = 1024, B = 16: 4361 us on the tensor cores vs 5018 us), where float32's tensor
+  // cores won at both (B = 16 1981 vs 2478 us, B = 64 2164 vs 2725 us).
+  const at::ScalarType dtype = c10::CppTypeToScalarType<T>::value;
+  const bool mma =
+      f.mma_loaded && sequence_product_mma(dtype, tf32) && (dtype == at::kFloat || state > 512);
+  if (setting == SequencePath::kAuto && !mma &&
+      (state > 512 || state * state * batch > (int64_t{1} << 24))) {
+    return {0, false};
+  }
   static std::mutex mutex;
-  static std::map<std::tuple<int, int64_t, int64_t>, int> columns;
+  static std::map<std::tuple<int, int64_t, int64_t, bool>, int> columns;
   // The choice depends on the batch through its row blocks only.
   const int64_t row_blocks = (batch + kWideRows - 1) / kWideRows;
   int cols = 0;
   {
     const std::lock_guard<std::mutex> lock(mutex);
-    const auto key = std::make_tuple(device, row_blocks, state);
+    const auto key = std::make_tuple(device, row_blocks, state, mma);
     auto it = columns.find(key);
     if (it == columns.end()) {
       int c = 0;
-      C10_CUDA_CHECK(wide_step_columns<T>(batch, state, cuda::sm_count(device), max_smem, &c));
+      C10_CUDA_CHECK(
+          wide_step_columns<T>(batch, state, cuda::sm_count(device), f.max_smem, &c, 0, mma));
       it = columns.emplace(key, c).first;
     }
     cols = it->second;
@@ -452,7 +502,7 @@ int wide_plan(int device, int64_t batch, int64_t state) {
                 forced_env, "'.");
     int c = 0;  // whether the forced columns fit: ask for them alone
     C10_CUDA_CHECK(
-        wide_step_columns<T>(batch, state, cuda::sm_count(device), max_smem, &c, forced));
+        wide_step_columns<T>(batch, state, cuda::sm_count(device), f.max_smem, &c, forced, mma));
     cols = c;
   }
   TORCH_CHECK(cols > 0 || setting != SequencePath::kWide,
@@ -462,7 +512,14 @@ int wide_plan(int device, int64_t batch, int64_t state) {
               " (they need a state that is a multiple of 4 and at most ", kWideMaxState,
               ", and a grid of ", kWideRows,
               "-row blocks that runs at once on the GPU, with a cooperative launch).");
-  return cols;
+  return {cols, mma};
+}
+
+// The wide kernels' barrier counters: device memory on like's device, from the caching allocator
+// (freed when the caller returns; the launch on the current stream, which allocated it, is
+// ordered before any reuse).
+at::Tensor wide_flags(const at::Tensor& like, int64_t batch, int64_t state, int cols) {
+  return at::empty({wide_flag_count(batch, state, cols)}, like.options().dtype(at::kInt));
 }
 
 }  // namespace
@@ -496,7 +553,7 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
     const scalar_t* wp = weights.const_data_ptr<scalar_t>();
     const int64_t n = B * S;
     if (T > 0 && B > 0) {
-      const ClusterPlan cluster = cluster_plan<scalar_t>(input.get_device(), B, S);
+      const ClusterPlan cluster = cluster_plan<scalar_t>(input.get_device(), B, S, tf32);
       if (cluster.use) {  // all steps in one launch of thread-block clusters (sm_90)
         C10_CUDA_CHECK(launch_cluster_forward<scalar_t>(g, b, h0.const_data_ptr<scalar_t>(),
                                                         c0.const_data_ptr<scalar_t>(), wp, S + I,
@@ -504,11 +561,14 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
         return;
       }
     }
-    const int wide_cols = T > 0 && B > 0 ? wide_plan<scalar_t>(input.get_device(), B, S) : 0;
-    if (wide_cols > 0) {  // all steps in one cooperative launch over the GPU
-      C10_CUDA_CHECK(launch_wide_forward<scalar_t>(g, b, h0.const_data_ptr<scalar_t>(),
-                                                   c0.const_data_ptr<scalar_t>(), wp, S + I, out,
-                                                   cell, B, S, T, wide_cols, stream));
+    const WidePlan wide =
+        T > 0 && B > 0 ? wide_plan<scalar_t>(input.get_device(), B, S, tf32) : WidePlan{0, false};
+    if (wide.cols > 0) {  // all steps in one cooperative launch over the GPU
+      const at::Tensor flags = wide_flags(input, B, S, wide.cols);
+      C10_CUDA_CHECK(launch_wide_forward<scalar_t>(
+          g, b, h0.const_data_ptr<scalar_t>(), c0.const_data_ptr<scalar_t>(), wp, S + I, out, cell,
+          reinterpret_cast<unsigned int*>(flags.mutable_data_ptr<int32_t>()), B, S, T, wide.cols,
+          wide.mma, stream));
       return;
     }
     const StepPlan plan = step_plan(input.get_device(), B, S, es);
@@ -557,7 +617,7 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
     const scalar_t* gh_n = grad_h_n.const_data_ptr<scalar_t>();
     const int64_t n = B * S;
     if (T > 0 && B > 0) {
-      const ClusterPlan cluster = cluster_plan<scalar_t>(cells.get_device(), B, S);
+      const ClusterPlan cluster = cluster_plan<scalar_t>(cells.get_device(), B, S, tf32);
       if (cluster.use) {  // all steps in one launch of thread-block clusters (sm_90)
         C10_CUDA_CHECK(launch_cluster_backward<scalar_t>(dg, wp, S + I, go, gh_n,
                                                          grad_c_n.const_data_ptr<scalar_t>(), cell,
@@ -566,11 +626,14 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
         return;
       }
     }
-    const int wide_cols = T > 0 && B > 0 ? wide_plan<scalar_t>(cells.get_device(), B, S) : 0;
-    if (wide_cols > 0) {  // all steps in one cooperative launch over the GPU
-      C10_CUDA_CHECK(launch_wide_backward<scalar_t>(dg, wp, S + I, go, gh_n,
-                                                    grad_c_n.const_data_ptr<scalar_t>(), cell, g, b,
-                                                    dc[0], B, S, T, wide_cols, stream));
+    const WidePlan wide =
+        T > 0 && B > 0 ? wide_plan<scalar_t>(cells.get_device(), B, S, tf32) : WidePlan{0, false};
+    if (wide.cols > 0) {  // all steps in one cooperative launch over the GPU
+      const at::Tensor flags = wide_flags(cells, B, S, wide.cols);
+      C10_CUDA_CHECK(launch_wide_backward<scalar_t>(
+          dg, wp, S + I, go, gh_n, grad_c_n.const_data_ptr<scalar_t>(), cell, g, b, dc[0],
+          reinterpret_cast<unsigned int*>(flags.mutable_data_ptr<int32_t>()), B, S, T, wide.cols,
+          wide.mma, stream));
       blas.gemm(row_major(dg, B, 3 * S, 3 * S), w_h, row_major(dh, B, S, S), 0);  // d h0
       return;
     }

@@ -8,6 +8,8 @@
 #include "common/cuda_kernel.cuh"
 #include "lltm/lltm.h"
 #include "lltm/sequence_loads.cuh"
+#include "lltm/sequence_mma.cuh"
+#include "lltm/sequence_step.cuh"
 
 namespace lltm_ext::lltm {
 namespace {
@@ -20,12 +22,16 @@ namespace {
 // rows: two buffers in turn, one cluster barrier per step, no grid barrier and no global memory
 // read in the step's critical path. Clusters never wait on each other.
 //
-// In a block, the product out[r][o] = sum_k x[r][k] w[k][o] (x: the exchanged rows, kTileRows at
-// a time; o: a column's three gates forward, the column backward) is split into `units` (a
-// column and kTileRows rows) x `parts` (k = p, p + parts, ...): each thread sums its unit's
-// kTileRows x G values over its part's k, the parts are added in shared memory, then one thread
-// per (row, column) does the gate math.
+// In a block, the product out[r][o] = sum_k x[r][k] w[k][o] (x: the exchanged rows; o: a
+// column's three gates forward, the column backward) runs one of two ways (ClusterShape::mma):
+//   - on the SIMT cores, split into `units` (a column and kTileRows rows) x `parts` (k = p,
+//     p + parts, ...): each thread sums its unit's kTileRows x G values over its part's k;
+//   - on the tensor cores (mma.sync m16n8k8, tf32 operands, float32 sums), the slice's rows as one
+//     16-row tile (sequence_mma.cuh): warp w sums all outputs over the k steps w, w + 8, ...
+// Either way the parts are added in shared memory, then one thread per (row, column) does the
+// gate math.
 constexpr int kTileRows = 2;
+static_assert(kClusterThreads == 32 * kMmaWarps, "the tensor-core product's warps are the block's");
 constexpr int kMaxPairs = 2;  // (row, column) pairs a thread finishes: rows * cols <= 512
 
 // Row stride in shared memory of a product's operands of length K: K rounded up to groups of
@@ -35,6 +41,25 @@ LLTM_EXT_HD int padded_k(int k) {
 }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// Unit u's column c and row tile rg, of `tiles` row tiles. Units go to lanes in order. Where the
+// tiles come in pairs, u = 2 (rg / 2 * cols + c) + rg % 2: adjacent lanes take the same column
+// (their weight loads share addresses) and alternate two row tiles (so do their x loads), and a
+// 16-byte shared load whose lanes Tn, Tn^1 (or Tn, Tn^2) share addresses takes two wavefronts
+// instead of four (shared memory packs the return). Else u = rg * cols + c.
+struct UnitPlace {
+  int c, rg;
+};
+__device__ __forceinline__ UnitPlace unit_place(int u, int cols, int tiles) {
+  if (tiles % 2 == 0) {
+    const int v = u / 2;
+    return {v % cols, v / cols * 2 + u % 2};
+  }
+  return {u % cols, u / cols};
+}
+__device__ __forceinline__ int unit_index(int c, int rg, int cols, int tiles) {
+  return tiles % 2 == 0 ? (rg / 2 * cols + c) * 2 + rg % 2 : rg * cols + c;
+}
+
 // The cluster barrier in two halves: arrive (this thread's earlier writes, shared memory of other
 // blocks too, released) and wait (acquire: the other threads' writes before their arrival seen).
 __device__ __forceinline__ void cluster_arrive() {
@@ -80,6 +105,17 @@ __device__ __forceinline__ void unit_product(const acc_t* x, int xs, const acc_t
         }
       }
     }
+  }
+}
+
+// The tensor-core product (ClusterShape::mma) into the warps' partial sums (mma_store): all n_out
+// outputs, six tiles of eight at a time (to bound the accumulators), K in ksteps of eight.
+__device__ __forceinline__ void mma_product(const float* x, int xs, int rows, const float* w,
+                                            int ws, int n_out, int ksteps, float* sums, int ps) {
+  for (int j0 = 0; j0 < (n_out + 7) / 8; j0 += 6) {
+    float acc[6][4] = {};
+    mma_accumulate<6>(acc, x, xs, rows, w, ws, j0, n_out, ksteps);
+    mma_store<6>(acc, sums, ps, j0, n_out);
   }
 }
 #endif
@@ -136,8 +172,10 @@ __device__ __forceinline__ ThreadPairs<acc_t> thread_pairs(const BlockPlace& bp,
 // Steps 0 .. steps - 1 forward, as sequence_forward_kernel (lltm_cuda.cu) computes them: z =
 // gates_t + h_{t-1} W_h^T written back to gates_t, the gate math with the bias -> output[t],
 // cells[t]. Shared memory (acc_t): W_h's rows of this block's columns [3 cols][hs] (row q * cols
-// + c), h rows [2][rows][hs] (hs = padded_k(S)), partial sums [parts][kTileRows * 3][units].
-template <typename scalar_t>
+// + c), h rows [2][rows][hs] (hs = padded_k(S)), partial sums (SIMT: [parts][kTileRows * 3][units];
+// kMma: [kMmaWarps][kMmaRows][mma_sums_stride(3 cols)]). kMma: the product on the tensor cores
+// (float32 with TF32 allowed, and the half types); W_h and h held as tf32 values.
+template <typename scalar_t, bool kMma>
 __global__ void __launch_bounds__(kClusterThreads)
     cluster_forward_kernel(scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
                            const scalar_t* __restrict__ h0, const scalar_t* __restrict__ c0,
@@ -157,14 +195,15 @@ __global__ void __launch_bounds__(kClusterThreads)
   const int tid = threadIdx.x;
   for (int e = tid; e < nc * hs; e += kClusterThreads) {
     const int o = e / hs, k = e % hs, q = o / cols, c = o % cols;
-    sw[e] = c < bp.cols_here && k < S
-                ? static_cast<acc_t>(w[static_cast<int64_t>(q * S + bp.c0 + c) * ld + k])
-                : acc_t(0);
+    sw[e] = c < bp.cols_here && k < S ? product_operand<kMma>(static_cast<acc_t>(
+                                            w[static_cast<int64_t>(q * S + bp.c0 + c) * ld + k]))
+                                      : acc_t(0);
   }
   for (int e = tid; e < 2 * rows * hs; e += kClusterThreads) {  // h_{-1} = h0 in buffer 0
     const int r = e / hs % rows, k = e % hs;
-    sh[e] = e < rows * hs && r < bp.rows_here && k < S ? static_cast<acc_t>(h0[(bp.b0 + r) * S + k])
-                                                       : acc_t(0);
+    sh[e] = e < rows * hs && r < bp.rows_here && k < S
+                ? product_operand<kMma>(static_cast<acc_t>(h0[(bp.b0 + r) * S + k]))
+                : acc_t(0);
   }
   const int64_t n = batch * S;
   // This thread's (row, column) pairs and their own operands: bias, c_{t-1} carried.
@@ -174,7 +213,8 @@ __global__ void __launch_bounds__(kClusterThreads)
   const auto& bias_v = my.bias;
   auto& c_prev = my.carried;
   cluster.sync();  // every block runs (its shared memory may be written) and holds h0
-  const int ui = tid % cs.units_pow2, p = tid / cs.units_pow2;
+  const int ui = tid % cs.units_pow2, p = tid / cs.units_pow2, tiles = cs.units / cols;
+  const int ps = mma_sums_stride(nc);  // kMma: the partial sums' row stride
   for (int64_t t = 0; t < steps; ++t) {
     const int cur = static_cast<int>(t & 1);
     acc_t proj[kMaxPairs][G];  // the input projections: read before the barrier
@@ -191,16 +231,20 @@ __global__ void __launch_bounds__(kClusterThreads)
       cluster_wait();  // h_{t-1} from every block of the cluster is in buffer cur
     }
     const acc_t* x = sh + cur * rows * hs;
-    for (int u = ui; u < cs.units; u += cs.units_pow2) {
-      const int c = u % cols, rg = u / cols;
-      acc_t acc[kTileRows][G];
-      unit_product<G>(x + rg * kTileRows * hs, hs, sw + c * hs, cols * hs, hs / 4 - 1, p, cs.parts,
-                      acc);
+    if constexpr (kMma) {
+      mma_product(x, hs, rows, sw, hs, nc, (S + 7) / 8, part_sums, ps);
+    } else {
+      for (int u = ui; u < cs.units; u += cs.units_pow2) {
+        const auto [c, rg] = unit_place(u, cols, tiles);
+        acc_t acc[kTileRows][G];
+        unit_product<G>(x + rg * kTileRows * hs, hs, sw + c * hs, cols * hs, hs / 4 - 1, p,
+                        cs.parts, acc);
 #pragma unroll
-      for (int r = 0; r < kTileRows; ++r) {
+        for (int r = 0; r < kTileRows; ++r) {
 #pragma unroll
-        for (int q = 0; q < G; ++q) {
-          part_sums[(p * kTileRows * G + r * G + q) * cs.units + u] = acc[r][q];
+          for (int q = 0; q < G; ++q) {
+            part_sums[(p * kTileRows * G + r * G + q) * cs.units + u] = acc[r][q];
+          }
         }
       }
     }
@@ -208,27 +252,31 @@ __global__ void __launch_bounds__(kClusterThreads)
     // The gate math; h_t to the other blocks first, then the barrier's arrival, and only then
     // this step's global writes (nothing in the cluster reads them): off the critical path.
     acc_t* next = sh + (cur ^ 1) * rows * hs;
-    scalar_t saved[kMaxPairs][G], h_out[kMaxPairs], c_out[kMaxPairs];
+    ForwardStep<scalar_t> out[kMaxPairs];
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) {
       if (pv[i]) {
-        const int u = pr[i] / kTileRows * cols + pc[i], a = pr[i] % kTileRows * G;
-        acc_t z[G];
+        acc_t pre[G];
+        if constexpr (kMma) {
 #pragma unroll
-        for (int q = 0; q < G; ++q) {
-          acc_t sum = proj[i][q];
-          for (int pp = 0; pp < cs.parts; ++pp) {
-            sum += part_sums[(pp * kTileRows * G + a + q) * cs.units + u];
+          for (int q = 0; q < G; ++q) {
+            pre[q] = proj[i][q] + mma_sum(part_sums, ps, pr[i], q * cols + pc[i]);
           }
-          saved[i][q] = static_cast<scalar_t>(sum);  // backward recomputes the gates from it
-          z[q] = static_cast<acc_t>(saved[i][q]) + bias_v[i][q];
+        } else {
+          const int u = unit_index(pc[i], pr[i] / kTileRows, cols, tiles);
+          const int a = pr[i] % kTileRows * G;
+#pragma unroll
+          for (int q = 0; q < G; ++q) {
+            pre[q] = proj[i][q];
+            for (int pp = 0; pp < cs.parts; ++pp) {
+              pre[q] += part_sums[(pp * kTileRows * G + a + q) * cs.units + u];
+            }
+          }
         }
-        const auto res = forward_element<acc_t>(z[0], z[1], z[2], c_prev[i]);
-        h_out[i] = static_cast<scalar_t>(res.new_h);
-        c_out[i] = static_cast<scalar_t>(res.new_cell);
-        c_prev[i] = static_cast<acc_t>(c_out[i]);  // as stored
+        out[i] = forward_step<scalar_t>(pre, bias_v[i], c_prev[i]);
+        c_prev[i] = static_cast<acc_t>(out[i].c);  // as stored
         if (t + 1 < steps) {  // h_t, as stored, into every block's buffer cur ^ 1
-          const acc_t hv = static_cast<acc_t>(h_out[i]);
+          const acc_t hv = product_operand<kMma>(static_cast<acc_t>(out[i].h));
           for (int b = 0; b < kClusterSize; ++b) {
             cluster.map_shared_rank(next, b)[pr[i] * hs + bp.c0 + pc[i]] = hv;
           }
@@ -242,13 +290,9 @@ __global__ void __launch_bounds__(kClusterThreads)
     for (int i = 0; i < kMaxPairs; ++i) {
       if (pv[i]) {
         const int64_t j = (bp.b0 + pr[i]) * S + bp.c0 + pc[i];
-        scalar_t* g = gates + t * 3 * n + (bp.b0 + pr[i]) * 3 * S + bp.c0 + pc[i];
-#pragma unroll
-        for (int q = 0; q < G; ++q) {
-          g[q * S] = saved[i][q];
-        }
-        output[t * n + j] = h_out[i];
-        cells[t * n + j] = c_out[i];
+        write_gates(gates + t * 3 * n + (bp.b0 + pr[i]) * 3 * S + bp.c0 + pc[i], S, out[i].saved);
+        output[t * n + j] = out[i].h;
+        cells[t * n + j] = out[i].c;
       }
     }
   }
@@ -260,9 +304,10 @@ __global__ void __launch_bounds__(kClusterThreads)
 // Steps steps - 1 down to 0 backward, as sequence_backward_kernel (lltm_cuda.cu) computes them:
 // dL/dh_t = grad_output[t] + (grad_h_n at the last step, else d_gates[t + 1] W_h), dL/dc_t
 // carried, the gate math -> d_gates[t]; d_cell (B, S) gets dL/dc_{-1}. Shared memory (acc_t):
-// W_h's columns [cols][ds], d_gates rows [2][rows][ds] (ds = padded_k(3S)), partial sums
-// [parts][kTileRows][units].
-template <typename scalar_t>
+// W_h's columns [cols][ds], d_gates rows [2][rows][ds] (ds = padded_k(3S)), partial sums (SIMT:
+// [parts][kTileRows][units]; kMma: [kMmaWarps][kMmaRows][mma_sums_stride(cols)]). kMma: as
+// forward.
+template <typename scalar_t, bool kMma>
 __global__ void __launch_bounds__(kClusterThreads)
     cluster_backward_kernel(scalar_t* __restrict__ d_gates, const scalar_t* __restrict__ w,
                             int64_t ld, const scalar_t* __restrict__ grad_output,
@@ -284,9 +329,10 @@ __global__ void __launch_bounds__(kClusterThreads)
   const int tid = threadIdx.x;
   for (int e = tid; e < cols * ds; e += kClusterThreads) {
     const int c = e / ds, m = e % ds;
-    sw[e] = c < bp.cols_here && m < width
-                ? static_cast<acc_t>(w[static_cast<int64_t>(m) * ld + bp.c0 + c])
-                : acc_t(0);
+    sw[e] =
+        c < bp.cols_here && m < width
+            ? product_operand<kMma>(static_cast<acc_t>(w[static_cast<int64_t>(m) * ld + bp.c0 + c]))
+            : acc_t(0);
   }
   for (int e = tid; e < 2 * rows * ds; e += kClusterThreads) {
     sd[e] = acc_t(0);  // rows past the batch stay zero
@@ -299,65 +345,66 @@ __global__ void __launch_bounds__(kClusterThreads)
   const auto& bias_v = my.bias;
   auto& grad_c = my.carried;
   cluster.sync();  // every block runs: its shared memory may be written
-  const int ui = tid % cs.units_pow2, p = tid / cs.units_pow2;
+  const int ui = tid % cs.units_pow2, p = tid / cs.units_pow2, tiles = cs.units / cols;
+  const int ps = mma_sums_stride(cols);  // kMma: the partial sums' row stride
   for (int64_t step = 0; step < steps; ++step) {
     const int64_t t = steps - 1 - step;
     const int cur = static_cast<int>(step & 1);
     // Step t's own operands, read before the barrier.
-    acc_t z[kMaxPairs][G], gh[kMaxPairs], cell_t[kMaxPairs];
+    BackwardOperands<acc_t> op[kMaxPairs] = {};
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) {
-      const int64_t j = (bp.b0 + pr[i]) * S + bp.c0 + pc[i];
-      const int64_t g = t * 3 * n + (bp.b0 + pr[i]) * width + bp.c0 + pc[i];
-#pragma unroll
-      for (int q = 0; q < G; ++q) {
-        z[i][q] = pv[i] ? static_cast<acc_t>(gates[g + q * S]) + bias_v[i][q] : acc_t(0);
+      if (pv[i]) {
+        const int64_t j = (bp.b0 + pr[i]) * S + bp.c0 + pc[i];
+        op[i] = backward_operands(gates + t * 3 * n + (bp.b0 + pr[i]) * width + bp.c0 + pc[i], S,
+                                  bias_v[i], grad_output + t * n + j, grad_h_n + j, step == 0,
+                                  cells + t * n + j);
       }
-      gh[i] = pv[i] ? static_cast<acc_t>(grad_output[t * n + j]) +
-                          (step == 0 ? static_cast<acc_t>(grad_h_n[j]) : acc_t(0))
-                    : acc_t(0);
-      cell_t[i] = pv[i] ? static_cast<acc_t>(cells[t * n + j]) : acc_t(0);
     }
     if (step > 0) {
       cluster_wait();  // d_gates[t + 1] from every block of the cluster is in buffer cur
       const acc_t* x = sd + cur * rows * ds;
-      for (int u = ui; u < cs.units; u += cs.units_pow2) {
-        const int c = u % cols, rg = u / cols;
-        acc_t acc[kTileRows][1];
-        unit_product<1>(x + rg * kTileRows * ds, ds, sw + c * ds, 0, ds / 4 - 1, p, cs.parts, acc);
+      if constexpr (kMma) {
+        mma_product(x, ds, rows, sw, ds, cols, (width + 7) / 8, part_sums, ps);
+      } else {
+        for (int u = ui; u < cs.units; u += cs.units_pow2) {
+          const auto [c, rg] = unit_place(u, cols, tiles);
+          acc_t acc[kTileRows][1];
+          unit_product<1>(x + rg * kTileRows * ds, ds, sw + c * ds, 0, ds / 4 - 1, p, cs.parts,
+                          acc);
 #pragma unroll
-        for (int r = 0; r < kTileRows; ++r) {
-          part_sums[(p * kTileRows + r) * cs.units + u] = acc[r][0];
+          for (int r = 0; r < kTileRows; ++r) {
+            part_sums[(p * kTileRows + r) * cs.units + u] = acc[r][0];
+          }
         }
       }
       __syncthreads();
     }
     // As forward: d_gates[t] to the other blocks, the arrival, then the global writes.
     acc_t* next = sd + (cur ^ 1) * rows * ds;
-    scalar_t dz[kMaxPairs][G], dc[kMaxPairs];
+    BackwardStep<scalar_t> out[kMaxPairs];
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) {
       if (pv[i]) {
-        const int u = pr[i] / kTileRows * cols + pc[i], a = pr[i] % kTileRows;
-        acc_t grad_h = gh[i];
         if (step > 0) {
-          for (int pp = 0; pp < cs.parts; ++pp) {
-            grad_h += part_sums[(pp * kTileRows + a) * cs.units + u];
+          if constexpr (kMma) {
+            op[i].grad_h += mma_sum(part_sums, ps, pr[i], pc[i]);
+          } else {
+            const int u = unit_index(pc[i], pr[i] / kTileRows, cols, tiles);
+            const int a = pr[i] % kTileRows;
+            for (int pp = 0; pp < cs.parts; ++pp) {
+              op[i].grad_h += part_sums[(pp * kTileRows + a) * cs.units + u];
+            }
           }
         }
-        const auto res =
-            backward_element<acc_t>(grad_h, grad_c[i], cell_t[i], z[i][0], z[i][1], z[i][2]);
-        dc[i] = static_cast<scalar_t>(res.d_old_cell);
-        grad_c[i] = static_cast<acc_t>(dc[i]);  // as stored
-        dz[i][0] = static_cast<scalar_t>(res.d_z_i);
-        dz[i][1] = static_cast<scalar_t>(res.d_z_o);
-        dz[i][2] = static_cast<scalar_t>(res.d_z_c);
+        out[i] = backward_step<scalar_t>(op[i], grad_c[i]);
+        grad_c[i] = static_cast<acc_t>(out[i].d_cell);  // as stored
         if (step + 1 < steps) {  // d_gates[t], as stored, into every block's buffer cur ^ 1
           for (int b = 0; b < kClusterSize; ++b) {
             acc_t* dst = cluster.map_shared_rank(next, b) + pr[i] * ds + bp.c0 + pc[i];
 #pragma unroll
             for (int q = 0; q < G; ++q) {
-              dst[q * S] = static_cast<acc_t>(dz[i][q]);
+              dst[q * S] = product_operand<kMma>(static_cast<acc_t>(out[i].d_z[q]));
             }
           }
         }
@@ -371,13 +418,9 @@ __global__ void __launch_bounds__(kClusterThreads)
       if (pv[i]) {
         const int64_t row = bp.b0 + pr[i];
         const int s = bp.c0 + pc[i];
-        scalar_t* dg = d_gates + t * 3 * n + row * width + s;
-#pragma unroll
-        for (int q = 0; q < G; ++q) {
-          dg[q * S] = dz[i][q];
-        }
+        write_gates(d_gates + t * 3 * n + row * width + s, S, out[i].d_z);
         if (t == 0) {
-          d_cell[row * S + s] = dc[i];
+          d_cell[row * S + s] = out[i].d_cell;
         }
       }
     }
@@ -422,9 +465,23 @@ cudaError_t max_clusters(Kernel kernel, size_t smem, int* count) {
   return cudaOccupancyMaxActiveClusters(count, kernel, &config);
 }
 
+// f(forward kernel, backward kernel) for T and the product cs asks for: the tensor cores where
+// cs.mma (float32 and the half types; float64 has none: an invalid value).
+template <typename T, typename F>
+cudaError_t with_cluster_kernels(const ClusterShape& cs, F&& f) {
+  if constexpr (std::is_same_v<cuda::opmath_t<T>, float>) {
+    if (cs.mma) {
+      return f(cluster_forward_kernel<T, true>, cluster_backward_kernel<T, true>);
+    }
+  } else if (cs.mma) {
+    return cudaErrorInvalidValue;
+  }
+  return f(cluster_forward_kernel<T, false>, cluster_backward_kernel<T, false>);
+}
+
 }  // namespace
 
-ClusterShape cluster_shape(int64_t state, int rows) {
+ClusterShape cluster_shape(int64_t state, int rows, bool mma) {
   ClusterShape cs{};
   cs.state = static_cast<int>(state);
   cs.cols = static_cast<int>((state + kClusterSize - 1) / kClusterSize);
@@ -435,64 +492,54 @@ ClusterShape cluster_shape(int64_t state, int rows) {
     cs.units_pow2 *= 2;
   }
   cs.parts = kClusterThreads / cs.units_pow2;
+  cs.mma = mma;
   return cs;
 }
 
 int64_t cluster_smem_bytes(const ClusterShape& cs, bool backward, int64_t element_size) {
   const int64_t acc = element_size == 8 ? 8 : 4;  // opmath: double, else float
-  const int64_t S = cs.state, parts_units = static_cast<int64_t>(cs.parts) * cs.units;
+  const int64_t S = cs.state, n_out = backward ? cs.cols : 3 * cs.cols;
   const int64_t ks = padded_k(static_cast<int>(backward ? 3 * S : S));
-  const int64_t elements = backward
-                               ? (cs.cols + 2 * cs.rows) * ks + parts_units * kTileRows
-                               : (3 * cs.cols + 2 * cs.rows) * ks + parts_units * kTileRows * 3;
-  return elements * acc;
+  // W_h's slice (n_out rows of ks), the exchanged rows (two buffers), the partial sums.
+  const int64_t operands = (n_out + 2 * cs.rows) * ks;
+  const int64_t sums =
+      cs.mma ? int64_t{kMmaWarps} * kMmaRows * mma_sums_stride(static_cast<int>(n_out))
+             : static_cast<int64_t>(cs.parts) * cs.units * kTileRows * (backward ? 1 : 3);
+  return (operands + sums) * acc;
 }
 
 bool cluster_shape_ok(const ClusterShape& cs) {
   return cs.state >= 1 && cs.rows >= 1 && cs.rows % kTileRows == 0 &&
          static_cast<int64_t>(cs.rows) * cs.cols <=
              static_cast<int64_t>(kMaxPairs) * kClusterThreads &&
-         cs.units <= kClusterThreads;
+         cs.units <= kClusterThreads && cs.state <= kClusterMaxState &&
+         (!cs.mma || cs.rows <= kMmaRows);
 }
 
 template <typename T>
 cudaError_t cluster_image_loaded(bool* loaded) {
-  *loaded = false;
-  cudaFuncAttributes attr{};
-  const cudaError_t err = cudaFuncGetAttributes(&attr, cluster_forward_kernel<T>);
-  if (err == cudaErrorInvalidDeviceFunction || err == cudaErrorNoKernelImageForDevice) {
-    (void)cudaGetLastError();  // no image for this device at all
-    return cudaSuccess;
-  }
-  if (err != cudaSuccess) {
-    return err;
-  }
-  // The machine code runs on this device and was compiled from sm_90+ source (a PTX image of an
-  // older architecture, compiled by the driver, holds the __trap body).
-  *loaded = attr.ptxVersion >= 90 && attr.binaryVersion >= 90;
-  return cudaSuccess;
+  // Older architectures' code holds the __trap body.
+  return cuda::image_compiled_for(cluster_forward_kernel<T, false>, 90, loaded);
 }
 
 template <typename T>
-cudaError_t prepare_cluster_steps(int max_smem, int rows, int* forward_clusters,
-                                  int* backward_clusters, int64_t state) {
-  const ClusterShape cs = cluster_shape(state, rows);
+cudaError_t prepare_cluster_steps(int max_smem, const ClusterShape& cs, int* forward_clusters,
+                                  int* backward_clusters) {
   const int64_t es = sizeof(T);
-  cudaError_t err = cudaFuncSetAttribute(cluster_forward_kernel<T>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
-  if (err == cudaSuccess) {
-    err = cudaFuncSetAttribute(cluster_backward_kernel<T>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
-  }
-  if (err == cudaSuccess) {
-    err = max_clusters(cluster_forward_kernel<T>, cluster_smem_bytes(cs, false, es),
-                       forward_clusters);
-  }
-  if (err == cudaSuccess) {
-    err = max_clusters(cluster_backward_kernel<T>, cluster_smem_bytes(cs, true, es),
-                       backward_clusters);
-  }
-  return err;
+  return with_cluster_kernels<T>(cs, [&](auto forward, auto backward) {
+    cudaError_t err =
+        cudaFuncSetAttribute(forward, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
+    if (err == cudaSuccess) {
+      err = cudaFuncSetAttribute(backward, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
+    }
+    if (err == cudaSuccess) {
+      err = max_clusters(forward, cluster_smem_bytes(cs, false, es), forward_clusters);
+    }
+    if (err == cudaSuccess) {
+      err = max_clusters(backward, cluster_smem_bytes(cs, true, es), backward_clusters);
+    }
+    return err;
+  });
 }
 
 template <typename T>
@@ -500,9 +547,11 @@ cudaError_t launch_cluster_forward(T* gates, const T* bias, const T* h0, const T
                                    int64_t ld, T* output, T* cells, int64_t batch, int64_t steps,
                                    const ClusterShape& cs, cudaStream_t stream) {
   const int64_t clusters = (batch + cs.rows - 1) / cs.rows;
-  return launch_cluster(cluster_forward_kernel<T>, clusters,
-                        static_cast<size_t>(cluster_smem_bytes(cs, false, sizeof(T))), stream,
-                        gates, bias, h0, c0, w, ld, output, cells, batch, steps, cs);
+  return with_cluster_kernels<T>(cs, [&](auto forward, auto) {
+    return launch_cluster(forward, clusters,
+                          static_cast<size_t>(cluster_smem_bytes(cs, false, sizeof(T))), stream,
+                          gates, bias, h0, c0, w, ld, output, cells, batch, steps, cs);
+  });
 }
 
 template <typename T>
@@ -511,15 +560,17 @@ cudaError_t launch_cluster_backward(T* d_gates, const T* w, int64_t ld, const T*
                                     const T* gates, const T* bias, T* d_cell, int64_t batch,
                                     int64_t steps, const ClusterShape& cs, cudaStream_t stream) {
   const int64_t clusters = (batch + cs.rows - 1) / cs.rows;
-  return launch_cluster(cluster_backward_kernel<T>, clusters,
-                        static_cast<size_t>(cluster_smem_bytes(cs, true, sizeof(T))), stream,
-                        d_gates, w, ld, grad_output, grad_h_n, grad_c_n, cells, gates, bias, d_cell,
-                        batch, steps, cs);
+  return with_cluster_kernels<T>(cs, [&](auto, auto backward) {
+    return launch_cluster(backward, clusters,
+                          static_cast<size_t>(cluster_smem_bytes(cs, true, sizeof(T))), stream,
+                          d_gates, w, ld, grad_output, grad_h_n, grad_c_n, cells, gates, bias,
+                          d_cell, batch, steps, cs);
+  });
 }
 
 #define LLTM_EXT_INSTANTIATE(T)                                                              \
   template cudaError_t cluster_image_loaded<T>(bool*);                                       \
-  template cudaError_t prepare_cluster_steps<T>(int, int, int*, int*, int64_t);              \
+  template cudaError_t prepare_cluster_steps<T>(int, const ClusterShape&, int*, int*);       \
   template cudaError_t launch_cluster_forward<T>(T*, const T*, const T*, const T*, const T*, \
                                                  int64_t, T*, T*, int64_t, int64_t,          \
                                                  const ClusterShape&, cudaStream_t);         \

@@ -1,13 +1,15 @@
 // The sequence's time steps for wide states (256 < S <= kWideMaxState, where a whole W_h fits in
 // no SM's shared memory but fits in all of them together): a persistent kernel over the GPU, each
-// block keeping its slice of W_h on chip for all T steps, one grid barrier per step.
-#include <cooperative_groups.h>
-
+// block keeping its slice of W_h on chip for all T steps, one barrier per step over each row of
+// blocks.
 #include <cstdint>
+#include <type_traits>
 
 #include "common/cuda_kernel.cuh"
 #include "lltm/lltm.h"
 #include "lltm/sequence_loads.cuh"
+#include "lltm/sequence_mma.cuh"
+#include "lltm/sequence_step.cuh"
 
 namespace lltm_ext::lltm {
 namespace {
@@ -16,17 +18,28 @@ namespace {
 // at once on the GPU: one cooperative launch for all T steps). Its slice of W_h stays in shared
 // memory: forward the 3C rows of its columns' three gates (K = S), backward the C columns
 // W_h[:, cols] (K = 3S). A step's product out[r][o] = sum_k x[r][k] w[k][o] (x: h_{t-1} forward,
-// d_gates[t+1] backward, both rows written by every block in the step before and read straight
-// from L2) splits K into kWideParts parts of whole groups of four k: thread (row, part) reads its
-// part of its row's x (16-byte loads through L2, all of them before its first multiply-add), sums
-// its part for all NOUT outputs (3C forward, C backward; w in 16-byte shared loads), and the
-// parts, lanes of one half-warp, are added with a butterfly of shuffles. One thread per (row,
-// column) then does the gate math with its own operands, read before the grid barrier.
+// d_gates[t+1] backward, both rows written in the step before by every block of this row of blocks,
+// and read straight from L2) splits K into kWideParts parts of whole groups of four k: thread (row,
+// part) reads its part of its row's x (16-byte loads through L2, all of them before its first
+// multiply-add), sums its part for all NOUT outputs (3C forward, C backward; w in 16-byte shared
+// loads), and the parts, 16 lanes of one warp, are added with shuffles (add_parts). A warp holds
+// two rows, lane = 2 part + row % 2: the two threads of a part, which read the same weights, are
+// adjacent lanes, and a 16-byte shared load whose adjacent lanes share their addresses takes two
+// wavefronts instead of four (shared memory returns their data packed; rows 16 lanes apart, the
+// first layout, got no such packing). One thread per (row, column) then does the gate math with its
+// own operands, read before the step's barrier.
+//
+// With the product on the tensor cores (kMma: the half types, and float32 where TF32 is allowed;
+// sequence_mma.cuh) the slice is stored [output][k] as tf32, and a step stages its x rows in shared
+// memory kWideChunk k at a time (16-byte loads through L2, rounded to tf32), each warp summing
+// every eighth k step of eight for all outputs; the gate math adds the warps' parts. A block then
+// reads its slice once per step instead of once per batch row.
 //
 // Against the cuBLAS path (a GEMM and a gate kernel per step, host-bound at small batches: ~15 us
 // per step and direction at B = 16, S = 512) a step here is a few microseconds: the product's
 // FLOPs are spread over every SM and no step leaves the GPU.
 constexpr int kWideParts = 16, kWideThreads = kWideRows * kWideParts;  // kWideRows: lltm.h
+static_assert(kWideParts * 2 == 32, "a warp holds two rows of parts");
 // Groups of four k in flight per thread at once (all of a part's, mostly), as registers allow
 // beside NOUT accumulators.
 template <int NOUT>
@@ -40,8 +53,8 @@ LLTM_EXT_HD int wide_groups(int k) {
 }
 
 // Stride of a part's region of the weight slice, in acc_t: its groups x 4 k x nout, plus four so
-// that the 16-byte loads of eight consecutive parts (a quarter-warp) fall in distinct banks
-// (groups * nout is a multiple of four: the stride in 16-byte units is odd).
+// that the 16-byte loads of eight consecutive parts (a half-warp) fall in distinct banks (groups *
+// nout is a multiple of four: the stride in 16-byte units is odd).
 LLTM_EXT_HD int wide_part_stride(int k, int nout) {
   return wide_groups(k) * 4 * nout + 4;
 }
@@ -50,6 +63,71 @@ LLTM_EXT_HD int wide_part_stride(int k, int nout) {
 // products (kWideRows x nout).
 LLTM_EXT_HD int64_t wide_smem(int k, int nout) {
   return static_cast<int64_t>(kWideParts) * wide_part_stride(k, nout) + kWideRows * nout;
+}
+
+// The tensor-core layout (kMma), in floats: the slice [n_out][wide_mma_ws(k)] (k-contiguous, zeros
+// from k on), the stage of x [kMmaRows][kWideChunk + 4] and the warps' partial sums
+// [kMmaWarps][kMmaRows][mma_sums_stride(n_out)].
+constexpr int kWideChunk = 512;
+static_assert(kWideThreads == 32 * kMmaWarps && kWideRows == kMmaRows,
+              "the tensor-core product takes the block's rows and warps");
+LLTM_EXT_HD int wide_mma_ws(int k) {
+  return (k + 3) / 4 * 4 + 4;
+}
+LLTM_EXT_HD int64_t wide_mma_smem(int k, int n_out) {
+  return static_cast<int64_t>(n_out) * wide_mma_ws(k) + kMmaRows * (kWideChunk + 4) +
+         static_cast<int64_t>(kMmaWarps) * kMmaRows * mma_sums_stride(n_out);
+}
+
+// The tensor-core product of a step: each warp's partial sums of out[r][o] = sum_k x[r][k] w[o][k]
+// for the block's rows r (x: rows x_row0 + r < batch of a (batch, K) tensor that other blocks
+// wrote, read through L2; vec: four elements at a time) and the n_out outputs of the slice w
+// (stride ws, tf32), stored by mma_store into sums (stride ps). x goes through `stage` in chunks
+// of kWideChunk k, each rounded to tf32 and followed by four zeros (the last k step of eight may
+// pass K by four); every load of a chunk is issued before the first store.
+template <int TILES, typename scalar_t>
+__device__ __forceinline__ void wide_mma_product(const scalar_t* x, int64_t x_row0, int64_t batch,
+                                                 int K, bool vec, const float* w, int ws, int n_out,
+                                                 float* stage, float* sums, int ps) {
+  constexpr int xs = kWideChunk + 4;
+  constexpr int kItems = (kMmaRows * (kWideChunk / 4 + 1) + kWideThreads - 1) / kWideThreads;
+  const int rows = static_cast<int>(batch - x_row0 < kMmaRows ? batch - x_row0 : kMmaRows);
+  float acc[TILES][4] = {};
+  for (int c0 = 0; c0 < K; c0 += kWideChunk) {
+    const int quads = (K - c0 < kWideChunk ? K - c0 : kWideChunk) / 4;  // K % 4 == 0
+    float v[kItems][4];
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      const int e = static_cast<int>(threadIdx.x) + i * kWideThreads, r = e / (quads + 1),
+                q = e % (quads + 1);
+      v[i][0] = v[i][1] = v[i][2] = v[i][3] = 0.0f;
+      if (r < rows && q < quads) {
+        const scalar_t* p = x + (x_row0 + r) * K + c0 + 4 * q;
+        if (vec) {
+          load4_cg(p, v[i]);
+        } else {
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            v[i][u] = static_cast<float>(load_cg(p + u));
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      const int e = static_cast<int>(threadIdx.x) + i * kWideThreads, r = e / (quads + 1),
+                q = e % (quads + 1);
+      if (r < rows) {
+        *reinterpret_cast<float4*>(stage + r * xs + 4 * q) =
+            make_float4(product_operand<true>(v[i][0]), product_operand<true>(v[i][1]),
+                        product_operand<true>(v[i][2]), product_operand<true>(v[i][3]));
+      }
+    }
+    __syncthreads();
+    mma_accumulate<TILES>(acc, stage, xs, rows, w + c0, ws, 0, n_out, (4 * quads + 7) / 8);
+    __syncthreads();  // the stage read before the next chunk's stores
+  }
+  mma_store<TILES>(acc, sums, ps, 0, n_out);
 }
 
 // This thread's part of out[row][0 .. NOUT): acc[o] = sum over its part's k of x[k] w[k][o].
@@ -102,23 +180,81 @@ __device__ __forceinline__ void part_product(const scalar_t* x, bool vec, int k_
   }
 }
 
-// The parts' sums, added across the kWideParts lanes of each half-warp (every lane gets them),
-// into sums[row][o] (shared memory) by lane o % kWideParts.
+// One level of add_parts at part distance D (lane distance 2 D): v holds this lane's partial sums
+// of outputs base .. base + M - 1. For even M a lane keeps one half (the upper where its D bit is
+// set), adds its partner's sums of that half, and sends the other half: M / 2 shuffles, and M
+// halves at each level. For odd M both lanes add all M (a butterfly level; the lanes of the bits
+// in DUP hold the same sums). At D = 0 the sums are complete: one lane of each duplicate set
+// writes them.
+template <int M, int D, int DUP, typename acc_t>
+__device__ __forceinline__ void add_parts_level(const acc_t (&v)[M], int part, int base,
+                                                acc_t* sums_row) {
+  if constexpr (D == 0) {
+    if ((part & DUP) == 0) {
+#pragma unroll
+      for (int i = 0; i < M; ++i) {
+        sums_row[base + i] = v[i];
+      }
+    }
+  } else if constexpr (M % 2 == 0) {
+    constexpr int H = M / 2;
+    const bool upper = (part & D) != 0;
+    acc_t keep[H];
+#pragma unroll
+    for (int i = 0; i < H; ++i) {
+      const acc_t send = upper ? v[i] : v[H + i];
+      keep[i] = (upper ? v[H + i] : v[i]) + __shfl_xor_sync(0xffffffffu, send, 2 * D);
+    }
+    add_parts_level<H, D / 2, DUP>(keep, part, upper ? base + H : base, sums_row);
+  } else {
+    acc_t all[M];
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      all[i] = v[i] + __shfl_xor_sync(0xffffffffu, v[i], 2 * D);
+    }
+    add_parts_level<M, D / 2, DUP | D>(all, part, base, sums_row);
+  }
+}
+
+// The parts' sums, added across the kWideParts lanes of a row (lanes 2 part + row % 2 of its warp),
+// into sums[row][o] (shared memory), each output once: a reduce-scatter by halving, 45 shuffles
+// for 48 outputs where a butterfly giving every lane every sum takes 192.
 template <int NOUT, typename acc_t>
-__device__ __forceinline__ void add_parts(acc_t (&acc)[NOUT], int part, acc_t* sums_row) {
-#pragma unroll
-  for (int o = 0; o < NOUT; ++o) {
-#pragma unroll
-    for (int lane = kWideParts / 2; lane > 0; lane /= 2) {
-      acc[o] += __shfl_xor_sync(0xffffffffu, acc[o], lane);
-    }
+__device__ __forceinline__ void add_parts(const acc_t (&acc)[NOUT], int part, acc_t* sums_row) {
+  static_assert(kWideParts == 16, "add_parts: four levels of part distances 8, 4, 2, 1");
+  add_parts_level<NOUT, kWideParts / 2, 0>(acc, part, 0, sums_row);
+}
+
+// The barrier between steps, over one row of blocks (the blocks of one blockIdx.y: a step reads
+// only rows of x that its own row of blocks wrote the step before). flags holds one counter per
+// block (gridDim.x per row, zeroed before the launch): a block that finished writing its part of
+// step k's x raises its own to k (arrive); a block about to read step k's x waits until every
+// counter of its row has reached k (wait: thread i polls block i's, all in parallel). Unlike a
+// grid barrier, no block waits for other rows, and no counter takes more than one writer.
+// Ordering as cooperative_groups' grid barrier: the block's barrier, then a device-scope fence
+// and a release store by one thread; the waiting threads poll with relaxed loads (an acquire load
+// per poll would order, and may invalidate L1, on every round) and, once they see the count, one
+// acquire fence (PTX's acquire pattern: a strong read, then fence.acq_rel), then the block's
+// barrier. The step counts wrap at 2^32: they are compared by their difference.
+__device__ __forceinline__ void row_arrive(unsigned int* flags, unsigned int k) {
+  __syncthreads();  // this block's writes of the step are done
+  if (threadIdx.x == 0) {
+    __threadfence();
+    unsigned int* own = flags + static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x;
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(own), "r"(k) : "memory");
   }
-#pragma unroll
-  for (int o = 0; o < NOUT; ++o) {
-    if (o % kWideParts == part) {
-      sums_row[o] = acc[o];
-    }
+}
+
+__device__ __forceinline__ void row_wait(const unsigned int* flags, unsigned int k) {
+  const unsigned int* row = flags + static_cast<int64_t>(blockIdx.y) * gridDim.x;
+  for (unsigned int i = threadIdx.x; i < gridDim.x; i += blockDim.x) {
+    unsigned int seen = 0;
+    do {
+      asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(row + i) : "memory");
+    } while (static_cast<int>(seen - k) < 0);
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
   }
+  __syncthreads();
 }
 
 // This thread's K range: part `part` of the groups of four k.
@@ -131,201 +267,248 @@ __device__ __forceinline__ PartRange part_range(int k, int part) {
   return {begin < k ? begin : k, begin + per < k ? begin + per : k};
 }
 
+// A thread's two roles in a block of a wide kernel with C columns: (row, part) of the product
+// (K = k), whose row of x is x_row (past the batch: none); and, for the first kWideRows * C
+// threads, the gate math of element (row g_row, column g_col) of the block's slice, with that
+// element's own operands (`carried`: the (B, S) tensor that holds its carried state's first value).
+template <typename acc_t, int C>
+struct WideThread {
+  int part, row;
+  PartRange range;
+  int64_t x_row;
+  int g_row, g_col;
+  StepElement<acc_t> el;
+
+  template <typename scalar_t>
+  __device__ __forceinline__ WideThread(int k, int64_t batch, int state, const scalar_t* bias,
+                                        const scalar_t* carried)
+      : part(static_cast<int>(threadIdx.x) % 32 / 2),
+        row(static_cast<int>(threadIdx.x) / 32 * 2 + static_cast<int>(threadIdx.x) % 2),
+        range(part_range(k, part)),
+        x_row(static_cast<int64_t>(blockIdx.y) * kWideRows + row),
+        g_row(static_cast<int>(threadIdx.x) / C),
+        g_col(static_cast<int>(threadIdx.x) % C) {
+    const int64_t b = static_cast<int64_t>(blockIdx.y) * kWideRows + g_row;
+    const int s = static_cast<int>(blockIdx.x) * C + g_col;
+    el = step_element<acc_t>(b, s, threadIdx.x < kWideRows * C && s < state && b < batch, state,
+                             bias, carried);
+  }
+};
+
 // Steps 0 .. steps - 1 forward, as sequence_forward_kernel (lltm_cuda.cu) computes them: z =
 // gates_t (the input projection) + h_{t-1} W_h^T, written back to gates_t (the saved
 // pre-activations), then the gate math with the bias -> h_t (output[t]), c_t (cells[t]). w is
 // (3S, ld), W_h its first S columns; h_{-1}, c_{-1} = h0, c0 (h0_vec: h0 is aligned to four
-// elements).
-template <typename scalar_t, int C>
+// elements). kMma: the product on the tensor cores.
+template <typename scalar_t, int C, bool kMma>
 __global__ void __launch_bounds__(kWideThreads)
     wide_forward_kernel(scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
                         const scalar_t* __restrict__ h0, const scalar_t* __restrict__ c0,
                         const scalar_t* __restrict__ w, int64_t ld, scalar_t* __restrict__ output,
-                        scalar_t* __restrict__ cells, int64_t batch, int state, int64_t steps,
-                        bool h0_vec) {
+                        scalar_t* __restrict__ cells, unsigned int* __restrict__ flags,
+                        int64_t batch, int state, int64_t steps, bool h0_vec) {
   using acc_t = cuda::opmath_t<scalar_t>;
   constexpr int NOUT = 3 * C;
   extern __shared__ unsigned char smem[];
   acc_t* sw = reinterpret_cast<acc_t*>(smem);
-  const int stride = wide_part_stride(state, NOUT);
-  acc_t* sums = sw + kWideParts * stride;  // [kWideRows][NOUT]
+  const int stride = kMma ? wide_mma_ws(state) : wide_part_stride(state, NOUT);
+  acc_t* sums = kMma ? sw + NOUT * stride + kMmaRows * (kWideChunk + 4)  // see wide_mma_smem
+                     : sw + kWideParts * stride;                         // [kWideRows][NOUT]
+  const int ps = mma_sums_stride(NOUT);  // kMma: the partial sums' row stride
   const int s0 = blockIdx.x * C;
-  const int64_t b0 = static_cast<int64_t>(blockIdx.y) * kWideRows;
-  // The slice: part p's region holds w[k][o] = W_h[g S + s0 + c][k] (o = g C + c) for its k.
-  const int per = 4 * wide_groups(state);
-  const int k_pad = kWideParts * per;
-  for (int e = threadIdx.x; e < NOUT * k_pad; e += kWideThreads) {
-    const int o = e / k_pad, k = e % k_pad, g = o / C, c = o % C;
-    sw[(k / per) * stride + (k % per) * NOUT + o] =
-        k < state && s0 + c < state
-            ? static_cast<acc_t>(w[(static_cast<int64_t>(g) * state + s0 + c) * ld + k])
-            : acc_t(0);
+  if constexpr (kMma) {  // the slice: row o = g C + c holds W_h[g S + s0 + c][k], k < S
+    for (int e = threadIdx.x; e < NOUT * stride; e += kWideThreads) {
+      const int o = e / stride, k = e % stride, g = o / C, c = o % C;
+      sw[e] = k < state && s0 + c < state
+                  ? product_operand<true>(
+                        static_cast<acc_t>(w[(static_cast<int64_t>(g) * state + s0 + c) * ld + k]))
+                  : acc_t(0);
+    }
+  } else {  // the slice: part p's region holds w[k][o] = W_h[g S + s0 + c][k] (o = g C + c)
+    const int per = 4 * wide_groups(state);
+    const int k_pad = kWideParts * per;
+    for (int e = threadIdx.x; e < NOUT * k_pad; e += kWideThreads) {
+      const int o = e / k_pad, k = e % k_pad, g = o / C, c = o % C;
+      sw[(k / per) * stride + (k % per) * NOUT + o] =
+          k < state && s0 + c < state
+              ? static_cast<acc_t>(w[(static_cast<int64_t>(g) * state + s0 + c) * ld + k])
+              : acc_t(0);
+    }
   }
-  const int part = threadIdx.x % kWideParts, row = threadIdx.x / kWideParts;
-  const PartRange range = part_range(state, part);
-  const acc_t* my_w = sw + part * stride;
-  // The gate math: thread i < kWideRows * C owns (row i / C, column i % C).
-  const int g_row = threadIdx.x / C, g_col = threadIdx.x % C;
-  const int64_t b = b0 + g_row;
-  const int s = s0 + g_col;
-  const bool mine = threadIdx.x < kWideRows * C && s < state && b < batch;
+  WideThread<acc_t, C> my(state, batch, state, bias, c0);
+  StepElement<acc_t>& el = my.el;
+  const acc_t* my_w = sw + my.part * stride;
   const int64_t n = batch * state;
-  const int64_t j = b * state + s;
-  acc_t bias_v[3] = {0, 0, 0}, c_prev = 0;
-  if (mine) {
-    gate_bias(bias, state, s, bias_v);
-    c_prev = static_cast<acc_t>(c0[j]);
-  }
   __syncthreads();  // the slice is in place
-  const int64_t x_row = b0 + row;
   for (int64_t t = 0; t < steps; ++t) {
-    scalar_t* g = gates + t * 3 * n + b * 3 * state + s;
+    scalar_t* g = gates + t * 3 * n + el.b * 3 * state + el.s;
     acc_t projection[3] = {0, 0, 0};
-    if (mine) {
-#pragma unroll
-      for (int q = 0; q < 3; ++q) {
-        projection[q] = static_cast<acc_t>(g[q * state]);
-      }
+    if (el.mine) {
+      read_gates(g, state, projection);
     }
     if (t > 0) {
-      cooperative_groups::this_grid().sync();  // step t - 1 done everywhere
+      row_wait(flags, static_cast<unsigned int>(t));  // h_{t-1} written by this row of blocks
     }
     const scalar_t* h_prev = t == 0 ? h0 : output + (t - 1) * n;
-    acc_t acc[NOUT];
-    part_product<NOUT>(x_row < batch ? h_prev + x_row * state : nullptr, t > 0 || h0_vec,
-                       range.begin, range.end, my_w, acc);
-    add_parts<NOUT>(acc, part, sums + row * NOUT);
+    if constexpr (kMma) {
+      wide_mma_product<(NOUT + 7) / 8>(h_prev, static_cast<int64_t>(blockIdx.y) * kWideRows, batch,
+                                       state, t > 0 || h0_vec, sw, stride, NOUT, sw + NOUT * stride,
+                                       sums, ps);
+    } else {
+      acc_t acc[NOUT];
+      part_product<NOUT>(my.x_row < batch ? h_prev + my.x_row * state : nullptr, t > 0 || h0_vec,
+                         my.range.begin, my.range.end, my_w, acc);
+      add_parts<NOUT>(acc, my.part, sums + my.row * NOUT);
+    }
     __syncthreads();
-    if (mine) {
-      const acc_t* sum = sums + g_row * NOUT + g_col;
-      acc_t z[3];
+    if (el.mine) {
+      acc_t pre[3];
 #pragma unroll
       for (int q = 0; q < 3; ++q) {
-        const scalar_t saved = static_cast<scalar_t>(sum[q * C] + projection[q]);
-        g[q * state] = saved;  // backward recomputes the gates from this (rounded) value
-        z[q] = static_cast<acc_t>(saved) + bias_v[q];
+        const int o = q * C + my.g_col;
+        if constexpr (kMma) {
+          pre[q] = mma_sum(sums, ps, my.g_row, o) + projection[q];
+        } else {
+          pre[q] = sums[my.g_row * NOUT + o] + projection[q];
+        }
       }
-      const auto r = forward_element<acc_t>(z[0], z[1], z[2], c_prev);
-      output[t * n + j] = r.new_h;
-      cells[t * n + j] = r.new_cell;
-      c_prev = static_cast<acc_t>(static_cast<scalar_t>(r.new_cell));  // as stored
+      const auto r = forward_step<scalar_t>(pre, el.bias, el.carried);
+      output[t * n + el.j] = r.h;
+      el.carried = static_cast<acc_t>(r.c);
+      write_gates(g, state, r.saved);
+      cells[t * n + el.j] = r.c;
     }
-    // sums is rewritten after the next step's grid barrier, which every thread passes first.
+    // h_t written; sums is rewritten after the next step's wait, whose block barrier every thread
+    // passes first.
+    if (t + 1 < steps) {
+      row_arrive(flags, static_cast<unsigned int>(t + 1));
+    }
   }
 }
 
 // Steps steps - 1 down to 0 backward, as sequence_backward_kernel (lltm_cuda.cu) computes them:
 // dL/dh_t = grad_output[t] + (grad_h_n at the last step, else d_gates[t + 1] W_h), dL/dc_t =
 // grad_c_n at the last step, else from step t + 1; the gate math -> d_gates[t] and dL/dc_{t-1}
-// (d_cell[t % 2]; d_cell[0] ends with d c0).
-template <typename scalar_t, int C>
+// (d_cell[t % 2]; d_cell[0] ends with d c0). kMma: the product on the tensor cores.
+template <typename scalar_t, int C, bool kMma>
 __global__ void __launch_bounds__(kWideThreads)
     wide_backward_kernel(scalar_t* __restrict__ d_gates, const scalar_t* __restrict__ w, int64_t ld,
                          const scalar_t* __restrict__ grad_output,
                          const scalar_t* __restrict__ grad_h_n,
                          const scalar_t* __restrict__ grad_c_n, const scalar_t* __restrict__ cells,
                          const scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
-                         scalar_t* __restrict__ d_cell, int64_t batch, int state, int64_t steps) {
+                         scalar_t* __restrict__ d_cell, unsigned int* __restrict__ flags,
+                         int64_t batch, int state, int64_t steps) {
   using acc_t = cuda::opmath_t<scalar_t>;
   constexpr int NOUT = C;
   extern __shared__ unsigned char smem[];
   const int width = 3 * state;
   acc_t* sw = reinterpret_cast<acc_t*>(smem);
-  const int stride = wide_part_stride(width, NOUT);
-  acc_t* sums = sw + kWideParts * stride;  // [kWideRows][NOUT]
+  const int stride = kMma ? wide_mma_ws(width) : wide_part_stride(width, NOUT);
+  acc_t* sums = kMma ? sw + NOUT * stride + kMmaRows * (kWideChunk + 4)  // see wide_mma_smem
+                     : sw + kWideParts * stride;                         // [kWideRows][NOUT]
+  const int ps = mma_sums_stride(NOUT);  // kMma: the partial sums' row stride
   const int s0 = blockIdx.x * C;
-  const int64_t b0 = static_cast<int64_t>(blockIdx.y) * kWideRows;
-  // The slice: part p's region holds w[k][c] = W_h[k][s0 + c] for its k (k < 3S).
-  const int per = 4 * wide_groups(width);
-  const int k_pad = kWideParts * per;
-  for (int e = threadIdx.x; e < NOUT * k_pad; e += kWideThreads) {
-    const int k = e / NOUT, c = e % NOUT;
-    sw[(k / per) * stride + (k % per) * NOUT + c] =
-        k < width && s0 + c < state ? static_cast<acc_t>(w[static_cast<int64_t>(k) * ld + s0 + c])
-                                    : acc_t(0);
+  if constexpr (kMma) {  // the slice: row c holds W_h[k][s0 + c], k < 3S
+    for (int e = threadIdx.x; e < NOUT * stride; e += kWideThreads) {
+      const int k = e / NOUT, c = e % NOUT;  // consecutive threads: consecutive columns of W_h
+      sw[c * stride + k] =
+          k < width && s0 + c < state
+              ? product_operand<true>(static_cast<acc_t>(w[static_cast<int64_t>(k) * ld + s0 + c]))
+              : acc_t(0);
+    }
+  } else {  // the slice: part p's region holds w[k][c] = W_h[k][s0 + c] for its k (k < 3S)
+    const int per = 4 * wide_groups(width);
+    const int k_pad = kWideParts * per;
+    for (int e = threadIdx.x; e < NOUT * k_pad; e += kWideThreads) {
+      const int k = e / NOUT, c = e % NOUT;
+      sw[(k / per) * stride + (k % per) * NOUT + c] =
+          k < width && s0 + c < state ? static_cast<acc_t>(w[static_cast<int64_t>(k) * ld + s0 + c])
+                                      : acc_t(0);
+    }
   }
-  const int part = threadIdx.x % kWideParts, row = threadIdx.x / kWideParts;
-  const PartRange range = part_range(width, part);
-  const acc_t* my_w = sw + part * stride;
-  const int g_row = threadIdx.x / C, g_col = threadIdx.x % C;
-  const int64_t b = b0 + g_row;
-  const int s = s0 + g_col;
-  const bool mine = threadIdx.x < kWideRows * C && s < state && b < batch;
-  const int64_t n = batch * state;
-  const int64_t j = b * state + s;
-  const int64_t last = steps - 1;
-  acc_t bias_v[3] = {0, 0, 0}, grad_c = 0;
-  if (mine) {
-    gate_bias(bias, state, s, bias_v);
-    grad_c = static_cast<acc_t>(grad_c_n[j]);
-  }
+  WideThread<acc_t, C> my(width, batch, state, bias, grad_c_n);
+  StepElement<acc_t>& el = my.el;
+  const acc_t* my_w = sw + my.part * stride;
+  const int64_t n = batch * state, j = el.j, last = steps - 1;
   __syncthreads();  // the slice is in place
-  const int64_t x_row = b0 + row;
   for (int64_t t = last; t >= 0; --t) {
     const bool first = t == last;  // the sequence's last step: no step after it
-    acc_t z[3] = {0, 0, 0}, gh = 0, cell_t = 0;
-    if (mine) {
-      const scalar_t* g = gates + t * 3 * n + b * width + s;
-#pragma unroll
-      for (int q = 0; q < 3; ++q) {
-        z[q] = static_cast<acc_t>(g[q * state]) + bias_v[q];
-      }
-      gh = static_cast<acc_t>(grad_output[t * n + j]) +
-           (first ? static_cast<acc_t>(grad_h_n[j]) : acc_t(0));
-      cell_t = static_cast<acc_t>(cells[t * n + j]);
+    BackwardOperands<acc_t> op = {};
+    if (el.mine) {
+      op = backward_operands(gates + t * 3 * n + el.b * width + el.s, state, el.bias,
+                             grad_output + t * n + j, grad_h_n + j, first, cells + t * n + j);
     }
     if (!first) {
-      cooperative_groups::this_grid().sync();  // step t + 1 done everywhere
-      acc_t acc[NOUT];
+      // d_gates[t + 1] written by this row of blocks
+      row_wait(flags, static_cast<unsigned int>(last - t));
       const scalar_t* dg_next = d_gates + (t + 1) * 3 * n;
-      part_product<NOUT>(x_row < batch ? dg_next + x_row * width : nullptr, true, range.begin,
-                         range.end, my_w, acc);
-      add_parts<NOUT>(acc, part, sums + row * NOUT);
+      if constexpr (kMma) {
+        wide_mma_product<(NOUT + 7) / 8>(dg_next, static_cast<int64_t>(blockIdx.y) * kWideRows,
+                                         batch, width, true, sw, stride, NOUT, sw + NOUT * stride,
+                                         sums, ps);
+      } else {
+        acc_t acc[NOUT];
+        part_product<NOUT>(my.x_row < batch ? dg_next + my.x_row * width : nullptr, true,
+                           my.range.begin, my.range.end, my_w, acc);
+        add_parts<NOUT>(acc, my.part, sums + my.row * NOUT);
+      }
       __syncthreads();
-      if (mine) {
-        gh += sums[g_row * NOUT + g_col];
+      if (el.mine) {
+        if constexpr (kMma) {
+          op.grad_h += mma_sum(sums, ps, my.g_row, my.g_col);
+        } else {
+          op.grad_h += sums[my.g_row * NOUT + my.g_col];
+        }
       }
     }
-    if (mine) {
-      const auto r = backward_element<acc_t>(gh, grad_c, cell_t, z[0], z[1], z[2]);
-      d_cell[(t % 2) * n + j] = r.d_old_cell;
-      grad_c = static_cast<acc_t>(static_cast<scalar_t>(r.d_old_cell));  // as stored
-      scalar_t* dg = d_gates + t * 3 * n + b * width + s;
-      dg[0] = r.d_z_i;
-      dg[state] = r.d_z_o;
-      dg[2 * state] = r.d_z_c;
+    if (el.mine) {
+      const auto r = backward_step<scalar_t>(op, el.carried);
+      write_gates(d_gates + t * 3 * n + el.b * width + el.s, state, r.d_z);
+      d_cell[(t % 2) * n + j] = r.d_cell;
+      el.carried = static_cast<acc_t>(r.d_cell);
+    }
+    if (t > 0) {  // d_gates[t] written; sums is rewritten after the next step's wait
+      row_arrive(flags, static_cast<unsigned int>(last - t + 1));
     }
   }
 }
 
+// The kernel for C columns per block and the product's units (mma: the tensor cores, for float32
+// and the half types; null for float64).
 template <typename T, int C>
-void* forward_kernel() {
-  return reinterpret_cast<void*>(wide_forward_kernel<T, C>);
-}
-template <typename T, int C>
-void* backward_kernel() {
-  return reinterpret_cast<void*>(wide_backward_kernel<T, C>);
+void* wide_kernel_of(bool backward, bool mma) {
+  if constexpr (std::is_same_v<cuda::opmath_t<T>, float>) {
+    if (mma) {
+      return backward ? reinterpret_cast<void*>(wide_backward_kernel<T, C, true>)
+                      : reinterpret_cast<void*>(wide_forward_kernel<T, C, true>);
+    }
+  } else if (mma) {
+    return nullptr;
+  }
+  return backward ? reinterpret_cast<void*>(wide_backward_kernel<T, C, false>)
+                  : reinterpret_cast<void*>(wide_forward_kernel<T, C, false>);
 }
 
 // The kernels for C columns per block (4, 8 or 16), null otherwise.
 template <typename T>
-void* wide_kernel(int cols, bool backward) {
+void* wide_kernel(int cols, bool backward, bool mma) {
   switch (cols) {
     case 4:
-      return backward ? backward_kernel<T, 4>() : forward_kernel<T, 4>();
+      return wide_kernel_of<T, 4>(backward, mma);
     case 8:
-      return backward ? backward_kernel<T, 8>() : forward_kernel<T, 8>();
+      return wide_kernel_of<T, 8>(backward, mma);
     case 16:
-      return backward ? backward_kernel<T, 16>() : forward_kernel<T, 16>();
+      return wide_kernel_of<T, 16>(backward, mma);
     default:
       return nullptr;
   }
 }
 
-size_t wide_smem_bytes(int64_t state, int cols, bool backward, size_t acc_size) {
-  return static_cast<size_t>(backward ? wide_smem(3 * static_cast<int>(state), cols)
-                                      : wide_smem(static_cast<int>(state), 3 * cols)) *
-         acc_size;
+size_t wide_smem_bytes(int64_t state, int cols, bool backward, size_t acc_size, bool mma) {
+  const int k = backward ? 3 * static_cast<int>(state) : static_cast<int>(state);
+  const int n_out = backward ? cols : 3 * cols;
+  return static_cast<size_t>(mma ? wide_mma_smem(k, n_out) : wide_smem(k, n_out)) * acc_size;
 }
 
 dim3 wide_grid(int64_t batch, int64_t state, int cols) {
@@ -336,8 +519,17 @@ dim3 wide_grid(int64_t batch, int64_t state, int cols) {
 }  // namespace
 
 template <typename T>
+cudaError_t wide_mma_loaded(bool* loaded) {
+  *loaded = false;
+  if constexpr (std::is_same_v<cuda::opmath_t<T>, float>) {  // older code traps in mma_16816
+    return cuda::image_compiled_for(wide_forward_kernel<T, 8, true>, 80, loaded);
+  }
+  return cudaSuccess;
+}
+
+template <typename T>
 cudaError_t wide_step_columns(int64_t batch, int64_t state, int sm_count, int max_smem, int* cols,
-                              int only) {
+                              int only, bool mma) {
   *cols = 0;
   if (batch < 1 || state < 1 || state > kWideMaxState || state % 4 != 0) {
     return cudaSuccess;
@@ -365,15 +557,17 @@ cudaError_t wide_step_columns(int64_t batch, int64_t state, int sm_count, int ma
     const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y;
     bool fits = blocks <= sm_count * 2;  // at most what the SMs could hold at once (below)
     for (const bool backward : {false, true}) {
-      const size_t smem = wide_smem_bytes(state, c, backward, acc_size);
-      if (!fits || smem > static_cast<size_t>(max_smem)) {
+      const size_t smem = wide_smem_bytes(state, c, backward, acc_size, mma);
+      const void* kernel = wide_kernel<T>(c, backward, mma);
+      if (!fits || smem > static_cast<size_t>(max_smem) || kernel == nullptr) {
         fits = false;
         break;
       }
-      const void* kernel = wide_kernel<T>(c, backward);
       int per_sm = 0;
-      err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(smem));
+      // The device's limit, not this state's size: a kernel serves every state, and a limit set to
+      // a smaller state's size would fail the launches of a larger one that found its columns
+      // earlier (the plan is cached per state).
+      err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
       if (err == cudaSuccess) {
         err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWideThreads, smem);
       }
@@ -394,48 +588,68 @@ cudaError_t wide_step_columns(int64_t batch, int64_t state, int sm_count, int ma
   return cudaSuccess;
 }
 
-template <typename T>
-cudaError_t launch_wide_forward(T* gates, const T* bias, const T* h0, const T* c0, const T* w,
-                                int64_t ld, T* output, T* cells, int64_t batch, int64_t state,
-                                int64_t steps, int cols, cudaStream_t stream) {
-  void* kernel = wide_kernel<T>(cols, false);
+int64_t wide_flag_count(int64_t batch, int64_t state, int cols) {
+  const dim3 grid = wide_grid(batch, state, cols);
+  return static_cast<int64_t>(grid.x) * grid.y;
+}
+
+namespace {
+
+// Zeroes the step counters, then launches `kernel` cooperatively (the row barriers need every
+// block resident at once: a cooperative launch fails rather than hang where they would not be).
+cudaError_t launch_wide(void* kernel, int64_t batch, int64_t state, int cols, bool backward,
+                        size_t acc_size, bool mma, unsigned int* flags, void** params,
+                        cudaStream_t stream) {
   if (kernel == nullptr) {
     return cudaErrorInvalidValue;
   }
+  cudaError_t err = cudaMemsetAsync(
+      flags, 0, static_cast<size_t>(wide_flag_count(batch, state, cols)) * sizeof(*flags), stream);
+  if (err != cudaSuccess) {
+    return err;
+  }
+  return cudaLaunchCooperativeKernel(kernel, wide_grid(batch, state, cols), dim3(kWideThreads),
+                                     params, wide_smem_bytes(state, cols, backward, acc_size, mma),
+                                     stream);
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t launch_wide_forward(T* gates, const T* bias, const T* h0, const T* c0, const T* w,
+                                int64_t ld, T* output, T* cells, unsigned int* flags, int64_t batch,
+                                int64_t state, int64_t steps, int cols, bool mma,
+                                cudaStream_t stream) {
   int state_arg = static_cast<int>(state);
   bool h0_vec = reinterpret_cast<uintptr_t>(h0) % (4 * sizeof(T)) == 0;
-  void* params[] = {&gates,  &bias,  &h0,    &c0,        &w,     &ld,
-                    &output, &cells, &batch, &state_arg, &steps, &h0_vec};
-  return cudaLaunchCooperativeKernel(
-      kernel, wide_grid(batch, state, cols), dim3(kWideThreads), params,
-      wide_smem_bytes(state, cols, false, sizeof(cuda::opmath_t<T>)), stream);
+  void* params[] = {&gates, &bias,  &h0,    &c0,        &w,     &ld,    &output,
+                    &cells, &flags, &batch, &state_arg, &steps, &h0_vec};
+  return launch_wide(wide_kernel<T>(cols, false, mma), batch, state, cols, false,
+                     sizeof(cuda::opmath_t<T>), mma, flags, params, stream);
 }
 
 template <typename T>
 cudaError_t launch_wide_backward(T* d_gates, const T* w, int64_t ld, const T* grad_output,
                                  const T* grad_h_n, const T* grad_c_n, const T* cells,
-                                 const T* gates, const T* bias, T* d_cell, int64_t batch,
-                                 int64_t state, int64_t steps, int cols, cudaStream_t stream) {
-  void* kernel = wide_kernel<T>(cols, true);
-  if (kernel == nullptr) {
-    return cudaErrorInvalidValue;
-  }
+                                 const T* gates, const T* bias, T* d_cell, unsigned int* flags,
+                                 int64_t batch, int64_t state, int64_t steps, int cols, bool mma,
+                                 cudaStream_t stream) {
   int state_arg = static_cast<int>(state);
-  void* params[] = {&d_gates, &w,    &ld,     &grad_output, &grad_h_n,  &grad_c_n, &cells,
-                    &gates,   &bias, &d_cell, &batch,       &state_arg, &steps};
-  return cudaLaunchCooperativeKernel(
-      kernel, wide_grid(batch, state, cols), dim3(kWideThreads), params,
-      wide_smem_bytes(state, cols, true, sizeof(cuda::opmath_t<T>)), stream);
+  void* params[] = {&d_gates, &w,    &ld,     &grad_output, &grad_h_n, &grad_c_n,  &cells,
+                    &gates,   &bias, &d_cell, &flags,       &batch,    &state_arg, &steps};
+  return launch_wide(wide_kernel<T>(cols, true, mma), batch, state, cols, true,
+                     sizeof(cuda::opmath_t<T>), mma, flags, params, stream);
 }
 
 #define LLTM_EXT_INSTANTIATE(T)                                                                    \
-  template cudaError_t wide_step_columns<T>(int64_t, int64_t, int, int, int*, int);                \
+  template cudaError_t wide_mma_loaded<T>(bool*);                                                  \
+  template cudaError_t wide_step_columns<T>(int64_t, int64_t, int, int, int*, int, bool);          \
   template cudaError_t launch_wide_forward<T>(T*, const T*, const T*, const T*, const T*, int64_t, \
-                                              T*, T*, int64_t, int64_t, int64_t, int,              \
-                                              cudaStream_t);                                       \
-  template cudaError_t launch_wide_backward<T>(T*, const T*, int64_t, const T*, const T*,          \
-                                               const T*, const T*, const T*, const T*, T*,         \
-                                               int64_t, int64_t, int64_t, int, cudaStream_t);
+                                              T*, T*, unsigned int*, int64_t, int64_t, int64_t,    \
+                                              int, bool, cudaStream_t);                            \
+  template cudaError_t launch_wide_backward<T>(                                                    \
+      T*, const T*, int64_t, const T*, const T*, const T*, const T*, const T*, const T*, T*,       \
+      unsigned int*, int64_t, int64_t, int64_t, int, bool, cudaStream_t);
 LLTM_EXT_FOR_FLOATING_TYPES(LLTM_EXT_INSTANTIATE)
 
 }  // namespace lltm_ext::lltm

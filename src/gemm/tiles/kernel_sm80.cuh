@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/mma_sync.cuh"
 #include "gemm/tiles/cp_async.cuh"   // cp.async helpers; LLTM_EXT_GEMM_NO_CP_ASYNC below sm_80
 #include "gemm/tiles/pack_half.cuh"  // pack2 / pack1: the 16-bit epilogue
 
@@ -64,8 +65,13 @@ struct MmaTile {
                 "every thread copies the same number of 16-byte chunks per stage");
 };
 
-// The element types: the kernel's DT template argument (A, B and C of one type).
-inline constexpr int kMmaF16 = 0, kMmaBF16 = 1, kMmaTF32 = 2;  // TF32: float32 data
+// The element types: the kernel's DT template argument (A, B and C of one type); mma_16816 and
+// to_tf32 (common/mma_sync.cuh) take the same.
+using lltm_ext::cuda::kMmaBF16;
+using lltm_ext::cuda::kMmaF16;
+using lltm_ext::cuda::kMmaTF32;
+using lltm_ext::cuda::mma_16816;
+using lltm_ext::cuda::to_tf32;
 
 // The storage type of DT's elements.
 template <int DT>
@@ -133,29 +139,6 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
   }
 }
 
-// d += a b on one 16 x 8 x 16 tile (A row-major, B column-major fragments), float32 accumulators;
-// tf32: on one 16 x 8 x 8 tile.
-template <int DT>
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
-                                          const uint32_t (&b)[2]) {
-  if constexpr (DT == kMmaTF32) {  // one 16 x 8 x 8 tile: the fragments hold tf32 values
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  } else if constexpr (DT == kMmaBF16) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  } else {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  }
-}
-
 // One 32-bit word from shared memory (tf32's M- / N-major fragments).
 __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
   uint32_t v;
@@ -163,16 +146,6 @@ __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
   return v;
 }
 
-// float32 bits rounded to tf32 (to nearest, ties away from zero, as cuBLAS rounds), as the mma
-// reads them. Measured on the H200 (128 x 128, 4096^3, forced): the tensor core itself truncates
-// (no rounding: 180 TFLOP/s but 2.6x torch.mm's TF32 error), cvt.rna costs ~25% (133-150 TFLOP/s),
-// and the integer form (add half a tf32 ulp, Inf / NaN left alone; CUTLASS's
-// round_half_ulp_truncate) was slower still (123-133 TFLOP/s), so cvt.rna it is.
-__device__ __forceinline__ uint32_t to_tf32(uint32_t x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(__uint_as_float(x)));
-  return r;
-}
 #endif
 
 // The copies one thread issues for one operand's stage: COPIES 16-byte chunks, chunk q = tid +

@@ -1,0 +1,105 @@
+// The recurrent product of the sequence's step kernels on the tensor cores (the cluster kernels,
+// lltm_sequence_cluster.cu, and the wide-state kernels, lltm_sequence_wide.cu): out[r][o] =
+// sum_k x[r][k] w[o][k] for a block's 16 batch rows, as mma.sync m16n8k8 tiles with tf32 operands
+// and float32 sums, the k steps of eight dealt to the block's kMmaWarps warps in turn; each warp's
+// partial sums go to shared memory, and the gate math adds the warps' parts.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "common/macros.h"
+#include "common/mma_sync.cuh"
+
+namespace lltm_ext::lltm {
+
+constexpr int kMmaRows = 16;  // the rows of an mma tile: a block's batch rows, at most 16
+constexpr int kMmaWarps = 8;  // warps of the kernels that use it (256 threads)
+
+// Row stride, in floats, of a warp's partial sums of n_out outputs ([kMmaWarps][kMmaRows][stride]):
+// at least n_out rounded up to whole tiles of eight, and 8 mod 16 (mma_store's 8-byte stores of a
+// half-warp then hit 32 distinct banks).
+LLTM_EXT_HD int mma_sums_stride(int n_out) {
+  return (n_out + 15) / 16 * 16 + 8;
+}
+
+// A value as the product reads it from shared memory: rounded to tf32 (to nearest, as cuBLAS
+// rounds) for the tensor cores, else as it is. Values of a half type are tf32 values already
+// (tf32 has float16's 10 mantissa bits and float32's exponent range): their products are exact.
+template <bool kMma, typename acc_t>
+__device__ __forceinline__ acc_t product_operand(acc_t v) {
+  if constexpr (kMma) {
+    static_assert(std::is_same_v<acc_t, float>, "the tensor-core product takes float operands");
+    return __uint_as_float(cuda::to_tf32(__float_as_uint(v)));
+  } else {
+    return v;
+  }
+}
+
+// acc[j] += this warp's share of x w^T for output tiles j0 + j (j < TILES, tiles of eight outputs
+// below n_out): k steps of eight w, w + kMmaWarps, ... < ksteps (w: this warp). x: rows of
+// stride xs, r < rows (rows past `rows` repeat row rows - 1: their sums are never read); w: n_out
+// rows of stride ws (outputs past n_out repeat output n_out - 1, into sums that are never read).
+// Both hold tf32 values (product_operand) and zeros from K up to 8 ksteps, within their strides.
+// Fragments (common/mma_sync.cuh): lane 4 g + t reads x rows g, g + 8 and w rows (outputs) j * 8 +
+// g at k + t and k + t + 4; with strides of 4 mod 32 the 32 lanes hit 32 banks.
+template <int TILES>
+__device__ __forceinline__ void mma_accumulate(float (&acc)[TILES][4], const float* x, int xs,
+                                               int rows, const float* w, int ws, int j0, int n_out,
+                                               int ksteps) {
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const int g = lane / 4, t = lane % 4, n_tiles = (n_out + 7) / 8;
+  const float* xa = x + min(g, rows - 1) * xs + t;
+  const float* xb = x + min(g + 8, rows - 1) * xs + t;
+  int wj[TILES];
+#pragma unroll
+  for (int j = 0; j < TILES; ++j) {
+    wj[j] = min((j0 + j) * 8 + g, n_out - 1) * ws + t;
+  }
+  for (int ks = warp; ks < ksteps; ks += kMmaWarps) {
+    const int k = ks * 8;
+    const uint32_t a[4] = {__float_as_uint(xa[k]), __float_as_uint(xb[k]),
+                           __float_as_uint(xa[k + 4]), __float_as_uint(xb[k + 4])};
+#pragma unroll
+    for (int j = 0; j < TILES; ++j) {
+      if (j0 + j < n_tiles) {  // warp-uniform
+        const uint32_t b[2] = {__float_as_uint(w[wj[j] + k]), __float_as_uint(w[wj[j] + k + 4])};
+        cuda::mma_16816<cuda::kMmaTF32>(acc[j], a, b);
+      }
+    }
+  }
+}
+
+// This warp's partial sums of output tiles j0 + j (below n_out's tiles) to sums + (w * kMmaRows +
+// r) * ps + o (w: this warp; ps = mma_sums_stride(n_out); 8-byte aligned sums). Lane 4 g + t holds
+// rows g and g + 8, outputs 2 t and 2 t + 1 of each tile.
+template <int TILES>
+__device__ __forceinline__ void mma_store(const float (&acc)[TILES][4], float* sums, int ps, int j0,
+                                          int n_out) {
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const int g = lane / 4, t = lane % 4, n_tiles = (n_out + 7) / 8;
+  float* out = sums + warp * kMmaRows * ps + 2 * t;
+#pragma unroll
+  for (int j = 0; j < TILES; ++j) {
+    if (j0 + j < n_tiles) {
+      float* o = out + (j0 + j) * 8;
+      *reinterpret_cast<float2*>(o + g * ps) = make_float2(acc[j][0], acc[j][1]);
+      *reinterpret_cast<float2*>(o + (g + 8) * ps) = make_float2(acc[j][2], acc[j][3]);
+    }
+  }
+}
+
+// The sum of the kMmaWarps warps' parts of output o of row r (sums as mma_store wrote them).
+__device__ __forceinline__ float mma_sum(const float* sums, int ps, int r, int o) {
+  const float* p = sums + r * ps + o;
+  float s = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kMmaWarps; ++w) {
+    s += p[w * kMmaRows * ps];
+  }
+  return s;
+}
+
+}  // namespace lltm_ext::lltm
