@@ -133,7 +133,8 @@ def test_steps_chained(device, dtype):
 def test_bias_gradient_over_many_rows(device, dtype, size):
     """Batches whose bias gradient the CUDA backward sums in many row chunks (partial sums, then
     their sum): all five gradients vs float64 (relative to each gradient's norm: the weight and
-    bias gradients sum thousands of rows), and the same bits on a second run."""
+    bias gradients sum thousands of rows), and the same bits on a second run (on the CPU, whose
+    tasks sum blocks of columns, also on one thread)."""
     args = make_args(*size, device, dtype)
     outs = lltm_ext.lltm(*args)
     grads = [torch.randn_like(outs[0]), torch.randn_like(outs[1])]
@@ -141,6 +142,14 @@ def test_bias_gradient_over_many_rows(device, dtype, size):
     again = torch.autograd.grad(lltm_ext.lltm(*args), args, grads)
     for got, repeat in zip(ours, again, strict=True):
         assert torch.equal(got, repeat)
+    if device == "cpu":
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            single = torch.autograd.grad(lltm_ext.lltm(*args), args, grads)
+        finally:
+            torch.set_num_threads(threads)
+        assert torch.equal(single[2], ours[2])
     _, ref_grads = reference_with_grads(args, grads)
     budget = {torch.float64: 1e-12, torch.float32: 1e-5, torch.float16: 5e-3, torch.bfloat16: 3e-2}
     for name, got, want in zip(

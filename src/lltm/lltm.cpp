@@ -41,8 +41,7 @@ void backward_gates(const at::Tensor& grad_h, int64_t grad_h_ld, const at::Tenso
     backward_gates_cpu(grad_h, grad_h_ld, grad_h_extra, grad_cell, new_cell, gates, bias, d_gates,
                        d_old_cell);
     if (d_bias.defined()) {
-      at::Tensor out = d_bias;
-      at::sum_out(out, d_gates, /*dim=*/0);
+      bias_grad_cpu(d_gates, d_bias);
     }
   }
 }

@@ -135,6 +135,10 @@ void backward_gates_cpu(const at::Tensor& grad_h, int64_t grad_h_ld, const at::T
                         const at::Tensor& gates, const at::Tensor& bias, const at::Tensor& d_gates,
                         const at::Tensor& d_old_cell);
 
+// d_bias (3S) = the column sums of d_gates (B, 3S), each column added up row by row in double:
+// the same bits for any thread count.
+void bias_grad_cpu(const at::Tensor& d_gates, const at::Tensor& d_bias);
+
 // The same on the tensors' device: forward_gates_cpu / backward_gates_cpu, or on CUDA (device
 // guard, current stream, dtype dispatch, launch check) the kernels below; a CUDA tensor in a
 // build without CUDA raises.

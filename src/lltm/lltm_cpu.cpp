@@ -239,4 +239,39 @@ void backward_gates_cpu(const at::Tensor& grad_h, int64_t grad_h_ld, const at::T
   });
 }
 
+// ATen's sum over dim 0 cost ~8 us of set-up at the tutorial's 16 x 384, 4% of its CPU training
+// step; this loop takes under 1 us there. Tasks own column blocks (a fixed order per column);
+// a row's block of 64 columns is 256 or 512 contiguous bytes.
+void bias_grad_cpu(const at::Tensor& d_gates, const at::Tensor& d_bias) {
+  const int64_t rows = d_gates.size(0);
+  const int64_t cols = d_gates.size(1);
+  if (cols == 0) {
+    return;
+  }
+  constexpr int64_t kBlock = 64;
+  // Column blocks per task: about 64K elements each, as for the gate math.
+  const int64_t grain = std::max<int64_t>(1, 65536 / (kBlock * std::max<int64_t>(1, rows)));
+  LLTM_EXT_DISPATCH_FLOATING(d_gates.scalar_type(), "lltm_bias_grad_cpu", [&] {
+    const scalar_t* dg = d_gates.const_data_ptr<scalar_t>();
+    scalar_t* db = d_bias.mutable_data_ptr<scalar_t>();
+    const int64_t blocks = (cols + kBlock - 1) / kBlock;
+    at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t block = begin; block < end; ++block) {
+        const int64_t c0 = block * kBlock;
+        const int64_t width = std::min(kBlock, cols - c0);
+        double acc[kBlock] = {};
+        for (int64_t r = 0; r < rows; ++r) {
+          const scalar_t* row = dg + r * cols + c0;
+          for (int64_t j = 0; j < width; ++j) {
+            acc[j] += static_cast<double>(row[j]);
+          }
+        }
+        for (int64_t j = 0; j < width; ++j) {
+          db[c0 + j] = static_cast<scalar_t>(acc[j]);
+        }
+      }
+    });
+  });
+}
+
 }  // namespace lltm_ext::lltm
