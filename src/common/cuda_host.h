@@ -60,6 +60,24 @@ inline int sm_count(int device) {
   });
 }
 
+// What the launch planners read of a device, once per device: the shared memory a block may opt
+// in to, and the compute capability's major version.
+struct DeviceLimits {
+  int smem_optin;
+  int major;
+};
+
+inline const DeviceLimits& device_limits(int device) {
+  static PerDevice<DeviceLimits> cache;
+  return cache.get(device, [](int d) {
+    DeviceLimits limits{};
+    C10_CUDA_CHECK(
+        cudaDeviceGetAttribute(&limits.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, d));
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&limits.major, cudaDevAttrComputeCapabilityMajor, d));
+    return limits;
+  });
+}
+
 // Blocks for a grid-stride loop over `work_items` items of `per_block` each: enough to fill the
 // GPU `blocks_per_sm` deep, never more than the work needs (>= 1; callers return early on 0).
 inline unsigned int grid_for(int64_t work_items, int per_block, int device, int blocks_per_sm = 8) {

@@ -319,17 +319,7 @@ struct StepPlan {
 };
 
 StepPlan step_plan(int device, int64_t batch, int64_t state, int64_t element_size) {
-  struct Facts {
-    int smem_optin, major;
-  };
-  static cuda::PerDevice<Facts> cache;
-  const Facts& f = cache.get(device, [](int d) {
-    Facts facts{};
-    C10_CUDA_CHECK(
-        cudaDeviceGetAttribute(&facts.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, d));
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&facts.major, cudaDevAttrComputeCapabilityMajor, d));
-    return facts;
-  });
+  const cuda::DeviceLimits& f = cuda::device_limits(device);
   const SequencePath setting = sequence_path_setting();
   const bool fused = (setting == SequencePath::kAuto || setting == SequencePath::kGrid) &&
                      state > 0 && state <= kFusedStepMaxState && batch > 0 &&
@@ -359,24 +349,15 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
   if (setting != SequencePath::kAuto && setting != SequencePath::kCluster) {
     return plan;
   }
-  struct Facts {
-    int smem_optin, major;
-    bool loaded;
-  };
-  static cuda::PerDevice<Facts> cache;
-  const Facts& f = cache.get(device, [](int d) {
+  const cuda::DeviceLimits& f = cuda::device_limits(device);
+  static cuda::PerDevice<bool> loaded_cache;  // whether the device runs the sm_90 kernels
+  const bool loaded = f.major >= 9 && loaded_cache.get(device, [](int d) {
     const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(d));
-    Facts facts{};
-    C10_CUDA_CHECK(
-        cudaDeviceGetAttribute(&facts.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, d));
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&facts.major, cudaDevAttrComputeCapabilityMajor, d));
-    facts.loaded = false;
-    if (facts.major >= 9) {
-      C10_CUDA_CHECK(cluster_image_loaded<T>(&facts.loaded));
-    }
-    return facts;
+    bool is_loaded = false;
+    C10_CUDA_CHECK(cluster_image_loaded<T>(&is_loaded));
+    return is_loaded;
   });
-  if (f.loaded && batch >= 1 && state >= 1 && state <= kClusterMaxState) {
+  if (loaded && batch >= 1 && state >= 1 && state <= kClusterMaxState) {
     static std::mutex mutex;
     static std::map<std::tuple<int, int64_t, int, bool>, std::pair<int, int>> resident;
     const bool mma = sequence_product_mma(c10::CppTypeToScalarType<T>::value, tf32);
@@ -398,7 +379,7 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
       std::pair<int, int> counts;
       {
         const std::lock_guard<std::mutex> lock(mutex);
-        const auto key = std::make_tuple(device, state, rows, mma);
+        const auto key = std::make_tuple(device, state, rows, cs.mma);
         auto it = resident.find(key);
         if (it == resident.end()) {
           int fwd = 0, bwd = 0;
@@ -420,7 +401,7 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
               "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PATH=cluster, but the cluster kernels do "
               "not apply to cuda:",
               device, " (compute capability ", f.major, ", sm_90 code ",
-              f.loaded ? "loaded" : "not loaded", "), batch ", batch, ", state ", state,
+              loaded ? "loaded" : "not loaded", "), batch ", batch, ", state ", state,
               " (they need an sm_90 GPU running this module's sm_90 code, batch >= 1 and 1 <= "
               "state <= ",
               kClusterMaxState, ").");
@@ -453,18 +434,13 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
   if (setting != SequencePath::kWide && setting != SequencePath::kAuto) {
     return {0, false};
   }
-  struct Facts {
-    int max_smem;
-    bool mma_loaded;
-  };
-  static cuda::PerDevice<Facts> cache;
-  const Facts& f = cache.get(device, [](int d) {
+  const int smem_optin = cuda::device_limits(device).smem_optin;
+  static cuda::PerDevice<bool> mma_cache;  // whether the device runs the tensor-core kernels
+  const bool mma_loaded = mma_cache.get(device, [](int d) {
     const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(d));
-    Facts facts{};
-    C10_CUDA_CHECK(
-        cudaDeviceGetAttribute(&facts.max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, d));
-    C10_CUDA_CHECK(wide_mma_loaded<T>(&facts.mma_loaded));
-    return facts;
+    bool is_loaded = false;
+    C10_CUDA_CHECK(wide_mma_loaded<T>(&is_loaded));
+    return is_loaded;
   });
   // The half types take the tensor cores past S = 512 only: at S = 512 their SIMT product was the
   // faster (H200, bfloat16, T = 128, forward+backward: B = 16 2315 vs 2560 us, B = 64 2502 vs
@@ -472,7 +448,7 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
   // cores won at both (B = 16 1981 vs 2478 us, B = 64 2164 vs 2725 us).
   const at::ScalarType dtype = c10::CppTypeToScalarType<T>::value;
   const bool mma =
-      f.mma_loaded && sequence_product_mma(dtype, tf32) && (dtype == at::kFloat || state > 512);
+      mma_loaded && sequence_product_mma(dtype, tf32) && (dtype == at::kFloat || state > 512);
   if (setting == SequencePath::kAuto && !mma &&
       (state > 512 || state * state * batch > (int64_t{1} << 24))) {
     return {0, false};
@@ -489,7 +465,7 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
     if (it == columns.end()) {
       int c = 0;
       C10_CUDA_CHECK(
-          wide_step_columns<T>(batch, state, cuda::sm_count(device), f.max_smem, &c, 0, mma));
+          wide_step_columns<T>(batch, state, cuda::sm_count(device), smem_optin, &c, 0, mma));
       it = columns.emplace(key, c).first;
     }
     cols = it->second;
@@ -502,7 +478,7 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
                 forced_env, "'.");
     int c = 0;  // whether the forced columns fit: ask for them alone
     C10_CUDA_CHECK(
-        wide_step_columns<T>(batch, state, cuda::sm_count(device), f.max_smem, &c, forced, mma));
+        wide_step_columns<T>(batch, state, cuda::sm_count(device), smem_optin, &c, forced, mma));
     cols = c;
   }
   TORCH_CHECK(cols > 0 || setting != SequencePath::kWide,
