@@ -30,11 +30,14 @@ TILES = {
     5: (64, 128, 16),
     6: (64, 128, 16),
     7: (64, 128, 16),
+    8: (64, 128, 16),
+    9: (128, 128, 16),
+    10: (128, 256, 16),
 }
 CANDIDATES = {"async": {0, 1, 2, 3}, "staged": {4}}
-ASYNC_CONFIGS = {0, 1, 2, 3, 5, 6, 7}
+ASYNC_CONFIGS = {0, 1, 2, 3, 5, 6, 7, 8, 9, 10}
 # Resident blocks per SM: each config's __launch_bounds__ minimum (about what an H100 gives).
-OCCUPANCY = [3, 1, 2, 4, 2, 3, 3, 3]
+OCCUPANCY = [3, 1, 2, 4, 2, 3, 3, 3, 3, 2, 1]
 SMS = 132  # an H100 / H200
 
 
@@ -168,8 +171,8 @@ def test_edge_shapes(ext):
 
 def test_only_the_paths_candidates_need_an_occupancy(ext):
     """Entries of configs the path does not use are not read (the CUDA host code passes 0)."""
-    async_only = [3, 1, 2, 4, 0, 0, 0, 0]
-    staged_only = [0, 0, 0, 0, 2, 0, 0, 0]
+    async_only = [b if c in CANDIDATES["async"] else 0 for c, b in enumerate(OCCUPANCY)]
+    staged_only = [b if c in CANDIDATES["staged"] else 0 for c, b in enumerate(OCCUPANCY)]
     assert choose(ext, 1024, 1024, 1024, occupancy=async_only) == choose(ext, 1024, 1024, 1024)
     assert choose(ext, 1024, 1024, 1024, path="staged", occupancy=staged_only) == choose(
         ext, 1024, 1024, 1024, path="staged"
@@ -180,9 +183,15 @@ def test_only_the_paths_candidates_need_an_occupancy(ext):
     "kwargs, message",
     [
         (dict(path="fast"), "path must be 'async' or 'staged', but got 'fast'"),
-        (dict(occupancy=[3, 1, 2]), r"one entry per float32 config \(8\), but got 3"),
-        (dict(occupancy=[3, 0, 2, 4, 2, 3, 3, 3]), r"blocks_per_sm\[1\] .* must be >= 1"),
-        (dict(path="staged", occupancy=[3, 1, 2, 4, 0, 3, 3, 3]), r"blocks_per_sm\[4\]"),
+        (dict(occupancy=[3, 1, 2]), rf"one entry per float32 config \({len(TILES)}\), but got 3"),
+        (
+            dict(occupancy=[0 if c == 1 else b for c, b in enumerate(OCCUPANCY)]),
+            r"blocks_per_sm\[1\] .* must be >= 1",
+        ),
+        (
+            dict(path="staged", occupancy=[0 if c == 4 else b for c, b in enumerate(OCCUPANCY)]),
+            r"blocks_per_sm\[4\]",
+        ),
         (dict(sms=0), "sms must be >= 1, but got 0"),
     ],
 )

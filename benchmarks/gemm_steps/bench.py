@@ -50,7 +50,8 @@ SHAPES = [  # (M, N, K)
 
 # Block tile (BM, BN) and resident blocks per SM of float32 configs (for --tail).
 TILE = {0: (64, 128), 1: (128, 256), 2: (128, 128), 3: (64, 64), 5: (64, 128), 7: (64, 128)}
-SLOTS = {0: 3, 1: 1, 2: 2, 3: 4, 5: 3, 7: 3}
+TILE.update({8: (64, 128), 9: (128, 128), 10: (128, 256)})
+SLOTS = {0: 3, 1: 1, 2: 2, 3: 4, 5: 3, 7: 3, 8: 3, 9: 2, 10: 1}
 
 
 def load_gemm_module():

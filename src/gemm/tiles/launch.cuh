@@ -45,10 +45,12 @@ constexpr auto kernel_of() {
   }
 }
 
-// Allows `kernel` its dynamic shared memory when that is above the default 48 KB limit.
-template <typename Cfg, typename Acc, typename Kernel>
+// Allows `kernel` (of that layout pair) its dynamic shared memory when that is above the default
+// 48 KB limit.
+template <typename Cfg, typename Acc, bool A_KCONTIG = true, bool B_KCONTIG = false,
+          typename Kernel>
 cudaError_t allow_smem(Kernel kernel) {
-  constexpr size_t smem = Cfg::template smem_bytes<Acc>();
+  constexpr size_t smem = Cfg::template smem_bytes<Acc, A_KCONTIG, B_KCONTIG>();
   if constexpr (smem > 48 * 1024) {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   }
@@ -62,13 +64,13 @@ cudaError_t allow_smem(Kernel kernel) {
 template <typename Cfg, typename T, typename Acc, typename OutT, bool A_KCONTIG, bool B_KCONTIG>
 cudaError_t launch_tiles(const Params<T, OutT>& p, int splits, cudaStream_t stream) {
   const auto kernel = kernel_of<Cfg, T, Acc, OutT, A_KCONTIG, B_KCONTIG>();
-  const cudaError_t err = allow_smem<Cfg, Acc>(kernel);
+  const cudaError_t err = allow_smem<Cfg, Acc, A_KCONTIG, B_KCONTIG>(kernel);
   if (err != cudaSuccess) return err;
   const unsigned int blocks =
       p.tail_splits > 0 ? static_cast<unsigned int>(p.main_tiles + p.tail_tiles * p.tail_splits)
                         : tile_count<Cfg>(p.M, p.N);
   const dim3 grid(blocks, 1, static_cast<unsigned int>(splits));
-  kernel<<<grid, Cfg::THREADS, Cfg::template smem_bytes<Acc>(), stream>>>(p);
+  kernel<<<grid, Cfg::THREADS, Cfg::template smem_bytes<Acc, A_KCONTIG, B_KCONTIG>(), stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -1,6 +1,6 @@
 // One operand's tile copied global (any layout) -> shared memory by cp.async, K-major or in its
-// global layout: the multistage kernel's copies (KPath::kAsyncTranspose, kKMajor, and every
-// MN-contiguous operand).
+// global layout: the multistage kernel's copies (KPath::kAsyncTranspose, kKMajor, kShared's
+// staging tiles and their transpose, and every MN-contiguous operand).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "gemm/tiles/cp_async.cuh"
+#include "gemm/tiles/vector_access.cuh"
 
 namespace lltm_ext::gemm_tiles {
 
@@ -15,7 +16,12 @@ namespace lltm_ext::gemm_tiles {
 // TRANSPOSE (K_CONTIG only): the tile is stored K-major (s[k][i]), each chunk by four element
 // copies; otherwise it keeps its global layout (s[k][i] for an MN-contiguous operand, s[i][k] for
 // a K-contiguous one), one 16-byte copy per chunk (two for float64) when vectors are allowed.
-template <typename T, int MN, int BK, int THREADS, bool K_CONTIG, int LDS, bool TRANSPOSE>
+// SWIZZLE (K_CONTIG, float32, BK = LDS = 16: the staging tile of KPath::kShared): rows i and
+// i + 1 (i even) share one 128-byte line of 8 chunks, chunk c of row i at position
+// ((i & 1) * 4 + c) ^ ((i >> 2) & 7) of it. A warp's copies then fill four whole lines, and
+// transpose_block's 16-byte reads of eight consecutive 4-row blocks hit each bank once.
+template <typename T, int MN, int BK, int THREADS, bool K_CONTIG, int LDS, bool TRANSPOSE,
+          bool SWIZZLE = false>
 struct AsyncOperandTile {
   static_assert(K_CONTIG || !TRANSPOSE, "only a K-contiguous tile is transposed");
   static constexpr int CHUNKS = MN * BK / 4;
@@ -25,9 +31,17 @@ struct AsyncOperandTile {
   static_assert(THREADS % ROW_CHUNKS == 0, "each thread keeps its column of chunks");
   static constexpr int ROWS_PER_PASS = THREADS / ROW_CHUNKS;
   static constexpr int E = sizeof(T);
+  static_assert(!SWIZZLE || (K_CONTIG && !TRANSPOSE && E == 4 && ROW_CHUNKS == 4 && LDS == 16 &&
+                             ROWS_PER_PASS % 32 == 0 && MN % 32 == 0),
+                "the swizzle is for float32 rows of 4 chunks, unpadded, whose swizzle a "
+                "thread's chunks share");
   // Shared byte offsets: between a chunk's elements, and between one thread's chunks.
   static constexpr uint32_t ELEM_STEP = TRANSPOSE ? LDS * E : E;
   static constexpr uint32_t PASS_STEP = TRANSPOSE ? ROWS_PER_PASS * E : ROWS_PER_PASS * LDS * E;
+  // Element offset of chunk c of row i from the tile's start.
+  __device__ __forceinline__ static int chunk_at(int i, int c) {
+    return SWIZZLE ? 32 * (i >> 1) + 4 * ((((i & 1) << 2) | c) ^ ((i >> 2) & 7)) : i * LDS + 4 * c;
+  }
 
   const T* ptr;    // this thread's first chunk in the next K step to copy
   uint32_t s_off;  // byte offset of that chunk's first element within a stage
@@ -41,7 +55,26 @@ struct AsyncOperandTile {
 
   __device__ __forceinline__ AsyncOperandTile(const T* base, int64_t ld) {
     ptr = base + row0() * ld + col0();
-    s_off = static_cast<uint32_t>(TRANSPOSE ? col0() * LDS + row0() : row0() * LDS + col0()) * E;
+    s_off =
+        static_cast<uint32_t>(TRANSPOSE ? col0() * LDS + row0() : chunk_at(row0(), col0() / 4)) * E;
+  }
+
+  // SWIZZLE: transposes 4 x 4 block `b` (< MN * BK / 16; rows 4 * (b % (MN / 4)) + 0..3, chunk
+  // b / (MN / 4)) of the staging tile `raw` into the K-major tile `dst` (BK rows of LDD
+  // elements): four 16-byte reads, four 16-byte writes. Consecutive b of one chunk read and write
+  // consecutive rows, so eight of them (a 16-byte access's phase) hit each bank once.
+  template <int LDD>
+  __device__ __forceinline__ static void transpose_block(const T* raw, T* dst, int b) {
+    static_assert(SWIZZLE, "only the swizzled staging tile is transposed this way");
+    const int kc = b / (MN / 4), i0 = 4 * (b % (MN / 4));
+    T v[4][4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) load_vec4(raw + chunk_at(i0 + r, kc), v[r]);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const T col[4] = {v[0][c], v[1][c], v[2][c], v[3][c]};
+      store4_shared(dst + (4 * kc + c) * LDD + i0, col);
+    }
   }
 
   // Copies one K step into the stage at shared address `stage`, then moves on to the next step.

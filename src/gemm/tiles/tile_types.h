@@ -15,20 +15,34 @@ namespace lltm_ext::gemm_tiles {
 //            4 k at a time, which costs the math loop registers);
 //   kRegisters: 16-byte loads into registers one K step ahead, stored transposed into the K-major
 //            tile after the current step's math, so the math loop is the one of an MN-contiguous
-//            operand.
+//            operand;
+//   kShared: 16-byte async copies into a ring of K-contiguous staging tiles (rows padded, 16-byte
+//            chunks swizzled), from which all threads transpose the next K step into a
+//            double-buffered K-major tile in 4 x 4 blocks (four 16-byte shared loads and four
+//            16-byte stores each) before the current step's math: the math loop of an
+//            MN-contiguous operand, and no staging register held across it.
 // An MN-contiguous operand is always copied as is (16-byte async copies into the K-major tile).
-enum class KPath : int { kAsyncTranspose = 0, kKMajor = 1, kRegisters = 2 };
+enum class KPath : int { kAsyncTranspose = 0, kKMajor = 1, kRegisters = 2, kShared = 3 };
 
 // Block tile BM x BN x BK; warp tile WM x WN; thread tile TM x TN; MIN_BLOCKS per SM (occupancy
 // hint for the register allocator); STAGES: 0 for register-staged double buffering, >= 2 for a
-// cp.async pipeline of that many shared buffers; A_PATH, B_PATH (cp.async only): see KPath.
+// cp.async pipeline of that many shared buffers; A_PATH, B_PATH (cp.async only): see KPath;
+// NT_REGS: when both operands are K-contiguous (a @ b.T), both go through registers instead.
 template <int BM_, int BN_, int BK_, int WM_, int WN_, int TM_, int TN_, int MIN_BLOCKS_,
           int STAGES_ = 0, KPath A_PATH_ = KPath::kAsyncTranspose,
-          KPath B_PATH_ = KPath::kAsyncTranspose>
+          KPath B_PATH_ = KPath::kAsyncTranspose, bool NT_REGS_ = false>
 struct Tile {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, TM = TM_, TN = TN_;
   static constexpr int MIN_BLOCKS = MIN_BLOCKS_, STAGES = STAGES_;
   static constexpr KPath A_PATH = A_PATH_, B_PATH = B_PATH_;
+  static constexpr bool NT_REGS = NT_REGS_;
+  // The paths of A and B for one layout pair (which of them are K-contiguous).
+  static constexpr KPath a_path(bool a_k, bool b_k) {
+    return NT_REGS && a_k && b_k ? KPath::kRegisters : A_PATH;
+  }
+  static constexpr KPath b_path(bool a_k, bool b_k) {
+    return NT_REGS && a_k && b_k ? KPath::kRegisters : B_PATH;
+  }
   static constexpr bool A_SMEM_K = A_PATH == KPath::kKMajor;
   static constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN;
   static constexpr int THREADS = WARPS_M * WARPS_N * 32;
@@ -47,13 +61,32 @@ struct Tile {
                     STAGES >= 2,
                 "A_PATH and B_PATH are cp.async options");
   static_assert(B_PATH != KPath::kKMajor, "B is always K-major in shared memory");
+  static constexpr bool SHARED = A_PATH == KPath::kShared;
+  static_assert((B_PATH == KPath::kShared) == SHARED, "kShared is a path for both operands");
+  static_assert(!SHARED || BK == 16, "the staging tiles' swizzle is made for 4 chunks a row");
+  static_assert(!NT_REGS || STAGES >= 2, "NT_REGS is a cp.async option");
   static constexpr int BUFFERS = STAGES == 0 ? 2 : STAGES;
   // Elements of one A and one B buffer (an A buffer fits either layout of the A tile).
   static constexpr int A_TILE = A_SMEM_K && BM * LDK_S > BK* LDA_S ? BM * LDK_S : BK * LDA_S;
   static constexpr int B_TILE = BK * LDB_S;
-  template <typename Acc>
+  // kShared: a staging tile's row length (elements; unpadded, its chunks swizzled), and each
+  // operand's region for its layout: a ring of BUFFERS K-major tiles, or for a K-contiguous
+  // operand 2 K-major tiles and a ring of BUFFERS staging tiles.
+  static constexpr int LDR_S = BK;
+  static constexpr int a_region(bool a_k, bool b_k) {
+    return a_k && a_path(a_k, b_k) == KPath::kShared ? 2 * A_TILE + BUFFERS * BM * LDR_S
+                                                     : BUFFERS * A_TILE;
+  }
+  static constexpr int b_region(bool a_k, bool b_k) {
+    return b_k && b_path(a_k, b_k) == KPath::kShared ? 2 * B_TILE + BUFFERS * BN * LDR_S
+                                                     : BUFFERS * B_TILE;
+  }
+  // Dynamic shared memory of the kernel for one layout pair (by default row-major A and B, the
+  // one whose occupancy the heuristic reads).
+  template <typename Acc, bool A_KCONTIG = true, bool B_KCONTIG = false>
   static constexpr size_t smem_bytes() {
-    return static_cast<size_t>(BUFFERS) * (A_TILE + B_TILE) * sizeof(Acc);
+    return static_cast<size_t>(a_region(A_KCONTIG, B_KCONTIG) + b_region(A_KCONTIG, B_KCONTIG)) *
+           sizeof(Acc);
   }
 };
 
