@@ -20,11 +20,12 @@ namespace {
 // and 15). Config 2's row-major rate, 0.85: from the H200's waves (a full wave of 128 x 128 tiles
 // at K = 4096 took ~800 us where config 0's took ~500 us for 0.75x the outputs); at 1.0 it won
 // shapes where it ran up to 11% slower than what the model now picks (docs/gemm_notes.md, "The
-// heuristic's cost model"). Config 0's K-contiguous rate (staging tiles, step 15): a @ b.T at
-// 4096^3 ran at 82.6% of cuBLAS where config 2 ran at 83.8% (with registers, 70.9%).
+// heuristic's cost model"). Config 0's K-contiguous rate stayed 0.85 with its staging tiles
+// (step 15): at 0.95 the model moved 54 of 800 a @ b.T shapes to it, which timed a wash (median
+// 1.006x, from 0.92x to 1.06x of the schedule before).
 constexpr std::array<int, 4> kF32Candidates = {0, 1, 2, 3};
 constexpr std::array<double, 4> kF32CandidateRate = {1.0, 0.955, 0.85, 0.73};
-constexpr std::array<double, 4> kF32CandidateRateBK = {0.95, 0.95, 1.0, 0.65};
+constexpr std::array<double, 4> kF32CandidateRateBK = {0.85, 0.95, 1.0, 0.65};
 // Before sm_80 (no cp.async): the register-staged config, split-K chosen by the same estimate.
 constexpr std::array<int, 1> kF32StagedCandidates = {4};
 constexpr std::array<double, 1> kF32StagedRate = {1.0};
