@@ -72,8 +72,8 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
   // Async copies of K step `t` of A, resp. B, to shared address `dst` (nothing past the last
   // step). FAST: step t is a full, in-bounds, vector one.
   auto copy_a = [&](const BlockPos& at, int t, uint32_t dst, auto fast) {
-    constexpr bool FAST = decltype(fast)::value;
     if constexpr (!A_REG) {
+      constexpr bool FAST = decltype(fast)::value;
       if (FAST || t < at.k_tiles) {
         const int k_left = at.k_end - (at.k_begin + t * BK), m_lim = p.M - at.m0;
         const bool a_fast = FAST || (p.vec_a && m_lim >= BM && k_left >= BK);
@@ -82,8 +82,8 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
     }
   };
   auto copy_b = [&](const BlockPos& at, int t, uint32_t dst, auto fast) {
-    constexpr bool FAST = decltype(fast)::value;
     if constexpr (!B_REG) {
+      constexpr bool FAST = decltype(fast)::value;
       if (FAST || t < at.k_tiles) {
         const int k_left = at.k_end - (at.k_begin + t * BK), n_lim = p.N - at.n0;
         const bool b_fast = FAST || (p.vec_b && n_lim >= BN && k_left >= BK);
