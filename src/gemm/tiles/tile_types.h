@@ -16,7 +16,7 @@ namespace lltm_ext::gemm_tiles {
 //   kRegisters: 16-byte loads into registers one K step ahead, stored transposed into the K-major
 //            tile after the current step's math, so the math loop is the one of an MN-contiguous
 //            operand;
-//   kShared: 16-byte async copies into a ring of K-contiguous staging tiles (rows padded, 16-byte
+//   kShared: 16-byte async copies into a ring of K-contiguous staging tiles (rows unpadded, 16-byte
 //            chunks swizzled), from which all threads transpose the next K step into a
 //            double-buffered K-major tile in 4 x 4 blocks (four 16-byte shared loads and four
 //            16-byte stores each) before the current step's math: the math loop of an
