@@ -33,11 +33,12 @@ TILES = {
     8: (64, 128, 16),
     9: (128, 128, 16),
     10: (128, 256, 16),
+    11: (256, 128, 16),
 }
-CANDIDATES = {"async": {0, 1, 2, 3}, "staged": {4}}
-ASYNC_CONFIGS = {0, 1, 2, 3, 5, 6, 7, 8, 9, 10}
+CANDIDATES = {"async": {0, 1, 2, 3, 11}, "staged": {4}}
+ASYNC_CONFIGS = {0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11}
 # Resident blocks per SM: each config's __launch_bounds__ minimum (about what an H100 gives).
-OCCUPANCY = [3, 1, 2, 4, 2, 3, 3, 3, 3, 2, 1]
+OCCUPANCY = [3, 1, 2, 4, 2, 3, 3, 3, 3, 2, 1, 1]
 SMS = 132  # an H100 / H200
 
 
@@ -137,6 +138,14 @@ def test_tiny_shapes_take_the_small_tile(ext, shape):
     assert config == 3  # 64 x 64, the smallest candidate tile
     config, *_ = choose(ext, *shape, path="staged")
     assert config == 4  # the only staged one
+
+
+def test_the_256x128_tile_is_a_candidate_for_a_k_contiguous_b_only(ext):
+    """Config 11 (step 16 of docs/gemm_notes.md) was measured across shapes with B K-contiguous
+    only: it takes a @ b.T and a.T @ b.T at 4096^3, and no schedule with a row-major B."""
+    assert choose(ext, 4096, 4096, 4096, b_k_contig=True)[0] == 11
+    for (m, n, k), sms in itertools.product(SHAPES, (46, 132)):
+        assert choose(ext, m, n, k, sms=sms)[0] != 11, (m, n, k, sms)
 
 
 def test_the_sm_count_changes_the_schedule(ext):

@@ -22,10 +22,13 @@ namespace {
 // shapes where it ran up to 11% slower than what the model now picks (docs/gemm_notes.md, "The
 // heuristic's cost model"). Config 0's K-contiguous rate stayed 0.85 with its staging tiles
 // (step 15): at 0.95 the model moved 54 of 800 a @ b.T shapes to it, which timed a wash (median
-// 1.006x, from 0.92x to 1.06x of the schedule before).
-constexpr std::array<int, 4> kF32Candidates = {0, 1, 2, 3};
-constexpr std::array<double, 4> kF32CandidateRate = {1.0, 0.955, 0.85, 0.73};
-constexpr std::array<double, 4> kF32CandidateRateBK = {0.85, 0.95, 1.0, 0.65};
+// 1.006x, from 0.92x to 1.06x of the schedule before). Config 11 (256 x 128, A through registers
+// and B through staging tiles in a @ b.T; step 16) is a candidate only for a K-contiguous B
+// (rate 0: not a candidate): 1.12x config 2's speed on a @ b.T and 1.05x config 1's on
+// a.T @ b.T at 4096^3, taken as 1.1; with a row-major B it was not measured across shapes.
+constexpr std::array<int, 5> kF32Candidates = {0, 1, 2, 3, 11};
+constexpr std::array<double, 5> kF32CandidateRate = {1.0, 0.955, 0.85, 0.73, 0.0};
+constexpr std::array<double, 5> kF32CandidateRateBK = {0.85, 0.95, 1.0, 0.65, 1.1};
 // Before sm_80 (no cp.async): the register-staged config, split-K chosen by the same estimate.
 constexpr std::array<int, 1> kF32StagedCandidates = {4};
 constexpr std::array<double, 1> kF32StagedRate = {1.0};
@@ -140,6 +143,7 @@ Choice choose_tiles(int64_t M, int64_t N, int64_t K, bool b_k_contig, const GpuF
   int best_config = candidates[0];
   Estimate best{std::numeric_limits<double>::infinity(), 1};
   for (size_t c = 0; c < n; ++c) {
+    if (rates[c] <= 0.0) continue;  // not a candidate for this layout
     const TileDims& tile = kF32Tiles[candidates[c]];
     const Estimate e = estimate(M, N, K, tile.bm, tile.bn, tile.bk,
                                 gpu.blocks_per_sm[candidates[c]], rates[c], gpu.sms,

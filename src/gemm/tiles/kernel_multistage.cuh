@@ -24,7 +24,8 @@ namespace lltm_ext::gemm_tiles {
 // An operand that goes through registers (KPath::kRegisters, K-contiguous) has its part of that
 // copy as a register load issued before the math, stored (transposed) into the free buffer after.
 // With KPath::kShared the K-contiguous operands take a staging ring instead (the branch below
-// says how), and the MN-contiguous one keeps its ring of K-major tiles.
+// says how), the MN-contiguous one keeps its ring of K-major tiles, and an operand through
+// registers (NtPaths::kARegisters) a pair of K-major tiles.
 template <typename Cfg, typename T, typename OutT, bool A_KCONTIG, bool B_KCONTIG>
 __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
     gemm_async_kernel(const Params<T, OutT> p) {
@@ -98,19 +99,55 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
 #pragma unroll
     for (int j = 0; j < Cfg::TN; ++j) acc[i][j] = T(0);
 
+  // Operands through registers: load_regs loads K step t into the tiles' registers (false past
+  // the last step: nothing loaded); store_regs writes them into K-major tile `stage`.
+  auto load_regs = [&](const BlockPos& at, int t, auto fast) {
+    if constexpr (A_REG || B_REG) {
+      constexpr bool FAST = decltype(fast)::value;
+      if (!FAST && t >= at.k_tiles) return false;
+      const int k_left = at.k_end - (at.k_begin + t * BK);
+      if constexpr (A_REG) {
+        const int m_lim = p.M - at.m0;
+        a_tile.load(p.lda, FAST || (p.vec_a && m_lim >= BM && k_left >= BK), p.vec_a, m_lim,
+                    k_left);
+        a_tile.advance(p.lda);
+      }
+      if constexpr (B_REG) {
+        const int n_lim = p.N - at.n0;
+        b_tile.load(p.ldb, FAST || (p.vec_b && n_lim >= BN && k_left >= BK), p.vec_b, n_lim,
+                    k_left);
+        b_tile.advance(p.ldb);
+      }
+      return true;
+    } else {
+      return false;
+    }
+  };
+  auto store_regs = [&](int stage) {
+    if constexpr (A_REG) a_tile.store(As + stage * Cfg::A_TILE);
+    if constexpr (B_REG) b_tile.store(Bs + stage * Cfg::B_TILE);
+  };
+
   if constexpr (A_SH || B_SH) {
     // Staging path. The copy group committed with K step t holds the staging copies of step t
     // and the direct copies (MN-contiguous operand) of step t - 1, so that when iteration t has
     // waited for step t + 1's group, step t + 1 can be transposed and step t's direct tile is in.
     // Iteration t: wait, one barrier (everyone's copies of group t + 1 are visible; step t - 1's
     // K-major tiles and step t's staging tiles are no longer read), start group t + S, transpose
-    // step t + 1 into the K-major tiles step t - 1 used, then step t's math.
+    // step t + 1 into the K-major tiles step t - 1 used, then step t's math. With Cfg::LATE_T the
+    // transpose comes after the math (the next barrier still orders it before step t + 1's
+    // math). An operand through registers holds step t + 1, stores it into its K-major tile
+    // (t + 1) & 1 after step t's math and loads step t + 2, which the next math hides.
     constexpr int A_RAW = BM * Cfg::LDR_S, B_RAW = BN * Cfg::LDR_S;
     // Staging tile `slot`, and the shared tiles of step `t`'s math (read ring slot `slot`).
     auto a_raw = [&](int slot) { return As + 2 * Cfg::A_TILE + slot * A_RAW; };
     auto b_raw = [&](int slot) { return Bs + 2 * Cfg::B_TILE + slot * B_RAW; };
-    auto a_math = [&](int t, int slot) { return As + (A_SH ? t & 1 : slot) * Cfg::A_TILE; };
-    auto b_math = [&](int t, int slot) { return Bs + (B_SH ? t & 1 : slot) * Cfg::B_TILE; };
+    auto a_math = [&](int t, int slot) {
+      return As + (A_SH || A_REG ? t & 1 : slot) * Cfg::A_TILE;
+    };
+    auto b_math = [&](int t, int slot) {
+      return Bs + (B_SH || B_REG ? t & 1 : slot) * Cfg::B_TILE;
+    };
     auto copy_group = [&](const BlockPos& at, int t, int slot, int direct_slot, auto fast) {
       if constexpr (A_SH) {
         copy_a(at, t, shared_address(a_raw(slot)), fast);
@@ -151,6 +188,8 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
     cp_async_wait<S - 1>();  // group 0: step 0's staging tiles
     __syncthreads();         // ... everyone's; saved_pos is written
     if (pos.k_tiles > 0) transpose(0, 0);
+    if (load_regs(pos, 0, std::false_type{})) store_regs(0);
+    load_regs(pos, 1, std::false_type{});
     int slot = 0;  // ring slot of step t (staging and direct tiles)
     auto step = [&](const BlockPos& at, int t, auto fast) {
       constexpr bool FAST = decltype(fast)::value;
@@ -158,8 +197,14 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
       cp_async_wait<S - 2>();  // this thread's group t + 1 has landed ...
       __syncthreads();         // ... and everyone's; step t - 1's tiles are free
       copy_group(at, t + S, slot, prev, fast);
-      if (FAST || t + 1 < at.k_tiles) transpose(t + 1, next);
+      const bool more = FAST || t + 1 < at.k_tiles;  // a step t + 1
+      if (!Cfg::LATE_T && more) transpose(t + 1, next);
       mma_k_step<Cfg, false>(acc, a_math(t, slot) + a_frag, b_math(t, slot) + b_frag);
+      if (Cfg::LATE_T && more) transpose(t + 1, next);
+      if constexpr (A_REG || B_REG) {
+        if (more) store_regs((t + 1) & 1);
+        load_regs(at, t + 2, fast);
+      }
       slot = next;
     };
     int t = 0;
@@ -178,35 +223,6 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
       if constexpr (!B_REG) copy_b(at, t, bs_addr + stage * B_STAGE, fast);
       cp_async_commit();
     };
-    // Operands through registers: load_regs loads K step t into the tiles' registers (false past
-    // the last step: nothing loaded); store_regs writes them into a stage.
-    auto load_regs = [&](const BlockPos& at, int t, auto fast) {
-      if constexpr (A_REG || B_REG) {
-        constexpr bool FAST = decltype(fast)::value;
-        if (!FAST && t >= at.k_tiles) return false;
-        const int k_left = at.k_end - (at.k_begin + t * BK);
-        if constexpr (A_REG) {
-          const int m_lim = p.M - at.m0;
-          a_tile.load(p.lda, FAST || (p.vec_a && m_lim >= BM && k_left >= BK), p.vec_a, m_lim,
-                      k_left);
-          a_tile.advance(p.lda);
-        }
-        if constexpr (B_REG) {
-          const int n_lim = p.N - at.n0;
-          b_tile.load(p.ldb, FAST || (p.vec_b && n_lim >= BN && k_left >= BK), p.vec_b, n_lim,
-                      k_left);
-          b_tile.advance(p.ldb);
-        }
-        return true;
-      } else {
-        return false;
-      }
-    };
-    auto store_regs = [&](int stage) {
-      if constexpr (A_REG) a_tile.store(As + stage * Cfg::A_TILE);
-      if constexpr (B_REG) b_tile.store(Bs + stage * Cfg::B_TILE);
-    };
-
 #pragma unroll
     for (int s = 0; s < S - 1; ++s) {
       if (load_regs(pos, s, std::false_type{})) store_regs(s);

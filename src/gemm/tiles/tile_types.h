@@ -24,24 +24,34 @@ namespace lltm_ext::gemm_tiles {
 // An MN-contiguous operand is always copied as is (16-byte async copies into the K-major tile).
 enum class KPath : int { kAsyncTranspose = 0, kKMajor = 1, kRegisters = 2, kShared = 3 };
 
+// The paths of a @ b.T (both operands K-contiguous) where they differ from A_PATH and B_PATH:
+//   kAsConfigured: they do not;
+//   kRegisters: both through registers (KPath::kRegisters);
+//   kARegisters: A through registers, B as B_PATH says (with kShared: one operand staged, the
+//            other's registers stored into its double-buffered K-major tile after the math).
+enum class NtPaths : int { kAsConfigured = 0, kRegisters = 1, kARegisters = 2 };
+
 // Block tile BM x BN x BK; warp tile WM x WN; thread tile TM x TN; MIN_BLOCKS per SM (occupancy
 // hint for the register allocator); STAGES: 0 for register-staged double buffering, >= 2 for a
 // cp.async pipeline of that many shared buffers; A_PATH, B_PATH (cp.async only): see KPath;
-// NT_REGS: when both operands are K-contiguous (a @ b.T), both go through registers instead.
+// NT: see NtPaths; LATE_T (kShared): the staging tiles of step t + 1 are transposed after step
+// t's math instead of before it.
 template <int BM_, int BN_, int BK_, int WM_, int WN_, int TM_, int TN_, int MIN_BLOCKS_,
           int STAGES_ = 0, KPath A_PATH_ = KPath::kAsyncTranspose,
-          KPath B_PATH_ = KPath::kAsyncTranspose, bool NT_REGS_ = false>
+          KPath B_PATH_ = KPath::kAsyncTranspose, NtPaths NT_ = NtPaths::kAsConfigured,
+          bool LATE_T_ = false>
 struct Tile {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, TM = TM_, TN = TN_;
   static constexpr int MIN_BLOCKS = MIN_BLOCKS_, STAGES = STAGES_;
   static constexpr KPath A_PATH = A_PATH_, B_PATH = B_PATH_;
-  static constexpr bool NT_REGS = NT_REGS_;
+  static constexpr NtPaths NT = NT_;
+  static constexpr bool LATE_T = LATE_T_;
   // The paths of A and B for one layout pair (which of them are K-contiguous).
   static constexpr KPath a_path(bool a_k, bool b_k) {
-    return NT_REGS && a_k && b_k ? KPath::kRegisters : A_PATH;
+    return NT != NtPaths::kAsConfigured && a_k && b_k ? KPath::kRegisters : A_PATH;
   }
   static constexpr KPath b_path(bool a_k, bool b_k) {
-    return NT_REGS && a_k && b_k ? KPath::kRegisters : B_PATH;
+    return NT == NtPaths::kRegisters && a_k && b_k ? KPath::kRegisters : B_PATH;
   }
   static constexpr bool A_SMEM_K = A_PATH == KPath::kKMajor;
   static constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN;
@@ -64,7 +74,8 @@ struct Tile {
   static constexpr bool SHARED = A_PATH == KPath::kShared;
   static_assert((B_PATH == KPath::kShared) == SHARED, "kShared is a path for both operands");
   static_assert(!SHARED || BK == 16, "the staging tiles' swizzle is made for 4 chunks a row");
-  static_assert(!NT_REGS || STAGES >= 2, "NT_REGS is a cp.async option");
+  static_assert(NT == NtPaths::kAsConfigured || STAGES >= 2, "NT is a cp.async option");
+  static_assert(!LATE_T || SHARED, "LATE_T is an option of the staging tiles (kShared)");
   static constexpr int BUFFERS = STAGES == 0 ? 2 : STAGES;
   // Elements of one A and one B buffer (an A buffer fits either layout of the A tile).
   static constexpr int A_TILE = A_SMEM_K && BM * LDK_S > BK* LDA_S ? BM * LDK_S : BK * LDA_S;
