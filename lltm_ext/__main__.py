@@ -138,10 +138,31 @@ def _bench(args: argparse.Namespace) -> int:
         except ImportError as exc:
             print(f"bench: {exc}", file=sys.stderr)
             return 2
+    if args.sweep is not None:
+        from lltm_ext._sweep import GEMM_DTYPES, SEQ_DTYPES, SWEEP_OPS
+
+        known_dtypes = {
+            d for table in (GEMM_DTYPES, SEQ_DTYPES) for ds in table.values() for d in ds
+        }
+        bad = sorted(
+            {d.strip() for d in (args.dtypes or "").split(",") if d.strip()} - known_dtypes
+        )
+        if bad:
+            print(f"bench: unknown --dtypes {bad}; known: {sorted(known_dtypes)}", file=sys.stderr)
+            return 2
+        sweep_ops = [o for o in SWEEP_OPS if o in wanted]
+        if not sweep_ops:
+            print(
+                f"bench: --sweep times {', '.join(SWEEP_OPS)}; --ops names none of them",
+                file=sys.stderr,
+            )
+            return 2
     threads = torch.get_num_threads()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     try:
+        if args.sweep is not None:
+            return _run_sweep(args, device, sweep_ops, timer)
         return _run_bench(args, device, wanted, timer)
     finally:
         torch.set_num_threads(threads)  # main() may be called in a process that goes on
@@ -172,6 +193,52 @@ def _run_bench(args: argparse.Namespace, device: torch.device, wanted: set[str],
         from lltm_ext._plot import plot
 
         plot(rows, meta, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def _run_sweep(args: argparse.Namespace, device: torch.device, ops: list[str], timer: str) -> int:
+    from lltm_ext._bench import metadata
+    from lltm_ext._sweep import (
+        SUMMARY_HEADER,
+        format_summary,
+        plot_sweep,
+        run_sweep,
+        summarize,
+        sweep_json,
+    )
+
+    meta = metadata(device, timer, args.argv)
+    meta["timer"] = (
+        "CUDA events around each call, L2 flushed before it"
+        if device.type == "cuda"
+        else "host clock around blocks of calls"
+    )
+    meta["sweep"] = {"n": args.sweep, "seed": args.seed, "ops": ops}
+    budget = args.budget if args.budget is not None else 0.05
+    shown = ("lltm_ext", "torch", "device", "cpu", "threads", "gpu")
+    print("environment:", ", ".join(f"{k}={meta[k]}" for k in shown if k in meta))
+    print(
+        f"sweep: {args.sweep} random shapes per op and dtype, seed {args.seed}; ratio = reference "
+        "time / lltm_ext time (> 1: lltm_ext is faster), medians of interleaved samples; "
+        "err = |c - c64| / |c64| of lltm_ext / of the reference"
+    )
+    dtypes = [d.strip() for d in args.dtypes.split(",")] if args.dtypes else None
+    points = run_sweep(ops, args.sweep, args.seed, device, dtypes=dtypes, budget_s=budget)
+    summaries = summarize(points)
+    print()
+    print(SUMMARY_HEADER)
+    for s in summaries:
+        print(format_summary(s))
+    for s in summaries:
+        print(f"worst {s.op} {s.dtype}: " + "; ".join(s.worst))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"environment": meta, **sweep_json(points, summaries)}, f, indent=2)
+            f.write("\n")
+        print(f"wrote {args.json}")
+    if args.plot:
+        plot_sweep(points, meta, args.plot)
         print(f"wrote {args.plot}")
     return 0
 
@@ -228,6 +295,13 @@ examples:
   {prog} bench --quick                      all ops, fewer sizes, ~0.1 s per case
   {prog} bench --ops lltm,gemm --device cpu
   {prog} bench --json bench.json --plot bench.png
+  {prog} bench --sweep 200 --seed 1 --ops gemm --json sweep.json --plot sweep.png
+
+--sweep N times N random shapes per op and dtype instead of the fixed cases (GEMM: M, N, K each
+log-uniform in [1, 12000] under a FLOP cap, all four layouts, bfloat16, float16, float32 and TF32;
+lltm_sequence: T in [8, 2048], B in [1, 512], S in [32, 2048], I in [1, 2048], forward+backward
+against torch.nn.LSTM) and prints the distribution of the ratios: geometric mean, 10th percentile,
+minimum, median, maximum, and the worst shapes.
 """
 
 
@@ -320,6 +394,26 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         metavar="PATH",
         help="also draw the results as a PNG: one panel per op, error bars, rooflines (needs "
         "matplotlib: pip install 'lltm_ext[plot]')",
+    )
+    p.add_argument(
+        "--sweep",
+        type=_positive_int,
+        metavar="N",
+        help="time N random shapes per op and dtype (ops gemm and lltm_sequence) and print the "
+        "distribution of the ratios instead of the fixed cases",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="S",
+        help="with --sweep: the seed of the shapes (default 0): a seed draws the same shapes",
+    )
+    p.add_argument(
+        "--dtypes",
+        metavar="D[,D...]",
+        help="with --sweep: the dtypes to time (default: bfloat16,float16,float32,tf32 on CUDA; "
+        "no tf32 on the CPU; lltm_sequence float32,bfloat16 on CUDA)",
     )
     p.set_defaults(func=_bench)
     return parser

@@ -1,0 +1,434 @@
+"""Random-shape sweeps for `lltm-ext bench --sweep N`: lltm_ext against its reference over shapes a
+user might bring, drawn log-uniformly, reported as a distribution of ratios.
+
+The bench's fixed cases (``lltm_ext._bench``) time large, aligned shapes; a sweep draws N shapes at
+random (a seed makes them repeatable) and times lltm_ext and the reference on each, interleaved:
+
+* GEMM: M, N, K each log-uniform in [1, 12000] (redrawn while 2 M N K exceeds the device's FLOP
+  cap), one of the four layouts (``a`` and ``b`` row-major or transposed views) per shape; every
+  dtype (bfloat16, float16, float32 exact and, on CUDA, TF32) runs the same shapes, against
+  ``torch.mm`` under the same float32-matmul precision.
+* ``lltm_sequence``: T in [8, 2048], B in [1, 512], S in [32, 2048] and I in [1, 2048], each
+  log-uniform (redrawn past a work cap), forward+backward against ``torch.nn.LSTM(I, S)``.
+
+Timing, per shape: a warm-up call of each side, then samples alternating between the two sides.
+On CUDA one sample is one call between CUDA events, the L2 cache flushed before it (as
+``triton.testing.do_bench`` does); on the CPU one sample is the mean of a block of calls timed by
+the host clock. A side's time is the median of its samples; ratio = reference time / lltm_ext
+time (> 1: lltm_ext is faster). Each point also records both sides' error against float64 (GEMM:
+``|c - c64| / |c64|`` in the Frobenius norm, from one untimed call).
+
+A summary gives, per (op, dtype), the geometric mean of the ratios, their 10th percentile, minimum,
+median and maximum, and the worst shapes.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+GEMM_DIM = (1, 12000)
+# 2 M N K at most: on a GPU a call stays under ~5 ms (exact float32), on a CPU under ~0.1 s.
+GEMM_FLOP_CAP = {"cuda": 2e11, "cpu": 2e9}
+GEMM_LAYOUTS = ("nn", "nt", "tn", "tt")
+GEMM_DTYPES = {
+    "cuda": ("bfloat16", "float16", "float32", "tf32"),
+    "cpu": ("bfloat16", "float16", "float32"),
+}
+SEQ_RANGES = {"T": (8, 2048), "B": (1, 512), "S": (32, 2048), "I": (1, 2048)}
+# Forward+backward work of a sequence, ~ 18 T B S (I + S) FLOP (three gate products, forward and
+# two backward), at most this much.
+SEQ_FLOP_CAP = {"cuda": 4e12, "cpu": 2e10}
+SEQ_DTYPES = {"cuda": ("float32", "bfloat16"), "cpu": ("float32",)}
+SWEEP_OPS = ("gemm", "lltm_sequence")
+_TORCH_DTYPES = {
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "float32": torch.float32,
+    "tf32": torch.float32,
+    "float64": torch.float64,
+}
+
+
+@dataclass
+class SweepPoint:
+    """One shape of one (op, dtype): both sides' median times and errors, and their ratio."""
+
+    op: str
+    dtype: str
+    shape: dict[str, Any]
+    flops: float
+    ours_us: float
+    ref_us: float
+    ratio: float  # ref_us / ours_us: > 1, lltm_ext is faster
+    samples: int
+    ours_err: float | None = None
+    ref_err: float | None = None
+    notes: str = ""
+
+    def label(self) -> str:
+        """The shape as one short string, e.g. ``127x4096x1000 nt``."""
+        s = self.shape
+        if self.op == "gemm":
+            return f"{s['M']}x{s['N']}x{s['K']} {s['layout']}"
+        return f"T={s['T']} B={s['B']} I={s['I']} S={s['S']}"
+
+
+@dataclass
+class Summary:
+    """The distribution of one (op, dtype)'s ratios."""
+
+    op: str
+    dtype: str
+    points: int
+    geomean: float
+    p10: float
+    minimum: float
+    median: float
+    maximum: float
+    worst: list[str] = field(default_factory=list)
+
+
+def log_uniform(rng: random.Random, lo: int, hi: int) -> int:
+    """An integer in [lo, hi] whose logarithm is uniform (each factor of 2 equally likely)."""
+    return min(hi, int(math.exp(rng.uniform(math.log(lo), math.log(hi + 1)))))
+
+
+def gemm_shapes(n: int, seed: int, device: str) -> list[dict[str, Any]]:
+    """n GEMM shapes {M, N, K, layout}: dims log-uniform in GEMM_DIM, 2 M N K <= the cap."""
+    rng = random.Random(seed)
+    shapes: list[dict[str, Any]] = []
+    while len(shapes) < n:
+        m, nn_, k = (log_uniform(rng, *GEMM_DIM) for _ in range(3))
+        layout = rng.choice(GEMM_LAYOUTS)
+        if 2.0 * m * nn_ * k <= GEMM_FLOP_CAP[device]:
+            shapes.append({"M": m, "N": nn_, "K": k, "layout": layout})
+    return shapes
+
+
+def sequence_flops(s: dict[str, int]) -> float:
+    """Forward+backward FLOP of an LLTM sequence (T, B, I, S): its three gate products."""
+    return 18.0 * s["T"] * s["B"] * s["S"] * (s["I"] + s["S"])
+
+
+def sequence_shapes(n: int, seed: int, device: str) -> list[dict[str, int]]:
+    """n sequence shapes {T, B, I, S}, each log-uniform in SEQ_RANGES, work under the cap."""
+    rng = random.Random(seed + 1)  # not the GEMM's stream of draws
+    shapes: list[dict[str, int]] = []
+    while len(shapes) < n:
+        s = {k: log_uniform(rng, *r) for k, r in SEQ_RANGES.items()}
+        if sequence_flops(s) <= SEQ_FLOP_CAP[device]:
+            shapes.append(s)
+    return shapes
+
+
+# ----------------------------------------------------------------------------------------------
+# Timing: interleaved samples of two callables.
+# ----------------------------------------------------------------------------------------------
+
+
+class _CudaSampler:
+    """One sample = one call between CUDA events, after a write of 256 MB that flushes L2 and a
+    ~50 us spin kernel: the GPU stays busy while the host queues the call, so that the host's
+    own time per call (Python, dispatch) stays out of both sides' figures, as in a busy training
+    loop."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.flush = torch.empty(256 * 2**20, dtype=torch.int8, device=device)
+
+    def run(self, fns: list[Callable[[], Any]], per_side: int) -> list[list[float]]:
+        events = [[] for _ in fns]  # type: list[list[tuple[torch.cuda.Event, torch.cuda.Event]]]
+        for _ in range(per_side):
+            for fn, ev in zip(fns, events, strict=True):
+                self.flush.zero_()
+                torch.cuda._sleep(100_000)  # clock cycles
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                ev.append((start, end))
+        torch.cuda.synchronize()
+        return [[s.elapsed_time(e) * 1e-3 for s, e in ev] for ev in events]
+
+
+class _CpuSampler:
+    """One sample = the mean time of a block of calls (blocks of >= ~1 ms), by the host clock."""
+
+    def __init__(self) -> None:
+        self.block: list[int] = []
+
+    def run(self, fns: list[Callable[[], Any]], per_side: int) -> list[list[float]]:
+        if not self.block:
+            for fn in fns:
+                t0 = time.perf_counter()
+                fn()
+                once = max(time.perf_counter() - t0, 1e-7)
+                self.block.append(max(1, min(1000, int(1e-3 / once))))
+        out: list[list[float]] = [[] for _ in fns]
+        for _ in range(per_side):
+            for fn, reps, samples in zip(fns, self.block, out, strict=True):
+                t0 = time.perf_counter()
+                for _ in range(reps):
+                    fn()
+                samples.append((time.perf_counter() - t0) / reps)
+        return out
+
+
+def time_interleaved(
+    ours: Callable[[], Any], ref: Callable[[], Any], device: torch.device, budget_s: float
+) -> tuple[float, float, int]:
+    """Median seconds per call of `ours` and `ref`, sampled alternately, and the samples per side.
+
+    One warm-up call each first (and a first sample to size the rest); then as many samples as fit
+    in about `budget_s` together, at least 5 and at most 100 per side.
+    """
+    sampler: _CudaSampler | _CpuSampler
+    if device.type == "cuda":
+        sampler = _CudaSampler(device)
+        ours()
+        ref()
+        torch.cuda.synchronize()
+    else:
+        sampler = _CpuSampler()
+    first = sampler.run([ours, ref], 1)
+    per_call = first[0][0] + first[1][0]
+    per_side = int(min(100, max(5, budget_s / max(per_call, 1e-9))))
+    a, b = sampler.run([ours, ref], per_side)
+    return statistics.median(a), statistics.median(b), per_side
+
+
+# ----------------------------------------------------------------------------------------------
+# The ops.
+# ----------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _matmul_precision(tf32: bool) -> Iterator[None]:
+    """float32 matmuls exact ("highest") or TF32 ("high") inside; the caller's setting after."""
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(old)
+
+
+def _rel_err(c: torch.Tensor, ref64: torch.Tensor) -> float:
+    return float((c.double() - ref64).norm() / ref64.norm().clamp_min(1e-300))
+
+
+def gemm_point(
+    shape: dict[str, Any], dtype: str, device: torch.device, budget_s: float, seed: int
+) -> SweepPoint:
+    """lltm_ext.gemm against torch.mm on one shape: times, ratio, and both errors."""
+    import lltm_ext
+
+    m, n, k, layout = shape["M"], shape["N"], shape["K"], shape["layout"]
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    tdt = _TORCH_DTYPES[dtype]
+    a = torch.randn(k, m, generator=gen) if layout[0] == "t" else torch.randn(m, k, generator=gen)
+    b = torch.randn(n, k, generator=gen) if layout[1] == "t" else torch.randn(k, n, generator=gen)
+    a, b = a.to(device, tdt), b.to(device, tdt)
+    if layout[0] == "t":
+        a = a.t()
+    if layout[1] == "t":
+        b = b.t()
+    with _matmul_precision(dtype == "tf32"):
+        ref64 = torch.mm(a.double(), b.double())
+        ours_err = _rel_err(lltm_ext.gemm(a, b), ref64)
+        ref_err = _rel_err(torch.mm(a, b), ref64)
+        del ref64
+        t_ours, t_ref, samples = time_interleaved(
+            lambda: lltm_ext.gemm(a, b), lambda: torch.mm(a, b), device, budget_s
+        )
+    return SweepPoint(
+        op="gemm",
+        dtype=dtype,
+        shape=dict(shape),
+        flops=2.0 * m * n * k,
+        ours_us=t_ours * 1e6,
+        ref_us=t_ref * 1e6,
+        ratio=t_ref / t_ours,
+        samples=samples,
+        ours_err=ours_err,
+        ref_err=ref_err,
+    )
+
+
+def sequence_point(
+    shape: dict[str, int], dtype: str, device: torch.device, budget_s: float, seed: int
+) -> SweepPoint:
+    """lltm_ext.LLTMSequence against torch.nn.LSTM, forward+backward, on one (T, B, I, S)."""
+    import warnings
+
+    import lltm_ext
+
+    t, b, i, s = shape["T"], shape["B"], shape["I"], shape["S"]
+    tdt = _TORCH_DTYPES[dtype]
+    torch.manual_seed(seed)
+    seq = lltm_ext.LLTMSequence(i, s).to(device, tdt)
+    lstm = torch.nn.LSTM(i, s).to(device, tdt)
+    x = torch.randn(t, b, i, device=device, dtype=tdt)
+    g = torch.randn(t, b, s, device=device, dtype=tdt)
+    # nn.LSTM in bfloat16 re-compacts its weights every call and warns once; that cost is part of
+    # what its users get, the warning is not.
+    warnings.filterwarnings(
+        "ignore", message="RNN module weights are not part of single contiguous chunk"
+    )
+    seq_params = tuple(seq.parameters())
+    lstm_params = tuple(lstm.parameters())
+
+    def ours() -> Any:
+        return torch.autograd.grad(seq(x)[0], seq_params, g)
+
+    def ref() -> Any:
+        return torch.autograd.grad(lstm(x)[0], lstm_params, g)
+
+    t_ours, t_ref, samples = time_interleaved(ours, ref, device, budget_s)
+    return SweepPoint(
+        op="lltm_sequence",
+        dtype=dtype,
+        shape=dict(shape),
+        flops=sequence_flops(shape),
+        ours_us=t_ours * 1e6,
+        ref_us=t_ref * 1e6,
+        ratio=t_ref / t_ours,
+        samples=samples,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Running and summarizing.
+# ----------------------------------------------------------------------------------------------
+
+
+def summarize(points: list[SweepPoint], worst: int = 5) -> list[Summary]:
+    """Per (op, dtype), in the order first seen: the ratios' distribution and the worst shapes."""
+    groups: dict[tuple[str, str], list[SweepPoint]] = {}
+    for p in points:
+        groups.setdefault((p.op, p.dtype), []).append(p)
+    out = []
+    for (op, dtype), ps in groups.items():
+        r = sorted(p.ratio for p in ps)
+        p10 = r[min(len(r) - 1, int(0.1 * (len(r) - 1) + 0.5))]
+        out.append(
+            Summary(
+                op=op,
+                dtype=dtype,
+                points=len(r),
+                geomean=math.exp(sum(math.log(x) for x in r) / len(r)),
+                p10=p10,
+                minimum=r[0],
+                median=statistics.median(r),
+                maximum=r[-1],
+                worst=[
+                    f"{p.label()}: {p.ratio:.3f}x ({p.ours_us:.1f} vs {p.ref_us:.1f} us)"
+                    for p in sorted(ps, key=lambda p: p.ratio)[:worst]
+                ],
+            )
+        )
+    return out
+
+
+SUMMARY_HEADER = (
+    f"{'op':<14} {'dtype':<9} {'points':>6} {'geomean':>8} {'p10':>7} {'min':>7} {'median':>7} "
+    f"{'max':>7}"
+)
+
+
+def format_summary(s: Summary) -> str:
+    """One line of the summary table."""
+    return (
+        f"{s.op:<14} {s.dtype:<9} {s.points:>6} {s.geomean:7.3f}x {s.p10:6.3f}x {s.minimum:6.3f}x "
+        f"{s.median:6.3f}x {s.maximum:6.3f}x"
+    )
+
+
+def format_point(p: SweepPoint) -> str:
+    """One progress line: the shape, both times, the ratio and the errors."""
+    err = ""
+    if p.ours_err is not None:
+        err = f"  err {p.ours_err:.1e} / {p.ref_err:.1e}"
+    return (
+        f"{p.op:<14} {p.dtype:<9} {p.label():<28} {p.ours_us:10.1f} {p.ref_us:10.1f} us "
+        f"{p.ratio:7.3f}x{err}"
+    )
+
+
+def run_sweep(
+    ops: list[str],
+    n: int,
+    seed: int,
+    device: torch.device,
+    *,
+    dtypes: list[str] | None = None,
+    budget_s: float = 0.05,
+    echo: Callable[[str], None] | None = print,
+) -> list[SweepPoint]:
+    """Time n random shapes of each op in `ops` for each dtype (default: the device's list)."""
+    points = []
+    for op in ops:
+        if op == "gemm":
+            shapes: list[dict[str, Any]] = gemm_shapes(n, seed, device.type)
+            point: Callable[..., SweepPoint] = gemm_point
+            names = GEMM_DTYPES[device.type]
+        else:
+            shapes = list(sequence_shapes(n, seed, device.type))
+            point = sequence_point
+            names = SEQ_DTYPES[device.type]
+        for dtype in dtypes or names:
+            if dtype not in names:
+                continue  # e.g. tf32 on the CPU
+            for idx, shape in enumerate(shapes):
+                p = point(shape, dtype, device, budget_s, seed * 100003 + idx)
+                points.append(p)
+                if echo:
+                    echo(format_point(p))
+    return points
+
+
+def sweep_json(points: list[SweepPoint], summaries: list[Summary]) -> dict[str, Any]:
+    """What `--json` writes for a sweep (beside the environment)."""
+    return {
+        "summary": [asdict(s) for s in summaries],
+        "points": [asdict(p) for p in points],
+    }
+
+
+def plot_sweep(points: list[SweepPoint], meta: dict[str, Any], path: str) -> None:
+    """Ratio against problem size (FLOP), one panel per op, one colour per dtype (needs
+    matplotlib)."""
+    from lltm_ext._plot import require_matplotlib
+
+    require_matplotlib()
+    import matplotlib.pyplot as plt
+
+    ops = list(dict.fromkeys(p.op for p in points))
+    fig, axes = plt.subplots(1, len(ops), figsize=(7 * len(ops), 4.8), squeeze=False)
+    for ax, op in zip(axes[0], ops, strict=True):
+        for dtype in dict.fromkeys(p.dtype for p in points if p.op == op):
+            ps = [p for p in points if p.op == op and p.dtype == dtype]
+            ax.scatter([p.flops for p in ps], [p.ratio for p in ps], s=12, alpha=0.7, label=dtype)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        for y, style in ((1.0, "-"), (0.9, "--"), (0.5, ":")):
+            ax.axhline(y, color="gray", linestyle=style, linewidth=0.8)
+        ref = "torch.mm" if op == "gemm" else "torch.nn.LSTM"
+        ax.set_title(f"{op}: {ref} time / lltm_ext time (> 1: lltm_ext faster)")
+        ax.set_xlabel("problem size, FLOP" + (" (forward+backward)" if op != "gemm" else ""))
+        ax.set_ylabel("ratio")
+        ax.legend(fontsize=8)
+    where = meta.get("gpu") or meta.get("cpu", "")
+    fig.suptitle(f"lltm_ext {meta.get('lltm_ext', '')}, torch {meta.get('torch', '')}, {where}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
