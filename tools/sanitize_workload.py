@@ -613,12 +613,60 @@ def run_gemm_mma(dtypes: list[torch.dtype]) -> None:
                 check_gemm(db, a.detach().t(), g, dtype, f"{name} grad b", bound)
 
 
+# Odd sizes (rows not a multiple of 16 bytes), a long K with few tiles (K splits), tails.
+TC_PLAN_SHAPES = ((3, 5, 7), (65, 33, 300), (2, 10, 2050), (130, 70, 97), (200, 136, 264))
+
+
+def run_gemm_tc_plans(dtypes: list[torch.dtype]) -> None:
+    """Each tensor-core plan forced through _gemm_tensor_core, bfloat16, float16 and float32 as
+    TF32: the mma kernel's register-staged loads (unaligned rows, a base off 16 bytes) and its
+    aligned copies, each with and without K splits, and the wgmma kernel after operand copies;
+    every layout, NaN-filled outputs. Plans that cannot run here are said to be skipped."""
+    if DEVICE != "cuda":
+        print("  gemm_tc_plans: skipped (no CUDA device)", flush=True)
+        return
+    ext = load_extension("gemm")
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        for dtype in [d for d in dtypes if d in HALF or d == torch.float32]:
+            bound = GEMM_REL_TF32 if dtype == torch.float32 else GEMM_REL[dtype]
+            plans = [
+                ("mma", 64, s, True, False, off) for s in (1, 3, 0) for off in (0, 1)
+            ]  # fmt: skip
+            plans += [("mma", t, s, False, False, 0) for t in (64, 128, 256) for s in (1, 5)]
+            plans += [("wgmma", 0, 0, False, True, off) for off in (0, 1)]
+            for kernel, tile, splits, unaligned, copy, off in plans:
+                for (m, n, k), layout in itertools.product(TC_PLAN_SHAPES, LAYOUTS):
+                    if not unaligned and not copy:  # the aligned copies: 16-byte rows
+                        m, n, k = ((x + 7) // 8 * 8 for x in (m, n, k))
+                        a = padded(k, m, dtype).t() if layout[0] == "t" else padded(m, k, dtype)
+                        b = padded(n, k, dtype).t() if layout[1] == "t" else padded(k, n, dtype)
+                    else:
+                        a = randn(k, m, dtype=dtype, offset=off).t() if layout[0] == "t" else (
+                            randn(m, k, dtype=dtype, offset=off))  # fmt: skip
+                        b = randn(n, k, dtype=dtype, offset=off).t() if layout[1] == "t" else (
+                            randn(k, n, dtype=dtype, offset=off))  # fmt: skip
+                    out = torch.full((m, n), math.nan, dtype=dtype, device=DEVICE)
+                    what = f"gemm_tc_plans {kernel} {tile} {splits} {unaligned} {copy} {dtype}"
+                    try:
+                        ext._gemm_tensor_core(a, b, kernel, tile, splits, unaligned, copy, out)
+                    except RuntimeError as e:
+                        if "no tensor-core plan" in str(e) or "does not run" in str(e):
+                            print(f"  {what}: skipped ({e})", flush=True)
+                            break
+                        raise
+                    check_gemm(out, a, b, dtype, f"{what} {m}x{n}x{k} {layout}", bound)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--ops",
         default="relu,sigmoid,round_ste,lltm,lltm_module,lltm_sequence,gemm,gemm_configs,"
-        "gemm_wgmma,gemm_mma",
+        "gemm_wgmma,gemm_mma,gemm_tc_plans",
     )
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument(
@@ -656,6 +704,8 @@ def main() -> int:
             run_gemm_wgmma(dtypes, args.prefilled_tma_outputs)
         elif op == "gemm_mma":
             run_gemm_mma(dtypes)
+        elif op == "gemm_tc_plans":
+            run_gemm_tc_plans(dtypes)
         else:
             for dtype in dtypes:
                 if op in ELEMENTWISE:

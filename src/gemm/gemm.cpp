@@ -5,11 +5,18 @@
 #include <ATen/MemoryOverlap.h>
 
 #include <limits>
+#include <optional>
+#include <string>
 #include <tuple>
 #include <utility>
 
 #include "common/module.h"
 #include "gemm/gemm_heuristic.h"
+#include "gemm/gemm_tc_plan.h"
+#ifdef WITH_CUDA
+#include "common/cuda_host.h"
+#include "gemm/gemm_cuda_host.h"
+#endif
 
 namespace lltm_ext::gemm {
 namespace {
@@ -122,6 +129,68 @@ at::Tensor gemm_with_config(const at::Tensor& a, const at::Tensor& b, int64_t co
 #ifdef WITH_CUDA
   gemm_cuda(cuda_operand(a), cuda_operand(b), c, static_cast<int>(config), static_cast<int>(splits),
             static_cast<int>(tail_tiles), static_cast<int>(tail_splits));
+#else
+  fail_not_compiled_with_cuda("gemm");
+#endif
+  return c;
+}
+
+// A tensor-core plan as Python sees it: (kernel, tile, aligned, splits, k_split, copy_a, copy_b,
+// modelled microseconds); kernel "wgmma", "mma" or "none".
+using PlanTuple = std::tuple<std::string, int, bool, int, int64_t, bool, bool, double>;
+
+PlanTuple plan_tuple(const TcPlan& p) {
+  const char* kernel = p.kernel == TcKernel::kWgmma ? "wgmma"
+                       : p.kernel == TcKernel::kMma ? "mma"
+                                                    : "none";
+  return {kernel, p.tile, p.aligned, p.splits, p.k_split, p.copy_a, p.copy_b, p.us};
+}
+
+TcForce parse_force(const std::string& kernel, int64_t tile, int64_t splits, bool unaligned,
+                    bool copy) {
+  TcForce f;
+  TORCH_CHECK(kernel == "auto" || kernel == "wgmma" || kernel == "mma",
+              "lltm_ext.gemm: kernel must be 'auto', 'wgmma' or 'mma', but got '", kernel, "'.");
+  TORCH_CHECK(tile == 0 || tile == 64 || tile == 128 || tile == 256,
+              "lltm_ext.gemm: tile must be 0 (any), 64, 128 or 256, but got ", tile, ".");
+  TORCH_CHECK(splits >= 0 && splits <= 128,
+              "lltm_ext.gemm: splits must be 0 (any) .. 128, but got ", splits, ".");
+  f.kernel = kernel == "wgmma" ? TcKernel::kWgmma
+             : kernel == "mma" ? TcKernel::kMma
+                               : TcKernel::kNone;
+  f.tile = static_cast<int>(tile);
+  f.splits = static_cast<int>(splits);
+  f.unaligned = unaligned;
+  f.copy = copy;
+  return f;
+}
+
+// Tuning and test entry point (CUDA; bfloat16 / float16, or float32 as TF32): c = a @ b on the
+// tensor-core plan with the forced choices; an error when no such plan runs on this device.
+at::Tensor gemm_tensor_core(const at::Tensor& a, const at::Tensor& b, const std::string& kernel,
+                            int64_t tile, int64_t splits, bool unaligned, bool copy,
+                            const std::optional<at::Tensor>& out) {
+  check_operands(a, b);
+  if (out.has_value()) {
+    check_out(*out, a, b);
+    TORCH_CHECK(out->is_contiguous(),
+                "lltm_ext.gemm: _gemm_tensor_core's `out` must be contiguous");
+  }
+  TORCH_CHECK(a.is_cuda() && a.scalar_type() != at::kDouble,
+              "lltm_ext.gemm: _gemm_tensor_core takes bfloat16, float16 or float32 CUDA tensors, "
+              "but got a ",
+              describe(a), ".");
+  const TcForce force = parse_force(kernel, tile, splits, unaligned, copy);
+  at::Tensor c = out.has_value() ? *out : at::empty({a.size(0), b.size(1)}, a.options());
+#ifdef WITH_CUDA
+  if (c.numel() == 0) return c;
+  if (a.size(1) == 0) return c.zero_();
+  const c10::cuda::CUDAGuard guard(a.device());
+  TORCH_CHECK(run_tensor_core(cuda_operand(a), cuda_operand(b), c,
+                              c10::cuda::getCurrentCUDAStream(), force),
+              "lltm_ext.gemm: no tensor-core plan with kernel '", kernel, "', tile ", tile,
+              ", splits ", splits, (unaligned ? ", unaligned" : ""),
+              " runs on this device for these operands.");
 #else
   fail_not_compiled_with_cuda("gemm");
 #endif
@@ -253,6 +322,46 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       },
       "Resident blocks per SM of each float32 config on the current CUDA device, as _cuda_choose "
       "gives them to the heuristic (0 for configs its path does not run)");
+  m.def("_gemm_tensor_core", &lltm_ext::gemm::gemm_tensor_core,
+        "CUDA GEMM on the tensor cores with forced choices (tuning, tests): kernel 'auto' / "
+        "'wgmma' / 'mma', tile (0: the planner's), splits (mma; 0: the planner's), unaligned (mma: "
+        "the register-staged loads even for aligned operands), copy (wgmma: copy both operands "
+        "first), out (contiguous, written; else a new tensor)",
+        py::arg("a"), py::arg("b"), py::arg("kernel") = "auto", py::arg("tile") = 0,
+        py::arg("splits") = 0, py::arg("unaligned") = false, py::arg("copy") = false,
+        py::arg("out") = py::none());
+  m.def(
+      "_tc_plan",
+      [](int64_t M, int64_t N, int64_t K, bool tf32, bool a_kcontig, bool b_kcontig, bool a_aligned,
+         bool b_aligned, int sms, bool wgmma, bool mma) {
+        lltm_ext::gemm::TcProblem p;
+        p.M = M, p.N = N, p.K = K, p.tf32 = tf32;
+        p.a_kcontig = a_kcontig, p.b_kcontig = b_kcontig;
+        p.a_aligned = a_aligned, p.b_aligned = b_aligned;
+        lltm_ext::gemm::TcDevice dev;
+        dev.sms = sms, dev.wgmma = wgmma, dev.mma = mma;
+        return lltm_ext::gemm::plan_tuple(lltm_ext::gemm::plan_tensor_core(p, dev));
+      },
+      "The tensor-core plan (kernel, tile, aligned, splits, k_split, copy_a, copy_b, modelled us) "
+      "for M x N x K on a GPU with `sms` SMs running the wgmma / mma kernels as given (tests)",
+      py::arg("M"), py::arg("N"), py::arg("K"), py::arg("tf32"), py::arg("a_kcontig"),
+      py::arg("b_kcontig"), py::arg("a_aligned"), py::arg("b_aligned"), py::arg("sms"),
+      py::arg("wgmma"), py::arg("mma"));
+  m.def(
+      "_cuda_tc_plan",
+      [](const at::Tensor& a, const at::Tensor& b) {
+#ifdef WITH_CUDA
+        const c10::cuda::CUDAGuard guard(a.device());
+        return lltm_ext::gemm::plan_tuple(lltm_ext::gemm::cuda_tc_plan(
+            lltm_ext::gemm::cuda_operand(a), lltm_ext::gemm::cuda_operand(b)));
+#else
+        TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
+        return lltm_ext::gemm::plan_tuple({});
+#endif
+      },
+      "The tensor-core plan gemm(a, b) runs on the current CUDA device (a, b CUDA tensors; kernel "
+      "'none': the SIMT kernels)",
+      py::arg("a"), py::arg("b"));
   m.def("_cpu_kernel_isa", &lltm_ext::gemm::cpu_kernel_isa,
         "The ISA of the micro-kernel copy the last CPU GEMM ran ('' before the first)");
   lltm_ext::bind_build_info(m);

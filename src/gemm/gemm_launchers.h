@@ -92,11 +92,17 @@ cudaError_t sm90_image_loaded(bool* loaded);
 // Element types of MmaGemm::type (float32 operands are read as tf32; C is float32 then).
 enum MmaType : int { kMmaHalf = 0, kMmaBFloat16 = 1, kMmaTf32 = 2 };
 
-// One mma.sync call, all of one type, float32 accumulation. The caller checks mma_operand_ok and
-// M, N, K > 0.
+// One mma.sync call, all of one type, float32 accumulation. The caller checks M, N, K > 0, and
+// mma_operand_ok for launch_mma.
 struct MmaGemm : GemmProblem {
   MmaType type;
   int tile;  // block tile: 256 (128 x 256), 128 (128 x 128) or 64 (64 x 64)
+  // Split-K: splits > 1 splits K into parts of k_split elements (a multiple of 32, and
+  // splits = ceil(K / k_split)); each writes its float32 partial products to `partial`, splits
+  // row-major M x N slices, instead of C (summed into C by launch_splitk_reduce).
+  int splits = 1;
+  int64_t k_split = 0;
+  float* partial = nullptr;
 };
 
 // Whether a matrix with base `data`, leading dimension `ld` (elements of elem_bytes) and `outer`
@@ -105,8 +111,13 @@ struct MmaGemm : GemmProblem {
 // 16-bit types, ld % 4 == 0 for float32).
 bool mma_operand_ok(const void* data, int64_t ld, int64_t outer, int elem_bytes);
 
-// Launches the kernel for g on `stream` (one block per tile); returns the launch's error.
+// Launches the kernel for g on `stream` (one block per tile and K split); returns the launch's
+// error.
 cudaError_t launch_mma(const MmaGemm& g, cudaStream_t stream);
+
+// The same for operands of any alignment (register-staged loads; gemm_kernels_sm80_any.cu): block
+// tile 64 only.
+cudaError_t launch_mma_unaligned(const MmaGemm& g, cudaStream_t stream);
 
 // *version: the PTX version the current device's loaded image of the kernel was compiled from
 // (80 and up: the tensor-core body; below 80 a trap; 0 when the module has no image for it).

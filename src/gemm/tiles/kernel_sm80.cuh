@@ -10,8 +10,14 @@
 //     owning a (BM / WARPS_M) x (BN / WARPS_N) warp tile of 16 x 8 mma tiles (float32
 //     accumulators in registers); STAGES stages of A and B in dynamic shared memory;
 //   - loads: 16-byte cp.async.cg copies, their src-size zero-filling whatever lies past M, N or K
-//     (a whole chunk, or the part of a chunk past the K or M / N edge); the host checks that each
-//     chunk is 16-byte aligned (base 16-byte aligned, leading dimension a multiple of 16 bytes);
+//     (a whole chunk, or the part of a chunk past the K or M / N edge), where the host has checked
+//     that each chunk is 16-byte aligned (base 16-byte aligned, leading dimension a multiple of 16
+//     bytes); otherwise (ALIGNED false: any base and leading dimension) register-staged loads of
+//     one element per lane, a warp reading consecutive elements of a stage row, issued before the
+//     step's math and stored into the same swizzled stage after it (RegStageCopy);
+//   - split-K: gridDim.y K splits of k_split elements each (a multiple of the stage's K); with
+//     more than one, each writes its float32 partial products to a workspace slice (M x N), which
+//     a separate kernel sums in split order (deterministic);
 //   - operands of either major-ness, read in place: a K-major operand (A row-major, B a
 //     transposed row-major matrix) is stored as rows of BK (four 16-byte chunks) and read with
 //     ldmatrix; an M- / N-major one as BK rows of K, each BM or BN elements, read with
@@ -25,8 +31,9 @@
 //     groups, so neither side has bank conflicts (see SwizzleK / SwizzleMN);
 //   - grid: one block per tile, tiles walked column by column within groups of GROUP_M tile rows,
 //     so that the blocks resident together share A and B panels in L2;
-//   - epilogue: each thread converts its accumulator pairs with round-to-nearest-even (16-bit C)
-//     and stores them straight to C, two elements at a time where C's alignment allows,
+//   - epilogue: the accumulators staged in shared memory as float32, then whole rows of the tile
+//     copied out by all threads, converted with round-to-nearest-even (16-bit C), in 16-byte
+//     stores where C's rows allow, else one element per thread and store (coalesced either way),
 //     predicated on M and N.
 #pragma once
 
@@ -86,7 +93,11 @@ struct MmaParams {
   int M, N, K;
   int64_t lda, ldb, ldc;
   int tiles_m, tiles_n;
-  bool pairs;  // C's base aligned to two elements and ldc even: two elements per store
+  bool vec_c;  // C's base 16-byte aligned and ldc a multiple of 16 bytes: 16-byte stores
+  // Split-K (gridDim.y > 1): K elements per split, and the float32 workspace of gridDim.y M x N
+  // row-major slices that the splits write instead of C (nullptr: one split, C written).
+  int k_split;
+  float* partial;
 };
 
 // Byte offset of 16-byte chunk `chunk` (0..3) of row `row` in a K-major stage (rows of 64 bytes).
@@ -191,10 +202,10 @@ struct StageCopy {
     }
   }
 
-  // Copies K step kt (K elements kt * BK .. + BK - 1) into the stage at byte address `stage`.
-  __device__ __forceinline__ void copy(uint32_t stage, int kt, int K, int64_t ld,
+  // Copies the K step of elements k0 .. k0 + BK - 1 (those below k_end; k0 a multiple of BK) into
+  // the stage at byte address `stage`.
+  __device__ __forceinline__ void copy(uint32_t stage, int k0, int k_end, int64_t ld,
                                        const T* base) const {
-    const int k0 = kt * BK;
 #pragma unroll
     for (int i = 0; i < COPIES; ++i) {
       // Row i * ROW_STEP further: the same swizzle phase, so its offset is the first one's plus
@@ -203,11 +214,11 @@ struct StageCopy {
       int bytes;
       const T* from;
       if constexpr (K_MAJOR) {
-        bytes = i * ROW_STEP < rows_in ? min(max(K - k0 - k_off, 0), EPC) * E : 0;
+        bytes = i * ROW_STEP < rows_in ? min(max(k_end - k0 - k_off, 0), EPC) * E : 0;
         from = src + i * ROW_STEP * ld + k0;
       } else {
         const int k = k0 + row + i * ROW_STEP;
-        bytes = k < K ? mn_bytes : 0;
+        bytes = k < k_end ? mn_bytes : 0;
         from = src + static_cast<int64_t>(k) * ld;
       }
       // Nothing to read: a zero fill from the operand's base, a mapped address.
@@ -216,9 +227,91 @@ struct StageCopy {
   }
 };
 
-// C = A B on one Tile::BM x Tile::BN tile per block, of element type DT (kMmaF16, kMmaBF16, or
-// kMmaTF32: float32 operands and C, tf32 products).
-template <typename Tile, int DT, bool A_K, bool B_K>
+// The register-staged copies of one operand's stage, for operands the 16-byte copies cannot read
+// (a base, or a leading dimension, not a multiple of 16 bytes: e.g. bfloat16 rows of an odd
+// length). The stage is the same as StageCopy's (same rows, same swizzle); a warp reads
+// consecutive elements of one stage row (K-major: a row's BK elements of K; else a K row's M / N
+// elements), one per lane and load, so that each load instruction touches one or two 128-byte
+// lines. Elements past M, N or the split's K end are zeros. A thread's element within its stage
+// rows is fixed (THREADS is a multiple of the row length), its rows ROW_STEP apart.
+template <typename T, int ROWS, int THREADS, bool K_MAJOR>
+struct RegStageCopy {
+  static constexpr int E = static_cast<int>(sizeof(T));
+  static constexpr int EPC = 16 / E;                     // elements per 16-byte chunk
+  static constexpr int BK = 64 / E;                      // K elements per stage
+  static constexpr int ROW_ELEMS = K_MAJOR ? BK : ROWS;  // elements per stage row
+  static constexpr int COPIES = ROWS * BK / THREADS;
+  static constexpr int ROW_STEP = THREADS / ROW_ELEMS;  // stage rows between a thread's copies
+  static_assert(THREADS % ROW_ELEMS == 0, "a thread's copies share one element of their rows");
+  using Bits = std::conditional_t<E == 4, unsigned int, unsigned short>;
+  const Bits* src;  // K-major: element e of the thread's first row at K = 0; else M / N element e
+  int row0;         // the first stage row
+  int e;            // the element within its stage rows
+  int rows_in;      // K-major: operand rows from row0 on inside the matrix
+  bool col_in;      // M- / N-major: the thread's column lies inside the matrix
+  Bits regs[COPIES];
+
+  // rows_left: M - m0 (or N - n0), the operand rows / columns inside the matrix from the tile on.
+  __device__ __forceinline__ RegStageCopy(const T* base, int64_t ld, int rows_left, int64_t mn0) {
+    row0 = static_cast<int>(threadIdx.x) / ROW_ELEMS;
+    e = static_cast<int>(threadIdx.x) % ROW_ELEMS;
+    const Bits* b = reinterpret_cast<const Bits*>(base);
+    if constexpr (K_MAJOR) {
+      src = b + (mn0 + row0) * ld + e;
+      rows_in = rows_left - row0;
+      col_in = true;
+    } else {
+      src = b + mn0 + e;  // + k * ld at each stage row
+      rows_in = 0;
+      col_in = e < rows_left;
+    }
+  }
+
+  // Loads the K step of elements k0 .. k0 + BK - 1 (those below k_end) into registers.
+  __device__ __forceinline__ void load(int k0, int k_end, int64_t ld) {
+#pragma unroll
+    for (int i = 0; i < COPIES; ++i) {
+      bool ok;
+      const Bits* from;
+      if constexpr (K_MAJOR) {
+        ok = i * ROW_STEP < rows_in && k0 + e < k_end;
+        from = src + static_cast<int64_t>(i) * ROW_STEP * ld + k0;
+      } else {
+        const int k = k0 + row0 + i * ROW_STEP;
+        ok = col_in && k < k_end;
+        from = src + static_cast<int64_t>(k) * ld;
+      }
+      regs[i] = ok ? __ldg(from) : Bits(0);
+    }
+  }
+
+  // Stores the registers into the stage at byte address `stage`, where StageCopy would put them.
+  __device__ __forceinline__ void store(uint32_t stage) const {
+#pragma unroll
+    for (int i = 0; i < COPIES; ++i) {
+      const int row = row0 + i * ROW_STEP;
+      uint32_t off;
+      if constexpr (K_MAJOR) {
+        off = swizzle_k(row, e / EPC);
+      } else if constexpr (E == 2) {
+        off = swizzle_mn<ROWS>(row, e / EPC);
+      } else {
+        off = swizzle_mn_tf32<ROWS>(row, e / EPC);
+      }
+      const uint32_t addr = stage + off + (e % EPC) * E;
+      if constexpr (E == 2) {
+        asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(addr), "h"(regs[i]) : "memory");
+      } else {
+        asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(regs[i]) : "memory");
+      }
+    }
+  }
+};
+
+// C = A B on one Tile::BM x Tile::BN tile per block (and K split, blockIdx.y), of element type DT
+// (kMmaF16, kMmaBF16, or kMmaTF32: float32 operands and C, tf32 products). ALIGNED: both operands'
+// 16-byte chunks are 16-byte aligned (cp.async copies); else register-staged loads.
+template <typename Tile, int DT, bool A_K, bool B_K, bool ALIGNED = true>
 __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS)
     gemm_mma_kernel(const MmaParams p) {
 #ifdef LLTM_EXT_GEMM_NO_CP_ASYNC
@@ -249,15 +342,10 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS)
   }
   const int m0 = tm * BM, n0 = tn * BN;
 
-  const StageCopy<T, BM, THREADS, A_K> a_copy(a_ptr, p.lda, p.M - m0, m0);
-  const StageCopy<T, BN, THREADS, B_K> b_copy(b_ptr, p.ldb, p.N - n0, n0);
-  const int k_tiles = (p.K + BK - 1) / BK;
-  auto load = [&](int stage, int kt) {
-    const uint32_t at = smem_base + stage * Tile::STAGE_BYTES;
-    a_copy.copy(at, kt, p.K, p.lda, a_ptr);
-    b_copy.copy(at + Tile::A_BYTES, kt, p.K, p.ldb, b_ptr);
-  };
-
+  // This block's K split: elements k_begin .. k_end - 1 (k_begin a multiple of BK).
+  const int k_begin = static_cast<int>(blockIdx.y) * p.k_split;
+  const int k_end = min(p.K, k_begin + p.k_split);
+  const int k_tiles = (k_end - k_begin + BK - 1) / BK;
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   const int wm = warp / Tile::WARPS_N * Tile::WTM, wn = warp % Tile::WARPS_N * Tile::WTN;
   // This lane's fragment addresses, relative to the stage, for the first k step.
@@ -317,19 +405,8 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
 
-  // The ring: S - 1 steps in flight ahead of the one being multiplied. Every thread commits one
-  // group per step, empty past the last K step, so that wait_group's count stays uniform.
-#pragma unroll
-  for (int s = 0; s < S - 1; ++s) {
-    if (s < k_tiles) load(s, s);
-    cp_async_commit();
-  }
-  int read_stage = 0, write_stage = S - 1;
-  for (int kt = 0; kt < k_tiles; ++kt) {
-    cp_async_wait<S - 2>();  // this thread's copies of step kt have landed ...
-    __syncthreads();         // ... and everyone's; step kt - 1's stage is free to refill
-    if (kt + S - 1 < k_tiles) load(write_stage, kt + S - 1);
-    cp_async_commit();
+  // The math of one stage: per k step, the fragments from shared memory, then the mmas.
+  auto multiply = [&](int read_stage) {
     const uint32_t a_stage = smem_base + read_stage * Tile::STAGE_BYTES;
     const uint32_t b_stage = a_stage + Tile::A_BYTES;
 #pragma unroll
@@ -381,40 +458,157 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS)
 #pragma unroll
         for (int j = 0; j < NI; ++j) mma_16816<DT>(acc[i][j], af[i], bf[j]);
     }
-    read_stage = read_stage == S - 1 ? 0 : read_stage + 1;
-    write_stage = write_stage == S - 1 ? 0 : write_stage + 1;
-  }
-  cp_async_wait<0>();  // no copy outlives the block (the groups left are empty)
+  };
 
-  // Epilogue. Accumulator tile (i, j) holds rows g and g + 8, columns 2 (lane % 4) and + 1 of the
-  // 16 x 8 tile: each pair stored as one word (16-bit: converted together into 4 bytes; float32:
-  // 8 bytes).
-  const int c2 = t4 * 2;
+  if constexpr (ALIGNED) {
+    const StageCopy<T, BM, THREADS, A_K> a_copy(a_ptr, p.lda, p.M - m0, m0);
+    const StageCopy<T, BN, THREADS, B_K> b_copy(b_ptr, p.ldb, p.N - n0, n0);
+    auto load = [&](int stage, int kt) {
+      const uint32_t at = smem_base + stage * Tile::STAGE_BYTES;
+      a_copy.copy(at, k_begin + kt * BK, k_end, p.lda, a_ptr);
+      b_copy.copy(at + Tile::A_BYTES, k_begin + kt * BK, k_end, p.ldb, b_ptr);
+    };
+    // The ring: S - 1 steps in flight ahead of the one being multiplied. Every thread commits one
+    // group per step, empty past the last K step, so that wait_group's count stays uniform.
 #pragma unroll
-  for (int i = 0; i < MI; ++i) {
+    for (int s = 0; s < S - 1; ++s) {
+      if (s < k_tiles) load(s, s);
+      cp_async_commit();
+    }
+    int read_stage = 0, write_stage = S - 1;
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      cp_async_wait<S - 2>();  // this thread's copies of step kt have landed ...
+      __syncthreads();         // ... and everyone's; step kt - 1's stage is free to refill
+      if (kt + S - 1 < k_tiles) load(write_stage, kt + S - 1);
+      cp_async_commit();
+      multiply(read_stage);
+      read_stage = read_stage == S - 1 ? 0 : read_stage + 1;
+      write_stage = write_stage == S - 1 ? 0 : write_stage + 1;
+    }
+    cp_async_wait<0>();  // no copy outlives the block (the groups left are empty)
+  } else {
+    RegStageCopy<T, BM, THREADS, A_K> a_copy(a_ptr, p.lda, p.M - m0, m0);
+    RegStageCopy<T, BN, THREADS, B_K> b_copy(b_ptr, p.ldb, p.N - n0, n0);
+    auto load = [&](int kt) {
+      a_copy.load(k_begin + kt * BK, k_end, p.lda);
+      b_copy.load(k_begin + kt * BK, k_end, p.ldb);
+    };
+    auto store = [&](int stage) {
+      const uint32_t at = smem_base + stage * Tile::STAGE_BYTES;
+      a_copy.store(at);
+      b_copy.store(at + Tile::A_BYTES);
+    };
+    // The first S - 1 stages, then per step: the loads of step kt + S - 1 into registers, the
+    // math of step kt, and the registers into step kt - 1's stage (free since the barrier).
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = m0 + wm + i * 16 + g + h * 8;
-      if (row >= p.M) continue;
-      T* const c_row = static_cast<T*>(p.c) + static_cast<int64_t>(row) * p.ldc;
+    for (int s = 0; s < S - 1; ++s) {
+      if (s < k_tiles) {
+        load(s);
+        store(s);
+      }
+    }
+    int read_stage = 0, write_stage = S - 1;
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      __syncthreads();  // step kt's stage is written; step kt - 1's is free to refill
+      const bool more = kt + S - 1 < k_tiles;
+      if (more) load(kt + S - 1);
+      multiply(read_stage);
+      if (more) store(write_stage);
+      read_stage = read_stage == S - 1 ? 0 : read_stage + 1;
+      write_stage = write_stage == S - 1 ? 0 : write_stage + 1;
+    }
+  }
+
+  // Epilogue, through shared memory so that each store instruction writes whole rows of C
+  // (coalesced; 16-byte vectors where C's rows allow), also for odd N: the accumulators as float32
+  // into a staging tile of PASS_ROWS rows (padded by 8 floats: the fragment's 8-byte writes hit
+  // distinct banks), then copied out by all threads, converted to C's type, into C, or with K
+  // splits as float32 into this split's workspace slice (M x N, ld N). Accumulator tile (i, j)
+  // holds rows g and g + 8, columns 2 t4 and 2 t4 + 1 of its 16 x 8 tile.
+  constexpr int LDS = BN + 8;  // staging row, floats
+  constexpr int PASS_ROWS = BM <= Tile::SMEM_BYTES / (LDS * 4)
+                                ? BM
+                                : Tile::SMEM_BYTES / (LDS * 4) / Tile::WTM * Tile::WTM;
+  static_assert(PASS_ROWS >= Tile::WTM && BM % PASS_ROWS == 0, "whole warp rows per pass");
+  float* const stage_f = reinterpret_cast<float*>(smem);
+  float* const part =
+      p.partial != nullptr ? p.partial + static_cast<int64_t>(blockIdx.y) * p.M * p.N : nullptr;
+  const int64_t ld_out = part != nullptr ? static_cast<int64_t>(p.N) : p.ldc;
+  // 16-byte stores: rows a multiple of 16 bytes apart, the base 16-byte aligned.
+  const bool vec_out = part != nullptr ? p.N % 4 == 0 : p.vec_c;
+  constexpr int CV = 16 / static_cast<int>(sizeof(T));  // C elements per 16 bytes
 #pragma unroll
-      for (int j = 0; j < NI; ++j) {
-        const int col = n0 + wn + j * 8 + c2;
-        const float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
+  for (int pass = 0; pass < BM / PASS_ROWS; ++pass) {
+    const int r0 = pass * PASS_ROWS;
+    __syncthreads();  // the stages (or the last pass's staging) are free
+    if (wm >= r0 && wm < r0 + PASS_ROWS) {
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int j = 0; j < NI; ++j) {
+            const int r = wm - r0 + i * 16 + g + h * 8, c = wn + j * 8 + 2 * t4;
+            *reinterpret_cast<float2*>(stage_f + r * LDS + c) =
+                make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+          }
+    }
+    __syncthreads();
+    const int rows = min(PASS_ROWS, p.M - m0 - r0);
+    const int cols = min(BN, p.N - n0);
+    if (part != nullptr) {
+      float* const out = part + static_cast<int64_t>(m0 + r0) * ld_out + n0;
+      if (vec_out) {
+        for (int q = threadIdx.x; q < rows * (BN / 4); q += THREADS) {
+          const int r = q / (BN / 4), c = q % (BN / 4) * 4;
+          if (c + 4 <= cols) {
+            *reinterpret_cast<float4*>(out + r * ld_out + c) =
+                *reinterpret_cast<const float4*>(stage_f + r * LDS + c);
+          } else {
+            for (int e = c; e < cols; ++e) out[r * ld_out + e] = stage_f[r * LDS + e];
+          }
+        }
+      } else {
+        for (int q = threadIdx.x; q < rows * BN; q += THREADS) {
+          const int r = q / BN, c = q % BN;
+          if (c < cols) out[r * ld_out + c] = stage_f[r * LDS + c];
+        }
+      }
+    } else {
+      T* const out = static_cast<T*>(p.c) + static_cast<int64_t>(m0 + r0) * ld_out + n0;
+      auto to_c = [](float v) -> T {
         if constexpr (TF32) {
-          if (p.pairs && col + 1 < p.N) {
-            *reinterpret_cast<float2*>(c_row + col) = make_float2(v0, v1);
-          } else {
-            if (col < p.N) c_row[col] = v0;
-            if (col + 1 < p.N) c_row[col + 1] = v1;
-          }
+          return v;
         } else {
-          if (p.pairs && col + 1 < p.N) {
-            *reinterpret_cast<uint32_t*>(c_row + col) = pack2<DT == kMmaBF16>(v0, v1);
+          return pack1<DT == kMmaBF16>(v);
+        }
+      };
+      if (vec_out) {
+        for (int q = threadIdx.x; q < rows * (BN / CV); q += THREADS) {
+          const int r = q / (BN / CV), c = q % (BN / CV) * CV;
+          const float* const src = stage_f + r * LDS + c;
+          if (c + CV <= cols) {
+            if constexpr (TF32) {
+              *reinterpret_cast<float4*>(out + r * ld_out + c) =
+                  *reinterpret_cast<const float4*>(src);
+            } else {
+              const float4 lo = *reinterpret_cast<const float4*>(src);
+              const float4 hi = *reinterpret_cast<const float4*>(src + 4);
+              uint4 v;
+              v.x = pack2<DT == kMmaBF16>(lo.x, lo.y);
+              v.y = pack2<DT == kMmaBF16>(lo.z, lo.w);
+              v.z = pack2<DT == kMmaBF16>(hi.x, hi.y);
+              v.w = pack2<DT == kMmaBF16>(hi.z, hi.w);
+              *reinterpret_cast<uint4*>(out + r * ld_out + c) = v;
+            }
           } else {
-            if (col < p.N) c_row[col] = pack1<DT == kMmaBF16>(v0);
-            if (col + 1 < p.N) c_row[col + 1] = pack1<DT == kMmaBF16>(v1);
+            for (int e = c; e < cols; ++e) out[r * ld_out + e] = to_c(src[e - c]);
           }
+        }
+      } else {
+        for (int q = threadIdx.x; q < rows * BN; q += THREADS) {
+          const int r = q / BN, c = q % BN;
+          if (c < cols) out[r * ld_out + c] = to_c(stage_f[r * LDS + c]);
         }
       }
     }

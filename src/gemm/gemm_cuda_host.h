@@ -1,0 +1,41 @@
+// What the GEMM's CUDA host files share (C++ compiler, CUDA builds only): the operand description
+// the kernels read, and the tensor-core entry point (gemm_tc_cuda_host.cpp) that gemm_cuda
+// (gemm_cuda_host.cpp) calls for bfloat16 / float16 and for float32 with TF32 allowed.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gemm/gemm_tc_plan.h"
+
+namespace lltm_ext::gemm {
+
+// One operand as the kernels read it.
+struct Operand {
+  const void* data;
+  int64_t ld;
+  bool k_contig;  // K is the unit-stride dimension
+  bool vec;       // 4-element vector loads allowed
+};
+
+inline bool aligned(const void* p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+// t (a with is_a: M x K; else b: K x N) as an Operand; t has a layout_of().
+Operand operand_of(const at::Tensor& t, bool is_a);
+
+// c (M x N, contiguous) = a @ b on the tensor cores, as plan_tensor_core() picks for the current
+// device (or as `force` and LLTM_EXT_GEMM_HALF_PATH force), for bfloat16 / float16 operands, or
+// float32 ones as TF32; M, N, K > 0. Returns false, having launched nothing, when the device runs
+// no tensor-core kernel (or the setting is "simt"): the caller runs the SIMT kernels then.
+bool run_tensor_core(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
+                     cudaStream_t stream, const TcForce& force = {});
+
+// The plan run_tensor_core would run for a @ b on the current device (kernel kNone: none).
+TcPlan cuda_tc_plan(const at::Tensor& a, const at::Tensor& b, const TcForce& force = {});
+
+}  // namespace lltm_ext::gemm

@@ -1,0 +1,325 @@
+// Host side of lltm_ext.gemm on the tensor cores (bfloat16 / float16, and float32 as TF32): which
+// kernels the device runs, the plan (gemm_tc_plan.cpp) for each call, and its execution: operand
+// copies for the Hopper wgmma kernel where TMA cannot read an operand, the mma.sync kernel aligned
+// or register-staged, split-K partials and their reduction; all on the current stream under the
+// caller's device guard. C++ compiler, CUDA builds only (setup.py's *_cuda_host.cpp).
+#include <ATen/ATen.h>
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "common/cuda_host.h"
+#include "gemm/gemm.h"
+#include "gemm/gemm_cuda_host.h"
+#include "gemm/gemm_launchers.h"
+#include "gemm/gemm_tc_plan.h"
+
+namespace lltm_ext::gemm {
+namespace {
+
+// ------------------------------------------------------------------------------------------
+// The kernels the device runs, and LLTM_EXT_GEMM_HALF_PATH.
+// ------------------------------------------------------------------------------------------
+
+enum class HalfKernel { kSimt, kWgmma, kMma };
+
+// The settings of LLTM_EXT_GEMM_HALF_PATH / set_cuda_half_path(): "auto" lets the planner pick
+// among the kernels the device runs; the others force a kernel, and some its block tile (0: the
+// planner's). They pick the kernel of bfloat16 / float16, and of float32 where TF32 is allowed
+// (tf32_allowed(): wgmma or mma as tf32, simt exact float32); float32 with TF32 off is exact on
+// SIMT whatever this says.
+struct HalfPathSetting {
+  const char* name;
+  bool forced;
+  HalfKernel kernel;
+  int tile;  // wgmma: the tile width (64, 128, 256); mma: 256 (128 x 256), 128 or 64 (square)
+};
+constexpr std::array<HalfPathSetting, 10> kHalfPaths = {{
+    {"auto", false, HalfKernel::kSimt, 0},
+    {"wgmma", true, HalfKernel::kWgmma, 0},
+    {"simt", true, HalfKernel::kSimt, 0},
+    {"wgmma64", true, HalfKernel::kWgmma, 64},
+    {"wgmma128", true, HalfKernel::kWgmma, 128},
+    {"wgmma256", true, HalfKernel::kWgmma, 256},
+    {"mma", true, HalfKernel::kMma, 0},
+    {"mma64", true, HalfKernel::kMma, 64},
+    {"mma128", true, HalfKernel::kMma, 128},
+    {"mma256", true, HalfKernel::kMma, 256},
+}};
+// LLTM_EXT_GEMM_HALF_PATH (read at the first call) or set_cuda_half_path(): an index into
+// kHalfPaths; -1: not read yet.
+std::atomic<int> g_half_path{-1};
+
+int parse_half_path(const std::string& value, const char* what) {
+  if (value.empty()) return 0;
+  for (size_t i = 0; i < kHalfPaths.size(); ++i) {
+    if (value == kHalfPaths[i].name) return static_cast<int>(i);
+  }
+  TORCH_CHECK(false, "lltm_ext.gemm: ", what,
+              " must be auto, wgmma, mma, simt, wgmma64, wgmma128, wgmma256, mma64, mma128 or "
+              "mma256, but got '",
+              value, "'.");
+  return 0;
+}
+
+const HalfPathSetting& half_path_setting() {
+  int path = g_half_path.load();
+  if (path < 0) {
+    const char* env = std::getenv("LLTM_EXT_GEMM_HALF_PATH");
+    path = parse_half_path(env ? env : "", "LLTM_EXT_GEMM_HALF_PATH");
+    g_half_path.store(path);
+  }
+  return kHalfPaths[path];
+}
+
+// Whether `device` runs the sm_90a image of the tensor-core kernel, read once per device.
+bool sm90_loaded(int device) {
+  static cuda::PerDevice<int> cache;
+  return cache.get(device, [](int d) {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(d));  // the query's device
+    bool loaded = false;
+    C10_CUDA_CHECK(sm90_image_loaded(&loaded));
+    return loaded ? 1 : 0;
+  }) != 0;
+}
+
+// The PTX version of the image of the mma.sync kernel that `device` runs (0: none), read once per
+// device. Below 80 that image is a trap (gemm/tiles/kernel_sm80.cuh): the module's code for this
+// GPU was compiled for an older architecture. Decided from the loaded image, not from the
+// device's compute capability: a 7.5+PTX-only build on an A100 runs compute_75 code.
+int mma_ptx(int device) {
+  static cuda::PerDevice<int> cache;
+  return cache.get(device, [](int d) {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(d));  // the query's device
+    int version = 0;
+    C10_CUDA_CHECK(mma_image_ptx(&version));
+    return version;
+  });
+}
+
+// What the current device runs, as the setting allows: both tensor-core kernels under auto; a
+// forced kernel that cannot run here is an error. *force gets the setting's kernel and tile.
+TcDevice device_facts(TcForce* force) {
+  const HalfPathSetting& setting = half_path_setting();
+  const int device = c10::cuda::current_device();
+  TcDevice dev;
+  dev.sms = cuda::sm_count(device);
+  if (setting.forced && setting.kernel == HalfKernel::kSimt) return dev;
+  if (!setting.forced || setting.kernel == HalfKernel::kWgmma) {
+    dev.wgmma = sm90_loaded(device);
+    TORCH_CHECK(!setting.forced || dev.wgmma, "lltm_ext.gemm: the wgmma path was asked for (",
+                setting.name, "), but cuda:", device,
+                " does not run this module's sm_90a code (a Hopper GPU and a build whose "
+                "architectures include 9.0a are needed); use auto, mma or simt.");
+  }
+  if (!setting.forced || setting.kernel == HalfKernel::kMma) {
+    const int ptx = mma_ptx(device);
+    dev.mma = ptx >= 80;
+    TORCH_CHECK(!setting.forced || dev.mma, "lltm_ext.gemm: the mma path was asked for (",
+                setting.name, "), but ",
+                ptx > 0 ? "the GPU code running on cuda:" + std::to_string(device) +
+                              " was compiled for compute_" + std::to_string(ptx)
+                        : "this module has no GPU code for cuda:" + std::to_string(device),
+                ", and mma.sync with bfloat16 and cp.async need sm_80 or newer; use auto or "
+                "simt.");
+  }
+  if (setting.forced && force->kernel == TcKernel::kNone) {
+    force->kernel = setting.kernel == HalfKernel::kWgmma ? TcKernel::kWgmma : TcKernel::kMma;
+    if (force->tile <= 0) force->tile = setting.tile;
+  }
+  return dev;
+}
+
+// ------------------------------------------------------------------------------------------
+// Operand copies for the wgmma kernel, whose TMA loads need 16-byte aligned rows (tf32: K-major).
+// ------------------------------------------------------------------------------------------
+
+// A copy of operand t (2-D, with a layout_of) in the same layout whose rows start 16 bytes apart
+// (padded; the padding is never read: TMA's maps end at the matrix), from the caching allocator,
+// written by ATen's copy on the current stream. The returned view keeps the copy alive.
+at::Tensor aligned_copy(const at::Tensor& t) {
+  const int64_t per16 = 16 / static_cast<int64_t>(t.element_size());
+  const bool row_major = layout_of(t)->row_major;
+  const at::Tensor rows = row_major ? t : t.t();  // the storage's row-major view
+  const int64_t cols = rows.size(1);
+  at::Tensor buf = at::empty({rows.size(0), (cols + per16 - 1) / per16 * per16}, t.options());
+  at::Tensor view = buf.narrow(1, 0, cols);
+  view.copy_(rows);
+  return row_major ? view : view.t();
+}
+
+// A K-major copy of tf32 operand `op` (not K-major: element (k, r) at data[k * ld + r], k < K,
+// r < rows) into a scratch tensor from the caching allocator: rows x round_up(K, 4) float32, its
+// rows 16-byte aligned as TMA needs (the padding columns zeros, outside the tensor map), written by
+// lltm_ext's transpose kernel on `stream`. *scratch keeps the copy alive until after the launch
+// (freed stream-ordered).
+Operand k_major_copy(const Operand& op, int64_t K, int64_t rows, const at::Tensor& like,
+                     cudaStream_t stream, at::Tensor* scratch) {
+  const int64_t ld = (K + 3) / 4 * 4;
+  *scratch = at::empty({rows, ld}, like.options());
+  const bool vec = aligned(op.data, 16) && (K <= 1 || op.ld % 4 == 0);
+  C10_CUDA_CHECK(launch_transpose_f32(static_cast<const float*>(op.data),
+                                      scratch->data_ptr<float>(), K, rows, op.ld, ld, vec,
+                                      cuda::sm_count(like.get_device()), stream));
+  return Operand{scratch->data_ptr(), ld, /*k_contig=*/true, /*vec=*/true};
+}
+
+// The problem the planner sees for a @ b: sizes, type, layouts, and whether each operand suits
+// TMA and the 16-byte cp.async copies (one rule: sm90_operand_ok and mma_operand_ok agree).
+TcProblem problem_of(const at::Tensor& a, const at::Tensor& b) {
+  const Operand A = operand_of(a, /*is_a=*/true);
+  const Operand B = operand_of(b, /*is_a=*/false);
+  TcProblem p;
+  p.M = a.size(0);
+  p.K = a.size(1);
+  p.N = b.size(1);
+  p.tf32 = a.scalar_type() == at::kFloat;
+  const int elem = static_cast<int>(a.element_size());
+  p.a_kcontig = A.k_contig;
+  p.b_kcontig = B.k_contig;
+  // Rows along each operand's non-unit dimension: A K-major has M rows of K, else K rows of M.
+  p.a_aligned = mma_operand_ok(A.data, A.ld, A.k_contig ? p.M : p.K, elem);
+  p.b_aligned = mma_operand_ok(B.data, B.ld, B.k_contig ? p.N : p.K, elem);
+  return p;
+}
+
+// The problem a tensor-core kernel is launched for: c (M x N, contiguous) = A B.
+void fill_problem(GemmProblem* g, const Operand& A, const Operand& B, const at::Tensor& c,
+                  int64_t M, int64_t N, int64_t K) {
+  g->a = A.data;
+  g->b = B.data;
+  g->c = c.data_ptr();
+  g->M = M;
+  g->N = N;
+  g->K = K;
+  g->lda = A.ld;
+  g->ldb = B.ld;
+  g->ldc = N;
+  g->a_kcontig = A.k_contig;
+  g->b_kcontig = B.k_contig;
+}
+
+// c = a @ b on the wgmma kernel with block tile width plan.tile, after the plan's copies (tf32
+// operands that are not K-major through lltm_ext's transpose kernel, others through aligned_copy).
+void run_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const TcPlan& plan,
+               cudaStream_t stream) {
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  const bool tf32 = a.scalar_type() == at::kFloat;
+  at::Tensor a_copy, b_copy;  // keep the copies alive until after the launch
+  Operand A = operand_of(a, /*is_a=*/true);
+  Operand B = operand_of(b, /*is_a=*/false);
+  if (plan.copy_a) {
+    if (tf32 && !A.k_contig) {
+      A = k_major_copy(A, K, M, a, stream, &a_copy);
+    } else {
+      a_copy = aligned_copy(a);
+      A = operand_of(a_copy, /*is_a=*/true);
+    }
+  }
+  if (plan.copy_b) {
+    if (tf32 && !B.k_contig) {
+      B = k_major_copy(B, K, N, b, stream, &b_copy);
+    } else {
+      b_copy = aligned_copy(b);
+      B = operand_of(b_copy, /*is_a=*/false);
+    }
+  }
+  const int elem = static_cast<int>(a.element_size());
+  TORCH_INTERNAL_ASSERT(sm90_operand_ok(A.data, A.ld, A.k_contig ? M : K, elem) &&
+                        sm90_operand_ok(B.data, B.ld, B.k_contig ? N : K, elem) &&
+                        (!tf32 || (A.k_contig && B.k_contig)));
+  Sm90Gemm g;
+  fill_problem(&g, A, B, c, M, N, K);
+  g.type = tf32 ? kSm90Tf32 : a.scalar_type() == at::kBFloat16 ? kSm90BFloat16 : kSm90Half;
+  g.sms = cuda::sm_count(c.get_device());
+  g.bn = plan.tile;
+  const char* step = "";
+  const cudaError_t err = launch_sm90(g, stream, &step);
+  TORCH_CHECK(err == cudaSuccess, "lltm_ext.gemm: the wgmma GEMM (", M, " x ", N, " x ", K,
+              ", block tile 128 x ", g.bn, ") failed at ", step, ": ", cudaGetErrorString(err),
+              ".");
+}
+
+// c = a @ b on the mma.sync kernel as planned: block tile, aligned (cp.async) or register-staged
+// loads, and K splits, whose float32 partials the split-K reduction sums into c in split order.
+template <typename T>
+void run_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const TcPlan& plan,
+             cudaStream_t stream) {
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  MmaGemm g;
+  fill_problem(&g, operand_of(a, /*is_a=*/true), operand_of(b, /*is_a=*/false), c, M, N, K);
+  g.type = a.scalar_type() == at::kFloat      ? kMmaTf32
+           : a.scalar_type() == at::kBFloat16 ? kMmaBFloat16
+                                              : kMmaHalf;
+  g.tile = plan.tile;
+  at::Tensor workspace;
+  if (plan.splits > 1) {
+    workspace = at::empty({plan.splits, M, N}, c.options().dtype(at::kFloat));
+    g.splits = plan.splits;
+    g.k_split = plan.k_split;
+    g.partial = workspace.data_ptr<float>();
+  }
+  const cudaError_t err = plan.aligned ? launch_mma(g, stream) : launch_mma_unaligned(g, stream);
+  TORCH_CHECK(err == cudaSuccess, "lltm_ext.gemm: the mma GEMM (", M, " x ", N, " x ", K,
+              ", block tile ", g.tile, ", ", plan.aligned ? "aligned" : "register-staged", ", ",
+              plan.splits, " K splits) failed to launch: ", cudaGetErrorString(err), ".");
+  if (plan.splits > 1) {
+    const int64_t n = M * N;
+    const bool vec = n % 4 == 0 && aligned(c.data_ptr(), 4 * sizeof(T));
+    constexpr int threads = 256;
+    const unsigned int blocks =
+        cuda::grid_for(vec ? n / 4 : n, threads, c.get_device(), /*blocks_per_sm=*/4);
+    C10_CUDA_CHECK(
+        (launch_splitk_reduce<float, T>(workspace.data_ptr<float>(), static_cast<T*>(c.data_ptr()),
+                                        n, plan.splits, vec, blocks, threads, stream)));
+  }
+}
+
+}  // namespace
+
+TcPlan cuda_tc_plan(const at::Tensor& a, const at::Tensor& b, const TcForce& force) {
+  TcForce f = force;
+  const TcDevice dev = device_facts(&f);
+  return plan_tensor_core(problem_of(a, b), dev, f);
+}
+
+bool run_tensor_core(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
+                     cudaStream_t stream, const TcForce& force) {
+  const TcPlan plan = cuda_tc_plan(a, b, force);
+  switch (plan.kernel) {
+    case TcKernel::kWgmma:
+      run_wgmma(a, b, c, plan, stream);
+      return true;
+    case TcKernel::kMma:
+      switch (a.scalar_type()) {
+        case at::kFloat:
+          run_mma<float>(a, b, c, plan, stream);
+          break;
+        case at::kBFloat16:
+          run_mma<at::BFloat16>(a, b, c, plan, stream);
+          break;
+        default:
+          run_mma<at::Half>(a, b, c, plan, stream);
+      }
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string cuda_half_path() {
+  TcForce force;
+  const TcDevice dev = device_facts(&force);
+  if (force.kernel == TcKernel::kWgmma || (force.kernel == TcKernel::kNone && dev.wgmma)) {
+    return "wgmma";
+  }
+  return dev.mma ? "mma" : "simt";
+}
+
+void set_cuda_half_path(const std::string& path) {
+  g_half_path.store(parse_half_path(path, "the half-precision GEMM path"));
+}
+
+}  // namespace lltm_ext::gemm

@@ -1,0 +1,191 @@
+// The tensor-core GEMM's planner (gemm_tc_plan.h): a cost model of each candidate plan (the
+// Hopper wgmma kernel, with operand copies where TMA cannot read an operand; the mma.sync kernel
+// in each block tile, aligned or register-staged, with 1 to 128 K splits), and the cheapest one.
+//
+// The model, per plan: a fixed cost per kernel launched, plus the larger of the math (rounds of
+// resident blocks over the SMs, each block's K steps at the kernel's measured rate, or at least a
+// per-step latency when few blocks run) and the memory traffic (the operands and C once, at the
+// device bandwidth scaled down when few blocks run); copies and split-K reductions add their
+// traffic and a launch each. Its constants are fitted to measured times of every plan over random
+// shapes on an H100 (docs/gemm_notes.md: "Performance across shapes"); a plan it ranks wrongly
+// costs time, never correctness.
+#include "gemm/gemm_tc_plan.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+
+namespace lltm_ext::gemm {
+namespace {
+
+// The constants below were fitted with benchmarks/gemm_tc_plan/ (every plan's measured time on
+// 120 random shapes in bfloat16 and TF32 on an H100, the sweep's seed 2): they make the model rank
+// plans as measured rather than describe the hardware (kBandwidth, for one, absorbs the lower
+// bandwidth of a partly busy GPU that memory_us models only roughly).
+constexpr double kBandwidth = 1.37e12;   // bytes/s the model charges for memory traffic
+constexpr double kLaunchUs = 2.8;        // one more kernel in the call
+constexpr double kWgmmaBaseUs = 3.5;     // a wgmma call's fixed cost (maps, prologue, epilogue)
+constexpr double kMmaBaseUs = 2.5;       // an mma call's
+constexpr double kCopyEfficiency = 1.2;  // an operand copy's traffic relative to kBandwidth
+constexpr double kBusyShare = 0.5;  // below this share of SMs busy, memory slows proportionally
+constexpr int64_t kMaxWorkspace = int64_t{256} << 20;  // split-K float32 partials, bytes
+
+// Dense rates at full waves, FLOP/s: wgmma per tile width (64, 128, 256), bfloat16 / float16
+// (TF32 at half); mma per tile (64, 128, 256), 16-bit and TF32, aligned (cp.async) operands; the
+// register-staged 64 x 64 kernel at the last two.
+constexpr std::array<double, 3> kWgmmaRate = {270e12, 600e12, 650e12};
+constexpr std::array<double, 3> kMmaRate16 = {250e12, 380e12, 305e12};
+constexpr std::array<double, 3> kMmaRateTf32 = {140e12, 141e12, 139e12};
+constexpr double kMmaUnalignedRate16 = 160e12, kMmaUnalignedRateTf32 = 80e12;
+// The least time of one K step of one block (memory latency not hidden when few blocks run), and
+// a block's fixed time (prologue, epilogue), per round of resident blocks.
+constexpr double kWgmmaStepUs = 0.25, kMmaStepUs = 0.12, kMmaUnalignedStepUs = 0.45;
+constexpr double kWgmmaBlockUs = 1.4, kMmaBlockUs = 1.0, kMmaUnalignedBlockUs = 1.5;
+
+int tile_index(int tile) {
+  return tile == 64 ? 0 : tile == 128 ? 1 : 2;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Time of `blocks` blocks of `steps` K steps each, `resident` per SM, one step doing `flops` at
+// `rate` over the whole GPU, or at least step_us per step, plus block_us per round of blocks.
+double math_us(int64_t blocks, int64_t steps, int resident, int sms, double flops, double rate,
+               double step_us, double block_us) {
+  const int64_t slots = static_cast<int64_t>(sms) * resident;
+  const int64_t rounds = ceil_div(blocks, slots);
+  const double per_step = std::max(flops / (rate / static_cast<double>(slots)) * 1e6, step_us);
+  return static_cast<double>(rounds) * (static_cast<double>(steps) * per_step + block_us);
+}
+
+// Time to move `bytes` with `blocks` blocks running on `sms` SMs (fewer than half the SMs busy
+// reach a proportionally lower bandwidth).
+double memory_us(double bytes, int64_t blocks, int sms) {
+  const double busy = std::min(1.0, static_cast<double>(blocks) / (kBusyShare * sms));
+  return bytes / (kBandwidth * std::max(busy, 0.02)) * 1e6;
+}
+
+double copy_us(double bytes) {
+  return kLaunchUs + 2.0 * bytes / (kBandwidth * kCopyEfficiency) * 1e6;
+}
+
+// The wgmma kernel's block tile width: the one whose tiles take the SMs the fewest rounds, a
+// round of 128- / 64-wide tiles costing 0.55 / 0.3 of a 256-wide round.
+int wgmma_width(int64_t M, int64_t N, int sms) {
+  const int64_t tiles_m = ceil_div(M, 128);
+  auto rounds = [&](int64_t bn) { return ceil_div(tiles_m * ceil_div(N, bn), sms); };
+  const int64_t cost256 = rounds(256) * 100, cost128 = rounds(128) * 55, cost64 = rounds(64) * 30;
+  if (cost64 < cost128 && cost64 < cost256) return 64;
+  return cost128 < cost256 ? 128 : 256;
+}
+
+}  // namespace
+
+double tc_cost_us(const TcProblem& p, const TcDevice& dev, const TcPlan& plan) {
+  const double elem = p.tf32 ? 4.0 : 2.0;
+  const double a_bytes = elem * static_cast<double>(p.M) * static_cast<double>(p.K);
+  const double b_bytes = elem * static_cast<double>(p.K) * static_cast<double>(p.N);
+  const double c_bytes = elem * static_cast<double>(p.M) * static_cast<double>(p.N);
+  const int sms = std::max(dev.sms, 1);
+  if (plan.kernel == TcKernel::kWgmma) {
+    const int bn = plan.tile;
+    const int64_t tiles = ceil_div(p.M, 128) * ceil_div(p.N, bn);
+    const int64_t bk = p.tf32 ? 32 : 64;
+    const double rate = kWgmmaRate[tile_index(bn)] * (p.tf32 ? 0.5 : 1.0);
+    const double math = math_us(tiles, ceil_div(p.K, bk), 1, sms, 2.0 * 128 * bn * bk, rate,
+                                kWgmmaStepUs, kWgmmaBlockUs);
+    const double mem = memory_us(a_bytes + b_bytes + c_bytes, std::min<int64_t>(tiles, sms), sms);
+    double us = kWgmmaBaseUs + std::max(math, mem);
+    if (plan.copy_a) us += copy_us(a_bytes);
+    if (plan.copy_b) us += copy_us(b_bytes);
+    return us;
+  }
+  if (plan.kernel == TcKernel::kMma) {
+    const int bm = plan.tile == 64 ? 64 : 128, bn = plan.tile;
+    const int resident = plan.tile == 64 ? 4 : plan.tile == 128 ? 2 : 1;
+    const int64_t tiles = ceil_div(p.M, bm) * ceil_div(p.N, bn);
+    const int splits = std::max(plan.splits, 1);
+    const int64_t k_split = splits > 1 ? plan.k_split : p.K;
+    const int64_t bk = p.tf32 ? 16 : 32;
+    double rate, step, block;
+    if (plan.aligned) {
+      rate = (p.tf32 ? kMmaRateTf32 : kMmaRate16)[tile_index(plan.tile)];
+      step = kMmaStepUs;
+      block = kMmaBlockUs;
+    } else {
+      rate = p.tf32 ? kMmaUnalignedRateTf32 : kMmaUnalignedRate16;
+      step = kMmaUnalignedStepUs;
+      block = kMmaUnalignedBlockUs;
+    }
+    const int64_t blocks = tiles * splits;
+    const double math = math_us(blocks, ceil_div(k_split, bk), resident, sms, 2.0 * bm * bn * bk,
+                                rate, step, block);
+    const double part_bytes = splits > 1 ? 4.0 * splits * static_cast<double>(p.M) * p.N : 0.0;
+    const double mem =
+        memory_us(a_bytes + b_bytes + (splits > 1 ? part_bytes : c_bytes),
+                  std::min<int64_t>(blocks, static_cast<int64_t>(sms) * resident), sms);
+    double us = kMmaBaseUs + std::max(math, mem);
+    if (splits > 1) us += kLaunchUs + (part_bytes + c_bytes) / kBandwidth * 1e6;
+    return us;
+  }
+  return std::numeric_limits<double>::infinity();
+}
+
+TcPlan plan_tensor_core(const TcProblem& p, const TcDevice& dev, const TcForce& force) {
+  TcPlan best;
+  best.us = std::numeric_limits<double>::infinity();
+  auto consider = [&](TcPlan plan) {
+    plan.us = tc_cost_us(p, dev, plan);
+    if (plan.us < best.us) best = plan;
+  };
+  const bool want_wgmma = force.kernel == TcKernel::kNone || force.kernel == TcKernel::kWgmma;
+  const bool want_mma = force.kernel == TcKernel::kNone || force.kernel == TcKernel::kMma;
+  if (dev.wgmma && want_wgmma) {
+    TcPlan plan;
+    plan.kernel = TcKernel::kWgmma;
+    // TMA needs aligned operands, and tf32 wgmma K-major ones: others are copied first.
+    plan.copy_a = force.copy || !p.a_aligned || (p.tf32 && !p.a_kcontig);
+    plan.copy_b = force.copy || !p.b_aligned || (p.tf32 && !p.b_kcontig);
+    plan.tile = force.tile > 0 ? force.tile : wgmma_width(p.M, p.N, std::max(dev.sms, 1));
+    consider(plan);
+  }
+  if (dev.mma && want_mma) {
+    const bool aligned = p.a_aligned && p.b_aligned && !force.unaligned;
+    for (const int tile : {64, 128, 256}) {
+      if ((!aligned && tile != 64) || (force.tile > 0 && tile != force.tile)) continue;
+      static constexpr std::array<int, 14> kSplits = {1,  2,  3,  4,  6,  8,  12,
+                                                      16, 24, 32, 48, 64, 96, 128};
+      const std::array<int, 1> forced = {force.splits};
+      const int* first = force.splits > 0 ? forced.data() : kSplits.data();
+      const int* last_split =
+          force.splits > 0 ? forced.data() + 1 : kSplits.data() + kSplits.size();
+      int last = 0;
+      for (const int* it = first; it != last_split; ++it) {
+        const int s = *it;
+        TcPlan plan;
+        plan.kernel = TcKernel::kMma;
+        plan.tile = tile;
+        plan.aligned = aligned;
+        // Splits of whole stages (32 K elements: one 16-bit stage, two tf32 ones).
+        const int64_t k_split = ceil_div(ceil_div(p.K, s), 32) * 32;
+        const int splits = static_cast<int>(ceil_div(p.K, k_split));
+        if (splits == last && force.splits <= 0) continue;  // the same split as the last one
+        last = splits;
+        if (splits > 1 && 4.0 * splits * static_cast<double>(p.M) * static_cast<double>(p.N) >
+                              static_cast<double>(kMaxWorkspace)) {
+          continue;
+        }
+        plan.splits = splits;
+        plan.k_split = splits > 1 ? k_split : 0;
+        consider(plan);
+      }
+    }
+  }
+  if (best.kernel == TcKernel::kNone) best.us = 0;
+  return best;
+}
+
+}  // namespace lltm_ext::gemm

@@ -1,0 +1,57 @@
+// The plan of a tensor-core GEMM call (bfloat16 / float16, or float32 as TF32): which kernel, which
+// block tile, how many K splits, which operands are copied first. Plain C++ (CPU builds have it
+// too, for tests): the CUDA host code (gemm_tc_cuda_host.cpp) gives it the problem and the device.
+#pragma once
+
+#include <cstdint>
+
+namespace lltm_ext::gemm {
+
+enum class TcKernel : int { kNone = 0, kWgmma = 1, kMma = 2 };
+
+// One call: c (M x N) = a (M x K) @ b (K x N), each operand K-major or not, each aligned (a
+// 16-byte aligned base and rows a multiple of 16 bytes apart: what TMA and 16-byte cp.async copies
+// need) or not.
+struct TcProblem {
+  int64_t M = 0, N = 0, K = 0;
+  bool tf32 = false;  // float32 operands read as tf32 (else 16-bit operands)
+  bool a_kcontig = true, b_kcontig = true;
+  bool a_aligned = true, b_aligned = true;
+};
+
+// What the device runs: its SM count, and which tensor-core kernels its loaded images have.
+struct TcDevice {
+  int sms = 0;
+  bool wgmma = false;  // the Hopper kernel (sm_90a image)
+  bool mma = false;    // the mma.sync kernel (image compiled for sm_80 or newer)
+};
+
+struct TcPlan {
+  TcKernel kernel = TcKernel::kNone;
+  // wgmma: operands copied first into aligned (and, for tf32, K-major) scratch matrices.
+  bool copy_a = false, copy_b = false;
+  int tile = 0;         // wgmma: block tile width 64 / 128 / 256; mma: 64 / 128 / 256
+  bool aligned = true;  // mma: 16-byte cp.async copies (both operands aligned), else registers
+  int splits = 1;       // mma: K splits (more than one: float32 partials and a reduction)
+  int64_t k_split = 0;  // mma: K elements per split (a multiple of 32), splits > 1 only
+  double us = 0;        // the cost model's estimate, microseconds
+};
+
+// Forced choices (tuning and tests): kernel kNone leaves everything to the model; otherwise that
+// kernel, and tile / splits where > 0; unaligned forces mma's register path, copy wgmma's copies.
+struct TcForce {
+  TcKernel kernel = TcKernel::kNone;
+  int tile = 0;
+  int splits = 0;
+  bool unaligned = false;
+  bool copy = false;
+};
+
+// The plan with the least modelled time among the kernels `dev` runs (kNone when it runs
+// neither), or the forced one (kNone when the forced kernel cannot run here).
+TcPlan plan_tensor_core(const TcProblem& p, const TcDevice& dev, const TcForce& force = {});
+
+// The model's time of `plan` for p on dev (microseconds): what plan_tensor_core minimizes.
+double tc_cost_us(const TcProblem& p, const TcDevice& dev, const TcPlan& plan);
+
+}  // namespace lltm_ext::gemm

@@ -1,0 +1,282 @@
+"""The tensor-core GEMM at every shape: the planner (src/gemm/gemm_tc_plan.cpp) and each plan it can
+pick, against float64 products.
+
+The planner is plain C++ in every build, so `_tc_plan` runs here without a GPU. The tests marked
+`cuda` run each plan forced through `_gemm_tensor_core` (the mma.sync kernel aligned and
+register-staged, with and without K splits; the wgmma kernel after operand copies) and the auto
+plan over shapes a user brings (odd sizes, unaligned rows, skinny, tiny, long K), in bfloat16,
+float16 and float32 as TF32, every layout, each result within twice torch.mm's own error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+
+import pytest
+import torch
+
+import lltm_ext
+from lltm_ext._extension import load_extension
+
+LAYOUTS = ("nn", "nt", "tn", "tt")
+TC_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}
+
+
+def ext():
+    return load_extension("gemm")
+
+
+def plan(
+    m, n, k, *, tf32=False, a_k=True, b_k=True, a_al=True, b_al=True, sms=132, wgmma=True, mma=True
+) -> dict:
+    kernel, tile, aligned, splits, k_split, copy_a, copy_b, us = ext()._tc_plan(
+        m, n, k, tf32, a_k, b_k, a_al, b_al, sms, wgmma, mma
+    )
+    return dict(
+        kernel=kernel, tile=tile, aligned=aligned, splits=splits, k_split=k_split,
+        copy_a=copy_a, copy_b=copy_b, us=us,
+    )  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------
+# The planner (every build).
+# ----------------------------------------------------------------------------------------------
+
+
+def test_plan_needs_a_tensor_core_kernel():
+    assert plan(512, 512, 512, wgmma=False, mma=False)["kernel"] == "none"
+    assert plan(512, 512, 512, wgmma=False)["kernel"] == "mma"
+    assert plan(8192, 8192, 8192, mma=False)["kernel"] == "wgmma"
+
+
+def test_plan_invariants_over_random_shapes():
+    """Whatever it picks is a plan the kernels can run: mma's register path only with the 64 x 64
+    tile, cp.async only for aligned operands, splits that cover K exactly in whole 32-element
+    stages, a workspace under 256 MB; wgmma copies every operand TMA cannot read (tf32: every
+    operand that is not K-major); and a finite modelled time."""
+    rng = random.Random(7)
+    for _ in range(3000):
+        m, n, k = (int(math.exp(rng.uniform(0, math.log(12001)))) for _ in range(3))
+        flags = [rng.random() < 0.5 for _ in range(5)]
+        tf32, a_k, b_k, a_al, b_al = flags
+        wgmma, mma = rng.random() < 0.7, rng.random() < 0.9
+        p = plan(m, n, k, tf32=tf32, a_k=a_k, b_k=b_k, a_al=a_al, b_al=b_al, wgmma=wgmma, mma=mma)
+        where = f"{m}x{n}x{k} {flags} wgmma={wgmma} mma={mma}: {p}"
+        if not (wgmma or mma):
+            assert p["kernel"] == "none", where
+            continue
+        assert p["kernel"] in ("wgmma", "mma") and math.isfinite(p["us"]) and p["us"] > 0, where
+        if p["kernel"] == "mma":
+            assert mma, where
+            assert p["tile"] in (64, 128, 256), where
+            if not (a_al and b_al):
+                assert not p["aligned"] and p["tile"] == 64, where
+            if p["splits"] > 1:
+                assert p["k_split"] % 32 == 0, where
+                assert (p["splits"] - 1) * p["k_split"] < k <= p["splits"] * p["k_split"], where
+                assert 4 * p["splits"] * m * n <= 256 << 20, where
+        else:
+            assert wgmma and p["tile"] in (64, 128, 256), where
+            assert p["copy_a"] == (not a_al or (tf32 and not a_k)), where
+            assert p["copy_b"] == (not b_al or (tf32 and not b_k)), where
+
+
+def test_plan_splits_k_for_skinny_products():
+    """A product with one output tile and a long K runs on many blocks (K splits), not one."""
+    for m, n, k in [(2, 10, 10250), (1, 273, 4225), (45, 35, 11052)]:
+        for aligned in (True, False):
+            p = plan(m, n, k, a_al=aligned, b_al=aligned, wgmma=False)
+            assert p["kernel"] == "mma" and p["splits"] >= 8, (m, n, k, aligned, p)
+
+
+def test_plan_copies_for_wgmma_only_where_it_pays():
+    """A large product with unaligned rows copies its operands for the wgmma kernel (the copies
+    are a small share of the work); a small one stays on the mma kernel, which reads them in
+    place."""
+    big = plan(4096, 4096, 4095, a_al=False, b_al=True)
+    assert big["kernel"] == "wgmma" and big["copy_a"] and not big["copy_b"], big
+    small = plan(37, 1111, 999, a_al=False, b_al=False)
+    assert small["kernel"] == "mma" and not small["aligned"], small
+
+
+# ----------------------------------------------------------------------------------------------
+# The plans on a GPU.
+# ----------------------------------------------------------------------------------------------
+
+
+def ref_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return a.detach().double().cpu() @ b.detach().double().cpu()
+
+
+def rel_err(c: torch.Tensor, ref: torch.Tensor) -> float:
+    c = c.detach().double().cpu()
+    assert torch.isfinite(c).all(), "non-finite values in the result (an element left unwritten?)"
+    denom = ref.norm().item()
+    return (c - ref).norm().item() / denom if denom > 0 else (c - ref).norm().item()
+
+
+def assert_like_torch(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> float:
+    """c within twice torch.mm's own relative error (same inputs and dtype, same float32-matmul
+    setting) of the float64 product, or within the dtype's rounding floor; returns c's error."""
+    ref = ref_mm(a, b)
+    torch_err = rel_err(torch.mm(a, b), ref)
+    floor = 2e-3 if a.dtype == torch.float32 else 1e-4
+    err = rel_err(c, ref)
+    assert err <= max(2 * torch_err, floor), f"relative error {err:.3e} vs torch's {torch_err:.3e}"
+    return err
+
+
+@contextlib.contextmanager
+def tf32_if(dtype: torch.dtype):
+    """float32 matmuls as TF32 inside (torch.mm and lltm_ext.gemm both read it) for float32."""
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = dtype == torch.float32
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def operands(m, n, k, layout, dtype, offset=0):
+    """a (m, k), b (k, n), each row-major or (layout "t") a transposed view, contiguous storage
+    (unaligned rows wherever the row length is not a multiple of 16 bytes), `offset` elements
+    into their buffers (a base off 16 bytes for offset % 8 != 0)."""
+
+    def make(rows, cols):
+        buf = torch.randn(offset + rows * cols, dtype=torch.float64).to("cuda", dtype)
+        return buf[offset:].view(rows, cols)
+
+    a = make(k, m).t() if layout[0] == "t" else make(m, k)
+    b = make(n, k).t() if layout[1] == "t" else make(k, n)
+    return a, b
+
+
+def poisoned(m, n, dtype) -> torch.Tensor:
+    return torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+
+
+def tc_runs(kernel: str) -> bool:
+    """Whether the forced kernel runs here (the device and the build)."""
+    a = torch.ones(8, 8, dtype=torch.bfloat16, device="cuda")
+    try:
+        ext()._gemm_tensor_core(a, a, kernel)
+    except RuntimeError:
+        return False
+    return True
+
+
+# Shapes a user brings: odd sizes (rows not a multiple of 16 bytes), sizes 1, a K of one partial
+# stage, K ending mid-chunk, long K with a small output (K splits), more tiles than the GPU runs
+# at once, skinny both ways.
+SHAPES = [
+    (1, 1, 1),
+    (3, 5, 7),
+    (1, 37, 1001),
+    (37, 1, 1001),
+    (2, 10, 10250),
+    (65, 33, 31),
+    (127, 129, 131),
+    (200, 300, 517),
+    (333, 7, 3001),
+    (1001, 999, 65),
+    (2049, 1537, 200),
+]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", TC_DTYPES.values(), ids=TC_DTYPES.keys())
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_mma_register_staged(dtype, layout):
+    """The mma kernel's register-staged loads (any alignment): unaligned rows and a base off 16
+    bytes, and aligned operands forced through them; with and without K splits; every element of
+    a NaN-poisoned output written; the same bits twice."""
+    if not tc_runs("mma"):
+        pytest.skip("the mma.sync kernel does not run here")
+    with tf32_if(dtype):
+        for m, n, k in SHAPES:
+            for offset in (0, 1):
+                a, b = operands(m, n, k, layout, dtype, offset)
+                for splits in (1, 3, 0):
+                    out = poisoned(m, n, dtype)
+                    ext()._gemm_tensor_core(
+                        a, b, "mma", tile=64, splits=splits, unaligned=True, out=out
+                    )
+                    assert_like_torch(out, a, b)
+            again = ext()._gemm_tensor_core(a, b, "mma", tile=64, unaligned=True)
+            assert torch.equal(again, ext()._gemm_tensor_core(a, b, "mma", tile=64, unaligned=True))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", TC_DTYPES.values(), ids=TC_DTYPES.keys())
+@pytest.mark.parametrize("tile", [64, 128, 256])
+def test_mma_split_k(dtype, tile):
+    """The aligned mma kernel with K splits (partials in float32, summed in split order): K a
+    multiple of the split or not, splits of one stage, every layout; deterministic."""
+    if not tc_runs("mma"):
+        pytest.skip("the mma.sync kernel does not run here")
+    with tf32_if(dtype):
+        for layout in LAYOUTS:
+            # Sizes of whole 16-byte chunks (aligned rows in every layout); K not a multiple of a
+            # stage, of the split, or shorter than the splits asked for (fewer splits then).
+            for m, n, k in [(64, 128, 4096), (136, 72, 1000), (8, 256, 104), (128, 8, 2088)]:
+                a, b = operands(m, n, k, layout, dtype)
+                for splits in (2, 7, 32, 128):
+                    out = poisoned(m, n, dtype)
+                    ext()._gemm_tensor_core(a, b, "mma", tile=tile, splits=splits, out=out)
+                    assert_like_torch(out, a, b)
+                    twice = ext()._gemm_tensor_core(a, b, "mma", tile=tile, splits=splits)
+                    assert torch.equal(out, twice)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", TC_DTYPES.values(), ids=TC_DTYPES.keys())
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_wgmma_after_copies(dtype, layout):
+    """The wgmma kernel on operands TMA cannot read as they are: copied first (aligned rows;
+    tf32: K-major), every layout, tails; a NaN-poisoned output fully written."""
+    if not tc_runs("wgmma"):
+        pytest.skip("the wgmma kernel does not run here (a Hopper GPU and sm_90a code)")
+    with tf32_if(dtype):
+        for m, n, k in SHAPES + [(1000, 1100, 521)]:
+            for offset in (0, 3):
+                a, b = operands(m, n, k, layout, dtype, offset)
+                out = poisoned(m, n, dtype)
+                ext()._gemm_tensor_core(a, b, "wgmma", copy=True, out=out)
+                assert_like_torch(out, a, b)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", TC_DTYPES.values(), ids=TC_DTYPES.keys())
+def test_auto_plan_at_random_shapes(dtype):
+    """lltm_ext.gemm (the planner's choice) at random shapes drawn as the sweep bench draws them
+    (log-uniform sizes to 12000, any layout, unaligned rows), out= too: within twice torch.mm's
+    error; float32 really TF32 where TF32 is allowed."""
+    rng = random.Random(11)
+    with tf32_if(dtype):
+        for _ in range(40):
+            m, n, k = (int(math.exp(rng.uniform(0, math.log(3001)))) for _ in range(3))
+            layout = rng.choice(LAYOUTS)
+            a, b = operands(m, n, k, layout, dtype)
+            assert_like_torch(lltm_ext.gemm(a, b), a, b)
+            out = poisoned(m, n, dtype)
+            lltm_ext.gemm(a, b, out=out)
+            assert_like_torch(out, a, b)
+        if dtype == torch.float32:
+            a, b = operands(301, 203, 4001, "nt", dtype)
+            assert rel_err(lltm_ext.gemm(a, b), ref_mm(a, b)) > 1e-5, "exact float32, not TF32"
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", TC_DTYPES.values(), ids=TC_DTYPES.keys())
+def test_auto_plan_gradients_unaligned(dtype):
+    """Autograd through the planner's paths on odd sizes: the backward's transposed views
+    (unaligned rows) against float64."""
+    with tf32_if(dtype):
+        a = torch.randn(97, 203, device="cuda", dtype=dtype, requires_grad=True)
+        b = torch.randn(203, 51, device="cuda", dtype=dtype, requires_grad=True)
+        g = torch.randn(97, 51, device="cuda", dtype=dtype)
+        lltm_ext.gemm(a, b).backward(g)
+        assert_like_torch(a.grad, g, b.detach().t())
+        assert_like_torch(b.grad, a.detach().t(), g)
