@@ -1,0 +1,179 @@
+"""Fits the tensor-core GEMM planner's constants to measured plan times (measure_plans.py's JSON).
+
+A Python mirror of src/gemm/gemm_tc_plan.cpp's cost model (keep the two in step: same terms, same
+names), and a coordinate search over its constants (each scaled by 0.5 .. 2 in turn, four rounds)
+that minimizes the mean over shapes of log(measured time of the plan the model picks / the best
+measured time). Prints the loss before and after (mean, worst) and the fitted constants, which go
+into gemm_tc_plan.cpp by hand.
+
+    python benchmarks/gemm_tc_plan/fit_plan_model.py plans.json [more.json ...]
+"""
+
+import json
+import math
+import sys
+
+# The constants as gemm_tc_plan.cpp has them (the starting point of a fit).
+P = dict(
+    bw=1.37e12, launch=2.8, wbase=3.5, mbase=2.5, copyeff=1.2, busy=0.5,
+    w64=270e12, w128=600e12, w256=650e12, m64=250e12, m128=380e12, m256=305e12,
+    t64=140e12, t128=141e12, t256=139e12, mu16=160e12, mutf=80e12,
+    wstep=0.25, mstep=0.12, mustep=0.45, wblock=1.4, mblock=1.0, mublock=1.5,
+)  # fmt: skip
+
+
+def cdiv(a, b):
+    return (a + b - 1) // b
+
+
+def wgmma_width(M, N, sms):
+    tm = cdiv(M, 128)
+
+    def r(bn):
+        return cdiv(tm * cdiv(N, bn), sms)
+
+    c256, c128, c64 = r(256) * 100, r(128) * 55, r(64) * 30
+    if c64 < c128 and c64 < c256:
+        return 64
+    return 128 if c128 < c256 else 256
+
+
+def math_us(P, blocks, steps, res, sms, flops, rate, step, block):
+    slots = sms * res
+    rounds = cdiv(blocks, slots)
+    per = max(flops / (rate / slots) * 1e6, step)
+    return rounds * (steps * per + block)
+
+
+def mem_us(P, bytes_, blocks, sms):
+    busy = min(1.0, blocks / (P["busy"] * sms))
+    return bytes_ / (P["bw"] * max(busy, 0.02)) * 1e6
+
+
+def cost(P, pr, plan, sms=132):
+    M, N, K, tf32 = pr["M"], pr["N"], pr["K"], pr["tf32"]
+    e = 4.0 if tf32 else 2.0
+    ab, bb, cb = e * M * K, e * K * N, e * M * N
+    if plan["kernel"] == "wgmma":
+        bn = plan["tile"]
+        tiles = cdiv(M, 128) * cdiv(N, bn)
+        bk = 32 if tf32 else 64
+        rate = P[{64: "w64", 128: "w128", 256: "w256"}[bn]] * (0.5 if tf32 else 1.0)
+        m = math_us(
+            P, tiles, cdiv(K, bk), 1, sms, 2.0 * 128 * bn * bk, rate, P["wstep"], P["wblock"]
+        )
+        me = mem_us(P, ab + bb + cb, min(tiles, sms), sms)
+        us = P["wbase"] + max(m, me)
+
+        def cp(b):
+            return P["launch"] + 2 * b / (P["bw"] * P["copyeff"]) * 1e6
+
+        if plan["copy_a"]:
+            us += cp(ab)
+        if plan["copy_b"]:
+            us += cp(bb)
+        return us
+    tile = plan["tile"]
+    bm = 64 if tile == 64 else 128
+    bn = tile
+    res = {64: 4, 128: 2, 256: 1}[tile]
+    tiles = cdiv(M, bm) * cdiv(N, bn)
+    s = plan["splits"]
+    ks = plan["k_split"] if s > 1 else K
+    bk = 16 if tf32 else 32
+    if plan["aligned"]:
+        rate = P[("t" if tf32 else "m") + str(tile)]
+        step = P["mstep"]
+        blk = P["mblock"]
+    else:
+        rate = P["mutf" if tf32 else "mu16"]
+        step = P["mustep"]
+        blk = P["mublock"]
+    blocks = tiles * s
+    m = math_us(P, blocks, cdiv(ks, bk), res, sms, 2.0 * bm * bn * bk, rate, step, blk)
+    pb = 4.0 * s * M * N if s > 1 else 0.0
+    me = mem_us(P, ab + bb + (pb if s > 1 else cb), min(blocks, sms * res), sms)
+    us = P["mbase"] + max(m, me)
+    if s > 1:
+        us += P["launch"] + (pb + cb) / P["bw"] * 1e6
+    return us
+
+
+def aligned_of(r):
+    M, N, K, lay = r["M"], r["N"], r["K"], r["layout"]
+    per = 4 if r["dtype"] == "tf32" else 8
+    lda, outa = (K, M) if lay[0] == "n" else (M, K)
+    ldb, outb = (N, K) if lay[1] == "n" else (K, N)
+    return (
+        (outa <= 1 or lda % per == 0),
+        (outb <= 1 or ldb % per == 0),
+        lay[0] == "n",
+        lay[1] == "t",
+    )
+
+
+def measured_plans(r):
+    """(plan dict, measured us) for the calib row."""
+    a_al, b_al, a_k, b_k = aligned_of(r)
+    tf32 = r["dtype"] == "tf32"
+    pr = dict(M=r["M"], N=r["N"], K=r["K"], tf32=tf32)
+    out = []
+    for key, us in r["plans"].items():
+        kern, tile, sp, u = key.split("/")
+        tile, sp = int(tile), int(sp)
+        if kern == "wgmma":
+            plan = dict(
+                kernel="wgmma",
+                tile=wgmma_width(r["M"], r["N"], 132),
+                copy_a=(not a_al) or (tf32 and not a_k),
+                copy_b=(not b_al) or (tf32 and not b_k),
+            )
+        else:
+            aligned = a_al and b_al and u == "a"
+            ks = cdiv(cdiv(r["K"], sp), 32) * 32
+            s = cdiv(r["K"], ks)
+            plan = dict(
+                kernel="mma", tile=tile, aligned=aligned, splits=s, k_split=ks if s > 1 else 0
+            )
+        out.append((plan, us))
+    # The same plan measured more than once (forced keys that map to one plan): its least time
+    # (host stalls only ever add time).
+    uniq = {}
+    for plan, us in out:
+        key = json.dumps(plan, sort_keys=True)
+        uniq[key] = (plan, min(us, uniq.get(key, (plan, 1e18))[1]))
+    return pr, list(uniq.values())
+
+
+def loss(P, data):
+    tot = 0.0
+    worst = 0
+    for pr, plans in data:
+        best = min(us for _, us in plans)
+        pick = min(plans, key=lambda pu: cost(P, pr, pu[0]))
+        gap = math.log(pick[1] / best)
+        tot += gap
+        worst = max(worst, gap)
+    return tot / len(data), worst
+
+
+if __name__ == "__main__":
+    rows = []
+    for f in sys.argv[1:]:
+        rows += json.load(open(f))
+    data = [measured_plans(r) for r in rows if r["plans"]]
+    print("start", loss(P, data))
+    keys = list(P)
+    for it in range(4):
+        for k in keys:
+            best = (loss(P, data)[0], P[k])
+            for f in (0.5, 0.7, 0.85, 1.15, 1.4, 2.0):
+                old = P[k]
+                P[k] = old * f
+                mean = loss(P, data)[0]
+                if mean < best[0] - 1e-6:
+                    best = (mean, P[k])
+                P[k] = old
+            P[k] = best[1]
+        print("iter", it, loss(P, data))
+    print(json.dumps({k: float(f"{v:.4g}") for k, v in P.items()}))

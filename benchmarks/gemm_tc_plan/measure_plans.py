@@ -1,0 +1,106 @@
+"""Times every tensor-core GEMM plan (forced) and cuBLAS on random shapes: the data that
+fit_plan_model.py fits the planner's constants to (src/gemm/gemm_tc_plan.cpp).
+
+For each of N shapes drawn as `lltm-ext bench --sweep` draws them (lltm_ext._sweep.gemm_shapes,
+this seed), and each dtype: the wgmma kernel (with the copies the operands need), the mma kernel at
+each block tile and number of K splits (cp.async where the operands allow, and register-staged),
+each timed against torch.mm interleaved; also what the planner picks and its time. Writes one JSON
+row per shape and dtype (rewritten every 10 rows, so a run cut short keeps what it measured).
+
+    python benchmarks/gemm_tc_plan/measure_plans.py plans.json --shapes 120 --seed 2 \\
+        --dtypes bfloat16,tf32
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+
+import torch
+
+import lltm_ext
+from lltm_ext._extension import load_extension
+from lltm_ext._sweep import gemm_shapes, time_interleaved
+
+SPLITS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def make(rows: int, cols: int, transposed: bool, gen: torch.Generator, dtype: torch.dtype):
+    """A random (rows, cols) CUDA matrix, row-major or a transposed view of a row-major one."""
+    x = (
+        torch.randn(cols, rows, generator=gen)
+        if transposed
+        else torch.randn(rows, cols, generator=gen)
+    )
+    x = x.to("cuda", dtype)
+    return x.t() if transposed else x
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("json", help="where to write the rows")
+    parser.add_argument("--shapes", type=int, default=120)
+    parser.add_argument("--seed", type=int, default=2, help="not the seed the sweep reports")
+    parser.add_argument("--dtypes", default="bfloat16,tf32", help="bfloat16, float16 and/or tf32")
+    args = parser.parse_args()
+    ext = load_extension("gemm")
+    dev = torch.device("cuda")
+    rows = []
+    for name in args.dtypes.split(","):
+        dtype = torch.float32 if name == "tf32" else getattr(torch, name)
+        torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
+        for idx, s in enumerate(gemm_shapes(args.shapes, args.seed, "cuda")):
+            m, n, k, layout = s["M"], s["N"], s["K"], s["layout"]
+            gen = torch.Generator().manual_seed(idx)
+
+            a, b = (
+                make(m, k, layout[0] == "t", gen, dtype),
+                make(k, n, layout[1] == "t", gen, dtype),
+            )
+            candidates = [("wgmma", 0, 0, False)]
+            candidates += [("mma", t, sp, False) for t in (64, 128, 256) for sp in SPLITS]
+            candidates += [("mma", 64, sp, True) for sp in (*SPLITS, 128)]
+            plans: dict[str, float] = {}
+            ref_us = float("inf")
+
+            def mm(a: torch.Tensor = a, b: torch.Tensor = b) -> torch.Tensor:
+                return torch.mm(a, b)
+
+            for kernel, tile, splits, unaligned in candidates:
+                run = functools.partial(
+                    ext._gemm_tensor_core, a, b, kernel, tile, splits, unaligned
+                )
+                try:
+                    run()
+                except RuntimeError:  # a plan that cannot run for these operands here
+                    continue
+                ours, ref, _ = time_interleaved(run, mm, dev, 0.01)
+                plans[f"{kernel}/{tile}/{splits}/{'u' if unaligned else 'a'}"] = ours * 1e6
+                ref_us = min(ref_us, ref * 1e6)
+            auto, ref, _ = time_interleaved(functools.partial(lltm_ext.gemm, a, b), mm, dev, 0.02)
+            rows.append(
+                dict(
+                    dtype=name,
+                    **s,
+                    auto_plan=list(ext._cuda_tc_plan(a, b)),
+                    auto_us=auto * 1e6,
+                    ref_us=min(ref_us, ref * 1e6),
+                    plans=plans,
+                )
+            )
+            if len(rows) % 10 == 0:
+                with open(args.json, "w") as f:
+                    json.dump(rows, f)
+            best = min(plans.items(), key=lambda kv: kv[1]) if plans else ("-", 0.0)
+            print(
+                f"{name} {m}x{n}x{k} {layout} ref {rows[-1]['ref_us']:.1f} auto {auto * 1e6:.1f}"
+                f" best {best[0]} {best[1]:.1f}",
+                flush=True,
+            )
+    with open(args.json, "w") as f:
+        json.dump(rows, f)
+
+
+if __name__ == "__main__":
+    main()
