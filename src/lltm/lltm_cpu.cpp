@@ -12,6 +12,7 @@
 #include "common/checks.h"
 #include "common/dispatch.h"
 #include "common/elementwise_cpu.h"
+#include "lltm/gate_math.h"
 #include "lltm/lltm.h"
 
 namespace lltm_ext::lltm {

@@ -1,6 +1,6 @@
-// Device-side loads shared by the sequence's step kernels (lltm_cuda.cu, lltm_sequence_cluster.cu,
-// lltm_sequence_wide.cu): four values from shared memory in 16-byte loads, and loads through L2
-// of data that another block of the same kernel wrote.
+// Device-side loads shared by the sequence's step kernels (lltm_sequence_steps.cu,
+// sequence_cluster_kernels.cuh, sequence_wide_kernels.cuh): four values from shared memory in
+// 16-byte loads, and loads through L2 of data that another block of the same kernel wrote.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,5 +1,5 @@
 // The recurrent product of the sequence's step kernels on the tensor cores (the cluster kernels,
-// lltm_sequence_cluster.cu, and the wide-state kernels, lltm_sequence_wide.cu): out[r][o] =
+// sequence_cluster_kernels.cuh, and the wide-state kernels, sequence_wide_kernels.cuh): out[r][o] =
 // sum_k x[r][k] w[o][k] for a block's 16 batch rows, as mma.sync m16n8k8 tiles with tf32 operands
 // and float32 sums, the k steps of eight dealt to the block's kMmaWarps warps in turn; each warp's
 // partial sums go to shared memory, and the gate math adds the warps' parts.

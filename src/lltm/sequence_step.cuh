@@ -1,12 +1,12 @@
-// The per-element work of a sequence step, shared by the step kernels (lltm_cuda.cu,
-// lltm_sequence_cluster.cu, lltm_sequence_wide.cu): a (batch row, state column) element's own
-// operands, read before its step's barrier, and its gate math after it, with the rounding to
+// The per-element work of a sequence step, shared by the step kernels (lltm_sequence_steps.cu,
+// sequence_cluster_kernels.cuh, sequence_wide_kernels.cuh): a (batch row, state column) element's
+// own operands, read before its step's barrier, and its gate math after it, with the rounding to
 // scalar_t that every stored (and carried) value gets.
 #pragma once
 
 #include <cstdint>
 
-#include "lltm/lltm.h"
+#include "lltm/gate_math.h"
 
 namespace lltm_ext::lltm {
 

@@ -1,0 +1,161 @@
+"""The LLTM operators' fake kernels (output shapes for torch.compile's tracing and meta tensors),
+with the checks of ``src/lltm/lltm.cpp`` and ``src/lltm/lltm_sequence.cpp`` and their messages.
+
+Imported by :mod:`lltm_ext.ops.lltm`, whose operators they describe.
+"""
+
+import functools
+
+import torch
+from torch import Tensor
+
+from lltm_ext._extension import load_ops, register_fake
+from lltm_ext.ops._checks import check_inputs
+
+_ops = load_ops("lltm")
+
+
+def _state_message(op: str, what: str, t: Tensor, batch: int, state: int) -> str:
+    return (
+        f"lltm_ext.{op}: {what} must have shape [{batch}, {state}] ([batch, state_size]: batch "
+        f"from `input`, state_size = weights.size(0) / 3), but got shape {list(t.shape)}."
+    )
+
+
+def _check_lltm_shapes(
+    op: str,
+    input: Tensor,
+    weights: Tensor,
+    bias: Tensor,
+    states: dict[str, tuple[str, Tensor]],
+    sequence: bool,
+) -> None:
+    """The checks of ``src/lltm/lltm.cpp`` (op ``lltm``) or ``lltm_sequence.cpp`` (op
+    ``lltm_sequence``, input (T, B, I)), with their messages, for torch.compile's tracing (and meta
+    tensors): dtypes and devices, then shapes. `states`: argument name -> (how its shape error
+    names it, the tensor)."""
+    check_inputs(input=input, weights=weights, bias=bias, **{k: t for k, (_, t) in states.items()})
+    torch._check(
+        weights.dim() == 2
+        and weights.shape[0] % 3 == 0
+        and weights.shape[1] >= weights.shape[0] // 3,
+        lambda: (
+            f"lltm_ext.{op}: `weights` must have shape [3 * state_size, state_size + "
+            f"input_features], but got shape {list(weights.shape)}."
+        ),
+    )
+    state = weights.shape[0] // 3
+    features = weights.shape[1] - state
+    layout = "seq_len, batch" if sequence else "batch"
+    torch._check(
+        input.dim() == (3 if sequence else 2) and input.shape[-1] == features,
+        lambda: (
+            f"lltm_ext.{op}: `input` must have shape [{layout}, {features}] (input_features = "
+            f"weights.size(1) - state_size = {weights.shape[1]} - {state}), but got shape "
+            f"{list(input.shape)}."
+        ),
+    )
+    batch = input.shape[-2]
+    for what, t in states.values():
+        torch._check(
+            t.dim() == 2 and t.shape[0] == batch and t.shape[1] == state,
+            functools.partial(_state_message, op, what, t, batch, state),
+        )
+    torch._check(
+        bias.numel() == 3 * state and (bias.dim() == 1 or (bias.dim() == 2 and bias.shape[0] == 1)),
+        lambda: (
+            f"lltm_ext.{op}: `bias` must have shape [{3 * state}] or [1, {3 * state}] "
+            f"(3 * state_size), but got shape {list(bias.shape)}."
+        ),
+    )
+
+
+def _check_shapes(input: Tensor, weights: Tensor, bias: Tensor, old_h: Tensor, old_cell: Tensor):
+    """The cell's checks (``src/lltm/lltm.cpp``)."""
+    states = {"old_h": ("`old_h`", old_h), "old_cell": ("`old_cell`", old_cell)}
+    _check_lltm_shapes("lltm", input, weights, bias, states, sequence=False)
+
+
+@register_fake(_ops, "lltm_ext::lltm_forward")
+def _(input, weights, bias, old_h, old_cell):
+    _check_shapes(input, weights, bias, old_h, old_cell)
+    batch, state = old_h.shape
+    x = input.new_empty((batch, state + input.shape[1]))
+    gates = input.new_empty((batch, 3 * state))
+    return old_cell.new_empty((batch, state)), old_cell.new_empty((batch, state)), gates, x
+
+
+@register_fake(_ops, "lltm_ext::lltm_backward")
+def _(grad_h, grad_cell, new_cell, gates, X, weights):
+    check_inputs(
+        new_cell=new_cell, grad_h=grad_h, grad_cell=grad_cell, gates=gates, X=X, weights=weights
+    )
+    return (
+        new_cell.new_empty(tuple(X.shape)),
+        new_cell.new_empty(tuple(weights.shape)),
+        new_cell.new_empty((weights.shape[0],)),
+        new_cell.new_empty(tuple(new_cell.shape)),
+    )
+
+
+@register_fake(_ops, "lltm_ext::lltm")
+def _(input, weights, bias, old_h, old_cell):
+    _check_shapes(input, weights, bias, old_h, old_cell)
+    batch, state = old_h.shape
+    return old_cell.new_empty((batch, state)), old_cell.new_empty((batch, state))
+
+
+def _check_sequence_shapes(input: Tensor, weights: Tensor, bias: Tensor, h0: Tensor, c0: Tensor):
+    """The sequence's checks (``src/lltm/lltm_sequence.cpp``), for the fake kernels."""
+    states = {"h0": ("the state's `h_0`", h0), "c0": ("the state's `c_0`", c0)}
+    _check_lltm_shapes("lltm_sequence", input, weights, bias, states, sequence=True)
+
+
+@register_fake(_ops, "lltm_ext::lltm_sequence_forward")
+def _(input, weights, bias, h0, c0):
+    _check_sequence_shapes(input, weights, bias, h0, c0)
+    steps, batch, _ = input.shape
+    state = h0.shape[1]
+    seq = input.new_empty((steps, batch, state))
+    return (
+        seq,
+        h0.new_empty((batch, state)),
+        h0.new_empty((batch, state)),
+        input.new_empty((steps, batch, state)),
+        input.new_empty((steps, batch, 3 * state)),
+    )
+
+
+@register_fake(_ops, "lltm_ext::lltm_sequence_backward")
+def _(grad_output, grad_h_n, grad_c_n, input, weights, bias, h0, output, cells, gates):
+    check_inputs(
+        input=input,
+        grad_output=grad_output,
+        grad_h_n=grad_h_n,
+        grad_c_n=grad_c_n,
+        weights=weights,
+        bias=bias,
+        h0=h0,
+        output=output,
+        cells=cells,
+        gates=gates,
+    )
+    return (
+        input.new_empty(tuple(input.shape)),
+        input.new_empty(tuple(weights.shape)),
+        input.new_empty((weights.shape[0],)),
+        input.new_empty(tuple(h0.shape)),
+        input.new_empty(tuple(h0.shape)),
+    )
+
+
+@register_fake(_ops, "lltm_ext::lltm_sequence")
+def _(input, weights, bias, h0, c0):
+    _check_sequence_shapes(input, weights, bias, h0, c0)
+    steps, batch, _ = input.shape
+    state = h0.shape[1]
+    return (
+        input.new_empty((steps, batch, state)),
+        h0.new_empty((batch, state)),
+        h0.new_empty((batch, state)),
+    )

@@ -1,0 +1,214 @@
+// cuBLAS products on strided matrix views, for the LLTM's CUDA host code (CUDA builds only): the
+// cell's products (gemm_cuda, lltm_cuda_host.cpp) and the sequence's (lltm_sequence_cuda_host.cpp,
+// which calls them on raw pointers every time step: no tensor is made per call).
+#pragma once
+
+#include <ATen/DynamicLibrary.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <climits>
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "common/cuda_host.h"
+
+namespace lltm_ext::lltm {
+
+// The cuBLAS functions used here, from the libcublas that torch itself loaded (same major
+// version as the headers compiled against): torch does not export its own GEMM wrappers, and
+// linking the library would tie the build to where a toolkit keeps it.
+struct Cublas {
+  using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
+                                    int, const void*, const void*, cudaDataType, int, const void*,
+                                    cudaDataType, int, const void*, void*, cudaDataType, int,
+                                    cublasComputeType_t, cublasGemmAlgo_t);
+  GemmEx gemm_ex;
+  decltype(&cublasSetMathMode) set_math_mode;
+  decltype(&cublasGetMathMode) get_math_mode;
+
+  static const Cublas& get() {
+    static const Cublas api = [] {
+      static at::DynamicLibrary lib(("libcublas.so." + std::to_string(CUBLAS_VER_MAJOR)).c_str(),
+                                    nullptr, /*leak_handle=*/true);
+      return Cublas{reinterpret_cast<GemmEx>(lib.sym("cublasGemmEx")),
+                    reinterpret_cast<decltype(&cublasSetMathMode)>(lib.sym("cublasSetMathMode")),
+                    reinterpret_cast<decltype(&cublasGetMathMode)>(lib.sym("cublasGetMathMode"))};
+    }();
+    return api;
+  }
+};
+
+inline void check_cublas(cublasStatus_t status, const char* what) {
+  TORCH_CHECK(status == CUBLAS_STATUS_SUCCESS, "lltm_ext: cuBLAS ", what, " failed with status ",
+              static_cast<int>(status), ".");
+}
+
+// A matrix in memory, (rows x cols): column-major (element (r, c) at r + c * ld) or row-major
+// (at r * ld + c).
+struct Mat {
+  const void* data;
+  int64_t rows, cols;
+  bool col_major;
+  int64_t ld;
+};
+
+// A contiguous row-major (rows x cols) matrix, or one whose rows are ld elements apart.
+inline Mat row_major(const void* data, int64_t rows, int64_t cols, int64_t ld) {
+  return {data, rows, cols, false, ld};
+}
+
+inline Mat transposed(const Mat& m) {
+  return {m.data, m.cols, m.rows, !m.col_major, m.ld};
+}
+
+// Rows [r, r + len) or columns [c, c + len) of m, elements of `size` bytes.
+inline Mat row_block(const Mat& m, int64_t r, int64_t len, int64_t size) {
+  const int64_t step = m.col_major ? 1 : m.ld;
+  return {static_cast<const char*>(m.data) + r * step * size, len, m.cols, m.col_major, m.ld};
+}
+inline Mat col_block(const Mat& m, int64_t c, int64_t len, int64_t size) {
+  const int64_t step = m.col_major ? m.ld : 1;
+  return {static_cast<const char*>(m.data) + c * step * size, m.rows, len, m.col_major, m.ld};
+}
+
+// A 2-D tensor view with unit stride in one dimension as a Mat.
+inline Mat mat_of(const at::Tensor& t) {
+  const int64_t R = t.size(0), C = t.size(1), sr = t.stride(0), sc = t.stride(1);
+  if ((R <= 1 || sr == 1) && (C <= 1 || sc >= std::max<int64_t>(R, 1))) {
+    return {t.const_data_ptr(), R, C, true, C <= 1 ? std::max<int64_t>(R, 1) : sc};
+  }
+  TORCH_CHECK((C <= 1 || sc == 1) && (R <= 1 || sr >= std::max<int64_t>(C, 1)),
+              "lltm_ext: internal error: a GEMM operand has strides ", t.strides(),
+              " (one dimension must have unit stride)");
+  return {t.const_data_ptr(), R, C, false, R <= 1 ? std::max<int64_t>(C, 1) : sr};
+}
+
+inline cudaDataType_t data_type(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat:
+      return CUDA_R_32F;
+    case at::kDouble:
+      return CUDA_R_64F;
+    case at::kHalf:
+      return CUDA_R_16F;
+    case at::kBFloat16:
+      return CUDA_R_16BF;
+    default:
+      TORCH_CHECK(false, "lltm_ext: no cuBLAS product for dtype ", t);
+  }
+}
+
+constexpr int64_t kMaxDim = INT_MAX;
+// The most elements one operand of one cuBLAS call spans (rows x ld, or columns x ld): past 2^31
+// a product of 2.2e9-element d_gates came out wrong, so larger operands go in pieces.
+constexpr int64_t kMaxSpan = INT_MAX;
+
+// cuBLAS products of one dtype on the current stream of the current device, for the length of a
+// call: float32 on TF32 tensor cores when `tf32`, else in full float32 (torch sets the handle's
+// math mode from its matmul precision; it is restored when done). Half types accumulate in float.
+class Blas {
+ public:
+  Blas(at::ScalarType dtype, bool tf32)
+      : api_(Cublas::get()),
+        handle_(at::cuda::getCurrentCUDABlasHandle()),
+        stream_(c10::cuda::getCurrentCUDAStream()),
+        type_(data_type(dtype)),
+        size_(static_cast<int64_t>(c10::elementSize(dtype))),
+        is_double_(dtype == at::kDouble),
+        compute_(is_double_                      ? CUBLAS_COMPUTE_64F
+                 : (dtype == at::kFloat && tf32) ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                 : CUBLAS_COMPUTE_32F) {
+    check_cublas(api_.get_math_mode(handle_, &mode_), "cublasGetMathMode");
+    check_cublas(api_.set_math_mode(handle_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  }
+  ~Blas() { api_.set_math_mode(handle_, mode_); }
+  Blas(const Blas&) = delete;
+  Blas& operator=(const Blas&) = delete;
+
+  int64_t element_size() const { return size_; }
+
+  // c = a @ b + beta c (beta 0 or 1), any sizes: in pieces where a dimension passes cuBLAS's int,
+  // or where one operand of a call would span more than kMaxSpan elements (rows of c, columns of
+  // c, or K accumulated); K = 0 leaves beta c.
+  void gemm(const Mat& a, const Mat& b, const Mat& c, double beta) const {
+    const int64_t M = c.rows, N = c.cols, K = a.cols;
+    TORCH_CHECK(beta == 0 || beta == 1, "lltm_ext: internal error: beta must be 0 or 1");
+    if (M == 0 || N == 0) {
+      return;
+    }
+    if (K == 0) {
+      if (beta == 0) {  // c = 0, a strided block
+        const int64_t width = c.col_major ? M : N, height = c.col_major ? N : M;
+        C10_CUDA_CHECK(cudaMemset2DAsync(const_cast<void*>(c.data), c.ld * size_, 0, width * size_,
+                                         height, stream_));
+      }
+      return;
+    }
+    // A dimension's piece: kMaxDim, and kMaxSpan / ld for each operand laid out along it.
+    const auto piece = [](std::initializer_list<std::pair<bool, int64_t>> along) {
+      int64_t p = kMaxDim;
+      for (const auto& [strided, ld] : along) {
+        if (strided) {
+          p = std::min(p, std::max<int64_t>(1, kMaxSpan / std::max<int64_t>(ld, 1)));
+        }
+      }
+      return p;
+    };
+    const int64_t pm = piece({{!a.col_major, a.ld}, {!c.col_major, c.ld}});
+    const int64_t pn = piece({{b.col_major, b.ld}, {c.col_major, c.ld}});
+    const int64_t pk = piece({{a.col_major, a.ld}, {!b.col_major, b.ld}});
+    for (int64_t r = 0; r < M; r += pm) {
+      const int64_t rows = std::min(pm, M - r);
+      for (int64_t q = 0; q < N; q += pn) {
+        const int64_t cols = std::min(pn, N - q);
+        const Mat cc = col_block(row_block(c, r, rows, size_), q, cols, size_);
+        for (int64_t p = 0; p < K; p += pk) {
+          const int64_t depth = std::min(pk, K - p);
+          call(col_block(row_block(a, r, rows, size_), p, depth, size_),
+               col_block(row_block(b, p, depth, size_), q, cols, size_), cc, p == 0 ? beta : 1.0);
+        }
+      }
+    }
+  }
+
+ private:
+  // Operand X of a column-major product, as cuBLAS takes it: X = m, or X = m^T when `transpose`.
+  static std::pair<cublasOperation_t, int> operand(const Mat& m, bool transpose) {
+    return {m.col_major != transpose ? CUBLAS_OP_N : CUBLAS_OP_T, static_cast<int>(m.ld)};
+  }
+
+  // One cuBLAS call: every dimension fits in an int.
+  void call(const Mat& a, const Mat& b, const Mat& c, double beta) const {
+    TORCH_CHECK(a.ld <= kMaxDim && b.ld <= kMaxDim && c.ld <= kMaxDim,
+                "lltm_ext: a matrix row is longer than cuBLAS's 32-bit leading dimension");
+    // Column-major C' = X Y: C' = c (X = a, Y = b), or C' = c^T (X = b^T, Y = a^T).
+    const Mat& x = c.col_major ? a : b;
+    const Mat& y = c.col_major ? b : a;
+    const auto [op_x, ld_x] = operand(x, !c.col_major);
+    const auto [op_y, ld_y] = operand(y, !c.col_major);
+    const int m = static_cast<int>(c.col_major ? c.rows : c.cols);
+    const int n = static_cast<int>(c.col_major ? c.cols : c.rows);
+    const double one = 1.0;
+    const float one_f = 1.0f, beta_f = static_cast<float>(beta);
+    const void* alpha_p = is_double_ ? static_cast<const void*>(&one) : &one_f;
+    const void* beta_p = is_double_ ? static_cast<const void*>(&beta) : &beta_f;
+    check_cublas(api_.gemm_ex(handle_, op_x, op_y, m, n, static_cast<int>(a.cols), alpha_p, x.data,
+                              type_, ld_x, y.data, type_, ld_y, beta_p, const_cast<void*>(c.data),
+                              type_, static_cast<int>(c.ld), compute_, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
+  }
+
+  const Cublas& api_;
+  cublasHandle_t handle_;
+  cudaStream_t stream_;
+  cudaDataType_t type_;
+  int64_t size_;
+  bool is_double_;
+  cublasComputeType_t compute_;
+  cublasMath_t mode_ = CUBLAS_DEFAULT_MATH;
+};
+
+}  // namespace lltm_ext::lltm

@@ -1,0 +1,135 @@
+// The LLTM's CUDA kernels as the host code calls them: launchers on raw pointers, sizes and a
+// stream that return the launch's error, and what the sequence's planner asks of each kernel
+// family (lltm_sequence_plan_cuda_host.cpp). Defined in the .cu files, compiled by nvcc without
+// ATen; included by those files and by the *_cuda_host.cpp files that call them.
+//   lltm_cuda.cu                the cell's gate kernels (forward, backward, the bias sum)
+//   lltm_sequence_steps.cu      the sequence's fused step kernels (any GPU; S <= 256)
+//   lltm_sequence_wide.cu       the sequence's wide-state kernels (cooperative; S <= 1024)
+//   lltm_sequence_cluster.cu    the sequence's thread-block cluster kernels (sm_90; S <= 256)
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "common/cuda_kernel.cuh"
+
+namespace lltm_ext::lltm {
+
+// The cell's gate kernels (lltm_cuda.cu), for T = float, double, c10::Half, c10::BFloat16: the same
+// outputs for n = B * S elements of state S, on `stream` (the tensors' device current); they
+// return the launch's error. bias and grad_h_extra may be null (none); grad_h's rows are grad_h_ld
+// elements apart. With d_bias (3S), backward also writes the bias gradient, the column sums of
+// d_gates: bias_sums is scratch of backward_row_blocks<T>(B, S, sm_count, true) rows of 3S
+// (accumulate type), which a single row of blocks does not need (null then allowed). sm_count is
+// the device's SM count: the grids are one full wave of blocks.
+template <typename T>
+cudaError_t launch_forward_gates(const T* gates, const T* bias, const T* old_cell, T* new_h,
+                                 T* new_cell, int64_t n, int64_t state, int sm_count,
+                                 cudaStream_t stream);
+template <typename T>
+int64_t backward_row_blocks(int64_t batch, int64_t state, int sm_count, bool bias_grad);
+template <typename T>
+cudaError_t launch_backward_gates(const T* grad_h, int64_t grad_h_ld, const T* grad_h_extra,
+                                  const T* grad_cell, const T* new_cell, const T* gates,
+                                  const T* bias, T* d_gates, T* d_old_cell,
+                                  cuda::opmath_t<T>* bias_sums, T* d_bias, int64_t n, int64_t state,
+                                  int sm_count, cudaStream_t stream);
+
+// The sequence's fused time steps (lltm_sequence_steps.cu), for state sizes up to
+// kFusedStepMaxState whose shared memory (sequence_step_smem_bytes) the GPU has: the recurrent
+// product and the gate math in one kernel. prepare_sequence_steps sets the kernels' shared memory
+// size on the current device and says whether the grid fits on the GPU at once (then one
+// cooperative launch runs all steps, a grid-wide barrier between them; else one launch per step).
+// Forward, steps t0 .. t0 + steps - 1: gates (T, B, 3S) holds the input projections and gets the
+// pre-activations (without the bias); -> output, cells (T, B, S); h0, c0 (B, S) before step 0.
+// Backward, steps t_hi down to t_hi - steps + 1 (`last` = T - 1): -> d_gates (T, B, 3S) and d_cell
+// (2, B, S), step t's dL/dc_{t-1} in d_cell[t % 2]. w (3S, ld): W_h is its first S columns.
+// `overlap` (sm_90+): per-step launches with programmatic stream serialization (a step copies its
+// weights while the step before it runs).
+constexpr int64_t kFusedStepMaxState = 256;
+int64_t sequence_step_smem_bytes(int64_t state, int64_t element_size);
+template <typename T>
+cudaError_t prepare_sequence_steps(int64_t batch, int64_t state, int sm_count, bool* all_at_once);
+template <typename T>
+cudaError_t launch_sequence_forward_steps(T* gates, const T* bias, const T* h0, const T* c0,
+                                          const T* w, int64_t ld, T* output, T* cells,
+                                          int64_t batch, int64_t state, int64_t t0, int64_t steps,
+                                          bool overlap, cudaStream_t stream);
+template <typename T>
+cudaError_t launch_sequence_backward_steps(T* d_gates, const T* w, int64_t ld, const T* grad_output,
+                                           const T* grad_h_n, const T* grad_c_n, const T* cells,
+                                           const T* gates, const T* bias, T* d_cell, int64_t batch,
+                                           int64_t state, int64_t last, int64_t t_hi, int64_t steps,
+                                           bool overlap, cudaStream_t stream);
+
+// The sequence's time steps for wide states (lltm_sequence_wide.cu), S % 4 == 0 and S <=
+// kWideMaxState: a persistent cooperative kernel, each block kWideRows batch rows x `cols` state
+// columns with its slice of W_h in shared memory for all T steps, a barrier per step over each
+// row of blocks. The same inputs and outputs as the fused step kernels above over all T steps;
+// flags: wide_flag_count(batch, state, cols) words of device memory for the barriers' step
+// counters (the launch zeroes them first, on `stream`). wide_step_columns: on the current device,
+// the fewest columns per block (4, 8 or 16) whose grid runs at once in max_smem per block, their
+// shared memory set; 0 when none does (or S does not qualify); `only` (4, 8 or 16): those columns
+// or none. mma: the product on the tensor cores (float32 and the half types; the kernels of
+// wide_mma_loaded's answer, which needs this module's code for the device compiled for sm_80 or
+// newer), else on the SIMT cores.
+constexpr int64_t kWideMaxState = 1024;
+constexpr int kWideRows = 16;
+template <typename T>
+cudaError_t wide_mma_loaded(bool* loaded);
+template <typename T>
+cudaError_t wide_step_columns(int64_t batch, int64_t state, int sm_count, int max_smem, int* cols,
+                              int only, bool mma);
+int64_t wide_flag_count(int64_t batch, int64_t state, int cols);
+template <typename T>
+cudaError_t launch_wide_forward(T* gates, const T* bias, const T* h0, const T* c0, const T* w,
+                                int64_t ld, T* output, T* cells, unsigned int* flags, int64_t batch,
+                                int64_t state, int64_t steps, int cols, bool mma,
+                                cudaStream_t stream);
+template <typename T>
+cudaError_t launch_wide_backward(T* d_gates, const T* w, int64_t ld, const T* grad_output,
+                                 const T* grad_h_n, const T* grad_c_n, const T* cells,
+                                 const T* gates, const T* bias, T* d_cell, unsigned int* flags,
+                                 int64_t batch, int64_t state, int64_t steps, int cols, bool mma,
+                                 cudaStream_t stream);
+
+// The sequence's time steps on sm_90 (lltm_sequence_cluster.cu): thread-block clusters of
+// kClusterSize blocks, each cluster a slice of `rows` batch rows and the whole state (block j:
+// state columns [j * cols, (j + 1) * cols)), h (forward) or d_gates (backward) exchanged through
+// distributed shared memory with one cluster barrier per step; all steps in one launch. The same
+// inputs and outputs as the fused step kernels above over all T steps (backward: d_cell (B, S)
+// gets dL/dc_0's gradient d c0). For state sizes up to kClusterMaxState; cluster_shape_ok and
+// the device's shared memory (cluster_smem_bytes) say which `rows` a state size takes.
+constexpr int kClusterSize = 8, kClusterThreads = 256;
+constexpr int64_t kClusterMaxState = 256;
+// A block's work: state S, columns per block, batch rows per cluster, and the product: on the
+// tensor cores (`mma`: mma.sync with tf32 operands, float32 sums; float32 where TF32 is allowed,
+// and the half types, whose values tf32 holds exactly), or on the SIMT cores split into `units` (a
+// column x 2 rows) x `parts` (of K), units_pow2 * parts = kClusterThreads.
+struct ClusterShape {
+  int state, cols, rows, units, units_pow2, parts;
+  bool mma;
+};
+ClusterShape cluster_shape(int64_t state, int rows, bool mma);
+bool cluster_shape_ok(const ClusterShape& shape);
+int64_t cluster_smem_bytes(const ClusterShape& shape, bool backward, int64_t element_size);
+// Whether the current device runs this module's sm_90 code of the cluster kernels.
+template <typename T>
+cudaError_t cluster_image_loaded(bool* loaded);
+// On the current device: the kernels' shared-memory limit set to max_smem, and the clusters of
+// `shape` that run at once, forward and backward.
+template <typename T>
+cudaError_t prepare_cluster_steps(int max_smem, const ClusterShape& shape, int* forward_clusters,
+                                  int* backward_clusters);
+template <typename T>
+cudaError_t launch_cluster_forward(T* gates, const T* bias, const T* h0, const T* c0, const T* w,
+                                   int64_t ld, T* output, T* cells, int64_t batch, int64_t steps,
+                                   const ClusterShape& shape, cudaStream_t stream);
+template <typename T>
+cudaError_t launch_cluster_backward(T* d_gates, const T* w, int64_t ld, const T* grad_output,
+                                    const T* grad_h_n, const T* grad_c_n, const T* cells,
+                                    const T* gates, const T* bias, T* d_cell, int64_t batch,
+                                    int64_t steps, const ClusterShape& shape, cudaStream_t stream);
+
+}  // namespace lltm_ext::lltm

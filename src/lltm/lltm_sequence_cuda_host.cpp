@@ -1,0 +1,156 @@
+// The LLTM sequence's time loops on CUDA (CUDA builds only): the input projections of all steps in
+// one cuBLAS product, then the steps on the kernels that the planner picks (sequence_plan.h), and
+// backward through time likewise; raw pointers throughout (no tensor made per step).
+#include <ATen/ATen.h>
+
+#include "common/cuda_host.h"
+#include "common/dispatch.h"
+#include "lltm/cublas_gemm.h"
+#include "lltm/lltm.h"
+#include "lltm/lltm_launchers.h"
+#include "lltm/sequence_plan.h"
+
+namespace lltm_ext::lltm {
+namespace {
+
+using Path = SequencePlan::Path;
+
+// The wide kernels' barrier counters: device memory on like's device, from the caching allocator
+// (freed when the caller returns; the launch on the current stream, which allocated it, is
+// ordered before any reuse).
+at::Tensor wide_flags(const at::Tensor& like, int64_t batch, int64_t state, int cols) {
+  return at::empty({wide_flag_count(batch, state, cols)}, like.options().dtype(at::kInt));
+}
+
+}  // namespace
+
+void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
+                           const at::Tensor& bias, const at::Tensor& h0, const at::Tensor& c0,
+                           const at::Tensor& output, const at::Tensor& cells,
+                           const at::Tensor& gates, bool tf32) {
+  const c10::cuda::CUDAGuard guard(input.device());
+  const int sms = cuda::sm_count(input.get_device());
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  const Blas blas(input.scalar_type(), tf32);
+  const int64_t T = input.size(0), B = input.size(1), I = input.size(2), S = h0.size(1);
+  const int64_t es = blas.element_size();
+  const Mat w = row_major(weights.const_data_ptr(), 3 * S, S + I, S + I);
+  const Mat w_h = col_block(w, 0, S, es), w_i = col_block(w, S, I, es);
+  // The input projections of all steps, one product: gates = input W_i^T.
+  blas.gemm(row_major(input.const_data_ptr(), T * B, I, I), transposed(w_i),
+            row_major(gates.const_data_ptr(), T * B, 3 * S, 3 * S), 0);
+  LLTM_EXT_DISPATCH_FLOATING(input.scalar_type(), "lltm_sequence_forward_cuda", [&] {
+    const scalar_t* b = bias.const_data_ptr<scalar_t>();
+    scalar_t* out = output.mutable_data_ptr<scalar_t>();
+    scalar_t* cell = cells.mutable_data_ptr<scalar_t>();
+    scalar_t* g = gates.mutable_data_ptr<scalar_t>();
+    const scalar_t* wp = weights.const_data_ptr<scalar_t>();
+    const scalar_t* h_0 = h0.const_data_ptr<scalar_t>();
+    const scalar_t* c_0 = c0.const_data_ptr<scalar_t>();
+    const int64_t n = B * S;
+    const SequencePlan plan = plan_sequence<scalar_t>(input.get_device(), T, B, S, tf32);
+    switch (plan.path) {
+      case Path::kCluster:  // all steps in one launch of thread-block clusters (sm_90)
+        C10_CUDA_CHECK(launch_cluster_forward<scalar_t>(g, b, h_0, c_0, wp, S + I, out, cell, B, T,
+                                                        plan.cluster, stream));
+        return;
+      case Path::kWide: {  // all steps in one cooperative launch over the GPU
+        const at::Tensor flags = wide_flags(input, B, S, plan.wide_cols);
+        C10_CUDA_CHECK(launch_wide_forward<scalar_t>(
+            g, b, h_0, c_0, wp, S + I, out, cell,
+            reinterpret_cast<unsigned int*>(flags.mutable_data_ptr<int32_t>()), B, S, T,
+            plan.wide_cols, plan.wide_mma, stream));
+        return;
+      }
+      case Path::kSteps:  // the recurrent product and the gate math in one kernel
+        for (int64_t t = 0; t < T; t += plan.all_at_once ? T : 1) {
+          C10_CUDA_CHECK(launch_sequence_forward_steps<scalar_t>(
+              g, b, h_0, c_0, wp, S + I, out, cell, B, S, t, plan.all_at_once ? T : 1, plan.overlap,
+              stream));
+        }
+        return;
+      case Path::kCublas:  // per step: h_{t-1} W_h^T through cuBLAS, then the gate kernel
+        for (int64_t t = 0; t < T; ++t) {
+          const scalar_t* h_prev = t == 0 ? h_0 : out + (t - 1) * n;
+          const scalar_t* c_prev = t == 0 ? c_0 : cell + (t - 1) * n;
+          scalar_t* g_t = g + t * 3 * n;
+          blas.gemm(row_major(h_prev, B, S, S), transposed(w_h), row_major(g_t, B, 3 * S, 3 * S),
+                    1);
+          C10_CUDA_CHECK(launch_forward_gates<scalar_t>(g_t, b, c_prev, out + t * n, cell + t * n,
+                                                        n, S, sms, stream));
+        }
+        return;
+    }
+  });
+}
+
+void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
+                            const at::Tensor& grad_c_n, const at::Tensor& weights,
+                            const at::Tensor& bias, const at::Tensor& cells,
+                            const at::Tensor& gates, const at::Tensor& d_gates,
+                            const at::Tensor& d_h, const at::Tensor& d_c, bool tf32) {
+  const c10::cuda::CUDAGuard guard(cells.device());
+  const int sms = cuda::sm_count(cells.get_device());
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  const Blas blas(cells.scalar_type(), tf32);
+  const int64_t T = cells.size(0), B = cells.size(1), S = cells.size(2);
+  const int64_t I = weights.size(1) - S, es = blas.element_size();
+  const Mat w_h = col_block(row_major(weights.const_data_ptr(), 3 * S, S + I, S + I), 0, S, es);
+  LLTM_EXT_DISPATCH_FLOATING(cells.scalar_type(), "lltm_sequence_backward_cuda", [&] {
+    const scalar_t* go = grad_output.const_data_ptr<scalar_t>();
+    const scalar_t* cell = cells.const_data_ptr<scalar_t>();
+    const scalar_t* g = gates.const_data_ptr<scalar_t>();
+    const scalar_t* b = bias.const_data_ptr<scalar_t>();
+    scalar_t* dg = d_gates.mutable_data_ptr<scalar_t>();
+    scalar_t* dh = d_h.mutable_data_ptr<scalar_t>();
+    scalar_t* dc[2] = {d_c.mutable_data_ptr<scalar_t>(), d_c.mutable_data_ptr<scalar_t>() + B * S};
+    const scalar_t* wp = weights.const_data_ptr<scalar_t>();
+    const scalar_t* gh_n = grad_h_n.const_data_ptr<scalar_t>();
+    const scalar_t* gc_n = grad_c_n.const_data_ptr<scalar_t>();
+    const int64_t n = B * S;
+    // d h0 = dG_0 W_h, after the kernels that run all steps
+    const auto d_h0 = [&] {
+      blas.gemm(row_major(dg, B, 3 * S, 3 * S), w_h, row_major(dh, B, S, S), 0);
+    };
+    const SequencePlan plan = plan_sequence<scalar_t>(cells.get_device(), T, B, S, tf32);
+    switch (plan.path) {
+      case Path::kCluster:  // all steps in one launch of thread-block clusters (sm_90)
+        C10_CUDA_CHECK(launch_cluster_backward<scalar_t>(dg, wp, S + I, go, gh_n, gc_n, cell, g, b,
+                                                         dc[0], B, T, plan.cluster, stream));
+        d_h0();
+        return;
+      case Path::kWide: {  // all steps in one cooperative launch over the GPU
+        const at::Tensor flags = wide_flags(cells, B, S, plan.wide_cols);
+        C10_CUDA_CHECK(launch_wide_backward<scalar_t>(
+            dg, wp, S + I, go, gh_n, gc_n, cell, g, b, dc[0],
+            reinterpret_cast<unsigned int*>(flags.mutable_data_ptr<int32_t>()), B, S, T,
+            plan.wide_cols, plan.wide_mma, stream));
+        d_h0();
+        return;
+      }
+      case Path::kSteps:  // dL/dh_t's product and the gate math in one kernel
+        for (int64_t t = T - 1; t >= 0; t -= plan.all_at_once ? T : 1) {
+          C10_CUDA_CHECK(launch_sequence_backward_steps<scalar_t>(
+              dg, wp, S + I, go, gh_n, gc_n, cell, g, b, dc[0], B, S, T - 1, t,
+              plan.all_at_once ? T : 1, plan.overlap, stream));
+        }
+        d_h0();
+        return;
+      case Path::kCublas:  // per step: the gate kernel, then d h_{t-1} = dG_t W_h through cuBLAS
+        for (int64_t t = T - 1; t >= 0; --t) {
+          // dL/dc_t: grad_c_n, or from step t + 1.
+          const scalar_t* gc = t == T - 1 ? gc_n : dc[(t + 1) % 2];
+          scalar_t* dg_t = dg + t * 3 * n;
+          // dL/dh_t = grad_output[t] + (grad_h_n, or d h_t from step t + 1).
+          const scalar_t* gh = t == T - 1 ? gh_n : dh;
+          C10_CUDA_CHECK(launch_backward_gates<scalar_t>(gh, S, go + t * n, gc, cell + t * n,
+                                                         g + t * 3 * n, b, dg_t, dc[t % 2], nullptr,
+                                                         nullptr, n, S, sms, stream));
+          blas.gemm(row_major(dg_t, B, 3 * S, 3 * S), w_h, row_major(dh, B, S, S), 0);
+        }
+        return;
+    }
+  });
+}
+
+}  // namespace lltm_ext::lltm

@@ -1,0 +1,281 @@
+// The planner of the LLTM sequence's CUDA time steps (sequence_plan.h; CUDA builds only): which
+// kernels run a call, decided from the device's facts (compute capability, shared memory, which
+// code images it runs, the kernels' occupancy, cached per device and shape), the dtype, the shape
+// and the LLTM_EXT_SEQUENCE_* settings. The measurements behind each rule are in
+// docs/lltm_notes.md.
+#include <ATen/ATen.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "common/cuda_host.h"
+#include "lltm/lltm_launchers.h"
+#include "lltm/sequence_plan.h"
+
+namespace lltm_ext::lltm {
+namespace {
+
+// LLTM_EXT_SEQUENCE_PATH, read at every call: "auto" (default: the cluster kernels where they
+// apply, else the wide-state kernels where they pay, else the fused step kernels, else cuBLAS),
+// "cluster" or "wide" (those kernels, an error where they do not apply: tests use it to know that
+// they ran), "grid" (the fused step kernels where they apply, never the cluster or wide ones),
+// "cublas" (none of them: the recurrent product through cuBLAS and the gate kernel every step).
+enum class SequencePath { kAuto, kCluster, kWide, kGrid, kCublas };
+
+SequencePath sequence_path_setting() {
+  const char* env = std::getenv("LLTM_EXT_SEQUENCE_PATH");
+  const std::string value = env != nullptr ? env : "";
+  if (value.empty() || value == "auto") {
+    return SequencePath::kAuto;
+  }
+  if (value == "cluster") {
+    return SequencePath::kCluster;
+  }
+  if (value == "wide") {
+    return SequencePath::kWide;
+  }
+  if (value == "cublas") {
+    return SequencePath::kCublas;
+  }
+  TORCH_CHECK(value == "grid",
+              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PATH must be auto, cluster, wide, grid or "
+              "cublas, but got '",
+              value, "'.");
+  return SequencePath::kGrid;
+}
+
+// LLTM_EXT_SEQUENCE_PRODUCT, read at every call: "auto" (default: the cluster and wide-state
+// kernels' recurrent product on the tensor cores for the half types, whose values tf32 holds
+// exactly, and for float32 where `tf32` allows it, i.e. torch.backends.cudnn.rnn.fp32_precision is
+// "tf32"; float64 on the SIMT cores) or "simt" (the SIMT cores always: for measurements and
+// tests).
+bool sequence_product_mma(at::ScalarType dtype, bool tf32) {
+  const char* env = std::getenv("LLTM_EXT_SEQUENCE_PRODUCT");
+  const std::string value = env != nullptr ? env : "";
+  TORCH_CHECK(value.empty() || value == "auto" || value == "simt",
+              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PRODUCT must be auto or simt, but got '",
+              value, "'.");
+  if (value == "simt" || dtype == at::kDouble) {
+    return false;
+  }
+  return dtype != at::kFloat || tf32;
+}
+
+// Whether the sequence's steps run fused on `device` (the fused step kernels of lltm_launchers.h),
+// and whether steps overlap there.
+struct StepPlan {
+  bool fused, overlap;
+};
+
+StepPlan step_plan(int device, int64_t batch, int64_t state, int64_t element_size) {
+  const cuda::DeviceLimits& f = cuda::device_limits(device);
+  const SequencePath setting = sequence_path_setting();
+  const bool fused = (setting == SequencePath::kAuto || setting == SequencePath::kGrid) &&
+                     state > 0 && state <= kFusedStepMaxState && batch > 0 &&
+                     batch <= 65535LL * 8 &&
+                     sequence_step_smem_bytes(state, element_size) <= f.smem_optin;
+  return {fused, f.major >= 9};
+}
+
+// Whether the sequence's steps run on the cluster kernels, and in which shape.
+struct ClusterPlan {
+  bool use;
+  ClusterShape shape;
+};
+
+// The cluster kernels apply on sm_90 GPUs that run this module's sm_90 code, for 1 <= S <=
+// kClusterMaxState and B >= 1, where the shared memory fits. Batch rows per cluster: the fewest
+// (of 2, 4, 8, 16) whose clusters all run at once (the most SMs, the least work per block), else
+// the most that fit (clusters then run in turns: they never wait on each other). The product on the
+// tensor cores as sequence_product_mma says (`tf32`: float32 may use TF32), for slices of 8 or 16
+// rows.
+// LLTM_EXT_SEQUENCE_CLUSTER_ROWS (2, 4, 8 or 16; read at every call) forces the rows, for
+// measurements.
+template <typename T>
+ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
+  const SequencePath setting = sequence_path_setting();
+  ClusterPlan plan{false, {}};
+  if (setting != SequencePath::kAuto && setting != SequencePath::kCluster) {
+    return plan;
+  }
+  const cuda::DeviceLimits& f = cuda::device_limits(device);
+  static cuda::PerDevice<bool> loaded_cache;  // whether the device runs the sm_90 kernels
+  const bool loaded = f.major >= 9 && loaded_cache.get(device, [](int d) {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(d));
+    bool is_loaded = false;
+    C10_CUDA_CHECK(cluster_image_loaded<T>(&is_loaded));
+    return is_loaded;
+  });
+  if (loaded && batch >= 1 && state >= 1 && state <= kClusterMaxState) {
+    static std::mutex mutex;
+    static std::map<std::tuple<int, int64_t, int, bool>, std::pair<int, int>> resident;
+    const bool mma = sequence_product_mma(c10::CppTypeToScalarType<T>::value, tf32);
+    const char* forced_env = std::getenv("LLTM_EXT_SEQUENCE_CLUSTER_ROWS");
+    const int forced = forced_env != nullptr ? std::atoi(forced_env) : 0;
+    for (const int rows : {2, 4, 8, 16}) {
+      if (forced > 0 && rows != forced) {
+        continue;
+      }
+      // The tensor cores pay from 8-row slices on: a 16-row mma tile holds the slice, and with 2 or
+      // 4 rows most of it is padding (H200, float32, T = 128, forward+backward: B = 256, S = 128,
+      // 16 rows: 1302 vs 1408 us SIMT; S = 256: 2765 vs 4402 us; but B = 16, 2 rows: S = 128 579
+      // vs 504 us, S = 256 881 vs 698 us).
+      const ClusterShape cs = cluster_shape(state, rows, mma && rows >= 8);
+      if (!cluster_shape_ok(cs) || cluster_smem_bytes(cs, false, sizeof(T)) > f.smem_optin ||
+          cluster_smem_bytes(cs, true, sizeof(T)) > f.smem_optin) {
+        continue;
+      }
+      std::pair<int, int> counts;
+      {
+        const std::lock_guard<std::mutex> lock(mutex);
+        const auto key = std::make_tuple(device, state, rows, cs.mma);
+        auto it = resident.find(key);
+        if (it == resident.end()) {
+          int fwd = 0, bwd = 0;
+          C10_CUDA_CHECK(prepare_cluster_steps<T>(f.smem_optin, cs, &fwd, &bwd));
+          it = resident.emplace(key, std::make_pair(fwd, bwd)).first;
+        }
+        counts = it->second;
+      }
+      if (counts.first < 1 || counts.second < 1) {
+        continue;
+      }
+      plan = {true, cs};
+      if ((batch + rows - 1) / rows <= std::min(counts.first, counts.second)) {
+        break;
+      }
+    }
+  }
+  TORCH_CHECK(plan.use || setting != SequencePath::kCluster,
+              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PATH=cluster, but the cluster kernels do "
+              "not apply to cuda:",
+              device, " (compute capability ", f.major, ", sm_90 code ",
+              loaded ? "loaded" : "not loaded", "), batch ", batch, ", state ", state,
+              " (they need an sm_90 GPU running this module's sm_90 code, batch >= 1 and 1 <= "
+              "state <= ",
+              kClusterMaxState, ").");
+  return plan;
+}
+
+// Columns per block of the wide-state kernels for (batch, state) on `device`, 0 when they do
+// not run, and whether their product runs on the tensor cores (sequence_product_mma, where the
+// device runs their sm_80+ code). They apply for S % 4 == 0, S <= kWideMaxState, where their grid
+// runs at once on the GPU (wide_step_columns). With the tensor cores auto takes them wherever they
+// apply (a block reads its slice once per step); on the SIMT cores for S <= 512 and S^2 B <=
+// 2^24: there a step's product
+// (3 S^2 B multiply-adds on the SIMT cores, each block reading its W_h slice from shared memory
+// once per batch row, and the whole of x from L2) takes less than cuBLAS's tensor-core GEMM and
+// its launches. Measured on an H200, float32, T = 128, forward+backward, against cuBLAS every
+// step: B = 16, S = 512 2.2 vs 4.3-4.6 ms; B = 64, S = 512 3.5 vs 4.6-5.0 ms; but B = 16, S =
+// 1024 4.5-4.6 vs 4.4-5.2 ms (no gain: twice the L2 traffic per step), B = 32, S = 1024 6.0 ms,
+// bfloat16 B = 128, S = 512 5.8 vs 4.0 ms. Against the fused step kernels at S <= 256 (B = 16 ..
+// 256) they were faster at every size: 845 vs 1850 us at B = 16, S = 128.
+// LLTM_EXT_SEQUENCE_WIDE_COLS (4, 8 or 16; read at every call) forces the columns, for
+// measurements.
+struct WidePlan {
+  int cols;  // 0: the wide kernels do not run
+  bool mma;
+};
+
+template <typename T>
+WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
+  const SequencePath setting = sequence_path_setting();
+  if (setting != SequencePath::kWide && setting != SequencePath::kAuto) {
+    return {0, false};
+  }
+  const int smem_optin = cuda::device_limits(device).smem_optin;
+  static cuda::PerDevice<bool> mma_cache;  // whether the device runs the tensor-core kernels
+  const bool mma_loaded = mma_cache.get(device, [](int d) {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(d));
+    bool is_loaded = false;
+    C10_CUDA_CHECK(wide_mma_loaded<T>(&is_loaded));
+    return is_loaded;
+  });
+  // The half types take the tensor cores past S = 512 only: at S = 512 their SIMT product was the
+  // faster (H200, bfloat16, T = 128, forward+backward: B = 16 2315 vs 2560 us, B = 64 2502 vs
+  // 2624 us; S = 1024, B = 16: 4361 us on the tensor cores vs 5018 us), where float32's tensor
+  // cores won at both (B = 16 1981 vs 2478 us, B = 64 2164 vs 2725 us).
+  const at::ScalarType dtype = c10::CppTypeToScalarType<T>::value;
+  const bool mma =
+      mma_loaded && sequence_product_mma(dtype, tf32) && (dtype == at::kFloat || state > 512);
+  if (setting == SequencePath::kAuto && !mma &&
+      (state > 512 || state * state * batch > (int64_t{1} << 24))) {
+    return {0, false};
+  }
+  static std::mutex mutex;
+  static std::map<std::tuple<int, int64_t, int64_t, bool>, int> columns;
+  // The choice depends on the batch through its row blocks only.
+  const int64_t row_blocks = (batch + kWideRows - 1) / kWideRows;
+  int cols = 0;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto key = std::make_tuple(device, row_blocks, state, mma);
+    auto it = columns.find(key);
+    if (it == columns.end()) {
+      int c = 0;
+      C10_CUDA_CHECK(
+          wide_step_columns<T>(batch, state, cuda::sm_count(device), smem_optin, &c, 0, mma));
+      it = columns.emplace(key, c).first;
+    }
+    cols = it->second;
+  }
+  const char* forced_env = std::getenv("LLTM_EXT_SEQUENCE_WIDE_COLS");
+  if (cols > 0 && forced_env != nullptr) {
+    const int forced = std::atoi(forced_env);
+    TORCH_CHECK(forced == 4 || forced == 8 || forced == 16,
+                "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_WIDE_COLS must be 4, 8 or 16, but got '",
+                forced_env, "'.");
+    int c = 0;  // whether the forced columns fit: ask for them alone
+    C10_CUDA_CHECK(
+        wide_step_columns<T>(batch, state, cuda::sm_count(device), smem_optin, &c, forced, mma));
+    cols = c;
+  }
+  TORCH_CHECK(cols > 0 || setting != SequencePath::kWide,
+              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PATH=wide, but the wide-state kernels do "
+              "not apply to cuda:",
+              device, " with batch ", batch, ", state ", state,
+              " (they need a state that is a multiple of 4 and at most ", kWideMaxState,
+              ", and a grid of ", kWideRows,
+              "-row blocks that runs at once on the GPU, with a cooperative launch).");
+  return {cols, mma};
+}
+
+}  // namespace
+
+template <typename T>
+SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t state, bool tf32) {
+  SequencePlan plan;
+  if (steps > 0 && batch > 0) {
+    const ClusterPlan cluster = cluster_plan<T>(device, batch, state, tf32);
+    if (cluster.use) {  // all steps in one launch of thread-block clusters (sm_90)
+      plan.path = SequencePlan::Path::kCluster;
+      plan.cluster = cluster.shape;
+      return plan;
+    }
+    const WidePlan wide = wide_plan<T>(device, batch, state, tf32);
+    if (wide.cols > 0) {  // all steps in one cooperative launch over the GPU
+      plan.path = SequencePlan::Path::kWide;
+      plan.wide_cols = wide.cols;
+      plan.wide_mma = wide.mma;
+      return plan;
+    }
+  }
+  const StepPlan fused = step_plan(device, batch, state, static_cast<int64_t>(sizeof(T)));
+  if (fused.fused && steps > 0) {  // the recurrent product and the gate math in one kernel
+    plan.path = SequencePlan::Path::kSteps;
+    plan.overlap = fused.overlap;
+    C10_CUDA_CHECK(
+        prepare_sequence_steps<T>(batch, state, cuda::sm_count(device), &plan.all_at_once));
+  }
+  return plan;
+}
+
+#define LLTM_EXT_INSTANTIATE(T) \
+  template SequencePlan plan_sequence<T>(int, int64_t, int64_t, int64_t, bool);
+LLTM_EXT_FOR_FLOATING_TYPES(LLTM_EXT_INSTANTIATE)
+
+}  // namespace lltm_ext::lltm

@@ -1,0 +1,35 @@
+// Which kernels run the LLTM sequence's time steps on CUDA: the planner
+// (lltm_sequence_plan_cuda_host.cpp), from the device, the dtype, the shape and the
+// LLTM_EXT_SEQUENCE_* settings; lltm_sequence_cuda_host.cpp runs its plan (CUDA builds only).
+#pragma once
+
+#include <cstdint>
+
+#include "lltm/lltm_launchers.h"
+
+namespace lltm_ext::lltm {
+
+// The kernels of one call, forward or backward: the thread-block cluster kernels (sm_90), the
+// wide-state kernels, the fused step kernels, or cuBLAS and the gate kernel every step.
+struct SequencePlan {
+  enum class Path { kCluster, kWide, kSteps, kCublas };
+  Path path = Path::kCublas;
+  ClusterShape cluster{};    // kCluster: the clusters' shape
+  int wide_cols = 0;         // kWide: state columns per block (4, 8 or 16)
+  bool wide_mma = false;     // kWide: the recurrent product on the tensor cores
+  bool overlap = false;      // kSteps: per-step launches overlap the previous step (sm_90+)
+  bool all_at_once = false;  // kSteps: one cooperative launch for all steps, else one per step
+};
+
+// The plan for T = `steps` steps of (batch, state) in dtype T on `device` (the current device),
+// with `tf32` saying whether float32 products may use TF32 (torch.backends.cudnn.rnn's
+// fp32_precision). In order: the cluster kernels where they apply, else the wide-state kernels
+// where they apply and pay, else the fused step kernels where they apply (their shared-memory size
+// set on the device), else cuBLAS. LLTM_EXT_SEQUENCE_PATH forces a path (an error where it does
+// not apply), LLTM_EXT_SEQUENCE_PRODUCT=simt keeps the products off the tensor cores, and
+// LLTM_EXT_SEQUENCE_CLUSTER_ROWS / LLTM_EXT_SEQUENCE_WIDE_COLS force the kernels' shapes; all are
+// read at every call.
+template <typename T>
+SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t state, bool tf32);
+
+}  // namespace lltm_ext::lltm
