@@ -64,6 +64,9 @@ except ImportError as exc:
     fail(
         f"torch is needed to build lltm_ext ({exc}). Install torch first, then build against it "
         "without build isolation:\n  pip install torch\n  pip install --no-build-isolation ."
+        "\nOr install the prebuilt wheel for your torch instead: pip install lltm_ext -f <its "
+        f"page, listed at {config.wheel_pages_url((ROOT / 'pyproject.toml').read_text())}"
+        "index.html> (README, 'Installing a prebuilt wheel')."
     )
 NVCC = toolchain.nvcc_version(CUDA_HOME) if CUDA_HOME else None
 
@@ -120,6 +123,7 @@ PLAN = command.Plan(
     nvcc_codes=toolchain.nvcc_gpu_codes(CUDA_HOME) if WITH_CUDA and CUDA_HOME else None,
     header_overlay=toolchain.missing_math_headers(CUDA_HOME, SITE_DIRS) if WITH_CUDA else {},
     overlay_dir=ROOT / "build" / "cuda-extra-include",
+    from_sdist=(ROOT / "PKG-INFO").exists(),
 )
 
 

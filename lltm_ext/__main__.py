@@ -17,7 +17,7 @@ ABI_NOTE = "(libstdc++'s dual ABI, _GLIBCXX_USE_CXX11_ABI: must match torch's to
 
 def _info(args: argparse.Namespace) -> int:
     import lltm_ext
-    from lltm_ext._extension import build_info, cpu_isa, load_extension
+    from lltm_ext._extension import build_info, cpu_isa, load_extension, wheel_page_url
     from lltm_ext.ops import MODULES
 
     built = build_info() or {}
@@ -34,6 +34,9 @@ def _info(args: argparse.Namespace) -> int:
         ]
         if torch.cuda.is_available()
         else [],
+        # The release's find-links page of wheels for this torch (README, "Installing a prebuilt
+        # wheel"); it exists where the release built that torch and CUDA.
+        "wheel_page": wheel_page_url(),
     }
     ops = {}
     for op in MODULES:
@@ -95,6 +98,12 @@ def _info(args: argparse.Namespace) -> int:
             )
         else:
             print(f"    {op:<9} CPU kernels only (this build has no CUDA kernels)")
+    if running["wheel_page"]:
+        cuda = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU-only"
+        print(
+            f"prebuilt wheels for torch {torch.__version__} ({cuda}): "
+            f"pip install lltm_ext -f {running['wheel_page']}"
+        )
     return 0
 
 
@@ -278,6 +287,8 @@ _INFO_EPILOG = """\
 The table puts what the installed build was compiled with next to what runs it now. A torch
 major.minor other than the build's, a CUDA major other than the build's, or another C++11 ABI
 setting (libstdc++'s dual ABI, _GLIBCXX_USE_CXX11_ABI) keeps the compiled modules from loading.
+The last line names the release's find-links page of prebuilt wheels for the running torch and
+its CUDA (pip install lltm_ext -f <page>).
 
 examples:
   {prog} info

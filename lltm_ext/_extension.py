@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.metadata
+import re
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -19,6 +21,62 @@ REBUILD_HINT = (
     "rebuilding lltm_ext against it: pip install --no-build-isolation --force-reinstall --no-deps "
     "lltm_ext (from a source checkout: pip install --no-build-isolation -e .)."
 )
+
+
+def wheel_page_name(torch_version: str, cuda: str | None) -> str:
+    """The find-links page of the prebuilt wheels for a torch: ``torch-2.15+cu132.html`` for
+    torch 2.15.x with CUDA 13.2, ``torch-2.15+cpu.html`` for a CPU-only torch (`cuda` None).
+
+    The release names its pages so (tools/find_links.py, through tools/wheel_matrix.py
+    ``page_name``; tests/test_wheel_matrix.py checks that both agree)."""
+    variant = "cpu" if not cuda else "cu" + "".join(cuda.split(".")[:2])
+    return f"torch-{_major_minor(torch_version)}+{variant}.html"
+
+
+def wheel_pages_url() -> str | None:
+    """Where the release's find-links pages are (pyproject.toml's ``[project.urls] Wheels``, from
+    the installed metadata or, in a source tree, from pyproject.toml); None if neither says."""
+    try:
+        for entry in importlib.metadata.metadata("lltm_ext").get_all("Project-URL") or []:
+            label, _, url = entry.partition(",")
+            if label.strip().lower() == "wheels" and url.strip():
+                return url.strip().rstrip("/") + "/"
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    if pyproject.is_file():
+        match = re.search(r'^\s*Wheels\s*=\s*"([^"]+)"', pyproject.read_text(), re.M)
+        if match:
+            return match[1].rstrip("/") + "/"
+    return None
+
+
+def wheel_page_url(torch_version: str | None = None, cuda: str | None = None) -> str | None:
+    """The page to give ``pip install lltm_ext -f`` for a torch (default: the running one, with
+    its CUDA, or none for a CPU-only build); None if the pages' address is unknown. A release
+    builds wheels for the torch releases and CUDA variants of the README's table only: for others
+    the page does not exist, and pip falls back to building from source."""
+    if torch_version is None:
+        torch_version, cuda = torch.__version__, torch.version.cuda
+    base = wheel_pages_url()
+    return base + wheel_page_name(torch_version, cuda) if base else None
+
+
+def fix_hint() -> str:
+    """How to get an lltm_ext that loads with the running torch: REBUILD_HINT, with the
+    command that installs the prebuilt wheel for this torch when the pages' address is known."""
+    url = wheel_page_url()
+    if url is None:
+        return REBUILD_HINT
+    cuda = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU-only"
+    return (
+        "Fix it by installing the lltm_ext wheel built for the installed torch and CUDA: "
+        f"pip install --force-reinstall --no-deps lltm_ext -f {url} (the release's page for "
+        f"torch {_major_minor(torch.__version__)}, {cuda}: README, 'Installing a prebuilt "
+        "wheel'), or by rebuilding lltm_ext against it: pip install --no-build-isolation "
+        "--force-reinstall --no-deps lltm_ext (from a source checkout: pip install "
+        "--no-build-isolation -e .)."
+    )
 
 
 def build_info() -> dict[str, Any] | None:
@@ -66,7 +124,7 @@ def check_torch_compatible() -> None:
             f"but torch {torch.__version__} is installed: "
             + "; ".join(problems)
             + ". "
-            + REBUILD_HINT
+            + fix_hint()
         )
 
 

