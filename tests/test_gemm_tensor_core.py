@@ -280,3 +280,50 @@ def test_auto_plan_gradients_unaligned(dtype):
         lltm_ext.gemm(a, b).backward(g)
         assert_like_torch(a.grad, g, b.detach().t())
         assert_like_torch(b.grad, a.detach().t(), g)
+
+
+# ----------------------------------------------------------------------------------------------
+# Products with a small side (M or N at most 4): the matrix-vector kernels, every dtype.
+# ----------------------------------------------------------------------------------------------
+
+GEMV_DTYPES = {
+    "fp64": torch.float64,
+    "fp32": torch.float32,
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+}
+# Relative error bounds against float64 (tests/test_gemm.py's REL_BOUND): float accumulation.
+GEMV_BOUND = {torch.float64: 1e-13, torch.float32: 4e-6, torch.float16: 1e-3, torch.bfloat16: 6e-3}
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", GEMV_DTYPES.values(), ids=GEMV_DTYPES.keys())
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_small_side(dtype, layout):
+    """M or N of 1 to 4 (the other sides 1 to 20000, K up to 20000: K splits where the large side
+    is short), every layout, operands 16-byte aligned or not, a NaN-poisoned out=: within the
+    dtype's float-accumulation bound of float64 (float32 exact, also with TF32 allowed: torch.mm
+    is exact there too), the same bits twice."""
+    shapes = [(1, 1, 1), (1, 7, 3), (3, 1, 1001), (4, 2000, 777), (2000, 3, 777), (1, 20000, 9)]
+    shapes += [(2, 33, 20000), (129, 4, 5000), (1, 1, 9999), (4, 4, 4)]
+    with tf32_if(torch.float32 if dtype == torch.float32 else torch.float16):
+        for m, n, k in shapes:
+            for offset in (0, 1):
+                a, b = operands(m, n, k, layout, dtype, offset)
+                out = poisoned(m, n, dtype)
+                lltm_ext.gemm(a, b, out=out)
+                err = rel_err(out, ref_mm(a, b))
+                assert err <= GEMV_BOUND[dtype], f"{m}x{n}x{k} {layout} {offset}: {err:.2e}"
+                assert torch.equal(out, lltm_ext.gemm(a, b))
+
+
+@pytest.mark.cuda
+def test_small_side_gradients():
+    """Autograd with a batch of one: the backward's products (a 1 x N by N x K, a K x 1 by 1 x N)
+    against float64."""
+    a = torch.randn(1, 300, device="cuda", dtype=torch.float64, requires_grad=True)
+    b = torch.randn(300, 77, device="cuda", dtype=torch.float64, requires_grad=True)
+    g = torch.randn(1, 77, device="cuda", dtype=torch.float64)
+    lltm_ext.gemm(a, b).backward(g)
+    torch.testing.assert_close(a.grad.cpu(), ref_mm(g, b.detach().t()))
+    torch.testing.assert_close(b.grad.cpu(), ref_mm(a.detach().t(), g))

@@ -661,12 +661,30 @@ def run_gemm_tc_plans(dtypes: list[torch.dtype]) -> None:
         torch.backends.cuda.matmul.allow_tf32 = saved
 
 
+# M or N of at most 4 (the matrix-vector kernels): 16-byte rows and not, a long K (K splits).
+SMALL_SIDE_SHAPES = ((1, 37, 1001), (3, 1, 700), (4, 300, 77), (300, 2, 77), (2, 5, 9000))
+
+
+def run_gemm_small_side(dtypes: list[torch.dtype]) -> None:
+    """Products with a side of at most 4 through the public API, every dtype and layout, operands
+    aligned or off by one element, NaN-filled out=."""
+    for dtype in dtypes:
+        for (m, n, k), layout, off in itertools.product(SMALL_SIDE_SHAPES, LAYOUTS, (0, 1)):
+            a = randn(k, m, dtype=dtype, offset=off).t() if layout[0] == "t" else (
+                randn(m, k, dtype=dtype, offset=off))  # fmt: skip
+            b = randn(n, k, dtype=dtype, offset=off).t() if layout[1] == "t" else (
+                randn(k, n, dtype=dtype, offset=off))  # fmt: skip
+            out = torch.full((m, n), math.nan, dtype=dtype, device=DEVICE)
+            assert lltm_ext.gemm(a, b, out=out) is out
+            check_gemm(out, a, b, dtype, f"gemm_small_side {m}x{n}x{k} {layout} {off} {dtype}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--ops",
         default="relu,sigmoid,round_ste,lltm,lltm_module,lltm_sequence,gemm,gemm_configs,"
-        "gemm_wgmma,gemm_mma,gemm_tc_plans",
+        "gemm_wgmma,gemm_mma,gemm_tc_plans,gemm_small_side",
     )
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument(
@@ -706,6 +724,8 @@ def main() -> int:
             run_gemm_mma(dtypes)
         elif op == "gemm_tc_plans":
             run_gemm_tc_plans(dtypes)
+        elif op == "gemm_small_side":
+            run_gemm_small_side(dtypes)
         else:
             for dtype in dtypes:
                 if op in ELEMENTWISE:

@@ -11,10 +11,12 @@
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "common/cuda_host.h"
 #include "common/dispatch.h"
@@ -214,6 +216,78 @@ bool config_is_async(int config) {
   return async;
 }
 
+// ------------------------------------------------------------------------------------------
+// Products with a small side (M or N at most kGemvSide): the matrix-vector kernels.
+// ------------------------------------------------------------------------------------------
+
+constexpr int64_t kGemvSide = 4;
+
+// c = a @ b on the matrix-vector kernels (gemm/tiles/gemv.cuh) when M or N is at most kGemvSide,
+// and true; else false, nothing launched. The large operand is read once, split over K between
+// blocks when its rows are too few to fill the GPU (float partials, summed in split order).
+template <typename T>
+bool try_gemv(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cudaStream_t stream) {
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  const bool small_m = M <= kGemvSide && M <= N;
+  if (!small_m && N > kGemvSide) return false;
+  using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  GemvCall g;
+  // X: the large operand as (l, k), Y: the small one as (k, s), out: c as (l, s).
+  if (small_m) {  // l = n, s = m
+    g.x = b.const_data_ptr(), g.xs_l = b.stride(1), g.xs_k = b.stride(0);
+    g.y = a.const_data_ptr(), g.ys_k = a.stride(1), g.ys_s = a.stride(0);
+    g.os_l = 1, g.os_s = N, g.L = N, g.S = static_cast<int>(M);
+  } else {  // l = m, s = n
+    g.x = a.const_data_ptr(), g.xs_l = a.stride(0), g.xs_k = a.stride(1);
+    g.y = b.const_data_ptr(), g.ys_k = b.stride(0), g.ys_s = b.stride(1);
+    g.os_l = N, g.os_s = 1, g.L = M, g.S = static_cast<int>(N);
+  }
+  g.out = c.data_ptr();
+  g.K = K;
+  // A size-1 dimension's stride is never stepped: call it unit where that picks a kernel.
+  if (K == 1) g.xs_k = 1;
+  if (g.L == 1 && g.xs_k != 1) g.xs_l = 1;
+  const bool rows = g.xs_k == 1;
+  TORCH_INTERNAL_ASSERT(rows || g.xs_l == 1,
+                        "gemm_cuda: matrix-vector operand without unit stride");
+  const int sms = cuda::sm_count(c.get_device());
+  const int64_t want = 2LL * sms;  // blocks of 8 warps: about 16 warps per SM
+  int64_t blocks;
+  if (rows) {  // enough warps on the rows, more per row when they are few
+    g.wpr = 1;
+    while (g.wpr < 8 && g.L * g.wpr < 8 * want) g.wpr *= 2;
+    blocks = (g.L + 8 / g.wpr - 1) / (8 / g.wpr);
+    const int64_t per16 = 16 / static_cast<int64_t>(sizeof(T));
+    g.vec = aligned(g.x, 16) && (g.L == 1 || g.xs_l % per16 == 0);
+  } else {
+    blocks = (g.L + 31) / 32;
+  }
+  // K splits: fill the GPU, each split at least 2048 elements (rows) / 512 (columns) long.
+  const int64_t min_split = rows ? 2048 : 512;
+  int64_t splits = std::min<int64_t>({(want + blocks - 1) / blocks, K / min_split, 64});
+  splits = std::max<int64_t>(splits, 1);
+  g.k_split = splits > 1 ? ((K + splits - 1) / splits + 63) / 64 * 64 : K;
+  splits = (K + g.k_split - 1) / g.k_split;
+  at::Tensor workspace;
+  if (splits > 1) {
+    workspace = at::empty({splits, M * N}, c.options().dtype(c10::CppTypeToScalarType<Acc>()));
+    g.partial = workspace.data_ptr();
+    g.slice = M * N;
+  }
+  C10_CUDA_CHECK(launch_gemv<T>(g, stream));
+  if (splits > 1) {
+    const int64_t n = M * N;
+    const bool vec = n % 4 == 0 && aligned(c.data_ptr(), 4 * sizeof(T));
+    constexpr int threads = 256;
+    const unsigned int grid =
+        cuda::grid_for(vec ? n / 4 : n, threads, c.get_device(), /*blocks_per_sm=*/4);
+    C10_CUDA_CHECK(
+        (launch_splitk_reduce<Acc, T>(workspace.data_ptr<Acc>(), static_cast<T*>(c.data_ptr()), n,
+                                      static_cast<int>(splits), vec, grid, threads, stream)));
+  }
+  return true;
+}
+
 // bfloat16 / float16 c = a @ b on the tensor cores (run_tensor_core), or where none runs here, on
 // the SIMT kernel (computed in float).
 template <typename T>
@@ -277,6 +351,26 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
   }
   const Operand A = operand_of(a, /*is_a=*/true);
   const Operand B = operand_of(b, /*is_a=*/false);
+  if (config < 0 && splits <= 0) {  // not the tuning entry point, which names a float32 config
+    bool done = false;
+    switch (a.scalar_type()) {
+      case at::kFloat:
+        done = try_gemv<float>(a, b, c, stream);
+        break;
+      case at::kDouble:
+        done = try_gemv<double>(a, b, c, stream);
+        break;
+      case at::kHalf:
+        done = try_gemv<at::Half>(a, b, c, stream);
+        break;
+      case at::kBFloat16:
+        done = try_gemv<at::BFloat16>(a, b, c, stream);
+        break;
+      default:
+        break;
+    }
+    if (done) return;
+  }
   switch (a.scalar_type()) {
     case at::kFloat: {
       // TF32 on the tensor cores when PyTorch allows it for torch.mm (not for the tuning entry

@@ -41,6 +41,30 @@ cudaError_t launch_tail_reduce(const T* partial, T* c, int M, int N, int64_t ldc
                                int tail_tiles, int splits, bool vec_c, unsigned int blocks,
                                int threads, cudaStream_t stream);
 
+// ---- The matrix-vector kernels (gemm_kernels_gemv.cu; products with a side of at most 4) ----
+
+// out[l, s] = sum over k of X[l, k] Y[k, s] (l < L, s < S, k < K; see gemm/tiles/gemv.cuh), every
+// matrix by element strides into its tensor, all of type T, accumulated in float (double for
+// double). X K-contiguous (xs_k == 1) runs the row kernel with wpr warps per row (1, 2, 4 or 8;
+// vec: 16-byte loads, X's base and xs_l a multiple of 16 bytes, k_split a multiple of 8), else X is
+// L-contiguous (xs_l == 1). k_split: K elements per split; more than one split writes float
+// (double) partials into `partial`, one `slice`-element slice per split, indexed as out.
+struct GemvCall {
+  const void* x;
+  const void* y;
+  void* out;
+  void* partial = nullptr;
+  int64_t L, K, k_split;
+  int S;
+  int64_t xs_l, xs_k, ys_k, ys_s, os_l, os_s;
+  int64_t slice = 0;
+  int wpr = 1;
+  bool vec = false;
+};
+
+template <typename T>
+cudaError_t launch_gemv(const GemvCall& g, cudaStream_t stream);
+
 // ---- The Hopper tensor-core GEMM (gemm_kernels_sm90.cu; bf16 / fp16 / tf32, sm_90a) ----
 
 // Element types of Sm90Gemm::type (float32 operands are read as tf32).

@@ -1,0 +1,156 @@
+// The GEMM's matrix-vector kernels, for products with one small side (M or N of at most 4): each
+// reads the large operand once, coalesced, at memory speed, and accumulates in float (double for
+// float64) in a fixed order. Any strides with one of the large operand's dimensions contiguous.
+//
+// The problem, in the large operand's terms: out[l, s] = sum over k of X[l, k] Y[k, s], for l < L
+// (the large side: N when M is small, else M), s < S <= S_MAX (the small side), k in this block's
+// K split. Two kernels, by X's unit-stride dimension:
+//   - gemv_rows_kernel (X K-contiguous): WPR warps per row of X, lanes striding over K with
+//     16-byte loads where the rows allow; shuffle sums, then the row's warps summed through
+//     shared memory;
+//   - gemv_cols_kernel (X L-contiguous): 32 consecutive l per block (one per lane: coalesced), its
+//     8 warps striding over K; the warps' sums added through shared memory.
+// With gridDim.y > 1 each block row of the grid takes one K split and writes its float partials
+// to its M x N slice of `partial` (the host sums them in split order), else the result to out.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "gemm/tiles/vector_access.cuh"  // tile_cast
+
+namespace lltm_ext::gemm_tiles::gemv {
+
+// What the kernels read: X (L x K), Y (K x S) and out (L x S as strides into C), each by element
+// strides; partial: the split-K workspace (nullptr: one split), indexed as out.
+template <typename T, typename Acc>
+struct GemvParams {
+  const T* x;
+  const T* y;
+  T* out;
+  Acc* partial;
+  int64_t L, K, k_split;
+  int S;
+  int64_t xs_l, xs_k, ys_k, ys_s, os_l, os_s;
+  int64_t slice;  // elements of one partial slice (M N)
+  int wpr;        // gemv_rows_kernel: warps per row (1, 2, 4 or 8)
+  bool vec;       // gemv_rows_kernel: X's rows 16-byte aligned: 16-byte loads
+};
+
+constexpr int kThreads = 256;
+
+// Adds x * Y[k, s] to acc[s] for each s < S.
+template <typename T, typename Acc, int S_MAX>
+__device__ __forceinline__ void fma_row(Acc (&acc)[S_MAX], Acc x, const T* y, int64_t k,
+                                        int64_t ys_k, int64_t ys_s, int S) {
+#pragma unroll
+  for (int s = 0; s < S_MAX; ++s) {
+    if (s < S) acc[s] += x * tile_cast<Acc>(y[k * ys_k + s * ys_s]);
+  }
+}
+
+// Writes the S sums of row l: to out, or (K splits) to this split's partial slice.
+template <typename T, typename Acc, int S_MAX>
+__device__ __forceinline__ void write_sums(const GemvParams<T, Acc>& p, int64_t l,
+                                           const Acc (&sum)[S_MAX]) {
+#pragma unroll
+  for (int s = 0; s < S_MAX; ++s) {
+    if (s >= p.S) continue;
+    const int64_t at = l * p.os_l + s * p.os_s;
+    if (p.partial != nullptr) {
+      p.partial[blockIdx.y * p.slice + at] = sum[s];
+    } else {
+      p.out[at] = tile_cast<T>(sum[s]);
+    }
+  }
+}
+
+template <typename T, typename Acc, int S_MAX>
+__global__ void __launch_bounds__(kThreads) gemv_rows_kernel(const GemvParams<T, Acc> p) {
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int rows_per_block = kThreads / 32 / p.wpr;
+  const int64_t l = static_cast<int64_t>(blockIdx.x) * rows_per_block + warp / p.wpr;
+  const int part = warp % p.wpr;  // the warp's share of the row's K
+  const int64_t k_begin = static_cast<int64_t>(blockIdx.y) * p.k_split;
+  const int64_t k_end = min(p.K, k_begin + p.k_split);
+  Acc acc[S_MAX];
+#pragma unroll
+  for (int s = 0; s < S_MAX; ++s) acc[s] = Acc(0);
+  if (l < p.L) {
+    const T* const row = p.x + l * p.xs_l;
+    const int64_t stride = static_cast<int64_t>(p.wpr) * 32;
+    int64_t k_tail = k_begin;
+    if (p.vec) {  // 16-byte chunks of the row from k_begin (a multiple of V: the host's k_split)
+      constexpr int V = 16 / static_cast<int>(sizeof(T));
+      const int64_t chunks = (k_end - k_begin) / V;
+      for (int64_t q = part * 32 + lane; q < chunks; q += stride) {
+        const int64_t k = k_begin + q * V;
+        const uint4 bits = __ldg(reinterpret_cast<const uint4*>(row + k));
+        T v[V];
+        __builtin_memcpy(v, &bits, sizeof(bits));
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          fma_row<T, Acc, S_MAX>(acc, tile_cast<Acc>(v[e]), p.y, k + e, p.ys_k, p.ys_s, p.S);
+        }
+      }
+      k_tail = k_begin + chunks * V;
+    }
+    for (int64_t k = k_tail + part * 32 + lane; k < k_end; k += stride) {
+      fma_row<T, Acc, S_MAX>(acc, tile_cast<Acc>(row[k]), p.y, k, p.ys_k, p.ys_s, p.S);
+    }
+  }
+#pragma unroll
+  for (int s = 0; s < S_MAX; ++s) {
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) acc[s] += __shfl_xor_sync(0xffffffffu, acc[s], off);
+  }
+  __shared__ Acc sums[kThreads / 32][S_MAX];
+  if (lane == 0) {
+#pragma unroll
+    for (int s = 0; s < S_MAX; ++s) sums[warp][s] = acc[s];
+  }
+  __syncthreads();
+  if (part == 0 && lane == 0 && l < p.L) {
+    Acc total[S_MAX];
+#pragma unroll
+    for (int s = 0; s < S_MAX; ++s) {
+      total[s] = Acc(0);
+      for (int w = 0; w < p.wpr; ++w) total[s] += sums[warp + w][s];
+    }
+    write_sums<T, Acc, S_MAX>(p, l, total);
+  }
+}
+
+template <typename T, typename Acc, int S_MAX>
+__global__ void __launch_bounds__(kThreads) gemv_cols_kernel(const GemvParams<T, Acc> p) {
+  constexpr int GROUPS = kThreads / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32, group = static_cast<int>(threadIdx.x) / 32;
+  const int64_t l = static_cast<int64_t>(blockIdx.x) * 32 + lane;
+  const int64_t k_begin = static_cast<int64_t>(blockIdx.y) * p.k_split;
+  const int64_t k_end = min(p.K, k_begin + p.k_split);
+  Acc acc[S_MAX];
+#pragma unroll
+  for (int s = 0; s < S_MAX; ++s) acc[s] = Acc(0);
+  if (l < p.L) {
+    for (int64_t k = k_begin + group; k < k_end; k += GROUPS) {
+      fma_row<T, Acc, S_MAX>(acc, tile_cast<Acc>(p.x[l + k * p.xs_k]), p.y, k, p.ys_k, p.ys_s, p.S);
+    }
+  }
+  __shared__ Acc sums[GROUPS][S_MAX][33];  // + 1: the 32 lanes' columns in distinct banks
+#pragma unroll
+  for (int s = 0; s < S_MAX; ++s) sums[group][s][lane] = acc[s];
+  __syncthreads();
+  if (group == 0 && l < p.L) {
+    Acc total[S_MAX];
+#pragma unroll
+    for (int s = 0; s < S_MAX; ++s) {
+      total[s] = Acc(0);
+#pragma unroll
+      for (int g = 0; g < GROUPS; ++g) total[s] += sums[g][s][lane];
+    }
+    write_sums<T, Acc, S_MAX>(p, l, total);
+  }
+}
+
+}  // namespace lltm_ext::gemm_tiles::gemv
