@@ -142,13 +142,7 @@ void run_config(const Operand& A, const Operand& B, const at::Tensor& c, int64_t
     pw.c = workspace.data_ptr<Acc>();
     pw.vec_c = N % 4 == 0;
     launch(pw);
-    const int64_t n = M * N;
-    const bool vec = n % 4 == 0 && aligned(c.data_ptr<T>(), 16);
-    constexpr int threads = 256;
-    const unsigned int blocks =
-        cuda::grid_for(vec ? n / 4 : n, threads, c.get_device(), /*blocks_per_sm=*/4);
-    C10_CUDA_CHECK((launch_splitk_reduce<Acc, T>(workspace.data_ptr<Acc>(), c.data_ptr<T>(), n,
-                                                 splits, vec, blocks, threads, stream)));
+    reduce_splits<Acc, T>(workspace, c, splits, stream);
   } else {
     TORCH_INTERNAL_ASSERT(false, "gemm_cuda: split-K is only used for float32 and float64");
   }
@@ -262,11 +256,14 @@ bool try_gemv(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cud
   } else {
     blocks = (g.L + 31) / 32;
   }
-  // K splits: fill the GPU, each split at least 2048 elements (rows) / 512 (columns) long.
-  const int64_t min_split = rows ? 2048 : 512;
-  int64_t splits = std::min<int64_t>({(want + blocks - 1) / blocks, K / min_split, 64});
+  // K splits: fill the GPU, each split at least 2048 elements (rows: a lane's 16-byte loads
+  // several times over) or 64 (columns: 8 per thread) long.
+  const int64_t min_split = rows ? 2048 : 64;
+  int64_t splits = std::min<int64_t>({(want + blocks - 1) / blocks, K / min_split, 128});
   splits = std::max<int64_t>(splits, 1);
-  g.k_split = splits > 1 ? ((K + splits - 1) / splits + 63) / 64 * 64 : K;
+  // Splits of whole 16-byte runs; the row kernel's chunks of Y start at multiples of its chunk.
+  const int64_t unit = rows ? 2048 : 64;
+  g.k_split = splits > 1 ? ((K + splits - 1) / splits + unit - 1) / unit * unit : K;
   splits = (K + g.k_split - 1) / g.k_split;
   at::Tensor workspace;
   if (splits > 1) {
@@ -275,16 +272,7 @@ bool try_gemv(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cud
     g.slice = M * N;
   }
   C10_CUDA_CHECK(launch_gemv<T>(g, stream));
-  if (splits > 1) {
-    const int64_t n = M * N;
-    const bool vec = n % 4 == 0 && aligned(c.data_ptr(), 4 * sizeof(T));
-    constexpr int threads = 256;
-    const unsigned int grid =
-        cuda::grid_for(vec ? n / 4 : n, threads, c.get_device(), /*blocks_per_sm=*/4);
-    C10_CUDA_CHECK(
-        (launch_splitk_reduce<Acc, T>(workspace.data_ptr<Acc>(), static_cast<T*>(c.data_ptr()), n,
-                                      static_cast<int>(splits), vec, grid, threads, stream)));
-  }
+  if (splits > 1) reduce_splits<Acc, T>(workspace, c, static_cast<int>(splits), stream);
   return true;
 }
 

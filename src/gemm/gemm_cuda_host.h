@@ -6,9 +6,12 @@
 #include <ATen/ATen.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
+#include "common/cuda_host.h"
+#include "gemm/gemm_launchers.h"
 #include "gemm/gemm_tc_plan.h"
 
 namespace lltm_ext::gemm {
@@ -23,6 +26,21 @@ struct Operand {
 
 inline bool aligned(const void* p, size_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+// c (contiguous, T) = the sum of the `splits` slices of `partial` (splits x c.numel() elements of
+// Acc), added in split order (deterministic): the split-K reduction, on `stream`.
+template <typename Acc, typename T>
+void reduce_splits(const at::Tensor& partial, const at::Tensor& c, int splits,
+                   cudaStream_t stream) {
+  const int64_t n = c.numel();
+  const bool vec = n % 4 == 0 && aligned(c.data_ptr(), std::min<size_t>(16, 4 * sizeof(T)));
+  constexpr int threads = 256;
+  const unsigned int blocks =
+      cuda::grid_for(vec ? n / 4 : n, threads, c.get_device(), /*blocks_per_sm=*/4);
+  C10_CUDA_CHECK(
+      (launch_splitk_reduce<Acc, T>(partial.data_ptr<Acc>(), static_cast<T*>(c.data_ptr()), n,
+                                    splits, vec, blocks, threads, stream)));
 }
 
 // t (a with is_a: M x K; else b: K x N) as an Operand; t has a layout_of().

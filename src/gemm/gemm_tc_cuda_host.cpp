@@ -207,25 +207,18 @@ void run_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, co
                cudaStream_t stream) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   const bool tf32 = a.scalar_type() == at::kFloat;
-  at::Tensor a_copy, b_copy;  // keep the copies alive until after the launch
-  Operand A = operand_of(a, /*is_a=*/true);
-  Operand B = operand_of(b, /*is_a=*/false);
-  if (plan.copy_a) {
-    if (tf32 && !A.k_contig) {
-      A = k_major_copy(A, K, M, a, stream, &a_copy);
-    } else {
-      a_copy = aligned_copy(a);
-      A = operand_of(a_copy, /*is_a=*/true);
-    }
-  }
-  if (plan.copy_b) {
-    if (tf32 && !B.k_contig) {
-      B = k_major_copy(B, K, N, b, stream, &b_copy);
-    } else {
-      b_copy = aligned_copy(b);
-      B = operand_of(b_copy, /*is_a=*/false);
-    }
-  }
+  // An operand as wgmma reads it: in place, or copied (`keep` holds the copy until after the
+  // launch; rows: its M or N).
+  auto prepare = [&](const at::Tensor& t, bool is_a, bool copy, int64_t rows, at::Tensor* keep) {
+    const Operand op = operand_of(t, is_a);
+    if (!copy) return op;
+    if (tf32 && !op.k_contig) return k_major_copy(op, K, rows, t, stream, keep);
+    *keep = aligned_copy(t);
+    return operand_of(*keep, is_a);
+  };
+  at::Tensor a_copy, b_copy;
+  const Operand A = prepare(a, /*is_a=*/true, plan.copy_a, M, &a_copy);
+  const Operand B = prepare(b, /*is_a=*/false, plan.copy_b, N, &b_copy);
   const int elem = static_cast<int>(a.element_size());
   TORCH_INTERNAL_ASSERT(sm90_operand_ok(A.data, A.ld, A.k_contig ? M : K, elem) &&
                         sm90_operand_ok(B.data, B.ld, B.k_contig ? N : K, elem) &&
@@ -265,16 +258,7 @@ void run_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cons
   TORCH_CHECK(err == cudaSuccess, "lltm_ext.gemm: the mma GEMM (", M, " x ", N, " x ", K,
               ", block tile ", g.tile, ", ", plan.aligned ? "aligned" : "register-staged", ", ",
               plan.splits, " K splits) failed to launch: ", cudaGetErrorString(err), ".");
-  if (plan.splits > 1) {
-    const int64_t n = M * N;
-    const bool vec = n % 4 == 0 && aligned(c.data_ptr(), 4 * sizeof(T));
-    constexpr int threads = 256;
-    const unsigned int blocks =
-        cuda::grid_for(vec ? n / 4 : n, threads, c.get_device(), /*blocks_per_sm=*/4);
-    C10_CUDA_CHECK(
-        (launch_splitk_reduce<float, T>(workspace.data_ptr<float>(), static_cast<T*>(c.data_ptr()),
-                                        n, plan.splits, vec, blocks, threads, stream)));
-  }
+  if (plan.splits > 1) reduce_splits<float, T>(workspace, c, plan.splits, stream);
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
 // (the large side: N when M is small, else M), s < S <= S_MAX (the small side), k in this block's
 // K split. Two kernels, by X's unit-stride dimension:
 //   - gemv_rows_kernel (X K-contiguous): WPR warps per row of X, lanes striding over K with
-//     16-byte loads where the rows allow; shuffle sums, then the row's warps summed through
+//     16-byte loads where the rows allow, Y staged in shared memory a chunk of K at a time (so
+//     that Y's reads cost no more than X's); shuffle sums, then the row's warps summed through
 //     shared memory;
 //   - gemv_cols_kernel (X L-contiguous): 32 consecutive l per block (one per lane: coalesced), its
 //     8 warps striding over K; the warps' sums added through shared memory.
@@ -18,25 +19,12 @@
 
 #include <cstdint>
 
+#include "gemm/gemm_launchers.h"         // GemvCall: what the kernels read
 #include "gemm/tiles/vector_access.cuh"  // tile_cast
 
 namespace lltm_ext::gemm_tiles::gemv {
 
-// What the kernels read: X (L x K), Y (K x S) and out (L x S as strides into C), each by element
-// strides; partial: the split-K workspace (nullptr: one split), indexed as out.
-template <typename T, typename Acc>
-struct GemvParams {
-  const T* x;
-  const T* y;
-  T* out;
-  Acc* partial;
-  int64_t L, K, k_split;
-  int S;
-  int64_t xs_l, xs_k, ys_k, ys_s, os_l, os_s;
-  int64_t slice;  // elements of one partial slice (M N)
-  int wpr;        // gemv_rows_kernel: warps per row (1, 2, 4 or 8)
-  bool vec;       // gemv_rows_kernel: X's rows 16-byte aligned: 16-byte loads
-};
+using lltm_ext::gemm::GemvCall;
 
 constexpr int kThreads = 256;
 
@@ -52,52 +40,72 @@ __device__ __forceinline__ void fma_row(Acc (&acc)[S_MAX], Acc x, const T* y, in
 
 // Writes the S sums of row l: to out, or (K splits) to this split's partial slice.
 template <typename T, typename Acc, int S_MAX>
-__device__ __forceinline__ void write_sums(const GemvParams<T, Acc>& p, int64_t l,
-                                           const Acc (&sum)[S_MAX]) {
+__device__ __forceinline__ void write_sums(const GemvCall& p, int64_t l, const Acc (&sum)[S_MAX]) {
 #pragma unroll
   for (int s = 0; s < S_MAX; ++s) {
     if (s >= p.S) continue;
     const int64_t at = l * p.os_l + s * p.os_s;
     if (p.partial != nullptr) {
-      p.partial[blockIdx.y * p.slice + at] = sum[s];
+      static_cast<Acc*>(p.partial)[blockIdx.y * p.slice + at] = sum[s];
     } else {
-      p.out[at] = tile_cast<T>(sum[s]);
+      static_cast<T*>(p.out)[at] = tile_cast<T>(sum[s]);
     }
   }
 }
 
+// Y's K elements staged in shared memory per chunk by gemv_rows_kernel (32 KB).
+template <typename Acc>
+inline constexpr int kChunk = 8192 / static_cast<int>(sizeof(Acc));
+
 template <typename T, typename Acc, int S_MAX>
-__global__ void __launch_bounds__(kThreads) gemv_rows_kernel(const GemvParams<T, Acc> p) {
+__global__ void __launch_bounds__(kThreads) gemv_rows_kernel(const GemvCall p) {
+  constexpr int CH = kChunk<Acc> / S_MAX;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int rows_per_block = kThreads / 32 / p.wpr;
   const int64_t l = static_cast<int64_t>(blockIdx.x) * rows_per_block + warp / p.wpr;
   const int part = warp % p.wpr;  // the warp's share of the row's K
   const int64_t k_begin = static_cast<int64_t>(blockIdx.y) * p.k_split;
   const int64_t k_end = min(p.K, k_begin + p.k_split);
+  const int64_t stride = static_cast<int64_t>(p.wpr) * 32;
+  const T* const y = static_cast<const T*>(p.y);
+  const T* const row = static_cast<const T*>(p.x) + min(l, p.L - 1) * p.xs_l;
+  // Y's chunk as Acc, [s][k]: a lane's 16-byte run of X meets a 16- or 32-byte run of its k here.
+  __shared__ __align__(16) Acc ys[S_MAX][CH];
   Acc acc[S_MAX];
 #pragma unroll
   for (int s = 0; s < S_MAX; ++s) acc[s] = Acc(0);
-  if (l < p.L) {
-    const T* const row = p.x + l * p.xs_l;
-    const int64_t stride = static_cast<int64_t>(p.wpr) * 32;
-    int64_t k_tail = k_begin;
-    if (p.vec) {  // 16-byte chunks of the row from k_begin (a multiple of V: the host's k_split)
+  for (int64_t c0 = k_begin; c0 < k_end; c0 += CH) {  // c0 - k_begin: a multiple of CH
+    const int n = static_cast<int>(k_end - c0 < CH ? k_end - c0 : CH);
+    __syncthreads();  // the last chunk is read
+    for (int q = static_cast<int>(threadIdx.x); q < n * p.S; q += kThreads) {
+      const int s = q / n, k = q % n;
+      ys[s][k] = tile_cast<Acc>(y[(c0 + k) * p.ys_k + s * p.ys_s]);
+    }
+    __syncthreads();
+    if (l >= p.L) continue;
+    int first = 0;  // chunk elements before the scalar tail
+    if (p.vec) {    // 16-byte runs of the row (c0 a multiple of V: k_split and CH are)
       constexpr int V = 16 / static_cast<int>(sizeof(T));
-      const int64_t chunks = (k_end - k_begin) / V;
-      for (int64_t q = part * 32 + lane; q < chunks; q += stride) {
-        const int64_t k = k_begin + q * V;
-        const uint4 bits = __ldg(reinterpret_cast<const uint4*>(row + k));
+      for (int q = part * 32 + lane; q < n / V; q += static_cast<int>(stride)) {
+        const int k = q * V;
+        const uint4 bits = __ldg(reinterpret_cast<const uint4*>(row + c0 + k));
         T v[V];
         __builtin_memcpy(v, &bits, sizeof(bits));
 #pragma unroll
-        for (int e = 0; e < V; ++e) {
-          fma_row<T, Acc, S_MAX>(acc, tile_cast<Acc>(v[e]), p.y, k + e, p.ys_k, p.ys_s, p.S);
+        for (int s = 0; s < S_MAX; ++s) {
+          if (s >= p.S) continue;
+#pragma unroll
+          for (int e = 0; e < V; ++e) acc[s] += tile_cast<Acc>(v[e]) * ys[s][k + e];
         }
       }
-      k_tail = k_begin + chunks * V;
+      first = n / V * V;
     }
-    for (int64_t k = k_tail + part * 32 + lane; k < k_end; k += stride) {
-      fma_row<T, Acc, S_MAX>(acc, tile_cast<Acc>(row[k]), p.y, k, p.ys_k, p.ys_s, p.S);
+    for (int k = first + part * 32 + lane; k < n; k += static_cast<int>(stride)) {
+      const Acc x = tile_cast<Acc>(row[c0 + k]);
+#pragma unroll
+      for (int s = 0; s < S_MAX; ++s) {
+        if (s < p.S) acc[s] += x * ys[s][k];
+      }
     }
   }
 #pragma unroll
@@ -123,18 +131,21 @@ __global__ void __launch_bounds__(kThreads) gemv_rows_kernel(const GemvParams<T,
 }
 
 template <typename T, typename Acc, int S_MAX>
-__global__ void __launch_bounds__(kThreads) gemv_cols_kernel(const GemvParams<T, Acc> p) {
+__global__ void __launch_bounds__(kThreads) gemv_cols_kernel(const GemvCall p) {
   constexpr int GROUPS = kThreads / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32, group = static_cast<int>(threadIdx.x) / 32;
   const int64_t l = static_cast<int64_t>(blockIdx.x) * 32 + lane;
+  const T* const x = static_cast<const T*>(p.x);
+  const T* const y = static_cast<const T*>(p.y);
   const int64_t k_begin = static_cast<int64_t>(blockIdx.y) * p.k_split;
   const int64_t k_end = min(p.K, k_begin + p.k_split);
   Acc acc[S_MAX];
 #pragma unroll
   for (int s = 0; s < S_MAX; ++s) acc[s] = Acc(0);
   if (l < p.L) {
+#pragma unroll 4
     for (int64_t k = k_begin + group; k < k_end; k += GROUPS) {
-      fma_row<T, Acc, S_MAX>(acc, tile_cast<Acc>(p.x[l + k * p.xs_k]), p.y, k, p.ys_k, p.ys_s, p.S);
+      fma_row<T, Acc, S_MAX>(acc, tile_cast<Acc>(x[l + k * p.xs_k]), y, k, p.ys_k, p.ys_s, p.S);
     }
   }
   __shared__ Acc sums[GROUPS][S_MAX][33];  // + 1: the 32 lanes' columns in distinct banks
