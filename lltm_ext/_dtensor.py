@@ -55,15 +55,7 @@ def register() -> bool:
         rules += [([Shard(d)], [Shard(d), Shard(d)]) for d in range(ndim(grad))]
         return rules
 
-    register_sharding(
-        [ops.relu_forward.default, ops.sigmoid_forward.default, ops.round_ste_forward.default]
-    )(elementwise)
-    register_sharding([ops.relu_backward.default, ops.sigmoid_backward.default])(
-        elementwise_backward
-    )
-
-    @register_sharding(ops.gemm.default)
-    def _(a: Any, b: Any) -> list:
+    def gemm(a: Any, b: Any) -> list:
         return [
             ([R], [R, R]),
             ([Shard(0)], [Shard(0), R]),
@@ -75,32 +67,29 @@ def register() -> bool:
 
     b0, b1 = Shard(0), Shard(1)
 
-    @register_sharding(ops.lltm_forward.default)
-    def _(input: Any, weights: Any, bias: Any, old_h: Any, old_cell: Any) -> list:
+    def lltm_forward(input: Any, weights: Any, bias: Any, old_h: Any, old_cell: Any) -> list:
         # -> (new_h, new_cell, gates, X)
         return [([R] * 4, [R] * 5), ([b0] * 4, [b0, R, R, b0, b0])]
 
-    @register_sharding(ops.lltm.default)
-    def _(input: Any, weights: Any, bias: Any, old_h: Any, old_cell: Any) -> list:
+    def lltm(input: Any, weights: Any, bias: Any, old_h: Any, old_cell: Any) -> list:
         # -> (new_h, new_cell)
         return [([R] * 2, [R] * 5), ([b0] * 2, [b0, R, R, b0, b0])]
 
-    @register_sharding(ops.lltm_backward.default)
-    def _(grad_h: Any, grad_cell: Any, new_cell: Any, gates: Any, X: Any, weights: Any) -> list:
+    def lltm_backward(
+        grad_h: Any, grad_cell: Any, new_cell: Any, gates: Any, X: Any, weights: Any
+    ) -> list:
         # -> (d_X, d_weights, d_bias, d_old_cell)
         return [([R] * 4, [R] * 6), ([b0, P, P, b0], [b0, b0, b0, b0, b0, R])]
 
-    @register_sharding(ops.lltm_sequence_forward.default)
-    def _(input: Any, weights: Any, bias: Any, h0: Any, c0: Any) -> list:
+    def lltm_sequence_forward(input: Any, weights: Any, bias: Any, h0: Any, c0: Any) -> list:
         # -> (output, h_n, c_n, cells, gates)
         return [([R] * 5, [R] * 5), ([b1, b0, b0, b1, b1], [b1, R, R, b0, b0])]
 
-    @register_sharding(ops.lltm_sequence.default)
-    def _(input: Any, weights: Any, bias: Any, h0: Any, c0: Any) -> list:
+    def lltm_sequence(input: Any, weights: Any, bias: Any, h0: Any, c0: Any) -> list:
+        # -> (output, h_n, c_n)
         return [([R] * 3, [R] * 5), ([b1, b0, b0], [b1, R, R, b0, b0])]
 
-    @register_sharding(ops.lltm_sequence_backward.default)
-    def _(*args: Any) -> list:
+    def lltm_sequence_backward(*args: Any) -> list:
         # (grad_output, grad_h_n, grad_c_n, input, weights, bias, h0, output, cells, gates)
         # -> (d_input, d_weights, d_bias, d_h0, d_c0)
         return [
@@ -108,4 +97,21 @@ def register() -> bool:
             ([b1, P, P, b0, b0], [b1, b0, b0, b1, R, R, b0, b1, b1, b1]),
         ]
 
+    rules = {
+        "relu_forward": elementwise,
+        "sigmoid_forward": elementwise,
+        "round_ste_forward": elementwise,
+        "relu_backward": elementwise_backward,
+        "sigmoid_backward": elementwise_backward,
+        "gemm": gemm,
+        "lltm_forward": lltm_forward,
+        "lltm": lltm,
+        "lltm_backward": lltm_backward,
+        "lltm_sequence_forward": lltm_sequence_forward,
+        "lltm_sequence": lltm_sequence,
+        "lltm_sequence_backward": lltm_sequence_backward,
+    }
+    for name, rule in rules.items():
+        if hasattr(ops, name):  # a build of some ops only (LLTM_EXT_OPS) lacks the others
+            register_sharding(getattr(ops, name).default)(rule)
     return True
