@@ -454,7 +454,7 @@ def save_plot(path: str, curves: dict[str, list[float]]) -> None:
 
 
 def engine(args: argparse.Namespace, world: World) -> str:
-    """How the run trains, in words: 'one process', 'DDP', 'FSDP2', + ', compiled'."""
+    """How the run trains, in words: 'DDP', 'FSDP2' or 'one process', + ', compiled'."""
     name = "FSDP2" if args.fsdp else ("DDP" if world.size > 1 else "one process")
     return name + (", compiled" if args.compile else "")
 
@@ -590,12 +590,15 @@ def main() -> int:
     world = setup_world(args)
     with process_group(world):
         where = str(world.device)
-        if world.backend is not None:
-            where = f"{world.size} process(es) on {world.device.type}, {world.backend}"
+        if world.backend is not None:  # the engine too
+            where = f"{world.size} process(es) on {world.device.type}, {world.backend} "
+            where += f"({engine(args, world)})"
+        elif args.compile:
+            where += " (compiled)"
         world.log(
             f"adding problem: sequences of {args.seq_len}, batch {args.batch * world.size}, "
             f"state {args.state}, {args.epochs} epochs of {args.steps_per_epoch} steps on {where}"
-            f" ({engine(args, world)}); predicting the mean gives loss {BASELINE:.3f}"
+            f"; predicting the mean gives loss {BASELINE:.3f}"
         )
         models = {"LLTM": LLTMRegressor}
         if not args.no_lstm:
@@ -606,7 +609,13 @@ def main() -> int:
             name: train(name, lambda model=model: model(2, args.state), args, world)
             for name, model in models.items()
         }
-        world.log(f"\n{'model':<42} {'ms/step':>8} {'tokens/s':>10} {'final loss':>11}")
+        # Several processes: tokens (sequence steps) per second of all of them, too.
+        tokens = world.backend is not None
+        world.log(
+            f"\n{'model':<42} {'ms/step':>8}"
+            + (f" {'tokens/s':>10}" if tokens else "")
+            + f" {'final loss':>11}"
+        )
         labels = {
             "LLTM": "lltm_ext.LLTMSequence (one call/sequence)",
             "LSTM": "torch.nn.LSTM" + (" (cuDNN)" if world.device.type == "cuda" else ""),
@@ -614,8 +623,9 @@ def main() -> int:
         }
         for name, r in results.items():
             world.log(
-                f"{labels[name]:<42} {r.seconds * 1e3:8.2f} {r.tokens_per_second:10.0f} "
-                f"{final_loss(r.losses):11.4f}"
+                f"{labels[name]:<42} {r.seconds * 1e3:8.2f}"
+                + (f" {r.tokens_per_second:10.0f}" if tokens else "")
+                + f" {final_loss(r.losses):11.4f}"
             )
         if world.rank == 0:
             if args.plot:

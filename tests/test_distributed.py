@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -326,6 +327,8 @@ def test_example_ddp_compiled_under_torchrun_standalone(tmp_path, one_process_ru
     )
     assert "2 process(es) on cpu, gloo (DDP, compiled)" in stdout
     assert stdout.count("epoch   2/2") == 1
+    # The table: time per step, tokens per second of both processes, final loss.
+    assert re.search(r"^lltm_ext\.LLTMSequence .* \d+\.\d\d +\d+ +\d\.\d{4}$", stdout, re.M), stdout
     # Inductor may order float64 sums differently from eager: close, not equal.
     torch.testing.assert_close(losses(out), one_process_run, rtol=1e-9, atol=0)
 
