@@ -10,6 +10,7 @@ whole batch ends: ``reference_training`` computes that in float64, in plain PyTo
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import os
 import warnings
@@ -277,23 +278,40 @@ def ddp_step_with_bad_state_on_last_rank() -> None:
     loss.backward()
 
 
-def fsdp_view_warnings(batch_first: bool) -> list[str]:
-    """FSDP2 over an LLTMSequence (per layer): the warnings a forward and backward give that
-    mention a view tensor."""
+def fsdp_outputs(batch_first: bool, in_place: bool) -> dict[str, Any]:
+    """FSDP2 over an LLTMSequence (per layer), 1 added to its output (in place: what FSDP2 warns
+    about for views) before the loss: the warnings that mention a view tensor, and how far the
+    gradients are from the same module's without FSDP2 (every rank has the same input)."""
     from torch.distributed.fsdp import fully_shard
 
     torch.manual_seed(0)
-    model = nn.Sequential(lltm_ext.LLTMSequence(FEATURES, STATE, batch_first=batch_first))
-    model.to(device(), torch.float64)
+    plain = lltm_ext.LLTMSequence(FEATURES, STATE, batch_first=batch_first)
+    plain.to(device(), torch.float64)
+    model = nn.Sequential(copy.deepcopy(plain))
     fully_shard(model[0])
     fully_shard(model)
     x = torch.randn(3, 4, FEATURES, dtype=torch.float64, device=device())
+
+    def loss(module: nn.Module) -> Tensor:
+        out, (h, _) = module(x)
+        if in_place:
+            out.add_(1)
+        else:
+            out = out + 1
+        return out.square().sum() + h.sum()
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        out, (h, _) = model(x)
-        out = out + 1  # out of place: what FSDP2 asks of users anyway
-        (out.sum() + h.sum()).backward()
-    return [str(w.message) for w in caught if "view" in str(w.message)]
+        loss(model).backward()
+    loss(plain).backward()
+    errors = [
+        (p.grad.full_tensor() - q.grad).abs().max().item()
+        for p, q in zip(model.parameters(), plain.parameters(), strict=True)
+    ]
+    return {
+        "warnings": [str(w.message) for w in caught if "view" in str(w.message)],
+        "grad_error": max(errors),
+    }
 
 
 def environment() -> dict[str, Any]:

@@ -137,12 +137,17 @@ def test_checkpoint_saved_at_2_ranks_loads_at_1(world, tmp_path):
             torch.testing.assert_close(loaded[name][key], saved[key], rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("batch_first", [False, True], ids=["time_first", "batch_first"])
-def test_fsdp2_sees_no_view_among_the_outputs(world, batch_first):
-    # FSDP2 warns when a module returns a view (an in-place op on it would drop the
-    # pre-backward hook); LLTMSequence's outputs are all new tensors, batch_first too.
-    rank0, rank1 = world.run(dist_cases.fsdp_view_warnings, batch_first=batch_first)
-    assert rank0 == [] and rank1 == []
+@pytest.mark.parametrize(
+    "batch_first, in_place", [(False, False), (True, True)], ids=["time_first", "batch_first"]
+)
+def test_fsdp2_outputs_are_no_views(world, batch_first, in_place):
+    # FSDP2 warns when a module returns a view: an in-place op on it would drop the pre-backward
+    # hook. LLTMSequence's outputs are all new tensors; batch_first's is a copy, which an in-place
+    # op may change with the gradients still right. (The time-first output is saved for
+    # backward: an in-place op on it makes backward raise autograd's own error.)
+    for rank in world.run(dist_cases.fsdp_outputs, batch_first=batch_first, in_place=in_place):
+        assert rank["warnings"] == []
+        assert rank["grad_error"] < 1e-12
 
 
 def test_ranks_with_different_models_fail_clearly_on_every_rank(world):
