@@ -185,7 +185,8 @@ def lltm_sequence(
 
     Returns:
         ``(output, (h_n, c_n))``: output (T, B, S) (or (B, T, S)) holds every step's new_h; h_n and
-        c_n (B, S) are the last step's state (the initial state when T = 0).
+        c_n (B, S) are the last step's state (the initial state when T = 0). All three are new
+        contiguous tensors, none a view.
 
     The same as a Python loop of :func:`lltm` over the steps, in one call: one product for the
     input projections of all steps, per step the recurrent product and one fused gate kernel, and
@@ -217,7 +218,12 @@ def lltm_sequence(
         if c0 is h0:  # one tensor as both: torch.compile needs distinct tensors
             c0 = c0.view_as(c0)
     output, h_n, c_n = lltm_sequence_op(x, weights, bias, h0, c0)
-    return (output.transpose(0, 1) if batch_first else output), (h_n, c_n)
+    if batch_first:
+        # A (B, T, S) copy, not a transposed view: FSDP2 warns of a view among a module's outputs
+        # (an in-place op on it would drop FSDP2's pre-backward hook). One copy of the output,
+        # small beside the sequence's products; later ops read it contiguous.
+        output = output.transpose(0, 1).contiguous()
+    return output, (h_n, c_n)
 
 
 class LLTMSequence(_LLTMParameters):
