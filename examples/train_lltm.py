@@ -186,14 +186,18 @@ def distribute(model: nn.Module, args: argparse.Namespace, world: World) -> nn.M
     if world.backend is not None:
         lltm_dist.check_model(model)  # the same model on every rank, where the backend works
         if args.fsdp:
+            from torch.distributed.device_mesh import init_device_mesh
             from torch.distributed.fsdp import fully_shard
 
+            # The mesh of this job's device type, given explicitly: fully_shard's default takes
+            # the machine's accelerator, which a gloo job of CPU tensors on a GPU machine is not.
+            mesh = init_device_mesh(world.device.type, (world.size,))
             # Per layer: the recurrent layer is its own FSDP unit (all-gathered before it runs,
             # freed after); the root holds the head.
             for child in model.children():
                 if child is not getattr(model, "head", None):
-                    fully_shard(child)
-            fully_shard(model)
+                    fully_shard(child, mesh=mesh)
+            fully_shard(model, mesh=mesh)
         elif world.size > 1:
             from torch.nn.parallel import DistributedDataParallel
 

@@ -159,14 +159,24 @@ def train_ddp(dtype: str, steps: int, compile_backend: str | None = None) -> dic
     return _result(model, start, steps)
 
 
+def fsdp_mesh() -> Any:
+    """A 1-D mesh of all ranks on this rank's device type. Given to fully_shard explicitly: its
+    default mesh takes the machine's accelerator, so on a GPU machine a gloo job of CPU tensors
+    would be sharded onto CUDA."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    return init_device_mesh(device().type, (dist.get_world_size(),))
+
+
 def fsdp_model(net: Net, per_layer: bool) -> Net:
     """FSDP2 over Net: the root alone, or per layer (seq, cell, then the root)."""
     from torch.distributed.fsdp import fully_shard
 
+    mesh = fsdp_mesh()
     if per_layer:
-        fully_shard(net.seq)
-        fully_shard(net.cell)
-    fully_shard(net)
+        fully_shard(net.seq, mesh=mesh)
+        fully_shard(net.cell, mesh=mesh)
+    fully_shard(net, mesh=mesh)
     return net
 
 
@@ -288,8 +298,9 @@ def fsdp_outputs(batch_first: bool, in_place: bool) -> dict[str, Any]:
     plain = lltm_ext.LLTMSequence(FEATURES, STATE, batch_first=batch_first)
     plain.to(device(), torch.float64)
     model = nn.Sequential(copy.deepcopy(plain))
-    fully_shard(model[0])
-    fully_shard(model)
+    mesh = fsdp_mesh()
+    fully_shard(model[0], mesh=mesh)
+    fully_shard(model, mesh=mesh)
     x = torch.randn(3, 4, FEATURES, dtype=torch.float64, device=device())
 
     def loss(module: nn.Module) -> Tensor:
