@@ -245,7 +245,9 @@ bool try_gemv(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cud
   TORCH_INTERNAL_ASSERT(rows || g.xs_l == 1,
                         "gemm_cuda: matrix-vector operand without unit stride");
   const int sms = cuda::sm_count(c.get_device());
-  const int64_t want = 2LL * sms;  // blocks of 8 warps: about 16 warps per SM
+  // Blocks of 8 warps: about 16 warps per SM for the row kernel; the column kernel's lanes each
+  // wait on one element per load, so it takes four times as many blocks (shorter K splits).
+  const int64_t want = (rows ? 2LL : 8LL) * sms;
   int64_t blocks;
   if (rows) {  // enough warps on the rows, more per row when they are few
     g.wpr = 1;

@@ -86,6 +86,7 @@ __global__ void __launch_bounds__(kThreads) gemv_rows_kernel(const GemvCall p) {
     int first = 0;  // chunk elements before the scalar tail
     if (p.vec) {    // 16-byte runs of the row (c0 a multiple of V: k_split and CH are)
       constexpr int V = 16 / static_cast<int>(sizeof(T));
+#pragma unroll 2
       for (int q = part * 32 + lane; q < n / V; q += static_cast<int>(stride)) {
         const int k = q * V;
         const uint4 bits = __ldg(reinterpret_cast<const uint4*>(row + c0 + k));
@@ -100,6 +101,10 @@ __global__ void __launch_bounds__(kThreads) gemv_rows_kernel(const GemvCall p) {
       }
       first = n / V * V;
     }
+    // Unrolled: several loads of X in flight per lane (a row's loads are independent; without
+    // this a lane waits out each load's latency and the GPU reads X at a fraction of its
+    // bandwidth).
+#pragma unroll 4
     for (int k = first + part * 32 + lane; k < n; k += static_cast<int>(stride)) {
       const Acc x = tile_cast<Acc>(row[c0 + k]);
 #pragma unroll
