@@ -1,22 +1,22 @@
 """Matrix multiply ``c = a @ b`` on lltm_ext's own kernels (no cuBLAS, no ``at::mm``).
 
 Shapes: ``a`` (M, K), ``b`` (K, N) -> ``c`` (M, N). CPU: a packed, cache-blocked, parallel C++
-kernel; CUDA: a tiled SIMT kernel (shared-memory tiles, register-blocked outer products, split-K for
-small grids), and for bfloat16 / float16 tensor-core kernels: on Hopper GPUs (sm_90a builds) TMA
-loads, wgmma, warp-specialized and persistent; on other GPUs from sm_80 on (A100, RTX 30xx / 40xx,
-Blackwell; or Hopper without sm_90a code) cp.async, ldmatrix and mma.sync. Operands whose base is
-not 16-byte aligned, or whose rows are not a multiple of 8 elements apart, run on the SIMT kernel.
-Row-major and transposed (column-major) operands are read in place, so the backward products
-``grad_a = grad_c @ b.T`` and ``grad_b = a.T @ grad_c`` copy nothing (TF32 excepted, below). float16
-/ bfloat16 accumulate in float32, float64 in float64. float32 follows PyTorch's setting for its own
-matmuls exactly as ``torch.mm`` does: exact float32 (SIMT kernels) under
+kernel. CUDA: a product with a side of at most 4 (M or N) runs on matrix-vector kernels in every
+dtype (the large operand read once, at memory speed). Otherwise float32 and float64 run on a tiled
+SIMT kernel (shared-memory tiles, register-blocked outer products, split-K for small grids), and
+bfloat16 / float16 on the tensor cores, where a planner picks per call: on Hopper GPUs (sm_90a
+builds) the wgmma kernel (TMA loads, warp-specialized, persistent), its operands first copied
+aligned where TMA cannot read them as they are; or, on Hopper and on every GPU from sm_80 on, the
+mma.sync kernel, which reads operands of any alignment (16-byte cp.async copies where rows allow,
+register-staged loads where not) and splits K for skinny and long-K products. Row-major and
+transposed (column-major) operands are read in place, so the backward products ``grad_a = grad_c
+@ b.T`` and ``grad_b = a.T @ grad_c`` copy nothing (wgmma's copies aside). float16 / bfloat16
+accumulate in float32, float64 in float64. float32 follows PyTorch's setting for its own matmuls
+exactly as ``torch.mm`` does: exact float32 (SIMT kernels) under
 ``torch.get_float32_matmul_precision()`` "highest", the default; TF32 tensor cores (float32
-accumulation) under "high" / "medium" or ``torch.backends.cuda.matmul.allow_tf32 = True``: on Hopper
-with an sm_90a build the wgmma kernel, whose tf32 form reads K-major operands only, so ``a`` that is
-a transposed view, or ``b`` that is not, is first copied K-major by a transpose kernel (about 2 x
-its bytes of memory traffic); on other GPUs from sm_80 on the mma.sync kernel, which reads every
-layout in place (operands with a 16-byte aligned base and rows a multiple of 16 bytes apart). Where
-no tf32 kernel can run (older GPUs, operands neither can read) the result is exact float32.
+accumulation) under "high" / "medium" or ``torch.backends.cuda.matmul.allow_tf32 = True``, planned
+as the half types are (wgmma's tf32 form reads K-major operands only, so the others are copied
+K-major for it). Where no tensor-core kernel runs (before sm_80) the result is exact float32.
 ``LLTM_EXT_GEMM_TF32=0`` in the environment turns TF32 off (debugging).
 
 The path of a call: ``gemm(a, b)`` -> ``GemmFunction`` -> the operator ``torch.ops.lltm_ext.gemm``
@@ -116,8 +116,8 @@ def gemm(a: Tensor, b: Tensor, *, out: Tensor | None = None) -> Tensor:
     Any M, N, K >= 0 (K = 0 gives zeros). Dtypes float32 (exact, or TF32 on tensor cores (sm_80 and
     newer) where PyTorch's float32 matmul precision allows it, as for ``torch.mm``), float64,
     float16 and bfloat16 (accumulated in float32), on the CPU or a CUDA device. Row-major and
-    transposed (e.g. ``x.t()``) operands are read without copies (TF32 excepted: see the module
-    notes); other strides are made contiguous.
+    transposed (e.g. ``x.t()``) operands are read without copies (except where the planner copies
+    them for the wgmma kernel: see the module notes); other strides are made contiguous.
     Differentiable in ``a`` and ``b`` when ``out`` is not given.
     """
     if out is None:
@@ -221,7 +221,8 @@ def benchmarks(device: torch.device, quick: bool) -> list[BenchCase]:
     """float32 GEMM vs ``torch.mm`` (cuBLAS SGEMM with TF32 off on CUDA; MKL/oneDNN on the CPU);
     on CUDA also bfloat16 and float16 vs ``torch.mm`` (cuBLAS on tensor cores) on the same
     shapes and layouts, and float32 with TF32 allowed on both sides (``lltm_ext.gemm`` runs these
-    on the Hopper wgmma kernel where the GPU and the build allow, on its SIMT kernel otherwise).
+    on the tensor-core kernels the planner picks where the GPU and the build allow, on the SIMT
+    kernel otherwise).
     Where the GPU runs wgmma by default but could run the mma.sync kernel (an H100 / H200), rows
     ``bf16_mma`` / ``fp16_mma`` / ``tf32_mma`` force the latter, against the same cuBLAS
     reference (TF32 allowed on both sides for ``tf32_mma``)."""

@@ -62,16 +62,15 @@ std::vector<std::string> cuda_config_names();
 std::string cuda_path();
 void set_cuda_path(const std::string& path);
 
-// The bfloat16 / float16 path on the current CUDA device: "wgmma" (the Hopper tensor-core kernel,
-// when the device runs this module's sm_90a code), "mma" (the sm_80+ tensor-core kernel, mma.sync
-// and cp.async, when the image the device runs was compiled for compute_80 or newer) or "simt"
-// (the tiled kernel, any GPU); chosen in that order by the GPU code the device runs, or forced by
-// LLTM_EXT_GEMM_HALF_PATH / set_cuda_half_path("auto" | "wgmma" | "mma" | "simt" | "wgmma64" |
-// "wgmma128" | "wgmma256" | "mma64" | "mma128" | "mma256": the last six force the block tile too:
-// wgmma's width, or mma's 64 x 64, 128 x 128 or 128 x 256).
+// The bfloat16 / float16 tensor-core kernels the current CUDA device runs, as one name: "wgmma"
+// (the Hopper kernel's sm_90a code is loaded; the planner then picks wgmma or mma per call), "mma"
+// (the sm_80+ mma.sync kernel's code, compiled for compute_80 or newer) or "simt" (neither: the
+// tiled SIMT kernel); or as forced by LLTM_EXT_GEMM_HALF_PATH / set_cuda_half_path("auto" |
+// "wgmma" | "mma" | "simt" | "wgmma64" | "wgmma128" | "wgmma256" | "mma64" | "mma128" | "mma256":
+// the last six force the block tile too: wgmma's width, or mma's 64 x 64, 128 x 128 or 128 x 256).
 // The same setting picks float32's kernel where TF32 is allowed (torch.mm's setting): wgmma or mma
-// run it as tf32, simt as exact float32. Operands that the tensor-core kernels cannot read (a base
-// not 16-byte aligned, a stride not a multiple of 16 bytes) run on the SIMT kernel on every path.
+// run it as tf32, simt as exact float32. Products with a side of at most 4 run on the
+// matrix-vector kernels whatever this says.
 std::string cuda_half_path();
 void set_cuda_half_path(const std::string& path);
 
