@@ -141,8 +141,9 @@ def test_tiny_shapes_take_the_small_tile(ext, shape):
 
 
 def test_the_256x128_tile_is_a_candidate_for_a_k_contiguous_b_only(ext):
-    """Config 11 (step 16 of docs/gemm_notes.md) was measured across shapes with B K-contiguous
-    only: it takes a @ b.T and a.T @ b.T at 4096^3, and no schedule with a row-major B."""
+    """Config 11 (docs/gemm_notes.md, "Both operands K-contiguous") was measured across shapes
+    with B K-contiguous only: it takes a @ b.T and a.T @ b.T at 4096^3, and no schedule with a
+    row-major B."""
     assert choose(ext, 4096, 4096, 4096, b_k_contig=True)[0] == 11
     for (m, n, k), sms in itertools.product(SHAPES, (46, 132)):
         assert choose(ext, m, n, k, sms=sms)[0] != 11, (m, n, k, sms)

@@ -16,16 +16,17 @@ namespace {
 
 // The candidates and their sustained float32 rates relative to each other with the GPU full, for
 // an MN-contiguous B (row-major) and a K-contiguous one (a transposed view, as in backward's
-// grad_c @ b.T), where both operands of a @ b.T need transposing (docs/gemm_notes.md, steps 14
-// and 15). Config 2's row-major rate, 0.85: from the H200's waves (a full wave of 128 x 128 tiles
-// at K = 4096 took ~800 us where config 0's took ~500 us for 0.75x the outputs); at 1.0 it won
-// shapes where it ran up to 11% slower than what the model now picks (docs/gemm_notes.md, "The
-// heuristic's cost model"). Config 0's K-contiguous rate stayed 0.85 with its staging tiles
-// (step 15): at 0.95 the model moved 54 of 800 a @ b.T shapes to it, which timed a wash (median
-// 1.006x, from 0.92x to 1.06x of the schedule before). Config 11 (256 x 128, A through registers
-// and B through staging tiles in a @ b.T; step 16) is a candidate only for a K-contiguous B
-// (rate 0: not a candidate): 1.12x config 2's speed on a @ b.T and 1.05x config 1's on
-// a.T @ b.T at 4096^3, taken as 1.1; with a row-major B it was not measured across shapes.
+// grad_c @ b.T), where both operands of a @ b.T need transposing (docs/gemm_notes.md,
+// "K-contiguous operands" and "Both operands K-contiguous"). Config 2's row-major rate, 0.85: from
+// the H200's waves (a full wave of 128 x 128 tiles at K = 4096 took ~800 us where config 0's took
+// ~500 us for 0.75x the outputs); at 1.0 it won shapes where it ran up to 11% slower than what the
+// model now picks (docs/gemm_notes.md, "The schedule: the heuristic's cost model"). Config 0's
+// K-contiguous rate stayed 0.85 with its staging tiles: at 0.95 the model moved 54 of 800 a @ b.T
+// shapes to it, which timed a wash (median 1.006x, from 0.92x to 1.06x of the schedule before).
+// Config 11 (256 x 128, A through registers and B through staging tiles in a @ b.T) is a candidate
+// only for a K-contiguous B (rate 0: not a candidate): 1.12x config 2's speed on a @ b.T and 1.05x
+// config 1's on a.T @ b.T at 4096^3, taken as 1.1; with a row-major B it was not measured across
+// shapes.
 constexpr std::array<int, 5> kF32Candidates = {0, 1, 2, 3, 11};
 constexpr std::array<double, 5> kF32CandidateRate = {1.0, 0.955, 0.85, 0.73, 0.0};
 constexpr std::array<double, 5> kF32CandidateRateBK = {0.85, 0.95, 1.0, 0.65, 1.1};
@@ -67,8 +68,8 @@ static_assert(all_configs(kF32StagedCandidates, false),
 // Estimated time of config (bm x bn x bk tiles, blocks_per_sm resident, relative rate `rate`)
 // with up to max_splits K splits, in units of one multiply-add of one SM at rate 1: full-GPU waves
 // of blocks times each block's work, plus the split-K reduction (its workspace traffic,
-// kUnitsPerByte per byte, and one more launch, kLaunchUnits). docs/gemm_notes.md ("The
-// heuristic's cost model") gives what these units and constants stand for on an H100 / H200.
+// kUnitsPerByte per byte, and one more launch, kLaunchUnits). docs/gemm_notes.md ("The schedule:
+// the heuristic's cost model") gives what these units and constants stand for on an H100 / H200.
 // Tail split-K (tail_splits > 1, splits 1): the last tail_tiles tiles are split along K into
 // tail_splits parts, the others run whole (see gemm_tiles::Params).
 struct Estimate {
@@ -101,7 +102,7 @@ Estimate estimate(int64_t M, int64_t N, int64_t K, int bm, int bn, int bk, int b
     if (cost < best.cost) best = {cost, s};
   }
   // Tail split-K: the tiles past the last full wave (or the last two) are split along K into s
-  // parts, the others run whole. Calibrated on an H200 (docs/gemm_notes.md, tail split-K): the
+  // parts, the others run whole. Calibrated on an H200 (docs/gemm_notes.md, "The schedule"): the
   // tail's last, partial wave costs as much as its busiest SMs' blocks at 0.85 of the full SM
   // rate (fewer warps hide less latency), and the tail's waves 1.1x their estimate (split blocks
   // start and drain in lock step, plus the workspace round trip).
