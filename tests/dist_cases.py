@@ -333,6 +333,7 @@ def environment() -> dict[str, Any]:
         "backend": str(dist.get_backend()),
         "threads": torch.get_num_threads(),
         "omp": os.environ.get("OMP_NUM_THREADS"),
+        "lltm_ext": lltm_ext.__file__,
     }
 
 

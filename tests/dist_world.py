@@ -13,13 +13,16 @@ tests/, which the workers find on the sys.path they inherit). Results travel as 
 from __future__ import annotations
 
 import datetime
+import importlib
 import io
 import os
 import queue
 import socket
+import sys
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -52,8 +55,20 @@ def _worker(
     collective_timeout: float,
     commands: Any,
     results: Any,
+    parent_modules: dict[str, str],
 ) -> None:
     """A rank: joins the group, then runs (fn, kwargs) from `commands` until None."""
+    # A worker starts with the parent's sys.path, but imports afresh: if a source tree sits ahead
+    # of the installed package on that path, the ranks would test another lltm_ext than the parent.
+    for name, parent_file in parent_modules.items():
+        try:
+            here = importlib.import_module(name).__file__
+        except BaseException:
+            results.put((rank, False, traceback.format_exc()))
+            return
+        if here is None or Path(here).resolve() != Path(parent_file).resolve():
+            results.put((rank, False, f"{name} is {here} here but {parent_file} in the parent"))
+            return
     torch.set_num_threads(1)  # N ranks on a few cores: one thread each
     backend = "gloo"
     device_id = None
@@ -89,13 +104,27 @@ class World:
         self.size = size
         self.device = device
         ctx = mp.get_context("spawn")
+        parent_modules = {
+            name: module.__file__
+            for name in ("lltm_ext",)
+            if (module := sys.modules.get(name)) is not None and module.__file__
+        }
         port = free_port()
         self._results = ctx.Queue()
         self._commands = [ctx.Queue() for _ in range(size)]
         self._procs = [
             ctx.Process(
                 target=_worker,
-                args=(r, size, port, device, collective_timeout, self._commands[r], self._results),
+                args=(
+                    r,
+                    size,
+                    port,
+                    device,
+                    collective_timeout,
+                    self._commands[r],
+                    self._results,
+                    parent_modules,
+                ),
                 daemon=True,
             )
             for r in range(size)

@@ -23,6 +23,7 @@ import pytest
 import torch
 from dist_world import RankFailed, World, free_port
 
+import lltm_ext
 from lltm_ext import distributed as lltm_dist
 
 pytestmark = pytest.mark.skipif(
@@ -73,6 +74,8 @@ def assert_params_close(params: dict, reference: dict, dtype: str) -> None:
 def test_world_is_two_ranks(world):
     envs = world.run(dist_cases.environment)
     assert [e["rank"] for e in envs] == [0, 1]
+    # the ranks test the lltm_ext this process tests (not a source tree that a test put on sys.path)
+    assert {e["lltm_ext"] for e in envs} == {lltm_ext.__file__}
     assert {e["backend"] for e in envs} == {"gloo" if world.device == "cpu" else "nccl"}
 
 

@@ -31,7 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run as a script: the source root, for `tools`; imported as tools.find_links,
+    # sys.path is the importer's (inserting the root first would shadow an installed lltm_ext for
+    # the rest of that process, and for processes it spawns)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tools.wheel_matrix import page_name
 
 # name-version(-build)?-python-abi-platform.whl (the wheel file name, PEP 427)

@@ -44,7 +44,8 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+if not __package__:  # run as a script (as CI does): the source root, for `tools`
+    sys.path.insert(0, str(ROOT))
 from tools import find_links  # noqa: E402
 
 
@@ -309,7 +310,6 @@ def wheel_torch(wheel: Path) -> str:
     """The exact torch version the wheel was built with (its build record)."""
     import zipfile
 
-    sys.path.insert(0, str(ROOT))
     from tools import check_dist
 
     with zipfile.ZipFile(wheel) as zf:
