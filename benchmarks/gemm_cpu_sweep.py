@@ -46,13 +46,15 @@ LAYOUTS = ("nn", "nt", "tn", "tt")
 LAYOUT_TEXT = {"nn": "a @ b", "nt": "a @ b.T", "tn": "a.T @ b", "tt": "a.T @ b.T"}
 
 
-def draw_shapes(n: int, seed: int, max_dim: int, flop_cap: float) -> list[tuple[int, int, int, str]]:
+def draw_shapes(
+    n: int, seed: int, max_dim: int, flop_cap: float
+) -> list[tuple[int, int, int, str]]:
     """n shapes (M, N, K, layout): each dimension log-uniform in [1, max_dim], 2*M*N*K <= flop_cap
     (rejection), the layout uniform over the four."""
     rng = random.Random(seed)
     shapes: list[tuple[int, int, int, str]] = []
     while len(shapes) < n:
-        m, n_, k = (int(round(math.exp(rng.uniform(0.0, math.log(max_dim))))) for _ in range(3))
+        m, n_, k = (round(math.exp(rng.uniform(0.0, math.log(max_dim)))) for _ in range(3))
         layout = rng.choice(LAYOUTS)
         if 2.0 * m * n_ * k <= flop_cap:
             shapes.append((m, n_, k, layout))
@@ -81,12 +83,16 @@ def block_size(fn: Callable[[], Any], block_s: float) -> int:
             fn()
         dt = time.perf_counter() - t0
         if dt >= block_s / 4 or n >= 1 << 20:
-            return max(1, int(round(n * block_s / max(dt, 1e-9))))
+            return max(1, round(n * block_s / max(dt, 1e-9)))
         n *= 4
 
 
 def time_pair(
-    ours: Callable[[], Any], ref: Callable[[], Any], block_s: float, budget_s: float, min_samples: int
+    ours: Callable[[], Any],
+    ref: Callable[[], Any],
+    block_s: float,
+    budget_s: float,
+    min_samples: int,
 ) -> tuple[list[float], list[float]]:
     """Per-call seconds of ours and ref: alternate blocks (ours first, then ref, swapping the order
     each round) until budget_s is spent and each side has min_samples samples."""
@@ -114,6 +120,20 @@ def time_pair(
         if len(s_ours) >= 200:
             break
     return s_ours, s_ref
+
+
+def calls(
+    call: str, ext: Any, a: torch.Tensor, b: torch.Tensor
+) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """(ours, torch's) for --call: "op" ext.gemm / torch.mm, "out" into preallocated outputs,
+    "api" the public lltm_ext.gemm."""
+    if call == "out":
+        c1 = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype)
+        c2 = torch.empty_like(c1)
+        return (lambda: ext.gemm_out(a, b, c1)), (lambda: torch.mm(a, b, out=c2))
+    if call == "api":
+        return (lambda: lltm_ext.gemm(a, b)), (lambda: torch.mm(a, b))
+    return (lambda: ext.gemm(a, b)), (lambda: torch.mm(a, b))
 
 
 def quantile(xs: list[float], q: float) -> float:
@@ -169,15 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         t_start = time.perf_counter()
         for idx, (m, n, k, layout) in enumerate(shapes):
             a, b = operands(m, n, k, layout, dtype, args.seed * 1000003 + idx)
-            c1 = torch.empty(m, n, dtype=dtype)
-            c2 = torch.empty(m, n, dtype=dtype)
-            if args.call == "op":
-                ours, ref = (lambda: ext.gemm(a, b)), (lambda: torch.mm(a, b))
-            elif args.call == "out":
-                ours = lambda: ext.gemm_out(a, b, c1)  # noqa: E731
-                ref = lambda: torch.mm(a, b, out=c2)  # noqa: E731
-            else:
-                ours, ref = (lambda: lltm_ext.gemm(a, b)), (lambda: torch.mm(a, b))
+            ours, ref = calls(args.call, ext, a, b)
             with torch.no_grad():
                 got, want = ext.gemm(a, b).double(), torch.mm(a.double(), b.double())
                 denom = want.norm().item()
@@ -210,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{summ['median']:.3f}x  max {summ['max']:.3f}x  (largest rel. error "
             f"{max(r['rel_err'] for r in rows):.2e})"
         )
-        print(f"  worst {args.worst}:\n       M      N      K  layout       ours us   torch us   ratio")
+        print(f"  worst {args.worst}:")
+        print("       M      N      K  layout       ours us   torch us   ratio")
         for r in sorted(rows, key=lambda r: r["ratio"])[: args.worst]:
             print(
                 f"  {r['m']:>6} {r['n']:>6} {r['k']:>6}  {LAYOUT_TEXT[r['layout']]:<10}"
