@@ -471,7 +471,7 @@ def test_cpu_reads_and_writes_only_the_views(path, dtype):
 def test_cpu_small_products_run_on_one_thread():
     """Work too small to share (the issue's 1 x 88 x 1300 and 1 x 21 x 390, a 64^3 product) runs in
     one part on the calling thread, whatever the thread count; a large one is cut into parts for
-    every thread."""
+    the threads."""
     ext = load_extension("gemm")
     saved = torch.get_num_threads()
     torch.set_num_threads(2)
@@ -481,7 +481,7 @@ def test_cpu_small_products_run_on_one_thread():
             assert ext._cpu_last_run()[2] == 1, (m, n, k)
         if torch.get_num_threads() == 2:
             lltm_ext.gemm(torch.randn(512, 512), torch.randn(512, 512))
-            assert ext._cpu_last_run()[2] == 2
+            assert ext._cpu_last_run()[2] >= 2
     finally:
         torch.set_num_threads(saved)
 

@@ -37,6 +37,21 @@ void pack_a_pairs(uint32_t* __restrict__ dst, const BFloat16* a, int64_t sam, in
   const int even = kc / 2;
   for (int ir = 0; ir < mc; ir += kMR) {
     const int rows = std::min(kMR, mc - ir);
+    if (sam == 1) {  // column-major A: rows contiguous for each k; pairs of k rows interleaved
+      static_assert(kMR <= 16, "a panel's rows fit one vector of 16-bit lanes");
+      const __mmask16 mask = static_cast<__mmask16>((1u << rows) - 1);
+      const BFloat16* s = a + ir;
+      for (int q = 0; q < kc2; ++q) {
+        const __m256i k0 = _mm256_maskz_loadu_epi16(mask, s + 2 * q * sak);
+        const __m256i k1 = 2 * q + 1 < kc ? _mm256_maskz_loadu_epi16(mask, s + (2 * q + 1) * sak)
+                                          : _mm256_setzero_si256();
+        const U32 lo = __builtin_convertvector(reinterpret_cast<U16>(k0), U32);
+        const U32 hi = __builtin_convertvector(reinterpret_cast<U16>(k1), U32) << 16;
+        _mm512_mask_storeu_epi32(dst + q * rows, mask, reinterpret_cast<__m512i>(lo | hi));
+      }
+      dst += rows * kc2;
+      continue;
+    }
     for (int r = 0; r < rows; ++r) {
       const BFloat16* s = a + (ir + r) * sam;
       if (sak == 1) {
@@ -78,6 +93,28 @@ void pack_b_pairs(uint32_t* __restrict__ dst, const BFloat16* b, int64_t sbk, in
         _mm512_storeu_si512(dst + q * kPairNR, _mm512_permutex2var_epi16(r0, lo_idx, r1));
         _mm512_storeu_si512(dst + q * kPairNR + 16, _mm512_permutex2var_epi16(r0, hi_idx, r1));
       }
+    } else if (sbk == 1 && cols == kPairNR) {  // K-contiguous B, whole panel
+      // Blocks of 16 columns x 16 pairs (as 32-bit lanes) transposed in registers.
+      const int even = kc / 2;
+      int q = 0;
+      for (; q + 16 <= even; q += 16) {
+        for (int half = 0; half < 2; ++half) {
+          Vec<float> blk[16];
+          for (int c = 0; c < 16; ++c)
+            blk[c] = loadv(reinterpret_cast<const float*>(src + (half * 16 + c) * sbn + 2 * q));
+          transpose_block<float>(blk);
+          for (int t = 0; t < 16; ++t)
+            storev(reinterpret_cast<float*>(dst + (q + t) * kPairNR + half * 16), blk[t]);
+        }
+      }
+      for (; q < kc2; ++q) {
+        for (int jj = 0; jj < kPairNR; ++jj) {
+          const BFloat16* col = src + jj * sbn;
+          dst[q * kPairNR + jj] = 2 * q + 1 < kc
+                                      ? bits_of(col[2 * q]) | (bits_of(col[2 * q + 1]) << 16)
+                                      : bits_of(col[2 * q]);
+        }
+      }
     } else {  // K-contiguous or other strides: column by column
       const int even = kc / 2;
       for (int jj = 0; jj < cols; ++jj) {
@@ -106,30 +143,36 @@ void pack_b_pairs(uint32_t* __restrict__ dst, const BFloat16* b, int64_t sbk, in
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,f16c,avx512bf16")
 
-// C tile (MR x nr at row i, column j of d) = A pair panel (MR rows) times B pair panel, kc2 pairs.
-template <int MR>
+// C tile (MR x nr at row i, column j of d, nr <= 16 NV) = A pair panel (MR rows) times B pair panel
+// (its first 16 NV columns), kc2 pairs.
+template <int MR, int NV>
 __attribute__((noinline)) void pair_tile(int kc2, const uint32_t* __restrict__ ap,
                                          const uint32_t* __restrict__ bp,
                                          const TileDst<float, BFloat16>& d, int64_t i, int64_t j,
                                          int nr) {
-  Vec<float> acc[MR][kTileVecs];
+  Vec<float> acc[MR][NV];
 #pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = Vec<float>{};
+  for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) acc[r][v] = Vec<float>{};
+  }
   for (int q = 0; q < kc2; ++q) {
-    const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(bp));
-    const __m512bh b1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(bp + 16));
+    __m512bh b[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) b[v] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(bp + 16 * v));
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       const __m512bh a = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(ap[r])));
-      acc[r][0] = reinterpret_cast<Vec<float>>(
-          _mm512_dpbf16_ps(reinterpret_cast<__m512>(acc[r][0]), a, b0));
-      acc[r][1] = reinterpret_cast<Vec<float>>(
-          _mm512_dpbf16_ps(reinterpret_cast<__m512>(acc[r][1]), a, b1));
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) {
+        acc[r][v] = reinterpret_cast<Vec<float>>(
+            _mm512_dpbf16_ps(reinterpret_cast<__m512>(acc[r][v]), a, b[v]));
+      }
     }
     ap += MR;
     bp += kPairNR;
   }
-  if (d.w == nullptr && d.scn == 1 && nr == kPairNR) {  // whole tiles into a row-major C
+  if (d.w == nullptr && d.scn == 1 && nr == 16 * NV) {  // whole tiles into a row-major C
     // (vcvtneps2bf16: round to nearest even, as c10::BFloat16; a denormal result becomes zero, as
     // vdpbf16ps makes it anyway)
     BFloat16* const c = d.c + i * d.scm + j;
@@ -138,7 +181,7 @@ __attribute__((noinline)) void pair_tile(int kc2, const uint32_t* __restrict__ a
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
 #pragma GCC unroll 2
-      for (int v = 0; v < kTileVecs; ++v) {
+      for (int v = 0; v < NV; ++v) {
         Vec<float> x = acc[r][v];
         if (add != nullptr) x += loadv(add + r * ld_add + v * 16);
         _mm256_storeu_si256(
@@ -148,7 +191,7 @@ __attribute__((noinline)) void pair_tile(int kc2, const uint32_t* __restrict__ a
     }
     return;
   }
-  store_tile<MR, float, BFloat16>(acc, d, i, j, nr);
+  store_tile<MR, NV, float, BFloat16>(acc, d, i, j, nr);
 }
 
 // out[r * JB + c] = sum over k < kd of a[r * lda + k] * b[c * ldb + k], both bfloat16 contiguous
@@ -204,12 +247,13 @@ __attribute__((noinline)) void pair_dot_tile(int64_t kd, const BFloat16* __restr
 
 using PairTileFn = void (*)(int, const uint32_t*, const uint32_t*, const TileDst<float, BFloat16>&,
                             int64_t, int64_t, int);
-template <size_t... R>
+template <int NV, size_t... R>
 constexpr std::array<PairTileFn, kMR + 1> make_pair_tiles(std::index_sequence<R...>) {
-  return {nullptr, &pair_tile<static_cast<int>(R) + 1>...};
+  return {nullptr, &pair_tile<static_cast<int>(R) + 1, NV>...};
 }
+template <int NV>
 constexpr std::array<PairTileFn, kMR + 1> kPairTiles =
-    make_pair_tiles(std::make_index_sequence<kMR>{});
+    make_pair_tiles<NV>(std::make_index_sequence<kMR>{});
 
 using PairDotFn = void (*)(int64_t, const BFloat16*, int64_t, const BFloat16*, int64_t, float*);
 template <int IB, size_t... C>

@@ -100,12 +100,16 @@ struct FmaKernel {
   }
   static void tile(int rows, int kc, const Acc* ap, const Acc* bp, const TileDst<Acc, T>& d,
                    int64_t i, int64_t j, int nr) {
-    kFmaTiles<Acc, Acc, T>[rows](kc, ap, bp, kNr, d, i, j, nr);
+    if (nr <= kLanes<Acc>) {  // a last panel of one vector of columns: half the tile
+      kFmaTiles<Acc, Acc, T, 1>[rows](kc, ap, bp, kNr, d, i, j, nr);
+    } else {
+      kFmaTiles<Acc, Acc, T>[rows](kc, ap, bp, kNr, d, i, j, nr);
+    }
   }
   // A tile whose B panel is read in place: kNr columns of rows bs apart.
   static void tile_direct(int rows, int kc, const Acc* ap, const T* b, int64_t bs,
                           const TileDst<Acc, T>& d, int64_t i, int64_t j) {
-    kFmaTiles<Acc, T, T>[rows](kc, ap, b, bs, d, i, j, kNr);
+    kFmaTiles<Acc, T, T, kTileVecs, true>[rows](kc, ap, b, bs, d, i, j, kNr);
   }
 };
 
@@ -136,7 +140,11 @@ struct PairKernel {
   }
   static void tile(int rows, int kc, const uint32_t* ap, const uint32_t* bp,
                    const TileDst<float, BFloat16>& d, int64_t i, int64_t j, int nr) {
-    kPairTiles[rows]((kc + 1) / 2, ap, bp, d, i, j, nr);
+    if (nr <= 16) {
+      kPairTiles<1>[rows]((kc + 1) / 2, ap, bp, d, i, j, nr);
+    } else {
+      kPairTiles<2>[rows]((kc + 1) / 2, ap, bp, d, i, j, nr);
+    }
   }
 };
 #endif

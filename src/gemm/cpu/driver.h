@@ -13,6 +13,7 @@
 #endif
 #include "gemm/cpu/blocked.h"
 #include "gemm/cpu/skinny.h"
+#include "gemm/cpu/parts.h"
 
 namespace lltm_ext::gemm::cpugemm::LLTM_GEMM_CPU_NS {
 namespace {
@@ -30,11 +31,18 @@ constexpr int64_t kSkinny = 8;
 constexpr int64_t kDotMaxRows = 64;
 constexpr int64_t kDotMinK = 128;
 constexpr int64_t kRowsMaxRows = 128;
+constexpr int64_t kDotGatherN = 64;
 // Work per part below which a product runs on one thread: multiply-adds plus kOutputMacs per
-// element of C (small K: writing C is most of the time). 2^22: about 100 us of float32 on one
-// core of the development machine, well above the cost of waking a helper.
-constexpr double kGrainMacs = 4194304.0;
+// element of C (with small K, writing C is most of the time). 2^20: about 25 us of float32 on one
+// core of the development machine. There, with the team's workers awake, two parts already paid
+// at 64^3 (8.0 us on one thread, 7.1 us in two; 128^3: 43.6 and 28.9 us); the grain is kept
+// larger because a woken worker on a core busy with other processes can hold a parallel region
+// for a time slice (~10 ms), which only larger work can afford to risk. Products of more than
+// kFineParts grains are cut into two parts per thread, so that a thread slowed by other work on
+// its core leaves more of the product to the others.
+constexpr double kGrainMacs = 1048576.0;
 constexpr double kOutputMacs = 16.0;
+constexpr double kFineParts = 16.0;
 
 // Cuts the rectangle [0, M) x [0, N) into `parts` regions, rows in multiples of kMR and columns
 // of `nr` (nr_only: columns only).
@@ -63,57 +71,6 @@ Region region_of(int64_t M, int64_t N, int nr, int parts, int part, bool columns
   return Region{m0, m1, n0, n1};
 }
 
-// The parts of one product and the count of those not finished yet, shared with the helpers.
-struct PartQueue {
-  explicit PartQueue(int n) : parts(n), left(n) {}
-  const int parts;
-  std::atomic<int> next{0};
-  std::atomic<int> left;
-  std::mutex mutex;
-  std::condition_variable all_done;
-  std::exception_ptr error;
-};
-
-// Claims parts of q until none is left and runs fn on each; fn is called only for a claimed part,
-// while the caller of run_parts still waits (a helper that starts late finds none and returns).
-template <typename Fn>
-void claim_parts(PartQueue& q, const Fn& fn) {
-  for (int part = q.next.fetch_add(1); part < q.parts; part = q.next.fetch_add(1)) {
-    try {
-      fn(part);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(q.mutex);
-      if (!q.error) q.error = std::current_exception();
-    }
-    if (q.left.fetch_sub(1) == 1) {
-      std::lock_guard<std::mutex> lock(q.mutex);
-      q.all_done.notify_all();
-    }
-  }
-}
-
-// Runs fn(part) for every part in [0, parts), on the calling thread and up to
-// at::get_num_threads() - 1 helpers from ATen's inter-op pool (at::launch) that claim parts from
-// a shared counter. The caller waits only for parts a helper has claimed: on a busy machine a
-// helper that is not scheduled in time leaves its parts to the caller instead of holding the call
-// for a time slice (as a fork-join region's closing barrier does: ~10 ms a call seen here with 2
-// threads and other processes on both cores).
-template <typename Fn>
-void run_parts(int parts, const Fn& fn) {
-  const int helpers = std::min(parts, at::get_num_threads()) - 1;
-  if (helpers <= 0) {
-    for (int part = 0; part < parts; ++part) fn(part);
-    return;
-  }
-  auto q = std::make_shared<PartQueue>(parts);
-  const Fn* body = &fn;
-  for (int h = 0; h < helpers; ++h) at::launch([q, body] { claim_parts(*q, *body); });
-  claim_parts(*q, fn);
-  std::unique_lock<std::mutex> lock(q->mutex);
-  q->all_done.wait(lock, [&] { return q->left.load() == 0; });
-  if (q->error) std::rethrow_exception(q->error);
-}
-
 template <typename T>
 Report run_typed(Problem p, const Knobs& knobs) {
   using Acc = acc_t<T>;
@@ -136,15 +93,33 @@ Report run_typed(Problem p, const Knobs& knobs) {
   const auto fits = [](Path path, const Problem& x) {
     return path == Path::kPacked || (path == Path::kRows ? x.sbn == 1 : x.sbk == 1);
   };
-  // kPacked's orientation: the one with less work in padded tiles (columns round up to NR), a
-  // transposed C costing more per stored vector (an in-register transpose per block).
-  const auto packed_flip = [&] {
-    const double m = static_cast<double>(p.M), n = static_cast<double>(p.N);
-    const double k = static_cast<double>(p.K);
-    const double up_n = std::ceil(n / NR) * NR, up_m = std::ceil(m / NR) * NR;
-    const double natural = m * up_n * k / L + m * n / L;
-    const double flipped = n * up_m * k / L + 5.0 * m * n / L;
-    return flipped < natural;
+  // kPacked's orientation: the one with the lower estimated cost (in vector multiply-adds), from
+  // the work in tiles (columns round up to whole panels of NR; a last one of at most L columns
+  // is one vector wide; bfloat16 pairs do two k per instruction), packing each operand (per
+  // element: ~0.15 when its packed lines are contiguous in memory, ~0.3 through in-register
+  // transposes, ~1 element by element) and storing C (a transposed C costs two L x L
+  // transposes and L stores per L columns of a tile, ~80 / rows per vector, where a row-major C
+  // costs 1).
+  const auto packed_cost = [&](const Problem& x) {
+    const double m = static_cast<double>(x.M), n = static_cast<double>(x.N);
+    const double k = static_cast<double>(x.K);
+    const double whole = std::floor(n / NR) * NR, rest = n - whole;
+    const double up_n = whole + (rest == 0 ? 0 : rest <= L ? L : NR);
+    const double tiles = m * up_n * k / L / (pair_ok ? 2.0 : 1.0);
+    const double a_elem = x.sam == 1 ? 0.15 : x.sak == 1 && kLevel == 2 ? 0.3 : 1.0;
+    const double b_elem = x.sbn == 1 ? 0.15 : x.sbk == 1 && n >= NR ? 0.3 : 1.0;
+    const double packs = m * k * a_elem * std::ceil(n / 2048.0) + k * n * b_elem;
+    const bool c_rows = x.scn == 1;
+    const double stores = m * n / L * (c_rows ? 1.0 : 80.0 / std::min<double>(m, kMR));
+    return tiles + packs + stores;
+  };
+  const auto packed_flip = [&] { return packed_cost(transposed(p)) < packed_cost(p); };
+  // kDot in orientation x: its long operand contiguous along K, K of 2 vectors or more, few rows
+  // of C (up to kSkinny, or kDotMaxRows when K >= kDotMinK), and A's rows contiguous along K too,
+  // unless there are enough columns of C to repay gathering them (each A element serves n).
+  const auto dot_suits = [&](const Problem& x) {
+    const bool few_rows = x.M <= kSkinny || (x.M <= kDotMaxRows && x.K >= kDotMinK);
+    return fits(Path::kDot, x) && x.K >= 2 * L && few_rows && (x.sak == 1 || x.N >= kDotGatherN);
   };
   Path path = knobs.path;
   bool flipped = false;
@@ -154,11 +129,10 @@ Report run_typed(Problem p, const Knobs& knobs) {
     if (rows_q && q.M <= kAxpyMaxRows && !(dot_q && q.N == 1 && q.K > 1)) {
       path = Path::kRows;  // a few rows of C streaming B (GEMV-like)
       flipped = skinny_flip;
-    } else if (dot_q && q.K >= 2 * L &&
-               (q.M <= kSkinny || (q.M <= kDotMaxRows && q.K >= kDotMinK))) {
+    } else if (dot_suits(q)) {
       path = Path::kDot;
       flipped = skinny_flip;
-    } else if (fits(Path::kDot, o) && o.M <= kDotMaxRows && q.K >= kDotMinK) {
+    } else if (dot_suits(o)) {
       path = Path::kDot;
       flipped = !skinny_flip;
     } else {
@@ -189,8 +163,9 @@ Report run_typed(Problem p, const Knobs& knobs) {
   const int threads = std::max(1, at::get_num_threads());
   const double outputs = static_cast<double>(p.M) * static_cast<double>(p.N);
   const double work = outputs * (static_cast<double>(p.K) + kOutputMacs);
+  const int most = work > kFineParts * kGrainMacs ? 2 * threads : threads;
   int parts = knobs.parts > 0 ? knobs.parts
-                              : static_cast<int>(std::clamp<double>(work / kGrainMacs, 1, threads));
+                              : static_cast<int>(std::clamp<double>(work / kGrainMacs, 1, most));
   if (threads == 1 && knobs.parts <= 0) parts = 1;
 
   if (path == Path::kDot) {

@@ -22,8 +22,20 @@ void pack_a(acc_t<T>* __restrict__ dst, const T* a, int64_t sam, int64_t sak, in
         store_cvt_partial<acc_t<T>, acc_t<T>>(dst + p, load_cvt_partial<acc_t<T>>(src + p, kc - p),
                                               kc - p);
     } else if (sam == 1) {  // column-major A: a k's rows are contiguous
+      constexpr int L = kLanes<acc_t<T>>;
       for (int p = 0; p < kc; ++p) {
-        for (int r = 0; r < rows; ++r) dst[p * rows + r] = to_acc(src[p * sak + r]);
+        const T* s = src + p * sak;
+        acc_t<T>* d = dst + p * rows;
+        int r = 0;
+        for (; r + L <= rows; r += L) storev(d + r, load_cvt<acc_t<T>>(s + r));
+        if (r < rows) {
+#if LLTM_GEMM_CPU_LEVEL == 2
+          store_cvt_partial<acc_t<T>, acc_t<T>>(d + r, load_cvt_partial<acc_t<T>>(s + r, rows - r),
+                                                rows - r);
+#else
+          for (; r < rows; ++r) d[r] = to_acc(s[r]);
+#endif
+        }
       }
     } else {
       const T* row[kMR];

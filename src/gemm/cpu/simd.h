@@ -178,7 +178,13 @@ LLTM_GEMM_INLINE void store_cvt_partial(T* p, Vec<Acc> v, int n) {
   } else {
     T tmp[kLanes<Acc>];
     store_cvt<T, Acc>(tmp, v);
+#if LLTM_GEMM_CPU_LEVEL == 2
+    __m256i h;
+    std::memcpy(&h, tmp, sizeof(h));
+    _mm256_mask_storeu_epi16(p, static_cast<__mmask16>((1u << n) - 1), h);
+#else
     std::memcpy(p, tmp, sizeof(T) * n);
+#endif
   }
 }
 

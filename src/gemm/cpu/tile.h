@@ -29,19 +29,19 @@ struct TileDst {
   int64_t ld_add = 0;
 };
 
-// Stores the MR x kNR tile acc (MR * kTileVecs vectors, row by row) at row i, column j of d, nr <=
-// kNR columns of it: partial tiles, C in its dtype or with any strides (out of line: the tiles
+// Stores the MR x NV*L tile acc (MR * NV vectors, row by row) at row i, column j of d, nr <=
+// NV*L columns of it: partial tiles, C in its dtype or with any strides (out of line: the tiles
 // keep their accumulators in registers for the common case, store_tile's first branch).
-template <int MR, typename Acc, typename T>
+template <int MR, int NV, typename Acc, typename T>
 __attribute__((noinline)) void store_tile_general(const Vec<Acc>* acc, const TileDst<Acc, T>& d,
                                                   int64_t i, int64_t j, int nr) {
   constexpr int L = kLanes<Acc>;
   if (d.w != nullptr) {
     Acc* const wt = d.w + i * d.ldw + j;
     for (int r = 0; r < MR; ++r) {
-      for (int v = 0; v < kTileVecs && v * L < nr; ++v) {
+      for (int v = 0; v < NV && v * L < nr; ++v) {
         const int n = std::min(L, nr - v * L);
-        Vec<Acc> x = acc[r * kTileVecs + v];
+        Vec<Acc> x = acc[r * NV + v];
         if (d.accumulate) x += load_cvt_partial<Acc>(wt + r * d.ldw + v * L, n);
         store_cvt_partial<Acc, Acc>(wt + r * d.ldw + v * L, x, n);
       }
@@ -53,9 +53,9 @@ __attribute__((noinline)) void store_tile_general(const Vec<Acc>* acc, const Til
   const Acc* const add = d.add != nullptr ? d.add + i * ld_add + j : nullptr;
   if (scn == 1) {
     for (int r = 0; r < MR; ++r) {
-      for (int v = 0; v < kTileVecs && v * L < nr; ++v) {
+      for (int v = 0; v < NV && v * L < nr; ++v) {
         const int n = std::min(L, nr - v * L);
-        Vec<Acc> x = acc[r * kTileVecs + v];
+        Vec<Acc> x = acc[r * NV + v];
         if (n == L) {
           if (add != nullptr) x += loadv(add + r * ld_add + v * L);
           store_cvt<T, Acc>(c + r * scm + v * L, x);
@@ -68,7 +68,7 @@ __attribute__((noinline)) void store_tile_general(const Vec<Acc>* acc, const Til
     return;
   }
   if (scm == 1) {  // C written transposed (C^T = B^T A^T of a row-major C): blocks transposed
-    for (int v = 0; v < kTileVecs && v * L < nr; ++v) {
+    for (int v = 0; v < NV && v * L < nr; ++v) {
       const int cols = std::min(L, nr - v * L);
       for (int r0 = 0; r0 < MR; r0 += L) {
         const int g = std::min(L, MR - r0);
@@ -79,7 +79,7 @@ __attribute__((noinline)) void store_tile_general(const Vec<Acc>* acc, const Til
             blk[t] = Vec<Acc>{};
             continue;
           }
-          blk[t] = acc[r * kTileVecs + v];
+          blk[t] = acc[r * NV + v];
           if (add != nullptr) {
             const Acc* src = add + r * ld_add + v * L;
             blk[t] += cols == L ? loadv(src) : load_cvt_partial<Acc>(src, cols);
@@ -93,8 +93,8 @@ __attribute__((noinline)) void store_tile_general(const Vec<Acc>* acc, const Til
     return;
   }
   for (int r = 0; r < MR; ++r) {  // other strides: element by element
-    Acc row[kNR<Acc>];
-    std::memcpy(row, acc + r * kTileVecs, sizeof(row));
+    Acc row[NV * kLanes<Acc>];
+    std::memcpy(row, acc + r * NV, sizeof(row));
     for (int jj = 0; jj < nr; ++jj) {
       Acc x = row[jj];
       if (add != nullptr) x += add[r * ld_add + jj];
@@ -103,21 +103,21 @@ __attribute__((noinline)) void store_tile_general(const Vec<Acc>* acc, const Til
   }
 }
 
-// Stores the MR x kNR tile `acc` at row i, column j of d (nr <= kNR valid columns).
-template <int MR, typename Acc, typename T>
-LLTM_GEMM_INLINE void store_tile(Vec<Acc> (&acc)[MR][kTileVecs], const TileDst<Acc, T>& d,
-                                 int64_t i, int64_t j, int nr) {
+// Stores the MR x NV*L tile `acc` at row i, column j of d (nr <= NV*L valid columns).
+template <int MR, int NV, typename Acc, typename T>
+LLTM_GEMM_INLINE void store_tile(Vec<Acc> (&acc)[MR][NV], const TileDst<Acc, T>& d, int64_t i,
+                                 int64_t j, int nr) {
   constexpr int L = kLanes<Acc>;
   // (d's fields as locals: stores through Acc* may alias d, and would reload them)
   Acc* const w = d.w;
   const int64_t ldw = d.ldw;
   const bool accumulate = d.accumulate;
-  if (w != nullptr && nr == kNR<Acc>) {  // whole tiles into C or the workspace
+  if (w != nullptr && nr == NV * L) {  // whole tiles into C or the workspace
     Acc* const wt = w + i * ldw + j;
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
 #pragma GCC unroll 4
-      for (int v = 0; v < kTileVecs; ++v) {
+      for (int v = 0; v < NV; ++v) {
         Vec<Acc> x = acc[r][v];
         if (accumulate) x += loadv(wt + r * ldw + v * L);
         storev(wt + r * ldw + v * L, x);
@@ -125,14 +125,14 @@ LLTM_GEMM_INLINE void store_tile(Vec<Acc> (&acc)[MR][kTileVecs], const TileDst<A
     }
     return;
   }
-  if (w == nullptr && d.scn == 1 && nr == kNR<Acc>) {  // whole tiles into a row-major C
+  if (w == nullptr && d.scn == 1 && nr == NV * L) {  // whole tiles into a row-major C
     T* const c = d.c + i * d.scm + j;
     const int64_t scm = d.scm, ld_add = d.ld_add;
     const Acc* const add = d.add != nullptr ? d.add + i * ld_add + j : nullptr;
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
 #pragma GCC unroll 4
-      for (int v = 0; v < kTileVecs; ++v) {
+      for (int v = 0; v < NV; ++v) {
         Vec<Acc> x = acc[r][v];
         if (add != nullptr) x += loadv(add + r * ld_add + v * L);
         store_cvt<T, Acc>(c + r * scm + v * L, x);
@@ -140,42 +140,81 @@ LLTM_GEMM_INLINE void store_tile(Vec<Acc> (&acc)[MR][kTileVecs], const TileDst<A
     }
     return;
   }
-  Vec<Acc> copy[MR * kTileVecs];
+#if LLTM_GEMM_CPU_LEVEL == 2
+  if (w != nullptr || d.scn == 1) {  // partial tiles (C's last columns): masked loads and stores
+    int lanes[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) lanes[v] = std::clamp(nr - v * L, 0, L);
+    if (w != nullptr) {
+      Acc* const wt = w + i * ldw + j;
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) {
+          if (lanes[v] == 0) continue;
+          Vec<Acc> x = acc[r][v];
+          if (accumulate) x += load_cvt_partial<Acc>(wt + r * ldw + v * L, lanes[v]);
+          store_cvt_partial<Acc, Acc>(wt + r * ldw + v * L, x, lanes[v]);
+        }
+      }
+      return;
+    }
+    T* const c = d.c + i * d.scm + j;
+    const int64_t scm = d.scm, ld_add = d.ld_add;
+    const Acc* const add = d.add != nullptr ? d.add + i * ld_add + j : nullptr;
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        if (lanes[v] == 0) continue;
+        Vec<Acc> x = acc[r][v];
+        if (add != nullptr) x += load_cvt_partial<Acc>(add + r * ld_add + v * L, lanes[v]);
+        store_cvt_partial<T, Acc>(c + r * scm + v * L, x, lanes[v]);
+      }
+    }
+    return;
+  }
+#endif
+  Vec<Acc> copy[MR * NV];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
 #pragma GCC unroll 4
-    for (int v = 0; v < kTileVecs; ++v) copy[r * kTileVecs + v] = acc[r][v];
+    for (int v = 0; v < NV; ++v) copy[r * NV + v] = acc[r][v];
   }
-  store_tile_general<MR, Acc, T>(copy, d, i, j, nr);
+  store_tile_general<MR, NV, Acc, T>(copy, d, i, j, nr);
 }
 
-// C tile (MR x nr at row i, column j of d) = A panel (MR rows, packed k-major: ap[k * MR + r])
-// times B panel (kc rows of kNR elements of BT at bp + k * bs, converted to Acc as loaded).
-template <int MR, typename Acc, typename BT, typename T>
+// C tile (MR x nr at row i, column j of d, nr <= NV vectors) = A panel (MR rows, packed k-major:
+// ap[k * MR + r]) times B panel (kc rows of NV vectors of BT at bp + k * bs, converted to Acc as
+// loaded; NV = 1 for a last panel of at most one vector of columns). With
+// kPrefetch (B read in place, rows far apart), each row's next kNR elements (the next tile's) are
+// prefetched as this one is read: hardware prefetchers do not follow kc rows at once.
+template <int MR, int NV, typename Acc, typename BT, typename T, bool kPrefetch>
 __attribute__((noinline)) void fma_tile(int kc, const Acc* __restrict__ ap,
                                         const BT* __restrict__ bp, int64_t bs,
                                         const TileDst<Acc, T>& d, int64_t i, int64_t j, int nr) {
   constexpr int L = kLanes<Acc>;
-  Vec<Acc> acc[MR][kTileVecs];
+  Vec<Acc> acc[MR][NV];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
 #pragma GCC unroll 4
-    for (int v = 0; v < kTileVecs; ++v) acc[r][v] = Vec<Acc>{};
+    for (int v = 0; v < NV; ++v) acc[r][v] = Vec<Acc>{};
   }
   for (int p = 0; p < kc; ++p) {
-    Vec<Acc> b[kTileVecs];
+    if constexpr (kPrefetch) __builtin_prefetch(bp + kNR<Acc>, 0, 3);
+    Vec<Acc> b[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < kTileVecs; ++v) b[v] = load_cvt<Acc>(bp + v * L);
+    for (int v = 0; v < NV; ++v) b[v] = load_cvt<Acc>(bp + v * L);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       const Vec<Acc> a = broadcast(ap[r]);
 #pragma GCC unroll 4
-      for (int v = 0; v < kTileVecs; ++v) acc[r][v] += a * b[v];
+      for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
     }
     ap += MR;
     bp += bs;
   }
-  store_tile<MR, Acc, T>(acc, d, i, j, nr);
+  store_tile<MR, NV, Acc, T>(acc, d, i, j, nr);
 }
 
 // Rows of C from few rows of A, streaming B: w (MR rows of nc, row stride ldw; added to with
@@ -271,13 +310,13 @@ using FmaTileFn = void (*)(int, const Acc*, const BT*, int64_t, const TileDst<Ac
                            int64_t, int);
 
 // fma_tile for 1 .. kMR rows, indexed by the row count (entry 0 unused).
-template <typename Acc, typename BT, typename T, size_t... R>
+template <typename Acc, typename BT, typename T, int NV, bool kPrefetch, size_t... R>
 constexpr std::array<FmaTileFn<Acc, BT, T>, kMR + 1> make_fma_tiles(std::index_sequence<R...>) {
-  return {nullptr, &fma_tile<static_cast<int>(R) + 1, Acc, BT, T>...};
+  return {nullptr, &fma_tile<static_cast<int>(R) + 1, NV, Acc, BT, T, kPrefetch>...};
 }
-template <typename Acc, typename BT, typename T>
+template <typename Acc, typename BT, typename T, int NV = kTileVecs, bool kPrefetch = false>
 constexpr std::array<FmaTileFn<Acc, BT, T>, kMR + 1> kFmaTiles =
-    make_fma_tiles<Acc, BT, T>(std::make_index_sequence<kMR>{});
+    make_fma_tiles<Acc, BT, T, NV, kPrefetch>(std::make_index_sequence<kMR>{});
 
 }  // namespace
 }  // namespace lltm_ext::gemm::cpugemm::LLTM_GEMM_CPU_NS
