@@ -300,6 +300,204 @@ def test_cuda_tensor_on_cpu_only_build():
 
 
 # ----------------------------------------------------------------------------------------------
+# CPU: every path of the CPU kernels (src/gemm/cpu/: "packed", "rows", "dot"), in either
+# orientation (C = A B, or C^T = B^T A^T written transposed), cut into parts, bfloat16 with and
+# without the AVX-512 BF16 kernels, forced through the module's test knobs. The rest of this file
+# runs whatever the heuristic picks; test_cpu_isa.py runs it all again in each ISA copy.
+# ----------------------------------------------------------------------------------------------
+
+CPU_PATHS = ["packed", "rows", "dot"]
+CPU_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+
+# (M, N, K): tiny; GEMV-like (1 or 2 rows of C or C^T, narrow and wide); a few rows; odd sizes
+# with tails along every dimension (K below and above a vector); K over the blocked paths' panel
+# (256 or 512) and over the dot path's chunk (8192), so that sums carry across panels.
+CPU_SHAPES = [
+    (1, 1, 1),
+    (2, 3, 1),
+    (1, 5, 300),
+    (1, 300, 700),
+    (300, 2, 700),
+    (4, 257, 33),
+    (7, 100, 300),
+    (33, 40, 31),
+    (70, 37, 9),
+    (13, 70, 520),
+    (129, 65, 600),
+    (3, 5, 9000),
+]
+
+
+@contextlib.contextmanager
+def cpu_knobs(path: str = "auto", parts: int = 0, bf16_dot: bool = True, transpose: int = -1):
+    """Forces the CPU GEMM's path, parts, bfloat16 kernels and orientation inside the block."""
+    ext = load_extension("gemm")
+    ext._set_cpu_knobs(path, parts, bf16_dot, transpose)
+    try:
+        yield ext
+    finally:
+        ext._set_cpu_knobs("auto", 0, True, -1)
+
+
+def cpu_path_fits(path: str, a: torch.Tensor, b: torch.Tensor, transpose: int) -> bool:
+    """Whether `path` can run a @ b in that orientation: "rows" reads the long operand in place
+    along N (b's columns; for C^T, a's rows), "dot" along K (b's rows; for C^T, a's columns);
+    extent-1 dimensions count as unit-stride."""
+
+    def unit(t: torch.Tensor, dim: int) -> bool:
+        return t.shape[dim] == 1 or t.stride(dim) == 1
+
+    if path == "packed":
+        return True
+    if path == "rows":
+        return unit(a, 0) if transpose else unit(b, 1)
+    return unit(a, 1) if transpose else unit(b, 0)
+
+
+def bf16_dot_expected() -> bool:
+    """Whether bfloat16 runs on the AVX-512 BF16 kernels here (the avx512 copy on a CPU with
+    avx512_bf16)."""
+    if not os.path.exists("/proc/cpuinfo") or cpu_isa_name() != "avx512":
+        return False
+    with open("/proc/cpuinfo") as f:
+        return any(line.startswith("flags") and "avx512_bf16" in line.split() for line in f)
+
+
+def cpu_isa_name() -> str:
+    ext = load_extension("gemm")
+    ext.gemm(torch.ones(1, 1), torch.ones(1, 1))
+    return ext._cpu_kernel_isa()
+
+
+@pytest.mark.parametrize("dtype", CPU_DTYPES, ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("path", CPU_PATHS)
+def test_cpu_paths(path, dtype):
+    """Every path, orientation and layout at every shape of CPU_SHAPES, against float64; the forced
+    orientation runs the forced path where the layout allows it, else "packed"."""
+    gen = torch.Generator().manual_seed(3)
+    bf16_dots = [True, False] if dtype == torch.bfloat16 else [True]
+    for (m, n, k), layout, transpose, bf16_dot in itertools.product(
+        CPU_SHAPES, ["nn", "nt", "tn", "tt"], [0, 1], bf16_dots
+    ):
+        a = (
+            rand((k, m), dtype, "cpu", gen).t()
+            if layout[0] == "t"
+            else rand((m, k), dtype, "cpu", gen)
+        )
+        b = (
+            rand((n, k), dtype, "cpu", gen).t()
+            if layout[1] == "t"
+            else rand((k, n), dtype, "cpu", gen)
+        )
+        with cpu_knobs(path, 0, bf16_dot, transpose) as ext:
+            c = lltm_ext.gemm(a, b)
+            ran, transposed, parts, ran_bf16_dot = ext._cpu_last_run()
+        where = f"{path} {m}x{n}x{k} {layout} transpose={transpose} bf16_dot={bf16_dot}"
+        expected = path if cpu_path_fits(path, a, b, transpose) else "packed"
+        assert (ran, transposed) == (expected, bool(transpose)), where
+        assert parts >= 1
+        if dtype == torch.bfloat16 and ran != "rows":
+            assert ran_bf16_dot == (bf16_dot and bf16_dot_expected()), where
+        assert tuple(c.shape) == (m, n) and c.is_contiguous(), where
+        err = rel_err(c, ref_mm(a, b))
+        assert err <= REL_BOUND[dtype], f"{where}: relative error {err:.3e}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("path", CPU_PATHS)
+def test_cpu_parts(path, dtype):
+    """A product cut into 2, 3 or 7 parts (rows and columns of C, as the threads get them; more
+    parts than threads run several to a thread) gives the product."""
+    gen = torch.Generator().manual_seed(4)
+    for (m, n, k), layout, parts, transpose in itertools.product(
+        [(5, 300, 70), (100, 90, 300), (300, 3, 520), (40, 41, 9000)],
+        ["nn", "tt", "nt"],
+        [2, 3, 7],
+        [0, 1],
+    ):
+        a = (
+            rand((k, m), dtype, "cpu", gen).t()
+            if layout[0] == "t"
+            else rand((m, k), dtype, "cpu", gen)
+        )
+        b = (
+            rand((n, k), dtype, "cpu", gen).t()
+            if layout[1] == "t"
+            else rand((k, n), dtype, "cpu", gen)
+        )
+        with cpu_knobs(path, parts, True, transpose) as ext:
+            c = lltm_ext.gemm(a, b)
+            ran_parts = ext._cpu_last_run()[2]
+        where = f"{path} {m}x{n}x{k} {layout} parts={parts} transpose={transpose}"
+        assert 1 <= ran_parts <= parts, where
+        err = rel_err(c, ref_mm(a, b))
+        assert err <= REL_BOUND[dtype], f"{where}: relative error {err:.3e}"
+
+
+@pytest.mark.parametrize("dtype", CPU_DTYPES, ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("path", CPU_PATHS)
+def test_cpu_reads_and_writes_only_the_views(path, dtype):
+    """Operands that are views into NaN-filled storage (a margin on every side, rows of the parent
+    longer than the view), written into an out= that sits inside storage filled with a sentinel:
+    any element read outside a view would make the product NaN, any written outside `out` would
+    change the sentinel (a contiguous `out` is where the kernels write directly)."""
+    gen = torch.Generator().manual_seed(5)
+    nan = float("nan")
+
+    def embedded(rows: int, cols: int, transposed: bool) -> torch.Tensor:
+        r, c = (cols, rows) if transposed else (rows, cols)
+        parent = torch.full((r + 6, c + 11), nan, dtype=dtype)
+        view = parent[3 : 3 + r, 5 : 5 + c]
+        view.copy_(rand((r, c), dtype, "cpu", gen))
+        return view.t() if transposed else view
+
+    for (m, n, k), layout, transpose in itertools.product(
+        [(1, 37, 19), (5, 70, 300), (37, 21, 17), (70, 45, 600), (3, 2, 40)],
+        ["nn", "nt", "tn", "tt"],
+        [0, 1],
+    ):
+        a = embedded(m, k, layout[0] == "t")
+        b = embedded(k, n, layout[1] == "t")
+        storage = torch.full((m * n + 64,), 7.0, dtype=dtype)
+        out = storage[32 : 32 + m * n].view(m, n)
+        with cpu_knobs(path, 0, True, transpose):
+            lltm_ext.gemm(a, b, out=out)
+        where = f"{path} {m}x{n}x{k} {layout} transpose={transpose}"
+        err = rel_err(out, ref_mm(a, b))
+        assert err <= REL_BOUND[dtype], f"{where}: relative error {err:.3e}"
+        assert (storage[:32] == 7.0).all() and (storage[32 + m * n :] == 7.0).all(), where
+
+
+def test_cpu_small_products_run_on_one_thread():
+    """Work too small to share (the issue's 1 x 88 x 1300 and 1 x 21 x 390, a 64^3 product) runs in
+    one part on the calling thread, whatever the thread count; a large one is cut into parts for
+    the threads."""
+    ext = load_extension("gemm")
+    saved = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for m, n, k in [(1, 88, 1300), (1, 21, 390), (64, 64, 64), (4, 3, 28)]:
+            lltm_ext.gemm(torch.randn(m, k), torch.randn(k, n))
+            assert ext._cpu_last_run()[2] == 1, (m, n, k)
+        if torch.get_num_threads() == 2:
+            lltm_ext.gemm(torch.randn(512, 512), torch.randn(512, 512))
+            assert ext._cpu_last_run()[2] >= 2
+    finally:
+        torch.set_num_threads(saved)
+
+
+def test_cpu_knob_errors():
+    ext = load_extension("gemm")
+    with pytest.raises(
+        RuntimeError, match=r"must be 'auto', 'packed', 'rows' or 'dot', not 'fast'"
+    ):
+        ext._set_cpu_knobs("fast")
+    with pytest.raises(RuntimeError, match=r"transpose must be -1, 0 or 1, not 2"):
+        ext._set_cpu_knobs("auto", 0, True, 2)
+    ext._set_cpu_knobs()  # back to the defaults
+
+
+# ----------------------------------------------------------------------------------------------
 # CUDA: the two float32 paths (cp.async on sm_80+, register-staged before), every tile config and
 # split, determinism, 64-bit offsets.
 # ----------------------------------------------------------------------------------------------

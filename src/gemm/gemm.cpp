@@ -363,6 +363,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "'none': the SIMT kernels)",
       py::arg("a"), py::arg("b"));
   m.def("_cpu_kernel_isa", &lltm_ext::gemm::cpu_kernel_isa,
-        "The ISA of the micro-kernel copy the last CPU GEMM ran ('' before the first)");
+        "The ISA of the kernel copy the last CPU GEMM ran ('' before the first)");
+  m.def("_set_cpu_knobs", &lltm_ext::gemm::set_cpu_knobs,
+        "Force the CPU GEMM's path ('auto', 'packed', 'rows', 'dot'), the parts a product is cut "
+        "into for threads (0: from the work), whether bfloat16 may use the AVX-512 BF16 kernels "
+        "and the orientation (-1: the heuristic's, 0: C = A B, 1: C^T = B^T A^T) (tests)",
+        py::arg("path") = "auto", py::arg("parts") = 0, py::arg("bf16_dot") = true,
+        py::arg("transpose") = -1);
+  m.def("_cpu_last_run", &lltm_ext::gemm::cpu_last_run,
+        "(path, transposed, parts, bf16_dot) of the last CPU GEMM ('' before the first): its path "
+        "('packed', 'rows', 'dot'), whether it computed C^T = B^T A^T, the parts it was cut into, "
+        "whether bfloat16 ran on the AVX-512 BF16 kernels");
   lltm_ext::bind_build_info(m);
 }

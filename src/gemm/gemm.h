@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gemm/gemm_heuristic.h"
@@ -39,12 +40,22 @@ inline std::optional<Layout> layout_of(const at::Tensor& t) {
 }
 
 // c (M x N, contiguous, written) = a (M x K) @ b (K x N); a and b with any strides, one dtype.
-// Its micro-kernel runs the copy for cpu::isa() (common/cpu_isa.h), as the element-wise loops do.
+// Its kernels run the copy for cpu::isa() (common/cpu_isa.h), as the element-wise loops do.
 void gemm_cpu(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c);
 
-// The ISA name (cpu::isa_name()'s) of the micro-kernel copy the last gemm_cpu call in this process
-// ran, "" before the first: which copy LLTM_EXT_CPU_ISA and the CPU led to, for tests.
+// The ISA name (cpu::isa_name()'s) of the kernel copy the last gemm_cpu call in this process ran,
+// "" before the first: which copy LLTM_EXT_CPU_ISA and the CPU led to, for tests.
 std::string cpu_kernel_isa();
+
+// Test knobs of gemm_cpu (gemm/cpu/api.h's Knobs): the path ("auto", "packed", "rows", "dot"),
+// the parts a product is cut into for threads (0: from the work), whether bfloat16 may use the
+// AVX-512 BF16 kernels, the orientation (-1: the heuristic's; 0: C = A B; 1: C^T = B^T A^T).
+// Process-wide; tests set them and put them back.
+void set_cpu_knobs(const std::string& path, int64_t parts, bool bf16_dot, int64_t transpose);
+
+// What the last gemm_cpu call ran: (path, computed as C^T = B^T A^T, parts, bfloat16 on the
+// AVX-512 BF16 kernels); ("", false, 0, false) before the first (or after one with K = 0).
+std::tuple<std::string, bool, int64_t, bool> cpu_last_run();
 
 // c (M x N, contiguous, written) = a (M x K) @ b (K x N); a and b each with a layout_of().
 // config < 0 and splits <= 0: chosen by the heuristic; otherwise (float32 only) that tile config

@@ -1,0 +1,234 @@
+// The CPU GEMM's plan: which path and orientation a product takes, how it is cut into parts, and
+// the threads that run them. gemm_cpu_<isa>.cpp includes it (and through it every kernel header)
+// inside its target region; its run() is that copy's run_<isa>.
+#pragma once
+
+// (in dependency order)
+#include "gemm/cpu/simd.h"
+#include "gemm/cpu/tile.h"
+#include "gemm/cpu/pack.h"
+#include "gemm/cpu/dot.h"
+#if LLTM_GEMM_CPU_LEVEL == 2
+#include "gemm/cpu/bf16dot.h"
+#endif
+#include "gemm/cpu/blocked.h"
+#include "gemm/cpu/skinny.h"
+#include "gemm/cpu/parts.h"
+
+namespace lltm_ext::gemm::cpugemm::LLTM_GEMM_CPU_NS {
+namespace {
+
+// C^T = B^T A^T: the same product with the roles of A and B (and of C's strides) swapped.
+Problem transposed(const Problem& p) {
+  return Problem{p.N, p.M, p.K, p.b, p.sbn, p.sbk, p.a, p.sak, p.sam, p.c, p.scn, p.scm};
+}
+
+// The plan's thresholds (docs/gemm_cpu.md: how they were measured). kDot for rows of C up to
+// kSkinny whenever the long operand is contiguous along K (and K >= 2 vectors), and up to
+// kDotMaxRows when K >= kDotMinK; the blocked paths read B in place (kRows) for up to
+// kRowsMaxRows rows of C.
+constexpr int64_t kSkinny = 8;
+constexpr int64_t kDotMaxRows = 64;
+constexpr int64_t kDotMinK = 128;
+constexpr int64_t kRowsMaxRows = 128;
+constexpr int64_t kDotGatherN = 64;
+// Work per part below which a product runs on one thread: multiply-adds plus kOutputMacs per
+// element of C (with small K, writing C is most of the time). 2^20: about 25 us of float32 on one
+// core of the development machine. There, with the team's workers awake, two parts already paid
+// at 64^3 (8.0 us on one thread, 7.1 us in two; 128^3: 43.6 and 28.9 us); the grain is kept
+// larger because a woken worker on a core busy with other processes can hold a parallel region
+// for a time slice (~10 ms), which only larger work can afford to risk. Products of more than
+// kFineParts grains are cut into two parts per thread, so that a thread slowed by other work on
+// its core leaves more of the product to the others.
+constexpr double kGrainMacs = 1048576.0;
+constexpr double kOutputMacs = 16.0;
+constexpr double kFineParts = 16.0;
+
+// Cuts the rectangle [0, M) x [0, N) into `parts` regions, rows in multiples of kMR and columns
+// of `nr` (nr_only: columns only).
+Region region_of(int64_t M, int64_t N, int nr, int parts, int part, bool columns_only) {
+  int64_t pm = 1, pn = parts;
+  if (!columns_only) {
+    // The split with the least edge (rows per part + columns per part) among parts = pm * pn.
+    int64_t best = -1;
+    for (int64_t d = 1; d <= parts; ++d) {
+      if (parts % d != 0) continue;
+      const int64_t cost = (M + d - 1) / d + (N + parts / d - 1) / (parts / d);
+      if (best < 0 || cost < best) {
+        best = cost;
+        pm = d;
+        pn = parts / d;
+      }
+    }
+  }
+  const int64_t unit_m = kMR, unit_n = nr;
+  const int64_t bm = (M + unit_m - 1) / unit_m, bn = (N + unit_n - 1) / unit_n;
+  const int64_t im = part / pn, in = part % pn;
+  const int64_t m0 = std::min(M, bm * im / pm * unit_m),
+                m1 = std::min(M, bm * (im + 1) / pm * unit_m);
+  const int64_t n0 = std::min(N, bn * in / pn * unit_n),
+                n1 = std::min(N, bn * (in + 1) / pn * unit_n);
+  return Region{m0, m1, n0, n1};
+}
+
+template <typename T>
+Report run_typed(Problem p, const Knobs& knobs) {
+  using Acc = acc_t<T>;
+  // Strides of extent-1 dimensions are free: call them unit so that such operands count as
+  // contiguous either way.
+  if (p.M == 1) p.sam = p.scm = 1;
+  if (p.N == 1) p.sbn = p.scn = 1;
+  if (p.K == 1) p.sak = p.sbk = 1;
+
+  Report rep;
+  bool pair_ok = false;
+#if LLTM_GEMM_CPU_LEVEL == 2
+  pair_ok = std::is_same_v<T, BFloat16> && knobs.bf16_dot && cpu_has_avx512_bf16();
+#endif
+  constexpr int L = kLanes<Acc>;
+  constexpr int NR = kNR<Acc>;
+  // The skinny orientation: the short side of C as its rows (M), the long operand as B.
+  const bool skinny_flip = p.N < p.M;
+  const Problem q = skinny_flip ? transposed(p) : p;  // q.M <= q.N
+  const auto fits = [](Path path, const Problem& x) {
+    return path == Path::kPacked || (path == Path::kRows ? x.sbn == 1 : x.sbk == 1);
+  };
+  // kPacked's orientation: the one with the lower estimated cost (in vector multiply-adds), from
+  // the work in tiles (columns round up to whole panels of NR; a last one of at most L columns
+  // is one vector wide; bfloat16 pairs do two k per instruction), packing each operand (per
+  // element: ~0.15 when its packed lines are contiguous in memory, ~0.3 through in-register
+  // transposes, ~1 element by element) and storing C (a transposed C costs two L x L
+  // transposes and L stores per L columns of a tile, ~80 / rows per vector, where a row-major C
+  // costs 1).
+  const auto packed_cost = [&](const Problem& x) {
+    const double m = static_cast<double>(x.M), n = static_cast<double>(x.N);
+    const double k = static_cast<double>(x.K);
+    const double whole = std::floor(n / NR) * NR, rest = n - whole;
+    const double up_n = whole + (rest == 0 ? 0 : rest <= L ? L : NR);
+    const double tiles = m * up_n * k / L / (pair_ok ? 2.0 : 1.0);
+    const double a_elem = x.sam == 1 ? 0.15 : x.sak == 1 && kLevel == 2 ? 0.3 : 1.0;
+    const double b_elem = x.sbn == 1 ? 0.15 : x.sbk == 1 && n >= NR ? 0.3 : 1.0;
+    const double packs = m * k * a_elem * std::ceil(n / 2048.0) + k * n * b_elem;
+    const bool c_rows = x.scn == 1;
+    const double stores = m * n / L * (c_rows ? 1.0 : 80.0 / std::min<double>(m, kMR));
+    return tiles + packs + stores;
+  };
+  const auto packed_flip = [&] { return packed_cost(transposed(p)) < packed_cost(p); };
+  // kDot in orientation x: its long operand contiguous along K, K of 2 vectors or more, few rows
+  // of C (up to kSkinny, or kDotMaxRows when K >= kDotMinK), and A's rows contiguous along K too,
+  // unless there are enough columns of C to repay gathering them (each A element serves n).
+  const auto dot_suits = [&](const Problem& x) {
+    const bool few_rows = x.M <= kSkinny || (x.M <= kDotMaxRows && x.K >= kDotMinK);
+    return fits(Path::kDot, x) && x.K >= 2 * L && few_rows && (x.sak == 1 || x.N >= kDotGatherN);
+  };
+  Path path = knobs.path;
+  bool flipped = false;
+  if (path == Path::kAuto) {
+    const bool rows_q = fits(Path::kRows, q), dot_q = fits(Path::kDot, q);
+    const Problem o = transposed(q);  // the other orientation (o.M >= o.N)
+    if (rows_q && q.M <= kAxpyMaxRows && !(dot_q && q.N == 1 && q.K > 1)) {
+      path = Path::kRows;  // a few rows of C streaming B (GEMV-like)
+      flipped = skinny_flip;
+    } else if (dot_suits(q)) {
+      path = Path::kDot;
+      flipped = skinny_flip;
+    } else if (dot_suits(o)) {
+      path = Path::kDot;
+      flipped = !skinny_flip;
+    } else {
+      flipped = packed_flip();
+      const Problem& x = flipped ? transposed(p) : p;
+      // (bfloat16 on the pair kernels: kPacked runs vdpbf16ps, twice the multiply-adds of kRows)
+      const int64_t rows_max = pair_ok ? 0 : kRowsMaxRows;
+      path = fits(Path::kRows, x) && x.M <= rows_max ? Path::kRows : Path::kPacked;
+    }
+  } else if (knobs.transpose >= 0) {  // a forced orientation: the path, or kPacked, runs in it
+    flipped = knobs.transpose != 0;
+    if (!fits(path, flipped ? transposed(p) : p)) path = Path::kPacked;
+  } else if (path == Path::kPacked) {
+    flipped = packed_flip();
+  } else if (fits(path, q)) {
+    flipped = skinny_flip;
+  } else if (fits(path, transposed(q))) {
+    flipped = !skinny_flip;
+  } else {
+    path = Path::kPacked;
+    flipped = packed_flip();
+  }
+  const Problem run = flipped ? transposed(p) : p;
+  rep.path = path;
+  rep.transposed = flipped;
+  rep.bf16_dot = pair_ok && path != Path::kRows;
+
+  const int threads = std::max(1, at::get_num_threads());
+  const double outputs = static_cast<double>(p.M) * static_cast<double>(p.N);
+  const double work = outputs * (static_cast<double>(p.K) + kOutputMacs);
+  const int most = work > kFineParts * kGrainMacs ? 2 * threads : threads;
+  int parts = knobs.parts > 0 ? knobs.parts
+                              : static_cast<int>(std::clamp<double>(work / kGrainMacs, 1, most));
+  if (threads == 1 && knobs.parts <= 0) parts = 1;
+
+  if (path == Path::kDot) {
+    const int64_t groups = (run.N + kDotJB - 1) / kDotJB;
+    parts = static_cast<int>(std::min<int64_t>(parts, groups));
+    rep.parts = parts;
+    run_parts(parts, [&](int part) {
+      const Region r = region_of(run.M, run.N, kDotJB, parts, part, /*columns_only=*/true);
+      if (r.n0 >= r.n1) return;
+#if LLTM_GEMM_CPU_LEVEL == 2
+      if constexpr (std::is_same_v<T, BFloat16>) {
+        if (rep.bf16_dot) {
+          pair_dot_columns(run, r, thread_scratch());
+          return;
+        }
+      }
+#endif
+      dot_columns<T>(run, r, thread_scratch());
+    });
+    return rep;
+  }
+
+  const bool columns_only = path == Path::kRows;
+  const int64_t units = (columns_only ? 1 : (run.M + kMR - 1) / kMR) * ((run.N + NR - 1) / NR);
+  parts = static_cast<int>(std::min<int64_t>(parts, units));
+  rep.parts = parts;
+  run_parts(parts, [&](int part) {
+    const Region r = region_of(run.M, run.N, NR, parts, part, columns_only);
+    if (r.m0 >= r.m1 || r.n0 >= r.n1) return;
+    Scratch& s = thread_scratch();
+    if (path == Path::kRows) {
+      if (run.M <= kAxpyMaxRows) {
+        axpy_columns<T>(run, r, s);
+      } else {
+        blocked<T, FmaKernel<T, true>>(run, r, s);
+      }
+      return;
+    }
+#if LLTM_GEMM_CPU_LEVEL == 2
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      if (rep.bf16_dot) {
+        blocked<T, PairKernel>(run, r, s);
+        return;
+      }
+    }
+#endif
+    blocked<T, FmaKernel<T, false>>(run, r, s);
+  });
+  return rep;
+}
+
+Report run(Dtype dtype, const Problem& p, const Knobs& knobs) {
+  switch (dtype) {
+    case Dtype::kFloat:
+      return run_typed<float>(p, knobs);
+    case Dtype::kDouble:
+      return run_typed<double>(p, knobs);
+    case Dtype::kBFloat16:
+      return run_typed<BFloat16>(p, knobs);
+    case Dtype::kHalf:
+      return run_typed<Half>(p, knobs);
+  }
+  return Report{};
+}
+}  // namespace
+}  // namespace lltm_ext::gemm::cpugemm::LLTM_GEMM_CPU_NS
