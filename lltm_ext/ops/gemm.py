@@ -1,27 +1,29 @@
 """Matrix multiply ``c = a @ b`` on lltm_ext's own kernels (no cuBLAS, no ``at::mm``).
 
-Shapes: ``a`` (M, K), ``b`` (K, N) -> ``c`` (M, N). CPU: a packed, cache-blocked, parallel C++
-kernel. CUDA: a product with a side of at most 4 (M or N) runs on matrix-vector kernels in every
-dtype (the large operand read once, at memory speed). Otherwise float32 and float64 run on a tiled
-SIMT kernel (shared-memory tiles, register-blocked outer products, split-K for small grids), and
-bfloat16 / float16 on the tensor cores, where a planner picks per call: on Hopper GPUs (sm_90a
-builds) the wgmma kernel (TMA loads, warp-specialized, persistent), its operands first copied
-aligned where TMA cannot read them as they are; or, on Hopper and on every GPU from sm_80 on, the
-mma.sync kernel, which reads operands of any alignment (16-byte cp.async copies where rows allow,
-register-staged loads where not) and splits K for skinny and long-K products. Row-major and
-transposed (column-major) operands are read in place, so the backward products ``grad_a = grad_c
-@ b.T`` and ``grad_b = a.T @ grad_c`` copy nothing (wgmma's copies aside). float16 / bfloat16
-accumulate in float32, float64 in float64. float32 follows PyTorch's setting for its own matmuls
-exactly as ``torch.mm`` does: exact float32 (SIMT kernels) under
-``torch.get_float32_matmul_precision()`` "highest", the default; TF32 tensor cores (float32
-accumulation) under "high" / "medium" or ``torch.backends.cuda.matmul.allow_tf32 = True``, planned
-as the half types are (wgmma's tf32 form reads K-major operands only, so the others are copied
-K-major for it). Where no tensor-core kernel runs (before sm_80) the result is exact float32.
-``LLTM_EXT_GEMM_TF32=0`` in the environment turns TF32 off (debugging).
+Shapes: ``a`` (M, K), ``b`` (K, N) -> ``c`` (M, N). CPU: by shape, packed register tiles, rows of C
+streaming B in place, or dot products along K, in whichever orientation costs less (C or C^T), on
+the threads of ATen's pool (docs/gemm_cpu.md). CUDA: a product with a side of at most 4 (M or N)
+runs on matrix-vector kernels in every dtype (the large operand read once, at memory speed).
+Otherwise float32 and float64 run on a tiled SIMT kernel (shared-memory tiles, register-blocked
+outer products, split-K for small grids), and bfloat16 / float16 on the tensor cores, where a
+planner picks per call: on Hopper GPUs (sm_90a builds) the wgmma kernel (TMA loads,
+warp-specialized, persistent), its operands first copied aligned where TMA cannot read them as they
+are; or, on Hopper and on every GPU from sm_80 on, the mma.sync kernel, which reads operands of any
+alignment (16-byte cp.async copies where rows allow, register-staged loads where not) and splits K
+for skinny and long-K products. Row-major and transposed (column-major) operands are read in place,
+so the backward products ``grad_a = grad_c @ b.T`` and ``grad_b = a.T @ grad_c`` copy nothing
+(wgmma's copies aside). float16 / bfloat16 accumulate in float32, float64 in float64. float32
+follows PyTorch's setting for its own matmuls exactly as ``torch.mm`` does: exact float32 (SIMT
+kernels) under ``torch.get_float32_matmul_precision()`` "highest", the default; TF32 tensor cores
+(float32 accumulation) under "high" / "medium" or ``torch.backends.cuda.matmul.allow_tf32 = True``,
+planned as the half types are (wgmma's tf32 form reads K-major operands only, so the others are
+copied K-major for it). Where no tensor-core kernel runs (before sm_80) the result is exact
+float32. ``LLTM_EXT_GEMM_TF32=0`` in the environment turns TF32 off (debugging).
 
-The path of a call: ``gemm(a, b)`` -> ``GemmFunction`` -> the operator ``torch.ops.lltm_ext.gemm``
-(``gemm_out`` for ``out=``), registered by ``src/gemm/gemm.cpp`` (checks, operand layouts, CPU/CUDA
-dispatch) -> the kernels in ``src/gemm/``. Eager and compiled calls run the same path.
+The path of a call: ``gemm(a, b)`` -> ``GemmFunction`` (only where an input needs a gradient) ->
+the operator ``torch.ops.lltm_ext.gemm`` (``gemm_out`` for ``out=``), registered by
+``src/gemm/gemm.cpp`` (checks, operand layouts, CPU/CUDA dispatch) -> the kernels in ``src/gemm/``.
+Eager and compiled calls run the same path.
 """
 
 import os
@@ -123,7 +125,11 @@ def gemm(a: Tensor, b: Tensor, *, out: Tensor | None = None) -> Tensor:
     if out is None:
         if b is a:  # a @ a: torch.compile needs distinct tensors
             b = b.view_as(b)
-        return GemmFunction.apply(a, b)
+        if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+            return GemmFunction.apply(a, b)
+        # Nothing to differentiate: the operator alone (autograd.Function's own cost, ~1.5 us a
+        # call on the CPU, is most of the time of a small product).
+        return gemm_op(a, b)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or out.requires_grad):
         names = [f"`{n}`" for n, t in (("a", a), ("b", b), ("out", out)) if t.requires_grad]
         raise RuntimeError(
