@@ -225,9 +225,24 @@ def mean_over_ranks(t: torch.Tensor, world: World) -> torch.Tensor:
     """The mean of `t` over all ranks (each rank's shard has the same size)."""
     if world.size > 1:
         t = t.clone()
-        dist.all_reduce(t)  # SUM: gloo has no AVG
+        dist.all_reduce(t, async_op=True).wait()  # SUM: gloo has no AVG
+        wait_until_sole_owner(t)
         t /= world.size
     return t
+
+
+def wait_until_sole_owner(t: torch.Tensor, timeout: float = 5.0) -> None:
+    """Waits (at most `timeout` seconds) until Python holds the only reference to `t`.
+
+    A collective's work object keeps its tensors, and gloo's worker thread drops it a moment after
+    `wait()` returns. If that thread frees the last reference to a tensor Python created, it must
+    take the GIL; during interpreter shutdown that aborts the process ("terminate called without
+    an active exception") after the run is done. destroy_process_group() does not join the
+    threads: a DDP model keeps its process group alive. So the main thread frees `t` itself.
+    """
+    deadline = time.monotonic() + timeout
+    while t._use_count() > 1 and time.monotonic() < deadline:
+        time.sleep(0)
 
 
 # --- checkpoints --------------------------------------------------------------------------------
