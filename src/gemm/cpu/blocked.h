@@ -153,6 +153,9 @@ struct PairKernel {
 // C takes the sums directly when it is float / double and row-major (unit column stride); else a
 // float workspace holds mw rows of sums across K panels, and the last panel's tiles add them and
 // write C (in its dtype, any strides). With one K panel, the tiles write C directly.
+// K panels up to this depth run a block's tiles row by row (see blocked()).
+constexpr int kRowMajorTilesMaxK = 64;
+
 template <typename T, typename Kernel>
 void blocked(const Problem& p, const Region& r, Scratch& s) {
   using Acc = acc_t<T>;
@@ -215,21 +218,31 @@ void blocked(const Problem& p, const Region& r, Scratch& s) {
             d.ldw = nc;
             d.accumulate = !first;
           }
-          for (int jr = 0; jr < nc; jr += NR) {
+          const auto tile = [&](int ir, int jr) {
             const int nr = std::min(NR, nc - jr);
-            for (int ir = 0; ir < mc; ir += kMR) {
-              const int rows = std::min(kMR, mc - ir);
-              const APanel* a_panel = Kernel::a_panel(ap, ir, kc);
-              if constexpr (Kernel::kDirect) {
-                if (jr < nc_full) {
-                  Kernel::tile_direct(rows, kc, a_panel, B + pc * p.sbk + (jc + jr), p.sbk, d, ir,
-                                      jr);
-                } else {
-                  Kernel::tile(rows, kc, a_panel, edge, d, ir, jr, nr);
-                }
+            const int rows = std::min(kMR, mc - ir);
+            const APanel* a_panel = Kernel::a_panel(ap, ir, kc);
+            if constexpr (Kernel::kDirect) {
+              if (jr < nc_full) {
+                Kernel::tile_direct(rows, kc, a_panel, B + pc * p.sbk + (jc + jr), p.sbk, d, ir,
+                                    jr);
               } else {
-                Kernel::tile(rows, kc, a_panel, Kernel::b_panel(bpack, jr, kc), d, ir, jr, nr);
+                Kernel::tile(rows, kc, a_panel, edge, d, ir, jr, nr);
               }
+            } else {
+              Kernel::tile(rows, kc, a_panel, Kernel::b_panel(bpack, jr, kc), d, ir, jr, nr);
+            }
+          };
+          if (kc <= kRowMajorTilesMaxK) {
+            // Short K: storing C is most of the work. Row tiles walk along C's rows (kMR store
+            // streams), the B block (kc x nc, small) staying in cache.
+            for (int ir = 0; ir < mc; ir += kMR) {
+              for (int jr = 0; jr < nc; jr += NR) tile(ir, jr);
+            }
+          } else {
+            // Column panels outer: a panel of B (kc x NR) stays in L1 while the row tiles use it.
+            for (int jr = 0; jr < nc; jr += NR) {
+              for (int ir = 0; ir < mc; ir += kMR) tile(ir, jr);
             }
           }
         }
