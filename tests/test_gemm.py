@@ -325,6 +325,7 @@ CPU_SHAPES = [
     (13, 70, 520),
     (129, 65, 600),
     (3, 5, 9000),
+    (150, 2100, 20),  # short K over more than one block of rows and of columns (row-ordered tiles)
 ]
 
 
