@@ -340,6 +340,17 @@ def cpu_knobs(path: str = "auto", parts: int = 0, bf16_dot: bool = True, transpo
         ext._set_cpu_knobs("auto", 0, True, -1)
 
 
+def cpu_operands(
+    m: int, n: int, k: int, layout: str, dtype: torch.dtype, gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """CPU operands a (m, k) and b (k, n) in `layout` ("nn", "nt", "tn", "tt": "t" is a
+    transposed view of a contiguous tensor, so that operand's unit stride runs along the other
+    dimension)."""
+    a = rand((k, m), dtype, "cpu", gen).t() if layout[0] == "t" else rand((m, k), dtype, "cpu", gen)
+    b = rand((n, k), dtype, "cpu", gen).t() if layout[1] == "t" else rand((k, n), dtype, "cpu", gen)
+    return a, b
+
+
 def cpu_path_fits(path: str, a: torch.Tensor, b: torch.Tensor, transpose: int) -> bool:
     """Whether `path` can run a @ b in that orientation: "rows" reads the long operand in place
     along N (b's columns; for C^T, a's rows), "dot" along K (b's rows; for C^T, a's columns);
@@ -380,16 +391,7 @@ def test_cpu_paths(path, dtype):
     for (m, n, k), layout, transpose, bf16_dot in itertools.product(
         CPU_SHAPES, ["nn", "nt", "tn", "tt"], [0, 1], bf16_dots
     ):
-        a = (
-            rand((k, m), dtype, "cpu", gen).t()
-            if layout[0] == "t"
-            else rand((m, k), dtype, "cpu", gen)
-        )
-        b = (
-            rand((n, k), dtype, "cpu", gen).t()
-            if layout[1] == "t"
-            else rand((k, n), dtype, "cpu", gen)
-        )
+        a, b = cpu_operands(m, n, k, layout, dtype, gen)
         with cpu_knobs(path, 0, bf16_dot, transpose) as ext:
             c = lltm_ext.gemm(a, b)
             ran, transposed, parts, ran_bf16_dot = ext._cpu_last_run()
@@ -412,16 +414,7 @@ def test_cpu_auto_gathers_few_rows_on_the_dot_path(dtype):
     2-4x faster than the packed one there. Against float64."""
     gen = torch.Generator().manual_seed(5)
     for (m, n, k), layout in [((2, 7, 331), "tt"), ((10, 2, 311), "nn"), ((2, 33, 1930), "tt")]:
-        a = (
-            rand((k, m), dtype, "cpu", gen).t()
-            if layout[0] == "t"
-            else rand((m, k), dtype, "cpu", gen)
-        )
-        b = (
-            rand((n, k), dtype, "cpu", gen).t()
-            if layout[1] == "t"
-            else rand((k, n), dtype, "cpu", gen)
-        )
+        a, b = cpu_operands(m, n, k, layout, dtype, gen)
         with cpu_knobs() as ext:
             c = lltm_ext.gemm(a, b)
             ran = ext._cpu_last_run()[0]
@@ -443,16 +436,7 @@ def test_cpu_parts(path, dtype):
         [2, 3, 7],
         [0, 1],
     ):
-        a = (
-            rand((k, m), dtype, "cpu", gen).t()
-            if layout[0] == "t"
-            else rand((m, k), dtype, "cpu", gen)
-        )
-        b = (
-            rand((n, k), dtype, "cpu", gen).t()
-            if layout[1] == "t"
-            else rand((k, n), dtype, "cpu", gen)
-        )
+        a, b = cpu_operands(m, n, k, layout, dtype, gen)
         with cpu_knobs(path, parts, True, transpose) as ext:
             c = lltm_ext.gemm(a, b)
             ran_parts = ext._cpu_last_run()[2]
