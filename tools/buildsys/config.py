@@ -144,10 +144,10 @@ def version_label(
 # Building from the sdist: how long, and where the prebuilt wheel is.
 # --------------------------------------------------------------------------------------------
 
-# Compile work in core-seconds, from the README's "Build times" (nvcc 13.0, measured 2026-11-22
-# on these machines, unloaded): all modules' CPU code, 2 cores x 138 s (a CPU-only build); and
-# per real GPU architecture, (273 s - 138 s) x 2 cores / 8 (the default list on 2 cores, 8 SASS
-# targets). It predicts 21 s for 16 cores and sm_90 + sm_90a (measured 26 s).
+# Compile work in core-seconds, from docs/build_notes.md's "Build times" (nvcc 13.0, measured
+# 2026-11-22 on these machines, unloaded): all modules' CPU code, 2 cores x 138 s (a CPU-only
+# build); and per real GPU architecture, (273 s - 138 s) x 2 cores / 8 (the default list on 2
+# cores, 8 SASS targets). It predicts 21 s for 16 cores and sm_90 + sm_90a (measured 26 s).
 CPU_CORE_SECONDS = 276.0
 ARCH_CORE_SECONDS = 34.0
 
@@ -186,7 +186,7 @@ def source_build_notice(
     and the command that installs the prebuilt wheel instead."""
     line = (
         f"building lltm_ext from source ({what}): {duration_text(seconds)} with {jobs} parallel "
-        "jobs here (README, 'Build times')"
+        "jobs here (docs/build_notes.md, 'Build times')"
     )
     if page_url:
         line += (
