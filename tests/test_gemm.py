@@ -424,6 +424,25 @@ def test_cpu_auto_gathers_few_rows_on_the_dot_path(dtype):
         assert err <= REL_BOUND[dtype], f"{where}: relative error {err:.3e}"
 
 
+@pytest.mark.parametrize("dtype", CPU_DTYPES, ids=lambda d: str(d)[6:])
+def test_cpu_auto_takes_the_dot_path_only_where_k_repays_it(dtype):
+    """With 8 rows of C (in the skinny orientation), a short K runs packed (each element of C
+    reduced across the lanes costs more than the dot sums save) and a long K runs the dot path.
+    Against float64."""
+    gen = torch.Generator().manual_seed(6)
+    float_lanes = {"avx512": 16, "avx2": 8}.get(cpu_isa_name(), 4)
+    lanes = float_lanes // 2 if dtype == torch.float64 else float_lanes
+    # The shortest K the dot path takes at all (2 vectors), and one past every threshold.
+    for k, expected in [(2 * lanes, "packed"), (16 * lanes, "dot")]:
+        a, b = cpu_operands(1500, 8, k, "nn", dtype, gen)
+        with cpu_knobs() as ext:
+            c = lltm_ext.gemm(a, b)
+            ran = ext._cpu_last_run()[0]
+        assert ran == expected, f"1500x8x{k}: {ran}"
+        err = rel_err(c, ref_mm(a, b))
+        assert err <= REL_BOUND[dtype], f"1500x8x{k}: relative error {err:.3e}"
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=lambda d: str(d)[6:])
 @pytest.mark.parametrize("path", CPU_PATHS)
 def test_cpu_parts(path, dtype):

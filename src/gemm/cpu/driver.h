@@ -114,13 +114,18 @@ Report run_typed(Problem p, const Knobs& knobs) {
     return tiles + packs + stores;
   };
   const auto packed_flip = [&] { return packed_cost(transposed(p)) < packed_cost(p); };
-  // kDot in orientation x: its long operand contiguous along K, K of 2 vectors or more, few rows
-  // of C (up to kSkinny, or kDotMaxRows when K >= kDotMinK), and A's rows contiguous along K too,
-  // unless there are enough columns of C to repay gathering them (each A element serves n) or so
-  // few rows that gathering them costs no more than packing them would (2x7x331, A and B both
-  // transposed: 3.1 us on kDot, 6.9 us packed, torch.mm 3.8 us).
+  // kDot in orientation x: its long operand contiguous along K, K of 2 vectors or more, and few
+  // rows of C: up to kSkinny when K repays reducing each element of C across the lanes (measured
+  // on 1500 x M x K: kDot beats kPacked from K of about M * L / 2 in float, M * L on the bfloat16
+  // pair kernels; M = 8 crosses at K ~ 64 in float32, ~ 128 in bfloat16), or up to kDotMaxRows
+  // when K >= kDotMinK. A's rows must be contiguous along K too, unless there are enough columns
+  // of C to repay gathering them (each A element serves n) or so few rows that gathering them
+  // costs no more than packing them would (2x7x331, A and B both transposed: 3.1 us on kDot, 6.9
+  // us packed, torch.mm 3.8 us).
+  const int64_t dot_k_per_row = pair_ok ? L : L / 2;
   const auto dot_suits = [&](const Problem& x) {
-    const bool few_rows = x.M <= kSkinny || (x.M <= kDotMaxRows && x.K >= kDotMinK);
+    const bool few_rows =
+        (x.M <= kSkinny && x.K >= x.M * dot_k_per_row) || (x.M <= kDotMaxRows && x.K >= kDotMinK);
     const bool a_cheap = x.sak == 1 || x.N >= kDotGatherN || x.M <= kSkinny;
     return fits(Path::kDot, x) && x.K >= 2 * L && few_rows && a_cheap;
   };
