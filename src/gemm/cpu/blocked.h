@@ -149,13 +149,14 @@ struct PairKernel {
 };
 #endif
 
+// K panels up to this depth run a block's tiles row by row, deeper ones column panel by column
+// panel (docs/gemm_cpu.md, "The paths": measured on 3061x2993 and 256^3).
+constexpr int kRowMajorTilesMaxK = 64;
+
 // C's region r (of p) by blocks: for each column block, K panel, row block: pack, then tiles.
 // C takes the sums directly when it is float / double and row-major (unit column stride); else a
 // float workspace holds mw rows of sums across K panels, and the last panel's tiles add them and
 // write C (in its dtype, any strides). With one K panel, the tiles write C directly.
-// K panels up to this depth run a block's tiles row by row (see blocked()).
-constexpr int kRowMajorTilesMaxK = 64;
-
 template <typename T, typename Kernel>
 void blocked(const Problem& p, const Region& r, Scratch& s) {
   using Acc = acc_t<T>;
