@@ -230,7 +230,8 @@ def _run_sweep(args: argparse.Namespace, device: torch.device, ops: list[str], t
     print(
         f"sweep: {args.sweep} random shapes per op and dtype, seed {args.seed}; ratio = reference "
         "time / lltm_ext time (> 1: lltm_ext is faster), medians of interleaved samples; "
-        "err = |c - c64| / |c64| of lltm_ext / of the reference"
+        "err = error against float64 of lltm_ext / of the reference (GEMM: |c - c64| / |c64|; "
+        "lltm_sequence: max |out - out64| / max |out64|)"
     )
     dtypes = [d.strip() for d in args.dtypes.split(",")] if args.dtypes else None
     points = run_sweep(ops, args.sweep, args.seed, device, dtypes=dtypes, budget_s=budget)

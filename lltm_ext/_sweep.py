@@ -15,8 +15,10 @@ Timing, per shape: a warm-up call of each side, then samples alternating between
 On CUDA one sample is one call between CUDA events, the L2 cache flushed before it (as
 ``triton.testing.do_bench`` does); on the CPU one sample is the mean of a block of calls timed by
 the host clock. A side's time is the median of its samples; ratio = reference time / lltm_ext
-time (> 1: lltm_ext is faster). Each point also records both sides' error against float64 (GEMM:
-``|c - c64| / |c64|`` in the Frobenius norm, from one untimed call).
+time (> 1: lltm_ext is faster). Each point also records both sides' error against float64, from
+one untimed call (GEMM: ``|c - c64| / |c64|`` in the Frobenius norm; sequences: ``max |out - out64|
+/ max |out64|`` of the forward output, each side against itself run in float64 from the same
+weights and input).
 
 A summary gives, per (op, dtype), the geometric mean of the ratios, their 10th percentile, minimum,
 median and maximum, and the worst shapes.
@@ -24,6 +26,7 @@ median and maximum, and the worst shapes.
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 import statistics
@@ -95,6 +98,8 @@ class Summary:
     median: float
     maximum: float
     worst: list[str] = field(default_factory=list)
+    max_err: float | None = None  # the largest error against float64, lltm_ext's
+    max_ref_err: float | None = None  # and the reference's
 
 
 def log_uniform(rng: random.Random, lo: int, hi: int) -> int:
@@ -226,6 +231,10 @@ def _rel_err(c: torch.Tensor, ref64: torch.Tensor) -> float:
     return float((c.double() - ref64).norm() / ref64.norm().clamp_min(1e-300))
 
 
+def _max_err(out: torch.Tensor, ref64: torch.Tensor) -> float:
+    return float((out.double() - ref64).abs().max() / ref64.abs().max().clamp_min(1e-300))
+
+
 def gemm_point(
     shape: dict[str, Any], dtype: str, device: torch.device, budget_s: float, seed: int
 ) -> SweepPoint:
@@ -293,6 +302,9 @@ def sequence_point(
     def ref() -> Any:
         return torch.autograd.grad(lstm(x)[0], lstm_params, g)
 
+    with torch.no_grad():
+        ours_err = _max_err(seq(x)[0], copy.deepcopy(seq).double()(x.double())[0])
+        ref_err = _max_err(lstm(x)[0], copy.deepcopy(lstm).double()(x.double())[0])
     t_ours, t_ref, samples = time_interleaved(ours, ref, device, budget_s)
     return SweepPoint(
         op="lltm_sequence",
@@ -303,6 +315,8 @@ def sequence_point(
         ref_us=t_ref * 1e6,
         ratio=t_ref / t_ours,
         samples=samples,
+        ours_err=ours_err,
+        ref_err=ref_err,
     )
 
 
@@ -334,14 +348,21 @@ def summarize(points: list[SweepPoint], worst: int = 5) -> list[Summary]:
                     f"{p.label()}: {p.ratio:.3f}x ({p.ours_us:.1f} vs {p.ref_us:.1f} us)"
                     for p in sorted(ps, key=lambda p: p.ratio)[:worst]
                 ],
+                max_err=_max_or_none(p.ours_err for p in ps),
+                max_ref_err=_max_or_none(p.ref_err for p in ps),
             )
         )
     return out
 
 
+def _max_or_none(values: Iterator[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
 SUMMARY_HEADER = (
     f"{'op':<14} {'dtype':<9} {'points':>6} {'geomean':>8} {'p10':>7} {'min':>7} {'median':>7} "
-    f"{'max':>7}"
+    f"{'max':>7} {'max err':>9} {'(ref)':>9}"
 )
 
 
@@ -350,6 +371,7 @@ def format_summary(s: Summary) -> str:
     return (
         f"{s.op:<14} {s.dtype:<9} {s.points:>6} {s.geomean:7.3f}x {s.p10:6.3f}x {s.minimum:6.3f}x "
         f"{s.median:6.3f}x {s.maximum:6.3f}x"
+        + (f" {s.max_err:9.1e} {s.max_ref_err:9.1e}" if s.max_err is not None else "")
     )
 
 

@@ -15,6 +15,10 @@
 #           incremental rebuild after touching one .cu file
 #   cpuonly the CPU-only build's error for CUDA tensors
 #   bench   python -m lltm_ext bench (BENCH_ARGS)
+#   sweep   python -m lltm_ext bench --sweep (SWEEP_ARGS, default "200 --seed 1 --ops gemm"), its
+#           output and JSON as OUT_DIR/sweep_SWEEP_TAG.{txt,json} (SWEEP_TAG default: gemm)
+#   accuracy  tools/sequence_accuracy.py: the LLTM sequence's float32 error against float64 at
+#           each precision setting (ACCURACY_ARGS), as OUT_DIR/accuracy.json
 #   sanitize  compute-sanitizer's memcheck, racecheck, initcheck and synccheck over
 #           tools/sanitize_workload.py (tools/sanitize.sh; SANITIZE_* as it reads them), in an
 #           in-place build with -lineinfo; logs and summary.txt under OUT_DIR/sanitize
@@ -124,6 +128,22 @@ cpuonly() {
 bench() {
   step "bench"
   "$py" -m lltm_ext bench --json "$out/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt" || status=1
+}
+
+sweep() {
+  local tag=${SWEEP_TAG:-gemm}
+  step "sweep $tag: bench --sweep ${SWEEP_ARGS:-200 --seed 1 --ops gemm}"
+  # shellcheck disable=SC2086
+  "$py" -m lltm_ext bench --sweep ${SWEEP_ARGS:-200 --seed 1 --ops gemm} \
+    --json "$out/sweep_$tag.json" >"$out/sweep_$tag.txt" 2>&1 ||
+    status=1
+  sed -n '/^op /,$p' "$out/sweep_$tag.txt"
+}
+
+accuracy() {
+  step "LLTM sequence accuracy against float64 (${ACCURACY_ARGS:-})"
+  # shellcheck disable=SC2086
+  "$py" tools/sequence_accuracy.py --json "$out/accuracy.json" ${ACCURACY_ARGS:-} || status=1
 }
 
 sanitize() {

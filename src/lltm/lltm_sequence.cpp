@@ -16,17 +16,14 @@
 namespace lltm_ext::lltm {
 namespace {
 
-// Whether float32 products may use TF32 tensor cores: what torch.nn.LSTM (cuDNN) does,
-// torch.backends.cudnn.rnn.fp32_precision ("tf32" by default; "ieee" for full float32).
-bool rnn_allows_tf32(const at::Tensor& t) {
-  if (!t.is_cuda() || t.scalar_type() != at::kFloat) {
-    return false;
-  }
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 9)
-  return at::globalContext().allowTF32CuDNN(at::Float32Op::RNN);
-#else
-  return at::globalContext().allowTF32CuDNN();
-#endif
+// Whether float32 products may use TF32 tensor cores: as torch's float32 matmuls may, and so the
+// loop of lltm cells this replaces (torch.backends.cuda.matmul.allow_tf32, or
+// torch.set_float32_matmul_precision "high" / "medium"; off by default). Not cuDNN's RNN setting,
+// which torch.nn.LSTM follows and which is TF32 by default: the LLTM's cell state has no forget
+// gate, so TF32's rounding in the recurrent product adds up over the steps (at T = 200 an output
+// error of 2e-2 against float64; 2e-5 in full float32; docs/lltm_notes.md, "Precision").
+bool matmul_allows_tf32(const at::Tensor& t) {
+  return t.is_cuda() && t.scalar_type() == at::kFloat && at::globalContext().allowTF32CuBLAS();
 }
 
 // The sequence's shapes, from the checked arguments.
@@ -83,7 +80,7 @@ using Backward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::
 Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
                 const at::Tensor& h0, const at::Tensor& c0) {
   const auto [T, B, I, S] = check_forward_args(input, weights, bias, h0, c0);
-  const bool tf32 = rnn_allows_tf32(input);
+  const bool tf32 = matmul_allows_tf32(input);
   const at::Tensor b = bias.reshape({3 * S});
   const at::Tensor w_h = weights.narrow(1, 0, S);  // (3S, S), rows S + I apart
   const at::Tensor w_i = weights.narrow(1, S, I);  // (3S, I)
@@ -130,7 +127,7 @@ Backward backward(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
   CHECK_SHAPE(gates, T, B, 3 * S);
   CHECK_SHAPE(grad_h_n, B, S);
   CHECK_SHAPE(grad_c_n, B, S);
-  const bool tf32 = rnn_allows_tf32(input);
+  const bool tf32 = matmul_allows_tf32(input);
   const at::Tensor b = bias.reshape({3 * S});
   const at::Tensor w_h = weights.narrow(1, 0, S);
   const at::Tensor w_i = weights.narrow(1, S, I);
