@@ -260,13 +260,16 @@ def test_cuda_float32_follows_matmul_precision():
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("path", ["auto", "grid", "cublas"])
+@pytest.mark.parametrize("path", ["auto", "cluster", "wide", "grid", "cublas"])
 def test_cuda_float32_at_torch_defaults_is_accurate_over_long_sequences(monkeypatch, path):
     """At torch's default settings (cuDNN's RNN setting "tf32", matmuls in full float32) a float32
     sequence of 200 steps stays within 1e-3 of float64 (max |error| / max |output|), as nn.LSTM
-    does; with TF32 products the LLTM's cell state (no forget gate) adds their rounding up over
-    the steps to ~2e-2 (measured on an H100)."""
-    monkeypatch.setenv("LLTM_EXT_SEQUENCE_PATH", path)
+    does, on every path (the wide-state kernels run their product as 3xTF32 there); with TF32
+    products the LLTM's cell state (no forget gate) adds their rounding up over the steps to
+    ~2e-2 (measured on an H100)."""
+    sequence_path(monkeypatch, path)
+    if path == "cluster":  # the tensor cores take slices of 8 or 16 rows
+        monkeypatch.setenv("LLTM_EXT_SEQUENCE_CLUSTER_ROWS", "16")
     torch.manual_seed(0)
     seq = lltm_ext.LLTMSequence(32, 64).cuda()
     x = torch.randn(200, 16, 32, device="cuda")
@@ -296,13 +299,15 @@ def sequence_path(monkeypatch, path):
     ones), "cluster" (the sm_90 cluster kernels, their recurrent product where auto puts it: the
     tensor cores for the half types and for float32 with TF32 allowed) or "wide" (the wide-state
     kernels, likewise; each an error where they do not apply), either with "-simt" (the product on
-    the SIMT cores, LLTM_EXT_SEQUENCE_PRODUCT=simt), "cublas" (cuBLAS and the gate kernel every
-    step)."""
+    the SIMT cores, LLTM_EXT_SEQUENCE_PRODUCT=simt) or "-tensor" (on the tensor cores also where
+    auto keeps float32 on the SIMT cores: LLTM_EXT_SEQUENCE_PRODUCT=tensor), "cublas" (cuBLAS and
+    the gate kernel every step)."""
     if path.startswith("cluster") and torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("the cluster kernels need an sm_90 GPU")
-    if path.endswith("-simt"):
-        path = path.removesuffix("-simt")
-        monkeypatch.setenv("LLTM_EXT_SEQUENCE_PRODUCT", "simt")
+    for product in ("simt", "tensor"):
+        if path.endswith("-" + product):
+            path = path.removesuffix("-" + product)
+            monkeypatch.setenv("LLTM_EXT_SEQUENCE_PRODUCT", product)
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_PATH", path)
 
 
@@ -342,8 +347,9 @@ def test_cuda_step_kernels(monkeypatch, path, dtype, size):
 def test_cuda_cluster_batch_slices(monkeypatch, rows, dtype):
     """Each batch slice per cluster (LLTM_EXT_SEQUENCE_CLUSTER_ROWS forces what auto chooses by
     occupancy), B = 37 a multiple of none, S = 100 not a multiple of the cluster's 8 blocks; the
-    product on the SIMT cores (float32, and the half types in 2- and 4-row slices) and on the
-    tensor cores (the half types in 8- and 16-row slices: 8 rows fill half of an mma tile)."""
+    product on the SIMT cores in 2- and 4-row slices and, for the half types, on the tensor cores
+    in 8- and 16-row slices (8 rows fill half of an mma tile); float32 at torch's default full
+    precision on the SIMT cores."""
     sequence_path(monkeypatch, "cluster")
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_CLUSTER_ROWS", rows)
     check_against_reference((4, 37, 5, 100), "cuda", dtype)
@@ -363,13 +369,16 @@ def test_cuda_cluster_batch_slices(monkeypatch, rows, dtype):
     ],
     ids=str,
 )
-def test_cuda_float32_tensor_cores(monkeypatch, path, size):
-    """With TF32 allowed (torch.backends.cuda.matmul.allow_tf32) the
-    cluster and wide-state kernels' float32 recurrent products, forward and backward, run on the
-    tensor cores:
-    the outputs and all gradients differ from those of the SIMT product, and stay within TF32's
-    error of the float64 loop (TF32 keeps 10 mantissa bits: relative rounding 2^-11 per operand;
-    a wrong fragment layout would be off by the values' own size)."""
+@pytest.mark.parametrize("passes", ["tf32", "3xtf32"])
+def test_cuda_float32_tensor_cores(monkeypatch, path, size, passes):
+    """The cluster and wide-state kernels' float32 recurrent products, forward and backward, run on
+    the tensor cores: in one TF32 pass with TF32 allowed (torch.backends.cuda.matmul.allow_tf32),
+    in three (3xTF32) at torch's default (the cluster kernels only when asked:
+    LLTM_EXT_SEQUENCE_PRODUCT=tensor). With one pass the outputs and all gradients differ from
+    those of the SIMT product and stay within TF32's error of the float64 loop (TF32 keeps 10
+    mantissa bits: relative rounding 2^-11 per operand; a wrong fragment layout would be off by the
+    values' own size); with three they differ from the SIMT product's (other units ran) and stay
+    within a few times its float32 error (a dropped or doubled pass would leave TF32's error)."""
     args = make_args(*size, "cuda", torch.float32)
     grads = [torch.randn(size[0], size[1], size[3], device="cuda")] + [
         torch.randn(size[1], size[3], device="cuda") for _ in range(2)
@@ -381,17 +390,25 @@ def test_cuda_float32_tensor_cores(monkeypatch, path, size):
 
     def run(path):
         sequence_path(monkeypatch, path)
-        with matmul_tf32(True):
+        with matmul_tf32(passes == "tf32"):
             output, (h_n, c_n) = lltm_ext.lltm_sequence(*args[:3], (args[3], args[4]))
             d = torch.autograd.grad((output, h_n, c_n), args, grads)
         return [output, h_n, c_n, *d]
 
-    tensor, simt = run(path), run(path + "-simt")
+    tensor, simt = run(path + "-tensor"), run(path + "-simt")
     names = ["output", "h_n", "c_n", "d_input", "d_weights", "d_bias", "d_h0", "d_c0"]
+    differs = []
     for name, ours, other, ref in zip(names, tensor, simt, [*ref_outs, *ref_grads], strict=True):
-        assert not torch.equal(ours, other), name  # the products ran on other units
+        differs.append(not torch.equal(ours, other))
         error = (ours.double().cpu() - ref).abs().max().item()
-        assert error <= 1e-2 * max(ref.abs().max().item(), 1.0), (name, error)
+        scale = max(ref.abs().max().item(), 1.0)
+        if passes == "tf32":
+            assert differs[-1], name  # the products ran on other units
+            assert error <= 1e-2 * scale, (name, error)
+        else:
+            simt_error = (other.double().cpu() - ref).abs().max().item()
+            assert error <= max(4 * simt_error, 1e-6 * scale), (name, error, simt_error)
+    assert any(differs), "3xTF32 gave the SIMT product's results bit for bit"
 
 
 # (T, B, I, S) for the wide-state kernels (blocks of 16 batch rows x 4, 8 or 16 state columns,
@@ -533,9 +550,11 @@ def test_cuda_cluster_path_refuses_what_it_cannot_run(monkeypatch):
     ):
         _ops.lltm_sequence(*args)
     sequence_path(monkeypatch, "cluster")
-    monkeypatch.setenv("LLTM_EXT_SEQUENCE_PRODUCT", "tensor")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_PRODUCT", "sideways")
     small = [a.detach() for a in make_args(2, 3, 4, 16, "cuda", torch.float32)]
-    with pytest.raises(RuntimeError, match=r"LLTM_EXT_SEQUENCE_PRODUCT must be auto or simt"):
+    with pytest.raises(
+        RuntimeError, match=r"LLTM_EXT_SEQUENCE_PRODUCT must be auto, simt or tensor.*'sideways'"
+    ):
         _ops.lltm_sequence(*small)
 
 

@@ -264,34 +264,40 @@ SEQUENCE_SIZES = (
 def run_lltm_sequence(dtype: torch.dtype) -> None:
     """lltm_sequence forward and backward through time, states given, misaligned (offset) views,
     time-major and batch-first, against a loop of the float64 pure-PyTorch cell. float32 products
-    in full float32 (torch's RNN default on CUDA is TF32, outside the float32 tolerance), then on
-    CUDA the tensor-core paths again with TF32 allowed, at float16's tolerance."""
-    rnn = torch.backends.cudnn.rnn
-    precision, rnn.fp32_precision = rnn.fp32_precision, "ieee"
+    at torch's default full float32 precision (the cluster and wide kernels' tensor cores in three
+    TF32 passes), then on CUDA the tensor-core paths again with TF32 allowed (one pass), at
+    float16's tolerance."""
+    matmul = torch.backends.cuda.matmul
+    allow_tf32, matmul.allow_tf32 = matmul.allow_tf32, False
     # Every path: the fused step kernels (cuBLAS past their states), the wide-state kernels, and
     # on sm_90 the cluster kernels, the latter two with their recurrent product on the tensor
-    # cores (the half types; float32 with TF32 allowed, below) and on the SIMT cores ("-simt").
+    # cores (the half types in one pass, float32 in three and, below, with TF32 allowed in one)
+    # and on the SIMT cores ("-simt"); the cluster kernels run float32's three passes only when
+    # asked ("-tensor").
     paths = ["grid", "wide", "wide-simt"]
     if DEVICE == "cuda" and torch.cuda.get_device_capability() >= (9, 0):
         paths += ["cluster", "cluster-simt"]
+        if dtype == torch.float32:
+            paths.append("cluster-tensor")
     keys = ("LLTM_EXT_SEQUENCE_PATH", "LLTM_EXT_SEQUENCE_PRODUCT", "LLTM_EXT_SEQUENCE_CLUSTER_ROWS")
     old = {k: os.environ.get(k) for k in keys}
     try:
         for path in paths:
-            os.environ["LLTM_EXT_SEQUENCE_PATH"] = path.removesuffix("-simt")
-            os.environ["LLTM_EXT_SEQUENCE_PRODUCT"] = "simt" if path.endswith("-simt") else "auto"
+            base, _, product = path.partition("-")
+            os.environ["LLTM_EXT_SEQUENCE_PATH"] = base
+            os.environ["LLTM_EXT_SEQUENCE_PRODUCT"] = product or "auto"
             # The cluster kernels' tensor cores take slices of 8 or 16 rows: 16 forced there.
-            os.environ["LLTM_EXT_SEQUENCE_CLUSTER_ROWS"] = "16" if path == "cluster" else ""
+            os.environ["LLTM_EXT_SEQUENCE_CLUSTER_ROWS"] = "16" if base == "cluster" else ""
             _run_lltm_sequence(dtype, path)
         if dtype == torch.float32 and DEVICE == "cuda":  # the float32 tensor-core products
-            rnn.fp32_precision = "tf32"
+            matmul.allow_tf32 = True
             os.environ["LLTM_EXT_SEQUENCE_PRODUCT"] = "auto"
             for path in [p for p in paths if p in ("wide", "cluster")]:
                 os.environ["LLTM_EXT_SEQUENCE_PATH"] = path
                 os.environ["LLTM_EXT_SEQUENCE_CLUSTER_ROWS"] = "16" if path == "cluster" else ""
                 _run_lltm_sequence(dtype, path + "-tf32")
     finally:
-        rnn.fp32_precision = precision
+        matmul.allow_tf32 = allow_tf32
         for key, value in old.items():
             if value is None:
                 os.environ.pop(key, None)

@@ -16,6 +16,13 @@
 
 namespace lltm_ext::lltm {
 
+// How the sequence kernels' recurrent product runs (the cluster and wide-state kernels): on the
+// SIMT cores; on the tensor cores with tf32 operands and float32 sums (one pass: float32 with TF32
+// allowed, and the half types, whose values tf32 holds exactly); or on the tensor cores with each
+// float32 operand split into two tf32 parts, big + small, summing small x big + big x small +
+// big x big (three passes, "3xTF32": float32's accuracy, for float32 at torch's defaults).
+enum class Product { kSimt, kTf32, kTf32x3 };
+
 // The cell's gate kernels (lltm_cuda.cu), for T = float, double, c10::Half, c10::BFloat16: the same
 // outputs for n = B * S elements of state S, on `stream` (the tensors' device current); they
 // return the launch's error. bias and grad_h_extra may be null (none); grad_h's rows are grad_h_ld
@@ -71,28 +78,28 @@ cudaError_t launch_sequence_backward_steps(T* d_gates, const T* w, int64_t ld, c
 // counters (the launch zeroes them first, on `stream`). wide_step_columns: on the current device,
 // the fewest columns per block (4, 8 or 16) whose grid runs at once in max_smem per block, their
 // shared memory set; 0 when none does (or S does not qualify); `only` (4, 8 or 16): those columns
-// or none. mma: the product on the tensor cores (float32 and the half types; the kernels of
-// wide_mma_loaded's answer, which needs this module's code for the device compiled for sm_80 or
-// newer), else on the SIMT cores.
+// or none. product: Product::kSimt, or the tensor cores (float32 and the half types; kTf32x3 for
+// float32 only; the kernels of wide_mma_loaded's answer, which needs this module's code for the
+// device compiled for sm_80 or newer).
 constexpr int64_t kWideMaxState = 1024;
 constexpr int kWideRows = 16;
 template <typename T>
 cudaError_t wide_mma_loaded(bool* loaded);
 template <typename T>
 cudaError_t wide_step_columns(int64_t batch, int64_t state, int sm_count, int max_smem, int* cols,
-                              int only, bool mma);
+                              int only, Product product);
 int64_t wide_flag_count(int64_t batch, int64_t state, int cols);
 template <typename T>
 cudaError_t launch_wide_forward(T* gates, const T* bias, const T* h0, const T* c0, const T* w,
                                 int64_t ld, T* output, T* cells, unsigned int* flags, int64_t batch,
-                                int64_t state, int64_t steps, int cols, bool mma,
+                                int64_t state, int64_t steps, int cols, Product product,
                                 cudaStream_t stream);
 template <typename T>
 cudaError_t launch_wide_backward(T* d_gates, const T* w, int64_t ld, const T* grad_output,
                                  const T* grad_h_n, const T* grad_c_n, const T* cells,
                                  const T* gates, const T* bias, T* d_cell, unsigned int* flags,
-                                 int64_t batch, int64_t state, int64_t steps, int cols, bool mma,
-                                 cudaStream_t stream);
+                                 int64_t batch, int64_t state, int64_t steps, int cols,
+                                 Product product, cudaStream_t stream);
 
 // The sequence's time steps on sm_90 (lltm_sequence_cluster.cu): thread-block clusters of
 // kClusterSize blocks, each cluster a slice of `rows` batch rows and the whole state (block j:
@@ -104,14 +111,14 @@ cudaError_t launch_wide_backward(T* d_gates, const T* w, int64_t ld, const T* gr
 constexpr int kClusterSize = 8, kClusterThreads = 256;
 constexpr int64_t kClusterMaxState = 256;
 // A block's work: state S, columns per block, batch rows per cluster, and the product: on the
-// tensor cores (`mma`: mma.sync with tf32 operands, float32 sums; float32 where TF32 is allowed,
-// and the half types, whose values tf32 holds exactly), or on the SIMT cores split into `units` (a
-// column x 2 rows) x `parts` (of K), units_pow2 * parts = kClusterThreads.
+// tensor cores (`mma`: mma.sync with tf32 operands, float32 sums, in one pass or, with `split`,
+// three: see Product), or on the SIMT cores split into `units` (a column x 2 rows) x `parts` (of
+// K), units_pow2 * parts = kClusterThreads.
 struct ClusterShape {
   int state, cols, rows, units, units_pow2, parts;
-  bool mma;
+  bool mma, split;
 };
-ClusterShape cluster_shape(int64_t state, int rows, bool mma);
+ClusterShape cluster_shape(int64_t state, int rows, Product product);
 bool cluster_shape_ok(const ClusterShape& shape);
 int64_t cluster_smem_bytes(const ClusterShape& shape, bool backward, int64_t element_size);
 // Whether the current device runs this module's sm_90 code of the cluster kernels.

@@ -47,22 +47,31 @@ cudaError_t max_clusters(Kernel kernel, size_t smem, int* count) {
 }
 
 // f(forward kernel, backward kernel) for T and the product cs asks for: the tensor cores where
-// cs.mma (float32 and the half types; float64 has none: an invalid value).
+// cs.mma (float32 and the half types; float64 has none: an invalid value), in three passes where
+// cs.split (float32 only).
 template <typename T, typename F>
 cudaError_t with_cluster_kernels(const ClusterShape& cs, F&& f) {
-  if constexpr (std::is_same_v<cuda::opmath_t<T>, float>) {
-    if (cs.mma) {
-      return f(cluster_forward_kernel<T, true>, cluster_backward_kernel<T, true>);
+  if constexpr (std::is_same_v<T, float>) {
+    if (cs.mma && cs.split) {
+      return f(cluster_forward_kernel<T, Product::kTf32x3>,
+               cluster_backward_kernel<T, Product::kTf32x3>);
     }
-  } else if (cs.mma) {
+  }
+  if constexpr (std::is_same_v<cuda::opmath_t<T>, float>) {
+    if (cs.mma && !cs.split) {
+      return f(cluster_forward_kernel<T, Product::kTf32>,
+               cluster_backward_kernel<T, Product::kTf32>);
+    }
+  }
+  if (cs.mma) {
     return cudaErrorInvalidValue;
   }
-  return f(cluster_forward_kernel<T, false>, cluster_backward_kernel<T, false>);
+  return f(cluster_forward_kernel<T, Product::kSimt>, cluster_backward_kernel<T, Product::kSimt>);
 }
 
 }  // namespace
 
-ClusterShape cluster_shape(int64_t state, int rows, bool mma) {
+ClusterShape cluster_shape(int64_t state, int rows, Product product) {
   ClusterShape cs{};
   cs.state = static_cast<int>(state);
   cs.cols = static_cast<int>((state + kClusterSize - 1) / kClusterSize);
@@ -73,7 +82,8 @@ ClusterShape cluster_shape(int64_t state, int rows, bool mma) {
     cs.units_pow2 *= 2;
   }
   cs.parts = kClusterThreads / cs.units_pow2;
-  cs.mma = mma;
+  cs.mma = product != Product::kSimt;
+  cs.split = product == Product::kTf32x3;
   return cs;
 }
 
@@ -100,7 +110,7 @@ bool cluster_shape_ok(const ClusterShape& cs) {
 template <typename T>
 cudaError_t cluster_image_loaded(bool* loaded) {
   // Older architectures' code holds the __trap body.
-  return cuda::image_compiled_for(cluster_forward_kernel<T, false>, 90, loaded);
+  return cuda::image_compiled_for(cluster_forward_kernel<T, Product::kSimt>, 90, loaded);
 }
 
 template <typename T>

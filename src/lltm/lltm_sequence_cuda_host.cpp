@@ -59,7 +59,7 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
         C10_CUDA_CHECK(launch_wide_forward<scalar_t>(
             g, b, h_0, c_0, wp, S + I, out, cell,
             reinterpret_cast<unsigned int*>(flags.mutable_data_ptr<int32_t>()), B, S, T,
-            plan.wide_cols, plan.wide_mma, stream));
+            plan.wide_cols, plan.wide_product, stream));
         return;
       }
       case Path::kSteps:  // the recurrent product and the gate math in one kernel
@@ -124,7 +124,7 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
         C10_CUDA_CHECK(launch_wide_backward<scalar_t>(
             dg, wp, S + I, go, gh_n, gc_n, cell, g, b, dc[0],
             reinterpret_cast<unsigned int*>(flags.mutable_data_ptr<int32_t>()), B, S, T,
-            plan.wide_cols, plan.wide_mma, stream));
+            plan.wide_cols, plan.wide_product, stream));
         d_h0();
         return;
       }

@@ -48,21 +48,28 @@ SequencePath sequence_path_setting() {
   return SequencePath::kGrid;
 }
 
-// LLTM_EXT_SEQUENCE_PRODUCT, read at every call: "auto" (default: the cluster and wide-state
-// kernels' recurrent product on the tensor cores for the half types, whose values tf32 holds
-// exactly, and for float32 where `tf32` allows it, i.e. torch.backends.cudnn.rnn.fp32_precision is
-// "tf32"; float64 on the SIMT cores) or "simt" (the SIMT cores always: for measurements and
-// tests).
-bool sequence_product_mma(at::ScalarType dtype, bool tf32) {
+// How the cluster and wide-state kernels' recurrent product runs (Product).
+// LLTM_EXT_SEQUENCE_PRODUCT, read at every call: "auto" (default: the tensor cores in one tf32 pass
+// for the half types, whose values tf32 holds exactly, and for float32 where `tf32` allows it, i.e.
+// torch's float32 matmuls may use TF32; float32 otherwise in three passes, 3xTF32, as accurate as
+// float32; float64 on the SIMT cores), "simt" (the SIMT cores always) or "tensor" (as auto, and
+// the tensor cores also where auto's rules keep float32 on the SIMT cores): the last two for
+// measurements and tests.
+std::string sequence_product_setting() {
   const char* env = std::getenv("LLTM_EXT_SEQUENCE_PRODUCT");
   const std::string value = env != nullptr ? env : "";
-  TORCH_CHECK(value.empty() || value == "auto" || value == "simt",
-              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PRODUCT must be auto or simt, but got '",
+  TORCH_CHECK(value.empty() || value == "auto" || value == "simt" || value == "tensor",
+              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PRODUCT must be auto, simt or tensor, but "
+              "got '",
               value, "'.");
-  if (value == "simt" || dtype == at::kDouble) {
-    return false;
+  return value;
+}
+
+Product sequence_product(at::ScalarType dtype, bool tf32) {
+  if (sequence_product_setting() == "simt" || dtype == at::kDouble) {
+    return Product::kSimt;
   }
-  return dtype != at::kFloat || tf32;
+  return dtype == at::kFloat && !tf32 ? Product::kTf32x3 : Product::kTf32;
 }
 
 // Whether the sequence's steps run fused on `device` (the fused step kernels of lltm_launchers.h),
@@ -91,7 +98,7 @@ struct ClusterPlan {
 // kClusterMaxState and B >= 1, where the shared memory fits. Batch rows per cluster: the fewest
 // (of 2, 4, 8, 16) whose clusters all run at once (the most SMs, the least work per block), else
 // the most that fit (clusters then run in turns: they never wait on each other). The product on the
-// tensor cores as sequence_product_mma says (`tf32`: float32 may use TF32), for slices of 8 or 16
+// tensor cores as sequence_product says (`tf32`: float32 may use TF32), for slices of 8 or 16
 // rows.
 // LLTM_EXT_SEQUENCE_CLUSTER_ROWS (2, 4, 8 or 16; read at every call) forces the rows, for
 // measurements.
@@ -112,8 +119,8 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
   });
   if (loaded && batch >= 1 && state >= 1 && state <= kClusterMaxState) {
     static std::mutex mutex;
-    static std::map<std::tuple<int, int64_t, int, bool>, std::pair<int, int>> resident;
-    const bool mma = sequence_product_mma(c10::CppTypeToScalarType<T>::value, tf32);
+    static std::map<std::tuple<int, int64_t, int, Product>, std::pair<int, int>> resident;
+    const Product product = sequence_product(c10::CppTypeToScalarType<T>::value, tf32);
     const char* forced_env = std::getenv("LLTM_EXT_SEQUENCE_CLUSTER_ROWS");
     const int forced = forced_env != nullptr ? std::atoi(forced_env) : 0;
     for (const int rows : {2, 4, 8, 16}) {
@@ -124,7 +131,17 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
       // 4 rows most of it is padding (H200, float32, T = 128, forward+backward: B = 256, S = 128,
       // 16 rows: 1302 vs 1408 us SIMT; S = 256: 2765 vs 4402 us; but B = 16, 2 rows: S = 128 579
       // vs 504 us, S = 256 881 vs 698 us).
-      const ClusterShape cs = cluster_shape(state, rows, mma && rows >= 8);
+      // float32 at full precision stays on the SIMT cores here (three TF32 passes only under
+      // LLTM_EXT_SEQUENCE_PRODUCT=tensor): three passes cost three times one pass's tensor-core
+      // work, and one pass gained little over the SIMT cores below S = 256 (above). Measured on
+      // the H100, torch's defaults, forward+backward, three passes against the SIMT cores: T =
+      // 1605, B = 370, S = 40 11.4 vs 9.3 ms; T = 128, B = 179, S = 139 2.87 vs 2.70 ms; T = 550,
+      // B = 138, S = 139 14.0 vs 13.6 ms; T = 25, B = 243, S = 185 1.25 vs 1.23 ms; faster only
+      // at T = 242, B = 102, S = 51 (1.14 vs 1.20 ms).
+      const bool three_passes = sequence_product_setting() == "tensor";
+      const ClusterShape cs = cluster_shape(
+          state, rows,
+          rows >= 8 && (product != Product::kTf32x3 || three_passes) ? product : Product::kSimt);
       if (!cluster_shape_ok(cs) || cluster_smem_bytes(cs, false, sizeof(T)) > f.smem_optin ||
           cluster_smem_bytes(cs, true, sizeof(T)) > f.smem_optin) {
         continue;
@@ -132,7 +149,10 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
       std::pair<int, int> counts;
       {
         const std::lock_guard<std::mutex> lock(mutex);
-        const auto key = std::make_tuple(device, state, rows, cs.mma);
+        const auto key = std::make_tuple(device, state, rows,
+                                         cs.split ? Product::kTf32x3
+                                         : cs.mma ? Product::kTf32
+                                                  : Product::kSimt);
         auto it = resident.find(key);
         if (it == resident.end()) {
           int fwd = 0, bwd = 0;
@@ -162,7 +182,7 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
 }
 
 // Columns per block of the wide-state kernels for (batch, state) on `device`, 0 when they do
-// not run, and whether their product runs on the tensor cores (sequence_product_mma, where the
+// not run, and whether their product runs on the tensor cores (sequence_product, where the
 // device runs their sm_80+ code). They apply for S % 4 == 0, S <= kWideMaxState, where their grid
 // runs at once on the GPU (wide_step_columns). With the tensor cores auto takes them wherever they
 // apply (a block reads its slice once per step); on the SIMT cores for S <= 512 and S^2 B <=
@@ -178,14 +198,14 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
 // measurements.
 struct WidePlan {
   int cols;  // 0: the wide kernels do not run
-  bool mma;
+  Product product;
 };
 
 template <typename T>
 WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
   const SequencePath setting = sequence_path_setting();
   if (setting != SequencePath::kWide && setting != SequencePath::kAuto) {
-    return {0, false};
+    return {0, Product::kSimt};
   }
   const int smem_optin = cuda::device_limits(device).smem_optin;
   static cuda::PerDevice<bool> mma_cache;  // whether the device runs the tensor-core kernels
@@ -200,25 +220,27 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
   // 2624 us; S = 1024, B = 16: 4361 us on the tensor cores vs 5018 us), where float32's tensor
   // cores won at both (B = 16 1981 vs 2478 us, B = 64 2164 vs 2725 us).
   const at::ScalarType dtype = c10::CppTypeToScalarType<T>::value;
-  const bool mma =
-      mma_loaded && sequence_product_mma(dtype, tf32) && (dtype == at::kFloat || state > 512);
-  if (setting == SequencePath::kAuto && !mma &&
+  Product product = mma_loaded ? sequence_product(dtype, tf32) : Product::kSimt;
+  if (dtype != at::kFloat && state <= 512) {
+    product = Product::kSimt;
+  }
+  if (setting == SequencePath::kAuto && product == Product::kSimt &&
       (state > 512 || state * state * batch > (int64_t{1} << 24))) {
-    return {0, false};
+    return {0, Product::kSimt};
   }
   static std::mutex mutex;
-  static std::map<std::tuple<int, int64_t, int64_t, bool>, int> columns;
+  static std::map<std::tuple<int, int64_t, int64_t, Product>, int> columns;
   // The choice depends on the batch through its row blocks only.
   const int64_t row_blocks = (batch + kWideRows - 1) / kWideRows;
   int cols = 0;
   {
     const std::lock_guard<std::mutex> lock(mutex);
-    const auto key = std::make_tuple(device, row_blocks, state, mma);
+    const auto key = std::make_tuple(device, row_blocks, state, product);
     auto it = columns.find(key);
     if (it == columns.end()) {
       int c = 0;
       C10_CUDA_CHECK(
-          wide_step_columns<T>(batch, state, cuda::sm_count(device), smem_optin, &c, 0, mma));
+          wide_step_columns<T>(batch, state, cuda::sm_count(device), smem_optin, &c, 0, product));
       it = columns.emplace(key, c).first;
     }
     cols = it->second;
@@ -230,8 +252,8 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
                 "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_WIDE_COLS must be 4, 8 or 16, but got '",
                 forced_env, "'.");
     int c = 0;  // whether the forced columns fit: ask for them alone
-    C10_CUDA_CHECK(
-        wide_step_columns<T>(batch, state, cuda::sm_count(device), smem_optin, &c, forced, mma));
+    C10_CUDA_CHECK(wide_step_columns<T>(batch, state, cuda::sm_count(device), smem_optin, &c,
+                                        forced, product));
     cols = c;
   }
   TORCH_CHECK(cols > 0 || setting != SequencePath::kWide,
@@ -241,7 +263,7 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
               " (they need a state that is a multiple of 4 and at most ", kWideMaxState,
               ", and a grid of ", kWideRows,
               "-row blocks that runs at once on the GPU, with a cooperative launch).");
-  return {cols, mma};
+  return {cols, product};
 }
 
 }  // namespace
@@ -260,7 +282,7 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
     if (wide.cols > 0) {  // all steps in one cooperative launch over the GPU
       plan.path = SequencePlan::Path::kWide;
       plan.wide_cols = wide.cols;
-      plan.wide_mma = wide.mma;
+      plan.wide_product = wide.product;
       return plan;
     }
   }

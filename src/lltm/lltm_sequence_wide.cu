@@ -11,41 +11,50 @@
 namespace lltm_ext::lltm {
 namespace {
 
-// The kernel for C columns per block and the product's units (mma: the tensor cores, for float32
-// and the half types; null for float64).
+template <typename T, int C, Product P>
+void* wide_kernel_for(bool backward) {
+  return backward ? reinterpret_cast<void*>(wide_backward_kernel<T, C, P>)
+                  : reinterpret_cast<void*>(wide_forward_kernel<T, C, P>);
+}
+
+// The kernel for C columns per block and the product (the tensor cores for float32 and the half
+// types, in three passes for float32 only; null where T has no such kernel).
 template <typename T, int C>
-void* wide_kernel_of(bool backward, bool mma) {
-  if constexpr (std::is_same_v<cuda::opmath_t<T>, float>) {
-    if (mma) {
-      return backward ? reinterpret_cast<void*>(wide_backward_kernel<T, C, true>)
-                      : reinterpret_cast<void*>(wide_forward_kernel<T, C, true>);
+void* wide_kernel_of(bool backward, Product product) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (product == Product::kTf32x3) {
+      return wide_kernel_for<T, C, Product::kTf32x3>(backward);
     }
-  } else if (mma) {
-    return nullptr;
   }
-  return backward ? reinterpret_cast<void*>(wide_backward_kernel<T, C, false>)
-                  : reinterpret_cast<void*>(wide_forward_kernel<T, C, false>);
+  if constexpr (std::is_same_v<cuda::opmath_t<T>, float>) {
+    if (product == Product::kTf32) {
+      return wide_kernel_for<T, C, Product::kTf32>(backward);
+    }
+  }
+  return product == Product::kSimt ? wide_kernel_for<T, C, Product::kSimt>(backward) : nullptr;
 }
 
 // The kernels for C columns per block (4, 8 or 16), null otherwise.
 template <typename T>
-void* wide_kernel(int cols, bool backward, bool mma) {
+void* wide_kernel(int cols, bool backward, Product product) {
   switch (cols) {
     case 4:
-      return wide_kernel_of<T, 4>(backward, mma);
+      return wide_kernel_of<T, 4>(backward, product);
     case 8:
-      return wide_kernel_of<T, 8>(backward, mma);
+      return wide_kernel_of<T, 8>(backward, product);
     case 16:
-      return wide_kernel_of<T, 16>(backward, mma);
+      return wide_kernel_of<T, 16>(backward, product);
     default:
       return nullptr;
   }
 }
 
-size_t wide_smem_bytes(int64_t state, int cols, bool backward, size_t acc_size, bool mma) {
+size_t wide_smem_bytes(int64_t state, int cols, bool backward, size_t acc_size, Product product) {
   const int k = backward ? 3 * static_cast<int>(state) : static_cast<int>(state);
   const int n_out = backward ? cols : 3 * cols;
-  return static_cast<size_t>(mma ? wide_mma_smem(k, n_out) : wide_smem(k, n_out)) * acc_size;
+  return static_cast<size_t>(product != Product::kSimt ? wide_mma_smem(k, n_out)
+                                                       : wide_smem(k, n_out)) *
+         acc_size;
 }
 
 dim3 wide_grid(int64_t batch, int64_t state, int cols) {
@@ -59,14 +68,14 @@ template <typename T>
 cudaError_t wide_mma_loaded(bool* loaded) {
   *loaded = false;
   if constexpr (std::is_same_v<cuda::opmath_t<T>, float>) {  // older code traps in mma_16816
-    return cuda::image_compiled_for(wide_forward_kernel<T, 8, true>, 80, loaded);
+    return cuda::image_compiled_for(wide_forward_kernel<T, 8, Product::kTf32>, 80, loaded);
   }
   return cudaSuccess;
 }
 
 template <typename T>
 cudaError_t wide_step_columns(int64_t batch, int64_t state, int sm_count, int max_smem, int* cols,
-                              int only, bool mma) {
+                              int only, Product product) {
   *cols = 0;
   if (batch < 1 || state < 1 || state > kWideMaxState || state % 4 != 0) {
     return cudaSuccess;
@@ -94,8 +103,8 @@ cudaError_t wide_step_columns(int64_t batch, int64_t state, int sm_count, int ma
     const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y;
     bool fits = blocks <= sm_count * 2;  // at most what the SMs could hold at once (below)
     for (const bool backward : {false, true}) {
-      const size_t smem = wide_smem_bytes(state, c, backward, acc_size, mma);
-      const void* kernel = wide_kernel<T>(c, backward, mma);
+      const size_t smem = wide_smem_bytes(state, c, backward, acc_size, product);
+      const void* kernel = wide_kernel<T>(c, backward, product);
       if (!fits || smem > static_cast<size_t>(max_smem) || kernel == nullptr) {
         fits = false;
         break;
@@ -135,7 +144,7 @@ namespace {
 // Zeroes the step counters, then launches `kernel` cooperatively (the row barriers need every
 // block resident at once: a cooperative launch fails rather than hang where they would not be).
 cudaError_t launch_wide(void* kernel, int64_t batch, int64_t state, int cols, bool backward,
-                        size_t acc_size, bool mma, unsigned int* flags, void** params,
+                        size_t acc_size, Product product, unsigned int* flags, void** params,
                         cudaStream_t stream) {
   if (kernel == nullptr) {
     return cudaErrorInvalidValue;
@@ -145,9 +154,9 @@ cudaError_t launch_wide(void* kernel, int64_t batch, int64_t state, int cols, bo
   if (err != cudaSuccess) {
     return err;
   }
-  return cudaLaunchCooperativeKernel(kernel, wide_grid(batch, state, cols), dim3(kWideThreads),
-                                     params, wide_smem_bytes(state, cols, backward, acc_size, mma),
-                                     stream);
+  return cudaLaunchCooperativeKernel(
+      kernel, wide_grid(batch, state, cols), dim3(kWideThreads), params,
+      wide_smem_bytes(state, cols, backward, acc_size, product), stream);
 }
 
 }  // namespace
@@ -155,38 +164,38 @@ cudaError_t launch_wide(void* kernel, int64_t batch, int64_t state, int cols, bo
 template <typename T>
 cudaError_t launch_wide_forward(T* gates, const T* bias, const T* h0, const T* c0, const T* w,
                                 int64_t ld, T* output, T* cells, unsigned int* flags, int64_t batch,
-                                int64_t state, int64_t steps, int cols, bool mma,
+                                int64_t state, int64_t steps, int cols, Product product,
                                 cudaStream_t stream) {
   int state_arg = static_cast<int>(state);
   bool h0_vec = reinterpret_cast<uintptr_t>(h0) % (4 * sizeof(T)) == 0;
   void* params[] = {&gates, &bias,  &h0,    &c0,        &w,     &ld,    &output,
                     &cells, &flags, &batch, &state_arg, &steps, &h0_vec};
-  return launch_wide(wide_kernel<T>(cols, false, mma), batch, state, cols, false,
-                     sizeof(cuda::opmath_t<T>), mma, flags, params, stream);
+  return launch_wide(wide_kernel<T>(cols, false, product), batch, state, cols, false,
+                     sizeof(cuda::opmath_t<T>), product, flags, params, stream);
 }
 
 template <typename T>
 cudaError_t launch_wide_backward(T* d_gates, const T* w, int64_t ld, const T* grad_output,
                                  const T* grad_h_n, const T* grad_c_n, const T* cells,
                                  const T* gates, const T* bias, T* d_cell, unsigned int* flags,
-                                 int64_t batch, int64_t state, int64_t steps, int cols, bool mma,
-                                 cudaStream_t stream) {
+                                 int64_t batch, int64_t state, int64_t steps, int cols,
+                                 Product product, cudaStream_t stream) {
   int state_arg = static_cast<int>(state);
   void* params[] = {&d_gates, &w,    &ld,     &grad_output, &grad_h_n, &grad_c_n,  &cells,
                     &gates,   &bias, &d_cell, &flags,       &batch,    &state_arg, &steps};
-  return launch_wide(wide_kernel<T>(cols, true, mma), batch, state, cols, true,
-                     sizeof(cuda::opmath_t<T>), mma, flags, params, stream);
+  return launch_wide(wide_kernel<T>(cols, true, product), batch, state, cols, true,
+                     sizeof(cuda::opmath_t<T>), product, flags, params, stream);
 }
 
 #define LLTM_EXT_INSTANTIATE(T)                                                                    \
   template cudaError_t wide_mma_loaded<T>(bool*);                                                  \
-  template cudaError_t wide_step_columns<T>(int64_t, int64_t, int, int, int*, int, bool);          \
+  template cudaError_t wide_step_columns<T>(int64_t, int64_t, int, int, int*, int, Product);       \
   template cudaError_t launch_wide_forward<T>(T*, const T*, const T*, const T*, const T*, int64_t, \
                                               T*, T*, unsigned int*, int64_t, int64_t, int64_t,    \
-                                              int, bool, cudaStream_t);                            \
+                                              int, Product, cudaStream_t);                         \
   template cudaError_t launch_wide_backward<T>(                                                    \
       T*, const T*, int64_t, const T*, const T*, const T*, const T*, const T*, const T*, T*,       \
-      unsigned int*, int64_t, int64_t, int64_t, int, bool, cudaStream_t);
+      unsigned int*, int64_t, int64_t, int64_t, int, Product, cudaStream_t);
 LLTM_EXT_FOR_FLOATING_TYPES(LLTM_EXT_INSTANTIATE)
 
 }  // namespace lltm_ext::lltm

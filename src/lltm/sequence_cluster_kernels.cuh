@@ -29,8 +29,9 @@ namespace {  // included by one file only (lltm_sequence_cluster.cu)
 // column's three gates forward, the column backward) runs one of two ways (ClusterShape::mma):
 //   - on the SIMT cores, split into `units` (a column and kTileRows rows) x `parts` (k = p,
 //     p + parts, ...): each thread sums its unit's kTileRows x G values over its part's k;
-//   - on the tensor cores (mma.sync m16n8k8, tf32 operands, float32 sums), the slice's rows as one
-//     16-row tile (sequence_mma.cuh): warp w sums all outputs over the k steps w, w + 8, ...
+//   - on the tensor cores (mma.sync m16n8k8, tf32 operands, float32 sums, in one pass or three:
+//     Product), the slice's rows as one 16-row tile (sequence_mma.cuh): warp w sums all outputs
+//     over the k steps w, w + 8, ...
 // Either way the parts are added in shared memory, then one thread per (row, column) does the
 // gate math.
 constexpr int kTileRows = 2;
@@ -113,11 +114,12 @@ __device__ __forceinline__ void unit_product(const acc_t* x, int xs, const acc_t
 
 // The tensor-core product (ClusterShape::mma) into the warps' partial sums (mma_store): all n_out
 // outputs, six tiles of eight at a time (to bound the accumulators), K in ksteps of eight.
+template <Product P>
 __device__ __forceinline__ void mma_product(const float* x, int xs, int rows, const float* w,
                                             int ws, int n_out, int ksteps, float* sums, int ps) {
   for (int j0 = 0; j0 < (n_out + 7) / 8; j0 += 6) {
     float acc[6][4] = {};
-    mma_accumulate<6>(acc, x, xs, rows, w, ws, j0, n_out, ksteps);
+    mma_accumulate<6, P>(acc, x, xs, rows, w, ws, j0, n_out, ksteps);
     mma_store<6>(acc, sums, ps, j0, n_out);
   }
 }
@@ -176,9 +178,9 @@ __device__ __forceinline__ ThreadPairs<acc_t> thread_pairs(const BlockPlace& bp,
 // z = gates_t + h_{t-1} W_h^T written back to gates_t, the gate math with the bias -> output[t],
 // cells[t]. Shared memory (acc_t): W_h's rows of this block's columns [3 cols][hs] (row q * cols
 // + c), h rows [2][rows][hs] (hs = padded_k(S)), partial sums (SIMT: [parts][kTileRows * 3][units];
-// kMma: [kMmaWarps][kMmaRows][mma_sums_stride(3 cols)]). kMma: the product on the tensor cores
-// (float32 with TF32 allowed, and the half types); W_h and h held as tf32 values.
-template <typename scalar_t, bool kMma>
+// kMma: [kMmaWarps][kMmaRows][mma_sums_stride(3 cols)]). P: how the product runs (kMma: on the
+// tensor cores, float32 and the half types); W_h and h held as product_operand<P> values.
+template <typename scalar_t, Product P>
 __global__ void __launch_bounds__(kClusterThreads)
     cluster_forward_kernel(scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
                            const scalar_t* __restrict__ h0, const scalar_t* __restrict__ c0,
@@ -188,6 +190,7 @@ __global__ void __launch_bounds__(kClusterThreads)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using acc_t = cuda::opmath_t<scalar_t>;
   constexpr int G = 3;
+  constexpr bool kMma = P != Product::kSimt;
   auto cluster = cooperative_groups::this_cluster();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int S = cs.state, cols = cs.cols, nc = 3 * cols, rows = cs.rows, hs = padded_k(S);
@@ -198,14 +201,14 @@ __global__ void __launch_bounds__(kClusterThreads)
   const int tid = threadIdx.x;
   for (int e = tid; e < nc * hs; e += kClusterThreads) {
     const int o = e / hs, k = e % hs, q = o / cols, c = o % cols;
-    sw[e] = c < bp.cols_here && k < S ? product_operand<kMma>(static_cast<acc_t>(
+    sw[e] = c < bp.cols_here && k < S ? product_operand<P>(static_cast<acc_t>(
                                             w[static_cast<int64_t>(q * S + bp.c0 + c) * ld + k]))
                                       : acc_t(0);
   }
   for (int e = tid; e < 2 * rows * hs; e += kClusterThreads) {  // h_{-1} = h0 in buffer 0
     const int r = e / hs % rows, k = e % hs;
     sh[e] = e < rows * hs && r < bp.rows_here && k < S
-                ? product_operand<kMma>(static_cast<acc_t>(h0[(bp.b0 + r) * S + k]))
+                ? product_operand<P>(static_cast<acc_t>(h0[(bp.b0 + r) * S + k]))
                 : acc_t(0);
   }
   const int64_t n = batch * S;
@@ -235,7 +238,7 @@ __global__ void __launch_bounds__(kClusterThreads)
     }
     const acc_t* x = sh + cur * rows * hs;
     if constexpr (kMma) {
-      mma_product(x, hs, rows, sw, hs, nc, (S + 7) / 8, part_sums, ps);
+      mma_product<P>(x, hs, rows, sw, hs, nc, (S + 7) / 8, part_sums, ps);
     } else {
       for (int u = ui; u < cs.units; u += cs.units_pow2) {
         const auto [c, rg] = unit_place(u, cols, tiles);
@@ -279,7 +282,7 @@ __global__ void __launch_bounds__(kClusterThreads)
         out[i] = forward_step<scalar_t>(pre, bias_v[i], c_prev[i]);
         c_prev[i] = static_cast<acc_t>(out[i].c);  // as stored
         if (t + 1 < steps) {  // h_t, as stored, into every block's buffer cur ^ 1
-          const acc_t hv = product_operand<kMma>(static_cast<acc_t>(out[i].h));
+          const acc_t hv = product_operand<P>(static_cast<acc_t>(out[i].h));
           for (int b = 0; b < kClusterSize; ++b) {
             cluster.map_shared_rank(next, b)[pr[i] * hs + bp.c0 + pc[i]] = hv;
           }
@@ -308,9 +311,9 @@ __global__ void __launch_bounds__(kClusterThreads)
 // them: dL/dh_t = grad_output[t] + (grad_h_n at the last step, else d_gates[t + 1] W_h), dL/dc_t
 // carried, the gate math -> d_gates[t]; d_cell (B, S) gets dL/dc_{-1}. Shared memory (acc_t):
 // W_h's columns [cols][ds], d_gates rows [2][rows][ds] (ds = padded_k(3S)), partial sums (SIMT:
-// [parts][kTileRows][units]; kMma: [kMmaWarps][kMmaRows][mma_sums_stride(cols)]). kMma: as
+// [parts][kTileRows][units]; kMma: [kMmaWarps][kMmaRows][mma_sums_stride(cols)]). P: as
 // forward.
-template <typename scalar_t, bool kMma>
+template <typename scalar_t, Product P>
 __global__ void __launch_bounds__(kClusterThreads)
     cluster_backward_kernel(scalar_t* __restrict__ d_gates, const scalar_t* __restrict__ w,
                             int64_t ld, const scalar_t* __restrict__ grad_output,
@@ -322,6 +325,7 @@ __global__ void __launch_bounds__(kClusterThreads)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using acc_t = cuda::opmath_t<scalar_t>;
   constexpr int G = 3;
+  constexpr bool kMma = P != Product::kSimt;
   auto cluster = cooperative_groups::this_cluster();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int S = cs.state, cols = cs.cols, rows = cs.rows, width = 3 * S, ds = padded_k(width);
@@ -334,7 +338,7 @@ __global__ void __launch_bounds__(kClusterThreads)
     const int c = e / ds, m = e % ds;
     sw[e] =
         c < bp.cols_here && m < width
-            ? product_operand<kMma>(static_cast<acc_t>(w[static_cast<int64_t>(m) * ld + bp.c0 + c]))
+            ? product_operand<P>(static_cast<acc_t>(w[static_cast<int64_t>(m) * ld + bp.c0 + c]))
             : acc_t(0);
   }
   for (int e = tid; e < 2 * rows * ds; e += kClusterThreads) {
@@ -368,7 +372,7 @@ __global__ void __launch_bounds__(kClusterThreads)
       cluster_wait();  // d_gates[t + 1] from every block of the cluster is in buffer cur
       const acc_t* x = sd + cur * rows * ds;
       if constexpr (kMma) {
-        mma_product(x, ds, rows, sw, ds, cols, (width + 7) / 8, part_sums, ps);
+        mma_product<P>(x, ds, rows, sw, ds, cols, (width + 7) / 8, part_sums, ps);
       } else {
         for (int u = ui; u < cs.units; u += cs.units_pow2) {
           const auto [c, rg] = unit_place(u, cols, tiles);
@@ -407,7 +411,7 @@ __global__ void __launch_bounds__(kClusterThreads)
             acc_t* dst = cluster.map_shared_rank(next, b) + pr[i] * ds + bp.c0 + pc[i];
 #pragma unroll
             for (int q = 0; q < G; ++q) {
-              dst[q * S] = product_operand<kMma>(static_cast<acc_t>(out[i].d_z[q]));
+              dst[q * S] = product_operand<P>(static_cast<acc_t>(out[i].d_z[q]));
             }
           }
         }

@@ -2,7 +2,9 @@
 // sequence_cluster_kernels.cuh, and the wide-state kernels, sequence_wide_kernels.cuh): out[r][o] =
 // sum_k x[r][k] w[o][k] for a block's 16 batch rows, as mma.sync m16n8k8 tiles with tf32 operands
 // and float32 sums, the k steps of eight dealt to the block's kMmaWarps warps in turn; each warp's
-// partial sums go to shared memory, and the gate math adds the warps' parts.
+// partial sums go to shared memory, and the gate math adds the warps' parts. One pass on operands
+// rounded to tf32 (Product::kTf32), or three on float32 operands split into tf32 parts
+// (Product::kTf32x3, lltm_launchers.h).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,6 +14,7 @@
 
 #include "common/macros.h"
 #include "common/mma_sync.cuh"
+#include "lltm/lltm_launchers.h"
 
 namespace lltm_ext::lltm {
 
@@ -26,11 +29,12 @@ LLTM_EXT_HD int mma_sums_stride(int n_out) {
 }
 
 // A value as the product reads it from shared memory: rounded to tf32 (to nearest, as cuBLAS
-// rounds) for the tensor cores, else as it is. Values of a half type are tf32 values already
-// (tf32 has float16's 10 mantissa bits and float32's exponent range): their products are exact.
-template <bool kMma, typename acc_t>
+// rounds) for one tensor-core pass, else as it is (the SIMT cores; the three passes split it as
+// they read it). Values of a half type are tf32 values already (tf32 has float16's 10 mantissa
+// bits and float32's exponent range): their products are exact.
+template <Product P, typename acc_t>
 __device__ __forceinline__ acc_t product_operand(acc_t v) {
-  if constexpr (kMma) {
+  if constexpr (P == Product::kTf32) {
     static_assert(std::is_same_v<acc_t, float>, "the tensor-core product takes float operands");
     return __uint_as_float(cuda::to_tf32(__float_as_uint(v)));
   } else {
@@ -38,14 +42,23 @@ __device__ __forceinline__ acc_t product_operand(acc_t v) {
   }
 }
 
+// v = big + small + (what float32 keeps beyond tf32's 2 x 11 bits, ~2^-22 |v|): big is v rounded
+// to tf32, small the rest rounded to tf32 (3xTF32's split).
+__device__ __forceinline__ void split_tf32(float v, uint32_t& big, uint32_t& small) {
+  big = cuda::to_tf32(__float_as_uint(v));
+  small = cuda::to_tf32(__float_as_uint(v - __uint_as_float(big)));
+}
+
 // acc[j] += this warp's share of x w^T for output tiles j0 + j (j < TILES, tiles of eight outputs
 // below n_out): k steps of eight w, w + kMmaWarps, ... < ksteps (w: this warp). x: rows of
 // stride xs, r < rows (rows past `rows` repeat row rows - 1: their sums are never read); w: n_out
 // rows of stride ws (outputs past n_out repeat output n_out - 1, into sums that are never read).
-// Both hold tf32 values (product_operand) and zeros from K up to 8 ksteps, within their strides.
+// Both hold product_operand<P> values and zeros from K up to 8 ksteps, within their strides.
+// kTf32x3: the sum of small x big, big x small and big x big (split_tf32), the small terms first;
+// the small x small term (~2^-22 of the product) is left out, as 3xTF32 does.
 // Fragments (common/mma_sync.cuh): lane 4 g + t reads x rows g, g + 8 and w rows (outputs) j * 8 +
 // g at k + t and k + t + 4; with strides of 4 mod 32 the 32 lanes hit 32 banks.
-template <int TILES>
+template <int TILES, Product P = Product::kTf32>
 __device__ __forceinline__ void mma_accumulate(float (&acc)[TILES][4], const float* x, int xs,
                                                int rows, const float* w, int ws, int j0, int n_out,
                                                int ksteps) {
@@ -60,13 +73,33 @@ __device__ __forceinline__ void mma_accumulate(float (&acc)[TILES][4], const flo
   }
   for (int ks = warp; ks < ksteps; ks += kMmaWarps) {
     const int k = ks * 8;
-    const uint32_t a[4] = {__float_as_uint(xa[k]), __float_as_uint(xb[k]),
-                           __float_as_uint(xa[k + 4]), __float_as_uint(xb[k + 4])};
+    if constexpr (P == Product::kTf32x3) {
+      const float av[4] = {xa[k], xb[k], xa[k + 4], xb[k + 4]};
+      uint32_t a_big[4], a_small[4];
 #pragma unroll
-    for (int j = 0; j < TILES; ++j) {
-      if (j0 + j < n_tiles) {  // warp-uniform
-        const uint32_t b[2] = {__float_as_uint(w[wj[j] + k]), __float_as_uint(w[wj[j] + k + 4])};
-        cuda::mma_16816<cuda::kMmaTF32>(acc[j], a, b);
+      for (int e = 0; e < 4; ++e) {
+        split_tf32(av[e], a_big[e], a_small[e]);
+      }
+#pragma unroll
+      for (int j = 0; j < TILES; ++j) {
+        if (j0 + j < n_tiles) {  // warp-uniform
+          uint32_t b_big[2], b_small[2];
+          split_tf32(w[wj[j] + k], b_big[0], b_small[0]);
+          split_tf32(w[wj[j] + k + 4], b_big[1], b_small[1]);
+          cuda::mma_16816<cuda::kMmaTF32>(acc[j], a_small, b_big);
+          cuda::mma_16816<cuda::kMmaTF32>(acc[j], a_big, b_small);
+          cuda::mma_16816<cuda::kMmaTF32>(acc[j], a_big, b_big);
+        }
+      }
+    } else {
+      const uint32_t a[4] = {__float_as_uint(xa[k]), __float_as_uint(xb[k]),
+                             __float_as_uint(xa[k + 4]), __float_as_uint(xb[k + 4])};
+#pragma unroll
+      for (int j = 0; j < TILES; ++j) {
+        if (j0 + j < n_tiles) {  // warp-uniform
+          const uint32_t b[2] = {__float_as_uint(w[wj[j] + k]), __float_as_uint(w[wj[j] + k + 4])};
+          cuda::mma_16816<cuda::kMmaTF32>(acc[j], a, b);
+        }
       }
     }
   }

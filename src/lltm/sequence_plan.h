@@ -14,9 +14,9 @@ namespace lltm_ext::lltm {
 struct SequencePlan {
   enum class Path { kCluster, kWide, kSteps, kCublas };
   Path path = Path::kCublas;
-  ClusterShape cluster{};    // kCluster: the clusters' shape
-  int wide_cols = 0;         // kWide: state columns per block (4, 8 or 16)
-  bool wide_mma = false;     // kWide: the recurrent product on the tensor cores
+  ClusterShape cluster{};                 // kCluster: the clusters' shape
+  int wide_cols = 0;                      // kWide: state columns per block (4, 8 or 16)
+  Product wide_product = Product::kSimt;  // kWide: how the recurrent product runs
   bool overlap = false;      // kSteps: per-step launches overlap the previous step (sm_90+)
   bool all_at_once = false;  // kSteps: one cooperative launch for all steps, else one per step
 };

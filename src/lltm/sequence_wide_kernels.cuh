@@ -32,9 +32,10 @@ namespace {  // included by one file only (lltm_sequence_wide.cu)
 // first layout, got no such packing). One thread per (row, column) then does the gate math with its
 // own operands, read before the step's barrier.
 //
-// With the product on the tensor cores (kMma: the half types, and float32 where TF32 is allowed;
-// sequence_mma.cuh) the slice is stored [output][k] as tf32, and a step stages its x rows in shared
-// memory kWideChunk k at a time (16-byte loads through L2, rounded to tf32), each warp summing
+// With the product on the tensor cores (kMma: the half types, and float32 in one TF32 pass or
+// three, Product; sequence_mma.cuh) the slice is stored [output][k] as product_operand values, and
+// a step stages its x rows in shared memory kWideChunk k at a time (16-byte loads through L2, as
+// product_operand values), each warp summing
 // every eighth k step of eight for all outputs; the gate math adds the warps' parts. A block then
 // reads its slice once per step instead of once per batch row.
 //
@@ -85,10 +86,11 @@ LLTM_EXT_HD int64_t wide_mma_smem(int k, int n_out) {
 // The tensor-core product of a step: each warp's partial sums of out[r][o] = sum_k x[r][k] w[o][k]
 // for the block's rows r (x: rows x_row0 + r < batch of a (batch, K) tensor that other blocks
 // wrote, read through L2; vec: four elements at a time) and the n_out outputs of the slice w
-// (stride ws, tf32), stored by mma_store into sums (stride ps). x goes through `stage` in chunks
-// of kWideChunk k, each rounded to tf32 and followed by four zeros (the last k step of eight may
-// pass K by four); every load of a chunk is issued before the first store.
-template <int TILES, typename scalar_t>
+// (stride ws, product_operand<P> values), stored by mma_store into sums (stride ps). x goes
+// through `stage` in chunks of kWideChunk k, each as product_operand<P> values followed by four
+// zeros (the last k step of eight may pass K by four); every load of a chunk is issued before the
+// first store.
+template <int TILES, Product P, typename scalar_t>
 __device__ __forceinline__ void wide_mma_product(const scalar_t* x, int64_t x_row0, int64_t batch,
                                                  int K, bool vec, const float* w, int ws, int n_out,
                                                  float* stage, float* sums, int ps) {
@@ -122,12 +124,12 @@ __device__ __forceinline__ void wide_mma_product(const scalar_t* x, int64_t x_ro
                 q = e % (quads + 1);
       if (r < rows) {
         *reinterpret_cast<float4*>(stage + r * xs + 4 * q) =
-            make_float4(product_operand<true>(v[i][0]), product_operand<true>(v[i][1]),
-                        product_operand<true>(v[i][2]), product_operand<true>(v[i][3]));
+            make_float4(product_operand<P>(v[i][0]), product_operand<P>(v[i][1]),
+                        product_operand<P>(v[i][2]), product_operand<P>(v[i][3]));
       }
     }
     __syncthreads();
-    mma_accumulate<TILES>(acc, stage, xs, rows, w + c0, ws, 0, n_out, (4 * quads + 7) / 8);
+    mma_accumulate<TILES, P>(acc, stage, xs, rows, w + c0, ws, 0, n_out, (4 * quads + 7) / 8);
     __syncthreads();  // the stage read before the next chunk's stores
   }
   mma_store<TILES>(acc, sums, ps, 0, n_out);
@@ -302,8 +304,8 @@ struct WideThread {
 // z = gates_t (the input projection) + h_{t-1} W_h^T, written back to gates_t (the saved
 // pre-activations), then the gate math with the bias -> h_t (output[t]), c_t (cells[t]). w is
 // (3S, ld), W_h its first S columns; h_{-1}, c_{-1} = h0, c0 (h0_vec: h0 is aligned to four
-// elements). kMma: the product on the tensor cores.
-template <typename scalar_t, int C, bool kMma>
+// elements). P: how the product runs (kMma: on the tensor cores).
+template <typename scalar_t, int C, Product P>
 __global__ void __launch_bounds__(kWideThreads)
     wide_forward_kernel(scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
                         const scalar_t* __restrict__ h0, const scalar_t* __restrict__ c0,
@@ -312,6 +314,7 @@ __global__ void __launch_bounds__(kWideThreads)
                         int64_t batch, int state, int64_t steps, bool h0_vec) {
   using acc_t = cuda::opmath_t<scalar_t>;
   constexpr int NOUT = 3 * C;
+  constexpr bool kMma = P != Product::kSimt;
   extern __shared__ unsigned char smem[];
   acc_t* sw = reinterpret_cast<acc_t*>(smem);
   const int stride = kMma ? wide_mma_ws(state) : wide_part_stride(state, NOUT);
@@ -323,7 +326,7 @@ __global__ void __launch_bounds__(kWideThreads)
     for (int e = threadIdx.x; e < NOUT * stride; e += kWideThreads) {
       const int o = e / stride, k = e % stride, g = o / C, c = o % C;
       sw[e] = k < state && s0 + c < state
-                  ? product_operand<true>(
+                  ? product_operand<P>(
                         static_cast<acc_t>(w[(static_cast<int64_t>(g) * state + s0 + c) * ld + k]))
                   : acc_t(0);
     }
@@ -354,9 +357,9 @@ __global__ void __launch_bounds__(kWideThreads)
     }
     const scalar_t* h_prev = t == 0 ? h0 : output + (t - 1) * n;
     if constexpr (kMma) {
-      wide_mma_product<(NOUT + 7) / 8>(h_prev, static_cast<int64_t>(blockIdx.y) * kWideRows, batch,
-                                       state, t > 0 || h0_vec, sw, stride, NOUT, sw + NOUT * stride,
-                                       sums, ps);
+      wide_mma_product<(NOUT + 7) / 8, P>(h_prev, static_cast<int64_t>(blockIdx.y) * kWideRows,
+                                          batch, state, t > 0 || h0_vec, sw, stride, NOUT,
+                                          sw + NOUT * stride, sums, ps);
     } else {
       acc_t acc[NOUT];
       part_product<NOUT>(my.x_row < batch ? h_prev + my.x_row * state : nullptr, t > 0 || h0_vec,
@@ -392,8 +395,8 @@ __global__ void __launch_bounds__(kWideThreads)
 // Steps steps - 1 down to 0 backward, as sequence_backward_kernel (lltm_sequence_steps.cu) computes
 // them: dL/dh_t = grad_output[t] + (grad_h_n at the last step, else d_gates[t + 1] W_h), dL/dc_t =
 // grad_c_n at the last step, else from step t + 1; the gate math -> d_gates[t] and dL/dc_{t-1}
-// (d_cell[t % 2]; d_cell[0] ends with d c0). kMma: the product on the tensor cores.
-template <typename scalar_t, int C, bool kMma>
+// (d_cell[t % 2]; d_cell[0] ends with d c0). P: how the product runs (kMma: on the tensor cores).
+template <typename scalar_t, int C, Product P>
 __global__ void __launch_bounds__(kWideThreads)
     wide_backward_kernel(scalar_t* __restrict__ d_gates, const scalar_t* __restrict__ w, int64_t ld,
                          const scalar_t* __restrict__ grad_output,
@@ -404,6 +407,7 @@ __global__ void __launch_bounds__(kWideThreads)
                          int64_t batch, int state, int64_t steps) {
   using acc_t = cuda::opmath_t<scalar_t>;
   constexpr int NOUT = C;
+  constexpr bool kMma = P != Product::kSimt;
   extern __shared__ unsigned char smem[];
   const int width = 3 * state;
   acc_t* sw = reinterpret_cast<acc_t*>(smem);
@@ -417,7 +421,7 @@ __global__ void __launch_bounds__(kWideThreads)
       const int k = e / NOUT, c = e % NOUT;  // consecutive threads: consecutive columns of W_h
       sw[c * stride + k] =
           k < width && s0 + c < state
-              ? product_operand<true>(static_cast<acc_t>(w[static_cast<int64_t>(k) * ld + s0 + c]))
+              ? product_operand<P>(static_cast<acc_t>(w[static_cast<int64_t>(k) * ld + s0 + c]))
               : acc_t(0);
     }
   } else {  // the slice: part p's region holds w[k][c] = W_h[k][s0 + c] for its k (k < 3S)
@@ -447,9 +451,9 @@ __global__ void __launch_bounds__(kWideThreads)
       row_wait(flags, static_cast<unsigned int>(last - t));
       const scalar_t* dg_next = d_gates + (t + 1) * 3 * n;
       if constexpr (kMma) {
-        wide_mma_product<(NOUT + 7) / 8>(dg_next, static_cast<int64_t>(blockIdx.y) * kWideRows,
-                                         batch, width, true, sw, stride, NOUT, sw + NOUT * stride,
-                                         sums, ps);
+        wide_mma_product<(NOUT + 7) / 8, P>(dg_next, static_cast<int64_t>(blockIdx.y) * kWideRows,
+                                            batch, width, true, sw, stride, NOUT,
+                                            sw + NOUT * stride, sums, ps);
       } else {
         acc_t acc[NOUT];
         part_product<NOUT>(my.x_row < batch ? dg_next + my.x_row * width : nullptr, true,
