@@ -190,9 +190,11 @@ def lltm_sequence(
 
     The same as a Python loop of :func:`lltm` over the steps, in one call: one product for the
     input projections of all steps, per step the recurrent product and one fused gate kernel, and
-    backward through time likewise. On CUDA, float32 products follow
-    ``torch.backends.cudnn.rnn.fp32_precision``, as ``torch.nn.LSTM`` does: "tf32" (torch's
-    default) uses TF32 tensor cores; set it to "ieee" for full float32 products. Dtypes and
+    backward through time likewise. On CUDA, float32 products follow torch's matmul precision, as
+    that loop does: full float32 by default, TF32 under
+    ``torch.set_float32_matmul_precision("high")`` (``torch.backends.cuda.matmul.allow_tf32``);
+    not cuDNN's RNN setting, whose TF32 default the LLTM's cell state (no forget gate) would add
+    up over the steps. Dtypes and
     devices as for :func:`lltm` (half types computed in float); differentiable in input, weights,
     bias and state (first order).
     """
