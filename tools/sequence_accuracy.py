@@ -26,8 +26,10 @@ from contextlib import contextmanager
 import torch
 
 import lltm_ext
+from lltm_ext._sweep import _max_err as max_err
+from lltm_ext.ops.lltm import lltm_loop
 
-# The points of the issue that asked for this table, then shapes of the sweep's kind.
+# Points of increasing state and length, the last one of the sweep's kind (a long, wide state).
 DEFAULT_SHAPES = [(64, 32, 64, 256), (200, 16, 32, 64), (128, 128, 256, 768), (256, 4, 16, 2048)]
 
 
@@ -56,19 +58,10 @@ def setting(
         torch.backends.cuda.matmul.allow_tf32 = saved_tf32
 
 
-def max_err(out: torch.Tensor, ref64: torch.Tensor) -> float:
-    return float((out.double() - ref64).abs().max() / ref64.abs().max().clamp_min(1e-300))
-
-
 def cell_loop(seq: lltm_ext.LLTMSequence, x: torch.Tensor) -> torch.Tensor:
-    """The sequence as a Python loop of lltm cells: output (T, B, S)."""
-    h = x.new_zeros(x.shape[1], seq.state_size)
-    c = torch.zeros_like(h)
-    outs = []
-    for step in x:
-        h, c = lltm_ext.lltm(step, seq.weights, seq.bias, h, c)
-        outs.append(h)
-    return torch.stack(outs)
+    """The sequence as a Python loop of lltm cells from a zero state: output (T, B, S)."""
+    h0 = x.new_zeros(x.shape[1], seq.state_size)
+    return lltm_loop(lltm_ext.lltm, x, seq.weights, seq.bias, h0, torch.zeros_like(h0))
 
 
 def row(shape: tuple[int, int, int, int], device: str, products: list[str]) -> dict[str, float]:
