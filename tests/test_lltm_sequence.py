@@ -357,6 +357,25 @@ def test_cuda_cluster_batch_slices(monkeypatch, rows, dtype):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize(
+    "blocks,rows", [("1", "2"), ("2", "2"), ("4", "2"), ("8", "2"), ("4", "16"), ("8", "16")]
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize(
+    "size", [(4, 37, 5, 100), (9, 3, 2, 37)], ids=lambda s: "x".join(map(str, s))
+)
+def test_cuda_cluster_blocks(monkeypatch, blocks, rows, dtype, size):
+    """Each number of blocks per cluster (LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS forces what auto
+    chooses by batch and state; one block exchanges nothing across blocks), in SIMT 2-row slices
+    and, where a block's 16 rows x columns fit its 256 threads twice, 16-row slices (the tensor
+    cores for bfloat16); S = 100 and 37 multiples of none of them."""
+    sequence_path(monkeypatch, "cluster")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS", blocks)
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_CLUSTER_ROWS", rows)
+    check_against_reference(size, "cuda", dtype)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize(
     "path,size",
     [
         ("cluster", (4, 37, 5, 100)),
@@ -554,6 +573,12 @@ def test_cuda_cluster_path_refuses_what_it_cannot_run(monkeypatch):
     small = [a.detach() for a in make_args(2, 3, 4, 16, "cuda", torch.float32)]
     with pytest.raises(
         RuntimeError, match=r"LLTM_EXT_SEQUENCE_PRODUCT must be auto, simt or tensor.*'sideways'"
+    ):
+        _ops.lltm_sequence(*small)
+    monkeypatch.delenv("LLTM_EXT_SEQUENCE_PRODUCT")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS", "3")
+    with pytest.raises(
+        RuntimeError, match=r"LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS must be 1, 2, 4 or 8.*'3'"
     ):
         _ops.lltm_sequence(*small)
 

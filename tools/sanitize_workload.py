@@ -279,7 +279,12 @@ def run_lltm_sequence(dtype: torch.dtype) -> None:
         paths += ["cluster", "cluster-simt"]
         if dtype == torch.float32:
             paths.append("cluster-tensor")
-    keys = ("LLTM_EXT_SEQUENCE_PATH", "LLTM_EXT_SEQUENCE_PRODUCT", "LLTM_EXT_SEQUENCE_CLUSTER_ROWS")
+    keys = (
+        "LLTM_EXT_SEQUENCE_PATH",
+        "LLTM_EXT_SEQUENCE_PRODUCT",
+        "LLTM_EXT_SEQUENCE_CLUSTER_ROWS",
+        "LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS",
+    )
     old = {k: os.environ.get(k) for k in keys}
     try:
         for path in paths:
@@ -288,6 +293,12 @@ def run_lltm_sequence(dtype: torch.dtype) -> None:
             os.environ["LLTM_EXT_SEQUENCE_PRODUCT"] = product or "auto"
             # The cluster kernels' tensor cores take slices of 8 or 16 rows: 16 forced there.
             os.environ["LLTM_EXT_SEQUENCE_CLUSTER_ROWS"] = "16" if base == "cluster" else ""
+            # Clusters of 4 blocks on the SIMT cores, in 2-row slices (16 rows would not fit a
+            # block's threads at S = 132); the rule's size elsewhere.
+            few_blocks = path == "cluster-simt"
+            os.environ["LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS"] = "4" if few_blocks else ""
+            if few_blocks:
+                os.environ["LLTM_EXT_SEQUENCE_CLUSTER_ROWS"] = "2"
             _run_lltm_sequence(dtype, path)
         if dtype == torch.float32 and DEVICE == "cuda":  # the float32 tensor-core products
             matmul.allow_tf32 = True

@@ -102,23 +102,24 @@ cudaError_t launch_wide_backward(T* d_gates, const T* w, int64_t ld, const T* gr
                                  Product product, cudaStream_t stream);
 
 // The sequence's time steps on sm_90 (lltm_sequence_cluster.cu): thread-block clusters of
-// kClusterSize blocks, each cluster a slice of `rows` batch rows and the whole state (block j:
-// state columns [j * cols, (j + 1) * cols)), h (forward) or d_gates (backward) exchanged through
-// distributed shared memory with one cluster barrier per step; all steps in one launch. The same
-// inputs and outputs as the fused step kernels above over all T steps (backward: d_cell (B, S)
-// gets dL/dc_0's gradient d c0). For state sizes up to kClusterMaxState; cluster_shape_ok and
-// the device's shared memory (cluster_smem_bytes) say which `rows` a state size takes.
-constexpr int kClusterSize = 8, kClusterThreads = 256;
+// `blocks` blocks (1, 2, 4 or 8), each cluster a slice of `rows` batch rows and the whole state
+// (block j: state columns [j * cols, (j + 1) * cols)), h (forward) or d_gates (backward) exchanged
+// through distributed shared memory with one cluster barrier per step; all steps in one launch.
+// The same inputs and outputs as the fused step kernels above over all T steps (backward: d_cell
+// (B, S) gets dL/dc_0's gradient d c0). For state sizes up to kClusterMaxState; cluster_shape_ok
+// and the device's shared memory (cluster_smem_bytes) say which `rows` and `blocks` a state size
+// takes.
+constexpr int kClusterMaxBlocks = 8, kClusterThreads = 256;
 constexpr int64_t kClusterMaxState = 256;
-// A block's work: state S, columns per block, batch rows per cluster, and the product: on the
-// tensor cores (`mma`: mma.sync with tf32 operands, float32 sums, in one pass or, with `split`,
-// three: see Product), or on the SIMT cores split into `units` (a column x 2 rows) x `parts` (of
-// K), units_pow2 * parts = kClusterThreads.
+// A block's work: state S, blocks per cluster, columns per block, batch rows per cluster, and the
+// product: on the tensor cores (`mma`: mma.sync with tf32 operands, float32 sums, in one pass or,
+// with `split`, three: see Product), or on the SIMT cores split into `units` (a column x 2 rows)
+// x `parts` (of K), units_pow2 * parts = kClusterThreads.
 struct ClusterShape {
-  int state, cols, rows, units, units_pow2, parts;
+  int state, blocks, cols, rows, units, units_pow2, parts;
   bool mma, split;
 };
-ClusterShape cluster_shape(int64_t state, int rows, Product product);
+ClusterShape cluster_shape(int64_t state, int blocks, int rows, Product product);
 bool cluster_shape_ok(const ClusterShape& shape);
 int64_t cluster_smem_bytes(const ClusterShape& shape, bool backward, int64_t element_size);
 // Whether the current device runs this module's sm_90 code of the cluster kernels.

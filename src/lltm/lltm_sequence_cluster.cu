@@ -12,16 +12,16 @@ namespace lltm_ext::lltm {
 namespace {
 
 template <typename Kernel, typename... Args>
-cudaError_t launch_cluster(Kernel kernel, int64_t clusters, size_t smem, cudaStream_t stream,
-                           Args... args) {
+cudaError_t launch_cluster(Kernel kernel, int blocks, int64_t clusters, size_t smem,
+                           cudaStream_t stream, Args... args) {
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned int>(clusters * kClusterSize));
+  config.gridDim = dim3(static_cast<unsigned int>(clusters * blocks));
   config.blockDim = dim3(kClusterThreads);
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   cudaLaunchAttribute attribute[1];
   attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = kClusterSize;
+  attribute[0].val.clusterDim.x = static_cast<unsigned int>(blocks);
   attribute[0].val.clusterDim.y = 1;
   attribute[0].val.clusterDim.z = 1;
   config.attrs = attribute;
@@ -29,16 +29,16 @@ cudaError_t launch_cluster(Kernel kernel, int64_t clusters, size_t smem, cudaStr
   return cudaLaunchKernelEx(&config, kernel, args...);
 }
 
-// Clusters of `smem` bytes per block that the current device runs at once.
+// Clusters of `blocks` blocks of `smem` bytes each that the current device runs at once.
 template <typename Kernel>
-cudaError_t max_clusters(Kernel kernel, size_t smem, int* count) {
+cudaError_t max_clusters(Kernel kernel, int blocks, size_t smem, int* count) {
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(kClusterSize);
+  config.gridDim = dim3(static_cast<unsigned int>(blocks));
   config.blockDim = dim3(kClusterThreads);
   config.dynamicSmemBytes = smem;
   cudaLaunchAttribute attribute[1];
   attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = kClusterSize;
+  attribute[0].val.clusterDim.x = static_cast<unsigned int>(blocks);
   attribute[0].val.clusterDim.y = 1;
   attribute[0].val.clusterDim.z = 1;
   config.attrs = attribute;
@@ -71,10 +71,11 @@ cudaError_t with_cluster_kernels(const ClusterShape& cs, F&& f) {
 
 }  // namespace
 
-ClusterShape cluster_shape(int64_t state, int rows, Product product) {
+ClusterShape cluster_shape(int64_t state, int blocks, int rows, Product product) {
   ClusterShape cs{};
   cs.state = static_cast<int>(state);
-  cs.cols = static_cast<int>((state + kClusterSize - 1) / kClusterSize);
+  cs.blocks = blocks;
+  cs.cols = static_cast<int>((state + blocks - 1) / blocks);
   cs.rows = rows;
   cs.units = cs.cols * ((rows + kTileRows - 1) / kTileRows);
   cs.units_pow2 = 1;
@@ -100,7 +101,8 @@ int64_t cluster_smem_bytes(const ClusterShape& cs, bool backward, int64_t elemen
 }
 
 bool cluster_shape_ok(const ClusterShape& cs) {
-  return cs.state >= 1 && cs.rows >= 1 && cs.rows % kTileRows == 0 &&
+  return cs.state >= 1 && cs.blocks >= 1 && cs.blocks <= kClusterMaxBlocks &&
+         (cs.blocks & (cs.blocks - 1)) == 0 && cs.rows >= 1 && cs.rows % kTileRows == 0 &&
          static_cast<int64_t>(cs.rows) * cs.cols <=
              static_cast<int64_t>(kMaxPairs) * kClusterThreads &&
          cs.units <= kClusterThreads && cs.state <= kClusterMaxState &&
@@ -124,10 +126,10 @@ cudaError_t prepare_cluster_steps(int max_smem, const ClusterShape& cs, int* for
       err = cudaFuncSetAttribute(backward, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
     }
     if (err == cudaSuccess) {
-      err = max_clusters(forward, cluster_smem_bytes(cs, false, es), forward_clusters);
+      err = max_clusters(forward, cs.blocks, cluster_smem_bytes(cs, false, es), forward_clusters);
     }
     if (err == cudaSuccess) {
-      err = max_clusters(backward, cluster_smem_bytes(cs, true, es), backward_clusters);
+      err = max_clusters(backward, cs.blocks, cluster_smem_bytes(cs, true, es), backward_clusters);
     }
     return err;
   });
@@ -139,7 +141,7 @@ cudaError_t launch_cluster_forward(T* gates, const T* bias, const T* h0, const T
                                    const ClusterShape& cs, cudaStream_t stream) {
   const int64_t clusters = (batch + cs.rows - 1) / cs.rows;
   return with_cluster_kernels<T>(cs, [&](auto forward, auto) {
-    return launch_cluster(forward, clusters,
+    return launch_cluster(forward, cs.blocks, clusters,
                           static_cast<size_t>(cluster_smem_bytes(cs, false, sizeof(T))), stream,
                           gates, bias, h0, c0, w, ld, output, cells, batch, steps, cs);
   });
@@ -152,7 +154,7 @@ cudaError_t launch_cluster_backward(T* d_gates, const T* w, int64_t ld, const T*
                                     int64_t steps, const ClusterShape& cs, cudaStream_t stream) {
   const int64_t clusters = (batch + cs.rows - 1) / cs.rows;
   return with_cluster_kernels<T>(cs, [&](auto, auto backward) {
-    return launch_cluster(backward, clusters,
+    return launch_cluster(backward, cs.blocks, clusters,
                           static_cast<size_t>(cluster_smem_bytes(cs, true, sizeof(T))), stream,
                           d_gates, w, ld, grad_output, grad_h_n, grad_c_n, cells, gates, bias,
                           d_cell, batch, steps, cs);

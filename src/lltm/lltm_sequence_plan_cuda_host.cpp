@@ -88,6 +88,36 @@ StepPlan step_plan(int device, int64_t batch, int64_t state, int64_t element_siz
   return {fused, f.major >= 9};
 }
 
+// Blocks per cluster for a state of S and a batch of B on a GPU of `sms` SMs: the fewest (of 1, 2,
+// 4, 8) whose clusters of 2-row slices cover the SMs (ceil(B / 2) * blocks >= sms: with many rows,
+// fewer blocks per cluster exchange less per step), but with at most 36 columns a block (its
+// share of a step's product stays short). Measured on the H100 over the S <= 256 shapes of the
+// sweep's seed 1 (this rule was read off them), forward+backward, 8 blocks against the rule's:
+// T = 1605, B = 370, S = 40, float32 / bfloat16: 9.5 / 12.0 ms against 7.6 / 7.6 ms (2 blocks);
+// T = 550, B = 138, S = 139, float32: 13.3 vs 12.7 ms (4); T = 128, B = 179, S = 139: 2.75 vs
+// 2.61 ms (4); T = 242, B = 102, S = 51: 1131 vs 1124 us (4). Where B / 2 x 8 blocks do not cover
+// the SMs (B = 2 ... 20), 8 blocks were the fastest or within 7%; with 40 to 47 columns a block
+// (T = 22, B = 74, S = 159; T = 25, B = 243, S = 185, 4 blocks) it lost (790 vs 626 us, 1403 vs
+// 1233 us), hence 36. LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS (1, 2, 4 or 8; read at every call) forces
+// them, for measurements.
+int cluster_blocks(int64_t state, int64_t batch, int sms) {
+  const char* env = std::getenv("LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS");
+  if (env != nullptr && *env != '\0') {
+    const std::string value = env;
+    TORCH_CHECK(value == "1" || value == "2" || value == "4" || value == "8",
+                "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS must be 1, 2, 4 or 8, "
+                "but got '",
+                value, "'.");
+    return std::stoi(value);
+  }
+  int blocks = 1;
+  while (blocks < kClusterMaxBlocks &&
+         ((batch + 1) / 2 * blocks < sms || int64_t{36} * blocks < state)) {
+    blocks *= 2;
+  }
+  return blocks;
+}
+
 // Whether the sequence's steps run on the cluster kernels, and in which shape.
 struct ClusterPlan {
   bool use;
@@ -119,10 +149,13 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
   });
   if (loaded && batch >= 1 && state >= 1 && state <= kClusterMaxState) {
     static std::mutex mutex;
-    static std::map<std::tuple<int, int64_t, int, Product>, std::pair<int, int>> resident;
+    static std::map<std::tuple<int, int64_t, int, int, Product>, std::pair<int, int>> resident;
     const Product product = sequence_product(c10::CppTypeToScalarType<T>::value, tf32);
     const char* forced_env = std::getenv("LLTM_EXT_SEQUENCE_CLUSTER_ROWS");
     const int forced = forced_env != nullptr ? std::atoi(forced_env) : 0;
+    const int blocks = cluster_blocks(state, batch, cuda::sm_count(device));
+    const char* blocks_env = std::getenv("LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS");
+    const bool blocks_forced = blocks_env != nullptr && *blocks_env != '\0';
     for (const int rows : {2, 4, 8, 16}) {
       if (forced > 0 && rows != forced) {
         continue;
@@ -139,17 +172,25 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
       // B = 138, S = 139 14.0 vs 13.6 ms; T = 25, B = 243, S = 185 1.25 vs 1.23 ms; faster only
       // at T = 242, B = 102, S = 51 (1.14 vs 1.20 ms).
       const bool three_passes = sequence_product_setting() == "tensor";
-      const ClusterShape cs = cluster_shape(
-          state, rows,
-          rows >= 8 && (product != Product::kTf32x3 || three_passes) ? product : Product::kSimt);
-      if (!cluster_shape_ok(cs) || cluster_smem_bytes(cs, false, sizeof(T)) > f.smem_optin ||
-          cluster_smem_bytes(cs, true, sizeof(T)) > f.smem_optin) {
+      const Product p =
+          rows >= 8 && (product != Product::kTf32x3 || three_passes) ? product : Product::kSimt;
+      const auto fits = [&](const ClusterShape& shape) {
+        return cluster_shape_ok(shape) &&
+               cluster_smem_bytes(shape, false, sizeof(T)) <= f.smem_optin &&
+               cluster_smem_bytes(shape, true, sizeof(T)) <= f.smem_optin;
+      };
+      // Where these rows take too many columns for a block, more blocks (unless forced).
+      ClusterShape cs = cluster_shape(state, blocks, rows, p);
+      while (!fits(cs) && !blocks_forced && cs.blocks < kClusterMaxBlocks) {
+        cs = cluster_shape(state, 2 * cs.blocks, rows, p);
+      }
+      if (!fits(cs)) {
         continue;
       }
       std::pair<int, int> counts;
       {
         const std::lock_guard<std::mutex> lock(mutex);
-        const auto key = std::make_tuple(device, state, rows,
+        const auto key = std::make_tuple(device, state, cs.blocks, rows,
                                          cs.split ? Product::kTf32x3
                                          : cs.mma ? Product::kTf32
                                                   : Product::kSimt);
@@ -175,9 +216,12 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
               "not apply to cuda:",
               device, " (compute capability ", f.major, ", sm_90 code ",
               loaded ? "loaded" : "not loaded", "), batch ", batch, ", state ", state,
-              " (they need an sm_90 GPU running this module's sm_90 code, batch >= 1 and 1 <= "
+              " (they need an sm_90 GPU running this module's sm_90 code, batch >= 1, 1 <= "
               "state <= ",
-              kClusterMaxState, ").");
+              kClusterMaxState,
+              ", and a block's slice rows x ceil(state / blocks) of at most 512 pairs in its "
+              "shared memory: LLTM_EXT_SEQUENCE_CLUSTER_ROWS and _BLOCKS, where set, must allow "
+              "that).");
   return plan;
 }
 

@@ -17,8 +17,8 @@
 namespace lltm_ext::lltm {
 namespace {  // included by one file only (lltm_sequence_cluster.cu)
 
-// A cluster of kClusterSize blocks owns `rows` batch rows and the whole state: block j of the
-// cluster owns state columns [j * cols, (j + 1) * cols) (cols = ceil(S / kClusterSize)), keeps
+// A cluster of cs.blocks blocks owns `rows` batch rows and the whole state: block j of the
+// cluster owns state columns [j * cols, (j + 1) * cols) (cols = ceil(S / cs.blocks)), keeps
 // the matching rows (forward: W_h's rows of its columns' three gates, K = S) or columns
 // (backward: W_h[:, its columns], K = 3S) in shared memory for all steps, and after each step
 // writes its new h columns (or its d_gates columns) into every block's copy of the exchanged
@@ -71,6 +71,15 @@ __device__ __forceinline__ void cluster_arrive() {
 }
 __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// The parts of K that the SIMT product uses, for operand rows of stride `ks` (K + padding): at
+// most cs.parts (the threads' share), and about four 4-wide groups of K each. The gate threads add
+// a unit's parts one after another, so more parts than that only lengthen the step: H100, T =
+// 1000, B = 2, S = 37, 8 blocks (5 columns, 32 parts), forward took ~2 us a step, half of it the
+// other warps waiting at the barrier for those sums.
+__device__ __forceinline__ int product_parts(const ClusterShape& cs, int ks) {
+  return max(1, min(cs.parts, (ks / 4 - 1) / 4));
 }
 
 // Partial products of one unit: acc[r][q] = sum over k in groups of four (group p, p + parts, ...
@@ -137,7 +146,7 @@ __device__ __forceinline__ BlockPlace block_place(const ClusterShape& cs, int64_
   bp.rank = static_cast<int>(cooperative_groups::this_cluster().block_rank());
   bp.c0 = bp.rank * cs.cols;
   bp.cols_here = max(0, min(cs.cols, cs.state - bp.c0));
-  bp.b0 = static_cast<int64_t>(blockIdx.x / kClusterSize) * cs.rows;
+  bp.b0 = static_cast<int64_t>(blockIdx.x / cs.blocks) * cs.rows;
   bp.rows_here = static_cast<int>(batch - bp.b0 < cs.rows ? batch - bp.b0 : cs.rows);
   return bp;
 }
@@ -220,6 +229,7 @@ __global__ void __launch_bounds__(kClusterThreads)
   auto& c_prev = my.carried;
   cluster.sync();  // every block runs (its shared memory may be written) and holds h0
   const int ui = tid % cs.units_pow2, p = tid / cs.units_pow2, tiles = cs.units / cols;
+  const int parts = product_parts(cs, hs);
   const int ps = mma_sums_stride(nc);  // kMma: the partial sums' row stride
   for (int64_t t = 0; t < steps; ++t) {
     const int cur = static_cast<int>(t & 1);
@@ -240,11 +250,11 @@ __global__ void __launch_bounds__(kClusterThreads)
     if constexpr (kMma) {
       mma_product<P>(x, hs, rows, sw, hs, nc, (S + 7) / 8, part_sums, ps);
     } else {
-      for (int u = ui; u < cs.units; u += cs.units_pow2) {
+      for (int u = ui; u < cs.units && p < parts; u += cs.units_pow2) {
         const auto [c, rg] = unit_place(u, cols, tiles);
         acc_t acc[kTileRows][G];
-        unit_product<G>(x + rg * kTileRows * hs, hs, sw + c * hs, cols * hs, hs / 4 - 1, p,
-                        cs.parts, acc);
+        unit_product<G>(x + rg * kTileRows * hs, hs, sw + c * hs, cols * hs, hs / 4 - 1, p, parts,
+                        acc);
 #pragma unroll
         for (int r = 0; r < kTileRows; ++r) {
 #pragma unroll
@@ -274,7 +284,7 @@ __global__ void __launch_bounds__(kClusterThreads)
 #pragma unroll
           for (int q = 0; q < G; ++q) {
             pre[q] = proj[i][q];
-            for (int pp = 0; pp < cs.parts; ++pp) {
+            for (int pp = 0; pp < parts; ++pp) {
               pre[q] += part_sums[(pp * kTileRows * G + a + q) * cs.units + u];
             }
           }
@@ -283,7 +293,7 @@ __global__ void __launch_bounds__(kClusterThreads)
         c_prev[i] = static_cast<acc_t>(out[i].c);  // as stored
         if (t + 1 < steps) {  // h_t, as stored, into every block's buffer cur ^ 1
           const acc_t hv = product_operand<P>(static_cast<acc_t>(out[i].h));
-          for (int b = 0; b < kClusterSize; ++b) {
+          for (int b = 0; b < cs.blocks; ++b) {
             cluster.map_shared_rank(next, b)[pr[i] * hs + bp.c0 + pc[i]] = hv;
           }
         }
@@ -353,6 +363,7 @@ __global__ void __launch_bounds__(kClusterThreads)
   auto& grad_c = my.carried;
   cluster.sync();  // every block runs: its shared memory may be written
   const int ui = tid % cs.units_pow2, p = tid / cs.units_pow2, tiles = cs.units / cols;
+  const int parts = product_parts(cs, ds);
   const int ps = mma_sums_stride(cols);  // kMma: the partial sums' row stride
   for (int64_t step = 0; step < steps; ++step) {
     const int64_t t = steps - 1 - step;
@@ -374,11 +385,10 @@ __global__ void __launch_bounds__(kClusterThreads)
       if constexpr (kMma) {
         mma_product<P>(x, ds, rows, sw, ds, cols, (width + 7) / 8, part_sums, ps);
       } else {
-        for (int u = ui; u < cs.units; u += cs.units_pow2) {
+        for (int u = ui; u < cs.units && p < parts; u += cs.units_pow2) {
           const auto [c, rg] = unit_place(u, cols, tiles);
           acc_t acc[kTileRows][1];
-          unit_product<1>(x + rg * kTileRows * ds, ds, sw + c * ds, 0, ds / 4 - 1, p, cs.parts,
-                          acc);
+          unit_product<1>(x + rg * kTileRows * ds, ds, sw + c * ds, 0, ds / 4 - 1, p, parts, acc);
 #pragma unroll
           for (int r = 0; r < kTileRows; ++r) {
             part_sums[(p * kTileRows + r) * cs.units + u] = acc[r][0];
@@ -399,7 +409,7 @@ __global__ void __launch_bounds__(kClusterThreads)
           } else {
             const int u = unit_index(pc[i], pr[i] / kTileRows, cols, tiles);
             const int a = pr[i] % kTileRows;
-            for (int pp = 0; pp < cs.parts; ++pp) {
+            for (int pp = 0; pp < parts; ++pp) {
               op[i].grad_h += part_sums[(pp * kTileRows + a) * cs.units + u];
             }
           }
@@ -407,7 +417,7 @@ __global__ void __launch_bounds__(kClusterThreads)
         out[i] = backward_step<scalar_t>(op[i], grad_c[i]);
         grad_c[i] = static_cast<acc_t>(out[i].d_cell);  // as stored
         if (step + 1 < steps) {  // d_gates[t], as stored, into every block's buffer cur ^ 1
-          for (int b = 0; b < kClusterSize; ++b) {
+          for (int b = 0; b < cs.blocks; ++b) {
             acc_t* dst = cluster.map_shared_rank(next, b) + pr[i] * ds + bp.c0 + pc[i];
 #pragma unroll
             for (int q = 0; q < G; ++q) {
