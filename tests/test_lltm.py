@@ -327,6 +327,56 @@ def test_cuda_uses_current_stream_and_device_guard():
     torch.testing.assert_close(got[1], expected[1])
 
 
+# (B, I, S) for both CUDA cell paths: a batch not a multiple of the fused kernels' 8-row blocks,
+# states not a multiple of their 32 columns, K = S + I of one to several 32-column tiles, I = 0,
+# B = 1 and S = 1, and a cell past the fused path's default size (B * 3S * K > 2^23).
+CELL_PATH_SIZES = [(9, 31, 33), (1, 1, 1), (16, 0, 40), (5, 70, 3), (16, 32, 128), (130, 200, 300)]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path", ["fused", "cublas"])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16], ids=str
+)
+@pytest.mark.parametrize("size", CELL_PATH_SIZES, ids=lambda s: "x".join(map(str, s)))
+def test_cuda_cell_paths(monkeypatch, path, dtype, size):
+    """Each CUDA cell path forced (LLTM_EXT_CELL_PATH: the small cell's two kernels, or cat, cuBLAS
+    and the gate kernels) against float64, forward and all five gradients, 1-D and 2-D bias; the
+    same bits on a second run."""
+    monkeypatch.setenv("LLTM_EXT_CELL_PATH", path)
+    for bias_2d in (False, True):
+        args = make_args(*size, "cuda", dtype, bias_2d)
+        outs = lltm_ext.lltm(*args)
+        grads = [torch.randn_like(outs[0]), torch.randn_like(outs[1])]
+        ours = torch.autograd.grad(outs, args, grads)
+        again = torch.autograd.grad(lltm_ext.lltm(*args), args, grads)
+        for got, repeat in zip(ours, again, strict=True):
+            assert torch.equal(got, repeat)
+        (ref_h, ref_c), ref_grads = reference_with_grads(args, grads)
+        scale = 1.0 if dtype in (torch.float32, torch.float64) else 2.0
+        assert_close(outs[0], ref_h, dtype, scale)
+        assert_close(outs[1], ref_c, dtype, scale)
+        names = ["input", "weights", "bias", "old_h", "old_cell"]
+        # The weight and bias gradients sum B rows: their rounding grows as sqrt(B).
+        rows = max(1.0, math.sqrt(size[0] / 8))
+        for name, got, want, arg in zip(names, ours, ref_grads, args, strict=True):
+            assert got.shape == arg.shape and got.dtype == dtype, name
+            assert_close(got, want, dtype, scale * 4 * rows)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path", ["auto", "fused", "cublas"])
+def test_cuda_cell_path_setting(monkeypatch, path):
+    """Every path writes X = [old_h, input] for backward, the same bits as cat; an unknown
+    LLTM_EXT_CELL_PATH lists the valid ones."""
+    monkeypatch.setenv("LLTM_EXT_CELL_PATH", path)
+    args = [a.detach() for a in make_args(16, 32, 128, "cuda", torch.float32)]
+    assert torch.equal(lltm_forward(*args)[3], torch.cat([args[3], args[0]], 1))
+    monkeypatch.setenv("LLTM_EXT_CELL_PATH", "sideways")
+    with pytest.raises(RuntimeError, match=r"must be auto, fused or cublas.*'sideways'"):
+        lltm_forward(*args)
+
+
 def test_double_backward_raises():
     """The backward kernels are not differentiable: a 2nd derivative raises, saying so."""
     args = make_args(2, 3, 4, "cpu", torch.float64)

@@ -164,6 +164,21 @@ LLTM_SIZES = ((16, 32, 128), (1, 1, 1), (0, 4, 6), (3, 0, 5), (5, 3, 7), (17, 33
 
 
 def run_lltm(dtype: torch.dtype) -> None:
+    """The cell on each CUDA path (LLTM_EXT_CELL_PATH: the small cell's two kernels, then cat,
+    cuBLAS and the gate kernels)."""
+    old = os.environ.get("LLTM_EXT_CELL_PATH")
+    try:
+        for path in ("fused", "cublas") if DEVICE == "cuda" else ("auto",):
+            os.environ["LLTM_EXT_CELL_PATH"] = path
+            _run_lltm(dtype)
+    finally:
+        if old is None:
+            os.environ.pop("LLTM_EXT_CELL_PATH", None)
+        else:
+            os.environ["LLTM_EXT_CELL_PATH"] = old
+
+
+def _run_lltm(dtype: torch.dtype) -> None:
     for (batch, features, state), offset in itertools.product(LLTM_SIZES, (0, 1)):
         stdv = 1.0 / math.sqrt(state)
         args = [

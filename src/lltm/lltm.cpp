@@ -135,6 +135,16 @@ Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Te
       "lltm_ext.lltm: `bias` must have shape [", 3 * state, "] or [1, ", 3 * state,
       "] (3 * state_size), but got a ", describe(bias), ".");
 
+#ifdef WITH_CUDA
+  if (input.is_cuda() && fused_cell_cuda(batch, state, features)) {  // small: one launch
+    at::Tensor X = at::empty({batch, state + features}, input.options());
+    at::Tensor gates = at::empty({batch, 3 * state}, input.options());
+    at::Tensor new_h = at::empty_like(old_cell);
+    at::Tensor new_cell = at::empty_like(old_cell);
+    fused_forward_cuda(input, weights, bias, old_h, old_cell, gates, X, new_h, new_cell);
+    return {new_h, new_cell, gates, X};
+  }
+#endif
   const at::Tensor X = at::cat({old_h, input}, /*dim=*/1);
   const at::Tensor gates = at::addmm(bias.reshape({3 * state}), X, weights.t());
   at::Tensor new_h = at::empty_like(old_cell);
@@ -177,6 +187,16 @@ Backward backward(const at::Tensor& grad_h, const at::Tensor& grad_cell, const a
   at::Tensor d_gates = at::empty({batch, 3 * state}, new_cell.options());
   at::Tensor d_old_cell = at::empty_like(new_cell);
   at::Tensor d_bias = at::empty({3 * state}, new_cell.options());
+#ifdef WITH_CUDA
+  if (new_cell.is_cuda() && fused_cell_cuda(batch, state, features)) {  // small: two launches
+    backward_gates(grad_h, grad_h_ld, /*grad_h_extra=*/{}, grad_cell, new_cell, gates,
+                   /*bias=*/{}, d_gates, d_old_cell, /*d_bias=*/{});
+    at::Tensor d_X = at::empty({batch, state + features}, new_cell.options());
+    at::Tensor d_weights = at::empty({3 * state, state + features}, new_cell.options());
+    fused_backward_products_cuda(d_gates, X, weights, d_X, d_weights, d_bias);
+    return {d_X, d_weights, d_bias, d_old_cell};
+  }
+#endif
   backward_gates(grad_h, grad_h_ld, /*grad_h_extra=*/{}, grad_cell, new_cell, gates, /*bias=*/{},
                  d_gates, d_old_cell, d_bias);
   at::Tensor d_weights = at::mm(d_gates.t(), X);

@@ -71,6 +71,31 @@ void backward_gates_cuda(const at::Tensor& grad_h, int64_t grad_h_ld,
                          const at::Tensor& bias, const at::Tensor& d_gates,
                          const at::Tensor& d_old_cell, const at::Tensor& d_bias);
 
+// The small cell on CUDA (lltm_cuda_host.cpp; the kernels of lltm_launchers.h): whether a cell of
+// (batch, state, features) runs them (LLTM_EXT_CELL_PATH, read at every call: "auto" (default:
+// where B <= 256, K = S + I <= 512 and B * 3S * K <= 2^23), "fused" (always; an error where they
+// cannot) or "cublas" (never); B = 0 or S = 0 never: nothing to multiply); forward in one kernel
+// (-> gates with the bias, X, new_h, new_cell, all written); backward's products in one kernel
+// (-> d_X, d_weights, d_bias). Contiguous tensors. Auto's rule, from the H100 (forward+backward,
+// fused against cat + cuBLAS + the gate kernels): the GPU's time alone was 28 vs 74 us at
+// 16x32x128 (B x I x S; cuBLAS's kernels for such small products are slow) but 172 vs 62 us at
+// 64x256x512 and 151 vs 49 us at 256x128x256 (our kernels' plain products); between the two the
+// work where they break even is about 2^23. A training step (the cell, backward, SGD, back to
+// back) saves the host's work of the ATen calls too: 299 vs 428 us at 16x32x128, 233 vs 281 us
+// at 32x64x256 (and, on that slow host, still 391 vs 459 us at 64x256x512, past the rule). The
+// kernels sum a weight gradient over B rows and a gate over K columns in one thread each (at B =
+// 1, K = 1024: 116 vs 19 us), hence the bounds on B and K.
+constexpr int64_t kFusedCellMaxBatch = 256, kFusedCellMaxK = 512;
+constexpr int64_t kFusedCellMaxWork = int64_t{1} << 23;
+bool fused_cell_cuda(int64_t batch, int64_t state, int64_t features);
+void fused_forward_cuda(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
+                        const at::Tensor& old_h, const at::Tensor& old_cell,
+                        const at::Tensor& gates, const at::Tensor& X, const at::Tensor& new_h,
+                        const at::Tensor& new_cell);
+void fused_backward_products_cuda(const at::Tensor& d_gates, const at::Tensor& X,
+                                  const at::Tensor& weights, const at::Tensor& d_X,
+                                  const at::Tensor& d_weights, const at::Tensor& d_bias);
+
 // c (M x N) = a (M x K) @ b (K x N) + beta c, through cuBLAS on the current stream of c's device
 // (cublas_gemm_cuda_host.cpp);
 // each of a, b, c a 2-D view with unit stride in one dimension (a transpose or a column block of

@@ -1,5 +1,6 @@
 // CUDA kernels of the LLTM cell: one fused kernel for the forward gate math, one for backward (with
-// the bias gradient's column sums), and the kernel that adds those sums; their launchers.
+// the bias gradient's column sums), and the kernel that adds those sums; for small cells, the whole
+// forward in one kernel and backward's products in one more; their launchers.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -194,6 +195,146 @@ __global__ void __launch_bounds__(kCols* kRows)
   }
 }
 
+// The small cell (launch_fused_forward, launch_fused_backward_products): blocks of kFusedThreads
+// threads, kFusedRows batch rows x kFusedCols state columns forward, X and W staged in shared
+// memory in tiles of kFusedK columns of K = S + I.
+constexpr int kFusedCols = 32, kFusedRows = 8, kFusedK = 32;
+constexpr int kFusedThreads = kFusedCols * kFusedRows;
+static_assert(kFusedK == kFusedCols, "a thread loads one X element of each tile");
+
+// The cell's forward in one kernel: X = [old_h, input], gates = X W^T + bias, the gate math.
+// Block (x, y) takes state columns [32x, 32x + 32) of batch rows [8y, 8y + 8), a thread per (row,
+// column) summing its three gates' products over K in order, from tiles of X (read as broadcasts)
+// and of the block's 96 rows of W (padded rows: the warp's 32 rows fall in 32 banks). The column
+// group 0 blocks also write X for backward. gates get the pre-activations with the bias, rounded
+// to scalar_t, and the gate math reads them as stored (as backward recomputes them).
+template <typename scalar_t>
+__global__ void __launch_bounds__(kFusedThreads)
+    fused_forward_kernel(const scalar_t* __restrict__ input, const scalar_t* __restrict__ weights,
+                         const scalar_t* __restrict__ bias, const scalar_t* __restrict__ old_h,
+                         const scalar_t* __restrict__ old_cell, scalar_t* __restrict__ gates,
+                         scalar_t* __restrict__ X, scalar_t* __restrict__ new_h,
+                         scalar_t* __restrict__ new_cell, int64_t batch, int state, int features) {
+  using acc_t = cuda::opmath_t<scalar_t>;
+  __shared__ acc_t sx[kFusedRows][kFusedK];
+  __shared__ acc_t sw[3 * kFusedCols][kFusedK + 1];
+  const int tid = static_cast<int>(threadIdx.x);
+  const int c = tid % kFusedCols, r = tid / kFusedCols;
+  const int s = static_cast<int>(blockIdx.x) * kFusedCols + c;
+  const int64_t row = static_cast<int64_t>(blockIdx.y) * kFusedRows + r;
+  const int K = state + features;
+  acc_t acc[3] = {acc_t(0), acc_t(0), acc_t(0)};
+  for (int k0 = 0; k0 < K; k0 += kFusedK) {
+    const int k = k0 + c;  // this thread's element of the X tile: row r, column c
+    acc_t xv = acc_t(0);
+    if (row < batch && k < K) {
+      const scalar_t v = k < state ? old_h[row * state + k] : input[row * features + (k - state)];
+      if (blockIdx.x == 0) {
+        X[row * K + k] = v;
+      }
+      xv = static_cast<acc_t>(v);
+    }
+    sx[r][c] = xv;
+    for (int e = tid; e < 3 * kFusedCols * kFusedK; e += kFusedThreads) {
+      const int o = e / kFusedK, kk = e % kFusedK;  // W tile row o: gate o / 32, column o % 32
+      const int ws = static_cast<int>(blockIdx.x) * kFusedCols + o % kFusedCols;
+      sw[o][kk] =
+          ws < state && k0 + kk < K
+              ? static_cast<acc_t>(
+                    weights[static_cast<int64_t>(o / kFusedCols * state + ws) * K + k0 + kk])
+              : acc_t(0);
+    }
+    __syncthreads();
+#pragma unroll 8
+    for (int kk = 0; kk < kFusedK; ++kk) {
+      const acc_t x = sx[r][kk];
+#pragma unroll
+      for (int q = 0; q < 3; ++q) {
+        acc[q] += x * sw[q * kFusedCols + c][kk];
+      }
+    }
+    __syncthreads();
+  }
+  if (row < batch && s < state) {
+    acc_t z[3];
+    scalar_t* g = gates + row * 3 * state + s;
+#pragma unroll
+    for (int q = 0; q < 3; ++q) {
+      const scalar_t stored =
+          static_cast<scalar_t>(acc[q] + static_cast<acc_t>(bias[q * state + s]));
+      g[q * state] = stored;
+      z[q] = static_cast<acc_t>(stored);
+    }
+    const int64_t i = row * state + s;
+    const auto out = forward_element<acc_t>(z[0], z[1], z[2], static_cast<acc_t>(old_cell[i]));
+    new_h[i] = out.new_h;
+    new_cell[i] = out.new_cell;
+  }
+}
+
+// The small cell's backward products in one kernel, two kinds of blocks:
+// - the first w_blocks: d_weights (3S, K) = d_gates^T X and d_bias (3S) = d_gates^T 1 (X's
+//   column K taken as ones), a thread per output (gate row j, column k) summing over the batch in
+//   row order; a block covers 8 gate rows x 32 columns (a warp: one row, 32 columns).
+// - the rest: d_X (B, K) = d_gates W, a block per (batch row, 32 columns), its 8 warps summing
+//   the gate rows j = w, w + 8, ... in order, then warp 0 adding the 8 partial sums in order.
+// Every sum in a fixed order: the same bits run to run.
+template <typename scalar_t>
+__global__ void __launch_bounds__(kFusedThreads)
+    fused_backward_products_kernel(const scalar_t* __restrict__ d_gates,
+                                   const scalar_t* __restrict__ X,
+                                   const scalar_t* __restrict__ weights, scalar_t* __restrict__ d_X,
+                                   scalar_t* __restrict__ d_weights, scalar_t* __restrict__ d_bias,
+                                   int64_t batch, int state, int features, int64_t w_blocks) {
+  using acc_t = cuda::opmath_t<scalar_t>;
+  const int K = state + features, width = 3 * state;
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const int64_t block = blockIdx.x;
+  if (block < w_blocks) {
+    const int64_t k_tiles = (K + 1 + 31) / 32;
+    const int j = static_cast<int>(block / k_tiles) * 8 + warp;
+    const int k = static_cast<int>(block % k_tiles) * 32 + lane;
+    if (j >= width || k > K) {
+      return;
+    }
+    acc_t sum = acc_t(0);
+    if (k < K) {
+      for (int64_t b = 0; b < batch; ++b) {
+        sum += static_cast<acc_t>(d_gates[b * width + j]) * static_cast<acc_t>(X[b * K + k]);
+      }
+      d_weights[static_cast<int64_t>(j) * K + k] = static_cast<scalar_t>(sum);
+    } else {
+      for (int64_t b = 0; b < batch; ++b) {
+        sum += static_cast<acc_t>(d_gates[b * width + j]);
+      }
+      d_bias[j] = static_cast<scalar_t>(sum);
+    }
+    return;
+  }
+  const int64_t x_block = block - w_blocks;
+  const int64_t k_tiles = (K + 31) / 32;
+  const int64_t row = x_block / k_tiles;
+  const int k = static_cast<int>(x_block % k_tiles) * 32 + lane;
+  acc_t sum = acc_t(0);
+  if (k < K) {
+    const scalar_t* dg = d_gates + row * width;
+    for (int j = warp; j < width; j += 8) {
+      sum +=
+          static_cast<acc_t>(dg[j]) * static_cast<acc_t>(weights[static_cast<int64_t>(j) * K + k]);
+    }
+  }
+  __shared__ acc_t part[8][32];
+  part[warp][lane] = sum;
+  __syncthreads();
+  if (warp == 0 && k < K) {
+#pragma unroll
+    for (int w = 1; w < 8; ++w) {
+      sum += part[w][lane];
+    }
+    d_X[row * K + k] = static_cast<scalar_t>(sum);
+  }
+}
+
 // A gate kernel's threads per block: the state's columns rounded up to whole warps, at most 256.
 unsigned int column_threads(int64_t state) {
   return static_cast<unsigned int>(std::min<int64_t>(kMaxCols, (state + 31) / 32 * 32));
@@ -293,13 +434,51 @@ cudaError_t launch_backward_gates(const T* grad_h, int64_t grad_h_ld, const T* g
   return err;
 }
 
-#define LLTM_EXT_INSTANTIATE(T)                                                                  \
-  template cudaError_t launch_forward_gates<T>(const T*, const T*, const T*, T*, T*, int64_t,    \
-                                               int64_t, int, cudaStream_t);                      \
-  template int64_t backward_row_blocks<T>(int64_t, int64_t, int, bool);                          \
-  template cudaError_t launch_backward_gates<T>(const T*, int64_t, const T*, const T*, const T*, \
-                                                const T*, const T*, T*, T*, cuda::opmath_t<T>*,  \
-                                                T*, int64_t, int64_t, int, cudaStream_t);
+template <typename T>
+cudaError_t launch_fused_forward(const T* input, const T* weights, const T* bias, const T* old_h,
+                                 const T* old_cell, T* gates, T* X, T* new_h, T* new_cell,
+                                 int64_t batch, int64_t state, int64_t features,
+                                 cudaStream_t stream) {
+  if (batch == 0 || state == 0) {
+    return cudaSuccess;
+  }
+  const dim3 grid(static_cast<unsigned int>((state + kFusedCols - 1) / kFusedCols),
+                  static_cast<unsigned int>((batch + kFusedRows - 1) / kFusedRows));
+  fused_forward_kernel<T><<<grid, kFusedThreads, 0, stream>>>(
+      input, weights, bias, old_h, old_cell, gates, X, new_h, new_cell, batch,
+      static_cast<int>(state), static_cast<int>(features));
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_fused_backward_products(const T* d_gates, const T* X, const T* weights, T* d_X,
+                                           T* d_weights, T* d_bias, int64_t batch, int64_t state,
+                                           int64_t features, cudaStream_t stream) {
+  if (state == 0) {
+    return cudaSuccess;
+  }
+  const int64_t k = state + features;
+  const int64_t w_blocks = (3 * state + 7) / 8 * ((k + 1 + 31) / 32);
+  const int64_t x_blocks = batch * ((k + 31) / 32);
+  fused_backward_products_kernel<T>
+      <<<static_cast<unsigned int>(w_blocks + x_blocks), kFusedThreads, 0, stream>>>(
+          d_gates, X, weights, d_X, d_weights, d_bias, batch, static_cast<int>(state),
+          static_cast<int>(features), w_blocks);
+  return cudaGetLastError();
+}
+
+#define LLTM_EXT_INSTANTIATE(T)                                                                    \
+  template cudaError_t launch_forward_gates<T>(const T*, const T*, const T*, T*, T*, int64_t,      \
+                                               int64_t, int, cudaStream_t);                        \
+  template int64_t backward_row_blocks<T>(int64_t, int64_t, int, bool);                            \
+  template cudaError_t launch_backward_gates<T>(const T*, int64_t, const T*, const T*, const T*,   \
+                                                const T*, const T*, T*, T*, cuda::opmath_t<T>*,    \
+                                                T*, int64_t, int64_t, int, cudaStream_t);          \
+  template cudaError_t launch_fused_forward<T>(const T*, const T*, const T*, const T*, const T*,   \
+                                               T*, T*, T*, T*, int64_t, int64_t, int64_t,          \
+                                               cudaStream_t);                                      \
+  template cudaError_t launch_fused_backward_products<T>(const T*, const T*, const T*, T*, T*, T*, \
+                                                         int64_t, int64_t, int64_t, cudaStream_t);
 LLTM_EXT_FOR_FLOATING_TYPES(LLTM_EXT_INSTANTIATE)
 
 }  // namespace lltm_ext::lltm

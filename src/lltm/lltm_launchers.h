@@ -2,7 +2,8 @@
 // stream that return the launch's error, and what the sequence's planner asks of each kernel
 // family (lltm_sequence_plan_cuda_host.cpp). Defined in the .cu files, compiled by nvcc without
 // ATen; included by those files and by the *_cuda_host.cpp files that call them.
-//   lltm_cuda.cu                the cell's gate kernels (forward, backward, the bias sum)
+//   lltm_cuda.cu                the cell's gate kernels (forward, backward, the bias sum) and the
+//                               small cell's kernels
 //   lltm_sequence_steps.cu      the sequence's fused step kernels (any GPU; S <= 256)
 //   lltm_sequence_wide.cu       the sequence's wide-state kernels (cooperative; S <= 1024)
 //   lltm_sequence_cluster.cu    the sequence's thread-block cluster kernels (sm_90; S <= 256)
@@ -42,6 +43,22 @@ cudaError_t launch_backward_gates(const T* grad_h, int64_t grad_h_ld, const T* g
                                   const T* bias, T* d_gates, T* d_old_cell,
                                   cuda::opmath_t<T>* bias_sums, T* d_bias, int64_t n, int64_t state,
                                   int sm_count, cudaStream_t stream);
+
+// The small cell (lltm_cuda.cu), where a few launches beat cat, cuBLAS's products and the gate
+// kernels (the host's work of those calls decides small cells): forward in one kernel, X = [old_h,
+// input] (B, K = S + I), gates (B, 3S) = X W^T + bias (with the bias, as stored), new_h and
+// new_cell; backward's products in one more, from d_gates (B, 3S): d_X (B, K) = d_gates W,
+// d_weights (3S, K) = d_gates^T X, d_bias (3S) = its column sums. Contiguous tensors; sums in the
+// accumulate type in a fixed order.
+template <typename T>
+cudaError_t launch_fused_forward(const T* input, const T* weights, const T* bias, const T* old_h,
+                                 const T* old_cell, T* gates, T* X, T* new_h, T* new_cell,
+                                 int64_t batch, int64_t state, int64_t features,
+                                 cudaStream_t stream);
+template <typename T>
+cudaError_t launch_fused_backward_products(const T* d_gates, const T* X, const T* weights, T* d_X,
+                                           T* d_weights, T* d_bias, int64_t batch, int64_t state,
+                                           int64_t features, cudaStream_t stream);
 
 // The sequence's fused time steps (lltm_sequence_steps.cu), for state sizes up to
 // kFusedStepMaxState whose shared memory (sequence_step_smem_bytes) the GPU has: the recurrent
