@@ -1,5 +1,5 @@
 """lltm_ext.lltm beside PyTorch's extension tutorial's own LLTM, the pure-PyTorch LLTM and
-torch.compile of it, forward and forward+backward, interleaved in one run.
+torch.compile of it, forward, forward+backward and a training step, interleaved in one run.
 
 The tutorial's extension (pytorch/extension-cpp at commit 79d111d, folders ``cpp/`` and
 ``cuda/``) is built outside this repository (``python setup.py build_ext --inplace`` in its
@@ -11,8 +11,18 @@ autograd.Function written here, as the tutorial's Python wrapper calls them. Wit
     python benchmarks/lltm_vs_tutorial.py --device cpu --threads 2 --tutorial ../ext/cpp
     python benchmarks/lltm_vs_tutorial.py --device cuda --tutorial ../ext/cuda --json out.json
 
-Times are medians of interleaved rounds after warm-up (``lltm_ext._bench.time_fns``: CUDA events
-or ``torch.utils.benchmark``); ratio = other's time / lltm_ext's time (> 1: lltm_ext is faster).
+Cases: ``forward`` (no grad), ``forward+backward`` (``torch.autograd.grad`` for all five
+arguments) and ``training step`` (what a training loop runs each step: weights and bias are
+parameters of an SGD optimizer, input and state plain tensors; the cell, ``backward`` of both
+outputs, ``step()`` and ``zero_grad()``, every implementation with its own copy of the
+parameters). ``--host`` adds, for the training step, each implementation's host time per step
+(the wall time of 200 steps issued back to back, before the closing synchronize: where that is
+near the step's time, the step is bound by the host), and ``--profile N`` prints the profiler's
+table of host time per operator over N training steps of each.
+
+Times are medians of interleaved rounds after warm-up (``lltm_ext._bench.time_fns``:
+``torch.utils.benchmark``, which runs blocks of calls back to back and synchronizes around each
+block); ratio = other's time / lltm_ext's time (> 1: lltm_ext is faster).
 """
 
 from __future__ import annotations
@@ -22,6 +32,8 @@ import importlib
 import json
 import math
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -56,6 +68,60 @@ def tutorial_cell(directory: str, device: str) -> Any:
     return TutorialLLTM.apply
 
 
+CASES = ("forward", "forward+backward", "training step")
+
+
+def training_step(fn: Any, inputs: tuple, grads: tuple) -> Callable[[], None]:
+    """One training step of the cell `fn` on its own copy of the weights and bias (SGD
+    parameters); input and state (`inputs`' others) are plain tensors, as a loop's data is."""
+    x, w, b, h, c = (t.detach() for t in inputs)
+    w, b = w.clone().requires_grad_(), b.clone().requires_grad_()
+    # A tiny learning rate: the parameters stay where the comparison started.
+    opt = torch.optim.SGD([w, b], lr=1e-9)
+
+    def step() -> None:
+        new_h, new_cell = fn(x, w, b, h, c)
+        torch.autograd.backward((new_h, new_cell), grads)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def host_us(step: Callable[[], None], device: torch.device, n: int = 200) -> float:
+    """Host microseconds per call of `step`, n calls back to back (the wall time before the
+    closing synchronize); warmed up first."""
+    for _ in range(20):
+        step()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        step()
+    host = time.perf_counter() - t0
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return host / n * 1e6
+
+
+def profile_steps(name: str, step: Callable[[], None], device: torch.device, n: int) -> None:
+    """Prints the profiler's host time per operator over `n` calls of `step`."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    for _ in range(20):
+        step()
+    with profile(activities=activities) as prof:
+        for _ in range(n):
+            step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    print(f"--- profile: {name}, {n} training steps (host time per operator)")
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -65,7 +131,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, help="CPU threads (torch.set_num_threads)")
     p.add_argument("--budget", type=float, default=0.5, help="seconds per case, all together")
     p.add_argument("--json", help="write the rows and the environment as JSON")
+    p.add_argument("--cases", default=",".join(CASES), help=f"of {', '.join(CASES)}")
+    p.add_argument("--host", action="store_true", help="host time per training step as well")
+    p.add_argument("--profile", type=int, default=0, metavar="N", help="profile N training steps")
     args = p.parse_args(argv)
+    cases = args.cases.split(",")
+    for case in cases:
+        if case not in CASES:
+            p.error(f"--cases: {case!r} is not one of {', '.join(CASES)}")
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -103,16 +176,18 @@ def main(argv: list[str] | None = None) -> None:
                 d.mm(w),
             ),
         }
-        for case, run in (("forward", fwd), ("forward+backward", fwd_bwd)):
+        floors["training step"] = floors["forward+backward"]
+        for case in cases:
             compiled = _compiled_reference()
-            fns = {
-                "lltm_ext": lambda run=run: run(lltm_ext.lltm),
-                "pure": lambda run=run: run(lltm_reference),
-                "compile": lambda run=run, c=compiled: run(c),
-                "floor": floors[case],
-            }
+            cells = {"lltm_ext": lltm_ext.lltm, "pure": lltm_reference, "compile": compiled}
             if tutorial is not None:
-                fns["tutorial"] = lambda run=run: run(tutorial)
+                cells["tutorial"] = tutorial
+            if case == "training step":
+                fns = {k: training_step(f, inputs, grads) for k, f in cells.items()}
+            else:
+                run = fwd if case == "forward" else fwd_bwd
+                fns = {k: lambda run=run, f=f: run(f) for k, f in cells.items()}
+            fns["floor"] = floors[case]
             # The tutorial's extension and ours must agree before they are timed.
             if tutorial is not None and case == "forward":
                 ours, theirs = fns["lltm_ext"](), fns["tutorial"]()
@@ -129,10 +204,21 @@ def main(argv: list[str] | None = None) -> None:
                 **{f"{k}_us": t.median * 1e6 for k, t in timings.items()},
                 **{f"ratio_{k}": t.median / ours_t for k, t in timings.items() if k != "lltm_ext"},
             }
+            if case == "training step" and args.host:
+                row.update({f"{k}_host_us": host_us(fn, device) for k, fn in fns.items()})
             rows.append(row)
             cols = [row.get(f"ratio_{k}") for k in ("pure", "compile", "tutorial", "floor")]
             shown = "  ".join("   -   " if r is None else f"{r:6.3f}x" for r in cols)
             print(f"{size:<18} {case:<17} {ours_t * 1e6:8.1f}us  {shown}", flush=True)
+            if case == "training step" and args.host:
+                print(
+                    "  host us per step: "
+                    + ", ".join(f"{k} {row[f'{k}_host_us']:.1f}" for k in fns if k != "floor")
+                )
+            if case == "training step" and args.profile:
+                for k, fn in fns.items():
+                    if k != "floor":
+                        profile_steps(f"{k} {size}", fn, device, args.profile)
     print("ratio = other's time / lltm_ext's time; floor = the products alone (> 1 impossible)")
     if args.json:
         with open(args.json, "w") as f:
