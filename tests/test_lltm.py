@@ -42,6 +42,18 @@ def reference_with_grads(args, grads):
     return outs, d
 
 
+def grads_run_twice(args):
+    """The cell's outputs on `args`, random gradients of them and the five input gradients; a
+    second run must give the same bits."""
+    outs = lltm_ext.lltm(*args)
+    grads = [torch.randn_like(outs[0]), torch.randn_like(outs[1])]
+    ours = torch.autograd.grad(outs, args, grads)
+    again = torch.autograd.grad(lltm_ext.lltm(*args), args, grads)
+    for got, repeat in zip(ours, again, strict=True):
+        assert torch.equal(got, repeat)
+    return outs, grads, ours
+
+
 @pytest.mark.parametrize("device,dtype", device_dtypes())
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("bias_2d", [False, True], ids=["bias1d", "bias2d"])
@@ -136,12 +148,7 @@ def test_bias_gradient_over_many_rows(device, dtype, size):
     bias gradients sum thousands of rows), and the same bits on a second run (on the CPU, whose
     tasks sum blocks of columns, also on one thread)."""
     args = make_args(*size, device, dtype)
-    outs = lltm_ext.lltm(*args)
-    grads = [torch.randn_like(outs[0]), torch.randn_like(outs[1])]
-    ours = torch.autograd.grad(outs, args, grads)
-    again = torch.autograd.grad(lltm_ext.lltm(*args), args, grads)
-    for got, repeat in zip(ours, again, strict=True):
-        assert torch.equal(got, repeat)
+    _, grads, ours = grads_run_twice(args)
     if device == "cpu":
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
@@ -346,12 +353,7 @@ def test_cuda_cell_paths(monkeypatch, path, dtype, size):
     monkeypatch.setenv("LLTM_EXT_CELL_PATH", path)
     for bias_2d in (False, True):
         args = make_args(*size, "cuda", dtype, bias_2d)
-        outs = lltm_ext.lltm(*args)
-        grads = [torch.randn_like(outs[0]), torch.randn_like(outs[1])]
-        ours = torch.autograd.grad(outs, args, grads)
-        again = torch.autograd.grad(lltm_ext.lltm(*args), args, grads)
-        for got, repeat in zip(ours, again, strict=True):
-            assert torch.equal(got, repeat)
+        outs, grads, ours = grads_run_twice(args)
         (ref_h, ref_c), ref_grads = reference_with_grads(args, grads)
         scale = 1.0 if dtype in (torch.float32, torch.float64) else 2.0
         assert_close(outs[0], ref_h, dtype, scale)
