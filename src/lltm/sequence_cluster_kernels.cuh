@@ -73,13 +73,12 @@ __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-// The parts of K that the SIMT product uses, for operand rows of stride `ks` (K + padding): at
-// most cs.parts (the threads' share), and about four 4-wide groups of K each. The gate threads add
-// a unit's parts one after another, so more parts than that only lengthen the step: H100, T =
-// 1000, B = 2, S = 37, 8 blocks (5 columns, 32 parts), forward took ~2 us a step, half of it the
-// other warps waiting at the barrier for those sums.
+// The parts of K that the SIMT product uses, for operand rows of stride `ks` (K + padding): the
+// threads' share (cs.parts), but no more than K's groups of four: a part past them would only add
+// zeros, one more partial sum for the gate threads to add in turn (H100, T = 1000, B = 2, S = 37,
+// 8 blocks of 5 columns: 32 parts for 10 groups forward, ~2 us a step).
 __device__ __forceinline__ int product_parts(const ClusterShape& cs, int ks) {
-  return max(1, min(cs.parts, (ks / 4 - 1) / 4));
+  return max(1, min(cs.parts, ks / 4 - 1));
 }
 
 // Partial products of one unit: acc[r][q] = sum over k in groups of four (group p, p + parts, ...
