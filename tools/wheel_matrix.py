@@ -29,7 +29,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFINITION = ROOT / "tools" / "wheel_matrix.json"
-OLDEST = "2.10"  # the oldest torch release the wheels cover (issue 32)
+OLDEST = "2.10"  # the oldest torch release the wheels cover
 REQUIRED_PYTHONS = ("3.10", "3.11", "3.12", "3.13")  # built wherever torch has wheels for them
 PLATFORM = "manylinux_2_28_x86_64"  # torch's own Linux x86_64 wheels' tag, and so ours
 
