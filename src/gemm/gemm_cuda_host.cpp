@@ -219,8 +219,14 @@ constexpr int64_t kGemvSide = 4;
 // c = a @ b on the matrix-vector kernels (gemm/tiles/gemv.cuh) when M or N is at most kGemvSide,
 // and true; else false, nothing launched. The large operand is read once, split over K between
 // blocks when its rows are too few to fill the GPU (float partials, summed in split order).
+// cols false: not where the column kernel (the large operand M- / N-contiguous) would run with a
+// small side of 2 to 4, for the dtypes the tensor cores run: there the mma kernel's K splits
+// measured faster (H100, bfloat16 4x1332x3999 `a.T @ b`: 16 against 27 us; 1083x2x5190: 20
+// against 31 us), while with a side of 1 the column kernel was (2767x1x4664 float16: 21 against
+// 40 us).
 template <typename T>
-bool try_gemv(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cudaStream_t stream) {
+bool try_gemv(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cudaStream_t stream,
+              bool cols = true) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   const bool small_m = M <= kGemvSide && M <= N;
   if (!small_m && N > kGemvSide) return false;
@@ -244,6 +250,7 @@ bool try_gemv(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cud
   const bool rows = g.xs_k == 1;
   TORCH_INTERNAL_ASSERT(rows || g.xs_l == 1,
                         "gemm_cuda: matrix-vector operand without unit stride");
+  if (!rows && !cols && g.S > 1) return false;
   const int sms = cuda::sm_count(c.get_device());
   // Blocks of 8 warps: about 16 warps per SM for the row kernel; the column kernel's lanes each
   // wait on one element per load, so it takes four times as many blocks (shorter K splits).
@@ -253,8 +260,6 @@ bool try_gemv(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cud
     g.wpr = 1;
     while (g.wpr < 8 && g.L * g.wpr < 8 * want) g.wpr *= 2;
     blocks = (g.L + 8 / g.wpr - 1) / (8 / g.wpr);
-    const int64_t per16 = 16 / static_cast<int64_t>(sizeof(T));
-    g.vec = aligned(g.x, 16) && (g.L == 1 || g.xs_l % per16 == 0);
   } else {
     blocks = (g.L + 31) / 32;
   }
@@ -263,7 +268,7 @@ bool try_gemv(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cud
   const int64_t min_split = rows ? 2048 : 64;
   int64_t splits = std::min<int64_t>({(want + blocks - 1) / blocks, K / min_split, 128});
   splits = std::max<int64_t>(splits, 1);
-  // Splits of whole 16-byte runs; the row kernel's chunks of Y start at multiples of its chunk.
+  // Splits of whole minimum lengths (the row kernel cuts each row at its own 16-byte boundaries).
   const int64_t unit = rows ? 2048 : 64;
   g.k_split = splits > 1 ? ((K + splits - 1) / splits + unit - 1) / unit * unit : K;
   splits = (K + g.k_split - 1) / g.k_split;
@@ -284,6 +289,7 @@ template <typename T>
 void run_half(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int64_t M, int64_t N,
               int64_t K, cudaStream_t stream) {
   if (run_tensor_core(a, b, c, stream)) return;
+  if (try_gemv<T>(a, b, c, stream)) return;  // the column kernel, which gemm_cuda left to these
   run_config<HalfConfig, T>(operand_of(a, /*is_a=*/true), operand_of(b, /*is_a=*/false), c, M, N, K,
                             1, stream);
 }
@@ -345,16 +351,16 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
     bool done = false;
     switch (a.scalar_type()) {
       case at::kFloat:
-        done = try_gemv<float>(a, b, c, stream);
+        done = try_gemv<float>(a, b, c, stream, /*cols=*/!tf32_allowed());
         break;
       case at::kDouble:
         done = try_gemv<double>(a, b, c, stream);
         break;
       case at::kHalf:
-        done = try_gemv<at::Half>(a, b, c, stream);
+        done = try_gemv<at::Half>(a, b, c, stream, /*cols=*/false);
         break;
       case at::kBFloat16:
-        done = try_gemv<at::BFloat16>(a, b, c, stream);
+        done = try_gemv<at::BFloat16>(a, b, c, stream, /*cols=*/false);
         break;
       default:
         break;
@@ -366,8 +372,9 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
       // TF32 on the tensor cores when PyTorch allows it for torch.mm (not for the tuning entry
       // point, which names a config), on the kernel the planner picks among those the device
       // runs (or LLTM_EXT_GEMM_HALF_PATH forces); where none runs (or simt), exact float32 below.
-      if (config < 0 && splits <= 0 && tf32_allowed() && run_tensor_core(a, b, c, stream)) {
-        break;
+      if (config < 0 && splits <= 0 && tf32_allowed()) {
+        if (run_tensor_core(a, b, c, stream)) break;
+        if (try_gemv<float>(a, b, c, stream)) break;  // the column kernel, left to tf32 above
       }
       if (config < 0 || splits <= 0) {
         const Choice choice = cuda_choose(M, N, K, B.k_contig);

@@ -6,9 +6,9 @@
 // (the large side: N when M is small, else M), s < S <= S_MAX (the small side), k in this block's
 // K split. Two kernels, by X's unit-stride dimension:
 //   - gemv_rows_kernel (X K-contiguous): WPR warps per row of X, lanes striding over K with
-//     16-byte loads where the rows allow, Y staged in shared memory a chunk of K at a time (so
-//     that Y's reads cost no more than X's); shuffle sums, then the row's warps summed through
-//     shared memory;
+//     16-byte loads (each row cut at its own 16-byte boundaries: any row stride), Y staged in
+//     shared memory a chunk of K at a time (so that Y's reads cost no more than X's); shuffle sums,
+//     then the row's warps summed through shared memory;
 //   - gemv_cols_kernel (X L-contiguous): 32 consecutive l per block (one per lane: coalesced), its
 //     8 warps striding over K; the warps' sums added through shared memory.
 // With gridDim.y > 1 each block row of the grid takes one K split and writes its float partials
@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "gemm/gemm_launchers.h"         // GemvCall: what the kernels read
 #include "gemm/tiles/vector_access.cuh"  // tile_cast
@@ -53,9 +54,10 @@ __device__ __forceinline__ void write_sums(const GemvCall& p, int64_t l, const A
   }
 }
 
-// Y's K elements staged in shared memory per chunk by gemv_rows_kernel (32 KB).
+// Y's K elements staged in shared memory per chunk by gemv_rows_kernel (32 KB: K up to 8192 float
+// elements in one chunk, one round of staging and barriers).
 template <typename Acc>
-inline constexpr int kChunk = 8192 / static_cast<int>(sizeof(Acc));
+inline constexpr int kChunk = 32768 / static_cast<int>(sizeof(Acc));
 
 template <typename T, typename Acc, int S_MAX>
 __global__ void __launch_bounds__(kThreads) gemv_rows_kernel(const GemvCall p) {
@@ -69,7 +71,7 @@ __global__ void __launch_bounds__(kThreads) gemv_rows_kernel(const GemvCall p) {
   const int64_t stride = static_cast<int64_t>(p.wpr) * 32;
   const T* const y = static_cast<const T*>(p.y);
   const T* const row = static_cast<const T*>(p.x) + min(l, p.L - 1) * p.xs_l;
-  // Y's chunk as Acc, [s][k]: a lane's 16-byte run of X meets a 16- or 32-byte run of its k here.
+  // Y's chunk as Acc, [s][k].
   __shared__ __align__(16) Acc ys[S_MAX][CH];
   Acc acc[S_MAX];
 #pragma unroll
@@ -83,12 +85,20 @@ __global__ void __launch_bounds__(kThreads) gemv_rows_kernel(const GemvCall p) {
     }
     __syncthreads();
     if (l >= p.L) continue;
-    int first = 0;  // chunk elements before the scalar tail
-    if (p.vec) {    // 16-byte runs of the row (c0 a multiple of V: k_split and CH are)
-      constexpr int V = 16 / static_cast<int>(sizeof(T));
+    // The row's chunk cut at X's own 16-byte boundaries: `head` elements before the first one,
+    // then whole 16-byte runs, then the tail (any base and row stride: element-aligned only).
+    constexpr int V = 16 / static_cast<int>(sizeof(T));
+    const int head = min(
+        n, static_cast<int>((16 - reinterpret_cast<uintptr_t>(row + c0) % 16) % 16 / sizeof(T)));
+    const int runs = (n - head) / V, body_end = head + runs * V;
+    // ALIGNED (head 0, as for every row of a 16-byte-aligned X): k is a multiple of V, so that
+    // Y's run is read from shared memory in 16-byte loads too (with S = 3 or 4 the scalar reads
+    // of Y's runs cost more than X's loads).
+    auto runs_of = [&](auto aligned) {
+      constexpr bool ALIGNED = decltype(aligned)::value;
 #pragma unroll 2
-      for (int q = part * 32 + lane; q < n / V; q += static_cast<int>(stride)) {
-        const int k = q * V;
+      for (int q = part * 32 + lane; q < runs; q += static_cast<int>(stride)) {
+        const int k = (ALIGNED ? 0 : head) + q * V;
         const uint4 bits = __ldg(reinterpret_cast<const uint4*>(row + c0 + k));
         T v[V];
         __builtin_memcpy(v, &bits, sizeof(bits));
@@ -99,13 +109,16 @@ __global__ void __launch_bounds__(kThreads) gemv_rows_kernel(const GemvCall p) {
           for (int e = 0; e < V; ++e) acc[s] += tile_cast<Acc>(v[e]) * ys[s][k + e];
         }
       }
-      first = n / V * V;
+    };
+    if (head == 0) {
+      runs_of(std::true_type{});
+    } else {
+      runs_of(std::false_type{});
     }
-    // Unrolled: several loads of X in flight per lane (a row's loads are independent; without
-    // this a lane waits out each load's latency and the GPU reads X at a fraction of its
-    // bandwidth).
-#pragma unroll 4
-    for (int k = first + part * 32 + lane; k < n; k += static_cast<int>(stride)) {
+    // The head and the tail, one element per lane.
+    const int scalars = head + (n - body_end);
+    for (int j = part * 32 + lane; j < scalars; j += static_cast<int>(stride)) {
+      const int k = j < head ? j : body_end + (j - head);
       const Acc x = tile_cast<Acc>(row[c0 + k]);
 #pragma unroll
       for (int s = 0; s < S_MAX; ++s) {
