@@ -64,7 +64,7 @@ def assert_valid(choice, m, n, k, path):
     """A schedule the launch accepts, from the path's candidates."""
     config, splits, tail_tiles, tail_splits = choice
     assert config in CANDIDATES[path], choice
-    assert 1 <= splits <= 16, choice
+    assert 1 <= splits <= 64, choice
     if tail_splits:
         assert splits == 1 and 2 <= tail_splits <= 8, choice
         assert 1 <= tail_tiles <= tiles_of(config, m, n), choice
@@ -130,6 +130,12 @@ def test_long_k_few_tiles_takes_split_k(ext, path, shape):
     """One or a few tiles of C and a long K: split K to fill the SMs."""
     _, splits, *_ = choose(ext, *shape, path=path)
     assert splits >= 8, (shape, splits)
+
+
+def test_one_tile_over_a_long_k_fills_the_sms(ext):
+    """One tile of C and K = 11052 on 132 SMs: more than 16 splits (each of >= 8 K steps)."""
+    _, splits, *_ = choose(ext, 45, 35, 11052, sms=132)
+    assert 16 < splits <= 64, splits
 
 
 @pytest.mark.parametrize("shape", [(64, 64, 64), (1, 1, 1), (3, 5, 7), (32, 32, 1000)])
