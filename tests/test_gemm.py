@@ -261,49 +261,6 @@ def test_torch_compile(device):
     torch.testing.assert_close(out, (a @ b).detach(), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("device", devices())
-def test_eager_calls_skip_the_dispatcher_only_where_nothing_must_see_the_operator(device):
-    """A plain eager call with nothing to differentiate runs the operator's C++ function through
-    the module's binding (the same bits as the operator); torch.compile (no grad: fullgraph),
-    torch.jit.trace, a dispatch mode, a subclass and the profiler all still see the operator."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    from lltm_ext.ops.gemm import _direct
-
-    a = torch.randn(7, 13, device=device)
-    b = torch.randn(13, 5, device=device)
-    assert _direct(a, b)
-    assert torch.equal(lltm_ext.gemm(a, b), gemm_op(a, b))
-
-    seen = []
-
-    class Record(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            seen.append(str(func))
-            return func(*args, **(kwargs or {}))
-
-    with Record():
-        assert not _direct(a, b)
-        lltm_ext.gemm(a, b)
-    assert "lltm_ext.gemm.default" in seen
-
-    traced = torch.jit.trace(lambda x, y: lltm_ext.gemm(x, y), (a, b))
-    assert "lltm_ext::gemm" in str(traced.graph)
-    torch.testing.assert_close(traced(a, b), a @ b, rtol=1e-5, atol=1e-5)
-
-    with torch.profiler.profile() as prof:
-        lltm_ext.gemm(a, b)
-    assert any(e.name == "lltm_ext::gemm" for e in prof.events())
-
-    class Sub(torch.Tensor):
-        pass
-
-    assert not _direct(a.as_subclass(Sub), b)
-    with torch.no_grad():
-        compiled = torch.compile(lambda x, y: torch.tanh(lltm_ext.gemm(x, y)), fullgraph=True)
-        torch.testing.assert_close(compiled(a, b), torch.tanh(a @ b), rtol=1e-5, atol=1e-5)
-
-
 # ----------------------------------------------------------------------------------------------
 # Input errors: raised before any kernel runs, naming the argument.
 # ----------------------------------------------------------------------------------------------

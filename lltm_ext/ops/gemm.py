@@ -23,11 +23,7 @@ float32. ``LLTM_EXT_GEMM_TF32=0`` in the environment turns TF32 off (debugging).
 The path of a call: ``gemm(a, b)`` -> ``GemmFunction`` (only where an input needs a gradient) ->
 the operator ``torch.ops.lltm_ext.gemm`` (``gemm_out`` for ``out=``), registered by
 ``src/gemm/gemm.cpp`` (checks, operand layouts, CPU/CUDA dispatch) -> the kernels in ``src/gemm/``.
-An eager call on plain CPU / CUDA tensors with nothing to differentiate calls the operator's C++
-function through the module's own binding instead (the same function, without the dispatcher's
-~1 us of Python-to-operator cost: most of a small product's time on the CPU); anything that must
-see the operator (torch.compile, torch.jit.trace, tensor subclasses, dispatch and function modes,
-functorch transforms, the profiler) gets the operator.
+Eager and compiled calls run the same path.
 """
 
 import os
@@ -37,7 +33,7 @@ import torch
 from torch import Tensor
 
 from lltm_ext._bench import BenchCase
-from lltm_ext._extension import MissingOps, load_extension, load_ops, register_fake
+from lltm_ext._extension import load_extension, load_ops, register_fake
 from lltm_ext.ops._checks import check_floating, check_like
 
 __all__ = ["GemmFunction", "gemm"]
@@ -47,32 +43,10 @@ gemm_op = _ops.gemm.default
 """``gemm_op(a, b) -> c``: c (M, N) = a (M, K) @ b (K, N), a new contiguous tensor."""
 gemm_out_op = _ops.gemm_out.default
 """``gemm_out_op(a, b, out) -> None``: out (M, N) = a @ b, written in place."""
-# The C++ function behind gemm_op's CPU and CUDA kernels, through the module's pybind11 binding
-# (where the module is missing, gemm_op, which says so when called).
-_gemm_direct = gemm_op if isinstance(_ops, MissingOps) else load_extension("gemm").gemm
 
 
 def _ext():
     return load_extension("gemm")
-
-
-_PLAIN = (Tensor, torch.nn.Parameter)  # no __torch_function__ of their own
-
-
-def _direct(a: Tensor, b: Tensor) -> bool:
-    """Whether ``a @ b`` may skip the dispatcher: an eager call on plain CPU / CUDA tensors with
-    no mode, transform, tracer or profiler that must see the operator."""
-    return (
-        not torch.compiler.is_compiling()  # first: Dynamo must not trace the checks below
-        and type(a) in _PLAIN
-        and type(b) in _PLAIN
-        and (a.is_cpu or a.is_cuda)
-        and not torch._C._len_torch_dispatch_stack()
-        and not torch._C._is_torch_function_mode_enabled()
-        and not torch._C._are_functorch_transforms_active()
-        and not torch._C._autograd._profiler_enabled()
-        and not torch._C._get_tracing_state()  # torch.jit.trace records operators
-    )
 
 
 def _check_fake(a: Tensor, b: Tensor) -> None:
@@ -154,9 +128,7 @@ def gemm(a: Tensor, b: Tensor, *, out: Tensor | None = None) -> Tensor:
         if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
             return GemmFunction.apply(a, b)
         # Nothing to differentiate: the operator alone (autograd.Function's own cost, ~1.5 us a
-        # call on the CPU, is most of the time of a small product), or its C++ function directly.
-        if _direct(a, b):
-            return _gemm_direct(a, b)
+        # call on the CPU, is most of the time of a small product).
         return gemm_op(a, b)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or out.requires_grad):
         names = [f"`{n}`" for n, t in (("a", a), ("b", b), ("out", out)) if t.requires_grad]
