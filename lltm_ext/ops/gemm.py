@@ -3,7 +3,8 @@
 Shapes: ``a`` (M, K), ``b`` (K, N) -> ``c`` (M, N). CPU: by shape, packed register tiles, rows of C
 streaming B in place, or dot products along K, in whichever orientation costs less (C or C^T), on
 the threads of ATen's pool (docs/gemm_cpu.md). CUDA: a product with a side of at most 4 (M or N)
-runs on matrix-vector kernels in every dtype (the large operand read once, at memory speed).
+runs on matrix-vector kernels in every dtype (the large operand read once, at memory speed), but
+for a side of 2 to 4 over an M- / N-contiguous operand in the tensor cores' dtypes (their K splits).
 Otherwise float32 and float64 run on a tiled SIMT kernel (shared-memory tiles, register-blocked
 outer products, split-K for small grids), and bfloat16 / float16 on the tensor cores, where a
 planner picks per call: on Hopper GPUs (sm_90a builds) the wgmma kernel (TMA loads,

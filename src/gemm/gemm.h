@@ -81,7 +81,8 @@ void set_cuda_path(const std::string& path);
 // the last six force the block tile too: wgmma's width, or mma's 64 x 64, 128 x 128 or 128 x 256).
 // The same setting picks float32's kernel where TF32 is allowed (torch.mm's setting): wgmma or mma
 // run it as tf32, simt as exact float32. Products with a side of at most 4 run on the
-// matrix-vector kernels whatever this says.
+// matrix-vector kernels whatever this says, except a side of 2 to 4 over an M- / N-contiguous
+// operand, which takes this path.
 std::string cuda_half_path();
 void set_cuda_half_path(const std::string& path);
 
