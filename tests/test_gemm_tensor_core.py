@@ -338,3 +338,70 @@ def test_small_side_gradients():
     lltm_ext.gemm(a, b).backward(g)
     torch.testing.assert_close(a.grad.cpu(), ref_mm(g, b.detach().t()))
     torch.testing.assert_close(b.grad.cpu(), ref_mm(a.detach().t(), g))
+
+
+# ----------------------------------------------------------------------------------------------
+# The short-K kernel (a K of a few dozen beside a large output).
+# ----------------------------------------------------------------------------------------------
+
+SHORT_K_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# K of 1, one partial group of 4, one staged chunk (32) and one past it, two chunks and past; M and
+# N at and past the 64 x 128 tile's edges, 5 to 1001 (rows of every length modulo 16 bytes).
+SHORT_K_SHAPES = [
+    (5, 5, 1),
+    (64, 128, 32),
+    (65, 129, 33),
+    (127, 300, 3),
+    (1000, 7, 64),
+    (6, 1001, 100),
+    (300, 261, 31),
+]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", SHORT_K_DTYPES.values(), ids=SHORT_K_DTYPES.keys())
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_short_k(dtype, layout):
+    """The short-K kernel forced (`_gemm_short_k`), every layout, operands and a NaN-poisoned out=
+    at every misalignment: within float accumulation's bound of float64 (float32 exact whatever
+    the TF32 setting), every element written, the same bits twice; and lltm_ext.gemm at the same
+    shapes (the short-K kernel at K = 1 for the half types, K <= 3 for exact float32)."""
+    with tf32_if(torch.float16):  # TF32 off: lltm_ext.gemm's float32 is exact here
+        for m, n, k in SHORT_K_SHAPES:
+            for offset in (0, 1, 3):
+                a, b = operands(m, n, k, layout, dtype, offset)
+                out = poisoned(m, n, dtype, offset)
+                ext()._gemm_short_k(a, b, out=out)
+                err = rel_err(out, ref_mm(a, b))
+                assert err <= GEMV_BOUND[dtype], f"{m}x{n}x{k} {layout} {offset}: {err:.2e}"
+                assert torch.equal(out, ext()._gemm_short_k(a, b))
+                out = poisoned(m, n, dtype, offset)  # the public API, which takes it at K <= 3
+                lltm_ext.gemm(a, b, out=out)
+                assert rel_err(out, ref_mm(a, b)) <= GEMV_BOUND[dtype], (m, n, k, layout, offset)
+
+
+@pytest.mark.cuda
+def test_short_k_rejects_what_it_cannot_run():
+    a = torch.randn(8, 2, device="cuda", dtype=torch.float64)
+    with pytest.raises(RuntimeError, match="float32, float16 or bfloat16"):
+        ext()._gemm_short_k(a, a.t())
+    a = torch.randn(8, 2, device="cuda")
+    with pytest.raises(RuntimeError, match="contiguous"):
+        ext()._gemm_short_k(a, a.t(), out=torch.empty(8, 16, device="cuda")[:, :8])
+    assert ext()._gemm_short_k(a[:, :0], a[:, :0].t()).abs().sum().item() == 0  # K = 0: zeros
+
+
+@pytest.mark.cuda
+@pytest.mark.large
+def test_short_k_over_2_31_elements_large():
+    """C of 2^31 + 2^15 elements (bfloat16, 4 GiB) from a K of 1: offsets into C past 2^31."""
+    m, n = 2**16 + 1, 2**15
+    free, _ = torch.cuda.mem_get_info()
+    if free < 3 * m * n * 2:
+        pytest.skip("needs ~13 GiB of free GPU memory")
+    a = torch.randn(m, 1, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(1, n, device="cuda", dtype=torch.bfloat16)
+    c = lltm_ext.gemm(a, b)
+    rows = torch.tensor([0, 1, m // 2, m - 2, m - 1], device="cuda")
+    err = rel_err(c[rows], ref_mm(a[rows], b))
+    assert err <= GEMV_BOUND[torch.bfloat16], err

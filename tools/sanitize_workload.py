@@ -18,7 +18,9 @@ block tile forced, for bfloat16, float16 and float32 as TF32 with allow_tf32 on,
 16-byte aligned rows with M / N / K tails, K % 8 != 0 (K % 4 != 0 for tf32: a partial 16-byte
 chunk), more tiles than SMs, C stored in pairs and element by element, out= contiguous, transposed
 and misaligned, unaligned operands falling back to the SIMT kernel, autograd's transposed views;
-skipped, with a line saying so, where the mma path cannot run).
+skipped, with a line saying so, where the mma path cannot run), and the short-K kernel forced
+(gemm_short_k: float32, float16, bfloat16, every layout, K within and past one staged chunk, tile
+edges, operands and out= off by one element).
 Under --prefilled-tma-outputs (initcheck without --check-tensor-ops, which does
 not see the copy engine's stores) the wgmma kernels write only into NaN-filled out= buffers, and
 the `gemm` section runs bfloat16 / float16 on the SIMT kernel.
@@ -711,12 +713,36 @@ def run_gemm_small_side(dtypes: list[torch.dtype]) -> None:
             check_gemm(out, a, b, dtype, f"gemm_small_side {m}x{n}x{k} {layout} {off} {dtype}")
 
 
+# A short K beside a larger output (the short-K kernel): K within one staged chunk, past it, of 1;
+# M / N at and past the 64 x 128 tile's edges.
+SHORT_K_SHAPES = ((65, 129, 33), (7, 300, 1), (130, 5, 64), (64, 128, 3))
+
+
+def run_gemm_short_k(dtypes: list[torch.dtype]) -> None:
+    """The short-K kernel forced (_gemm_short_k) for the dtypes it takes, every layout, operands
+    and NaN-filled out= aligned or off by one element (CUDA only: the CPU dry run skips it)."""
+    if DEVICE != "cuda":
+        print("  gemm_short_k: skipped, a CUDA kernel", flush=True)
+        return
+    ext = load_extension("gemm")
+    for dtype in (d for d in dtypes if d in (torch.float32, torch.float16, torch.bfloat16)):
+        for (m, n, k), layout, off in itertools.product(SHORT_K_SHAPES, LAYOUTS, (0, 1)):
+            a = randn(k, m, dtype=dtype, offset=off).t() if layout[0] == "t" else (
+                randn(m, k, dtype=dtype, offset=off))  # fmt: skip
+            b = randn(n, k, dtype=dtype, offset=off).t() if layout[1] == "t" else (
+                randn(k, n, dtype=dtype, offset=off))  # fmt: skip
+            flat = torch.full((m * n + off,), math.nan, dtype=dtype, device=DEVICE)
+            out = flat[off:].view(m, n)
+            ext._gemm_short_k(a, b, out=out)
+            check_gemm(out, a, b, dtype, f"gemm_short_k {m}x{n}x{k} {layout} {off} {dtype}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--ops",
         default="relu,sigmoid,round_ste,lltm,lltm_module,lltm_sequence,gemm,gemm_configs,"
-        "gemm_wgmma,gemm_mma,gemm_tc_plans,gemm_small_side",
+        "gemm_wgmma,gemm_mma,gemm_tc_plans,gemm_small_side,gemm_short_k",
     )
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument(
@@ -758,6 +784,8 @@ def main() -> int:
             run_gemm_tc_plans(dtypes)
         elif op == "gemm_small_side":
             run_gemm_small_side(dtypes)
+        elif op == "gemm_short_k":
+            run_gemm_short_k(dtypes)
         else:
             for dtype in dtypes:
                 if op in ELEMENTWISE:

@@ -104,6 +104,33 @@ at::Tensor gemm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor out) {
   return out;
 }
 
+// Tuning and test entry point (CUDA; float32, float16, bfloat16): c = a @ b on the short-K kernel
+// whatever the shape.
+// out: contiguous, written (else a new tensor).
+at::Tensor gemm_short_k(const at::Tensor& a, const at::Tensor& b,
+                        const std::optional<at::Tensor>& out) {
+  check_operands(a, b);
+  TORCH_CHECK(a.is_cuda() && (a.scalar_type() == at::kFloat || a.scalar_type() == at::kHalf ||
+                              a.scalar_type() == at::kBFloat16),
+              "lltm_ext.gemm: _gemm_short_k takes float32, float16 or bfloat16 CUDA tensors, but "
+              "got a ",
+              describe(a), ".");
+  at::Tensor c;
+  if (out.has_value()) {
+    check_out(*out, a, b);
+    TORCH_CHECK(out->is_contiguous(), "lltm_ext.gemm: _gemm_short_k's `out` must be contiguous.");
+    c = *out;
+  } else {
+    c = at::empty({a.size(0), b.size(1)}, a.options());
+  }
+#ifdef WITH_CUDA
+  gemm_cuda_short_k(cuda_operand(a), cuda_operand(b), c);
+#else
+  fail_not_compiled_with_cuda("gemm");
+#endif
+  return c;
+}
+
 // The operator's form of gemm_out: returns nothing (a mutating custom operator may not return an
 // alias of its input).
 void gemm_into(const at::Tensor& a, const at::Tensor& b, at::Tensor out) {
@@ -218,6 +245,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "and tail_splits > 1 (splits 1): the last tail_tiles tiles split along K (tuning)",
         py::arg("a"), py::arg("b"), py::arg("config"), py::arg("splits"), py::arg("tail_tiles") = 0,
         py::arg("tail_splits") = 0);
+  m.def("_gemm_short_k", &lltm_ext::gemm::gemm_short_k,
+        "CUDA GEMM on the short-K kernel whatever the shape (float32, float16, bfloat16; tuning, "
+        "tests); out: contiguous, written (else a new tensor)",
+        py::arg("a"), py::arg("b"), py::arg("out") = py::none());
   m.def(
       "_cuda_configs",
       [] {

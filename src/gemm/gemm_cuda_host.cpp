@@ -216,6 +216,15 @@ bool config_is_async(int config) {
 
 constexpr int64_t kGemvSide = 4;
 
+// The longest K the short-K kernel takes by itself, per dtype: where it measured faster than the
+// other kernels over random shapes on an H100 (docs/gemm_notes.md, "Short K": bfloat16 / float16
+// at K = 1 1.15x the mma kernel, geometric mean; exact float32 at K <= 3 1.09-1.25x the SIMT
+// tiles), not past it (at K = 16 it ran at 0.86x / 1.00x, at 64 at 0.50x / 0.84x).
+template <typename T>
+constexpr int64_t short_k_max() {
+  return std::is_same_v<T, float> ? 3 : 1;
+}
+
 // c = a @ b on the matrix-vector kernels (gemm/tiles/gemv.cuh) when M or N is at most kGemvSide,
 // and true; else false, nothing launched. The large operand is read once, split over K between
 // blocks when its rows are too few to fill the GPU (float partials, summed in split order).
@@ -283,11 +292,46 @@ bool try_gemv(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cud
   return true;
 }
 
+// c = a @ b on the short-K kernel (gemm/tiles/short_k.cuh): float32, float16 or bfloat16; M, N,
+// K > 0, each operand with a layout_of().
+template <typename T>
+void run_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
+                 cudaStream_t stream) {
+  ShortKCall g;
+  g.a = a.const_data_ptr();
+  g.b = b.const_data_ptr();
+  g.c = c.data_ptr();
+  g.M = a.size(0);
+  g.K = a.size(1);
+  g.N = b.size(1);
+  g.as_m = a.stride(0);
+  g.as_k = a.stride(1);
+  g.bs_k = b.stride(0);
+  g.bs_n = b.stride(1);
+  g.ldc = g.N;
+  g.a_kcontig = layout_of(a)->row_major;
+  g.b_kcontig = !layout_of(b)->row_major;
+  g.vec = g.N % 4 == 0 && aligned(g.c, 4 * sizeof(T));
+  C10_CUDA_CHECK(launch_short_k<T>(g, stream));
+}
+
+// Runs the short-K kernel for c = a @ b when the product suits it (K at most short_k_max, both
+// sides past the matrix-vector kernels'), and says whether it did.
+template <typename T>
+bool try_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
+                 cudaStream_t stream) {
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  if (M <= kGemvSide || N <= kGemvSide || K > short_k_max<T>()) return false;
+  run_short_k<T>(a, b, c, stream);
+  return true;
+}
+
 // bfloat16 / float16 c = a @ b on the tensor cores (run_tensor_core), or where none runs here, on
 // the SIMT kernel (computed in float).
 template <typename T>
 void run_half(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int64_t M, int64_t N,
               int64_t K, cudaStream_t stream) {
+  if (!half_path_forced() && try_short_k<T>(a, b, c, stream)) return;
   if (run_tensor_core(a, b, c, stream)) return;
   if (try_gemv<T>(a, b, c, stream)) return;  // the column kernel, which gemm_cuda left to these
   run_config<HalfConfig, T>(operand_of(a, /*is_a=*/true), operand_of(b, /*is_a=*/false), c, M, N, K,
@@ -334,6 +378,33 @@ Choice cuda_choose(int64_t M, int64_t N, int64_t K, bool b_k_contig) {
   return choose_tiles(M, N, K, b_k_contig, cuda_gpu_facts());
 }
 
+void gemm_cuda_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  if (M == 0 || N == 0) return;
+  const c10::cuda::CUDAGuard guard(a.device());
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  if (K == 0) {
+    C10_CUDA_CHECK(cudaMemsetAsync(c.data_ptr(), 0, c.nbytes(), stream));
+    return;
+  }
+  switch (a.scalar_type()) {
+    case at::kFloat:
+      run_short_k<float>(a, b, c, stream);
+      break;
+    case at::kHalf:
+      run_short_k<at::Half>(a, b, c, stream);
+      break;
+    case at::kBFloat16:
+      run_short_k<at::BFloat16>(a, b, c, stream);
+      break;
+    default:
+      TORCH_CHECK(false,
+                  "lltm_ext.gemm: the short-K kernel takes float32, float16 or bfloat16, "
+                  "but got ",
+                  a.scalar_type(), ".");
+  }
+}
+
 void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int config,
                int splits, int tail_tiles, int tail_splits) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
@@ -372,6 +443,9 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
       // TF32 on the tensor cores when PyTorch allows it for torch.mm (not for the tuning entry
       // point, which names a config), on the kernel the planner picks among those the device
       // runs (or LLTM_EXT_GEMM_HALF_PATH forces); where none runs (or simt), exact float32 below.
+      if (config < 0 && splits <= 0 && !tf32_allowed() && try_short_k<float>(a, b, c, stream)) {
+        break;  // exact float32 (with TF32 allowed the tensor cores measured faster)
+      }
       if (config < 0 && splits <= 0 && tf32_allowed()) {
         if (run_tensor_core(a, b, c, stream)) break;
         if (try_gemv<float>(a, b, c, stream)) break;  // the column kernel, left to tf32 above

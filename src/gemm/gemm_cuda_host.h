@@ -53,6 +53,10 @@ Operand operand_of(const at::Tensor& t, bool is_a);
 bool run_tensor_core(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
                      cudaStream_t stream, const TcForce& force = {});
 
+// Whether LLTM_EXT_GEMM_HALF_PATH / set_cuda_half_path() force a kernel (not "auto"): then the
+// half types (and float32 where TF32 is allowed) run that kernel, not the short-K one.
+bool half_path_forced();
+
 // The plan run_tensor_core would run for a @ b on the current device (kernel kNone: none).
 TcPlan cuda_tc_plan(const at::Tensor& a, const at::Tensor& b, const TcForce& force = {});
 

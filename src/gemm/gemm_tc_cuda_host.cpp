@@ -293,6 +293,10 @@ bool run_tensor_core(const at::Tensor& a, const at::Tensor& b, const at::Tensor&
   }
 }
 
+bool half_path_forced() {
+  return half_path_setting().forced;
+}
+
 std::string cuda_half_path() {
   TcForce force;
   const TcDevice dev = device_facts(&force);
