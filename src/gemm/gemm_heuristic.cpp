@@ -30,9 +30,19 @@ namespace {
 constexpr std::array<int, 5> kF32Candidates = {0, 1, 2, 3, 11};
 constexpr std::array<double, 5> kF32CandidateRate = {1.0, 0.955, 0.85, 0.73, 0.0};
 constexpr std::array<double, 5> kF32CandidateRateBK = {0.85, 0.95, 1.0, 0.65, 1.1};
+// Each candidate's fixed work per block (prologue, epilogue), in K elements of its tile: fitted
+// with the rates' model to every schedule's measured time over 128 random shapes on an H100
+// (benchmarks/gemm_f32_plan/, the sweep's seed 2; checked on 72 shapes of seed 3: the picked
+// schedule's mean log regret against the best measured one 0.061 -> 0.017). The smaller tiles'
+// blocks start and finish in a quarter of the larger ones' time.
+constexpr std::array<int, 5> kF32CandidateFixedK = {16, 64, 64, 16, 64};
 // Before sm_80 (no cp.async): the register-staged config, split-K chosen by the same estimate.
 constexpr std::array<int, 1> kF32StagedCandidates = {4};
 constexpr std::array<double, 1> kF32StagedRate = {1.0};
+constexpr std::array<int, 1> kF32StagedFixedK = {64};
+// The least K per split, in K tiles: fitted on the cp.async path (8 left skinny products over a K
+// of a few hundred with too few blocks); the staged path keeps the 8 it was measured with.
+constexpr int kAsyncMinSplitTiles = 5, kStagedMinSplitTiles = 8;
 
 // Block tile of float32 config `index`: {BM, BN, BK}, and whether it is a cp.async config.
 struct TileDims {
@@ -82,19 +92,19 @@ struct Estimate {
 constexpr double kUnitsPerByte = 0.064;
 constexpr double kLaunchUnits = 6e5;
 
-Estimate estimate(int64_t M, int64_t N, int64_t K, int bm, int bn, int bk, int blocks_per_sm,
-                  double rate, int sms, int max_splits) {
+Estimate estimate(int64_t M, int64_t N, int64_t K, int bm, int bn, int bk, int fixed_k,
+                  int min_split_tiles, int blocks_per_sm, double rate, int sms, int max_splits) {
   const int64_t tiles = ((M + bm - 1) / bm) * ((N + bn - 1) / bn);
   const int64_t slots = static_cast<int64_t>(sms) * blocks_per_sm;
-  // A wave's time: each block's multiply-adds (plus a fixed start and epilogue, ~64 k) over its
-  // share of the SM.
+  // A wave's time: each block's multiply-adds (plus a fixed start and epilogue, fixed_k of K)
+  // over its share of the SM.
   auto wave = [&](int64_t k) {
-    return static_cast<double>(bm) * bn * (k + 64) * blocks_per_sm / rate;
+    return static_cast<double>(bm) * bn * static_cast<double>(k + fixed_k) * blocks_per_sm / rate;
   };
   Estimate best{std::numeric_limits<double>::infinity(), 1};
   for (int s = 1; s <= max_splits; s *= 2) {
     const int64_t k_split = round_k_split(K, s, bk);
-    if (s > 1 && k_split < 8 * bk) break;  // too little K per split
+    if (s > 1 && k_split < min_split_tiles * bk) break;  // too little K per split
     const int64_t blocks = tiles * s;
     const int64_t waves = (blocks + slots - 1) / slots;
     double cost = static_cast<double>(waves) * wave(k_split);
@@ -140,6 +150,8 @@ Choice choose_tiles(int64_t M, int64_t N, int64_t K, bool b_k_contig, const GpuF
   const int* candidates = async ? kF32Candidates.data() : kF32StagedCandidates.data();
   const double* rates =
       async ? (b_k_contig ? kF32CandidateRateBK : kF32CandidateRate).data() : kF32StagedRate.data();
+  const int* fixed_k = async ? kF32CandidateFixedK.data() : kF32StagedFixedK.data();
+  const int min_split_tiles = async ? kAsyncMinSplitTiles : kStagedMinSplitTiles;
   const size_t n = async ? kF32Candidates.size() : kF32StagedCandidates.size();
   int best_config = candidates[0];
   Estimate best{std::numeric_limits<double>::infinity(), 1};
@@ -148,7 +160,7 @@ Choice choose_tiles(int64_t M, int64_t N, int64_t K, bool b_k_contig, const GpuF
     const TileDims& tile = kF32Tiles[candidates[c]];
     // Up to 64 K splits: one or two tiles of C over a long K fill the SMs (45 x 35 x 11052,
     // H100: 16 splits 43 us, cuBLAS 18 us).
-    const Estimate e = estimate(M, N, K, tile.bm, tile.bn, tile.bk,
+    const Estimate e = estimate(M, N, K, tile.bm, tile.bn, tile.bk, fixed_k[c], min_split_tiles,
                                 gpu.blocks_per_sm[candidates[c]], rates[c], gpu.sms,
                                 /*max_splits=*/64);
     if (e.cost < best.cost * 0.999) {  // ties go to the earlier candidate
