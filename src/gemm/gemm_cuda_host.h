@@ -29,12 +29,20 @@ inline bool aligned(const void* p, size_t bytes) {
 }
 
 // c (contiguous, T) = the sum of the `splits` slices of `partial` (splits x c.numel() elements of
-// Acc), added in split order (deterministic): the split-K reduction, on `stream`.
+// Acc), added in a fixed order (deterministic): in split order, or from 8 splits on, each eighth of
+// the splits in order and then the eighths in order. The split-K reduction, on `stream`.
 template <typename Acc, typename T>
 void reduce_splits(const at::Tensor& partial, const at::Tensor& c, int splits,
                    cudaStream_t stream) {
   const int64_t n = c.numel();
   const bool vec = n % 4 == 0 && aligned(c.data_ptr(), std::min<size_t>(16, 4 * sizeof(T)));
+  if (splits >= 8) {  // each lane's chain of dependent loads cut eightfold (skinny long-K products)
+    const unsigned int blocks =
+        cuda::grid_for(vec ? n / 4 : n, 32, c.get_device(), /*blocks_per_sm=*/8);
+    C10_CUDA_CHECK((launch_splitk_reduce_grouped<Acc, T>(
+        partial.data_ptr<Acc>(), static_cast<T*>(c.data_ptr()), n, splits, vec, blocks, stream)));
+    return;
+  }
   constexpr int threads = 256;
   const unsigned int blocks =
       cuda::grid_for(vec ? n / 4 : n, threads, c.get_device(), /*blocks_per_sm=*/4);

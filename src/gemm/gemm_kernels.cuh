@@ -45,6 +45,14 @@ cudaError_t launch_splitk_reduce(const Acc* partial, OutT* c, int64_t n, int spl
   return cudaGetLastError();
 }
 
+template <typename Acc, typename OutT>
+cudaError_t launch_splitk_reduce_grouped(const Acc* partial, OutT* c, int64_t n, int splits,
+                                         bool vec, unsigned int blocks, cudaStream_t stream) {
+  gt::splitk_reduce_grouped_kernel<Acc, OutT>
+      <<<blocks, 256, 0, stream>>>(partial, c, n, splits, vec);
+  return cudaGetLastError();
+}
+
 template <typename Cfg, typename T>
 cudaError_t launch_tail_reduce(const T* partial, T* c, int M, int N, int64_t ldc, int main_tiles,
                                int tail_tiles, int splits, bool vec_c, unsigned int blocks,

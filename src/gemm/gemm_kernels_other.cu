@@ -20,6 +20,18 @@ template cudaError_t launch_splitk_reduce<float, c10::Half>(const float*, c10::H
 template cudaError_t launch_splitk_reduce<float, c10::BFloat16>(const float*, c10::BFloat16*,
                                                                 int64_t, int, bool, unsigned int,
                                                                 int, cudaStream_t);
+template cudaError_t launch_splitk_reduce_grouped<float, float>(const float*, float*, int64_t, int,
+                                                                bool, unsigned int, cudaStream_t);
+template cudaError_t launch_splitk_reduce_grouped<float, c10::Half>(const float*, c10::Half*,
+                                                                    int64_t, int, bool,
+                                                                    unsigned int, cudaStream_t);
+template cudaError_t launch_splitk_reduce_grouped<float, c10::BFloat16>(const float*,
+                                                                        c10::BFloat16*, int64_t,
+                                                                        int, bool, unsigned int,
+                                                                        cudaStream_t);
+template cudaError_t launch_splitk_reduce_grouped<double, double>(const double*, double*, int64_t,
+                                                                  int, bool, unsigned int,
+                                                                  cudaStream_t);
 template cudaError_t launch_splitk_reduce<double, double>(const double*, double*, int64_t, int,
                                                           bool, unsigned int, int, cudaStream_t);
 

@@ -35,6 +35,12 @@ template <typename Acc, typename OutT>
 cudaError_t launch_splitk_reduce(const Acc* partial, OutT* c, int64_t n, int splits, bool vec,
                                  unsigned int blocks, int threads, cudaStream_t stream);
 
+// The same sum in 256-thread blocks, each warp over an eighth of the splits
+// (gemm_tiles::splitk_reduce_grouped_kernel): for many splits over few outputs.
+template <typename Acc, typename OutT>
+cudaError_t launch_splitk_reduce_grouped(const Acc* partial, OutT* c, int64_t n, int splits,
+                                         bool vec, unsigned int blocks, cudaStream_t stream);
+
 // Tail split-K's reduction into C (gemm_tiles::tail_reduce_kernel) for config Cfg's tiles.
 template <typename Cfg, typename T>
 cudaError_t launch_tail_reduce(const T* partial, T* c, int M, int N, int64_t ldc, int main_tiles,

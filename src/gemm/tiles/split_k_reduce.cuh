@@ -1,5 +1,6 @@
 // The split-K reductions: the partial products of the K splits (split-K workspace, or the dense
-// tiles of tail split-K) summed into C in split order, so that results are deterministic.
+// tiles of tail split-K) summed into C in a fixed order (split order, or split order within eighths
+// of the splits), so that results are deterministic.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -34,6 +35,56 @@ __global__ void splitk_reduce_kernel(const Acc* __restrict__ partial, OutT* __re
       for (int s = 0; s < splits; ++s) v += partial[s * n + i];
       c[i] = tile_cast<OutT>(v);
     }
+  }
+}
+
+// The same sum for many splits over few outputs: the 8 warps of a block each add a contiguous
+// eighth of the splits, in order, for the same 32 items (4-element chunks where vec, else
+// elements; one per lane), then warp 0 adds the eight sums in warp order. The order is a function
+// of n and splits alone (deterministic), and a lane waits on splits / 8 loads instead of splits.
+template <typename Acc, typename OutT>
+__global__ void __launch_bounds__(256)
+    splitk_reduce_grouped_kernel(const Acc* __restrict__ partial, OutT* __restrict__ c, int64_t n,
+                                 int splits, bool vec) {
+  constexpr int kGroups = 8;
+  __shared__ Acc sums[kGroups][4][33];  // + 1: the lanes' columns in distinct banks
+  const int lane = static_cast<int>(threadIdx.x) % 32, group = static_cast<int>(threadIdx.x) / 32;
+  const int per = (splits + kGroups - 1) / kGroups;
+  const int s0 = group * per, s1 = min(splits, s0 + per);
+  const int64_t items = vec ? n / 4 : n;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * 32; base < items;
+       base += static_cast<int64_t>(gridDim.x) * 32) {
+    const int64_t q = base + lane;
+    Acc v[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
+    if (q < items) {
+      for (int s = s0; s < s1; ++s) {
+        if (vec) {
+          Acc x[4];
+          load_vec4(partial + s * n + 4 * q, x);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) v[j] += x[j];
+        } else {
+          v[0] += partial[s * n + q];
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) sums[group][j][lane] = v[j];
+    __syncthreads();
+    if (group == 0 && q < items) {
+      Acc t[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) t[j] += sums[g][j][lane];
+      }
+      if (vec) {
+        store4_global(c + 4 * q, t);
+      } else {
+        c[q] = tile_cast<OutT>(t[0]);
+      }
+    }
+    __syncthreads();  // sums is read before the next items overwrite it
   }
 }
 
