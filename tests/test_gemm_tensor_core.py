@@ -349,6 +349,8 @@ SHORT_K_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.f
 # N at and past the 64 x 128 tile's edges, 5 to 1001 (rows of every length modulo 16 bytes).
 SHORT_K_SHAPES = [
     (5, 5, 1),
+    (333, 70, 8),
+    (70, 333, 16),
     (64, 128, 32),
     (65, 129, 33),
     (127, 300, 3),
@@ -365,7 +367,7 @@ def test_short_k(dtype, layout):
     """The short-K kernel forced (`_gemm_short_k`), every layout, operands and a NaN-poisoned out=
     at every misalignment: within float accumulation's bound of float64 (float32 exact whatever
     the TF32 setting), every element written, the same bits twice; and lltm_ext.gemm at the same
-    shapes (the short-K kernel at K = 1 for the half types, K <= 3 for exact float32)."""
+    shapes (the short-K kernel up to K = 8 for the half types, 16 for exact float32)."""
     with tf32_if(torch.float16):  # TF32 off: lltm_ext.gemm's float32 is exact here
         for m, n, k in SHORT_K_SHAPES:
             for offset in (0, 1, 3):
@@ -375,7 +377,7 @@ def test_short_k(dtype, layout):
                 err = rel_err(out, ref_mm(a, b))
                 assert err <= GEMV_BOUND[dtype], f"{m}x{n}x{k} {layout} {offset}: {err:.2e}"
                 assert torch.equal(out, ext()._gemm_short_k(a, b))
-                out = poisoned(m, n, dtype, offset)  # the public API, which takes it at K <= 3
+                out = poisoned(m, n, dtype, offset)  # the public API (the short-K kernel or not)
                 lltm_ext.gemm(a, b, out=out)
                 assert rel_err(out, ref_mm(a, b)) <= GEMV_BOUND[dtype], (m, n, k, layout, offset)
 
@@ -405,3 +407,14 @@ def test_short_k_over_2_31_elements_large():
     rows = torch.tensor([0, 1, m // 2, m - 2, m - 1], device="cuda")
     err = rel_err(c[rows], ref_mm(a[rows], b))
     assert err <= GEMV_BOUND[torch.bfloat16], err
+
+
+@pytest.mark.cuda
+def test_short_k_with_tf32_allowed_is_exact():
+    """Where TF32 is allowed, a K of at most 3 runs on the short-K kernel: exact float32 (a K of 1
+    to 3 rounds nothing on the way), within float accumulation's bound of float64."""
+    with tf32_if(torch.float32):
+        for layout in LAYOUTS:
+            a, b = operands(300, 257, 3, layout, torch.float32, 1)
+            err = rel_err(lltm_ext.gemm(a, b), ref_mm(a, b))
+            assert err <= GEMV_BOUND[torch.float32], (layout, err)

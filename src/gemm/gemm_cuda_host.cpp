@@ -216,14 +216,13 @@ bool config_is_async(int config) {
 
 constexpr int64_t kGemvSide = 4;
 
-// The longest K the short-K kernel takes by itself, per dtype: where it measured faster than the
-// other kernels over random shapes on an H100 (docs/gemm_notes.md, "Short K": bfloat16 / float16
-// at K = 1 1.15x the mma kernel, geometric mean; exact float32 at K <= 3 1.09-1.25x the SIMT
-// tiles), not past it (at K = 16 it ran at 0.86x / 1.00x, at 64 at 0.50x / 0.84x).
-template <typename T>
-constexpr int64_t short_k_max() {
-  return std::is_same_v<T, float> ? 3 : 1;
-}
+// The longest K the short-K kernel takes by itself: where it measured faster than the other
+// kernels over random shapes on an H100 (docs/gemm_notes.md, "Short K"): bfloat16 / float16 up to
+// K = 8 (1.02-1.24x the mma kernel, geometric means by K), exact float32 up to 16 (1.03-1.14x the
+// SIMT tiles; 1.3-1.8x at outputs of 10^6 elements and more), float32 with TF32 allowed up to 3
+// (1.12-1.33x the TF32 tensor cores, and exact). Past those it lost (bfloat16 at K = 17-24 0.78x,
+// float32 at 25-32 0.86x, TF32 at 9-12 0.89x).
+constexpr int64_t kShortKHalf = 8, kShortKFloat = 16, kShortKTf32 = 3;
 
 // c = a @ b on the matrix-vector kernels (gemm/tiles/gemv.cuh) when M or N is at most kGemvSide,
 // and true; else false, nothing launched. The large operand is read once, split over K between
@@ -311,17 +310,16 @@ void run_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
   g.ldc = g.N;
   g.a_kcontig = layout_of(a)->row_major;
   g.b_kcontig = !layout_of(b)->row_major;
-  g.vec = g.N % 4 == 0 && aligned(g.c, 4 * sizeof(T));
   C10_CUDA_CHECK(launch_short_k<T>(g, stream));
 }
 
-// Runs the short-K kernel for c = a @ b when the product suits it (K at most short_k_max, both
-// sides past the matrix-vector kernels'), and says whether it did.
+// Runs the short-K kernel for c = a @ b when the product suits it (K at most k_max, both sides
+// past the matrix-vector kernels'), and says whether it did.
 template <typename T>
-bool try_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
-                 cudaStream_t stream) {
+bool try_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cudaStream_t stream,
+                 int64_t k_max) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  if (M <= kGemvSide || N <= kGemvSide || K > short_k_max<T>()) return false;
+  if (M <= kGemvSide || N <= kGemvSide || K > k_max) return false;
   run_short_k<T>(a, b, c, stream);
   return true;
 }
@@ -331,7 +329,7 @@ bool try_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
 template <typename T>
 void run_half(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int64_t M, int64_t N,
               int64_t K, cudaStream_t stream) {
-  if (!half_path_forced() && try_short_k<T>(a, b, c, stream)) return;
+  if (!half_path_forced() && try_short_k<T>(a, b, c, stream, kShortKHalf)) return;
   if (run_tensor_core(a, b, c, stream)) return;
   if (try_gemv<T>(a, b, c, stream)) return;  // the column kernel, which gemm_cuda left to these
   run_config<HalfConfig, T>(operand_of(a, /*is_a=*/true), operand_of(b, /*is_a=*/false), c, M, N, K,
@@ -443,8 +441,12 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
       // TF32 on the tensor cores when PyTorch allows it for torch.mm (not for the tuning entry
       // point, which names a config), on the kernel the planner picks among those the device
       // runs (or LLTM_EXT_GEMM_HALF_PATH forces); where none runs (or simt), exact float32 below.
-      if (config < 0 && splits <= 0 && !tf32_allowed() && try_short_k<float>(a, b, c, stream)) {
-        break;  // exact float32 (with TF32 allowed the tensor cores measured faster)
+      if (config < 0 && splits <= 0) {  // exact float32 on the short-K kernel, TF32 or not
+        const bool tf32 = tf32_allowed();
+        if ((!tf32 || !half_path_forced()) &&
+            try_short_k<float>(a, b, c, stream, tf32 ? kShortKTf32 : kShortKFloat)) {
+          break;
+        }
       }
       if (config < 0 && splits <= 0 && tf32_allowed()) {
         if (run_tensor_core(a, b, c, stream)) break;

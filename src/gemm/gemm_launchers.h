@@ -74,15 +74,14 @@ cudaError_t launch_gemv(const GemvCall& g, cudaStream_t stream);
 // c (M x N, row-major, ldc) = a (M x K) b (K x N), every operand by element strides (as_m, as_k;
 // bs_k, bs_n), computed in float FMAs in k order (gemm/tiles/short_k.cuh): for a short K beside a
 // large output. a_kcontig / b_kcontig: which of an operand's strides is the unit one (its loads
-// follow it); vec: ldc % 4 == 0 and c aligned to 4 elements (C's rows written 4 elements at a
-// time). M, N, K > 0.
+// follow it). M, N, K > 0.
 struct ShortKCall {
   const void* a;
   const void* b;
   void* c;
   int64_t M, N, K;
   int64_t as_m, as_k, bs_k, bs_n, ldc;
-  bool a_kcontig, b_kcontig, vec;
+  bool a_kcontig, b_kcontig;
 };
 
 template <typename T>

@@ -3,9 +3,10 @@
 // computes a 64 x 128 tile of C from all of K staged once in shared memory, in float FMAs (exact
 // float32; the half types' products are exact in float), and writes C row by row.
 //
-// 256 threads: warp w owns rows 8w .. 8w + 7 of the tile, lane j its columns 4j .. 4j + 3, so
-// that each warp's stores of a row cover 128 consecutive columns of C (16-byte stores for
-// float32 where C's rows are 16-byte aligned, 8-byte ones for the half types; else per element).
+// 256 threads: warp w owns rows 8w .. 8w + 7 of the tile, lane j its columns j, j + 32, j + 64
+// and j + 96, so that each store instruction of a warp writes 32 consecutive elements of a row of
+// C (whole sectors at any alignment; lanes owning 4 adjacent columns wrote each sector in four
+// partial stores, and the L2's store traffic, not DRAM, bounded the kernel).
 // K is staged 32 at a time (any K runs; the sums go in k order, deterministic). The operands'
 // loads follow each one's unit stride (coalesced), one element per thread and load, converted to
 // float on the way to shared memory.
@@ -16,7 +17,7 @@
 #include <cstdint>
 
 #include "gemm/gemm_launchers.h"         // ShortKCall: what the kernel reads
-#include "gemm/tiles/vector_access.cuh"  // tile_cast, store4_global
+#include "gemm/tiles/vector_access.cuh"  // tile_cast
 
 namespace lltm_ext::gemm_tiles::short_k {
 
@@ -73,18 +74,18 @@ __global__ void __launch_bounds__(kThreads) short_k_kernel(const ShortKCall p) {
       }
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
-        const float4 bv = *reinterpret_cast<const float4*>(&sb[k + kk][lane * 4]);
+        float bv[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) bv[j] = sb[k + kk][lane + 32 * j];
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
-          acc[r][0] = fmaf(av[r][kk], bv.x, acc[r][0]);
-          acc[r][1] = fmaf(av[r][kk], bv.y, acc[r][1]);
-          acc[r][2] = fmaf(av[r][kk], bv.z, acc[r][2]);
-          acc[r][3] = fmaf(av[r][kk], bv.w, acc[r][3]);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[r][j] = fmaf(av[r][kk], bv[j], acc[r][j]);
         }
       }
     }
   }
-  const int64_t n = n0 + lane * 4;
+  const int64_t n = n0 + lane;
   if (n >= p.N) return;
   T* const c = static_cast<T*>(p.c);
 #pragma unroll
@@ -92,13 +93,9 @@ __global__ void __launch_bounds__(kThreads) short_k_kernel(const ShortKCall p) {
     const int64_t m = m0 + warp * kRows + r;
     if (m >= p.M) break;
     T* const out = c + m * p.ldc + n;
-    if (p.vec && n + 3 < p.N) {
-      store4_global(out, acc[r]);
-    } else {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        if (n + j < p.N) out[j] = tile_cast<T>(acc[r][j]);
-      }
+    for (int j = 0; j < 4; ++j) {
+      if (n + 32 * j < p.N) out[32 * j] = tile_cast<T>(acc[r][j]);
     }
   }
 }
