@@ -438,9 +438,6 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
   }
   switch (a.scalar_type()) {
     case at::kFloat: {
-      // TF32 on the tensor cores when PyTorch allows it for torch.mm (not for the tuning entry
-      // point, which names a config), on the kernel the planner picks among those the device
-      // runs (or LLTM_EXT_GEMM_HALF_PATH forces); where none runs (or simt), exact float32 below.
       if (config < 0 && splits <= 0) {  // exact float32 on the short-K kernel, TF32 or not
         const bool tf32 = tf32_allowed();
         if ((!tf32 || !half_path_forced()) &&
@@ -448,6 +445,9 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
           break;
         }
       }
+      // TF32 on the tensor cores when PyTorch allows it for torch.mm (not for the tuning entry
+      // point, which names a config), on the kernel the planner picks among those the device
+      // runs (or LLTM_EXT_GEMM_HALF_PATH forces); where none runs (or simt), exact float32 below.
       if (config < 0 && splits <= 0 && tf32_allowed()) {
         if (run_tensor_core(a, b, c, stream)) break;
         if (try_gemv<float>(a, b, c, stream)) break;  // the column kernel, left to tf32 above

@@ -1,5 +1,6 @@
-// The GEMM's short-K kernel, for products whose K is short beside a large output (a K of 1 to a
-// few dozen): the time there is C's writes and the tile's set-up, not the math, so one block
+// The GEMM's short-K kernel, for products whose K is short beside a larger output (lltm_ext.gemm
+// takes it up to a K of 8-16 by dtype): the time there is C's writes and the tile's set-up, not
+// the math, so one block
 // computes a 64 x 128 tile of C from all of K staged once in shared memory, in float FMAs (exact
 // float32; the half types' products are exact in float), and writes C row by row.
 //
