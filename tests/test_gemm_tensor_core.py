@@ -382,6 +382,84 @@ def test_short_k(dtype, layout):
                 assert rel_err(out, ref_mm(a, b)) <= GEMV_BOUND[dtype], (m, n, k, layout, offset)
 
 
+# The mma form: K of 1, within one k16 step, at and past 16 / 32, 41, 64; M and N at and past the
+# 128 x 128 tile's edges, rows of C of every length modulo 16 bytes.
+SHORT_K_MMA_SHAPES = [
+    (5, 5, 1),
+    (128, 128, 9),
+    (129, 127, 16),
+    (300, 261, 17),
+    (70, 333, 32),
+    (257, 130, 33),
+    (1000, 77, 41),
+    (31, 1001, 64),
+    (200, 389, 49),
+]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_short_k_mma(dtype, layout):
+    """The mma short-K kernel forced (`_gemm_short_k(tensor_cores=True)`), every layout, operands
+    and a NaN-poisoned out= at every misalignment (C's rows shifted 0-7 elements from their
+    16-byte boundaries): within float accumulation's bound of float64, every element written, the
+    same bits twice; and lltm_ext.gemm at the same shapes."""
+    for m, n, k in SHORT_K_MMA_SHAPES:
+        for offset in (0, 1, 3):
+            a, b = operands(m, n, k, layout, dtype, offset)
+            out = poisoned(m, n, dtype, offset)
+            ext()._gemm_short_k(a, b, out=out, tensor_cores=True)
+            err = rel_err(out, ref_mm(a, b))
+            assert err <= GEMV_BOUND[dtype], f"{m}x{n}x{k} {layout} {offset}: {err:.2e}"
+            assert torch.equal(out, ext()._gemm_short_k(a, b, tensor_cores=True))
+            out = poisoned(m, n, dtype, offset)
+            lltm_ext.gemm(a, b, out=out)
+            assert rel_err(out, ref_mm(a, b)) <= GEMV_BOUND[dtype], (m, n, k, layout, offset)
+
+
+# (M, N, K, offset): shapes lltm_ext.gemm gives the mma short-K kernel, and (last) one it does not
+# (K > 16 with every row 16-byte aligned: the planner's kernels).
+SHORT_K_MMA_ROUTED = [
+    (1100, 1001, 24, 1),
+    (1031, 1100, 9, 3),
+    (4200, 4100, 3, 1),
+    (1024, 1024, 40, 0),
+]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("case", SHORT_K_MMA_ROUTED, ids=lambda c: "x".join(map(str, c[:3])))
+def test_short_k_mma_through_gemm(dtype, case):
+    """Outputs of 2^20 elements and more (2^24 at K <= 3) from a K up to 64 through lltm_ext.gemm,
+    every layout, out= NaN-poisoned: within float accumulation's bound of float64."""
+    m, n, k, offset = case
+    for layout in LAYOUTS:
+        a, b = operands(m, n, k, layout, dtype, offset)
+        out = poisoned(m, n, dtype, offset)
+        lltm_ext.gemm(a, b, out=out)
+        assert rel_err(out, ref_mm(a, b)) <= GEMV_BOUND[dtype], (case, layout)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_short_k_mma_leading_dimensions(layout):
+    """Operands that are column slices of wider matrices (leading dimensions past their rows, bases
+    off 16 bytes): the kernel steps by the strides given."""
+    m, n, k = 300, 200, 40
+
+    def wide(rows, cols, pad, start):
+        full = torch.randn(rows, cols + pad, device="cuda", dtype=torch.bfloat16)
+        return full[:, start : start + cols]
+
+    a = wide(k, m, 37, 3).t() if layout[0] == "t" else wide(m, k, 41, 5)
+    b = wide(n, k, 19, 1).t() if layout[1] == "t" else wide(k, n, 403, 7)
+    out = ext()._gemm_short_k(a, b, tensor_cores=True)
+    assert rel_err(out, ref_mm(a, b)) <= GEMV_BOUND[torch.bfloat16]
+    assert rel_err(lltm_ext.gemm(a, b), ref_mm(a, b)) <= GEMV_BOUND[torch.bfloat16]
+
+
 @pytest.mark.cuda
 def test_short_k_rejects_what_it_cannot_run():
     a = torch.randn(8, 2, device="cuda", dtype=torch.float64)
@@ -391,19 +469,28 @@ def test_short_k_rejects_what_it_cannot_run():
     with pytest.raises(RuntimeError, match="contiguous"):
         ext()._gemm_short_k(a, a.t(), out=torch.empty(8, 16, device="cuda")[:, :8])
     assert ext()._gemm_short_k(a[:, :0], a[:, :0].t()).abs().sum().item() == 0  # K = 0: zeros
+    with pytest.raises(RuntimeError, match="float16 or bfloat16, but got float32"):
+        ext()._gemm_short_k(a, a.t(), tensor_cores=True)
+    h = torch.randn(8, 65, device="cuda", dtype=torch.float16)
+    with pytest.raises(RuntimeError, match="K up to 64, but got K = 65"):
+        ext()._gemm_short_k(h, h.t(), tensor_cores=True)
+    h = h[:, :0]
+    assert ext()._gemm_short_k(h, h.t(), tensor_cores=True).abs().sum().item() == 0
 
 
 @pytest.mark.cuda
 @pytest.mark.large
-def test_short_k_over_2_31_elements_large():
-    """C of 2^31 + 2^15 elements (bfloat16, 4 GiB) from a K of 1: offsets into C past 2^31."""
+@pytest.mark.parametrize("k", [1, 24], ids=["simt", "mma"])
+def test_short_k_over_2_31_elements_large(k):
+    """C of 2^31 + 2^15 elements (bfloat16, 4 GiB) from a K of 1 (the SIMT short-K kernel) and 24
+    (its mma form): offsets into C past 2^31."""
     m, n = 2**16 + 1, 2**15
     free, _ = torch.cuda.mem_get_info()
     if free < 3 * m * n * 2:
         pytest.skip("needs ~13 GiB of free GPU memory")
-    a = torch.randn(m, 1, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(1, n, device="cuda", dtype=torch.bfloat16)
-    c = lltm_ext.gemm(a, b)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    c = ext()._gemm_short_k(a, b, tensor_cores=k > 1)
     rows = torch.tensor([0, 1, m // 2, m - 2, m - 1], device="cuda")
     err = rel_err(c[rows], ref_mm(a[rows], b))
     assert err <= GEMV_BOUND[torch.bfloat16], err

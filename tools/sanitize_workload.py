@@ -20,7 +20,8 @@ chunk), more tiles than SMs, C stored in pairs and element by element, out= cont
 and misaligned, unaligned operands falling back to the SIMT kernel, autograd's transposed views;
 skipped, with a line saying so, where the mma path cannot run), and the short-K kernel forced
 (gemm_short_k: float32, float16, bfloat16, every layout, K within and past one staged chunk, tile
-edges, operands and out= off by one element).
+edges, operands and out= off by one element; its mma form for float16 and bfloat16 at K up to 64,
+C's rows shifted off their 16-byte boundaries).
 Under --prefilled-tma-outputs (initcheck without --check-tensor-ops, which does
 not see the copy engine's stores) the wgmma kernels write only into NaN-filled out= buffers, and
 the `gemm` section runs bfloat16 / float16 on the SIMT kernel.
@@ -716,25 +717,35 @@ def run_gemm_small_side(dtypes: list[torch.dtype]) -> None:
 # A short K beside a larger output (the short-K kernel): K within one staged chunk, past it, of 1;
 # M / N at and past the 64 x 128 tile's edges.
 SHORT_K_SHAPES = ((65, 129, 33), (7, 300, 1), (130, 5, 64), (64, 128, 3))
+# Its mma form (K <= 64): the 128 x 128 tile's edges, each K-step count (9, 17, 41), odd rows of C.
+SHORT_K_MMA_SHAPES = ((129, 131, 9), (7, 300, 17), (300, 129, 64), (128, 128, 41))
 
 
 def run_gemm_short_k(dtypes: list[torch.dtype]) -> None:
     """The short-K kernel forced (_gemm_short_k) for the dtypes it takes, every layout, operands
-    and NaN-filled out= aligned or off by one element (CUDA only: the CPU dry run skips it)."""
+    and NaN-filled out= aligned or off by one element, and its mma form for float16 / bfloat16
+    with operands and out= off by 0 or 3 elements (CUDA only: the CPU dry run skips it)."""
     if DEVICE != "cuda":
         print("  gemm_short_k: skipped, a CUDA kernel", flush=True)
         return
     ext = load_extension("gemm")
-    for dtype in (d for d in dtypes if d in (torch.float32, torch.float16, torch.bfloat16)):
-        for (m, n, k), layout, off in itertools.product(SHORT_K_SHAPES, LAYOUTS, (0, 1)):
-            a = randn(k, m, dtype=dtype, offset=off).t() if layout[0] == "t" else (
-                randn(m, k, dtype=dtype, offset=off))  # fmt: skip
-            b = randn(n, k, dtype=dtype, offset=off).t() if layout[1] == "t" else (
-                randn(k, n, dtype=dtype, offset=off))  # fmt: skip
-            flat = torch.full((m * n + off,), math.nan, dtype=dtype, device=DEVICE)
-            out = flat[off:].view(m, n)
-            ext._gemm_short_k(a, b, out=out)
-            check_gemm(out, a, b, dtype, f"gemm_short_k {m}x{n}x{k} {layout} {off} {dtype}")
+    half = (torch.float16, torch.bfloat16)
+    runs = (
+        (False, (torch.float32, *half), SHORT_K_SHAPES, (0, 1)),
+        (True, half, SHORT_K_MMA_SHAPES, (0, 3)),
+    )
+    for tensor_cores, kinds, shapes, offsets in runs:
+        for dtype in (d for d in dtypes if d in kinds):
+            for (m, n, k), layout, off in itertools.product(shapes, LAYOUTS, offsets):
+                a = randn(k, m, dtype=dtype, offset=off).t() if layout[0] == "t" else (
+                    randn(m, k, dtype=dtype, offset=off))  # fmt: skip
+                b = randn(n, k, dtype=dtype, offset=off).t() if layout[1] == "t" else (
+                    randn(k, n, dtype=dtype, offset=off))  # fmt: skip
+                flat = torch.full((m * n + off,), math.nan, dtype=dtype, device=DEVICE)
+                out = flat[off:].view(m, n)
+                ext._gemm_short_k(a, b, out=out, tensor_cores=tensor_cores)
+                what = f"{m}x{n}x{k} {layout} {off} {dtype}" + (" mma" if tensor_cores else "")
+                check_gemm(out, a, b, dtype, f"gemm_short_k {what}")
 
 
 def main() -> int:

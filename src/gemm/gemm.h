@@ -65,8 +65,10 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
                int splits = 0, int tail_tiles = 0, int tail_splits = 0);
 
 // c (M x N, contiguous, written) = a (M x K) @ b (K x N) on the short-K kernel whatever the
-// shape (float32, float16, bfloat16; each operand with a layout_of()): for tuning and tests.
-void gemm_cuda_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c);
+// shape (float32, float16, bfloat16; each operand with a layout_of()), or with tensor_cores on
+// its mma form (float16 / bfloat16, K <= 64, sm_80 or newer; else an error): tuning and tests.
+void gemm_cuda_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
+                       bool tensor_cores = false);
 
 // Names of the float32 tile configs that gemm_cuda(..., config, splits) accepts, in index order.
 std::vector<std::string> cuda_config_names();

@@ -223,6 +223,8 @@ constexpr int64_t kGemvSide = 4;
 // (1.12-1.33x the TF32 tensor cores, and exact). Past those it lost (bfloat16 at K = 17-24 0.78x,
 // float32 at 25-32 0.86x, TF32 at 9-12 0.89x).
 constexpr int64_t kShortKHalf = 8, kShortKFloat = 16, kShortKTf32 = 3;
+// The longest K the mma short-K kernel takes (bfloat16 / float16; try_short_k_mma).
+constexpr int64_t kShortKMma = 64;
 
 // c = a @ b on the matrix-vector kernels (gemm/tiles/gemv.cuh) when M or N is at most kGemvSide,
 // and true; else false, nothing launched. The large operand is read once, split over K between
@@ -291,11 +293,12 @@ bool try_gemv(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cud
   return true;
 }
 
-// c = a @ b on the short-K kernel (gemm/tiles/short_k.cuh): float32, float16 or bfloat16; M, N,
-// K > 0, each operand with a layout_of().
+// c = a @ b on the short-K kernel (gemm/tiles/short_k.cuh), or with tensor_cores on its mma form
+// (gemm/tiles/short_k_mma.cuh; float16 / bfloat16, K <= 64, sm_80 on): M, N, K > 0, each operand
+// with a layout_of().
 template <typename T>
-void run_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
-                 cudaStream_t stream) {
+void run_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cudaStream_t stream,
+                 bool tensor_cores = false) {
   ShortKCall g;
   g.a = a.const_data_ptr();
   g.b = b.const_data_ptr();
@@ -310,7 +313,12 @@ void run_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
   g.ldc = g.N;
   g.a_kcontig = layout_of(a)->row_major;
   g.b_kcontig = !layout_of(b)->row_major;
-  C10_CUDA_CHECK(launch_short_k<T>(g, stream));
+  if constexpr (std::is_same_v<T, float>) {
+    TORCH_INTERNAL_ASSERT(!tensor_cores, "gemm_cuda: the mma short-K kernel takes 16-bit types");
+    C10_CUDA_CHECK(launch_short_k<T>(g, stream));
+  } else {
+    C10_CUDA_CHECK(tensor_cores ? launch_short_k_mma<T>(g, stream) : launch_short_k<T>(g, stream));
+  }
 }
 
 // Runs the short-K kernel for c = a @ b when the product suits it (K at most k_max, both sides
@@ -324,12 +332,39 @@ bool try_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, 
   return true;
 }
 
+// The same for the mma short-K kernel (float16 / bfloat16, K <= kShortKMma) where it measured
+// faster than the other kernels (docs/gemm_notes.md, "Short K on the tensor cores"): outputs of
+// 2^20 elements and more (2^24 at K <= 3, where the SIMT short-K kernel keeps up), except at K > 16
+// with A, B and C's rows all 16-byte aligned, where the planner's 16-byte copies win.
+template <typename T>
+bool try_short_k_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
+                     cudaStream_t stream) {
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  if (M <= kGemvSide || N <= kGemvSide || K > kShortKMma) return false;
+  if (M * N < (K <= 3 ? int64_t{1} << 24 : int64_t{1} << 20)) return false;
+  if (K > 16) {
+    const Operand A = operand_of(a, /*is_a=*/true), B = operand_of(b, /*is_a=*/false);
+    const int elem = static_cast<int>(sizeof(T));
+    if (mma_operand_ok(A.data, A.ld, A.k_contig ? M : K, elem) &&
+        mma_operand_ok(B.data, B.ld, B.k_contig ? N : K, elem) &&
+        mma_operand_ok(c.data_ptr(), N, M, elem)) {
+      return false;
+    }
+  }
+  if (!mma_runs_here()) return false;
+  run_short_k<T>(a, b, c, stream, /*tensor_cores=*/true);
+  return true;
+}
+
 // bfloat16 / float16 c = a @ b on the tensor cores (run_tensor_core), or where none runs here, on
 // the SIMT kernel (computed in float).
 template <typename T>
 void run_half(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int64_t M, int64_t N,
               int64_t K, cudaStream_t stream) {
-  if (!half_path_forced() && try_short_k<T>(a, b, c, stream, kShortKHalf)) return;
+  if (!half_path_forced() &&
+      (try_short_k_mma<T>(a, b, c, stream) || try_short_k<T>(a, b, c, stream, kShortKHalf))) {
+    return;
+  }
   if (run_tensor_core(a, b, c, stream)) return;
   if (try_gemv<T>(a, b, c, stream)) return;  // the column kernel, which gemm_cuda left to these
   run_config<HalfConfig, T>(operand_of(a, /*is_a=*/true), operand_of(b, /*is_a=*/false), c, M, N, K,
@@ -376,11 +411,23 @@ Choice cuda_choose(int64_t M, int64_t N, int64_t K, bool b_k_contig) {
   return choose_tiles(M, N, K, b_k_contig, cuda_gpu_facts());
 }
 
-void gemm_cuda_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+void gemm_cuda_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
+                       bool tensor_cores) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   if (M == 0 || N == 0) return;
   const c10::cuda::CUDAGuard guard(a.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  if (tensor_cores) {
+    TORCH_CHECK(
+        a.scalar_type() != at::kFloat,
+        "lltm_ext.gemm: the mma short-K kernel takes float16 or bfloat16, but got float32.");
+    TORCH_CHECK(K <= kShortKMma, "lltm_ext.gemm: the mma short-K kernel takes K up to ", kShortKMma,
+                ", but got K = ", K, ".");
+    TORCH_CHECK(mma_runs_here(),
+                "lltm_ext.gemm: the mma short-K kernel needs mma.sync (sm_80 or "
+                "newer, and this module's code for it), which cuda:",
+                c.get_device(), " does not run.");
+  }
   if (K == 0) {
     C10_CUDA_CHECK(cudaMemsetAsync(c.data_ptr(), 0, c.nbytes(), stream));
     return;
@@ -390,10 +437,10 @@ void gemm_cuda_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tenso
       run_short_k<float>(a, b, c, stream);
       break;
     case at::kHalf:
-      run_short_k<at::Half>(a, b, c, stream);
+      run_short_k<at::Half>(a, b, c, stream, tensor_cores);
       break;
     case at::kBFloat16:
-      run_short_k<at::BFloat16>(a, b, c, stream);
+      run_short_k<at::BFloat16>(a, b, c, stream, tensor_cores);
       break;
     default:
       TORCH_CHECK(false,

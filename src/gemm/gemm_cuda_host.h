@@ -65,6 +65,9 @@ bool run_tensor_core(const at::Tensor& a, const at::Tensor& b, const at::Tensor&
 // half types (and float32 where TF32 is allowed) run that kernel, not the short-K one.
 bool half_path_forced();
 
+// Whether the current device runs this module's mma.sync code (its loaded image is sm_80 or newer).
+bool mma_runs_here();
+
 // The plan run_tensor_core would run for a @ b on the current device (kernel kNone: none).
 TcPlan cuda_tc_plan(const at::Tensor& a, const at::Tensor& b, const TcForce& force = {});
 

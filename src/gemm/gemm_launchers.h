@@ -87,6 +87,12 @@ struct ShortKCall {
 template <typename T>
 cudaError_t launch_short_k(const ShortKCall& g, cudaStream_t stream);
 
+// The same product on the tensor cores (gemm/tiles/short_k_mma.cuh; float16, bfloat16, K at most
+// 64, sm_80 or newer): mma.sync over all of K staged once, C written in 16-byte chunks cut at each
+// row's own 16-byte boundaries.
+template <typename T>
+cudaError_t launch_short_k_mma(const ShortKCall& g, cudaStream_t stream);
+
 // ---- The Hopper tensor-core GEMM (gemm_kernels_sm90.cu; bf16 / fp16 / tf32, sm_90a) ----
 
 // Element types of Sm90Gemm::type (float32 operands are read as tf32).

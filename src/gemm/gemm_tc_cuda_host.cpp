@@ -297,6 +297,10 @@ bool half_path_forced() {
   return half_path_setting().forced;
 }
 
+bool mma_runs_here() {
+  return mma_ptx(c10::cuda::current_device()) >= 80;
+}
+
 std::string cuda_half_path() {
   TcForce force;
   const TcDevice dev = device_facts(&force);
