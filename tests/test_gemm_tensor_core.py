@@ -401,7 +401,7 @@ SHORT_K_MMA_SHAPES = [
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_short_k_mma(dtype, layout):
-    """The mma short-K kernel forced (`_gemm_short_k(tensor_cores=True)`), every layout, operands
+    """The mma short-K kernel forced (`_gemm_short_k(kernel="mma")`), every layout, operands
     and a NaN-poisoned out= at every misalignment (C's rows shifted 0-7 elements from their
     16-byte boundaries): within float accumulation's bound of float64, every element written, the
     same bits twice; and lltm_ext.gemm at the same shapes."""
@@ -409,10 +409,46 @@ def test_short_k_mma(dtype, layout):
         for offset in (0, 1, 3):
             a, b = operands(m, n, k, layout, dtype, offset)
             out = poisoned(m, n, dtype, offset)
-            ext()._gemm_short_k(a, b, out=out, tensor_cores=True)
+            ext()._gemm_short_k(a, b, out=out, kernel="mma")
             err = rel_err(out, ref_mm(a, b))
             assert err <= GEMV_BOUND[dtype], f"{m}x{n}x{k} {layout} {offset}: {err:.2e}"
-            assert torch.equal(out, ext()._gemm_short_k(a, b, tensor_cores=True))
+            assert torch.equal(out, ext()._gemm_short_k(a, b, kernel="mma"))
+            out = poisoned(m, n, dtype, offset)
+            lltm_ext.gemm(a, b, out=out)
+            assert rel_err(out, ref_mm(a, b)) <= GEMV_BOUND[dtype], (m, n, k, layout, offset)
+
+
+# The small-product kernel: K of 1, within and past one k16 step, past 8 warps' steps (128), at its
+# limit (512); M and N at and past the 32 x 32 tile's edges.
+SMALL_MMA_SHAPES = [
+    (5, 5, 1),
+    (32, 32, 9),
+    (33, 31, 17),
+    (130, 194, 54),
+    (61, 345, 97),
+    (500, 11, 161),
+    (7, 300, 129),
+    (91, 30, 512),
+    (256, 256, 24),
+]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_small_mma(dtype, layout):
+    """The small-product kernel forced (`_gemm_short_k(kernel="small")`), every layout, operands
+    and a NaN-poisoned out= at every misalignment: within float accumulation's bound of float64,
+    every element written, the same bits twice; and lltm_ext.gemm at the same shapes (the
+    small-product kernel for outputs up to 2^17 elements from a K of 9 to 256, 2^14 to 512)."""
+    for m, n, k in SMALL_MMA_SHAPES:
+        for offset in (0, 1, 3):
+            a, b = operands(m, n, k, layout, dtype, offset)
+            out = poisoned(m, n, dtype, offset)
+            ext()._gemm_short_k(a, b, out=out, kernel="small")
+            err = rel_err(out, ref_mm(a, b))
+            assert err <= GEMV_BOUND[dtype], f"{m}x{n}x{k} {layout} {offset}: {err:.2e}"
+            assert torch.equal(out, ext()._gemm_short_k(a, b, kernel="small"))
             out = poisoned(m, n, dtype, offset)
             lltm_ext.gemm(a, b, out=out)
             assert rel_err(out, ref_mm(a, b)) <= GEMV_BOUND[dtype], (m, n, k, layout, offset)
@@ -443,10 +479,11 @@ def test_short_k_mma_through_gemm(dtype, case):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("kernel", ["mma", "small"])
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_short_k_mma_leading_dimensions(layout):
+def test_short_k_mma_leading_dimensions(layout, kernel):
     """Operands that are column slices of wider matrices (leading dimensions past their rows, bases
-    off 16 bytes): the kernel steps by the strides given."""
+    off 16 bytes), on the mma short-K and small-product kernels: each steps by the strides given."""
     m, n, k = 300, 200, 40
 
     def wide(rows, cols, pad, start):
@@ -455,7 +492,7 @@ def test_short_k_mma_leading_dimensions(layout):
 
     a = wide(k, m, 37, 3).t() if layout[0] == "t" else wide(m, k, 41, 5)
     b = wide(n, k, 19, 1).t() if layout[1] == "t" else wide(k, n, 403, 7)
-    out = ext()._gemm_short_k(a, b, tensor_cores=True)
+    out = ext()._gemm_short_k(a, b, kernel=kernel)
     assert rel_err(out, ref_mm(a, b)) <= GEMV_BOUND[torch.bfloat16]
     assert rel_err(lltm_ext.gemm(a, b), ref_mm(a, b)) <= GEMV_BOUND[torch.bfloat16]
 
@@ -470,27 +507,35 @@ def test_short_k_rejects_what_it_cannot_run():
         ext()._gemm_short_k(a, a.t(), out=torch.empty(8, 16, device="cuda")[:, :8])
     assert ext()._gemm_short_k(a[:, :0], a[:, :0].t()).abs().sum().item() == 0  # K = 0: zeros
     with pytest.raises(RuntimeError, match="float16 or bfloat16, but got float32"):
-        ext()._gemm_short_k(a, a.t(), tensor_cores=True)
+        ext()._gemm_short_k(a, a.t(), kernel="mma")
     h = torch.randn(8, 65, device="cuda", dtype=torch.float16)
     with pytest.raises(RuntimeError, match="K up to 64, but got K = 65"):
-        ext()._gemm_short_k(h, h.t(), tensor_cores=True)
+        ext()._gemm_short_k(h, h.t(), kernel="mma")
     h = h[:, :0]
-    assert ext()._gemm_short_k(h, h.t(), tensor_cores=True).abs().sum().item() == 0
+    assert ext()._gemm_short_k(h, h.t(), kernel="mma").abs().sum().item() == 0
+    with pytest.raises(RuntimeError, match="'simt', 'mma' or 'small', but got 'wide'"):
+        ext()._gemm_short_k(h, h.t(), kernel="wide")
+    h = torch.randn(8, 513, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="takes K up to 512, but got K = 513"):
+        ext()._gemm_short_k(h, h.t(), kernel="small")
+    with pytest.raises(RuntimeError, match="small-product kernel takes float16 or bfloat16"):
+        ext()._gemm_short_k(a, a.t(), kernel="small")
 
 
 @pytest.mark.cuda
 @pytest.mark.large
-@pytest.mark.parametrize("k", [1, 24], ids=["simt", "mma"])
-def test_short_k_over_2_31_elements_large(k):
+@pytest.mark.parametrize("kernel", ["simt", "mma", "small"])
+def test_short_k_over_2_31_elements_large(kernel):
     """C of 2^31 + 2^15 elements (bfloat16, 4 GiB) from a K of 1 (the SIMT short-K kernel) and 24
-    (its mma form): offsets into C past 2^31."""
+    (its mma form, the small-product kernel forced): offsets into C past 2^31."""
     m, n = 2**16 + 1, 2**15
     free, _ = torch.cuda.mem_get_info()
     if free < 3 * m * n * 2:
         pytest.skip("needs ~13 GiB of free GPU memory")
+    k = 1 if kernel == "simt" else 24
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-    c = ext()._gemm_short_k(a, b, tensor_cores=k > 1)
+    c = ext()._gemm_short_k(a, b, kernel=kernel)
     rows = torch.tensor([0, 1, m // 2, m - 2, m - 1], device="cuda")
     err = rel_err(c[rows], ref_mm(a[rows], b))
     assert err <= GEMV_BOUND[torch.bfloat16], err

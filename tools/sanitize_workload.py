@@ -717,24 +717,29 @@ def run_gemm_small_side(dtypes: list[torch.dtype]) -> None:
 # A short K beside a larger output (the short-K kernel): K within one staged chunk, past it, of 1;
 # M / N at and past the 64 x 128 tile's edges.
 SHORT_K_SHAPES = ((65, 129, 33), (7, 300, 1), (130, 5, 64), (64, 128, 3))
-# Its mma form (K <= 64): the 128 x 128 tile's edges, each K-step count (9, 17, 41), odd rows of C.
+# Its mma form (K <= 64): the 128 x 128 tile's edges, each K-step count (9, 17, 41), odd rows of C;
+# the small-product kernel (K <= 512): the 32 x 32 tile's edges, K within one warp's step, past the
+# 8 warps' steps, at the limit.
 SHORT_K_MMA_SHAPES = ((129, 131, 9), (7, 300, 17), (300, 129, 64), (128, 128, 41))
+SMALL_MMA_SHAPES = ((33, 31, 9), (130, 194, 54), (7, 65, 129), (40, 9, 512))
 
 
 def run_gemm_short_k(dtypes: list[torch.dtype]) -> None:
     """The short-K kernel forced (_gemm_short_k) for the dtypes it takes, every layout, operands
-    and NaN-filled out= aligned or off by one element, and its mma form for float16 / bfloat16
-    with operands and out= off by 0 or 3 elements (CUDA only: the CPU dry run skips it)."""
+    and NaN-filled out= aligned or off by one element; its mma form and the small-product kernel
+    for float16 / bfloat16 with operands and out= off by 0 or 3 elements (CUDA only: the CPU dry
+    run skips it)."""
     if DEVICE != "cuda":
         print("  gemm_short_k: skipped, a CUDA kernel", flush=True)
         return
     ext = load_extension("gemm")
     half = (torch.float16, torch.bfloat16)
     runs = (
-        (False, (torch.float32, *half), SHORT_K_SHAPES, (0, 1)),
-        (True, half, SHORT_K_MMA_SHAPES, (0, 3)),
+        ("simt", (torch.float32, *half), SHORT_K_SHAPES, (0, 1)),
+        ("mma", half, SHORT_K_MMA_SHAPES, (0, 3)),
+        ("small", half, SMALL_MMA_SHAPES, (0, 3)),
     )
-    for tensor_cores, kinds, shapes, offsets in runs:
+    for kernel, kinds, shapes, offsets in runs:
         for dtype in (d for d in dtypes if d in kinds):
             for (m, n, k), layout, off in itertools.product(shapes, LAYOUTS, offsets):
                 a = randn(k, m, dtype=dtype, offset=off).t() if layout[0] == "t" else (
@@ -743,8 +748,8 @@ def run_gemm_short_k(dtypes: list[torch.dtype]) -> None:
                     randn(k, n, dtype=dtype, offset=off))  # fmt: skip
                 flat = torch.full((m * n + off,), math.nan, dtype=dtype, device=DEVICE)
                 out = flat[off:].view(m, n)
-                ext._gemm_short_k(a, b, out=out, tensor_cores=tensor_cores)
-                what = f"{m}x{n}x{k} {layout} {off} {dtype}" + (" mma" if tensor_cores else "")
+                ext._gemm_short_k(a, b, out=out, kernel=kernel)
+                what = f"{kernel} {m}x{n}x{k} {layout} {off} {dtype}"
                 check_gemm(out, a, b, dtype, f"gemm_short_k {what}")
 
 

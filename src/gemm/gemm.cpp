@@ -105,10 +105,11 @@ at::Tensor gemm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor out) {
 }
 
 // Tuning and test entry point (CUDA; float32, float16, bfloat16): c = a @ b on the short-K kernel
-// whatever the shape; tensor_cores: its mma form (float16 / bfloat16, K <= 64).
+// whatever the shape: kernel "simt", or "mma" (its tensor-core form: float16 / bfloat16, K <= 64),
+// or "small" (the small-product kernel: float16 / bfloat16, K <= 512).
 // out: contiguous, written (else a new tensor).
 at::Tensor gemm_short_k(const at::Tensor& a, const at::Tensor& b,
-                        const std::optional<at::Tensor>& out, bool tensor_cores) {
+                        const std::optional<at::Tensor>& out, const std::string& kernel) {
   check_operands(a, b);
   TORCH_CHECK(a.is_cuda() && (a.scalar_type() == at::kFloat || a.scalar_type() == at::kHalf ||
                               a.scalar_type() == at::kBFloat16),
@@ -124,7 +125,7 @@ at::Tensor gemm_short_k(const at::Tensor& a, const at::Tensor& b,
     c = at::empty({a.size(0), b.size(1)}, a.options());
   }
 #ifdef WITH_CUDA
-  gemm_cuda_short_k(cuda_operand(a), cuda_operand(b), c, tensor_cores);
+  gemm_cuda_short_k(cuda_operand(a), cuda_operand(b), c, kernel);
 #else
   fail_not_compiled_with_cuda("gemm");
 #endif
@@ -247,9 +248,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("tail_splits") = 0);
   m.def("_gemm_short_k", &lltm_ext::gemm::gemm_short_k,
         "CUDA GEMM on the short-K kernel whatever the shape (float32, float16, bfloat16; tuning, "
-        "tests); tensor_cores: its mma form (float16 / bfloat16, K <= 64); out: contiguous, "
+        "tests); kernel 'simt', 'mma' (its tensor-core form: float16 / bfloat16, K <= 64) or "
+        "'small' (the small-product kernel: float16 / bfloat16, K <= 512); out: contiguous, "
         "written (else a new tensor)",
-        py::arg("a"), py::arg("b"), py::arg("out") = py::none(), py::arg("tensor_cores") = false);
+        py::arg("a"), py::arg("b"), py::arg("out") = py::none(), py::arg("kernel") = "simt");
   m.def(
       "_cuda_configs",
       [] {

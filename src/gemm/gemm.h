@@ -65,10 +65,11 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
                int splits = 0, int tail_tiles = 0, int tail_splits = 0);
 
 // c (M x N, contiguous, written) = a (M x K) @ b (K x N) on the short-K kernel whatever the
-// shape (float32, float16, bfloat16; each operand with a layout_of()), or with tensor_cores on
-// its mma form (float16 / bfloat16, K <= 64, sm_80 or newer; else an error): tuning and tests.
+// shape (float32, float16, bfloat16; each operand with a layout_of()): kernel "simt", or "mma"
+// (its tensor-core form: float16 / bfloat16, K <= 64) or "small" (the small-product kernel:
+// float16 / bfloat16, K <= 512), both sm_80 or newer; anything else an error. Tuning and tests.
 void gemm_cuda_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
-                       bool tensor_cores = false);
+                       const std::string& kernel = "simt");
 
 // Names of the float32 tile configs that gemm_cuda(..., config, splits) accepts, in index order.
 std::vector<std::string> cuda_config_names();

@@ -225,6 +225,10 @@ constexpr int64_t kGemvSide = 4;
 constexpr int64_t kShortKHalf = 8, kShortKFloat = 16, kShortKTf32 = 3;
 // The longest K the mma short-K kernel takes (bfloat16 / float16; try_short_k_mma).
 constexpr int64_t kShortKMma = 64;
+// The small-product kernel's range in lltm_ext.gemm (bfloat16 / float16; try_small_mma): K up to
+// kSmallK, outputs of at most kSmallOutput elements (kSmallOutputLongK past a K of 256).
+constexpr int64_t kSmallK = 512, kSmallOutput = int64_t{1} << 17,
+                  kSmallOutputLongK = int64_t{1} << 14;
 
 // c = a @ b on the matrix-vector kernels (gemm/tiles/gemv.cuh) when M or N is at most kGemvSide,
 // and true; else false, nothing launched. The large operand is read once, split over K between
@@ -293,12 +297,15 @@ bool try_gemv(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cud
   return true;
 }
 
-// c = a @ b on the short-K kernel (gemm/tiles/short_k.cuh), or with tensor_cores on its mma form
-// (gemm/tiles/short_k_mma.cuh; float16 / bfloat16, K <= 64, sm_80 on): M, N, K > 0, each operand
-// with a layout_of().
+// The kernels that take a ShortKCall: the short-K kernel (gemm/tiles/short_k.cuh), its mma form
+// (gemm/tiles/short_k_mma.cuh; float16 / bfloat16, K <= 64) and the small-product kernel
+// (gemm/tiles/small_mma.cuh; float16 / bfloat16, K <= 512), the last two sm_80 on.
+enum class ShortKKernel { kSimt, kMma, kSmall };
+
+// c = a @ b on one of those: M, N, K > 0, each operand with a layout_of().
 template <typename T>
 void run_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cudaStream_t stream,
-                 bool tensor_cores = false) {
+                 ShortKKernel kernel = ShortKKernel::kSimt) {
   ShortKCall g;
   g.a = a.const_data_ptr();
   g.b = b.const_data_ptr();
@@ -314,10 +321,12 @@ void run_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, 
   g.a_kcontig = layout_of(a)->row_major;
   g.b_kcontig = !layout_of(b)->row_major;
   if constexpr (std::is_same_v<T, float>) {
-    TORCH_INTERNAL_ASSERT(!tensor_cores, "gemm_cuda: the mma short-K kernel takes 16-bit types");
+    TORCH_INTERNAL_ASSERT(kernel == ShortKKernel::kSimt, "gemm_cuda: a 16-bit kernel for float32");
     C10_CUDA_CHECK(launch_short_k<T>(g, stream));
   } else {
-    C10_CUDA_CHECK(tensor_cores ? launch_short_k_mma<T>(g, stream) : launch_short_k<T>(g, stream));
+    C10_CUDA_CHECK(kernel == ShortKKernel::kMma     ? launch_short_k_mma<T>(g, stream)
+                   : kernel == ShortKKernel::kSmall ? launch_small_mma<T>(g, stream)
+                                                    : launch_short_k<T>(g, stream));
   }
 }
 
@@ -352,7 +361,20 @@ bool try_short_k_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor&
     }
   }
   if (!mma_runs_here()) return false;
-  run_short_k<T>(a, b, c, stream, /*tensor_cores=*/true);
+  run_short_k<T>(a, b, c, stream, ShortKKernel::kMma);
+  return true;
+}
+
+// The same for the small-product kernel (float16 / bfloat16) where it measured faster than the
+// planner's kernels (docs/gemm_notes.md, "Small products"): outputs of at most 2^17 elements from
+// a K past kShortKHalf up to 256, 2^14 from a K up to 512.
+template <typename T>
+bool try_small_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
+                   cudaStream_t stream) {
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  if (M <= kGemvSide || N <= kGemvSide || K <= kShortKHalf || K > kSmallK) return false;
+  if (M * N > (K <= 256 ? kSmallOutput : kSmallOutputLongK) || !mma_runs_here()) return false;
+  run_short_k<T>(a, b, c, stream, ShortKKernel::kSmall);
   return true;
 }
 
@@ -362,7 +384,8 @@ template <typename T>
 void run_half(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int64_t M, int64_t N,
               int64_t K, cudaStream_t stream) {
   if (!half_path_forced() &&
-      (try_short_k_mma<T>(a, b, c, stream) || try_short_k<T>(a, b, c, stream, kShortKHalf))) {
+      (try_short_k_mma<T>(a, b, c, stream) || try_short_k<T>(a, b, c, stream, kShortKHalf) ||
+       try_small_mma<T>(a, b, c, stream))) {
     return;
   }
   if (run_tensor_core(a, b, c, stream)) return;
@@ -412,22 +435,29 @@ Choice cuda_choose(int64_t M, int64_t N, int64_t K, bool b_k_contig) {
 }
 
 void gemm_cuda_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
-                       bool tensor_cores) {
+                       const std::string& kernel) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  if (M == 0 || N == 0) return;
+  TORCH_CHECK(kernel == "simt" || kernel == "mma" || kernel == "small",
+              "lltm_ext.gemm: _gemm_short_k's kernel is 'simt', 'mma' or 'small', but got '",
+              kernel, "'.");
+  const ShortKKernel which = kernel == "mma"     ? ShortKKernel::kMma
+                             : kernel == "small" ? ShortKKernel::kSmall
+                                                 : ShortKKernel::kSimt;
   const c10::cuda::CUDAGuard guard(a.device());
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  if (tensor_cores) {
-    TORCH_CHECK(
-        a.scalar_type() != at::kFloat,
-        "lltm_ext.gemm: the mma short-K kernel takes float16 or bfloat16, but got float32.");
-    TORCH_CHECK(K <= kShortKMma, "lltm_ext.gemm: the mma short-K kernel takes K up to ", kShortKMma,
+  if (which != ShortKKernel::kSimt) {
+    const char* name = which == ShortKKernel::kMma ? "mma short-K" : "small-product";
+    const int64_t k_max = which == ShortKKernel::kMma ? kShortKMma : kSmallK;
+    TORCH_CHECK(a.scalar_type() != at::kFloat, "lltm_ext.gemm: the ", name,
+                " kernel takes float16 or bfloat16, but got float32.");
+    TORCH_CHECK(K <= k_max, "lltm_ext.gemm: the ", name, " kernel takes K up to ", k_max,
                 ", but got K = ", K, ".");
-    TORCH_CHECK(mma_runs_here(),
-                "lltm_ext.gemm: the mma short-K kernel needs mma.sync (sm_80 or "
-                "newer, and this module's code for it), which cuda:",
+    TORCH_CHECK(mma_runs_here(), "lltm_ext.gemm: the ", name,
+                " kernel needs mma.sync (sm_80 or newer, and this module's code for it), which "
+                "cuda:",
                 c.get_device(), " does not run.");
   }
+  if (M == 0 || N == 0) return;
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   if (K == 0) {
     C10_CUDA_CHECK(cudaMemsetAsync(c.data_ptr(), 0, c.nbytes(), stream));
     return;
@@ -437,10 +467,10 @@ void gemm_cuda_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tenso
       run_short_k<float>(a, b, c, stream);
       break;
     case at::kHalf:
-      run_short_k<at::Half>(a, b, c, stream, tensor_cores);
+      run_short_k<at::Half>(a, b, c, stream, which);
       break;
     case at::kBFloat16:
-      run_short_k<at::BFloat16>(a, b, c, stream, tensor_cores);
+      run_short_k<at::BFloat16>(a, b, c, stream, which);
       break;
     default:
       TORCH_CHECK(false,

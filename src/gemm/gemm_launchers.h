@@ -93,6 +93,12 @@ cudaError_t launch_short_k(const ShortKCall& g, cudaStream_t stream);
 template <typename T>
 cudaError_t launch_short_k_mma(const ShortKCall& g, cudaStream_t stream);
 
+// The same product for small outputs on the tensor cores (gemm/tiles/small_mma.cuh; float16,
+// bfloat16, K at most 512, sm_80 or newer): a 32 x 32 tile per block, its 8 warps splitting K and
+// reading their fragments straight from global memory, summed in warp order.
+template <typename T>
+cudaError_t launch_small_mma(const ShortKCall& g, cudaStream_t stream);
+
 // ---- The Hopper tensor-core GEMM (gemm_kernels_sm90.cu; bf16 / fp16 / tf32, sm_90a) ----
 
 // Element types of Sm90Gemm::type (float32 operands are read as tf32).
