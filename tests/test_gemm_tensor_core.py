@@ -397,27 +397,6 @@ SHORT_K_MMA_SHAPES = [
 ]
 
 
-@pytest.mark.cuda
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_short_k_mma(dtype, layout):
-    """The mma short-K kernel forced (`_gemm_short_k(kernel="mma")`), every layout, operands
-    and a NaN-poisoned out= at every misalignment (C's rows shifted 0-7 elements from their
-    16-byte boundaries): within float accumulation's bound of float64, every element written, the
-    same bits twice; and lltm_ext.gemm at the same shapes."""
-    for m, n, k in SHORT_K_MMA_SHAPES:
-        for offset in (0, 1, 3):
-            a, b = operands(m, n, k, layout, dtype, offset)
-            out = poisoned(m, n, dtype, offset)
-            ext()._gemm_short_k(a, b, out=out, kernel="mma")
-            err = rel_err(out, ref_mm(a, b))
-            assert err <= GEMV_BOUND[dtype], f"{m}x{n}x{k} {layout} {offset}: {err:.2e}"
-            assert torch.equal(out, ext()._gemm_short_k(a, b, kernel="mma"))
-            out = poisoned(m, n, dtype, offset)
-            lltm_ext.gemm(a, b, out=out)
-            assert rel_err(out, ref_mm(a, b)) <= GEMV_BOUND[dtype], (m, n, k, layout, offset)
-
-
 # The small-product kernel: K of 1, within and past one k16 step, past 8 warps' steps (128), at its
 # limit (512); M and N at and past the 32 x 32 tile's edges.
 SMALL_MMA_SHAPES = [
@@ -433,22 +412,27 @@ SMALL_MMA_SHAPES = [
 ]
 
 
+TC_FORCED_SHAPES = {"mma": SHORT_K_MMA_SHAPES, "small": SMALL_MMA_SHAPES}
+
+
 @pytest.mark.cuda
+@pytest.mark.parametrize("kernel", TC_FORCED_SHAPES.keys())
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_small_mma(dtype, layout):
-    """The small-product kernel forced (`_gemm_short_k(kernel="small")`), every layout, operands
-    and a NaN-poisoned out= at every misalignment: within float accumulation's bound of float64,
-    every element written, the same bits twice; and lltm_ext.gemm at the same shapes (the
-    small-product kernel for outputs up to 2^17 elements from a K of 9 to 256, 2^14 to 512)."""
-    for m, n, k in SMALL_MMA_SHAPES:
+def test_short_k_mma_and_small(kernel, dtype, layout):
+    """The mma short-K kernel and the small-product kernel forced (`_gemm_short_k(kernel=...)`),
+    every layout, operands and a NaN-poisoned out= at every misalignment (C's rows shifted 0-7
+    elements from their 16-byte boundaries): within float accumulation's bound of float64, every
+    element written, the same bits twice; and lltm_ext.gemm at the same shapes (the small-product
+    kernel takes outputs up to 2^17 elements from a K of 9 to 256, 2^14 to 512)."""
+    for m, n, k in TC_FORCED_SHAPES[kernel]:
         for offset in (0, 1, 3):
             a, b = operands(m, n, k, layout, dtype, offset)
             out = poisoned(m, n, dtype, offset)
-            ext()._gemm_short_k(a, b, out=out, kernel="small")
+            ext()._gemm_short_k(a, b, out=out, kernel=kernel)
             err = rel_err(out, ref_mm(a, b))
             assert err <= GEMV_BOUND[dtype], f"{m}x{n}x{k} {layout} {offset}: {err:.2e}"
-            assert torch.equal(out, ext()._gemm_short_k(a, b, kernel="small"))
+            assert torch.equal(out, ext()._gemm_short_k(a, b, kernel=kernel))
             out = poisoned(m, n, dtype, offset)
             lltm_ext.gemm(a, b, out=out)
             assert rel_err(out, ref_mm(a, b)) <= GEMV_BOUND[dtype], (m, n, k, layout, offset)
