@@ -378,8 +378,9 @@ bool try_small_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c
   return true;
 }
 
-// bfloat16 / float16 c = a @ b on the tensor cores (run_tensor_core), or where none runs here, on
-// the SIMT kernel (computed in float).
+// bfloat16 / float16 c = a @ b: on the short-K kernels or the small-product kernel where the
+// product suits one (unless a half path is forced), else on the tensor cores (run_tensor_core), or
+// where none runs here, on the SIMT kernel (computed in float).
 template <typename T>
 void run_half(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int64_t M, int64_t N,
               int64_t K, cudaStream_t stream) {

@@ -62,7 +62,8 @@ bool run_tensor_core(const at::Tensor& a, const at::Tensor& b, const at::Tensor&
                      cudaStream_t stream, const TcForce& force = {});
 
 // Whether LLTM_EXT_GEMM_HALF_PATH / set_cuda_half_path() force a kernel (not "auto"): then the
-// half types (and float32 where TF32 is allowed) run that kernel, not the short-K one.
+// half types (and float32 where TF32 is allowed) run that kernel, not the short-K or small-product
+// ones.
 bool half_path_forced();
 
 // Whether the current device runs this module's mma.sync code (its loaded image is sm_80 or newer).
