@@ -440,8 +440,9 @@ def run_gemm(dtype: torch.dtype) -> None:
         check_gemm(lltm_ext.gemm(a, b), a, b, dtype, f"gemm split-K {m}x{n}x{k} {dtype}")
 
 
-def run_gemm_configs() -> None:
-    """Every float32 tile config, every layout, with and without split-K; tail split-K."""
+def run_gemm_configs(only: list[int] | None = None) -> None:
+    """Every float32 tile config (or those in `only`), every layout, with and without split-K;
+    tail split-K."""
     ext = load_extension("gemm")
     names = ext._cuda_configs()
     staged_only = ext._gemm_path() == "staged"
@@ -449,6 +450,8 @@ def run_gemm_configs() -> None:
     # loops run.
     shapes = ((131, 259, 77), (17, 33, 65), (1, 129, 300), (288, 272, 256))
     for config, name in enumerate(names):
+        if only is not None and config not in only:
+            continue
         if staged_only and "staged" not in name:
             print(f"  config {config} ({name}): skipped, cp.async is not run on this GPU's path")
             continue
@@ -762,6 +765,11 @@ def main() -> int:
     )
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument(
+        "--gemm-configs",
+        default="",
+        help="comma-separated float32 config indices for gemm_configs (default: every config)",
+    )
+    parser.add_argument(
         "--device", default="cuda", help="cpu: a dry run of the checks (no gemm_configs)"
     )
     parser.add_argument(
@@ -791,7 +799,8 @@ def main() -> int:
     for op in ops:
         t0 = time.perf_counter()
         if op == "gemm_configs":
-            run_gemm_configs()
+            only = [int(c) for c in args.gemm_configs.split(",")] if args.gemm_configs else None
+            run_gemm_configs(only)
         elif op == "gemm_wgmma":
             run_gemm_wgmma(dtypes, args.prefilled_tma_outputs)
         elif op == "gemm_mma":

@@ -52,7 +52,13 @@ def main() -> None:
     parser.add_argument("--shapes", type=int, default=200)
     parser.add_argument("--seed", type=int, default=2, help="not the seed the sweep reports")
     parser.add_argument("--budget", type=float, default=0.3, help="seconds of samples per shape")
+    parser.add_argument(
+        "--configs",
+        default=",".join(map(str, CONFIGS)),
+        help="comma-separated float32 config indices to time (gemm_configs.h)",
+    )
     args = parser.parse_args()
+    configs = [int(c) for c in args.configs.split(",")]
     ext = load_extension("gemm")
     dev = torch.device("cuda")
     torch.set_float32_matmul_precision("highest")
@@ -66,7 +72,7 @@ def main() -> None:
         a, b = make(m, k, layout[0] == "t", gen), make(k, n, layout[1] == "t", gen)
         names = ["torch.mm", "auto"]
         fns = [functools.partial(torch.mm, a, b), functools.partial(lltm_ext.gemm, a, b)]
-        for config in CONFIGS:
+        for config in configs:
             for splits in SPLITS:
                 if splits > 1 and -(-k // splits) < 64:
                     break
