@@ -29,11 +29,12 @@ import statistics
 
 # The candidates, their block tiles (gemm_configs.h) and resident blocks per SM on the H100 the
 # data came from (the Tile<>s' MIN_BLOCKS: choose_tiles' gpu.blocks_per_sm).
-CANDIDATES = (0, 1, 2, 3, 11)
+CANDIDATES = (0, 1, 2, 3, 11, 12, 13, 14, 15)
 TILES = {
-    0: (64, 128, 16), 1: (128, 256, 16), 2: (128, 128, 16), 3: (64, 64, 16), 11: (256, 128, 16)
+    0: (64, 128, 16), 1: (128, 256, 16), 2: (128, 128, 16), 3: (64, 64, 16), 11: (256, 128, 16),
+    12: (128, 128, 16), 13: (128, 64, 16), 14: (128, 32, 16), 15: (32, 128, 16),
 }  # fmt: skip
-BLOCKS_PER_SM = {0: 3, 1: 1, 2: 2, 3: 4, 11: 1}
+BLOCKS_PER_SM = {0: 3, 1: 1, 2: 2, 3: 4, 11: 1, 12: 2, 13: 3, 14: 4, 15: 4}
 SMS = 132
 MAX_SPLITS = 64
 
@@ -41,12 +42,16 @@ MAX_SPLITS = 64
 # kF32CandidateRate (B row-major; 0: not a candidate), rate_bk{c}: kF32CandidateRateBK (B
 # K-contiguous), fixed{c}: kF32CandidateFixedK (the per-block fixed work in K), min_split_bk: the
 # least K per split in BKs (the 5 in `5 * bk`). Fitted with this script from 64 for every fixed
-# work and 8 BKs.
+# work and 8 BKs; configs 12-15 then from a rate of 0.8 and a fixed work of 16, with the least K
+# per split held at 5.
 P0 = dict(
-    rate0=1.0, rate1=0.955, rate2=0.85, rate3=0.73, rate11=0.0,
-    rate_bk0=0.85, rate_bk1=0.95, rate_bk2=1.0, rate_bk3=0.65, rate_bk11=1.1,
-    fixed0=16.0, fixed1=64.0, fixed2=64.0, fixed3=16.0, fixed11=64.0,
-    kUnitsPerByte=0.064, kLaunchUnits=6e5, min_split_bk=5,
+    rate0=1.07, rate1=0.955, rate2=0.85, rate3=0.84, rate11=0.0,
+    rate12=1.04, rate13=0.8, rate14=0.8, rate15=0.8,
+    rate_bk0=0.91, rate_bk1=0.95, rate_bk2=1.0, rate_bk3=0.91, rate_bk11=1.18,
+    rate_bk12=1.12, rate_bk13=0.856, rate_bk14=0.8, rate_bk15=0.8,
+    fixed0=11.0, fixed1=64.0, fixed2=64.0, fixed3=17.0, fixed11=64.0,
+    fixed12=26.0, fixed13=16.0, fixed14=16.0, fixed15=14.0,
+    kUnitsPerByte=0.032, kLaunchUnits=6e5, min_split_bk=5,
 )  # fmt: skip
 FACTORS = (0.25, 0.5, 0.7, 0.85, 0.93, 1.07, 1.15, 1.4, 2.0, 4.0)
 # 5: k_split >= 80, i.e. K / splits > 64, the least that measure_f32_plans.py times.
@@ -87,9 +92,20 @@ def estimate(P, M, N, K, bm, bn, bk, blocks_per_sm, rate, fixed, sms, max_splits
     return best
 
 
-def rate_of(P, c, layout):
-    """Config c's rate for the layout: by B's layout, and by A's where P has the A-layout rates."""
+def rows_aligned(M, N, K, layout):
+    """Whether both operands' rows are 16-byte aligned, as measure_f32_plans.py makes them (fresh
+    tensors: the leading dimension decides)."""
+    lda = M if layout[0] == "t" else K
+    ldb = K if layout[1] == "t" else N
+    return lda % 4 == 0 and ldb % 4 == 0
+
+
+def rate_of(P, c, layout, aligned=True):
+    """Config c's rate for the layout: by B's layout, by the rows' alignment where P has the
+    unaligned rates, and by A's layout where P has the A-layout rates."""
     bk = "_bk" if layout[1] == "t" else ""
+    if not aligned and f"rate_u{bk}{c}" in P:
+        return P[f"rate_u{bk}{c}"]
     if layout[0] == "t" and f"rate_at{bk}{c}" in P:
         return P[f"rate_at{bk}{c}"]
     return P[f"rate{bk}{c}"]
@@ -98,8 +114,9 @@ def rate_of(P, c, layout):
 def choose_tiles(P, M, N, K, layout):
     """(config, splits): choose_tiles() of gemm_heuristic.cpp without tail split-K."""
     best_config, best = CANDIDATES[0], (math.inf, 1)
+    aligned = rows_aligned(M, N, K, layout)
     for c in CANDIDATES:
-        rate = rate_of(P, c, layout)
+        rate = rate_of(P, c, layout, aligned)
         if rate <= 0.0:
             continue  # not a candidate for this layout
         bm, bn, bk = TILES[c]
@@ -261,9 +278,10 @@ def cpp(P):
     def arr(prefix):
         return ", ".join(f"{P[f'{prefix}{c}']:.3g}" for c in CANDIDATES)
 
+    n = len(CANDIDATES)
     lines = [
-        f"constexpr std::array<double, 5> kF32CandidateRate = {{{arr('rate')}}};",
-        f"constexpr std::array<double, 5> kF32CandidateRateBK = {{{arr('rate_bk')}}};",
+        f"constexpr std::array<double, {n}> kF32CandidateRate = {{{arr('rate')}}};",
+        f"constexpr std::array<double, {n}> kF32CandidateRateBK = {{{arr('rate_bk')}}};",
     ]
     if "rate_at0" in P:
         lines += [
@@ -271,7 +289,7 @@ def cpp(P):
             f"// A M-contiguous, B K-contiguous: {{{arr('rate_at_bk')}}}",
         ]
     lines += [
-        f"// per-block fixed work (`k + 64` today), by candidate: {{{arr('fixed')}}}",
+        f"constexpr std::array<int, {n}> kF32CandidateFixedK = {{{arr('fixed')}}};",
         f"constexpr double kUnitsPerByte = {P['kUnitsPerByte']:.3g};",
         f"constexpr double kLaunchUnits = {P['kLaunchUnits']:.3g};",
         f"// too little K per split: if (s > 1 && k_split < {P['min_split_bk']} * bk) break;",

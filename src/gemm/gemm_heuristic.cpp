@@ -17,25 +17,23 @@ namespace {
 // The candidates and their sustained float32 rates relative to each other with the GPU full, for
 // an MN-contiguous B (row-major) and a K-contiguous one (a transposed view, as in backward's
 // grad_c @ b.T), where both operands of a @ b.T need transposing (docs/gemm_notes.md,
-// "K-contiguous operands" and "Both operands K-contiguous"). Config 2's row-major rate, 0.85: from
-// the H200's waves (a full wave of 128 x 128 tiles at K = 4096 took ~800 us where config 0's took
-// ~500 us for 0.75x the outputs); at 1.0 it won shapes where it ran up to 11% slower than what the
-// model now picks (docs/gemm_notes.md, "The schedule: the heuristic's cost model"). Config 0's
-// K-contiguous rate stayed 0.85 with its staging tiles: at 0.95 the model moved 54 of 800 a @ b.T
-// shapes to it, which timed a wash (median 1.006x, from 0.92x to 1.06x of the schedule before).
-// Config 11 (256 x 128, A through registers and B through staging tiles in a @ b.T) is a candidate
-// only for a K-contiguous B (rate 0: not a candidate): 1.12x config 2's speed on a @ b.T and 1.05x
-// config 1's on a.T @ b.T at 4096^3, taken as 1.1; with a row-major B it was not measured across
-// shapes.
-constexpr std::array<int, 5> kF32Candidates = {0, 1, 2, 3, 11};
-constexpr std::array<double, 5> kF32CandidateRate = {1.0, 0.955, 0.85, 0.73, 0.0};
-constexpr std::array<double, 5> kF32CandidateRateBK = {0.85, 0.95, 1.0, 0.65, 1.1};
-// Each candidate's fixed work per block (prologue, epilogue), in K elements of its tile: fitted
-// with the rates' model to every schedule's measured time over 128 random shapes on an H100
-// (benchmarks/gemm_f32_plan/, the sweep's seed 2; checked on 72 shapes of seed 3: the picked
-// schedule's mean log regret against the best measured one 0.061 -> 0.017). The smaller tiles'
-// blocks start and finish in a quarter of the larger ones' time.
-constexpr std::array<int, 5> kF32CandidateFixedK = {16, 64, 64, 16, 64};
+// "K-contiguous operands" and "Both operands K-contiguous"), and each candidate's fixed work per
+// block (prologue, epilogue) in K elements of its tile. Config 11 (256 x 128, A through registers
+// and B through staging tiles in a @ b.T) is a candidate only for a K-contiguous B (rate 0: not a
+// candidate): 1.12x config 2's speed on a @ b.T and 1.05x config 1's on a.T @ b.T at 4096^3.
+// Configs 12-15 (a 128 x 128 tile of 8 warps, a 128 x 64 one, and the narrow 128 x 32 and
+// 32 x 128 tiles) joined later. All fitted with the model to every schedule's measured time over
+// 128 random shapes on an H100 (benchmarks/gemm_f32_plan/, the sweep's seed 2) and 24 large
+// aligned ones (six from 1024^3 to 8192^3, each layout; counted twice), checked on the 40 slowest
+// shapes of seed 1: mean log regret of the pick against the best measured schedule 0.114 -> 0.045
+// there, 0.054 -> 0.011 on the large ones (docs/gemm_notes.md, "The float32 schedule with the
+// narrow tiles"). The new configs' rates the fit did not move are its starting 0.8.
+constexpr std::array<int, 9> kF32Candidates = {0, 1, 2, 3, 11, 12, 13, 14, 15};
+constexpr std::array<double, 9> kF32CandidateRate = {1.07, 0.955, 0.85, 0.84, 0.0,
+                                                     1.04, 0.8,   0.8,  0.8};
+constexpr std::array<double, 9> kF32CandidateRateBK = {0.91, 0.95,  1.0, 0.91, 1.18,
+                                                       1.12, 0.856, 0.8, 0.8};
+constexpr std::array<int, 9> kF32CandidateFixedK = {11, 64, 64, 17, 64, 26, 16, 16, 14};
 // Before sm_80 (no cp.async): the register-staged config, split-K chosen by the same estimate.
 constexpr std::array<int, 1> kF32StagedCandidates = {4};
 constexpr std::array<double, 1> kF32StagedRate = {1.0};
@@ -89,7 +87,7 @@ struct Estimate {
   int tail_splits = 0;
 };
 
-constexpr double kUnitsPerByte = 0.064;
+constexpr double kUnitsPerByte = 0.032;
 constexpr double kLaunchUnits = 6e5;
 
 Estimate estimate(int64_t M, int64_t N, int64_t K, int bm, int bn, int bk, int fixed_k,
