@@ -41,17 +41,18 @@ MAX_SPLITS = 64
 # The constants as gemm_heuristic.cpp has them (the starting point of a fit). rate{c}:
 # kF32CandidateRate (B row-major; 0: not a candidate), rate_bk{c}: kF32CandidateRateBK (B
 # K-contiguous), fixed{c}: kF32CandidateFixedK (the per-block fixed work in K), min_split_bk: the
-# least K per split in BKs (the 5 in `5 * bk`). Fitted with this script from 64 for every fixed
-# work and 8 BKs; configs 12-15 then from a rate of 0.8 and a fixed work of 16, with the least K
-# per split held at 5.
+# least K per split in BKs (the 5 in `5 * bk`), last_wave_rate: kLastWaveRate (a partial last
+# wave's rate relative to a full one's). Fitted with this script from 64 for every fixed work and
+# 8 BKs; configs 12-15 then from a rate of 0.8 and a fixed work of 16, with the least K per split
+# held at 5; then the last wave's rate from 0.6.
 P0 = dict(
     rate0=1.07, rate1=0.955, rate2=0.85, rate3=0.84, rate11=0.0,
     rate12=1.04, rate13=0.8, rate14=0.8, rate15=0.8,
     rate_bk0=0.91, rate_bk1=0.95, rate_bk2=1.0, rate_bk3=0.91, rate_bk11=1.18,
-    rate_bk12=1.12, rate_bk13=0.856, rate_bk14=0.8, rate_bk15=0.8,
+    rate_bk12=1.12, rate_bk13=0.856, rate_bk14=0.8, rate_bk15=0.68,
     fixed0=11.0, fixed1=64.0, fixed2=64.0, fixed3=17.0, fixed11=64.0,
-    fixed12=26.0, fixed13=16.0, fixed14=16.0, fixed15=14.0,
-    kUnitsPerByte=0.032, kLaunchUnits=6e5, min_split_bk=5,
+    fixed12=26.0, fixed13=16.0, fixed14=16.0, fixed15=12.0,
+    kUnitsPerByte=0.032, kLaunchUnits=1.28e6, last_wave_rate=0.3, min_split_bk=5,
 )  # fmt: skip
 FACTORS = (0.25, 0.5, 0.7, 0.85, 0.93, 1.07, 1.15, 1.4, 2.0, 4.0)
 # 5: k_split >= 80, i.e. K / splits > 64, the least that measure_f32_plans.py times.
@@ -83,7 +84,11 @@ def estimate(P, M, N, K, bm, bn, bk, blocks_per_sm, rate, fixed, sms, max_splits
             break  # too little K per split
         blocks = tiles * s
         waves = cdiv(blocks, slots)
-        cost = waves * wave(k_split)
+        # The last wave costs its busiest SM's blocks over their share at last_wave_rate of the
+        # SM's full rate (fewer warps hide less latency), at most a full wave.
+        last = blocks - (waves - 1) * slots
+        busiest = cdiv(last, sms) / blocks_per_sm
+        cost = (waves - 1 + min(1.0, busiest / P["last_wave_rate"])) * wave(k_split)
         if s > 1:
             cost += (2 * s + 1) * M * N * 4 * P["kUnitsPerByte"] + P["kLaunchUnits"]
         if cost < best[0]:
@@ -292,6 +297,7 @@ def cpp(P):
         f"constexpr std::array<int, {n}> kF32CandidateFixedK = {{{arr('fixed')}}};",
         f"constexpr double kUnitsPerByte = {P['kUnitsPerByte']:.3g};",
         f"constexpr double kLaunchUnits = {P['kLaunchUnits']:.3g};",
+        f"constexpr double kLastWaveRate = {P['last_wave_rate']:.3g};",
         f"// too little K per split: if (s > 1 && k_split < {P['min_split_bk']} * bk) break;",
     ]
     return "\n".join(lines)

@@ -25,15 +25,15 @@ namespace {
 // 32 x 128 tiles) joined later. All fitted with the model to every schedule's measured time over
 // 128 random shapes on an H100 (benchmarks/gemm_f32_plan/, the sweep's seed 2) and 24 large
 // aligned ones (six from 1024^3 to 8192^3, each layout; counted twice), checked on the 40 slowest
-// shapes of seed 1: mean log regret of the pick against the best measured schedule 0.114 -> 0.045
-// there, 0.054 -> 0.011 on the large ones (docs/gemm_notes.md, "The float32 schedule with the
+// shapes of seed 1: mean log regret of the pick against the best measured schedule 0.114 -> 0.040
+// there, 0.011 on the large ones (docs/gemm_notes.md, "The float32 schedule with the
 // narrow tiles"). The new configs' rates the fit did not move are its starting 0.8.
 constexpr std::array<int, 9> kF32Candidates = {0, 1, 2, 3, 11, 12, 13, 14, 15};
 constexpr std::array<double, 9> kF32CandidateRate = {1.07, 0.955, 0.85, 0.84, 0.0,
                                                      1.04, 0.8,   0.8,  0.8};
 constexpr std::array<double, 9> kF32CandidateRateBK = {0.91, 0.95,  1.0, 0.91, 1.18,
-                                                       1.12, 0.856, 0.8, 0.8};
-constexpr std::array<int, 9> kF32CandidateFixedK = {11, 64, 64, 17, 64, 26, 16, 16, 14};
+                                                       1.12, 0.856, 0.8, 0.68};
+constexpr std::array<int, 9> kF32CandidateFixedK = {11, 64, 64, 17, 64, 26, 16, 16, 12};
 // Before sm_80 (no cp.async): the register-staged config, split-K chosen by the same estimate.
 constexpr std::array<int, 1> kF32StagedCandidates = {4};
 constexpr std::array<double, 1> kF32StagedRate = {1.0};
@@ -88,7 +88,12 @@ struct Estimate {
 };
 
 constexpr double kUnitsPerByte = 0.032;
-constexpr double kLaunchUnits = 6e5;
+constexpr double kLaunchUnits = 1.28e6;
+// A partial last wave's rate relative to a full one's: it costs its busiest SMs' blocks over
+// their share of the SM at this rate (fewer warps hide less latency), at most a full wave. Fitted
+// with the rest (docs/gemm_notes.md, "The float32 schedule with the narrow tiles"): only a last
+// wave that fills under 30% of the busiest SM's slots costs less than a full one.
+constexpr double kLastWaveRate = 0.3;
 
 Estimate estimate(int64_t M, int64_t N, int64_t K, int bm, int bn, int bk, int fixed_k,
                   int min_split_tiles, int blocks_per_sm, double rate, int sms, int max_splits) {
@@ -105,7 +110,10 @@ Estimate estimate(int64_t M, int64_t N, int64_t K, int bm, int bn, int bk, int f
     if (s > 1 && k_split < min_split_tiles * bk) break;  // too little K per split
     const int64_t blocks = tiles * s;
     const int64_t waves = (blocks + slots - 1) / slots;
-    double cost = static_cast<double>(waves) * wave(k_split);
+    const int64_t last = blocks - (waves - 1) * slots;  // blocks of the last wave
+    const double busiest = static_cast<double>((last + sms - 1) / sms) / blocks_per_sm;
+    double cost =
+        (static_cast<double>(waves - 1) + std::min(1.0, busiest / kLastWaveRate)) * wave(k_split);
     if (s > 1) cost += static_cast<double>(2 * s + 1) * M * N * 4 * kUnitsPerByte + kLaunchUnits;
     if (cost < best.cost) best = {cost, s};
   }
