@@ -26,6 +26,11 @@ from lltm_ext._extension import load_extension
 from lltm_ext._sweep import _CudaSampler, gemm_shapes
 
 CONFIGS = (0, 1, 2, 3, 11, 12, 13, 14, 15)  # the heuristic's candidates on the cp.async path
+# --large: the bench's kind of shape, aligned, in every layout (so that a fit keeps their picks).
+LARGE = (
+    (4096, 4096, 4096), (8192, 8192, 8192), (2048, 2048, 2048), (3000, 5000, 2000),
+    (2048, 12288, 2048), (1024, 1024, 1024),
+)  # fmt: skip
 SPLITS = (1, 2, 4, 8, 16, 32, 64)
 
 
@@ -53,6 +58,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=2, help="not the seed the sweep reports")
     parser.add_argument("--budget", type=float, default=0.3, help="seconds of samples per shape")
     parser.add_argument(
+        "--large", action="store_true", help="the LARGE shapes in every layout, not random ones"
+    )
+    parser.add_argument(
         "--configs",
         default=",".join(map(str, CONFIGS)),
         help="comma-separated float32 config indices to time (gemm_configs.h)",
@@ -64,7 +72,12 @@ def main() -> None:
     torch.set_float32_matmul_precision("highest")
     sampler = _CudaSampler(dev)
     rows = []
-    for idx, s in enumerate(gemm_shapes(args.shapes, args.seed, "cuda")):
+    shapes = (
+        [dict(M=m, N=n, K=k, layout=lay) for m, n, k in LARGE for lay in ("nn", "nt", "tn", "tt")]
+        if args.large
+        else gemm_shapes(args.shapes, args.seed, "cuda")
+    )
+    for idx, s in enumerate(shapes):
         m, n, k, layout = s["M"], s["N"], s["K"], s["layout"]
         if min(m, n) <= 4:
             continue
