@@ -21,13 +21,14 @@ namespace {
 // block (prologue, epilogue) in K elements of its tile. Config 11 (256 x 128, A through registers
 // and B through staging tiles in a @ b.T) is a candidate only for a K-contiguous B (rate 0: not a
 // candidate): 1.12x config 2's speed on a @ b.T and 1.05x config 1's on a.T @ b.T at 4096^3.
-// Configs 12-15 (a 128 x 128 tile of 8 warps, a 128 x 64 one, and the narrow 128 x 32 and
-// 32 x 128 tiles) joined later. All fitted with the model to every schedule's measured time over
-// 128 random shapes on an H100 (benchmarks/gemm_f32_plan/, the sweep's seed 2) and 24 large
-// aligned ones (six from 1024^3 to 8192^3, each layout; counted twice), checked on the 40 slowest
-// shapes of seed 1: mean log regret of the pick against the best measured schedule 0.114 -> 0.040
-// there, 0.011 on the large ones (docs/gemm_notes.md, "The float32 schedule with the
-// narrow tiles"). The new configs' rates the fit did not move are its starting 0.8.
+// Configs 12-15 are a 128 x 128 tile of 8 warps, a 128 x 64 one, and the narrow 128 x 32 and
+// 32 x 128 tiles (outputs of few columns, resp. rows). All fitted with the model to every
+// schedule's measured time over 128 random shapes on an H100 (benchmarks/gemm_f32_plan/, the
+// sweep's seed 2) and 24 large aligned ones (six from 1024^3 to 8192^3, each layout; counted
+// twice), checked on the 40 slowest shapes of seed 1: mean log regret of the pick against the best
+// measured schedule 0.114 -> 0.040 there, 0.011 on the large ones (docs/gemm_notes.md, "The float32
+// schedule with the narrow tiles"). The new configs' rates the fit did not move are its starting
+// 0.8.
 constexpr std::array<int, 9> kF32Candidates = {0, 1, 2, 3, 11, 12, 13, 14, 15};
 constexpr std::array<double, 9> kF32CandidateRate = {1.07, 0.955, 0.85, 0.84, 0.0,
                                                      1.04, 0.8,   0.8,  0.8};
