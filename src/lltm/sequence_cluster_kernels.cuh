@@ -131,6 +131,70 @@ __device__ __forceinline__ void mma_product(const float* x, int xs, int rows, co
     mma_store<6>(acc, sums, ps, j0, n_out);
   }
 }
+
+// How many partial sums per output the SIMT product leaves for the gate threads: `parts`, or where
+// a unit's parts share a warp (units_pow2 < 32) one per warp.
+__device__ __forceinline__ int simt_sums(const ClusterShape& cs, int parts) {
+  const int lanes = cs.units_pow2 < 32 ? 32 / cs.units_pow2 : 1;
+  return (parts + lanes - 1) / lanes;
+}
+
+// The SIMT product of a step into part_sums ([simt_sums][kTileRows * G][units]): thread (ui, p)
+// sums unit u's kTileRows x G outputs over part p's groups of K (x: the exchanged rows, w: the
+// block's W_h slice, rows of stride ks; ws: the distance between a unit's G weight rows). Where a
+// unit's parts share a warp (lanes ui + k units_pow2 hold parts warp * lanes + k), the lanes add
+// theirs with shuffles and one stores the warp's sum: the gate threads then add a few sums instead
+// of up to 32 in turn (H100, T = 200, B = 2, S = 37: that loop was half the gate math's time).
+template <int G, typename acc_t>
+__device__ __forceinline__ void simt_product(const ClusterShape& cs, const acc_t* x, const acc_t* w,
+                                             int ks, int ws, int ui, int p, int parts,
+                                             acc_t* part_sums) {
+  const int tiles = cs.units / cs.cols, groups = ks / 4 - 1;
+  const auto store = [&](const acc_t(&acc)[kTileRows][G], int part, int u) {
+#pragma unroll
+    for (int r = 0; r < kTileRows; ++r) {
+#pragma unroll
+      for (int q = 0; q < G; ++q) {
+        part_sums[(part * kTileRows * G + r * G + q) * cs.units + u] = acc[r][q];
+      }
+    }
+  };
+  acc_t acc[kTileRows][G];
+  if (cs.units_pow2 >= 32) {
+    for (int u = ui; u < cs.units && p < parts; u += cs.units_pow2) {
+      const auto [c, rg] = unit_place(u, cs.cols, tiles);
+      unit_product<G>(x + rg * kTileRows * ks, ks, w + c * ks, ws, groups, p, parts, acc);
+      store(acc, p, u);
+    }
+    return;
+  }
+  const bool active = ui < cs.units && p < parts;
+  if (active) {
+    const auto [c, rg] = unit_place(ui, cs.cols, tiles);
+    unit_product<G>(x + rg * kTileRows * ks, ks, w + c * ks, ws, groups, p, parts, acc);
+  } else {
+#pragma unroll
+    for (int r = 0; r < kTileRows; ++r) {
+#pragma unroll
+      for (int q = 0; q < G; ++q) {
+        acc[r][q] = acc_t(0);
+      }
+    }
+  }
+  for (int offset = cs.units_pow2; offset < 32; offset *= 2) {
+#pragma unroll
+    for (int r = 0; r < kTileRows; ++r) {
+#pragma unroll
+      for (int q = 0; q < G; ++q) {
+        acc[r][q] += __shfl_xor_sync(0xffffffffu, acc[r][q], offset);
+      }
+    }
+  }
+  const int lanes = 32 / cs.units_pow2;
+  if (active && p % lanes == 0) {
+    store(acc, p / lanes, ui);
+  }
+}
 #endif
 
 // This block's place: its columns [c0, c0 + cols_here) and rows [b0, b0 + rows_here).
@@ -184,10 +248,10 @@ __device__ __forceinline__ ThreadPairs<acc_t> thread_pairs(const BlockPlace& bp,
 
 // Steps 0 .. steps - 1 forward, as sequence_forward_kernel (lltm_sequence_steps.cu) computes them:
 // z = gates_t + h_{t-1} W_h^T written back to gates_t, the gate math with the bias -> output[t],
-// cells[t]. Shared memory (acc_t): W_h's rows of this block's columns [3 cols][hs] (row q * cols
-// + c), h rows [2][rows][hs] (hs = padded_k(S)), partial sums (SIMT: [parts][kTileRows * 3][units];
-// kMma: [kMmaWarps][kMmaRows][mma_sums_stride(3 cols)]). P: how the product runs (kMma: on the
-// tensor cores, float32 and the half types); W_h and h held as product_operand<P> values.
+// cells[t]. Shared memory (acc_t): W_h's rows of this block's columns [3 cols][hs] (row q * cols +
+// c), h rows [2][rows][hs] (hs = padded_k(S)), partial sums (SIMT: [simt_sums][kTileRows *
+// 3][units]; kMma: [kMmaWarps][kMmaRows][mma_sums_stride(3 cols)]). P: how the product runs (kMma:
+// on the tensor cores, float32 and the half types); W_h and h held as product_operand<P> values.
 template <typename scalar_t, Product P>
 __global__ void __launch_bounds__(kClusterThreads)
     cluster_forward_kernel(scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
@@ -202,7 +266,7 @@ __global__ void __launch_bounds__(kClusterThreads)
   auto cluster = cooperative_groups::this_cluster();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int S = cs.state, cols = cs.cols, nc = 3 * cols, rows = cs.rows, hs = padded_k(S);
-  acc_t* sw = reinterpret_cast<acc_t*>(smem_raw);  // [3 cols][hs]: W_h's rows, q * cols + c
+  acc_t* sw = reinterpret_cast<acc_t*>(smem_raw);  // [3 cols][hs]: W_h's rows
   acc_t* sh = sw + nc * hs;                        // [2][rows][hs]: h rows
   acc_t* part_sums = sh + 2 * rows * hs;
   const BlockPlace bp = block_place(cs, batch);
@@ -226,22 +290,29 @@ __global__ void __launch_bounds__(kClusterThreads)
   const auto& pv = my.valid;
   const auto& bias_v = my.bias;
   auto& c_prev = my.carried;
-  cluster.sync();  // every block runs (its shared memory may be written) and holds h0
-  const int ui = tid % cs.units_pow2, p = tid / cs.units_pow2, tiles = cs.units / cols;
-  const int parts = product_parts(cs, hs);
-  const int ps = mma_sums_stride(nc);  // kMma: the partial sums' row stride
-  for (int64_t t = 0; t < steps; ++t) {
-    const int cur = static_cast<int>(t & 1);
-    acc_t proj[kMaxPairs][G];  // the input projections: read before the barrier
+  // Step t's input projections, read a step ahead (their loads' latency off the step's path).
+  const auto read_proj = [&](int64_t t, acc_t(&proj)[kMaxPairs][G]) {
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) {
 #pragma unroll
       for (int q = 0; q < G; ++q) {
-        proj[i][q] = pv[i] ? static_cast<acc_t>(
-                                 gates[t * 3 * n + (bp.b0 + pr[i]) * 3 * S + q * S + bp.c0 + pc[i]])
-                           : acc_t(0);
+        proj[i][q] = pv[i] && t < steps
+                         ? static_cast<acc_t>(
+                               gates[t * 3 * n + (bp.b0 + pr[i]) * 3 * S + q * S + bp.c0 + pc[i]])
+                         : acc_t(0);
       }
     }
+  };
+  acc_t proj[kMaxPairs][G];
+  read_proj(0, proj);
+  cluster.sync();  // every block runs (its shared memory may be written) and holds h0
+  const int ui = tid % cs.units_pow2, p = tid / cs.units_pow2;
+  const int parts = product_parts(cs, hs), sums = simt_sums(cs, parts);
+  const int ps = mma_sums_stride(nc);  // kMma: the partial sums' row stride
+  for (int64_t t = 0; t < steps; ++t) {
+    const int cur = static_cast<int>(t & 1);
+    acc_t proj_next[kMaxPairs][G];
+    read_proj(t + 1, proj_next);
     if (t > 0) {
       cluster_wait();  // h_{t-1} from every block of the cluster is in buffer cur
     }
@@ -249,19 +320,7 @@ __global__ void __launch_bounds__(kClusterThreads)
     if constexpr (kMma) {
       mma_product<P>(x, hs, rows, sw, hs, nc, (S + 7) / 8, part_sums, ps);
     } else {
-      for (int u = ui; u < cs.units && p < parts; u += cs.units_pow2) {
-        const auto [c, rg] = unit_place(u, cols, tiles);
-        acc_t acc[kTileRows][G];
-        unit_product<G>(x + rg * kTileRows * hs, hs, sw + c * hs, cols * hs, hs / 4 - 1, p, parts,
-                        acc);
-#pragma unroll
-        for (int r = 0; r < kTileRows; ++r) {
-#pragma unroll
-          for (int q = 0; q < G; ++q) {
-            part_sums[(p * kTileRows * G + r * G + q) * cs.units + u] = acc[r][q];
-          }
-        }
-      }
+      simt_product<G>(cs, x, sw, hs, cols * hs, ui, p, parts, part_sums);
     }
     __syncthreads();
     // The gate math; h_t to the other blocks first, then the barrier's arrival, and only then
@@ -278,12 +337,12 @@ __global__ void __launch_bounds__(kClusterThreads)
             pre[q] = proj[i][q] + mma_sum(part_sums, ps, pr[i], q * cols + pc[i]);
           }
         } else {
-          const int u = unit_index(pc[i], pr[i] / kTileRows, cols, tiles);
+          const int u = unit_index(pc[i], pr[i] / kTileRows, cols, cs.units / cols);
           const int a = pr[i] % kTileRows * G;
 #pragma unroll
           for (int q = 0; q < G; ++q) {
             pre[q] = proj[i][q];
-            for (int pp = 0; pp < parts; ++pp) {
+            for (int pp = 0; pp < sums; ++pp) {
               pre[q] += part_sums[(pp * kTileRows * G + a + q) * cs.units + u];
             }
           }
@@ -309,6 +368,10 @@ __global__ void __launch_bounds__(kClusterThreads)
         output[t * n + j] = out[i].h;
         cells[t * n + j] = out[i].c;
       }
+#pragma unroll
+      for (int q = 0; q < G; ++q) {
+        proj[i][q] = proj_next[i][q];
+      }
     }
   }
 #else
@@ -318,9 +381,9 @@ __global__ void __launch_bounds__(kClusterThreads)
 
 // Steps steps - 1 down to 0 backward, as sequence_backward_kernel (lltm_sequence_steps.cu) computes
 // them: dL/dh_t = grad_output[t] + (grad_h_n at the last step, else d_gates[t + 1] W_h), dL/dc_t
-// carried, the gate math -> d_gates[t]; d_cell (B, S) gets dL/dc_{-1}. Shared memory (acc_t):
-// W_h's columns [cols][ds], d_gates rows [2][rows][ds] (ds = padded_k(3S)), partial sums (SIMT:
-// [parts][kTileRows][units]; kMma: [kMmaWarps][kMmaRows][mma_sums_stride(cols)]). P: as
+// carried, the gate math -> d_gates[t]; d_cell (B, S) gets dL/dc_{-1}. Shared memory (acc_t): W_h's
+// columns [cols][ds], d_gates rows [2][rows][ds] (ds = padded_k(3S)), partial sums (SIMT:
+// [simt_sums][kTileRows][units]; kMma: [kMmaWarps][kMmaRows][mma_sums_stride(cols)]). P: as
 // forward.
 template <typename scalar_t, Product P>
 __global__ void __launch_bounds__(kClusterThreads)
@@ -360,39 +423,40 @@ __global__ void __launch_bounds__(kClusterThreads)
   const auto& pv = my.valid;
   const auto& bias_v = my.bias;
   auto& grad_c = my.carried;
-  cluster.sync();  // every block runs: its shared memory may be written
-  const int ui = tid % cs.units_pow2, p = tid / cs.units_pow2, tiles = cs.units / cols;
-  const int parts = product_parts(cs, ds);
-  const int ps = mma_sums_stride(cols);  // kMma: the partial sums' row stride
-  for (int64_t step = 0; step < steps; ++step) {
+  // The operands of the step `step` (t = steps - 1 - step), read a step ahead (their loads'
+  // latency off the step's path).
+  const auto read_operands = [&](int64_t step, BackwardOperands<acc_t>(&op)[kMaxPairs]) {
     const int64_t t = steps - 1 - step;
-    const int cur = static_cast<int>(step & 1);
-    // Step t's own operands, read before the barrier.
-    BackwardOperands<acc_t> op[kMaxPairs] = {};
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) {
-      if (pv[i]) {
+      if (pv[i] && step < steps) {
         const int64_t j = (bp.b0 + pr[i]) * S + bp.c0 + pc[i];
         op[i] = backward_operands(gates + t * 3 * n + (bp.b0 + pr[i]) * width + bp.c0 + pc[i], S,
                                   bias_v[i], grad_output + t * n + j, grad_h_n + j, step == 0,
                                   cells + t * n + j);
+      } else {
+        op[i] = {};
       }
     }
+  };
+  BackwardOperands<acc_t> op[kMaxPairs];
+  read_operands(0, op);
+  cluster.sync();  // every block runs: its shared memory may be written
+  const int ui = tid % cs.units_pow2, p = tid / cs.units_pow2;
+  const int parts = product_parts(cs, ds), sums = simt_sums(cs, parts);
+  const int ps = mma_sums_stride(cols);  // kMma: the partial sums' row stride
+  for (int64_t step = 0; step < steps; ++step) {
+    const int64_t t = steps - 1 - step;
+    const int cur = static_cast<int>(step & 1);
+    BackwardOperands<acc_t> op_next[kMaxPairs];
+    read_operands(step + 1, op_next);
     if (step > 0) {
       cluster_wait();  // d_gates[t + 1] from every block of the cluster is in buffer cur
       const acc_t* x = sd + cur * rows * ds;
       if constexpr (kMma) {
         mma_product<P>(x, ds, rows, sw, ds, cols, (width + 7) / 8, part_sums, ps);
       } else {
-        for (int u = ui; u < cs.units && p < parts; u += cs.units_pow2) {
-          const auto [c, rg] = unit_place(u, cols, tiles);
-          acc_t acc[kTileRows][1];
-          unit_product<1>(x + rg * kTileRows * ds, ds, sw + c * ds, 0, ds / 4 - 1, p, parts, acc);
-#pragma unroll
-          for (int r = 0; r < kTileRows; ++r) {
-            part_sums[(p * kTileRows + r) * cs.units + u] = acc[r][0];
-          }
-        }
+        simt_product<1>(cs, x, sw, ds, 0, ui, p, parts, part_sums);
       }
       __syncthreads();
     }
@@ -406,9 +470,9 @@ __global__ void __launch_bounds__(kClusterThreads)
           if constexpr (kMma) {
             op[i].grad_h += mma_sum(part_sums, ps, pr[i], pc[i]);
           } else {
-            const int u = unit_index(pc[i], pr[i] / kTileRows, cols, tiles);
+            const int u = unit_index(pc[i], pr[i] / kTileRows, cols, cs.units / cols);
             const int a = pr[i] % kTileRows;
-            for (int pp = 0; pp < parts; ++pp) {
+            for (int pp = 0; pp < sums; ++pp) {
               op[i].grad_h += part_sums[(pp * kTileRows + a) * cs.units + u];
             }
           }
@@ -439,6 +503,7 @@ __global__ void __launch_bounds__(kClusterThreads)
           d_cell[row * S + s] = out[i].d_cell;
         }
       }
+      op[i] = op_next[i];
     }
   }
 #else
