@@ -260,21 +260,21 @@ def test_cuda_float32_follows_matmul_precision():
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("path", ["auto", "cluster", "wide", "grid", "cublas"])
+@pytest.mark.parametrize("path", ["auto", "small", "cluster", "wide", "grid", "cublas"])
 def test_cuda_float32_at_torch_defaults_is_accurate_over_long_sequences(monkeypatch, path):
     """At torch's default settings (cuDNN's RNN setting "tf32", matmuls in full float32) a float32
     sequence of 200 steps stays within 1e-3 of float64 (max |error| / max |output|), as nn.LSTM
     does, on every path (the wide-state kernels run their product as 3xTF32 there); with TF32
     products the LLTM's cell state (no forget gate) adds their rounding up over the steps to
     ~2e-2 (measured on an H100)."""
-    sequence_path(monkeypatch, path)
-    if path == "cluster":  # the tensor cores take slices of 8 or 16 rows
-        monkeypatch.setenv("LLTM_EXT_SEQUENCE_CLUSTER_ROWS", "16")
     torch.manual_seed(0)
     seq = lltm_ext.LLTMSequence(32, 64).cuda()
     x = torch.randn(200, 16, 32, device="cuda")
     with torch.no_grad():
         ref = copy.deepcopy(seq).double()(x.double())[0]
+        sequence_path(monkeypatch, path)
+        if path == "cluster":  # the tensor cores take slices of 8 or 16 rows
+            monkeypatch.setenv("LLTM_EXT_SEQUENCE_CLUSTER_ROWS", "16")
         with matmul_tf32(False, "tf32"):
             output = seq(x)[0]
     error = ((output.double() - ref).abs().max() / ref.abs().max()).item()
@@ -295,13 +295,13 @@ def test_cuda_uses_current_stream_and_device_guard():
 
 
 def sequence_path(monkeypatch, path):
-    """LLTM_EXT_SEQUENCE_PATH for the test: "grid" (the fused step kernels, never the cluster
-    ones), "cluster" (the sm_90 cluster kernels, their recurrent product where auto puts it: the
-    tensor cores for the half types and for float32 with TF32 allowed) or "wide" (the wide-state
-    kernels, likewise; each an error where they do not apply), either with "-simt" (the product on
-    the SIMT cores, LLTM_EXT_SEQUENCE_PRODUCT=simt) or "-tensor" (on the tensor cores also where
-    auto keeps float32 on the SIMT cores: LLTM_EXT_SEQUENCE_PRODUCT=tensor), "cublas" (cuBLAS and
-    the gate kernel every step)."""
+    """LLTM_EXT_SEQUENCE_PATH for the test: "small" (the small-state kernels), "grid" (the fused
+    step kernels, never the cluster ones), "cluster" (the sm_90 cluster kernels, their recurrent
+    product where auto puts it: the tensor cores for the half types and for float32 with TF32
+    allowed) or "wide" (the wide-state kernels, likewise; each an error where they do not apply),
+    either with "-simt" (the product on the SIMT cores, LLTM_EXT_SEQUENCE_PRODUCT=simt) or
+    "-tensor" (on the tensor cores also where auto keeps float32 on the SIMT cores:
+    LLTM_EXT_SEQUENCE_PRODUCT=tensor), "cublas" (cuBLAS and the gate kernel every step)."""
     if path.startswith("cluster") and torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("the cluster kernels need an sm_90 GPU")
     for product in ("simt", "tensor"):
@@ -339,6 +339,50 @@ def test_cuda_step_kernels(monkeypatch, path, dtype, size):
     here is full float32, on the SIMT cores) and on the SIMT cores, forward and all gradients."""
     sequence_path(monkeypatch, path)
     check_against_reference(size, "cuda", dtype)
+
+
+# (T, B, I, S) for the small-state kernels (a block per 1, 2 or 4 batch rows, 8 lanes per column,
+# k per lane rounded up to 2, 4, 6, 8 or 11): B = 1 and odd (a block with fewer rows than the
+# others), each size's edges (S = 1, 16, 17, 32, 33, 48, 49, 64, 65, 88: the largest), S not a
+# multiple of 4 (37, 45), T = 1, and B = 300 (more blocks than the GPU's SMs).
+SMALL_SIZES = [
+    (5, 1, 3, 1),
+    (1, 3, 4, 16),
+    (7, 37, 5, 17),
+    (4, 2, 2, 32),
+    (6, 5, 8, 33),
+    (3, 16, 7, 45),
+    (4, 9, 3, 48),
+    (3, 6, 2, 49),
+    (5, 4, 3, 64),
+    (4, 7, 6, 65),
+    (6, 3, 5, 88),
+    (3, 300, 4, 37),
+]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("rows", ["", "2", "4"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("size", SMALL_SIZES, ids=lambda s: "x".join(map(str, s)))
+def test_cuda_small_state_kernels(monkeypatch, rows, dtype, size):
+    """The small-state kernels, forced (an error where they do not apply: so they ran), in the
+    planner's rows per block ("": one at these batches) and in 2 and 4
+    (LLTM_EXT_SEQUENCE_SMALL_ROWS), against the float64 loop, forward and all gradients."""
+    sequence_path(monkeypatch, "small")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_SMALL_ROWS", rows)
+    check_against_reference(size, "cuda", dtype)
+
+
+@pytest.mark.cuda
+def test_cuda_small_state_path_refuses_what_it_cannot_run(monkeypatch):
+    """Forced, the small-state path says why it does not apply (a state past 88, float64) instead
+    of running another path."""
+    sequence_path(monkeypatch, "small")
+    for state, dtype in ((89, torch.float32), (16, torch.float64)):
+        args = [a.detach() for a in make_args(2, 3, 4, state, "cuda", dtype)]
+        with pytest.raises(RuntimeError, match=rf"LLTM_EXT_SEQUENCE_PATH=small.*state {state}"):
+            _ops.lltm_sequence(*args)
 
 
 @pytest.mark.cuda
@@ -565,7 +609,7 @@ def test_cuda_cluster_path_refuses_what_it_cannot_run(monkeypatch):
         _ops.lltm_sequence(*args)
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_PATH", "sideways")
     with pytest.raises(
-        RuntimeError, match=r"must be auto, cluster, wide, grid or cublas.*'sideways'"
+        RuntimeError, match=r"must be auto, small, cluster, wide, grid or cublas.*'sideways'"
     ):
         _ops.lltm_sequence(*args)
     sequence_path(monkeypatch, "cluster")

@@ -287,12 +287,14 @@ def run_lltm_sequence(dtype: torch.dtype) -> None:
     float16's tolerance."""
     matmul = torch.backends.cuda.matmul
     allow_tf32, matmul.allow_tf32 = matmul.allow_tf32, False
-    # Every path: the fused step kernels (cuBLAS past their states), the wide-state kernels, and
-    # on sm_90 the cluster kernels, the latter two with their recurrent product on the tensor
-    # cores (the half types in one pass, float32 in three and, below, with TF32 allowed in one)
-    # and on the SIMT cores ("-simt"); the cluster kernels run float32's three passes only when
-    # asked ("-tensor").
+    # Every path: the fused step kernels (cuBLAS past their states), the wide-state kernels, the
+    # small-state kernels (not float64), and on sm_90 the cluster kernels, the wide and cluster
+    # kernels with their recurrent product on the tensor cores (the half types in one pass,
+    # float32 in three and, below, with TF32 allowed in one) and on the SIMT cores ("-simt"); the
+    # cluster kernels run float32's three passes only when asked ("-tensor").
     paths = ["grid", "wide", "wide-simt"]
+    if DEVICE == "cuda" and dtype != torch.float64:
+        paths.append("small")
     if DEVICE == "cuda" and torch.cuda.get_device_capability() >= (9, 0):
         paths += ["cluster", "cluster-simt"]
         if dtype == torch.float32:
@@ -340,8 +342,10 @@ def _run_lltm_sequence(dtype: torch.dtype, path: str) -> None:
     for (steps, batch, features, state), offset in itertools.product(SEQUENCE_SIZES, (0, 1)):
         if path != "grid" and steps * batch == 0:
             continue  # no kernel runs: the grid pass covered it
-        if (path.startswith("cluster") and state > 256) or (
-            path.startswith("wide") and state % 4 != 0
+        if (
+            (path.startswith("cluster") and state > 256)
+            or (path.startswith("wide") and state % 4 != 0)
+            or (path == "small" and state > 88)
         ):
             continue  # the path does not apply (forced, it raises)
         stdv = 1.0 / math.sqrt(state)

@@ -7,6 +7,7 @@
 //   lltm_sequence_steps.cu      the sequence's fused step kernels (any GPU; S <= 256)
 //   lltm_sequence_wide.cu       the sequence's wide-state kernels (cooperative; S <= 1024)
 //   lltm_sequence_cluster.cu    the sequence's thread-block cluster kernels (sm_90; S <= 256)
+//   lltm_sequence_small.cu      the sequence's small-state kernels (any GPU; S <= 88)
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -156,5 +157,25 @@ cudaError_t launch_cluster_backward(T* d_gates, const T* w, int64_t ld, const T*
                                     const T* grad_h_n, const T* grad_c_n, const T* cells,
                                     const T* gates, const T* bias, T* d_cell, int64_t batch,
                                     int64_t steps, const ClusterShape& shape, cudaStream_t stream);
+
+// The sequence's time steps for small states (lltm_sequence_small.cu), S <= kSmallMaxState, float32
+// and the half types (float64: cudaErrorNotSupported): each block owns `rows` (1, 2 or 4) batch
+// rows and the whole state, W_h in its threads' registers, blocks independent, all T steps in one
+// launch. The same inputs and outputs as the cluster kernels. small_step_rows: the fewest rows
+// per block whose (forward and backward) grids run at once on the current device, 0 where none
+// does or the state or dtype does not apply.
+constexpr int64_t kSmallMaxState = 88;
+constexpr int kSmallMaxThreads = 736;  // 8 lanes per column of the largest state + a loader warp
+template <typename T>
+cudaError_t small_step_rows(int64_t batch, int64_t state, int sm_count, int* rows);
+template <typename T>
+cudaError_t launch_small_forward(T* gates, const T* bias, const T* h0, const T* c0, const T* w,
+                                 int64_t ld, T* output, T* cells, int64_t batch, int64_t state,
+                                 int64_t steps, int rows, cudaStream_t stream);
+template <typename T>
+cudaError_t launch_small_backward(T* d_gates, const T* w, int64_t ld, const T* grad_output,
+                                  const T* grad_h_n, const T* grad_c_n, const T* cells,
+                                  const T* gates, const T* bias, T* d_cell, int64_t batch,
+                                  int64_t state, int64_t steps, int rows, cudaStream_t stream);
 
 }  // namespace lltm_ext::lltm

@@ -50,6 +50,10 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
     const int64_t n = B * S;
     const SequencePlan plan = plan_sequence<scalar_t>(input.get_device(), T, B, S, tf32);
     switch (plan.path) {
+      case Path::kSmall:  // all steps in one launch, a block per 1, 2 or 4 batch rows
+        C10_CUDA_CHECK(launch_small_forward<scalar_t>(g, b, h_0, c_0, wp, S + I, out, cell, B, S, T,
+                                                      plan.small_rows, stream));
+        return;
       case Path::kCluster:  // all steps in one launch of thread-block clusters (sm_90)
         C10_CUDA_CHECK(launch_cluster_forward<scalar_t>(g, b, h_0, c_0, wp, S + I, out, cell, B, T,
                                                         plan.cluster, stream));
@@ -114,6 +118,11 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
     };
     const SequencePlan plan = plan_sequence<scalar_t>(cells.get_device(), T, B, S, tf32);
     switch (plan.path) {
+      case Path::kSmall:  // all steps in one launch, a block per 1, 2 or 4 batch rows
+        C10_CUDA_CHECK(launch_small_backward<scalar_t>(dg, wp, S + I, go, gh_n, gc_n, cell, g, b,
+                                                       dc[0], B, S, T, plan.small_rows, stream));
+        d_h0();
+        return;
       case Path::kCluster:  // all steps in one launch of thread-block clusters (sm_90)
         C10_CUDA_CHECK(launch_cluster_backward<scalar_t>(dg, wp, S + I, go, gh_n, gc_n, cell, g, b,
                                                          dc[0], B, T, plan.cluster, stream));

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "common/cuda_host.h"
@@ -19,18 +20,22 @@
 namespace lltm_ext::lltm {
 namespace {
 
-// LLTM_EXT_SEQUENCE_PATH, read at every call: "auto" (default: the cluster kernels where they
-// apply, else the wide-state kernels where they pay, else the fused step kernels, else cuBLAS),
-// "cluster" or "wide" (those kernels, an error where they do not apply: tests use it to know that
-// they ran), "grid" (the fused step kernels where they apply, never the cluster or wide ones),
-// "cublas" (none of them: the recurrent product through cuBLAS and the gate kernel every step).
-enum class SequencePath { kAuto, kCluster, kWide, kGrid, kCublas };
+// LLTM_EXT_SEQUENCE_PATH, read at every call: "auto" (default: the small-state kernels where they
+// apply, else the cluster kernels where they apply, else the wide-state kernels where they pay,
+// else the fused step kernels, else cuBLAS), "small", "cluster" or "wide" (those kernels, an error
+// where they do not apply: tests use it to know that they ran), "grid" (the fused step kernels
+// where they apply, never the others), "cublas" (none of them: the recurrent product through
+// cuBLAS and the gate kernel every step).
+enum class SequencePath { kAuto, kSmall, kCluster, kWide, kGrid, kCublas };
 
 SequencePath sequence_path_setting() {
   const char* env = std::getenv("LLTM_EXT_SEQUENCE_PATH");
   const std::string value = env != nullptr ? env : "";
   if (value.empty() || value == "auto") {
     return SequencePath::kAuto;
+  }
+  if (value == "small") {
+    return SequencePath::kSmall;
   }
   if (value == "cluster") {
     return SequencePath::kCluster;
@@ -42,8 +47,8 @@ SequencePath sequence_path_setting() {
     return SequencePath::kCublas;
   }
   TORCH_CHECK(value == "grid",
-              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PATH must be auto, cluster, wide, grid or "
-              "cublas, but got '",
+              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PATH must be auto, small, cluster, wide, "
+              "grid or cublas, but got '",
               value, "'.");
   return SequencePath::kGrid;
 }
@@ -310,12 +315,59 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
   return {cols, product};
 }
 
+// Batch rows per block of the small-state kernels, 0 where they do not run: S <= kSmallMaxState,
+// float32 or a half type, and the fewest rows (1, 2, 4) whose grid runs at once on the device
+// (else its blocks would take turns, each running all T steps). Where they apply they take the
+// place of every other path (measurements beside their kernels).
+template <typename T>
+int small_plan(int device, int64_t batch, int64_t state) {
+  const SequencePath setting = sequence_path_setting();
+  int rows = 0;
+  if ((setting == SequencePath::kAuto || setting == SequencePath::kSmall) &&
+      !std::is_same_v<T, double>) {
+    static std::mutex mutex;
+    static std::map<std::tuple<int, int64_t, int64_t>, int> cache;
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto key = std::make_tuple(device, batch, state);
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      C10_CUDA_CHECK(small_step_rows<T>(batch, state, cuda::sm_count(device), &rows));
+      it = cache.emplace(key, rows).first;
+    }
+    rows = it->second;
+    // LLTM_EXT_SEQUENCE_SMALL_ROWS (1, 2 or 4; read at every call) forces the rows where the
+    // kernels apply, for tests and measurements (their blocks then may take turns).
+    const char* env = std::getenv("LLTM_EXT_SEQUENCE_SMALL_ROWS");
+    if (rows > 0 && env != nullptr && *env != '\0') {
+      const std::string value = env;
+      TORCH_CHECK(
+          value == "1" || value == "2" || value == "4",
+          "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_SMALL_ROWS must be 1, 2 or 4, but got '",
+          value, "'.");
+      rows = std::stoi(value);
+    }
+  }
+  TORCH_CHECK(rows > 0 || setting != SequencePath::kSmall,
+              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PATH=small, but the small-state kernels "
+              "do not apply to cuda:",
+              device, " with dtype ", c10::CppTypeToScalarType<T>::value, ", batch ", batch,
+              ", state ", state,
+              " (they need float32, float16 or bfloat16, 1 <= state <= ", kSmallMaxState,
+              ", and a grid of ceil(batch / 4) blocks that runs at once).");
+  return rows;
+}
+
 }  // namespace
 
 template <typename T>
 SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t state, bool tf32) {
   SequencePlan plan;
   if (steps > 0 && batch > 0) {
+    plan.small_rows = small_plan<T>(device, batch, state);
+    if (plan.small_rows > 0) {  // all steps in one launch, blocks independent
+      plan.path = SequencePlan::Path::kSmall;
+      return plan;
+    }
     const ClusterPlan cluster = cluster_plan<T>(device, batch, state, tf32);
     if (cluster.use) {  // all steps in one launch of thread-block clusters (sm_90)
       plan.path = SequencePlan::Path::kCluster;

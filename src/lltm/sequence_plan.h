@@ -9,11 +9,13 @@
 
 namespace lltm_ext::lltm {
 
-// The kernels of one call, forward or backward: the thread-block cluster kernels (sm_90), the
-// wide-state kernels, the fused step kernels, or cuBLAS and the gate kernel every step.
+// The kernels of one call, forward or backward: the small-state kernels, the thread-block cluster
+// kernels (sm_90), the wide-state kernels, the fused step kernels, or cuBLAS and the gate kernel
+// every step.
 struct SequencePlan {
-  enum class Path { kCluster, kWide, kSteps, kCublas };
+  enum class Path { kSmall, kCluster, kWide, kSteps, kCublas };
   Path path = Path::kCublas;
+  int small_rows = 0;                     // kSmall: batch rows per block (1, 2 or 4)
   ClusterShape cluster{};                 // kCluster: the clusters' shape
   int wide_cols = 0;                      // kWide: state columns per block (4, 8 or 16)
   Product wide_product = Product::kSimt;  // kWide: how the recurrent product runs
@@ -23,7 +25,8 @@ struct SequencePlan {
 
 // The plan for T = `steps` steps of (batch, state) in dtype T on `device` (the current device),
 // with `tf32` saying whether float32 products may use TF32 (torch.backends.cudnn.rnn's
-// fp32_precision). In order: the cluster kernels where they apply, else the wide-state kernels
+// fp32_precision). In order: the small-state kernels where they apply and their grid runs at
+// once, else the cluster kernels where they apply, else the wide-state kernels
 // where they apply and pay, else the fused step kernels where they apply (their shared-memory size
 // set on the device), else cuBLAS. LLTM_EXT_SEQUENCE_PATH forces a path (an error where it does
 // not apply), LLTM_EXT_SEQUENCE_PRODUCT=simt keeps the products off the tensor cores, and

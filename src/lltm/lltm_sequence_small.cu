@@ -1,0 +1,384 @@
+// The sequence's small-state kernels (any GPU, S <= kSmallMaxState, float32 and the half types):
+// each block owns 1, 2 or 4 batch rows and the whole state, W_h in its threads' registers, all T
+// steps in one launch with one block barrier per step; their launchers.
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "common/cuda_kernel.cuh"
+#include "lltm/lltm_launchers.h"
+#include "lltm/sequence_step.cuh"
+
+namespace lltm_ext::lltm {
+namespace {
+
+// A step of a small state is a chain of dependent latencies, not work: at T = 1000, B = 2, S = 37
+// the cluster kernels spent ~1.7 us a step forward (cuDNN's LSTM 0.7 us) in shared-memory loads
+// of W_h, partial sums through shared memory, a barrier, one thread's sums of them and the
+// exchange between blocks. Here batch rows never meet (a block owns `rows` of them, at most
+// kSmallMaxRows, and every column), so blocks never wait on each other; in a block, column s takes
+// kSmallLanes adjacent lanes, lane k holding W_h's elements k, k + 8, k + 16, ... of the column's
+// three gate rows (forward) or of its column (backward, K = 3S) in registers for all steps. A step:
+// each lane's partial products over its k (the exchanged rows from shared memory, lanes of a group
+// reading consecutive words: no bank conflicts, the groups the same words: broadcasts), summed
+// across the group by three shuffles; lane k < rows then runs row k's gate math (its own operands,
+// the input projection forward, from shared memory, where the block's last warp loaded them
+// during the step before) and writes its value into the other buffer; one barrier. KS (forward) and
+// KB (backward) are the k per lane, rounded up to a few sizes (the rows padded with zeros), R the
+// rows per block. Fewer rows per block, more blocks: each SM's share of a step's product and
+// shuffles shrinks (the planner takes the fewest rows whose grid runs at once).
+constexpr int kSmallLanes = 8, kSmallMaxRows = 4;
+static_assert(kSmallMaxRows <= kSmallLanes, "a group's lanes k < rows run the gate math");
+
+// Threads of a block for state S: kSmallLanes per column in whole warps, then one more warp that
+// loads the next step's operands into shared memory.
+LLTM_EXT_HD int small_threads(int64_t state) {
+  return static_cast<int>((state * kSmallLanes + 31) / 32 * 32) + 32;
+}
+
+// The loader warp's copy of `per_row` consecutive elements of each of the block's rows (rows
+// `src_stride` apart from src) into dst (rows `dst_stride` apart), in acc_t: every load issued
+// before the first store. Its waits are its own: the other warps never wait for global memory in
+// a step (with each gate lane loading its own operands a step ahead, the compiler had the step's
+// first multiply-add wait on them too: the load's whole latency in every step, 44% of the forward
+// kernel's stall samples at S = 37, B = 2). N: loads per lane and row, N * 32 >= per_row.
+template <int R, int N, typename acc_t, typename scalar_t>
+__device__ __forceinline__ void load_rows(acc_t* dst, int dst_stride, const scalar_t* src,
+                                          int64_t src_stride, int rows, int per_row, int lane) {
+  acc_t v[R][N];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const int e = lane + 32 * i;
+      v[r][i] = r < rows && e < per_row ? static_cast<acc_t>(src[r * src_stride + e]) : acc_t(0);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const int e = lane + 32 * i;
+      if (e < per_row) {
+        dst[r * dst_stride + e] = v[r][i];
+      }
+    }
+  }
+}
+
+// The sum over a column's kSmallLanes adjacent lanes, in every one of them.
+template <typename acc_t>
+__device__ __forceinline__ acc_t group_sum(acc_t v) {
+#pragma unroll
+  for (int offset = kSmallLanes / 2; offset > 0; offset /= 2) {
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  }
+  return v;
+}
+
+// Steps 0 .. steps - 1 forward, as sequence_forward_kernel (lltm_sequence_steps.cu) computes them:
+// z = gates_t + h_{t-1} W_h^T written back to gates_t, the gate math with the bias -> output[t],
+// cells[t]. KS * kSmallLanes >= S.
+template <typename scalar_t, int KS, int R>
+__global__ void __launch_bounds__(kSmallMaxThreads)
+    small_forward_kernel(scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
+                         const scalar_t* __restrict__ h0, const scalar_t* __restrict__ c0,
+                         const scalar_t* __restrict__ w, int64_t ld, scalar_t* __restrict__ output,
+                         scalar_t* __restrict__ cells, int64_t batch, int64_t steps, int S) {
+  using acc_t = cuda::opmath_t<scalar_t>;
+  constexpr int kWidth = KS * kSmallLanes;  // a row of h, zeros past S
+  __shared__ acc_t sh[2][R][kWidth];
+  __shared__ acc_t sp[2][R][3 * kWidth];  // the steps' input projections, from the loader warp
+  const int tid = static_cast<int>(threadIdx.x), s = tid / kSmallLanes, k = tid % kSmallLanes;
+  const bool loader = tid >= static_cast<int>(blockDim.x) - 32;
+  const int64_t b0 = static_cast<int64_t>(blockIdx.x) * R;
+  const int rows_here = batch - b0 < R ? static_cast<int>(batch - b0) : R;
+  acc_t wr[3][KS];  // W_h[q S + s][k + 8 j]
+#pragma unroll
+  for (int q = 0; q < 3; ++q) {
+#pragma unroll
+    for (int j = 0; j < KS; ++j) {
+      const int kk = k + kSmallLanes * j;
+      wr[q][j] = s < S && kk < S ? static_cast<acc_t>(w[static_cast<int64_t>(q * S + s) * ld + kk])
+                                 : acc_t(0);
+    }
+  }
+  for (int e = tid; e < 2 * R * kWidth; e += static_cast<int>(blockDim.x)) {
+    const int buf = e / (R * kWidth), r = e / kWidth % R, kk = e % kWidth;
+    sh[buf][r][kk] =
+        buf == 0 && r < rows_here && kk < S ? static_cast<acc_t>(h0[(b0 + r) * S + kk]) : acc_t(0);
+  }
+  // Lane k < rows_here of column s owns element (b0 + k, s): its bias, c_{t-1} and projections.
+  const bool mine = s < S && k < rows_here;
+  const int64_t n = batch * S, j_el = (b0 + k) * S + s;
+  acc_t bias_v[3], c_prev = acc_t(0);
+  gate_bias(mine ? bias : nullptr, S, s, bias_v);
+  if (mine) {
+    c_prev = static_cast<acc_t>(c0[j_el]);
+  }
+  scalar_t* g_el = gates + (b0 + k) * 3 * S + s;  // step t's: + t * 3n
+  // Step t's projections into sp[t % 2], by the loader warp during step t - 1.
+  const auto load_proj = [&](int64_t t) {
+    load_rows<R, (3 * kWidth + 31) / 32>(&sp[t & 1][0][0], 3 * kWidth,
+                                         gates + t * 3 * n + b0 * 3 * S, 3 * S, rows_here, 3 * S,
+                                         tid & 31);
+  };
+  if (loader) {
+    load_proj(0);
+  }
+  __syncthreads();
+  for (int64_t t = 0; t < steps; ++t) {
+    const int cur = static_cast<int>(t & 1);
+    if (loader) {
+      if (t + 1 < steps) {
+        load_proj(t + 1);
+      }
+    } else {
+      acc_t acc[R][3] = {};  // rows past the batch: zeros
+#pragma unroll
+      for (int j = 0; j < KS; ++j) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const acc_t x = sh[cur][r][k + kSmallLanes * j];
+#pragma unroll
+          for (int q = 0; q < 3; ++q) {
+            acc[r][q] += wr[q][j] * x;
+          }
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+#pragma unroll
+        for (int q = 0; q < 3; ++q) {
+          acc[r][q] = group_sum(acc[r][q]);
+        }
+      }
+      if (mine) {
+        acc_t pre[3];
+#pragma unroll
+        for (int q = 0; q < 3; ++q) {
+          pre[q] = acc[0][q];
+#pragma unroll
+          for (int r = 1; r < R; ++r) {
+            pre[q] = k == r ? acc[r][q] : pre[q];
+          }
+          pre[q] += sp[cur][k][q * S + s];
+        }
+        const ForwardStep<scalar_t> out = forward_step<scalar_t>(pre, bias_v, c_prev);
+        c_prev = static_cast<acc_t>(out.c);             // as stored
+        sh[cur ^ 1][k][s] = static_cast<acc_t>(out.h);  // h_t, as stored
+        write_gates(g_el + t * 3 * n, S, out.saved);
+        output[t * n + j_el] = out.h;
+        cells[t * n + j_el] = out.c;
+      }
+    }
+    __syncthreads();  // h_t in buffer cur ^ 1, step t + 1's projections in sp; buffer cur read
+  }
+}
+
+// Steps steps - 1 down to 0 backward, as sequence_backward_kernel (lltm_sequence_steps.cu) computes
+// them: dL/dh_t = grad_output[t] + (grad_h_n at the last step, else d_gates[t + 1] W_h), dL/dc_t
+// carried, the gate math -> d_gates[t]; d_cell (B, S) gets dL/dc_{-1}. KB * kSmallLanes >= 3S.
+template <typename scalar_t, int KB, int R>
+__global__ void __launch_bounds__(kSmallMaxThreads)
+    small_backward_kernel(scalar_t* __restrict__ d_gates, const scalar_t* __restrict__ w,
+                          int64_t ld, const scalar_t* __restrict__ grad_output,
+                          const scalar_t* __restrict__ grad_h_n,
+                          const scalar_t* __restrict__ grad_c_n, const scalar_t* __restrict__ cells,
+                          const scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
+                          scalar_t* __restrict__ d_cell, int64_t batch, int64_t steps, int S) {
+  using acc_t = cuda::opmath_t<scalar_t>;
+  constexpr int kWidth = KB * kSmallLanes;  // a row of d_gates (3S), zeros past it
+  constexpr int kState = kWidth / 3;        // >= S
+  // A step's operands of a row, from the loader warp: gates (3S), grad_output (S), cells (S).
+  constexpr int kOperands = kWidth + 2 * kState;
+  __shared__ acc_t sd[2][R][kWidth];
+  __shared__ acc_t so[2][R][kOperands];
+  const int tid = static_cast<int>(threadIdx.x), s = tid / kSmallLanes, k = tid % kSmallLanes;
+  const bool loader = tid >= static_cast<int>(blockDim.x) - 32;
+  const int width = 3 * S;
+  const int64_t b0 = static_cast<int64_t>(blockIdx.x) * R;
+  const int rows_here = batch - b0 < R ? static_cast<int>(batch - b0) : R;
+  acc_t wc[KB];  // W_h[k + 8 j][s]
+#pragma unroll
+  for (int j = 0; j < KB; ++j) {
+    const int m = k + kSmallLanes * j;
+    wc[j] = s < S && m < width ? static_cast<acc_t>(w[static_cast<int64_t>(m) * ld + s]) : acc_t(0);
+  }
+  for (int e = tid; e < 2 * R * kWidth; e += static_cast<int>(blockDim.x)) {
+    (&sd[0][0][0])[e] = acc_t(0);
+  }
+  const bool mine = s < S && k < rows_here;
+  const int64_t n = batch * S, j_el = (b0 + k) * S + s;
+  acc_t bias_v[3], grad_c = acc_t(0), grad_h_last = acc_t(0);
+  gate_bias(mine ? bias : nullptr, S, s, bias_v);
+  if (mine) {
+    grad_c = static_cast<acc_t>(grad_c_n[j_el]);
+    grad_h_last = static_cast<acc_t>(grad_h_n[j_el]);
+  }
+  // The operands of `step` (t = steps - 1 - step) into so[step % 2], by the loader warp during the
+  // step before.
+  const auto load_operands = [&](int64_t step) {
+    const int64_t t = steps - 1 - step;
+    acc_t* dst = &so[step & 1][0][0];
+    const int lane = tid & 31;
+    load_rows<R, (kWidth + 31) / 32>(dst, kOperands, gates + t * 3 * n + b0 * width, width,
+                                     rows_here, width, lane);
+    load_rows<R, (kState + 31) / 32>(dst + kWidth, kOperands, grad_output + t * n + b0 * S, S,
+                                     rows_here, S, lane);
+    load_rows<R, (kState + 31) / 32>(dst + kWidth + kState, kOperands, cells + t * n + b0 * S, S,
+                                     rows_here, S, lane);
+  };
+  if (loader) {
+    load_operands(0);
+  }
+  __syncthreads();
+  for (int64_t step = 0; step < steps; ++step) {
+    const int64_t t = steps - 1 - step;
+    const int cur = static_cast<int>(step & 1);
+    if (loader) {
+      if (step + 1 < steps) {
+        load_operands(step + 1);
+      }
+    } else {
+      acc_t grad_h = acc_t(0);
+      if (step > 0) {       // d_gates[t + 1] W_h
+        acc_t acc[R] = {};  // rows past the batch: zeros
+#pragma unroll
+        for (int j = 0; j < KB; ++j) {
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            acc[r] += wc[j] * sd[cur][r][k + kSmallLanes * j];
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const acc_t sum = group_sum(acc[r]);
+          grad_h = k == r ? sum : grad_h;
+        }
+      }
+      if (mine) {
+        const acc_t* o = so[cur][k];
+        BackwardOperands<acc_t> op;
+#pragma unroll
+        for (int q = 0; q < 3; ++q) {
+          op.z[q] = o[q * S + s] + bias_v[q];
+        }
+        op.grad_h = o[kWidth + s] + (step == 0 ? grad_h_last : acc_t(0)) + grad_h;
+        op.cell = o[kWidth + kState + s];
+        const BackwardStep<scalar_t> out = backward_step<scalar_t>(op, grad_c);
+        grad_c = static_cast<acc_t>(out.d_cell);  // as stored
+#pragma unroll
+        for (int q = 0; q < 3; ++q) {
+          sd[cur ^ 1][k][q * S + s] = static_cast<acc_t>(out.d_z[q]);  // d_gates[t], as stored
+        }
+        write_gates(d_gates + t * 3 * n + (b0 + k) * width + s, S, out.d_z);
+        if (t == 0) {
+          d_cell[j_el] = out.d_cell;
+        }
+      }
+    }
+    __syncthreads();  // d_gates[t] in buffer cur ^ 1, the next step's operands in so
+  }
+}
+
+// f(forward kernel, backward kernel) for state S (<= kSmallMaxState) and R rows per block: the
+// k-per-lane size that covers S (32, 48, 64 or 88 columns: the fewer k a lane has, the shorter its
+// step).
+template <typename T, int R, typename F>
+cudaError_t with_small_kernels_rows(int64_t state, F&& f) {
+  if (state <= 32) {
+    return f(small_forward_kernel<T, 4, R>, small_backward_kernel<T, 12, R>);
+  }
+  if (state <= 48) {
+    return f(small_forward_kernel<T, 6, R>, small_backward_kernel<T, 18, R>);
+  }
+  if (state <= 64) {
+    return f(small_forward_kernel<T, 8, R>, small_backward_kernel<T, 24, R>);
+  }
+  static_assert(kSmallMaxState <= 11 * kSmallLanes && 3 * kSmallMaxState <= 33 * kSmallLanes);
+  return f(small_forward_kernel<T, 11, R>, small_backward_kernel<T, 33, R>);
+}
+
+template <typename T, typename F>
+cudaError_t with_small_kernels(int64_t state, int rows, F&& f) {
+  if constexpr (std::is_same_v<T, double>) {
+    return cudaErrorNotSupported;  // the registers hold float32 operands only
+  } else {
+    static_assert(kSmallMaxRows == 4);
+    switch (rows) {
+      case 1:
+        return with_small_kernels_rows<T, 1>(state, f);
+      case 2:
+        return with_small_kernels_rows<T, 2>(state, f);
+      case 4:
+        return with_small_kernels_rows<T, 4>(state, f);
+      default:
+        return cudaErrorInvalidValue;
+    }
+  }
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t small_step_rows(int64_t batch, int64_t state, int sm_count, int* rows) {
+  *rows = 0;
+  if (state < 1 || state > kSmallMaxState || batch < 1 || std::is_same_v<T, double>) {
+    return cudaSuccess;
+  }
+  const int threads = small_threads(state);
+  cudaError_t err = cudaSuccess;
+  for (int r = 1; err == cudaSuccess && r <= kSmallMaxRows && *rows == 0; r *= 2) {
+    err = with_small_kernels<T>(state, r, [&](auto forward, auto backward) {
+      int fwd = 0, bwd = 0;
+      cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fwd, forward, threads, 0);
+      if (e == cudaSuccess) {
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bwd, backward, threads, 0);
+      }
+      if (e == cudaSuccess && (batch + r - 1) / r <= int64_t{std::min(fwd, bwd)} * sm_count) {
+        *rows = r;
+      }
+      return e;
+    });
+  }
+  return err;
+}
+
+template <typename T>
+cudaError_t launch_small_forward(T* gates, const T* bias, const T* h0, const T* c0, const T* w,
+                                 int64_t ld, T* output, T* cells, int64_t batch, int64_t state,
+                                 int64_t steps, int rows, cudaStream_t stream) {
+  const int64_t blocks = (batch + rows - 1) / std::max(rows, 1);
+  return with_small_kernels<T>(state, rows, [&](auto forward, auto) {
+    forward<<<static_cast<unsigned int>(blocks), small_threads(state), 0, stream>>>(
+        gates, bias, h0, c0, w, ld, output, cells, batch, steps, static_cast<int>(state));
+    return cudaGetLastError();
+  });
+}
+
+template <typename T>
+cudaError_t launch_small_backward(T* d_gates, const T* w, int64_t ld, const T* grad_output,
+                                  const T* grad_h_n, const T* grad_c_n, const T* cells,
+                                  const T* gates, const T* bias, T* d_cell, int64_t batch,
+                                  int64_t state, int64_t steps, int rows, cudaStream_t stream) {
+  const int64_t blocks = (batch + rows - 1) / std::max(rows, 1);
+  return with_small_kernels<T>(state, rows, [&](auto, auto backward) {
+    backward<<<static_cast<unsigned int>(blocks), small_threads(state), 0, stream>>>(
+        d_gates, w, ld, grad_output, grad_h_n, grad_c_n, cells, gates, bias, d_cell, batch, steps,
+        static_cast<int>(state));
+    return cudaGetLastError();
+  });
+}
+
+#define LLTM_EXT_INSTANTIATE(T)                                                                 \
+  template cudaError_t small_step_rows<T>(int64_t, int64_t, int, int*);                         \
+  template cudaError_t launch_small_forward<T>(T*, const T*, const T*, const T*, const T*,      \
+                                               int64_t, T*, T*, int64_t, int64_t, int64_t, int, \
+                                               cudaStream_t);                                   \
+  template cudaError_t launch_small_backward<T>(T*, const T*, int64_t, const T*, const T*,      \
+                                                const T*, const T*, const T*, const T*, T*,     \
+                                                int64_t, int64_t, int64_t, int, cudaStream_t);
+LLTM_EXT_FOR_FLOATING_TYPES(LLTM_EXT_INSTANTIATE)
+
+}  // namespace lltm_ext::lltm
