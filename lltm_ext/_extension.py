@@ -194,6 +194,30 @@ def load_ops(op: str) -> Any:
     return torch.ops.lltm_ext
 
 
+def operator_call(op: str, name: str, operator: Any) -> Callable[..., Any]:
+    """The call a public function makes of the operator `operator` (``torch.ops.lltm_ext.<name>
+    .default``, or a :class:`MissingOps`): the module's binding of the same name, which runs the
+    operator through torch's C++ dispatcher (every dispatch key, as ``torch.ops`` runs it) without
+    ``torch.ops``'s boxing of the Python arguments against the schema, about 0.6 us a call, as
+    much as a small product itself (src/common/module.h, ``bind_operator``).
+
+    torch.compile is told (``torch.compiler.substitute_in_graph``) that calling the binding is
+    calling `operator`, so a compiled graph holds the operator itself: eager and compiled calls
+    run the same operator, its kernels and its registrations. Where the module is missing, or
+    torch is too old to be told (before 2.5), the operator is returned as it is.
+    """
+    substitute = getattr(torch.compiler, "substitute_in_graph", None)
+    if isinstance(operator, MissingOps) or substitute is None:
+        return operator
+    binding = getattr(load_extension(op), name)
+
+    def traced(*args: Any) -> Any:
+        return operator(*args)
+
+    substitute(binding, skip_signature_check=True)(traced)
+    return binding
+
+
 def register_fake(ops: Any, qualname: str) -> Callable[[F], F]:
     """``torch.library.register_fake(qualname)`` when the op's module is loaded (`ops` is what
     :func:`load_ops` returned); with a :class:`MissingOps` there is no operator to register for,

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import devices
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import lltm_ext
@@ -58,6 +59,91 @@ def test_eager_calls_go_through_the_operators(device, op):
         out.sum().backward()
     called = [n.removeprefix("lltm_ext::") for n in rec.names if n.startswith("lltm_ext::")]
     assert called == expected
+
+
+@pytest.mark.parametrize("device", devices())
+def test_gemm_without_grad_goes_through_the_operators(device):
+    """With nothing to differentiate, lltm_ext.gemm calls its module's binding of the operator
+    (the C++ dispatcher, not torch.ops's Python boxing): dispatch modes, the profiler and the
+    tracer still see lltm_ext::gemm / gemm_out, with the operator's results."""
+    from lltm_ext.ops.gemm import gemm_op, gemm_out_op
+
+    a, b = torch.randn(3, 4, device=device), torch.randn(4, 2, device=device)
+    out = torch.full((3, 2), float("nan"), device=device)
+    with _Recorder() as rec:
+        c = lltm_ext.gemm(a, b)
+        assert lltm_ext.gemm(a.t(), c, out=torch.empty(4, 2, device=device)).shape == (4, 2)
+        assert lltm_ext.gemm(a, b, out=out) is out
+    assert [n for n in rec.names if n.startswith("lltm_ext::")] == [
+        "lltm_ext::gemm",
+        "lltm_ext::gemm_out",
+        "lltm_ext::gemm_out",
+    ]
+    assert torch.equal(c, gemm_op(a, b)) and torch.equal(out, c)
+    ref = torch.empty(3, 2, device=device)
+    gemm_out_op(a, b, ref)
+    assert torch.equal(out, ref)
+    torch.testing.assert_close(c, (a.double() @ b.double()).float())
+
+    with torch.profiler.profile() as prof:
+        lltm_ext.gemm(a, b)
+    assert "lltm_ext::gemm" in {e.name for e in prof.events()}
+    traced = torch.jit.trace(lambda x, y: lltm_ext.gemm(x, y), (a, b))
+    assert "lltm_ext::gemm" in str(traced.graph)
+    torch.testing.assert_close(traced(a, b), c)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_compiled_gemm_holds_the_operators(device):
+    """torch.compile turns lltm_ext.gemm's binding into the operator: no graph break, and the
+    graph calls torch.ops.lltm_ext.gemm / gemm_out."""
+    torch._dynamo.reset()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    def f(a, b, out):
+        return lltm_ext.gemm(a, b).tanh(), lltm_ext.gemm(a.t(), b.t().t(), out=out)
+
+    a, b = torch.randn(5, 5, device=device), torch.randn(5, 3, device=device)
+    out = torch.empty(5, 3, device=device)
+    c, returned = torch.compile(f, fullgraph=True, backend=backend)(a, b, out)
+    assert returned is out
+    torch.testing.assert_close(c, (a @ b).tanh())
+    torch.testing.assert_close(out, a.t() @ b)
+    targets = [str(n.target) for gm in graphs for n in gm.graph.nodes if n.op == "call_function"]
+    assert "lltm_ext.gemm.default" in targets and "lltm_ext.gemm_out.default" in targets
+    # And through inductor, which calls the operator from its generated code.
+    torch._dynamo.reset()
+    c2, _ = torch.compile(f, fullgraph=True)(a, b, out)
+    torch.testing.assert_close(c2, c)
+
+
+def test_gemm_takes_part_in_torch_function():
+    """Tensor subclasses and torch-function modes see lltm_ext.gemm itself, as they see torch's
+    own Python functions, and a subclass's default handling keeps its type."""
+
+    class Seen(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.funcs = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.funcs.append(func)
+            return func(*args, **(kwargs or {}))
+
+    class Tagged(torch.Tensor):
+        pass
+
+    a, b = torch.randn(3, 4), torch.randn(4, 2)
+    with Seen() as mode:
+        c = lltm_ext.gemm(a, b)
+    assert mode.funcs[0] is lltm_ext.gemm
+    tagged = lltm_ext.gemm(a.as_subclass(Tagged), b)
+    assert type(tagged) is Tagged
+    assert torch.equal(tagged.as_subclass(torch.Tensor), c)
 
 
 def test_no_compile_forks_in_the_package():

@@ -22,9 +22,11 @@ copied K-major for it). Where no tensor-core kernel runs (before sm_80) the resu
 float32. ``LLTM_EXT_GEMM_TF32=0`` in the environment turns TF32 off (debugging).
 
 The path of a call: ``gemm(a, b)`` -> ``GemmFunction`` (only where an input needs a gradient) ->
-the operator ``torch.ops.lltm_ext.gemm`` (``gemm_out`` for ``out=``), registered by
-``src/gemm/gemm.cpp`` (checks, operand layouts, CPU/CUDA dispatch) -> the kernels in ``src/gemm/``.
-Eager and compiled calls run the same path.
+the operator ``lltm_ext::gemm`` (``gemm_out`` for ``out=``), registered by ``src/gemm/gemm.cpp``
+(checks, operand layouts, CPU/CUDA dispatch) -> the kernels in ``src/gemm/``. The operator is
+called through its module's binding (``lltm_ext._gemm.gemm``: PyTorch's C++ dispatcher, without
+``torch.ops``'s Python-side argument boxing, a third of a small product's time on the CPU), which
+torch.compile sees as ``torch.ops.lltm_ext.gemm``: eager and compiled calls run the same operator.
 """
 
 import os
@@ -32,9 +34,10 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.overrides import handle_torch_function, has_torch_function_variadic
 
 from lltm_ext._bench import BenchCase
-from lltm_ext._extension import load_extension, load_ops, register_fake
+from lltm_ext._extension import load_extension, load_ops, operator_call, register_fake
 from lltm_ext.ops._checks import check_floating, check_like
 
 __all__ = ["GemmFunction", "gemm"]
@@ -44,6 +47,10 @@ gemm_op = _ops.gemm.default
 """``gemm_op(a, b) -> c``: c (M, N) = a (M, K) @ b (K, N), a new contiguous tensor."""
 gemm_out_op = _ops.gemm_out.default
 """``gemm_out_op(a, b, out) -> None``: out (M, N) = a @ b, written in place."""
+# The same operators, called through the C++ dispatcher (what torch.compile sees: gemm_op and
+# gemm_out_op themselves).
+_gemm_call = operator_call("gemm", "gemm", gemm_op)
+_gemm_out_call = operator_call("gemm", "gemm_out", gemm_out_op)
 
 
 def _ext():
@@ -91,14 +98,14 @@ class GemmFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, a: Tensor, b: Tensor) -> Tensor:
         ctx.save_for_backward(a, b)
-        return gemm_op(a, b)
+        return _gemm_call(a, b)
 
     @staticmethod
     def backward(ctx: Any, grad_c: Tensor) -> tuple[Tensor | None, Tensor | None]:
         a, b = ctx.saved_tensors
         # Grad mode is on here only under create_graph=True: then the products must be
         # differentiable themselves.
-        mm = GemmFunction.apply if torch.is_grad_enabled() else gemm_op
+        mm = GemmFunction.apply if torch.is_grad_enabled() else _gemm_call
         grad_a = mm(grad_c, b.t()) if ctx.needs_input_grad[0] else None
         grad_b = mm(a.t(), grad_c) if ctx.needs_input_grad[1] else None
         return grad_a, grad_b
@@ -123,14 +130,16 @@ def gemm(a: Tensor, b: Tensor, *, out: Tensor | None = None) -> Tensor:
     them for the wgmma kernel: see the module notes); other strides are made contiguous.
     Differentiable in ``a`` and ``b`` when ``out`` is not given.
     """
+    if has_torch_function_variadic(a, b, out):  # tensor subclasses and modes see lltm_ext.gemm
+        return handle_torch_function(gemm, (a, b, out), a, b, out=out)
     if out is None:
         if b is a:  # a @ a: torch.compile needs distinct tensors
             b = b.view_as(b)
-        if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+        if (a.requires_grad or b.requires_grad) and torch.is_grad_enabled():
             return GemmFunction.apply(a, b)
         # Nothing to differentiate: the operator alone (autograd.Function's own cost, ~1.5 us a
         # call on the CPU, is most of the time of a small product).
-        return gemm_op(a, b)
+        return _gemm_call(a, b)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or out.requires_grad):
         names = [f"`{n}`" for n, t in (("a", a), ("b", b), ("out", out)) if t.requires_grad]
         raise RuntimeError(
@@ -138,7 +147,7 @@ def gemm(a: Tensor, b: Tensor, *, out: Tensor | None = None) -> Tensor:
             f"{' and '.join(names)} {'requires' if len(names) == 1 else 'require'} grad; call it "
             "without `out` (or under torch.no_grad())."
         )
-    gemm_out_op(a, b, out)
+    _gemm_out_call(a, b, out)
     return out
 
 
@@ -253,10 +262,9 @@ def benchmarks(device: torch.device, quick: bool) -> list[BenchCase]:
         b = torch.randn(n, k, **kw).t() if layout[1] == "t" else torch.randn(k, n, **kw)
         c_ours = torch.empty(m, n, device=device, dtype=dtype)
         c_ref = torch.empty(m, n, device=device, dtype=dtype)
-        ext = _ext()
 
-        def ours(a=a, b=b, c=c_ours, ext=ext):
-            return ext.gemm_out(a, b, c)
+        def ours(a=a, b=b, c=c_ours):
+            return gemm(a, b, out=c)
 
         def ref(a=a, b=b, c=c_ref):
             return torch.mm(a, b, out=c)

@@ -11,6 +11,7 @@
 #include <torch/version.h>
 
 #include <string>
+#include <utility>
 
 #include "common/checks.h"
 #include "common/cpu_isa.h"
@@ -61,6 +62,31 @@ void impl_cpu_cuda(torch::Library& m, const char* name, Kernel kernel, bool muta
     m.impl(name, torch::dispatch(c10::DispatchKey::ADInplaceOrView,
                                  torch::autograd::autogradNotImplementedInplaceOrViewFallback()));
   }
+}
+
+// A call of the registered operator `lltm_ext::<name>` (C++ signature `Sig`, as its kernel is
+// registered) through torch's C++ dispatcher.
+template <typename Sig>
+struct OperatorCall;
+
+template <typename Ret, typename... Args>
+struct OperatorCall<Ret(Args...)> {
+  c10::TypedOperatorHandle<Ret(Args...)> op;
+  Ret operator()(Args... args) const { return op.call(std::forward<Args>(args)...); }
+};
+
+// Binds `name` in Python to the operator `lltm_ext::<name>` as torch.ops.lltm_ext.<name> runs it,
+// through every dispatch key (autograd's fallback, tensor subclasses and dispatch modes, fake
+// tensors, the profiler, the tracer) with the GIL released, but without torch.ops's boxing of the
+// Python arguments against the schema, which costs about 0.6 us a call: as much as a small
+// product itself. lltm_ext/_extension.py's operator_call() tells torch.compile that a call of it
+// is a call of the operator.
+template <typename Sig>
+void bind_operator(pybind11::module_& m, const char* name, const char* doc) {
+  const std::string qualified = std::string("lltm_ext::") + name;
+  OperatorCall<Sig> call{
+      c10::Dispatcher::singleton().findSchemaOrThrow(qualified.c_str(), "").template typed<Sig>()};
+  m.def(name, std::move(call), doc, pybind11::call_guard<pybind11::gil_scoped_release>());
 }
 
 // `_build_info()`: what this module was compiled with, read by `python -m lltm_ext info`.

@@ -237,10 +237,10 @@ TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "GEMM c = a @ b: own CPU (blocked, parallel) and CUDA (tiled SIMT) kernels.";
-  m.def("gemm", &lltm_ext::gemm::gemm, "c = a @ b for a (M, K) and b (K, N); returns c (M, N)",
-        py::arg("a"), py::arg("b"));
-  m.def("gemm_out", &lltm_ext::gemm::gemm_out, "out = a @ b, written in place; returns out",
-        py::arg("a"), py::arg("b"), py::arg("out"));
+  lltm_ext::bind_operator<at::Tensor(const at::Tensor&, const at::Tensor&)>(
+      m, "gemm", "gemm(a, b) -> c: the operator lltm_ext::gemm, c (M, N) = a (M, K) @ b (K, N)");
+  lltm_ext::bind_operator<void(const at::Tensor&, const at::Tensor&, at::Tensor)>(
+      m, "gemm_out", "gemm_out(a, b, out) -> None: the operator lltm_ext::gemm_out, out = a @ b");
   m.def("_gemm_with_config", &lltm_ext::gemm::gemm_with_config,
         "float32 CUDA GEMM with a given tile config index and number of K splits; tail_tiles > 0 "
         "and tail_splits > 1 (splits 1): the last tail_tiles tiles split along K (tuning)",
