@@ -8,6 +8,7 @@ import itertools
 import math
 import os
 import re
+import sys
 
 import pytest
 import torch
@@ -330,14 +331,17 @@ CPU_SHAPES = [
 
 
 @contextlib.contextmanager
-def cpu_knobs(path: str = "auto", parts: int = 0, bf16_dot: bool = True, transpose: int = -1):
-    """Forces the CPU GEMM's path, parts, bfloat16 kernels and orientation inside the block."""
+def cpu_knobs(
+    path: str = "auto", parts: int = 0, bf16_dot: bool = True, transpose: int = -1, amx: bool = True
+):
+    """Forces the CPU GEMM's path, parts, bfloat16 kernels, orientation and AMX tiles inside the
+    block."""
     ext = load_extension("gemm")
-    ext._set_cpu_knobs(path, parts, bf16_dot, transpose)
+    ext._set_cpu_knobs(path, parts, bf16_dot, transpose, amx)
     try:
         yield ext
     finally:
-        ext._set_cpu_knobs("auto", 0, True, -1)
+        ext._set_cpu_knobs("auto", 0, True, -1, True)
 
 
 def cpu_operands(
@@ -366,13 +370,32 @@ def cpu_path_fits(path: str, a: torch.Tensor, b: torch.Tensor, transpose: int) -
     return unit(a, 1) if transpose else unit(b, 0)
 
 
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags from /proc/cpuinfo (empty where there is none)."""
+    if not os.path.exists("/proc/cpuinfo"):
+        return set()
+    with open("/proc/cpuinfo") as f:
+        return next((set(line.split()) for line in f if line.startswith("flags")), set())
+
+
 def bf16_dot_expected() -> bool:
     """Whether bfloat16 runs on the AVX-512 BF16 kernels here (the avx512 copy on a CPU with
     avx512_bf16)."""
-    if not os.path.exists("/proc/cpuinfo") or cpu_isa_name() != "avx512":
-        return False
-    with open("/proc/cpuinfo") as f:
-        return any(line.startswith("flags") and "avx512_bf16" in line.split() for line in f)
+    return cpu_isa_name() == "avx512" and "avx512_bf16" in cpu_flags()
+
+
+def amx_expected() -> bool:
+    """Whether bfloat16's packed path runs on AMX tiles here: the avx512 copy on a CPU with
+    AMX-TILE, AMX-BF16 and AVX-512 BF16 under Linux (which must grant the tile data; a kernel
+    that refuses shows here as a failure)."""
+    needed = {"amx_tile", "amx_bf16", "avx512_bf16"}
+    return sys.platform == "linux" and cpu_isa_name() == "avx512" and needed <= cpu_flags()
+
+
+def on_amx(dtype: torch.dtype) -> bool:
+    """Whether products of `dtype` that are neither tiny nor a single row or column run on AMX
+    tiles here."""
+    return dtype == torch.bfloat16 and amx_expected()
 
 
 def cpu_isa_name() -> str:
@@ -387,23 +410,82 @@ def test_cpu_paths(path, dtype):
     """Every path, orientation and layout at every shape of CPU_SHAPES, against float64; the forced
     orientation runs the forced path where the layout allows it, else "packed"."""
     gen = torch.Generator().manual_seed(3)
-    bf16_dots = [True, False] if dtype == torch.bfloat16 else [True]
-    for (m, n, k), layout, transpose, bf16_dot in itertools.product(
-        CPU_SHAPES, ["nn", "nt", "tn", "tt"], [0, 1], bf16_dots
+    # bfloat16: the AMX tiles (packed path), the AVX-512 BF16 kernels, and neither.
+    kernels = [(True, True), (True, False), (False, False)]
+    for (m, n, k), layout, transpose, (bf16_dot, amx) in itertools.product(
+        CPU_SHAPES,
+        ["nn", "nt", "tn", "tt"],
+        [0, 1],
+        kernels if dtype == torch.bfloat16 else [(True, True)],
     ):
         a, b = cpu_operands(m, n, k, layout, dtype, gen)
-        with cpu_knobs(path, 0, bf16_dot, transpose) as ext:
+        with cpu_knobs(path, 0, bf16_dot, transpose, amx) as ext:
             c = lltm_ext.gemm(a, b)
-            ran, transposed, parts, ran_bf16_dot = ext._cpu_last_run()
-        where = f"{path} {m}x{n}x{k} {layout} transpose={transpose} bf16_dot={bf16_dot}"
+            ran, transposed, parts, ran_bf16_dot, ran_amx = ext._cpu_last_run()
+        where = f"{path} {m}x{n}x{k} {layout} transpose={transpose} bf16_dot={bf16_dot} amx={amx}"
         expected = path if cpu_path_fits(path, a, b, transpose) else "packed"
         assert (ran, transposed) == (expected, bool(transpose)), where
         assert parts >= 1
+        on_amx = dtype == torch.bfloat16 and path == "packed" and amx and amx_expected()
+        assert ran_amx == on_amx, where
         if dtype == torch.bfloat16 and ran != "rows":
-            assert ran_bf16_dot == (bf16_dot and bf16_dot_expected()), where
+            assert ran_bf16_dot == (bf16_dot and bf16_dot_expected() and not on_amx), where
         assert tuple(c.shape) == (m, n) and c.is_contiguous(), where
         err = rel_err(c, ref_mm(a, b))
         assert err <= REL_BOUND[dtype], f"{where}: relative error {err:.3e}"
+
+
+# Shapes at the AMX kernels' edges: one tile (16 x 16 x 32) and one past it on every side; K of
+# one and of more than one panel (1024), partial or whole steps of 32; more rows than a block (128)
+# and a window (512) of rows, more columns than a block (512).
+AMX_SHAPES = [
+    (16, 16, 32),
+    (17, 33, 65),
+    (31, 15, 9),
+    (32, 32, 1024),
+    (33, 47, 1025),
+    (129, 513, 2080),
+    (600, 20, 300),
+    (20, 600, 31),
+]
+
+
+@pytest.mark.skipif(not amx_expected(), reason="needs a CPU with AMX-BF16 (and Linux)")
+def test_cpu_bf16_on_amx_tiles():
+    """bfloat16 on AMX tiles at the kernels' edges, every layout and orientation, operands with no
+    unit stride (the element-by-element packing), against float64; and the products the heuristic
+    gives them (not a single row or column of C, nor K of 8 or less)."""
+    gen = torch.Generator().manual_seed(8)
+    dtype = torch.bfloat16
+    for (m, n, k), layout, transpose in itertools.product(
+        AMX_SHAPES, ["nn", "nt", "tn", "tt"], [0, 1]
+    ):
+        a, b = cpu_operands(m, n, k, layout, dtype, gen)
+        with cpu_knobs("packed", 0, True, transpose) as ext:
+            c = lltm_ext.gemm(a, b)
+            ran = ext._cpu_last_run()
+        where = f"{m}x{n}x{k} {layout} transpose={transpose}"
+        assert ran[0] == "packed" and ran[4] and ran[1] == bool(transpose), where
+        err = rel_err(c, ref_mm(a, b))
+        assert err <= REL_BOUND[dtype], f"{where}: relative error {err:.3e}"
+    for m, n, k in [(19, 37, 70), (130, 40, 1100)]:
+        a = rand((2 * m, 3 * k), dtype, "cpu", gen)[::2, ::3]
+        b = rand((2 * k, 2 * n), dtype, "cpu", gen)[::2, ::2]
+        with cpu_knobs("packed") as ext:
+            c = lltm_ext.gemm(a, b)
+            assert ext._cpu_last_run()[4], (m, n, k)
+        err = rel_err(c, ref_mm(a, b))
+        assert err <= REL_BOUND[dtype], f"strided {m}x{n}x{k}: relative error {err:.3e}"
+    for (m, n, k), expected in [
+        ((9, 9, 9), True),
+        ((64, 64, 64), True),
+        ((1, 300, 300), False),
+        ((300, 1, 300), False),
+        ((300, 300, 8), False),
+    ]:
+        with cpu_knobs() as ext:
+            lltm_ext.gemm(rand((m, k), dtype, "cpu", gen), rand((k, n), dtype, "cpu", gen))
+            assert ext._cpu_last_run()[4] == expected, (m, n, k)
 
 
 @pytest.mark.parametrize("dtype", CPU_DTYPES, ids=lambda d: str(d)[6:])
@@ -417,9 +499,10 @@ def test_cpu_auto_gathers_few_rows_on_the_dot_path(dtype):
         a, b = cpu_operands(m, n, k, layout, dtype, gen)
         with cpu_knobs() as ext:
             c = lltm_ext.gemm(a, b)
-            ran = ext._cpu_last_run()[0]
+            ran, amx = ext._cpu_last_run()[0], ext._cpu_last_run()[4]
         where = f"{m}x{n}x{k} {layout}"
-        assert ran == "dot", where
+        # (bfloat16 on AMX tiles runs these packed: 2-4x faster than the dot path)
+        assert (ran, amx) == (("packed", True) if on_amx(dtype) else ("dot", False)), where
         err = rel_err(c, ref_mm(a, b))
         assert err <= REL_BOUND[dtype], f"{where}: relative error {err:.3e}"
 
@@ -438,6 +521,8 @@ def test_cpu_auto_takes_the_dot_path_only_where_k_repays_it(dtype):
         with cpu_knobs() as ext:
             c = lltm_ext.gemm(a, b)
             ran = ext._cpu_last_run()[0]
+        if on_amx(dtype):  # bfloat16 on AMX tiles: packed at both
+            expected = "packed"
         assert ran == expected, f"1500x8x{k}: {ran}"
         err = rel_err(c, ref_mm(a, b))
         assert err <= REL_BOUND[dtype], f"1500x8x{k}: relative error {err:.3e}"

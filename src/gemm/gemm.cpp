@@ -208,7 +208,7 @@ at::Tensor gemm_tensor_core(const at::Tensor& a, const at::Tensor& b, const std:
               "lltm_ext.gemm: _gemm_tensor_core takes bfloat16, float16 or float32 CUDA tensors, "
               "but got a ",
               describe(a), ".");
-  const TcForce force = parse_force(kernel, tile, splits, unaligned, copy);
+  [[maybe_unused]] const TcForce force = parse_force(kernel, tile, splits, unaligned, copy);
   at::Tensor c = out.has_value() ? *out : at::empty({a.size(0), b.size(1)}, a.options());
 #ifdef WITH_CUDA
   if (c.numel() == 0) return c;
@@ -400,13 +400,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "The ISA of the kernel copy the last CPU GEMM ran ('' before the first)");
   m.def("_set_cpu_knobs", &lltm_ext::gemm::set_cpu_knobs,
         "Force the CPU GEMM's path ('auto', 'packed', 'rows', 'dot'), the parts a product is cut "
-        "into for threads (0: from the work), whether bfloat16 may use the AVX-512 BF16 kernels "
-        "and the orientation (-1: the heuristic's, 0: C = A B, 1: C^T = B^T A^T) (tests)",
+        "into for threads (0: from the work), whether bfloat16 may use the AVX-512 BF16 kernels, "
+        "the orientation (-1: the heuristic's, 0: C = A B, 1: C^T = B^T A^T) and whether "
+        "bfloat16's packed path may run on AMX tiles (tests)",
         py::arg("path") = "auto", py::arg("parts") = 0, py::arg("bf16_dot") = true,
-        py::arg("transpose") = -1);
+        py::arg("transpose") = -1, py::arg("amx") = true);
   m.def("_cpu_last_run", &lltm_ext::gemm::cpu_last_run,
-        "(path, transposed, parts, bf16_dot) of the last CPU GEMM ('' before the first): its path "
-        "('packed', 'rows', 'dot'), whether it computed C^T = B^T A^T, the parts it was cut into, "
-        "whether bfloat16 ran on the AVX-512 BF16 kernels");
+        "(path, transposed, parts, bf16_dot, amx) of the last CPU GEMM ('' before the first): its "
+        "path ('packed', 'rows', 'dot'), whether it computed C^T = B^T A^T, the parts it was cut "
+        "into, whether bfloat16 ran on the AVX-512 BF16 kernels, on the AMX tiles");
   lltm_ext::bind_build_info(m);
 }

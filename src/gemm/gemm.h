@@ -49,13 +49,16 @@ std::string cpu_kernel_isa();
 
 // Test knobs of gemm_cpu (gemm/cpu/api.h's Knobs): the path ("auto", "packed", "rows", "dot"),
 // the parts a product is cut into for threads (0: from the work), whether bfloat16 may use the
-// AVX-512 BF16 kernels, the orientation (-1: the heuristic's; 0: C = A B; 1: C^T = B^T A^T).
-// Process-wide; tests set them and put them back.
-void set_cpu_knobs(const std::string& path, int64_t parts, bool bf16_dot, int64_t transpose);
+// AVX-512 BF16 kernels, the orientation (-1: the heuristic's; 0: C = A B; 1: C^T = B^T A^T),
+// whether bfloat16's packed path may run on AMX tiles. Process-wide; tests set them and put them
+// back.
+void set_cpu_knobs(const std::string& path, int64_t parts, bool bf16_dot, int64_t transpose,
+                   bool amx);
 
 // What the last gemm_cpu call ran: (path, computed as C^T = B^T A^T, parts, bfloat16 on the
-// AVX-512 BF16 kernels); ("", false, 0, false) before the first (or after one with K = 0).
-std::tuple<std::string, bool, int64_t, bool> cpu_last_run();
+// AVX-512 BF16 kernels, bfloat16 on AMX tiles); ("", false, 0, false, false) before the first (or
+// after one with K = 0).
+std::tuple<std::string, bool, int64_t, bool, bool> cpu_last_run();
 
 // c (M x N, contiguous, written) = a (M x K) @ b (K x N); a and b each with a layout_of().
 // config < 0 and splits <= 0: chosen by the heuristic; otherwise (float32 only) that tile config

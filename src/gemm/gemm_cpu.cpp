@@ -28,11 +28,12 @@ std::atomic<int> g_knob_path{static_cast<int>(Path::kAuto)};
 std::atomic<int> g_knob_parts{0};
 std::atomic<bool> g_knob_bf16_dot{true};
 std::atomic<int> g_knob_transpose{-1};
+std::atomic<bool> g_knob_amx{true};
 std::atomic<int64_t> g_last_report{-1};
 
 int64_t pack_report(const cpugemm::Report& r) {
   return static_cast<int64_t>(r.path) | (int64_t{r.transposed} << 4) | (int64_t{r.bf16_dot} << 5) |
-         (static_cast<int64_t>(r.parts) << 8);
+         (int64_t{r.amx} << 6) | (static_cast<int64_t>(r.parts) << 8);
 }
 
 cpugemm::Dtype dtype_of(at::ScalarType t) {
@@ -96,6 +97,7 @@ void gemm_cpu(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
   knobs.parts = g_knob_parts.load(std::memory_order_relaxed);
   knobs.bf16_dot = g_knob_bf16_dot.load(std::memory_order_relaxed);
   knobs.transpose = g_knob_transpose.load(std::memory_order_relaxed);
+  knobs.amx = g_knob_amx.load(std::memory_order_relaxed);
   const cpugemm::Dtype dtype = dtype_of(a.scalar_type());
   const cpu::Isa isa = kernel_isa();
   g_last_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
@@ -113,7 +115,8 @@ void gemm_cpu(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
   g_last_report.store(pack_report(report), std::memory_order_relaxed);
 }
 
-void set_cpu_knobs(const std::string& path, int64_t parts, bool bf16_dot, int64_t transpose) {
+void set_cpu_knobs(const std::string& path, int64_t parts, bool bf16_dot, int64_t transpose,
+                   bool amx) {
   Path which = Path::kAuto;
   if (path == "packed") {
     which = Path::kPacked;
@@ -133,13 +136,14 @@ void set_cpu_knobs(const std::string& path, int64_t parts, bool bf16_dot, int64_
               "lltm_ext.gemm: transpose must be -1, 0 or 1, not ", transpose, ".");
   g_knob_bf16_dot.store(bf16_dot);
   g_knob_transpose.store(static_cast<int>(transpose));
+  g_knob_amx.store(amx);
 }
 
-std::tuple<std::string, bool, int64_t, bool> cpu_last_run() {
+std::tuple<std::string, bool, int64_t, bool, bool> cpu_last_run() {
   const int64_t r = g_last_report.load(std::memory_order_relaxed);
-  if (r < 0) return {"", false, 0, false};
+  if (r < 0) return {"", false, 0, false, false};
   return {cpugemm::path_name(static_cast<Path>(r & 15)), ((r >> 4) & 1) != 0, r >> 8,
-          ((r >> 5) & 1) != 0};
+          ((r >> 5) & 1) != 0, ((r >> 6) & 1) != 0};
 }
 
 }  // namespace lltm_ext::gemm

@@ -34,23 +34,25 @@ const char* path_name(Path path);
 // What a test may force: the path (kAuto: the heuristic; a forced path that the operands' layout
 // cannot take falls back to kPacked), the number of parts the product is cut into for threads (0:
 // from the amount of work; n: n parts even for tiny work, run on at most at::get_num_threads()
-// threads), whether bfloat16 may use the AVX-512 BF16 dot-product instructions, and the
-// orientation.
+// threads), whether bfloat16 may use the AVX-512 BF16 dot-product instructions, the orientation,
+// and whether bfloat16's packed path may run on AMX tiles.
 struct Knobs {
   Path path = Path::kAuto;
   int parts = 0;
   bool bf16_dot = true;
   int transpose = -1;  // -1: the heuristic's orientation; 0: C = A B; 1: C^T = B^T A^T (if the
                        // path can run so)
+  bool amx = true;
 };
 
 // What a call ran: the path, whether it computed C^T = B^T A^T, the parts, the bf16 dot-product
-// kernels (AVX-512 BF16) or not.
+// kernels (AVX-512 BF16) or not, the AMX tiles or not.
 struct Report {
   Path path = Path::kAuto;
   bool transposed = false;
   int parts = 1;
   bool bf16_dot = false;
+  bool amx = false;
 };
 
 Report run_baseline(Dtype dtype, const Problem& p, const Knobs& knobs);

@@ -12,6 +12,9 @@
 #include "gemm/cpu/bf16dot.h"
 #endif
 #include "gemm/cpu/blocked.h"
+#if LLTM_GEMM_CPU_LEVEL == 2
+#include "gemm/cpu/amx.h"
+#endif
 #include "gemm/cpu/skinny.h"
 #include "gemm/cpu/parts.h"
 
@@ -32,6 +35,12 @@ constexpr int64_t kDotMaxRows = 64;
 constexpr int64_t kDotMinK = 128;
 constexpr int64_t kRowsMaxRows = 128;
 constexpr int64_t kDotGatherN = 64;
+// bfloat16 on AMX tiles (amx.h; the AVX-512 copy, where the CPU and the OS allow them): every
+// product but those of K <= kAmxMinK or a single row or column of C, where storing C or streaming
+// the long operand is the work and the other paths do it with less overhead. C^T = B^T A^T (see
+// amx_flip) from K >= kAmxFlipMinK.
+constexpr int64_t kAmxMinK = 8;
+constexpr int64_t kAmxFlipMinK = 32;
 // Work per part below which a product runs on one thread: multiply-adds plus kOutputMacs per
 // element of C (with small K, writing C is most of the time). 2^20: about 25 us of float32 on one
 // core of the development machine. There, with the team's workers awake, two parts already paid
@@ -81,9 +90,10 @@ Report run_typed(Problem p, const Knobs& knobs) {
   if (p.K == 1) p.sak = p.sbk = 1;
 
   Report rep;
-  bool pair_ok = false;
+  bool pair_ok = false, amx_ok = false;
 #if LLTM_GEMM_CPU_LEVEL == 2
   pair_ok = std::is_same_v<T, BFloat16> && knobs.bf16_dot && cpu_has_avx512_bf16();
+  amx_ok = std::is_same_v<T, BFloat16> && knobs.amx && amx_bf16_usable();
 #endif
   constexpr int L = kLanes<Acc>;
   constexpr int NR = kNR<Acc>;
@@ -113,7 +123,19 @@ Report run_typed(Problem p, const Knobs& knobs) {
     const double stores = m * n / L * (c_rows ? 1.0 : 80.0 / std::min<double>(m, kMR));
     return tiles + packs + stores;
   };
-  const auto packed_flip = [&] { return packed_cost(transposed(p)) < packed_cost(p); };
+  // On AMX tiles (amx.h) the work is the packing and C's stores: A's tiles are read in place when
+  // its rows run along K, B's rows interleaved cheaply when they run along N, and C written
+  // transposed costs a transpose per 16 x 16 block. So C^T = B^T A^T only where neither holds in
+  // C = A B but both do in C^T (a.T @ b.T), and K repays the transposed stores (below 32, a
+  // single partial step of K, the stores are most of the work; measured: 6776x35x7 and
+  // 2343x1667x5 a.T @ b.T 30% slower transposed, 143x110x443 and 633x2815x506 20-30% faster).
+  const auto amx_flip = [&] {
+    return p.sak != 1 && p.sbn != 1 && p.sbk == 1 && p.sam == 1 && p.K >= kAmxFlipMinK;
+  };
+  const auto packed_flip = [&] {
+    if (amx_ok && knobs.path == Path::kPacked) return amx_flip();
+    return packed_cost(transposed(p)) < packed_cost(p);
+  };
   // kDot in orientation x: its long operand contiguous along K, K of 2 vectors or more, and few
   // rows of C: up to kSkinny when K repays reducing each element of C across the lanes (measured
   // on 1500 x M x K: kDot beats kPacked from K of about M * L / 2 in float, M * L on the bfloat16
@@ -131,7 +153,14 @@ Report run_typed(Problem p, const Knobs& knobs) {
   };
   Path path = knobs.path;
   bool flipped = false;
-  if (path == Path::kAuto) {
+  // (a forced kPacked runs on AMX tiles wherever they can run; an automatic choice only where
+  // they pay)
+  bool amx = amx_ok && path == Path::kPacked;
+  if (path == Path::kAuto && amx_ok && p.K > kAmxMinK && p.M > 1 && p.N > 1) {
+    path = Path::kPacked;
+    flipped = amx_flip();
+    amx = true;
+  } else if (path == Path::kAuto) {
     const bool rows_q = fits(Path::kRows, q), dot_q = fits(Path::kDot, q);
     const Problem o = transposed(q);  // the other orientation (o.M >= o.N)
     if (rows_q && q.M <= kAxpyMaxRows && !(dot_q && q.N == 1 && q.K > 1)) {
@@ -166,7 +195,8 @@ Report run_typed(Problem p, const Knobs& knobs) {
   const Problem run = flipped ? transposed(p) : p;
   rep.path = path;
   rep.transposed = flipped;
-  rep.bf16_dot = pair_ok && path != Path::kRows;
+  rep.amx = amx && path == Path::kPacked;
+  rep.bf16_dot = pair_ok && path != Path::kRows && !rep.amx;
 
   const int threads = std::max(1, at::get_num_threads());
   const double outputs = static_cast<double>(p.M) * static_cast<double>(p.N);
@@ -214,6 +244,10 @@ Report run_typed(Problem p, const Knobs& knobs) {
     }
 #if LLTM_GEMM_CPU_LEVEL == 2
     if constexpr (std::is_same_v<T, BFloat16>) {
+      if (rep.amx) {
+        amx_blocked(run, r, s);
+        return;
+      }
       if (rep.bf16_dot) {
         blocked<T, PairKernel>(run, r, s);
         return;

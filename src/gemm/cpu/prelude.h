@@ -24,5 +24,10 @@
 #include "gemm/cpu/api.h"
 
 #if LLTM_EXT_CPU_X86_COPIES
+#include <cpuid.h>
 #include <immintrin.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #endif
