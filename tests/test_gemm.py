@@ -307,7 +307,7 @@ def test_cuda_tensor_on_cpu_only_build():
 # runs whatever the heuristic picks; test_cpu_isa.py runs it all again in each ISA copy.
 # ----------------------------------------------------------------------------------------------
 
-CPU_PATHS = ["packed", "rows", "dot"]
+CPU_PATHS = ["packed", "rows", "dot", "direct"]
 CPU_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 
 # (M, N, K): tiny; GEMV-like (1 or 2 rows of C or C^T, narrow and wide); a few rows; odd sizes
@@ -357,14 +357,17 @@ def cpu_operands(
 
 def cpu_path_fits(path: str, a: torch.Tensor, b: torch.Tensor, transpose: int) -> bool:
     """Whether `path` can run a @ b in that orientation: "rows" reads the long operand in place
-    along N (b's columns; for C^T, a's rows), "dot" along K (b's rows; for C^T, a's columns);
-    extent-1 dimensions count as unit-stride."""
+    along N (b's columns; for C^T, a's rows), "dot" along K (b's rows; for C^T, a's columns),
+    "direct" any layout of float and double in the AVX-512 copy; extent-1 dimensions count as
+    unit-stride."""
 
     def unit(t: torch.Tensor, dim: int) -> bool:
         return t.shape[dim] == 1 or t.stride(dim) == 1
 
     if path == "packed":
         return True
+    if path == "direct":  # float and double, in the AVX-512 copy
+        return a.dtype in (torch.float32, torch.float64) and cpu_isa_name() == "avx512"
     if path == "rows":
         return unit(a, 0) if transpose else unit(b, 1)
     return unit(a, 1) if transpose else unit(b, 0)
@@ -523,9 +526,39 @@ def test_cpu_auto_takes_the_dot_path_only_where_k_repays_it(dtype):
             ran = ext._cpu_last_run()[0]
         if on_amx(dtype):  # bfloat16 on AMX tiles: packed at both
             expected = "packed"
+        if expected == "packed" and dtype in (torch.float32, torch.float64):
+            # (in the AVX-512 copy, a few columns of a small B run on the direct path)
+            expected = "direct" if cpu_isa_name() == "avx512" else "packed"
         assert ran == expected, f"1500x8x{k}: {ran}"
         err = rel_err(c, ref_mm(a, b))
         assert err <= REL_BOUND[dtype], f"1500x8x{k}: relative error {err:.3e}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=lambda d: str(d)[6:])
+def test_cpu_auto_takes_the_direct_path_for_small_products(dtype):
+    """float and double products too small for packing to pay run on the direct path (AVX-512
+    copy): few rows of C over B read along N, few rows over a short K gathered, many rows over a
+    few columns of a small B; a long B, a large product and a GEMV do not. Against float64."""
+    gen = torch.Generator().manual_seed(9)
+    direct = cpu_isa_name() == "avx512"
+    cases = [
+        ((6, 29, 2212), "nn", direct),
+        ((4, 55, 3000), "nn", direct),
+        ((2, 7449, 5), "nt", direct),
+        ((112, 28, 143), "nn", direct),
+        ((20, 6137, 7887), "nn", False),  # B of 190 MB: packed
+        ((300, 300, 300), "nn", False),
+        ((1, 1, 5000), "nt", False),  # a dot product
+    ]
+    for (m, n, k), layout, expected in cases:
+        a, b = cpu_operands(m, n, k, layout, dtype, gen)
+        with cpu_knobs() as ext:
+            c = lltm_ext.gemm(a, b)
+            ran = ext._cpu_last_run()[0]
+        where = f"{m}x{n}x{k} {layout}: {ran}"
+        assert (ran == "direct") == expected, where
+        err = rel_err(c, ref_mm(a, b))
+        assert err <= REL_BOUND[dtype], f"{where}: relative error {err:.3e}"
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=lambda d: str(d)[6:])
@@ -605,7 +638,7 @@ def test_cpu_small_products_run_on_one_thread():
 def test_cpu_knob_errors():
     ext = load_extension("gemm")
     with pytest.raises(
-        RuntimeError, match=r"must be 'auto', 'packed', 'rows' or 'dot', not 'fast'"
+        RuntimeError, match=r"must be 'auto', 'packed', 'rows', 'dot' or 'direct', not 'fast'"
     ):
         ext._set_cpu_knobs("fast")
     with pytest.raises(RuntimeError, match=r"transpose must be -1, 0 or 1, not 2"):

@@ -399,7 +399,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_cpu_kernel_isa", &lltm_ext::gemm::cpu_kernel_isa,
         "The ISA of the kernel copy the last CPU GEMM ran ('' before the first)");
   m.def("_set_cpu_knobs", &lltm_ext::gemm::set_cpu_knobs,
-        "Force the CPU GEMM's path ('auto', 'packed', 'rows', 'dot'), the parts a product is cut "
+        "Force the CPU GEMM's path ('auto', 'packed', 'rows', 'dot', 'direct'), the parts a "
+        "product is cut "
         "into for threads (0: from the work), whether bfloat16 may use the AVX-512 BF16 kernels, "
         "the orientation (-1: the heuristic's, 0: C = A B, 1: C^T = B^T A^T) and whether "
         "bfloat16's packed path may run on AMX tiles (tests)",

@@ -73,6 +73,8 @@ const char* cpugemm::path_name(Path path) {
       return "rows";
     case Path::kDot:
       return "dot";
+    case Path::kDirect:
+      return "direct";
     default:
       return "auto";
   }
@@ -124,9 +126,11 @@ void set_cpu_knobs(const std::string& path, int64_t parts, bool bf16_dot, int64_
     which = Path::kRows;
   } else if (path == "dot") {
     which = Path::kDot;
+  } else if (path == "direct") {
+    which = Path::kDirect;
   } else {
-    TORCH_CHECK(path == "auto", "lltm_ext.gemm: the CPU path must be 'auto', 'packed', 'rows' or ",
-                "'dot', not '", path, "'.");
+    TORCH_CHECK(path == "auto", "lltm_ext.gemm: the CPU path must be 'auto', 'packed', 'rows', ",
+                "'dot' or 'direct', not '", path, "'.");
   }
   TORCH_CHECK(parts >= 0 && parts <= 4096, "lltm_ext.gemm: parts must be in [0, 4096], not ", parts,
               ".");

@@ -14,6 +14,7 @@
 #include "gemm/cpu/blocked.h"
 #if LLTM_GEMM_CPU_LEVEL == 2
 #include "gemm/cpu/amx.h"
+#include "gemm/cpu/direct.h"
 #endif
 #include "gemm/cpu/skinny.h"
 #include "gemm/cpu/parts.h"
@@ -34,6 +35,12 @@ constexpr int64_t kSkinny = 8;
 constexpr int64_t kDotMaxRows = 64;
 constexpr int64_t kDotMinK = 128;
 constexpr int64_t kRowsMaxRows = 128;
+// ... and, past kRowsAnyB rows, a B of at most kRowsMaxB bytes: a larger B read in place, a panel
+// of rows spread over as many pages, ran up to 2x slower than packed (one core of a Xeon with
+// AVX-512: 20x6137x7887 0.42x torch.mm read in place, 0.85x packed; 20 or 64 rows over B of
+// 16-256 MB, 1.0-2.0x faster packed; at 4 MB and below, or up to 16 rows, in place won).
+constexpr int64_t kRowsAnyB = 16;
+constexpr double kRowsMaxB = 4.0 * 1024 * 1024;
 constexpr int64_t kDotGatherN = 64;
 // bfloat16 on AMX tiles (amx.h; the AVX-512 copy, where the CPU and the OS allow them): every
 // product but those of K <= kAmxMinK or a single row or column of C, where storing C or streaming
@@ -41,6 +48,21 @@ constexpr int64_t kDotGatherN = 64;
 // amx_flip) from K >= kAmxFlipMinK.
 constexpr int64_t kAmxMinK = 8;
 constexpr int64_t kAmxFlipMinK = 32;
+// kDirect (float and double, AVX-512 copy) for the products direct_q() describes: up to
+// kDirectMaxRows rows of C, B of at most kDirectMaxB bytes, C^T from K >= kDirectFlipMinK, B
+// gathered for K <= kDirectGatherK or over at least kDirectGatherN columns, axpy_rows kept for
+// more than kDirectAxpyN columns.
+constexpr int64_t kDirectMaxRows = 32;
+constexpr double kDirectMaxB = 2.0 * 1024 * 1024;
+constexpr int64_t kDirectFlipMinK = 8;
+constexpr int64_t kDirectGatherK = 16;
+constexpr int64_t kDirectGatherN = 32;
+constexpr int64_t kDirectAxpyN = 64;
+// kDirect for many rows of C (direct_tall()): up to kDirectTallMaxN columns, B of at most
+// kDirectTallMaxB bytes, gathered for K up to kDirectTallGatherK.
+constexpr int64_t kDirectTallMaxN = 64;
+constexpr int64_t kDirectTallGatherK = 32;
+constexpr double kDirectTallMaxB = 32.0 * 1024;
 // Work per part below which a product runs on one thread: multiply-adds plus kOutputMacs per
 // element of C (with small K, writing C is most of the time). 2^20: about 25 us of float32 on one
 // core of the development machine. There, with the team's workers awake, two parts already paid
@@ -101,6 +123,13 @@ Report run_typed(Problem p, const Knobs& knobs) {
   const bool skinny_flip = p.N < p.M;
   const Problem q = skinny_flip ? transposed(p) : p;  // q.M <= q.N
   const auto fits = [](Path path, const Problem& x) {
+    if (path == Path::kDirect) {
+#if LLTM_GEMM_CPU_LEVEL == 2
+      return direct_fits<T>(x);
+#else
+      return false;
+#endif
+    }
     return path == Path::kPacked || (path == Path::kRows ? x.sbn == 1 : x.sbk == 1);
   };
   // kPacked's orientation: the one with the lower estimated cost (in vector multiply-adds), from
@@ -151,6 +180,36 @@ Report run_typed(Problem p, const Knobs& knobs) {
     const bool a_cheap = x.sak == 1 || x.N >= kDotGatherN || x.M <= kSkinny;
     return fits(Path::kDot, x) && x.K >= 2 * L && few_rows && a_cheap;
   };
+  // kDirect (direct.h), tried in the skinny orientation q (few rows of C: packing A would pay
+  // over many columns, and packing B over many rows; here neither) where B is small enough to be
+  // read again per tile of rows from cache, C is not a single dot product, and, where q is C^T, K
+  // repays writing C transposed (or C is a single row or column, the same memory either way).
+  // First with B's rows loaded along N (but axpy_rows keeps at most four rows of C over more than
+  // kDirectAxpyN columns); then, after axpy_rows and the dot path for up to kSkinny rows, as given
+  // when C has many rows over a few columns of a small B; then with B gathered, for a K short
+  // enough (kDirectGatherK) that packing B would be most of the work (a transpose of a thin
+  // matrix), or past kSkinny rows over at least kDirectGatherN columns, where the dot path's sums
+  // across lanes cost more than the gathers. (Measured over the CPU sweep's shapes:
+  // docs/gemm_cpu.md.)
+  const auto direct_q = [&](bool gathered) {
+    if (!fits(Path::kDirect, q) || q.M > kDirectMaxRows || q.N < 2) return false;
+    if (static_cast<double>(q.K) * static_cast<double>(q.N) * sizeof(T) > kDirectMaxB) {
+      return false;
+    }
+    if (skinny_flip && q.K < kDirectFlipMinK && q.M > 1) return false;
+    if (!gathered) return q.sbn == 1 && (q.M > kAxpyMaxRows || q.N <= kDirectAxpyN);
+    return q.sbn != 1 && (q.K <= kDirectGatherK || (q.M > kSkinny && q.N >= kDirectGatherN));
+  };
+  // kDirect as given when C has many rows and few columns: up to kDirectTallMaxN columns of a B
+  // small enough to stay in L1 (its rows loaded along N, or gathered for K up to
+  // kDirectTallGatherK), A's rows along K: one panel of columns, A read once, nothing packed (the
+  // packed paths pack all of A to use it for those few columns).
+  const auto direct_tall = [&] {
+    if (!skinny_flip) return false;  // (as given, C is the skinny one: direct_q's case)
+    return fits(Path::kDirect, p) && p.sak == 1 && p.N >= 2 && p.N <= kDirectTallMaxN &&
+           (p.sbn == 1 || p.K <= kDirectTallGatherK) &&
+           static_cast<double>(p.K) * static_cast<double>(p.N) * sizeof(T) <= kDirectTallMaxB;
+  };
   Path path = knobs.path;
   bool flipped = false;
   // (a forced kPacked runs on AMX tiles wherever they can run; an automatic choice only where
@@ -160,11 +219,25 @@ Report run_typed(Problem p, const Knobs& knobs) {
     path = Path::kPacked;
     flipped = amx_flip();
     amx = true;
+  } else if (path == Path::kAuto && direct_q(/*gathered=*/false)) {
+    path = Path::kDirect;
+    flipped = skinny_flip;
   } else if (path == Path::kAuto) {
     const bool rows_q = fits(Path::kRows, q), dot_q = fits(Path::kDot, q);
     const Problem o = transposed(q);  // the other orientation (o.M >= o.N)
     if (rows_q && q.M <= kAxpyMaxRows && !(dot_q && q.N == 1 && q.K > 1)) {
       path = Path::kRows;  // a few rows of C streaming B (GEMV-like)
+      flipped = skinny_flip;
+    } else if (q.M <= kSkinny && dot_suits(q)) {
+      path = Path::kDot;
+      flipped = skinny_flip;
+    } else if (q.M <= kSkinny && dot_suits(o)) {
+      path = Path::kDot;
+      flipped = !skinny_flip;
+    } else if (direct_tall()) {
+      path = Path::kDirect;
+    } else if (direct_q(/*gathered=*/true)) {
+      path = Path::kDirect;
       flipped = skinny_flip;
     } else if (dot_suits(q)) {
       path = Path::kDot;
@@ -177,13 +250,20 @@ Report run_typed(Problem p, const Knobs& knobs) {
       const Problem& x = flipped ? transposed(p) : p;
       // (bfloat16 on the pair kernels: kPacked runs vdpbf16ps, twice the multiply-adds of kRows)
       const int64_t rows_max = pair_ok ? 0 : kRowsMaxRows;
-      path = fits(Path::kRows, x) && x.M <= rows_max ? Path::kRows : Path::kPacked;
+      const bool b_small =
+          x.M <= kRowsAnyB ||
+          static_cast<double>(x.K) * static_cast<double>(x.N) * sizeof(T) <= kRowsMaxB;
+      path = fits(Path::kRows, x) && x.M <= rows_max && b_small ? Path::kRows : Path::kPacked;
     }
   } else if (knobs.transpose >= 0) {  // a forced orientation: the path, or kPacked, runs in it
     flipped = knobs.transpose != 0;
     if (!fits(path, flipped ? transposed(p) : p)) path = Path::kPacked;
   } else if (path == Path::kPacked) {
     flipped = packed_flip();
+  } else if (path == Path::kDirect && fits(path, p)) {
+    // B loaded along N rather than gathered, then C written along its rows
+    const Problem t = transposed(p);
+    flipped = p.sbn != 1 && t.sbn == 1 ? true : p.sbn == 1 && t.sbn != 1 ? false : p.scn != 1;
   } else if (fits(path, q)) {
     flipped = skinny_flip;
   } else if (fits(path, transposed(q))) {
@@ -206,6 +286,18 @@ Report run_typed(Problem p, const Knobs& knobs) {
                               : static_cast<int>(std::clamp<double>(work / kGrainMacs, 1, most));
   if (threads == 1 && knobs.parts <= 0) parts = 1;
 
+#if LLTM_GEMM_CPU_LEVEL == 2
+  if (path == Path::kDirect) {
+    const int64_t units = (run.M + kMR - 1) / kMR * ((run.N + NR - 1) / NR);
+    parts = static_cast<int>(std::min<int64_t>(parts, units));
+    rep.parts = parts;
+    run_parts(parts, [&](int part) {
+      const Region r = region_of(run.M, run.N, NR, parts, part, /*columns_only=*/false);
+      if (r.m0 < r.m1 && r.n0 < r.n1) direct_blocked<T>(run, r);
+    });
+    return rep;
+  }
+#endif
   if (path == Path::kDot) {
     const int64_t groups = (run.N + kDotJB - 1) / kDotJB;
     parts = static_cast<int>(std::min<int64_t>(parts, groups));
