@@ -135,11 +135,7 @@ void amx_pack_b(uint32_t* __restrict__ dst, const BFloat16* b, int64_t sbk, int6
     if (sbn == 1) {  // rows contiguous along N: rows k and k + 1 interleaved, 32 columns a pass
       if (h % 32 != 0) continue;  // (done with the group before it)
       const __mmask32 m = mask32(nc - h);
-      // Pairs of columns 0-15 from lanes 0-15 of both rows, then of columns 16-31.
-      const __m512i lo_idx =
-          _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38,
-                           6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
-      const __m512i hi_idx = _mm512_add_epi16(lo_idx, _mm512_set1_epi16(16));
+      const __m512i lo_idx = pair_lanes(0), hi_idx = pair_lanes(16);  // columns 0-15, 16-31
       uint32_t* next = tiles + static_cast<int64_t>(steps) * kBTile;  // the group of columns 16-31
       const bool two = nc - h > 16;
       for (int s = 0; s < steps; ++s) {

@@ -28,6 +28,15 @@ inline uint32_t bits_of(BFloat16 x) {
   return x.x;
 }
 
+// permutex2var_epi16 indices that interleave 16 bfloat16s of two rows (k, k + 1), from lane
+// `first` on: 16 pairs (the even k the low half), e.g. pair_lanes(0) for columns 0-15 and
+// pair_lanes(16) for 16-31.
+inline __m512i pair_lanes(int first) {
+  const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8,
+                                      39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+  return _mm512_add_epi16(lo, _mm512_set1_epi16(static_cast<int16_t>(first)));
+}
+
 // A (mc x kc, element (i, k) at a[i * sam + k * sak]) -> panels of kMR rows (the last one of mc %
 // kMR), each [kc2][rows] pairs (k = 2q, 2q + 1) of bfloat16 in a uint32 (low half the even k), kc2
 // = ceil(kc / 2), a missing odd k zero: panel r0 at dst + r0 * kc2.
@@ -81,11 +90,7 @@ void pack_b_pairs(uint32_t* __restrict__ dst, const BFloat16* b, int64_t sbk, in
     const BFloat16* src = b + jr * sbn;
     if (sbn == 1) {  // row-major B: interleave rows 2q and 2q + 1
       const __mmask32 mask = cols == 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << cols) - 1);
-      // Pairs for columns 0-15 from lanes 0-15 of both rows, then 16-31.
-      const __m512i lo_idx =
-          _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38,
-                           6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
-      const __m512i hi_idx = _mm512_add_epi16(lo_idx, _mm512_set1_epi16(16));
+      const __m512i lo_idx = pair_lanes(0), hi_idx = pair_lanes(16);
       for (int q = 0; q < kc2; ++q) {
         const __m512i r0 = _mm512_maskz_loadu_epi16(mask, src + 2 * q * sbk);
         const __m512i r1 = 2 * q + 1 < kc ? _mm512_maskz_loadu_epi16(mask, src + (2 * q + 1) * sbk)
