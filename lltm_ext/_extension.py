@@ -214,7 +214,10 @@ def operator_call(op: str, name: str, operator: Any) -> Callable[..., Any]:
     def traced(*args: Any) -> Any:
         return operator(*args)
 
-    substitute(binding, skip_signature_check=True)(traced)
+    try:
+        substitute(binding, skip_signature_check=True)(traced)
+    except ValueError:  # told already (the op's Python module imported again, e.g. reloaded)
+        pass
     return binding
 
 
