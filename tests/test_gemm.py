@@ -440,7 +440,8 @@ def test_cpu_paths(path, dtype):
 
 # Shapes at the AMX kernels' edges: one tile (16 x 16 x 32) and one past it on every side; K of
 # one and of more than one panel (1024), partial or whole steps of 32; more rows than a block (128)
-# and a window (512) of rows, more columns than a block (512).
+# and a window (512) of rows, more columns than a block (512), and more rows than a window with K
+# over two panels (the sums carried across panels in the workspace, window by window).
 AMX_SHAPES = [
     (16, 16, 32),
     (17, 33, 65),
@@ -450,6 +451,7 @@ AMX_SHAPES = [
     (129, 513, 2080),
     (600, 20, 300),
     (20, 600, 31),
+    (520, 33, 1100),
 ]
 
 
