@@ -358,19 +358,24 @@ def cpu_operands(
 def cpu_path_fits(path: str, a: torch.Tensor, b: torch.Tensor, transpose: int) -> bool:
     """Whether `path` can run a @ b in that orientation: "rows" reads the long operand in place
     along N (b's columns; for C^T, a's rows), "dot" along K (b's rows; for C^T, a's columns),
-    "direct" any layout of float and double in the AVX-512 copy; extent-1 dimensions count as
-    unit-stride."""
+    "direct" any layout of float and double in the AVX2 and AVX-512 copies; extent-1 dimensions
+    count as unit-stride."""
 
     def unit(t: torch.Tensor, dim: int) -> bool:
         return t.shape[dim] == 1 or t.stride(dim) == 1
 
     if path == "packed":
         return True
-    if path == "direct":  # float and double, in the AVX-512 copy
-        return a.dtype in (torch.float32, torch.float64) and cpu_isa_name() == "avx512"
+    if path == "direct":  # float and double, in the AVX2 and AVX-512 copies
+        return a.dtype in (torch.float32, torch.float64) and has_direct_path()
     if path == "rows":
         return unit(a, 0) if transpose else unit(b, 1)
     return unit(a, 1) if transpose else unit(b, 0)
+
+
+def has_direct_path() -> bool:
+    """Whether the CPU kernels that run here have the direct path (the AVX2 and AVX-512 copies)."""
+    return cpu_isa_name() in ("avx2+fma", "avx512")
 
 
 def cpu_flags() -> set[str]:
@@ -520,7 +525,7 @@ def test_cpu_auto_takes_the_dot_path_only_where_k_repays_it(dtype):
     reduced across the lanes costs more than the dot sums save) and a long K runs the dot path.
     Against float64."""
     gen = torch.Generator().manual_seed(6)
-    float_lanes = {"avx512": 16, "avx2": 8}.get(cpu_isa_name(), 4)
+    float_lanes = {"avx512": 16, "avx2+fma": 8}.get(cpu_isa_name(), 4)
     lanes = float_lanes // 2 if dtype == torch.float64 else float_lanes
     # The shortest K the dot path takes at all (2 vectors), and one past every threshold.
     for k, expected in [(2 * lanes, "packed"), (16 * lanes, "dot")]:
@@ -531,8 +536,8 @@ def test_cpu_auto_takes_the_dot_path_only_where_k_repays_it(dtype):
         if on_amx(dtype):  # bfloat16 on AMX tiles: packed at both
             expected = "packed"
         if expected == "packed" and dtype in (torch.float32, torch.float64):
-            # (in the AVX-512 copy, a few columns of a small B run on the direct path)
-            expected = "direct" if cpu_isa_name() == "avx512" else "packed"
+            # (in the AVX2 and AVX-512 copies, a few columns of a small B run on the direct path)
+            expected = "direct" if has_direct_path() else "packed"
         assert ran == expected, f"1500x8x{k}: {ran}"
         err = rel_err(c, ref_mm(a, b))
         assert err <= REL_BOUND[dtype], f"1500x8x{k}: relative error {err:.3e}"
@@ -540,11 +545,12 @@ def test_cpu_auto_takes_the_dot_path_only_where_k_repays_it(dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=lambda d: str(d)[6:])
 def test_cpu_auto_takes_the_direct_path_for_small_products(dtype):
-    """float and double products too small for packing to pay run on the direct path (AVX-512
-    copy): few rows of C over B read along N, few rows over a short K gathered, many rows over a
-    few columns of a small B; a long B, a large product and a GEMV do not. Against float64."""
+    """float and double products too small for packing to pay run on the direct path (AVX2 and
+    AVX-512 copies): few rows of C over B read along N, few rows over a short K gathered, many rows
+    over a few columns of a small B; a long B, a large product and a GEMV do not. Against
+    float64."""
     gen = torch.Generator().manual_seed(9)
-    direct = cpu_isa_name() == "avx512"
+    direct = has_direct_path()
     cases = [
         ((6, 29, 2212), "nn", direct),
         ((4, 55, 3000), "nn", direct),
@@ -561,6 +567,38 @@ def test_cpu_auto_takes_the_direct_path_for_small_products(dtype):
             ran = ext._cpu_last_run()[0]
         where = f"{m}x{n}x{k} {layout}: {ran}"
         assert (ran == "direct") == expected, where
+        err = rel_err(c, ref_mm(a, b))
+        assert err <= REL_BOUND[dtype], f"{where}: relative error {err:.3e}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=lambda d: str(d)[6:])
+def test_cpu_avx2_rules(dtype):
+    """The AVX2 copy's own rules (driver.h, fitted on an AMD EPYC): B gathered only over a very
+    short K, or a short one for up to 4 rows of C; the direct path in the orientation that loads B
+    along N (C^T written transposed); a few rows over K <= 4 on the direct path rather than
+    axpy_rows; a.T @ b.T packed as C^T = B^T A^T where K repays the transposed stores, and as
+    given where it does not. Against float64."""
+    if cpu_isa_name() != "avx2+fma":
+        pytest.skip(f"the AVX2 copy's rules (the kernels here: {cpu_isa_name()})")
+    gen = torch.Generator().manual_seed(12)
+    cases = [
+        ((2, 7449, 5), "nt", ("direct", False)),  # 2 rows, K = 5: B gathered
+        ((29, 1161, 9), "nt", ("packed", False)),  # 29 rows, K = 9: no gathers
+        ((392, 13, 17), "nt", ("packed", False)),  # (AVX-512: gathered)
+        ((12, 12, 1541), "tt", ("direct", True)),  # B along N only as C^T
+        ((104, 40, 396), "tt", ("direct", True)),
+        ((28, 1751, 8), "tt", ("packed", False)),  # K = 8: C^T's stores would be the work
+        ((2, 7831, 1), "nn", ("direct", False)),  # K = 1: not axpy_rows
+        ((174, 161, 2968), "tt", ("packed", True)),
+        ((2343, 40, 5), "tt", ("packed", False)),
+    ]
+    for (m, n, k), layout, expected in cases:
+        a, b = cpu_operands(m, n, k, layout, dtype, gen)
+        with cpu_knobs() as ext:
+            c = lltm_ext.gemm(a, b)
+            ran = ext._cpu_last_run()[:2]
+        where = f"{m}x{n}x{k} {layout}: {ran}"
+        assert tuple(ran) == expected, where
         err = rel_err(c, ref_mm(a, b))
         assert err <= REL_BOUND[dtype], f"{where}: relative error {err:.3e}"
 

@@ -27,7 +27,7 @@ struct Problem {
 // kPacked: A and B packed into panels, register-tiled micro-kernel (any layout);
 // kRows: A packed, B read in place (B, or A for C^T = B^T A^T, with unit stride along N);
 // kDot: dot products along K (B, or A for C^T, with unit stride along K), A packed if needed;
-// kDirect: nothing packed, A and B read where they are (float and double, AVX-512 copy).
+// kDirect: nothing packed, A and B read where they are (float and double, AVX2 and AVX-512 copies).
 enum class Path : int { kAuto = 0, kPacked = 1, kRows = 2, kDot = 3, kDirect = 4 };
 
 const char* path_name(Path path);

@@ -1,12 +1,13 @@
 // The CPU GEMM's direct path (kDirect): register tiles that read A and B where they are, nothing
 // packed. A's elements are broadcast from any strides; B's rows are loaded along N (masked at C's
 // last columns) or, where B is not contiguous along N, gathered. For float and double products too
-// small for packing to pay (driver.h says which). Included by gemm/cpu/driver.h in the AVX-512 copy
-// only (masked loads and gathers), after gemm/cpu/blocked.h.
+// small for packing to pay (driver.h says which). Included by gemm/cpu/driver.h in the AVX2 and
+// AVX-512 copies (masked loads and gathers: AVX-512's mask registers, AVX2's vector masks), after
+// gemm/cpu/blocked.h.
 #pragma once
 
-#if LLTM_GEMM_CPU_LEVEL != 2
-#error "gemm/cpu/direct.h is for the AVX-512 copy"
+#if LLTM_GEMM_CPU_LEVEL != 1 && LLTM_GEMM_CPU_LEVEL != 2
+#error "gemm/cpu/direct.h is for the AVX2 and AVX-512 copies"
 #endif
 
 namespace lltm_ext::gemm::cpugemm::LLTM_GEMM_CPU_NS {
@@ -23,9 +24,13 @@ bool direct_fits(const Problem& p) {
   }
 }
 
+#if LLTM_GEMM_CPU_LEVEL == 2
+// Lanes of a vector as an AVX-512 mask register's bits.
+using LaneMask = uint32_t;
+
 // Lanes of v < n (n may be past L) as an AVX-512 mask.
 template <typename Acc>
-LLTM_GEMM_INLINE uint32_t lane_mask(int n) {
+LLTM_GEMM_INLINE LaneMask lane_mask(int n) {
   constexpr int L = kLanes<Acc>;
   return n >= L ? (1u << L) - 1 : n <= 0 ? 0u : (1u << n) - 1;
 }
@@ -58,7 +63,7 @@ LLTM_GEMM_INLINE GatherIdx<Acc> gather_idx(int64_t sbn) {
 // kLanes<Acc> elements of B along N at p (lanes of `mask`; the others zero): loaded where B's
 // columns are contiguous, else gathered at the offsets idx.
 template <typename Acc, bool kGather>
-LLTM_GEMM_INLINE Vec<Acc> load_b(const Acc* p, uint32_t mask, GatherIdx<Acc> idx) {
+LLTM_GEMM_INLINE Vec<Acc> load_b(const Acc* p, LaneMask mask, GatherIdx<Acc> idx) {
   if constexpr (std::is_same_v<Acc, float>) {
     const __mmask16 m = static_cast<__mmask16>(mask);
     if constexpr (kGather) {
@@ -77,6 +82,65 @@ LLTM_GEMM_INLINE Vec<Acc> load_b(const Acc* p, uint32_t mask, GatherIdx<Acc> idx
     }
   }
 }
+#else
+// Lanes of a vector as an AVX2 vector mask: all ones in a lane that is on (64-bit lanes for
+// double), as vmaskmov and vgather read it.
+using LaneMask = __m256i;
+
+// Lanes of v < n (n may be past L) as an AVX2 vector mask.
+template <typename Acc>
+LLTM_GEMM_INLINE LaneMask lane_mask(int n) {
+  if constexpr (std::is_same_v<Acc, float>) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0));
+  } else {
+    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_set_epi64x(3, 2, 1, 0));
+  }
+}
+
+// Gather offsets of a vector of Acc (32-bit lanes: 8 for float, 4 for double).
+template <typename Acc>
+struct GatherIdxOf {
+  using type = __m256i;
+};
+template <>
+struct GatherIdxOf<double> {
+  using type = __m128i;
+};
+template <typename Acc>
+using GatherIdx = typename GatherIdxOf<Acc>::type;
+
+// lane * sbn for every lane of a vector of Acc.
+template <typename Acc>
+LLTM_GEMM_INLINE GatherIdx<Acc> gather_idx(int64_t sbn) {
+  if constexpr (std::is_same_v<Acc, float>) {
+    return _mm256_mullo_epi32(_mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0),
+                              _mm256_set1_epi32(static_cast<int>(sbn)));
+  } else {
+    return _mm_mullo_epi32(_mm_set_epi32(3, 2, 1, 0), _mm_set1_epi32(static_cast<int>(sbn)));
+  }
+}
+
+// kLanes<Acc> elements of B along N at p (lanes of `mask`; the others zero, and not read): loaded
+// where B's columns are contiguous, else gathered at the offsets idx.
+template <typename Acc, bool kGather>
+LLTM_GEMM_INLINE Vec<Acc> load_b(const Acc* p, LaneMask mask, GatherIdx<Acc> idx) {
+  if constexpr (std::is_same_v<Acc, float>) {
+    if constexpr (kGather) {
+      return reinterpret_cast<Vec<Acc>>(
+          _mm256_mask_i32gather_ps(_mm256_setzero_ps(), p, idx, _mm256_castsi256_ps(mask), 4));
+    } else {
+      return reinterpret_cast<Vec<Acc>>(_mm256_maskload_ps(p, mask));
+    }
+  } else {
+    if constexpr (kGather) {
+      return reinterpret_cast<Vec<Acc>>(
+          _mm256_mask_i32gather_pd(_mm256_setzero_pd(), p, idx, _mm256_castsi256_pd(mask), 8));
+    } else {
+      return reinterpret_cast<Vec<Acc>>(_mm256_maskload_pd(p, mask));
+    }
+  }
+}
+#endif
 
 // C tile (MR x nr at row i, column j of d; nr <= NV vectors) = A (MR rows at a, strides sam, sak)
 // times B (K rows, the tile's columns at b, strides sbk, sbn), over all of K.
@@ -86,7 +150,7 @@ __attribute__((noinline)) void direct_tile(int64_t K, const Acc* __restrict__ a,
                                            int64_t sbn, const TileDst<Acc, Acc>& d, int64_t i,
                                            int64_t j, int nr) {
   constexpr int L = kLanes<Acc>;
-  uint32_t mask[NV];
+  LaneMask mask[NV];
 #pragma GCC unroll 4
   for (int v = 0; v < NV; ++v) mask[v] = lane_mask<Acc>(nr - v * L);
   const GatherIdx<Acc> idx = gather_idx<Acc>(kGather ? sbn : 0);

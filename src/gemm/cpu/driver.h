@@ -14,6 +14,8 @@
 #include "gemm/cpu/blocked.h"
 #if LLTM_GEMM_CPU_LEVEL == 2
 #include "gemm/cpu/amx.h"
+#endif
+#if LLTM_GEMM_CPU_LEVEL >= 1
 #include "gemm/cpu/direct.h"
 #endif
 #include "gemm/cpu/skinny.h"
@@ -50,7 +52,7 @@ constexpr int64_t kDotGatherN = 64;
 constexpr int64_t kAmxMinK = 8;
 constexpr double kAmxMinMacs = 4096;
 constexpr int64_t kAmxFlipMinK = 32;
-// kDirect (float and double, AVX-512 copy) for the products direct_q() describes: up to
+// kDirect (float and double, AVX2 and AVX-512 copies) for the products direct_q() describes: up to
 // kDirectMaxRows rows of C, B of at most kDirectMaxB bytes, C^T from K >= kDirectFlipMinK, B
 // gathered for K <= kDirectGatherK or over at least kDirectGatherN columns, axpy_rows kept for
 // more than kDirectAxpyN columns.
@@ -63,6 +65,25 @@ constexpr int64_t kDirectAxpyN = 64;
 // kDirect for many rows of C (direct_tall()): up to kDirectTallMaxN columns, B of at most
 // kDirectTallMaxB bytes, gathered for K up to kDirectTallGatherK.
 constexpr int64_t kDirectTallMaxN = 64;
+// The AVX2 copy (8 float lanes, 16 registers, gathers that take about a cycle a lane on an AMD
+// EPYC of the Zen 3 kind) has costs and rules of its own, fitted on one core of such an EPYC (the
+// CPU sweep's seed 1, every path forced in both orientations; docs/gemm_cpu.md). kPacked's
+// orientation: an A packed from rows along K at 0.3 per element, a B at 0.75 (AVX-512: 0.3 and
+// 0.3, where both go through in-register transposes) and a C stored transposed at 40 / rows per
+// vector (AVX-512: 80); with the AVX-512 figures 27 of 38 a.T @ b.T products ran in the slower
+// orientation there. kDirect gathers B only over a K of at most kDirectGatherK2 (or, for up to
+// kAxpyMaxRows rows of C, kDirectGatherK), takes a few rows of C from axpy_rows at such a K
+// (writing C is the work there: 2x7831x1 0.37x torch.mm on axpy_rows, 0.68x direct); up to
+// kDirectNearRows rows of C it takes the orientation that loads B along N where the skinny one
+// would gather (direct_near()), and its tall case (direct_tall()) is tried in both orientations,
+// C^T written transposed only from K >= kDirectTallFlipMinK (28x1751x8 a.T @ b.T: 0.42x
+// transposed, 1.17x packed; 4x2499x94: 1.27x transposed).
+constexpr double kPackKContigA = kLevel == 2 ? 0.3 : kLevel == 1 ? 0.3 : 1.0;
+constexpr double kPackKContigB = kLevel == 2 ? 0.3 : 0.75;
+constexpr int64_t kDirectGatherK2 = 4;
+constexpr int64_t kDirectNearRows = 64;
+constexpr int64_t kDirectTallFlipMinK = 32;
+constexpr double kStoreTransposed = kLevel == 2 ? 80.0 : 40.0;
 constexpr int64_t kDirectTallGatherK = 32;
 constexpr double kDirectTallMaxB = 32.0 * 1024;
 // Work per part below which a product runs on one thread: multiply-adds plus kOutputMacs per
@@ -126,7 +147,7 @@ Report run_typed(Problem p, const Knobs& knobs) {
   const Problem q = skinny_flip ? transposed(p) : p;  // q.M <= q.N
   const auto fits = [](Path path, const Problem& x) {
     if (path == Path::kDirect) {
-#if LLTM_GEMM_CPU_LEVEL == 2
+#if LLTM_GEMM_CPU_LEVEL >= 1
       return direct_fits<T>(x);
 #else
       return false;
@@ -138,20 +159,20 @@ Report run_typed(Problem p, const Knobs& knobs) {
   // the work in tiles (columns round up to whole panels of NR; a last one of at most L columns
   // is one vector wide; bfloat16 pairs do two k per instruction), packing each operand (per
   // element: ~0.15 when its packed lines are contiguous in memory, ~0.3 through in-register
-  // transposes, ~1 element by element) and storing C (a transposed C costs two L x L
-  // transposes and L stores per L columns of a tile, ~80 / rows per vector, where a row-major C
-  // costs 1).
+  // transposes, ~1 element by element; see kPackKContigB for the AVX2 copy's) and storing C (a
+  // transposed C costs two L x L transposes and L stores per L columns of a tile,
+  // ~kStoreTransposed / rows per vector, where a row-major C costs 1).
   const auto packed_cost = [&](const Problem& x) {
     const double m = static_cast<double>(x.M), n = static_cast<double>(x.N);
     const double k = static_cast<double>(x.K);
     const double whole = std::floor(n / NR) * NR, rest = n - whole;
     const double up_n = whole + (rest == 0 ? 0 : rest <= L ? L : NR);
     const double tiles = m * up_n * k / L / (pair_ok ? 2.0 : 1.0);
-    const double a_elem = x.sam == 1 ? 0.15 : x.sak == 1 && kLevel == 2 ? 0.3 : 1.0;
-    const double b_elem = x.sbn == 1 ? 0.15 : x.sbk == 1 && n >= NR ? 0.3 : 1.0;
+    const double a_elem = x.sam == 1 ? 0.15 : x.sak == 1 ? kPackKContigA : 1.0;
+    const double b_elem = x.sbn == 1 ? 0.15 : x.sbk == 1 && n >= NR ? kPackKContigB : 1.0;
     const double packs = m * k * a_elem * std::ceil(n / 2048.0) + k * n * b_elem;
     const bool c_rows = x.scn == 1;
-    const double stores = m * n / L * (c_rows ? 1.0 : 80.0 / std::min<double>(m, kMR));
+    const double stores = m * n / L * (c_rows ? 1.0 : kStoreTransposed / std::min<double>(m, kMR));
     return tiles + packs + stores;
   };
   // On AMX tiles (amx.h) the work is the packing and C's stores: A's tiles are read in place when
@@ -199,18 +220,42 @@ Report run_typed(Problem p, const Knobs& knobs) {
       return false;
     }
     if (skinny_flip && q.K < kDirectFlipMinK && q.M > 1) return false;
-    if (!gathered) return q.sbn == 1 && (q.M > kAxpyMaxRows || q.N <= kDirectAxpyN);
+    if (!gathered) {
+      return q.sbn == 1 &&
+             (q.M > kAxpyMaxRows || q.N <= kDirectAxpyN || (kLevel == 1 && q.K <= kDirectGatherK2));
+    }
+    if constexpr (kLevel == 1) {
+      return q.sbn != 1 &&
+             (q.K <= kDirectGatherK2 || (q.M <= kAxpyMaxRows && q.K <= kDirectGatherK));
+    }
     return q.sbn != 1 && (q.K <= kDirectGatherK || (q.M > kSkinny && q.N >= kDirectGatherN));
+  };
+  // (AVX2 copy) kDirect in whichever orientation x loads B along N, up to kDirectNearRows rows of
+  // C there, B small enough to be read again per tile of rows (as direct_q), and C written
+  // transposed only past kDirectFlipMinK.
+  const auto direct_near = [&](const Problem& x, bool x_flipped) {
+    if constexpr (kLevel != 1) return false;
+    if (!fits(Path::kDirect, x) || x.sbn != 1 || x.M > kDirectNearRows || x.N < 2) return false;
+    if (static_cast<double>(x.K) * static_cast<double>(x.N) * sizeof(T) > kDirectMaxB) {
+      return false;
+    }
+    return !(x_flipped && x.K < kDirectFlipMinK && x.M > 1);
   };
   // kDirect as given when C has many rows and few columns: up to kDirectTallMaxN columns of a B
   // small enough to stay in L1 (its rows loaded along N, or gathered for K up to
   // kDirectTallGatherK), A's rows along K: one panel of columns, A read once, nothing packed (the
   // packed paths pack all of A to use it for those few columns).
-  const auto direct_tall = [&] {
-    if (!skinny_flip) return false;  // (as given, C is the skinny one: direct_q's case)
-    return fits(Path::kDirect, p) && p.sak == 1 && p.N >= 2 && p.N <= kDirectTallMaxN &&
-           (p.sbn == 1 || p.K <= kDirectTallGatherK) &&
-           static_cast<double>(p.K) * static_cast<double>(p.N) * sizeof(T) <= kDirectTallMaxB;
+  const auto direct_tall_of = [&](const Problem& x) {
+    return fits(Path::kDirect, x) && x.sak == 1 && x.N >= 2 && x.N <= kDirectTallMaxN &&
+           (x.sbn == 1 || (kLevel == 2 && x.K <= kDirectTallGatherK)) &&
+           static_cast<double>(x.K) * static_cast<double>(x.N) * sizeof(T) <= kDirectTallMaxB;
+  };
+  // (as given, C is the skinny one where !skinny_flip: direct_q's case; the AVX2 copy also tries
+  // C^T = B^T A^T there, written transposed from K >= kDirectTallFlipMinK)
+  const auto direct_tall = [&] { return skinny_flip && direct_tall_of(p); };
+  const auto direct_tall_flipped = [&] {
+    return kLevel == 1 && !skinny_flip && p.K >= kDirectTallFlipMinK &&
+           direct_tall_of(transposed(p));
   };
   Path path = knobs.path;
   bool flipped = false;
@@ -240,9 +285,18 @@ Report run_typed(Problem p, const Knobs& knobs) {
       flipped = !skinny_flip;
     } else if (direct_tall()) {
       path = Path::kDirect;
+    } else if (direct_tall_flipped()) {
+      path = Path::kDirect;
+      flipped = true;
     } else if (direct_q(/*gathered=*/true)) {
       path = Path::kDirect;
       flipped = skinny_flip;
+    } else if (direct_near(q, skinny_flip)) {
+      path = Path::kDirect;
+      flipped = skinny_flip;
+    } else if (direct_near(o, !skinny_flip)) {
+      path = Path::kDirect;
+      flipped = !skinny_flip;
     } else if (dot_suits(q)) {
       path = Path::kDot;
       flipped = skinny_flip;
@@ -290,7 +344,7 @@ Report run_typed(Problem p, const Knobs& knobs) {
                               : static_cast<int>(std::clamp<double>(work / kGrainMacs, 1, most));
   if (threads == 1 && knobs.parts <= 0) parts = 1;
 
-#if LLTM_GEMM_CPU_LEVEL == 2
+#if LLTM_GEMM_CPU_LEVEL >= 1
   if (path == Path::kDirect) {
     const int64_t units = (run.M + kMR - 1) / kMR * ((run.N + NR - 1) / NR);
     parts = static_cast<int>(std::min<int64_t>(parts, units));

@@ -155,6 +155,18 @@ LLTM_GEMM_INLINE Vec<Acc> load_cvt_partial(const T* p, int n) {
     }
   }
 #else
+#if LLTM_GEMM_CPU_LEVEL == 1
+  // (vmaskmov reads only the lanes that are on; element by element, a dot tile's partial last
+  // vector of K cost more than its full ones)
+  if constexpr (std::is_same_v<T, float>) {
+    const __m256i on =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0));
+    return reinterpret_cast<Vec<Acc>>(_mm256_maskload_ps(p, on));
+  } else if constexpr (std::is_same_v<T, double>) {
+    const __m256i on = _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_set_epi64x(3, 2, 1, 0));
+    return reinterpret_cast<Vec<Acc>>(_mm256_maskload_pd(p, on));
+  }
+#endif
   Vec<Acc> v{};
   for (int i = 0; i < n; ++i) v[i] = to_acc(p[i]);
   return v;
