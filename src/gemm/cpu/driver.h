@@ -65,9 +65,9 @@ constexpr int64_t kDirectAxpyN = 64;
 // kDirect for many rows of C (direct_tall()): up to kDirectTallMaxN columns, B of at most
 // kDirectTallMaxB bytes, gathered for K up to kDirectTallGatherK.
 constexpr int64_t kDirectTallMaxN = 64;
-// The AVX2 copy (8 float lanes, 16 registers, gathers that take about a cycle a lane on an AMD
-// EPYC of the Zen 3 kind) has costs and rules of its own, fitted on one core of such an EPYC (the
-// CPU sweep's seed 1, every path forced in both orientations; docs/gemm_cpu.md). kPacked's
+// The AVX2 copy (8 float lanes, 16 registers, slower gathers) has costs and rules of its own,
+// fitted on one core of an AMD EPYC of the Zen 3 kind (the CPU sweep's seed 1, every path forced
+// in both orientations; docs/gemm_cpu.md). kPacked's
 // orientation: an A packed from rows along K at 0.3 per element, a B at 0.75 (AVX-512: 0.3 and
 // 0.3, where both go through in-register transposes) and a C stored transposed at 40 / rows per
 // vector (AVX-512: 80); with the AVX-512 figures 27 of 38 a.T @ b.T products ran in the slower
