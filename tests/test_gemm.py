@@ -603,6 +603,29 @@ def test_cpu_avx2_rules(dtype):
         assert err <= REL_BOUND[dtype], f"{where}: relative error {err:.3e}"
 
 
+@pytest.mark.parametrize("dtype", CPU_DTYPES, ids=lambda d: str(d)[6:])
+def test_cpu_single_row_dot_tiles(dtype):
+    """A single row of C on the dot path (x @ w.T, or w @ x as C^T): its tiles of a vector's worth
+    of columns and the columns past the last whole one, a K of one partial vector to two chunks,
+    cut into parts whose edges fall inside a tile. Against float64."""
+    gen = torch.Generator().manual_seed(13)
+    for (m, n, k), layout, parts in itertools.product(
+        [(1, 8, 8), (1, 19, 9), (1, 300, 37), (1, 17, 9000), (23, 1, 12), (1, 4, 40)],
+        ["nt", "tn", "tt"],
+        [1, 3],
+    ):
+        a, b = cpu_operands(m, n, k, layout, dtype, gen)
+        transpose = 1 if n == 1 else 0  # the single row of C in the dot orientation
+        with cpu_knobs("dot", parts, True, transpose) as ext:
+            c = lltm_ext.gemm(a, b)
+            ran = ext._cpu_last_run()[0]
+        where = f"{m}x{n}x{k} {layout} parts={parts}: {ran}"
+        if cpu_path_fits("dot", a, b, transpose):
+            assert ran == "dot", where
+        err = rel_err(c, ref_mm(a, b))
+        assert err <= REL_BOUND[dtype], f"{where}: relative error {err:.3e}"
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=lambda d: str(d)[6:])
 @pytest.mark.parametrize("path", CPU_PATHS)
 def test_cpu_parts(path, dtype):

@@ -10,6 +10,9 @@ namespace {
 // an A vector; SSE2 / AVX2, 16 registers: 2 x 4).
 constexpr int kDotIB = kLevel == 2 ? 4 : 2;
 constexpr int kDotJB = 4;
+// Columns a tile for a single row of C: on AVX2 a vector's worth (8 sums, one vector when reduced
+// across the lanes: 1 x 4 tiles reduced half a vector's worth at twice the shuffles per sum).
+constexpr int kDotRowJB = kLevel == 1 ? 8 : kDotJB;
 
 // out[r * JB + c] = sum over k < kd of a[r * lda + k] * b[c * ldb + k] (r < IB, c < JB): A in the
 // accumulation type, B in T (converted as loaded); reads nothing past k = kd - 1.

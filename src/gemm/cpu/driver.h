@@ -201,7 +201,10 @@ Report run_typed(Problem p, const Knobs& knobs) {
     const bool few_rows =
         (x.M <= kSkinny && x.K >= x.M * dot_k_per_row) || (x.M <= kDotMaxRows && x.K >= kDotMinK);
     const bool a_cheap = x.sak == 1 || x.N >= kDotGatherN || x.M <= kSkinny;
-    return fits(Path::kDot, x) && x.K >= 2 * L && few_rows && a_cheap;
+    // (AVX2: a single row of C from K = L on: gathering B instead cost more there, 1x4635x9
+    // a.T @ b.T 0.46x torch.mm on the gathered direct path)
+    const int64_t min_k = kLevel == 1 && x.M == 1 ? L : 2 * L;
+    return fits(Path::kDot, x) && x.K >= min_k && few_rows && a_cheap;
   };
   // kDirect (direct.h), tried in the skinny orientation q (few rows of C: packing A would pay
   // over many columns, and packing B over many rows; here neither) where B is small enough to be

@@ -90,22 +90,31 @@ void dot_columns(const Problem& p, const Region& r, Scratch& s) {
       arows = ap;
       lda = kd;
     }
-    for (int64_t j0 = r.n0; j0 < r.n1; j0 += kDotJB) {
+    // C[i, j] from this chunk's sum x: added to the earlier chunks' in W, written after the last.
+    const auto emit = [&](int64_t i, int64_t j, Acc x) {
+      if (!one_chunk) {
+        Acc& w = W[i * ncols + (j - r.n0)];
+        if (!first) x += w;
+        w = x;
+      }
+      if (last) C[i * p.scm + j * p.scn] = from_acc<T>(x);
+    };
+    int64_t j0 = r.n0;
+    if (M == 1) {  // a single row of C (x @ w.T): kDotRowJB columns a tile, one vector of sums
+      for (; j0 + kDotRowJB <= r.n1; j0 += kDotRowJB) {
+        Acc out[kDotRowJB];
+        dot_tile<1, kDotRowJB, Acc, T>(kd, arows, lda, B + j0 * p.sbn + k0, p.sbn, out);
+        for (int j = 0; j < kDotRowJB; ++j) emit(0, j0 + j, out[j]);
+      }
+    }
+    for (; j0 < r.n1; j0 += kDotJB) {
       const int jb = static_cast<int>(std::min<int64_t>(kDotJB, r.n1 - j0));
       for (int64_t i0 = 0; i0 < M; i0 += kDotIB) {
         const int ib = static_cast<int>(std::min<int64_t>(kDotIB, M - i0));
         Acc out[kDotIB * kDotJB];
         kDotTiles<Acc, T>[ib - 1][jb - 1](kd, arows + i0* lda, lda, B + j0* p.sbn + k0, p.sbn, out);
         for (int i = 0; i < ib; ++i) {
-          for (int j = 0; j < jb; ++j) {
-            Acc x = out[i * jb + j];
-            if (!one_chunk) {
-              Acc& w = W[(i0 + i) * ncols + (j0 - r.n0 + j)];
-              if (!first) x += w;
-              w = x;
-            }
-            if (last) C[(i0 + i) * p.scm + (j0 + j) * p.scn] = from_acc<T>(x);
-          }
+          for (int j = 0; j < jb; ++j) emit(i0 + i, j0 + j, out[i * jb + j]);
         }
       }
     }

@@ -282,7 +282,19 @@ __attribute__((noinline)) void axpy_rows(int kc, const Acc* __restrict__ ap,
         for (int r = 0; r < MR; ++r) storev(w + r * ldw + j, acc[r]);
       }
     }
-    for (; j < nc; j += L) {  // the last columns, or fewer than kAxpyK rows left
+    for (; j + L <= nc; j += L) {  // fewer than kAxpyK rows left: whole vectors of columns
+      Vec<Acc> acc[MR];
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) acc[r] = add ? loadv(w + r * ldw + j) : Vec<Acc>{};
+      for (int u = 0; u < ku; ++u) {
+        const Vec<Acc> bv = load_cvt<Acc>(brow + u * bs + j);
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r) acc[r] += a[u][r] * bv;
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) storev(w + r * ldw + j, acc[r]);
+    }
+    for (; j < nc; j += L) {  // the last columns
       const int n = std::min(L, nc - j);
       Vec<Acc> acc[MR];
       for (int r = 0; r < MR; ++r) {
