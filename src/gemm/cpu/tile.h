@@ -267,13 +267,15 @@ __attribute__((noinline)) void axpy_rows(int kc, const Acc* __restrict__ ap,
     }
     const T* brow = b + k0 * bs;
     int j = 0;
-    if (ku == kAxpyK) {
+    // Whole vectors of columns over `rows` rows of B (kAxpyK as a constant: unrolled).
+    const auto whole_vectors = [&](auto rows_of_b) {
+      const int rows = rows_of_b;
       for (; j + L <= nc; j += L) {
         Vec<Acc> acc[MR];
 #pragma GCC unroll 8
         for (int r = 0; r < MR; ++r) acc[r] = add ? loadv(w + r * ldw + j) : Vec<Acc>{};
 #pragma GCC unroll 8
-        for (int u = 0; u < kAxpyK; ++u) {
+        for (int u = 0; u < rows; ++u) {
           const Vec<Acc> bv = load_cvt<Acc>(brow + u * bs + j);
 #pragma GCC unroll 8
           for (int r = 0; r < MR; ++r) acc[r] += a[u][r] * bv;
@@ -281,18 +283,11 @@ __attribute__((noinline)) void axpy_rows(int kc, const Acc* __restrict__ ap,
 #pragma GCC unroll 8
         for (int r = 0; r < MR; ++r) storev(w + r * ldw + j, acc[r]);
       }
-    }
-    for (; j + L <= nc; j += L) {  // fewer than kAxpyK rows left: whole vectors of columns
-      Vec<Acc> acc[MR];
-#pragma GCC unroll 8
-      for (int r = 0; r < MR; ++r) acc[r] = add ? loadv(w + r * ldw + j) : Vec<Acc>{};
-      for (int u = 0; u < ku; ++u) {
-        const Vec<Acc> bv = load_cvt<Acc>(brow + u * bs + j);
-#pragma GCC unroll 8
-        for (int r = 0; r < MR; ++r) acc[r] += a[u][r] * bv;
-      }
-#pragma GCC unroll 8
-      for (int r = 0; r < MR; ++r) storev(w + r * ldw + j, acc[r]);
+    };
+    if (ku == kAxpyK) {
+      whole_vectors(std::integral_constant<int, kAxpyK>{});
+    } else {
+      whole_vectors(ku);  // (fewer than kAxpyK rows left)
     }
     for (; j < nc; j += L) {  // the last columns
       const int n = std::min(L, nc - j);
