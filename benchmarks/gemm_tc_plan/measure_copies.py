@@ -20,23 +20,13 @@ import json
 import statistics
 
 import torch
+from measure_plans import make  # this folder's operand maker (run as a script from here)
 
 import lltm_ext
 from lltm_ext._extension import load_extension
 from lltm_ext._sweep import _CudaSampler, gemm_shapes
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "tf32": torch.float32}
-
-
-def make(rows: int, cols: int, transposed: bool, gen: torch.Generator, dtype: torch.dtype):
-    """A random (rows, cols) CUDA matrix, row-major or a transposed view of a row-major one."""
-    x = (
-        torch.randn(cols, rows, generator=gen)
-        if transposed
-        else torch.randn(rows, cols, generator=gen)
-    )
-    x = x.to("cuda", dtype)
-    return x.t() if transposed else x
 
 
 def aligned(t: torch.Tensor) -> bool:
