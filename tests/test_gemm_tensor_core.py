@@ -2,10 +2,11 @@
 pick, against float64 products.
 
 The planner is plain C++ in every build, so `_tc_plan` runs here without a GPU. The tests marked
-`cuda` run each plan forced through `_gemm_tensor_core` (the mma.sync kernel aligned and
-register-staged, with and without K splits; the wgmma kernel after operand copies) and the auto
-plan over shapes a user brings (odd sizes, unaligned rows, skinny, tiny, long K), in bfloat16,
-float16 and float32 as TF32, every layout, each result within twice torch.mm's own error.
+`cuda` run each plan forced through `_gemm_tensor_core` (the mma.sync kernel with 16-byte copies,
+4-byte copies and register-staged loads, with and without K splits; the wgmma kernel after
+operand copies) and the auto plan over shapes a user brings (odd sizes, unaligned rows, skinny,
+tiny, long K), in bfloat16, float16 and float32 as TF32, every layout, each result within twice
+torch.mm's own error.
 """
 
 from __future__ import annotations
@@ -29,14 +30,16 @@ def ext():
 
 
 def plan(
-    m, n, k, *, tf32=False, a_k=True, b_k=True, a_al=True, b_al=True, sms=132, wgmma=True, mma=True
-) -> dict:
-    kernel, tile, aligned, splits, k_split, copy_a, copy_b, us = ext()._tc_plan(
-        m, n, k, tf32, a_k, b_k, a_al, b_al, sms, wgmma, mma
+    m, n, k, *, tf32=False, a_k=True, b_k=True, a_al=True, b_al=True, sms=132, wgmma=True,
+    mma=True, a_w=True, b_w=True,
+) -> dict:  # fmt: skip
+    """The planner's pick; a_al / b_al: rows 16-byte aligned, a_w / b_w: 4-byte aligned."""
+    kernel, tile, aligned, splits, k_split, copy_a, copy_b, us, words = ext()._tc_plan(
+        m, n, k, tf32, a_k, b_k, a_al, b_al, sms, wgmma, mma, a_w or a_al, b_w or b_al
     )
     return dict(
         kernel=kernel, tile=tile, aligned=aligned, splits=splits, k_split=k_split,
-        copy_a=copy_a, copy_b=copy_b, us=us,
+        copy_a=copy_a, copy_b=copy_b, us=us, words=words,
     )  # fmt: skip
 
 
@@ -53,16 +56,20 @@ def test_plan_needs_a_tensor_core_kernel():
 
 def test_plan_invariants_over_random_shapes():
     """Whatever it picks is a plan the kernels can run: mma's register path only with the 64 x 64
-    tile, cp.async only for aligned operands, splits that cover K exactly in whole 32-element
-    stages, a workspace under 256 MB; wgmma copies every operand TMA cannot read (tf32: every
-    operand that is not K-major); and a finite modelled time."""
+    tile, 16-byte cp.async only for aligned operands, 4-byte cp.async only for 4-byte aligned ones
+    (and tiles of 64 and 128), the register path only where neither applies, splits that cover K
+    exactly in whole 32-element stages, a workspace under 256 MB; wgmma copies every operand TMA
+    cannot read (tf32: every operand that is not K-major); and a finite modelled time."""
     rng = random.Random(7)
     for _ in range(3000):
         m, n, k = (int(math.exp(rng.uniform(0, math.log(12001)))) for _ in range(3))
-        flags = [rng.random() < 0.5 for _ in range(5)]
-        tf32, a_k, b_k, a_al, b_al = flags
+        flags = [rng.random() < 0.5 for _ in range(7)]
+        tf32, a_k, b_k, a_al, b_al, a_w, b_w = flags
         wgmma, mma = rng.random() < 0.7, rng.random() < 0.9
-        p = plan(m, n, k, tf32=tf32, a_k=a_k, b_k=b_k, a_al=a_al, b_al=b_al, wgmma=wgmma, mma=mma)
+        p = plan(
+            m, n, k, tf32=tf32, a_k=a_k, b_k=b_k, a_al=a_al, b_al=b_al, wgmma=wgmma, mma=mma,
+            a_w=a_w, b_w=b_w,
+        )  # fmt: skip
         where = f"{m}x{n}x{k} {flags} wgmma={wgmma} mma={mma}: {p}"
         if not (wgmma or mma):
             assert p["kernel"] == "none", where
@@ -71,8 +78,12 @@ def test_plan_invariants_over_random_shapes():
         if p["kernel"] == "mma":
             assert mma, where
             assert p["tile"] in (64, 128, 256), where
-            if not (a_al and b_al):
-                assert not p["aligned"] and p["tile"] == 64, where
+            if a_al and b_al:
+                assert p["aligned"] and not p["words"], where
+            elif (a_w or a_al) and (b_w or b_al):
+                assert not p["aligned"] and p["words"] and p["tile"] in (64, 128), where
+            else:
+                assert not p["aligned"] and not p["words"] and p["tile"] == 64, where
             if p["splits"] > 1:
                 assert p["k_split"] % 32 == 0, where
                 assert (p["splits"] - 1) * p["k_split"] < k <= p["splits"] * p["k_split"], where
@@ -97,8 +108,8 @@ def test_plan_copies_for_wgmma_only_where_it_pays():
     place."""
     big = plan(4096, 4096, 4095, a_al=False, b_al=True)
     assert big["kernel"] == "wgmma" and big["copy_a"] and not big["copy_b"], big
-    small = plan(37, 1111, 999, a_al=False, b_al=False)
-    assert small["kernel"] == "mma" and not small["aligned"], small
+    small = plan(37, 1111, 999, a_al=False, b_al=False, a_w=False, b_w=False)
+    assert small["kernel"] == "mma" and not small["aligned"] and not small["words"], small
 
 
 # ----------------------------------------------------------------------------------------------
@@ -197,18 +208,71 @@ def test_mma_register_staged(dtype, layout):
     a NaN-poisoned output written, its base off 16 bytes too; the same bits twice."""
     if not tc_runs("mma"):
         pytest.skip("the mma.sync kernel does not run here")
+    regs = dict(tile=64, unaligned=True, registers=True)
     with tf32_if(dtype):
         for m, n, k in SHAPES:
             for offset in (0, 1):
                 a, b = operands(m, n, k, layout, dtype, offset)
                 for splits in (1, 3, 0):
                     out = poisoned(m, n, dtype, offset)
-                    ext()._gemm_tensor_core(
-                        a, b, "mma", tile=64, splits=splits, unaligned=True, out=out
-                    )
+                    ext()._gemm_tensor_core(a, b, "mma", splits=splits, out=out, **regs)
                     assert_like_torch(out, a, b)
-            again = ext()._gemm_tensor_core(a, b, "mma", tile=64, unaligned=True)
-            assert torch.equal(again, ext()._gemm_tensor_core(a, b, "mma", tile=64, unaligned=True))
+            again = ext()._gemm_tensor_core(a, b, "mma", **regs)
+            assert torch.equal(again, ext()._gemm_tensor_core(a, b, "mma", **regs))
+
+
+def word_operands(m, n, k, layout, dtype):
+    """a (m, k), b (k, n) as `operands` makes them, but each storage row padded to an even length
+    and the base 4 bytes into the buffer, which ends at the last element: rows 4-byte aligned,
+    not 16-byte aligned; odd sizes leave a row's last 4-byte word half outside the matrix."""
+    elem = torch.empty(0, dtype=dtype).element_size()
+
+    def make(rows, cols):
+        stride, offset = (cols + 1) // 2 * 2, 4 // elem
+        buf = torch.randn(offset + (rows - 1) * stride + cols, dtype=torch.float64)
+        return buf.to("cuda", dtype)[offset:].as_strided((rows, cols), (stride, 1))
+
+    a = make(k, m).t() if layout[0] == "t" else make(m, k)
+    b = make(n, k).t() if layout[1] == "t" else make(k, n)
+    return a, b
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", TC_DTYPES.values(), ids=TC_DTYPES.keys())
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_mma_word_copies(dtype, layout):
+    """The mma kernel's 4-byte copies (rows 4-byte aligned, not 16-byte aligned: float32 rows of
+    any length, 16-bit rows of an even one), block tiles 64 and 128 (128 runs only on these copies
+    among the unaligned paths, so its success shows they ran), odd sizes whose last word of a row
+    is half outside the matrix, with and without K splits; NaN-poisoned outputs, deterministic;
+    and the planner takes them for such operands."""
+    if not tc_runs("mma"):
+        pytest.skip("the mma.sync kernel does not run here")
+    with tf32_if(dtype):
+        for m, n, k in SHAPES:
+            a, b = word_operands(m, n, k, layout, dtype)
+            # A 16-bit operand of one column (row) is a vector of rows one element apart, which
+            # the 4-byte copies cannot read (tile 64 then runs on registers; other tests cover it).
+            if dtype != torch.float32 and 1 in (m, n):
+                continue
+            for tile, splits in [(64, 1), (64, 3), (128, 1), (128, 0)]:
+                out = poisoned(m, n, dtype, 1)
+                ext()._gemm_tensor_core(
+                    a, b, "mma", tile=tile, splits=splits, unaligned=True, out=out
+                )
+                assert_like_torch(out, a, b)
+            again = ext()._gemm_tensor_core(a, b, "mma", tile=128, unaligned=True)
+            assert torch.equal(
+                again, ext()._gemm_tensor_core(a, b, "mma", tile=128, unaligned=True)
+            )
+            if min(m, n) > 4:  # not the matrix-vector kernels' sizes
+                kernel, tile, aligned, *_, words = ext()._cuda_tc_plan(a, b)
+                assert kernel != "mma" or (words and not aligned), (m, n, k, layout)
+        # Operands the 4-byte copies cannot read (16-bit rows of an odd length): no tile 128.
+        if dtype != torch.float32:
+            a, b = operands(65, 33, 31, layout, dtype, 1)
+            with pytest.raises(RuntimeError, match="no tensor-core plan"):
+                ext()._gemm_tensor_core(a, b, "mma", tile=128, unaligned=True)
 
 
 @pytest.mark.cuda

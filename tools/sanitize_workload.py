@@ -659,11 +659,21 @@ def run_gemm_mma(dtypes: list[torch.dtype]) -> None:
 TC_PLAN_SHAPES = ((3, 5, 7), (65, 33, 300), (2, 10, 2050), (130, 70, 97))
 
 
+def word_rows(rows: int, cols: int, dtype: torch.dtype) -> Tensor:
+    """A (rows, cols) view whose rows are 4-byte aligned and not 16-byte aligned: cols rounded up
+    to an even count apart, the base 4 bytes into its storage, which ends at the last element."""
+    elem = torch.empty(0, dtype=dtype).element_size()
+    stride, offset = (cols + 1) // 2 * 2, 4 // elem
+    flat = randn((rows - 1) * stride + cols + offset, dtype=dtype)
+    return flat[offset:].as_strided((rows, cols), (stride, 1))
+
+
 def run_gemm_tc_plans(dtypes: list[torch.dtype]) -> None:
     """Each tensor-core plan forced through _gemm_tensor_core, bfloat16, float16 and float32 as
-    TF32: the mma kernel's register-staged loads (unaligned rows, a base off 16 bytes) and its
-    aligned copies, each with and without K splits, and the wgmma kernel after operand copies;
-    every layout, NaN-filled outputs. Plans that cannot run here are said to be skipped."""
+    TF32: the mma kernel's register-staged loads (unaligned rows, a base off 16 bytes), its 4-byte
+    copies (rows 4-byte aligned only) and its 16-byte copies, each with and without K splits, and
+    the wgmma kernel after operand copies; every layout, NaN-filled outputs. Plans that cannot run
+    here are said to be skipped."""
     if DEVICE != "cuda":
         print("  gemm_tc_plans: skipped (no CUDA device)", flush=True)
         return
@@ -673,14 +683,21 @@ def run_gemm_tc_plans(dtypes: list[torch.dtype]) -> None:
     try:
         for dtype in [d for d in dtypes if d in HALF or d == torch.float32]:
             bound = GEMM_REL_TF32 if dtype == torch.float32 else GEMM_REL[dtype]
+            # (kernel, tile, splits, unaligned, copy, offset, registers); offset -1: word_rows.
             plans = [
-                ("mma", 64, s, True, False, off) for s in (1, 3, 0) for off in (0, 1)
+                ("mma", 64, s, True, False, off, True) for s in (1, 3, 0) for off in (0, 1)
             ]  # fmt: skip
-            plans += [("mma", t, s, False, False, 0) for t in (64, 128, 256) for s in (1, 5)]
-            plans += [("wgmma", 0, 0, False, True, off) for off in (0, 1)]
-            for kernel, tile, splits, unaligned, copy, off in plans:
+            plans += [("mma", t, s, True, False, -1, False) for t in (64, 128) for s in (1, 3)]
+            plans += [("mma", t, s, False, False, 0, False) for t in (64, 128, 256) for s in (1, 5)]
+            plans += [("wgmma", 0, 0, False, True, off, False) for off in (0, 1)]
+            for kernel, tile, splits, unaligned, copy, off, registers in plans:
                 for (m, n, k), layout in itertools.product(TC_PLAN_SHAPES, LAYOUTS):
-                    if not unaligned and not copy:  # the aligned copies: 16-byte rows
+                    if off < 0:  # the 4-byte copies
+                        a = word_rows(k, m, dtype).t() if layout[0] == "t" else (
+                            word_rows(m, k, dtype))  # fmt: skip
+                        b = word_rows(n, k, dtype).t() if layout[1] == "t" else (
+                            word_rows(k, n, dtype))  # fmt: skip
+                    elif not unaligned and not copy:  # the aligned copies: 16-byte rows
                         m, n, k = ((x + 7) // 8 * 8 for x in (m, n, k))
                         a = padded(k, m, dtype).t() if layout[0] == "t" else padded(m, k, dtype)
                         b = padded(n, k, dtype).t() if layout[1] == "t" else padded(k, n, dtype)
@@ -690,11 +707,19 @@ def run_gemm_tc_plans(dtypes: list[torch.dtype]) -> None:
                         b = randn(n, k, dtype=dtype, offset=off).t() if layout[1] == "t" else (
                             randn(k, n, dtype=dtype, offset=off))  # fmt: skip
                     out = torch.full((m, n), math.nan, dtype=dtype, device=DEVICE)
-                    what = f"gemm_tc_plans {kernel} {tile} {splits} {unaligned} {copy} {dtype}"
+                    what = (
+                        f"gemm_tc_plans {kernel} {tile} {splits} {unaligned} {copy} {off} "
+                        f"{registers} {dtype}"
+                    )
                     try:
-                        ext._gemm_tensor_core(a, b, kernel, tile, splits, unaligned, copy, out)
+                        ext._gemm_tensor_core(
+                            a, b, kernel, tile, splits, unaligned, copy, out, registers
+                        )
                     except RuntimeError as e:
-                        if "no tensor-core plan" in str(e) or "does not run" in str(e):
+                        # The 4-byte copies' operands always have a plan (no skip hides them).
+                        if "does not run" in str(e) or (
+                            "no tensor-core plan" in str(e) and off >= 0
+                        ):
                             print(f"  {what}: skipped ({e})", flush=True)
                             break
                         raise

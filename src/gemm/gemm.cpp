@@ -164,18 +164,18 @@ at::Tensor gemm_with_config(const at::Tensor& a, const at::Tensor& b, int64_t co
 }
 
 // A tensor-core plan as Python sees it: (kernel, tile, aligned, splits, k_split, copy_a, copy_b,
-// modelled microseconds); kernel "wgmma", "mma" or "none".
-using PlanTuple = std::tuple<std::string, int, bool, int, int64_t, bool, bool, double>;
+// modelled microseconds, words); kernel "wgmma", "mma" or "none".
+using PlanTuple = std::tuple<std::string, int, bool, int, int64_t, bool, bool, double, bool>;
 
 PlanTuple plan_tuple(const TcPlan& p) {
   const char* kernel = p.kernel == TcKernel::kWgmma ? "wgmma"
                        : p.kernel == TcKernel::kMma ? "mma"
                                                     : "none";
-  return {kernel, p.tile, p.aligned, p.splits, p.k_split, p.copy_a, p.copy_b, p.us};
+  return {kernel, p.tile, p.aligned, p.splits, p.k_split, p.copy_a, p.copy_b, p.us, p.words};
 }
 
 TcForce parse_force(const std::string& kernel, int64_t tile, int64_t splits, bool unaligned,
-                    bool copy) {
+                    bool registers, bool copy) {
   TcForce f;
   TORCH_CHECK(kernel == "auto" || kernel == "wgmma" || kernel == "mma",
               "lltm_ext.gemm: kernel must be 'auto', 'wgmma' or 'mma', but got '", kernel, "'.");
@@ -189,6 +189,7 @@ TcForce parse_force(const std::string& kernel, int64_t tile, int64_t splits, boo
   f.tile = static_cast<int>(tile);
   f.splits = static_cast<int>(splits);
   f.unaligned = unaligned;
+  f.registers = registers;
   f.copy = copy;
   return f;
 }
@@ -197,7 +198,7 @@ TcForce parse_force(const std::string& kernel, int64_t tile, int64_t splits, boo
 // tensor-core plan with the forced choices; an error when no such plan runs on this device.
 at::Tensor gemm_tensor_core(const at::Tensor& a, const at::Tensor& b, const std::string& kernel,
                             int64_t tile, int64_t splits, bool unaligned, bool copy,
-                            const std::optional<at::Tensor>& out) {
+                            const std::optional<at::Tensor>& out, bool registers) {
   check_operands(a, b);
   if (out.has_value()) {
     check_out(*out, a, b);
@@ -208,7 +209,8 @@ at::Tensor gemm_tensor_core(const at::Tensor& a, const at::Tensor& b, const std:
               "lltm_ext.gemm: _gemm_tensor_core takes bfloat16, float16 or float32 CUDA tensors, "
               "but got a ",
               describe(a), ".");
-  [[maybe_unused]] const TcForce force = parse_force(kernel, tile, splits, unaligned, copy);
+  [[maybe_unused]] const TcForce force =
+      parse_force(kernel, tile, splits, unaligned, registers, copy);
   at::Tensor c = out.has_value() ? *out : at::empty({a.size(0), b.size(1)}, a.options());
 #ifdef WITH_CUDA
   if (c.numel() == 0) return c;
@@ -218,7 +220,7 @@ at::Tensor gemm_tensor_core(const at::Tensor& a, const at::Tensor& b, const std:
                               c10::cuda::getCurrentCUDAStream(), force),
               "lltm_ext.gemm: no tensor-core plan with kernel '", kernel, "', tile ", tile,
               ", splits ", splits, (unaligned ? ", unaligned" : ""),
-              " runs on this device for these operands.");
+              (registers ? ", registers" : ""), " runs on this device for these operands.");
 #else
   fail_not_compiled_with_cuda("gemm");
 #endif
@@ -359,28 +361,31 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_gemm_tensor_core", &lltm_ext::gemm::gemm_tensor_core,
         "CUDA GEMM on the tensor cores with forced choices (tuning, tests): kernel 'auto' / "
         "'wgmma' / 'mma', tile (0: the planner's), splits (mma; 0: the planner's), unaligned (mma: "
-        "the register-staged loads even for aligned operands), copy (wgmma: copy both operands "
-        "first), out (contiguous, written; else a new tensor)",
+        "not the 16-byte copies even for aligned operands: the 4-byte ones where the operands "
+        "allow, else register-staged loads), copy (wgmma: copy both operands first), out "
+        "(contiguous, written; else a new tensor), registers (mma: the register-staged loads)",
         py::arg("a"), py::arg("b"), py::arg("kernel") = "auto", py::arg("tile") = 0,
         py::arg("splits") = 0, py::arg("unaligned") = false, py::arg("copy") = false,
-        py::arg("out") = py::none());
+        py::arg("out") = py::none(), py::arg("registers") = false);
   m.def(
       "_tc_plan",
       [](int64_t M, int64_t N, int64_t K, bool tf32, bool a_kcontig, bool b_kcontig, bool a_aligned,
-         bool b_aligned, int sms, bool wgmma, bool mma) {
+         bool b_aligned, int sms, bool wgmma, bool mma, bool a_words, bool b_words) {
         lltm_ext::gemm::TcProblem p;
         p.M = M, p.N = N, p.K = K, p.tf32 = tf32;
         p.a_kcontig = a_kcontig, p.b_kcontig = b_kcontig;
         p.a_aligned = a_aligned, p.b_aligned = b_aligned;
+        p.a_words = a_words, p.b_words = b_words;
         lltm_ext::gemm::TcDevice dev;
         dev.sms = sms, dev.wgmma = wgmma, dev.mma = mma;
         return lltm_ext::gemm::plan_tuple(lltm_ext::gemm::plan_tensor_core(p, dev));
       },
-      "The tensor-core plan (kernel, tile, aligned, splits, k_split, copy_a, copy_b, modelled us) "
+      "The tensor-core plan (kernel, tile, aligned, splits, k_split, copy_a, copy_b, modelled us, "
+      "words) "
       "for M x N x K on a GPU with `sms` SMs running the wgmma / mma kernels as given (tests)",
       py::arg("M"), py::arg("N"), py::arg("K"), py::arg("tf32"), py::arg("a_kcontig"),
       py::arg("b_kcontig"), py::arg("a_aligned"), py::arg("b_aligned"), py::arg("sms"),
-      py::arg("wgmma"), py::arg("mma"));
+      py::arg("wgmma"), py::arg("mma"), py::arg("a_words") = true, py::arg("b_words") = true);
   m.def(
       "_cuda_tc_plan",
       [](const at::Tensor& a, const at::Tensor& b) {

@@ -25,9 +25,9 @@ bool mma_operand_ok(const void* data, int64_t ld, int64_t outer, int elem_bytes)
 
 cudaError_t launch_mma(const MmaGemm& g, cudaStream_t stream) {
   if (g.M > INT_MAX || g.N > INT_MAX || g.K > INT_MAX) return cudaErrorInvalidValue;
-  if (g.tile == 256) return mma_launch::launch_tile<Tile256, true>(g, stream);
-  if (g.tile == 128) return mma_launch::launch_tile<Tile128, true>(g, stream);
-  if (g.tile == 64) return mma_launch::launch_tile<Tile64, true>(g, stream);
+  if (g.tile == 256) return mma_launch::launch_tile<Tile256, mma::kLoadChunks>(g, stream);
+  if (g.tile == 128) return mma_launch::launch_tile<Tile128, mma::kLoadChunks>(g, stream);
+  if (g.tile == 64) return mma_launch::launch_tile<Tile64, mma::kLoadChunks>(g, stream);
   return cudaErrorInvalidValue;
 }
 
@@ -35,7 +35,7 @@ cudaError_t mma_image_ptx(int* version) {
   *version = 0;
   cudaFuncAttributes attr{};
   const cudaError_t err = cudaFuncGetAttributes(
-      &attr, &mma::gemm_mma_kernel<Tile128, mma::kMmaBF16, true, false, true>);
+      &attr, &mma::gemm_mma_kernel<Tile128, mma::kMmaBF16, true, false, mma::kLoadChunks>);
   if (err == cudaErrorInvalidDeviceFunction || err == cudaErrorNoKernelImageForDevice) {
     (void)cudaGetLastError();  // no image for this device at all: report 0, no error
     return cudaSuccess;

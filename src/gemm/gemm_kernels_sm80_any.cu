@@ -9,7 +9,7 @@ namespace lltm_ext::gemm {
 cudaError_t launch_mma_unaligned(const MmaGemm& g, cudaStream_t stream) {
   if (g.M > INT_MAX || g.N > INT_MAX || g.K > INT_MAX) return cudaErrorInvalidValue;
   if (g.tile != 64) return cudaErrorInvalidValue;
-  return mma_launch::launch_tile<mma_launch::Tile64, false>(g, stream);
+  return mma_launch::launch_tile<mma_launch::Tile64, gemm_tiles::mma::kLoadRegisters>(g, stream);
 }
 
 }  // namespace lltm_ext::gemm

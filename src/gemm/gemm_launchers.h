@@ -177,6 +177,15 @@ cudaError_t launch_mma(const MmaGemm& g, cudaStream_t stream);
 // tile 64 only.
 cudaError_t launch_mma_unaligned(const MmaGemm& g, cudaStream_t stream);
 
+// Whether such a matrix suits the kernel's 4-byte cp.async copies (gemm_kernels_sm80_words.cu): a
+// 4-byte aligned base and (more than one row) a stride of a multiple of 4 bytes: float32 always
+// where the base is, 16-bit types with an even ld.
+bool mma_operand_words(const void* data, int64_t ld, int64_t outer, int elem_bytes);
+
+// The same for operands that mma_operand_words accepts (4-byte cp.async copies): block tile 64
+// or 128.
+cudaError_t launch_mma_words(const MmaGemm& g, cudaStream_t stream);
+
 // *version: the PTX version the current device's loaded image of the kernel was compiled from
 // (80 and up: the tensor-core body; below 80 a trap; 0 when the module has no image for it).
 cudaError_t mma_image_ptx(int* version);

@@ -1,6 +1,7 @@
 // The launch of the sm_80+ tensor-core GEMM kernel (gemm/tiles/kernel_sm80.cuh) for one block
 // tile, shared by the files that instantiate it: gemm_kernels_sm80.cu (16-byte-aligned operands,
-// cp.async) and gemm_kernels_sm80_any.cu (any alignment, register-staged loads).
+// 16-byte cp.async), gemm_kernels_sm80_words.cu (4-byte-aligned operands, 4-byte cp.async) and
+// gemm_kernels_sm80_any.cu (any alignment, register-staged loads).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,21 +28,22 @@ using Tile64 = mma::MmaTile<64, 64, 2, 2, 4, 4>;
 
 using MmaKernel = void (*)(mma::MmaParams);
 
-template <typename Tile, int DT, bool ALIGNED>
+template <typename Tile, int DT, int LOAD>
 MmaKernel kernel_for(bool a_k, bool b_k) {
-  if (a_k && b_k) return &mma::gemm_mma_kernel<Tile, DT, true, true, ALIGNED>;
-  if (a_k) return &mma::gemm_mma_kernel<Tile, DT, true, false, ALIGNED>;
-  if (b_k) return &mma::gemm_mma_kernel<Tile, DT, false, true, ALIGNED>;
-  return &mma::gemm_mma_kernel<Tile, DT, false, false, ALIGNED>;
+  if (a_k && b_k) return &mma::gemm_mma_kernel<Tile, DT, true, true, LOAD>;
+  if (a_k) return &mma::gemm_mma_kernel<Tile, DT, true, false, LOAD>;
+  if (b_k) return &mma::gemm_mma_kernel<Tile, DT, false, true, LOAD>;
+  return &mma::gemm_mma_kernel<Tile, DT, false, false, LOAD>;
 }
 
-// Launches g's kernel with block tile Tile: a grid of tiles x splits blocks.
-template <typename Tile, bool ALIGNED>
+// Launches g's kernel with block tile Tile and stage loads LOAD (mma::StageLoad): a grid of tiles
+// x splits blocks.
+template <typename Tile, int LOAD>
 cudaError_t launch_tile(const MmaGemm& g, cudaStream_t stream) {
   const MmaKernel kernel =
-      g.type == kMmaTf32       ? kernel_for<Tile, mma::kMmaTF32, ALIGNED>(g.a_kcontig, g.b_kcontig)
-      : g.type == kMmaBFloat16 ? kernel_for<Tile, mma::kMmaBF16, ALIGNED>(g.a_kcontig, g.b_kcontig)
-                               : kernel_for<Tile, mma::kMmaF16, ALIGNED>(g.a_kcontig, g.b_kcontig);
+      g.type == kMmaTf32       ? kernel_for<Tile, mma::kMmaTF32, LOAD>(g.a_kcontig, g.b_kcontig)
+      : g.type == kMmaBFloat16 ? kernel_for<Tile, mma::kMmaBF16, LOAD>(g.a_kcontig, g.b_kcontig)
+                               : kernel_for<Tile, mma::kMmaF16, LOAD>(g.a_kcontig, g.b_kcontig);
   if (Tile::SMEM_BYTES > 48 * 1024) {  // above the default dynamic shared memory limit: opt in
     const cudaError_t err =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::SMEM_BYTES);

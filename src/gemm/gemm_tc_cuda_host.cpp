@@ -182,6 +182,8 @@ TcProblem problem_of(const at::Tensor& a, const at::Tensor& b) {
   // Rows along each operand's non-unit dimension: A K-major has M rows of K, else K rows of M.
   p.a_aligned = mma_operand_ok(A.data, A.ld, A.k_contig ? p.M : p.K, elem);
   p.b_aligned = mma_operand_ok(B.data, B.ld, B.k_contig ? p.N : p.K, elem);
+  p.a_words = mma_operand_words(A.data, A.ld, A.k_contig ? p.M : p.K, elem);
+  p.b_words = mma_operand_words(B.data, B.ld, B.k_contig ? p.N : p.K, elem);
   return p;
 }
 
@@ -235,8 +237,9 @@ void run_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, co
               ".");
 }
 
-// c = a @ b on the mma.sync kernel as planned: block tile, aligned (cp.async) or register-staged
-// loads, and K splits, whose float32 partials the split-K reduction sums into c in split order.
+// c = a @ b on the mma.sync kernel as planned: block tile, stages copied 16 or 4 bytes at a time
+// (cp.async) or register-staged, and K splits, whose float32 partials the split-K reduction sums
+// into c in split order.
 template <typename T>
 void run_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const TcPlan& plan,
              cudaStream_t stream) {
@@ -254,10 +257,15 @@ void run_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cons
     g.k_split = plan.k_split;
     g.partial = workspace.data_ptr<float>();
   }
-  const cudaError_t err = plan.aligned ? launch_mma(g, stream) : launch_mma_unaligned(g, stream);
+  const cudaError_t err = plan.aligned ? launch_mma(g, stream)
+                          : plan.words ? launch_mma_words(g, stream)
+                                       : launch_mma_unaligned(g, stream);
   TORCH_CHECK(err == cudaSuccess, "lltm_ext.gemm: the mma GEMM (", M, " x ", N, " x ", K,
-              ", block tile ", g.tile, ", ", plan.aligned ? "aligned" : "register-staged", ", ",
-              plan.splits, " K splits) failed to launch: ", cudaGetErrorString(err), ".");
+              ", block tile ", g.tile, ", ",
+              plan.aligned ? "16-byte copies"
+              : plan.words ? "4-byte copies"
+                           : "register-staged",
+              ", ", plan.splits, " K splits) failed to launch: ", cudaGetErrorString(err), ".");
   if (plan.splits > 1) reduce_splits<float, T>(workspace, c, plan.splits, stream);
 }
 

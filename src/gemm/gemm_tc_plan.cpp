@@ -1,6 +1,7 @@
 // The tensor-core GEMM's planner (gemm_tc_plan.h): a cost model of each candidate plan (the
 // Hopper wgmma kernel, with operand copies where TMA cannot read an operand; the mma.sync kernel
-// in each block tile, aligned or register-staged, with 1 to 128 K splits), and the cheapest one.
+// in each block tile, its stages copied 16 or 4 bytes at a time or register-staged, with 1 to 128
+// K splits), and the cheapest one.
 //
 // The model, per plan: a fixed cost per kernel launched, plus the larger of the math (rounds of
 // resident blocks over the SMs, each block's K steps at the kernel's measured rate, or at least a
@@ -38,10 +39,16 @@ constexpr std::array<double, 3> kWgmmaRate = {270e12, 600e12, 650e12};
 constexpr std::array<double, 3> kMmaRate16 = {250e12, 380e12, 305e12};
 constexpr std::array<double, 3> kMmaRateTf32 = {140e12, 141e12, 139e12};
 constexpr double kMmaUnalignedRate16 = 160e12, kMmaUnalignedRateTf32 = 80e12;
+// The 4-byte cp.async copies, per tile (64, 128), 16-bit and TF32 (fitted with the others
+// fixed, on 40 shapes of the sweep's seed 2 and three of seed 1's worst, H100).
+constexpr std::array<double, 2> kMmaWordsRate16 = {280e12, 280e12};
+constexpr std::array<double, 2> kMmaWordsRateTf32 = {77e12, 98e12};
 // The least time of one K step of one block (memory latency not hidden when few blocks run), and
 // a block's fixed time (prologue, epilogue), per round of resident blocks.
 constexpr double kWgmmaStepUs = 0.25, kMmaStepUs = 0.12, kMmaUnalignedStepUs = 0.45;
+constexpr double kMmaWordsStepUs = 0.2;
 constexpr double kWgmmaBlockUs = 1.4, kMmaBlockUs = 1.0, kMmaUnalignedBlockUs = 1.5;
+constexpr double kMmaWordsBlockUs = 1.2;
 
 int tile_index(int tile) {
   return tile == 64 ? 0 : tile == 128 ? 1 : 2;
@@ -115,6 +122,10 @@ double tc_cost_us(const TcProblem& p, const TcDevice& dev, const TcPlan& plan) {
       rate = (p.tf32 ? kMmaRateTf32 : kMmaRate16)[tile_index(plan.tile)];
       step = kMmaStepUs;
       block = kMmaBlockUs;
+    } else if (plan.words) {
+      rate = (p.tf32 ? kMmaWordsRateTf32 : kMmaWordsRate16)[plan.tile == 64 ? 0 : 1];
+      step = kMmaWordsStepUs;
+      block = kMmaWordsBlockUs;
     } else {
       rate = p.tf32 ? kMmaUnalignedRateTf32 : kMmaUnalignedRate16;
       step = kMmaUnalignedStepUs;
@@ -153,9 +164,12 @@ TcPlan plan_tensor_core(const TcProblem& p, const TcDevice& dev, const TcForce& 
     consider(plan);
   }
   if (dev.mma && want_mma) {
-    const bool aligned = p.a_aligned && p.b_aligned && !force.unaligned;
+    const bool aligned = p.a_aligned && p.b_aligned && !force.unaligned && !force.registers;
+    const bool words = !aligned && p.a_words && p.b_words && !force.registers;
     for (const int tile : {64, 128, 256}) {
-      if ((!aligned && tile != 64) || (force.tile > 0 && tile != force.tile)) continue;
+      // Register-staged loads in the 64 x 64 tile only, 4-byte copies in the 64 and 128 ones.
+      const int widest = aligned ? 256 : words ? 128 : 64;
+      if (tile > widest || (force.tile > 0 && tile != force.tile)) continue;
       static constexpr std::array<int, 14> kSplits = {1,  2,  3,  4,  6,  8,  12,
                                                       16, 24, 32, 48, 64, 96, 128};
       const std::array<int, 1> forced = {force.splits};
@@ -169,6 +183,7 @@ TcPlan plan_tensor_core(const TcProblem& p, const TcDevice& dev, const TcForce& 
         plan.kernel = TcKernel::kMma;
         plan.tile = tile;
         plan.aligned = aligned;
+        plan.words = words;
         // Splits of whole stages (32 K elements: one 16-bit stage, two tf32 ones).
         const int64_t k_split = ceil_div(ceil_div(p.K, s), 32) * 32;
         const int splits = static_cast<int>(ceil_div(p.K, k_split));

@@ -11,12 +11,13 @@ enum class TcKernel : int { kNone = 0, kWgmma = 1, kMma = 2 };
 
 // One call: c (M x N) = a (M x K) @ b (K x N), each operand K-major or not, each aligned (a
 // 16-byte aligned base and rows a multiple of 16 bytes apart: what TMA and 16-byte cp.async copies
-// need) or not.
+// need) or not, and if not, 4-byte aligned (the same for 4 bytes: 4-byte cp.async copies) or not.
 struct TcProblem {
   int64_t M = 0, N = 0, K = 0;
   bool tf32 = false;  // float32 operands read as tf32 (else 16-bit operands)
   bool a_kcontig = true, b_kcontig = true;
   bool a_aligned = true, b_aligned = true;
+  bool a_words = true, b_words = true;
 };
 
 // What the device runs: its SM count, and which tensor-core kernels its loaded images have.
@@ -31,19 +32,23 @@ struct TcPlan {
   // wgmma: operands copied first into aligned (and, for tf32, K-major) scratch matrices.
   bool copy_a = false, copy_b = false;
   int tile = 0;         // wgmma: block tile width 64 / 128 / 256; mma: 64 / 128 / 256
-  bool aligned = true;  // mma: 16-byte cp.async copies (both operands aligned), else registers
+  bool aligned = true;  // mma: 16-byte cp.async copies (both operands aligned), else ...
+  bool words = false;   // ... 4-byte cp.async copies (both 4-byte aligned), else registers
   int splits = 1;       // mma: K splits (more than one: float32 partials and a reduction)
   int64_t k_split = 0;  // mma: K elements per split (a multiple of 32), splits > 1 only
   double us = 0;        // the cost model's estimate, microseconds
 };
 
 // Forced choices (tuning and tests): kernel kNone leaves everything to the model; otherwise that
-// kernel, and tile / splits where > 0; unaligned forces mma's register path, copy wgmma's copies.
+// kernel, and tile / splits where > 0; unaligned forces mma off its 16-byte copies (onto the
+// 4-byte ones where the operands allow, else registers), registers onto its register-staged loads,
+// copy wgmma's copies.
 struct TcForce {
   TcKernel kernel = TcKernel::kNone;
   int tile = 0;
   int splits = 0;
   bool unaligned = false;
+  bool registers = false;
   bool copy = false;
 };
 

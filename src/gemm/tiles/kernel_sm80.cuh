@@ -12,9 +12,11 @@
 //   - loads: 16-byte cp.async.cg copies, their src-size zero-filling whatever lies past M, N or K
 //     (a whole chunk, or the part of a chunk past the K or M / N edge), where the host has checked
 //     that each chunk is 16-byte aligned (base 16-byte aligned, leading dimension a multiple of 16
-//     bytes); otherwise (ALIGNED false: any base and leading dimension) register-staged loads of
-//     one element per lane, a warp reading consecutive elements of a stage row, issued before the
-//     step's math and stored into the same swizzled stage after it (RegStageCopy);
+//     bytes); where only 4 bytes are (float32 rows of any length, 16-bit rows of an even one),
+//     4-byte cp.async.ca copies into the same ring, a lane per word (WordStageCopy); otherwise
+//     (LOAD kLoadRegisters: any base and leading dimension) register-staged loads of one element
+//     per lane, a warp reading consecutive elements of a stage row, issued before the step's math
+//     and stored into the same swizzled stage after it (RegStageCopy);
 //   - split-K: gridDim.y K splits of k_split elements each (a multiple of the stage's K); with
 //     more than one, each writes its float32 partial products to a workspace slice (M x N), which
 //     a separate kernel sums in split order (deterministic);
@@ -227,6 +229,86 @@ struct StageCopy {
   }
 };
 
+// The 4-byte cp.async copies of one operand's stage, for operands whose rows are 4-byte aligned
+// but not 16-byte aligned (float32 rows of any length, 16-bit rows of an even one): the stage
+// StageCopy fills (same rows, same swizzle), each lane copying one word (one float32 or two 16-bit
+// elements) of a stage row, a warp's 32 words consecutive; asynchronous, into the same ring as
+// StageCopy's chunks. Words past M, N or the split's K end are zero-filled (a 16-bit pair across
+// the edge: its first element loaded and stored by the thread, the second zero). A thread's word
+// within its stage rows is fixed, its rows ROW_STEP apart.
+template <typename T, int ROWS, int THREADS, bool K_MAJOR>
+struct WordStageCopy {
+  static constexpr int E = static_cast<int>(sizeof(T));
+  static constexpr int EPW = 4 / E;                              // elements per word
+  static constexpr int EPC = 16 / E;                             // elements per 16-byte chunk
+  static constexpr int BK = 64 / E;                              // K elements per stage
+  static constexpr int ROW_WORDS = (K_MAJOR ? BK : ROWS) / EPW;  // words per stage row
+  static constexpr int COPIES = ROWS * BK / EPW / THREADS;
+  static constexpr int ROW_STEP = THREADS / ROW_WORDS;  // stage rows between a thread's copies
+  static_assert(THREADS % ROW_WORDS == 0, "a thread's copies share one word of their rows");
+  const T* src;  // K-major: the thread's first row at its word, K = 0; else its M / N word
+  int row0;      // the first stage row
+  int e;         // the word's first element within its stage rows
+  int rows_in;   // K-major: operand rows from row0 on inside the matrix
+  int mn_bytes;  // M- / N-major: the word's bytes inside M / N (0, 2 or 4)
+
+  // rows_left: M - m0 (or N - n0), the operand rows / columns inside the matrix from the tile on.
+  __device__ __forceinline__ WordStageCopy(const T* base, int64_t ld, int rows_left, int64_t mn0) {
+    row0 = static_cast<int>(threadIdx.x) / ROW_WORDS;
+    e = static_cast<int>(threadIdx.x) % ROW_WORDS * EPW;
+    if constexpr (K_MAJOR) {
+      src = base + (mn0 + row0) * ld + e;
+      rows_in = rows_left - row0;
+      mn_bytes = 0;
+    } else {
+      src = base + mn0 + e;  // + k * ld at each stage row
+      rows_in = 0;
+      mn_bytes = min(max(rows_left - e, 0), EPW) * E;
+    }
+  }
+
+  // Copies the K step of elements k0 .. k0 + BK - 1 (those below k_end; k0 a multiple of BK) into
+  // the stage at byte address `stage`.
+  __device__ __forceinline__ void copy(uint32_t stage, int k0, int k_end, int64_t ld,
+                                       const T* base) const {
+#pragma unroll
+    for (int i = 0; i < COPIES; ++i) {
+      const int row = row0 + i * ROW_STEP;
+      int bytes;
+      const T* from;
+      uint32_t off;
+      if constexpr (K_MAJOR) {
+        bytes = i * ROW_STEP < rows_in ? min(max(k_end - k0 - e, 0), EPW) * E : 0;
+        from = src + static_cast<int64_t>(i) * ROW_STEP * ld + k0;
+        off = swizzle_k(row, e / EPC);
+      } else {
+        const int k = k0 + row;
+        bytes = k < k_end ? mn_bytes : 0;
+        from = src + static_cast<int64_t>(k) * ld;
+        off = E == 2 ? swizzle_mn<ROWS>(row, e / EPC) : swizzle_mn_tf32<ROWS>(row, e / EPC);
+      }
+      const uint32_t to = stage + off + (e % EPC) * E;
+      if constexpr (EPW == 2) {
+        if (bytes == E) {
+          // A pair across the matrix's edge: its first element alone, read and stored here (a
+          // 4-byte copy with src-size 2 still counts as a 4-byte read past the edge), its second
+          // a zero; the stage is read only after the barrier that publishes the copies too.
+          const uint32_t v = __ldg(reinterpret_cast<const unsigned short*>(from));
+          asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(to), "r"(v) : "memory");
+          continue;
+        }
+      }
+      // Nothing to read: a zero fill from the operand's base, a mapped address.
+      cp_async<4>(to, bytes > 0 ? from : base, bytes);
+    }
+  }
+};
+
+// How the kernel's stages reach shared memory: 16-byte cp.async chunks (StageCopy: both operands'
+// rows 16-byte aligned), 4-byte cp.async words (WordStageCopy: both 4-byte aligned), or
+// register-staged element loads (RegStageCopy: any alignment).
+enum StageLoad : int { kLoadChunks = 0, kLoadWords = 1, kLoadRegisters = 2 };
+
 // The register-staged copies of one operand's stage, for operands the 16-byte copies cannot read
 // (a base, or a leading dimension, not a multiple of 16 bytes: e.g. bfloat16 rows of an odd
 // length). The stage is the same as StageCopy's (same rows, same swizzle); a warp reads
@@ -309,9 +391,9 @@ struct RegStageCopy {
 };
 
 // C = A B on one Tile::BM x Tile::BN tile per block (and K split, blockIdx.y), of element type DT
-// (kMmaF16, kMmaBF16, or kMmaTF32: float32 operands and C, tf32 products). ALIGNED: both operands'
-// 16-byte chunks are 16-byte aligned (cp.async copies); else register-staged loads.
-template <typename Tile, int DT, bool A_K, bool B_K, bool ALIGNED = true>
+// (kMmaF16, kMmaBF16, or kMmaTF32: float32 operands and C, tf32 products). LOAD: how the stages
+// are filled (StageLoad: cp.async chunks or words in a ring, or register-staged loads).
+template <typename Tile, int DT, bool A_K, bool B_K, int LOAD = kLoadChunks>
 __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS)
     gemm_mma_kernel(const MmaParams p) {
 #ifdef LLTM_EXT_GEMM_NO_CP_ASYNC
@@ -460,9 +542,13 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS)
     }
   };
 
-  if constexpr (ALIGNED) {
-    const StageCopy<T, BM, THREADS, A_K> a_copy(a_ptr, p.lda, p.M - m0, m0);
-    const StageCopy<T, BN, THREADS, B_K> b_copy(b_ptr, p.ldb, p.N - n0, n0);
+  if constexpr (LOAD != kLoadRegisters) {
+    using ACopy = std::conditional_t<LOAD == kLoadChunks, StageCopy<T, BM, THREADS, A_K>,
+                                     WordStageCopy<T, BM, THREADS, A_K>>;
+    using BCopy = std::conditional_t<LOAD == kLoadChunks, StageCopy<T, BN, THREADS, B_K>,
+                                     WordStageCopy<T, BN, THREADS, B_K>>;
+    const ACopy a_copy(a_ptr, p.lda, p.M - m0, m0);
+    const BCopy b_copy(b_ptr, p.ldb, p.N - n0, n0);
     auto load = [&](int stage, int kt) {
       const uint32_t at = smem_base + stage * Tile::STAGE_BYTES;
       a_copy.copy(at, k_begin + kt * BK, k_end, p.lda, a_ptr);
