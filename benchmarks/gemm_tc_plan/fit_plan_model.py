@@ -18,7 +18,9 @@ P = dict(
     bw=1.37e12, launch=2.8, wbase=3.5, mbase=2.5, copyeff=1.2, busy=0.5,
     w64=270e12, w128=600e12, w256=650e12, m64=250e12, m128=380e12, m256=305e12,
     t64=140e12, t128=141e12, t256=139e12, mu16=160e12, mutf=80e12,
-    wstep=0.25, mstep=0.12, mustep=0.45, wblock=1.4, mblock=1.0, mublock=1.5,
+    mw64=280e12, mw128=280e12, tw64=77e12, tw128=98e12,
+    wstep=0.25, mstep=0.12, mustep=0.45, mwstep=0.2,
+    wblock=1.4, mblock=1.0, mublock=1.5, mwblock=1.2,
 )  # fmt: skip
 
 
@@ -85,6 +87,10 @@ def cost(P, pr, plan, sms=132):
         rate = P[("t" if tf32 else "m") + str(tile)]
         step = P["mstep"]
         blk = P["mblock"]
+    elif plan["words"]:
+        rate = P[("tw" if tf32 else "mw") + str(tile)]
+        step = P["mwstep"]
+        blk = P["mwblock"]
     else:
         rate = P["mutf" if tf32 else "mu16"]
         step = P["mustep"]
@@ -100,8 +106,10 @@ def cost(P, pr, plan, sms=132):
 
 
 def aligned_of(r):
+    """Whether A / B have 16-byte aligned rows, A / B are K-major, A / B have 4-byte aligned rows
+    (the sweep's operands: contiguous, or transposed views of contiguous matrices)."""
     M, N, K, lay = r["M"], r["N"], r["K"], r["layout"]
-    per = 4 if r["dtype"] == "tf32" else 8
+    per, word = (4, 1) if r["dtype"] == "tf32" else (8, 2)
     lda, outa = (K, M) if lay[0] == "n" else (M, K)
     ldb, outb = (N, K) if lay[1] == "n" else (K, N)
     return (
@@ -109,18 +117,22 @@ def aligned_of(r):
         (outb <= 1 or ldb % per == 0),
         lay[0] == "n",
         lay[1] == "t",
+        (outa <= 1 or lda % word == 0),
+        (outb <= 1 or ldb % word == 0),
     )
 
 
 def measured_plans(r):
     """(plan dict, measured us) for the calib row."""
-    a_al, b_al, a_k, b_k = aligned_of(r)
+    a_al, b_al, a_k, b_k, a_w, b_w = aligned_of(r)
     tf32 = r["dtype"] == "tf32"
     pr = dict(M=r["M"], N=r["N"], K=r["K"], tf32=tf32)
     out = []
     for key, us in r["plans"].items():
         kern, tile, sp, u = key.split("/")
         tile, sp = int(tile), int(sp)
+        if u != "a":  # forced loads ("u", "r"): not a plan the planner can pick for these operands
+            continue
         if kern == "wgmma":
             plan = dict(
                 kernel="wgmma",
@@ -129,12 +141,15 @@ def measured_plans(r):
                 copy_b=(not b_al) or (tf32 and not b_k),
             )
         else:
-            aligned = a_al and b_al and u == "a"
+            # Loads "a": the copies the operands allow.
+            aligned = a_al and b_al
+            words = not aligned and a_w and b_w
             ks = cdiv(cdiv(r["K"], sp), 32) * 32
             s = cdiv(r["K"], ks)
             plan = dict(
-                kernel="mma", tile=tile, aligned=aligned, splits=s, k_split=ks if s > 1 else 0
-            )
+                kernel="mma", tile=tile, aligned=aligned, words=words, splits=s,
+                k_split=ks if s > 1 else 0,
+            )  # fmt: skip
         out.append((plan, us))
     # The same plan measured more than once (forced keys that map to one plan): its least time
     # (host stalls only ever add time).

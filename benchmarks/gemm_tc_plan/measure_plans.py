@@ -2,10 +2,13 @@
 fit_plan_model.py fits the planner's constants to (src/gemm/gemm_tc_plan.cpp).
 
 For each of N shapes drawn as `lltm-ext bench --sweep` draws them (lltm_ext._sweep.gemm_shapes,
-this seed), and each dtype: the wgmma kernel (with the copies the operands need), the mma kernel at
-each block tile and number of K splits (cp.async where the operands allow, and register-staged),
-each timed against torch.mm interleaved; also what the planner picks and its time. Writes one JSON
-row per shape and dtype (rewritten every 10 rows, so a run cut short keeps what it measured).
+this seed), or the shapes given, and each dtype: the wgmma kernel (with the copies the operands
+need), the mma kernel at each block tile and number of K splits with each way of loading its
+stages the operands allow, each timed against torch.mm interleaved (keys kernel/tile/splits/loads;
+loads "a": the copies the operands allow (16-byte, else 4-byte, else registers), "u": not the
+16-byte ones, "r": the register-staged loads); also what the planner picks and its time. Writes
+one JSON row per shape and dtype (rewritten every 10 rows, so a run cut short keeps what it
+measured).
 
     python benchmarks/gemm_tc_plan/measure_plans.py plans.json --shapes 120 --seed 2 \\
         --dtypes bfloat16,tf32
@@ -37,12 +40,27 @@ def make(rows: int, cols: int, transposed: bool, gen: torch.Generator, dtype: to
     return x.t() if transposed else x
 
 
+def parse_shape(text: str) -> dict[str, object]:
+    """'586x230x9080:tn' -> {M: 586, N: 230, K: 9080, layout: 'tn'} (a sweep shape's form)."""
+    dims, _, layout = text.partition(":")
+    m, n, k = (int(d) for d in dims.split("x"))
+    if layout not in ("nn", "nt", "tn", "tt"):
+        raise SystemExit(f"--shape {text}: the layout must be nn, nt, tn or tt")
+    return {"M": m, "N": n, "K": k, "layout": layout}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("json", help="where to write the rows")
     parser.add_argument("--shapes", type=int, default=120)
     parser.add_argument("--seed", type=int, default=2, help="not the seed the sweep reports")
     parser.add_argument("--dtypes", default="bfloat16,tf32", help="bfloat16, float16 and/or tf32")
+    parser.add_argument(
+        "--shape",
+        action="append",
+        metavar="MxNxK:LAYOUT",
+        help="time this shape instead of random ones (layout nn, nt, tn or tt; repeatable)",
+    )
     args = parser.parse_args()
     ext = load_extension("gemm")
     dev = torch.device("cuda")
@@ -50,7 +68,12 @@ def main() -> None:
     for name in args.dtypes.split(","):
         dtype = torch.float32 if name == "tf32" else getattr(torch, name)
         torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
-        for idx, s in enumerate(gemm_shapes(args.shapes, args.seed, "cuda")):
+        shapes = (
+            [parse_shape(text) for text in args.shape]
+            if args.shape
+            else gemm_shapes(args.shapes, args.seed, "cuda")
+        )
+        for idx, s in enumerate(shapes):
             m, n, k, layout = s["M"], s["N"], s["K"], s["layout"]
             gen = torch.Generator().manual_seed(idx)
 
@@ -58,25 +81,30 @@ def main() -> None:
                 make(m, k, layout[0] == "t", gen, dtype),
                 make(k, n, layout[1] == "t", gen, dtype),
             )
-            candidates = [("wgmma", 0, 0, False)]
-            candidates += [("mma", t, sp, False) for t in (64, 128, 256) for sp in SPLITS]
-            candidates += [("mma", 64, sp, True) for sp in (*SPLITS, 128)]
+            # (kernel, tile, splits, unaligned, registers): the loads the operands allow (16-byte
+            # copies, else 4-byte ones, else registers), not the 16-byte ones, the registers.
+            candidates = [("wgmma", 0, 0, False, False)]
+            candidates += [("mma", t, sp, False, False) for t in (64, 128, 256) for sp in SPLITS]
+            candidates += [("mma", t, sp, True, False) for t in (64, 128) for sp in (*SPLITS, 128)]
+            candidates += [("mma", 64, sp, True, True) for sp in (*SPLITS, 128)]
             plans: dict[str, float] = {}
             ref_us = float("inf")
 
             def mm(a: torch.Tensor = a, b: torch.Tensor = b) -> torch.Tensor:
                 return torch.mm(a, b)
 
-            for kernel, tile, splits, unaligned in candidates:
+            for kernel, tile, splits, unaligned, registers in candidates:
                 run = functools.partial(
-                    ext._gemm_tensor_core, a, b, kernel, tile, splits, unaligned
-                )
+                    ext._gemm_tensor_core,
+                    a, b, kernel, tile, splits, unaligned, registers=registers,
+                )  # fmt: skip
                 try:
                     run()
                 except RuntimeError:  # a plan that cannot run for these operands here
                     continue
                 ours, ref, _ = time_interleaved(run, mm, dev, 0.01)
-                plans[f"{kernel}/{tile}/{splits}/{'u' if unaligned else 'a'}"] = ours * 1e6
+                loads = "r" if registers else "u" if unaligned else "a"
+                plans[f"{kernel}/{tile}/{splits}/{loads}"] = ours * 1e6
                 ref_us = min(ref_us, ref * 1e6)
             auto, ref, _ = time_interleaved(functools.partial(lltm_ext.gemm, a, b), mm, dev, 0.02)
             rows.append(
