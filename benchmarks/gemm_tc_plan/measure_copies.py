@@ -65,7 +65,7 @@ def candidates(ext, a: torch.Tensor, b: torch.Tensor) -> tuple[dict, dict, bool,
     cands = {
         "cublas": lambda: torch.mm(a, b),
         "auto": lambda: lltm_ext.gemm(a, b),
-        "mma64u": lambda: ext._gemm_tensor_core(a, b, "mma", tile=64, unaligned=True),
+        "mma64u": lambda: ext._gemm_tensor_core(a, b, "mma", tile=64, registers=True),
         "copy_auto": copied(lltm_ext.gemm),
     }
     plans = {"auto": list(ext._cuda_tc_plan(a, b)), "copy_auto": list(ext._cuda_tc_plan(ca, cb))}
