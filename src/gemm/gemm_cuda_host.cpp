@@ -354,9 +354,9 @@ bool try_short_k_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor&
   if (K > 16) {
     const Operand A = operand_of(a, /*is_a=*/true), B = operand_of(b, /*is_a=*/false);
     const int elem = static_cast<int>(sizeof(T));
-    if (mma_operand_ok(A.data, A.ld, A.k_contig ? M : K, elem) &&
-        mma_operand_ok(B.data, B.ld, B.k_contig ? N : K, elem) &&
-        mma_operand_ok(c.data_ptr(), N, M, elem)) {
+    if (rows_aligned(A.data, A.ld, A.k_contig ? M : K, elem, 16) &&
+        rows_aligned(B.data, B.ld, B.k_contig ? N : K, elem, 16) &&
+        rows_aligned(c.data_ptr(), N, M, elem, 16)) {
       return false;
     }
   }

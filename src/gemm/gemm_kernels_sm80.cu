@@ -19,10 +19,6 @@ using mma_launch::Tile64;
 
 }  // namespace
 
-bool mma_operand_ok(const void* data, int64_t ld, int64_t outer, int elem_bytes) {
-  return reinterpret_cast<uintptr_t>(data) % 16 == 0 && (outer <= 1 || ld * elem_bytes % 16 == 0);
-}
-
 cudaError_t launch_mma(const MmaGemm& g, cudaStream_t stream) {
   if (g.M > INT_MAX || g.N > INT_MAX || g.K > INT_MAX) return cudaErrorInvalidValue;
   if (g.tile == 256) return mma_launch::launch_tile<Tile256, mma::kLoadChunks>(g, stream);

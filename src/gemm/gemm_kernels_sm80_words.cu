@@ -14,8 +14,4 @@ cudaError_t launch_mma_words(const MmaGemm& g, cudaStream_t stream) {
   return cudaErrorInvalidValue;
 }
 
-bool mma_operand_words(const void* data, int64_t ld, int64_t outer, int elem_bytes) {
-  return reinterpret_cast<uintptr_t>(data) % 4 == 0 && (outer <= 1 || ld * elem_bytes % 4 == 0);
-}
-
 }  // namespace lltm_ext::gemm

@@ -105,10 +105,6 @@ Sm90Kernel kernel_for_type(Sm90Type type, bool a_k, bool b_k) {
 
 }  // namespace
 
-bool sm90_operand_ok(const void* data, int64_t ld, int64_t outer, int elem_bytes) {
-  return reinterpret_cast<uintptr_t>(data) % 16 == 0 && (outer <= 1 || ld * elem_bytes % 16 == 0);
-}
-
 cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** step) {
   constexpr int BM = sm90::Sm90Tile<128>::BM;
   Sm90Kernel kernel;
@@ -145,7 +141,7 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   // C (M x N, row-major): stored by TMA in 64 x 64 boxes where its base and stride allow.
   CUtensorMap map_c = map_a;  // (unused when tma_store is false)
   const int elem = g.type == kSm90Tf32 ? 4 : 2;
-  const bool tma_store = sm90_operand_ok(g.c, g.ldc, g.M, elem);
+  const bool tma_store = rows_aligned(g.c, g.ldc, g.M, elem, 16);
   if (tma_store) {
     err = make_map(encode, &map_c, g.c, g.type, g.N, g.M, g.ldc, 64, step, /*out=*/true);
     if (err != cudaSuccess) return err;

@@ -11,6 +11,17 @@
 
 namespace lltm_ext::gemm {
 
+// Whether a matrix with base `data`, leading dimension `ld` (elements of elem_bytes) and `outer`
+// rows along its non-unit dimension can be copied in `bytes`-byte pieces along its rows: a base
+// aligned to `bytes` and (when there is more than one row) a row stride of a multiple of `bytes`.
+// 16: what TMA and the mma kernel's 16-byte cp.async copies need (ld % 8 == 0 for 16-bit types,
+// ld % 4 == 0 for float32); 4: the 4-byte cp.async copies' (float32 always where the base is,
+// 16-bit types with an even ld).
+inline bool rows_aligned(const void* data, int64_t ld, int64_t outer, int elem_bytes, int bytes) {
+  return reinterpret_cast<uintptr_t>(data) % bytes == 0 &&
+         (outer <= 1 || ld * elem_bytes % bytes == 0);
+}
+
 // Launchers, defined in gemm_kernels.cuh and instantiated in the gemm_kernels_*.cu files for the
 // configs of gemm_configs.h. Each returns the CUDA error of its launch (or query).
 
@@ -117,17 +128,12 @@ struct GemmProblem {
 };
 
 // One wgmma call, all of one type (tf32: both operands K-major). The caller checks what TMA needs
-// (sm90_operand_ok) and M, N, K > 0.
+// (rows_aligned(..., 16)) and M, N, K > 0.
 struct Sm90Gemm : GemmProblem {
   Sm90Type type;
   int bn;   // block tile width: 64, 128 or 256
   int sms;  // the device's SM count (the persistent grid's upper bound)
 };
-
-// Whether a matrix with base `data`, leading dimension `ld` (elements of elem_bytes) and `outer`
-// rows along its non-unit dimension suits TMA: a 16-byte aligned base and (when there is more
-// than one row) a stride of a multiple of 16 bytes.
-bool sm90_operand_ok(const void* data, int64_t ld, int64_t outer, int elem_bytes);
 
 // Launches the kernel for g on `stream`; returns the launch's error, or cudaErrorNotSupported
 // when the driver has no cuTensorMapEncodeTiled, or cudaErrorInvalidValue when it refuses a map;
@@ -151,7 +157,7 @@ cudaError_t sm90_image_loaded(bool* loaded);
 enum MmaType : int { kMmaHalf = 0, kMmaBFloat16 = 1, kMmaTf32 = 2 };
 
 // One mma.sync call, all of one type, float32 accumulation. The caller checks M, N, K > 0, and
-// mma_operand_ok for launch_mma.
+// rows_aligned(..., 16) for launch_mma.
 struct MmaGemm : GemmProblem {
   MmaType type;
   int tile;  // block tile: 256 (128 x 256), 128 (128 x 128) or 64 (64 x 64)
@@ -163,12 +169,6 @@ struct MmaGemm : GemmProblem {
   float* partial = nullptr;
 };
 
-// Whether a matrix with base `data`, leading dimension `ld` (elements of elem_bytes) and `outer`
-// rows along its non-unit dimension suits the kernel's 16-byte cp.async copies: a 16-byte aligned
-// base and (when there is more than one row) a stride of a multiple of 16 bytes (ld % 8 == 0 for
-// 16-bit types, ld % 4 == 0 for float32).
-bool mma_operand_ok(const void* data, int64_t ld, int64_t outer, int elem_bytes);
-
 // Launches the kernel for g on `stream` (one block per tile and K split); returns the launch's
 // error.
 cudaError_t launch_mma(const MmaGemm& g, cudaStream_t stream);
@@ -177,12 +177,7 @@ cudaError_t launch_mma(const MmaGemm& g, cudaStream_t stream);
 // tile 64 only.
 cudaError_t launch_mma_unaligned(const MmaGemm& g, cudaStream_t stream);
 
-// Whether such a matrix suits the kernel's 4-byte cp.async copies (gemm_kernels_sm80_words.cu): a
-// 4-byte aligned base and (more than one row) a stride of a multiple of 4 bytes: float32 always
-// where the base is, 16-bit types with an even ld.
-bool mma_operand_words(const void* data, int64_t ld, int64_t outer, int elem_bytes);
-
-// The same for operands that mma_operand_words accepts (4-byte cp.async copies): block tile 64
+// The same for operands whose rows_aligned(..., 4) holds (4-byte cp.async copies): block tile 64
 // or 128.
 cudaError_t launch_mma_words(const MmaGemm& g, cudaStream_t stream);
 

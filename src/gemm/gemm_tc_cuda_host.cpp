@@ -167,7 +167,7 @@ Operand k_major_copy(const Operand& op, int64_t K, int64_t rows, const at::Tenso
 }
 
 // The problem the planner sees for a @ b: sizes, type, layouts, and whether each operand suits
-// TMA and the 16-byte cp.async copies (one rule: sm90_operand_ok and mma_operand_ok agree).
+// TMA and the 16-byte cp.async copies (one rule: rows_aligned(..., 16)).
 TcProblem problem_of(const at::Tensor& a, const at::Tensor& b) {
   const Operand A = operand_of(a, /*is_a=*/true);
   const Operand B = operand_of(b, /*is_a=*/false);
@@ -180,10 +180,10 @@ TcProblem problem_of(const at::Tensor& a, const at::Tensor& b) {
   p.a_kcontig = A.k_contig;
   p.b_kcontig = B.k_contig;
   // Rows along each operand's non-unit dimension: A K-major has M rows of K, else K rows of M.
-  p.a_aligned = mma_operand_ok(A.data, A.ld, A.k_contig ? p.M : p.K, elem);
-  p.b_aligned = mma_operand_ok(B.data, B.ld, B.k_contig ? p.N : p.K, elem);
-  p.a_words = mma_operand_words(A.data, A.ld, A.k_contig ? p.M : p.K, elem);
-  p.b_words = mma_operand_words(B.data, B.ld, B.k_contig ? p.N : p.K, elem);
+  p.a_aligned = rows_aligned(A.data, A.ld, A.k_contig ? p.M : p.K, elem, 16);
+  p.b_aligned = rows_aligned(B.data, B.ld, B.k_contig ? p.N : p.K, elem, 16);
+  p.a_words = rows_aligned(A.data, A.ld, A.k_contig ? p.M : p.K, elem, 4);
+  p.b_words = rows_aligned(B.data, B.ld, B.k_contig ? p.N : p.K, elem, 4);
   return p;
 }
 
@@ -222,8 +222,8 @@ void run_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, co
   const Operand A = prepare(a, /*is_a=*/true, plan.copy_a, M, &a_copy);
   const Operand B = prepare(b, /*is_a=*/false, plan.copy_b, N, &b_copy);
   const int elem = static_cast<int>(a.element_size());
-  TORCH_INTERNAL_ASSERT(sm90_operand_ok(A.data, A.ld, A.k_contig ? M : K, elem) &&
-                        sm90_operand_ok(B.data, B.ld, B.k_contig ? N : K, elem) &&
+  TORCH_INTERNAL_ASSERT(rows_aligned(A.data, A.ld, A.k_contig ? M : K, elem, 16) &&
+                        rows_aligned(B.data, B.ld, B.k_contig ? N : K, elem, 16) &&
                         (!tf32 || (A.k_contig && B.k_contig)));
   Sm90Gemm g;
   fill_problem(&g, A, B, c, M, N, K);
