@@ -6,21 +6,22 @@ that minimizes the mean over shapes of log(measured time of the plan the model p
 measured time). Prints the loss before and after (mean, worst) and the fitted constants, which go
 into gemm_tc_plan.cpp by hand.
 
-    python benchmarks/gemm_tc_plan/fit_plan_model.py plans.json [more.json ...]
+    python benchmarks/gemm_tc_plan/fit_plan_model.py plans.json [more.json ...] \\
+        [--only mw64,mw128,tw64,tw128,mwstep,mwblock]
 """
 
+import argparse
 import json
 import math
-import sys
 
 # The constants as gemm_tc_plan.cpp has them (the starting point of a fit).
 P = dict(
     bw=1.37e12, launch=2.8, wbase=3.5, mbase=2.5, copyeff=1.2, busy=0.5,
     w64=270e12, w128=600e12, w256=650e12, m64=250e12, m128=380e12, m256=305e12,
     t64=140e12, t128=141e12, t256=139e12, mu16=160e12, mutf=80e12,
-    mw64=280e12, mw128=280e12, tw64=77e12, tw128=98e12,
-    wstep=0.25, mstep=0.12, mustep=0.45, mwstep=0.2,
-    wblock=1.4, mblock=1.0, mublock=1.5, mwblock=1.2,
+    mw64=98e12, mw128=130e12, tw64=43e12, tw128=48e12,
+    wstep=0.25, mstep=0.12, mustep=0.45, mwstep=0.46,
+    wblock=1.4, mblock=1.0, mublock=1.5, mwblock=0.67,
 )  # fmt: skip
 
 
@@ -40,10 +41,11 @@ def wgmma_width(M, N, sms):
     return 128 if c128 < c256 else 256
 
 
-def math_us(P, blocks, steps, res, sms, flops, rate, step, block):
+def math_us(P, blocks, steps, res, sms, flops, rate, step, block, by_active=False):
     slots = sms * res
     rounds = cdiv(blocks, slots)
-    per = max(flops / (rate / slots) * 1e6, step)
+    sharing = slots if not by_active else sms * min(res, cdiv(blocks, sms))
+    per = max(flops / (rate / sharing) * 1e6, step)
     return rounds * (steps * per + block)
 
 
@@ -96,7 +98,10 @@ def cost(P, pr, plan, sms=132):
         step = P["mustep"]
         blk = P["mublock"]
     blocks = tiles * s
-    m = math_us(P, blocks, cdiv(ks, bk), res, sms, 2.0 * bm * bn * bk, rate, step, blk)
+    m = math_us(
+        P, blocks, cdiv(ks, bk), res, sms, 2.0 * bm * bn * bk, rate, step, blk,
+        by_active=not plan["aligned"] and plan["words"],
+    )  # fmt: skip
     pb = 4.0 * s * M * N if s > 1 else 0.0
     me = mem_us(P, ab + bb + (pb if s > 1 else cb), min(blocks, sms * res), sms)
     us = P["mbase"] + max(m, me)
@@ -131,7 +136,10 @@ def measured_plans(r):
     for key, us in r["plans"].items():
         kern, tile, sp, u = key.split("/")
         tile, sp = int(tile), int(sp)
-        if u != "a":  # forced loads ("u", "r"): not a plan the planner can pick for these operands
+        # Loads "a": the copies the operands allow; "u" (not the 16-byte copies) is the same plan
+        # where the operands do not allow those; "r" (registers) is a plan the planner can pick
+        # only where the operands allow no copies (it is "a" then).
+        if (u == "u" and a_al and b_al) or (u == "r" and ((a_al and b_al) or (a_w and b_w))):
             continue
         if kern == "wgmma":
             plan = dict(
@@ -141,9 +149,8 @@ def measured_plans(r):
                 copy_b=(not b_al) or (tf32 and not b_k),
             )
         else:
-            # Loads "a": the copies the operands allow.
             aligned = a_al and b_al
-            words = not aligned and a_w and b_w
+            words = not aligned and a_w and b_w and u != "r"
             ks = cdiv(cdiv(r["K"], sp), 32) * 32
             s = cdiv(r["K"], ks)
             plan = dict(
@@ -173,12 +180,19 @@ def loss(P, data):
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("json", nargs="+", help="measure_plans.py's rows")
+    parser.add_argument("--only", default="", help="the constants to fit, comma-separated (all)")
+    args = parser.parse_args()
     rows = []
-    for f in sys.argv[1:]:
+    for f in args.json:
         rows += json.load(open(f))
     data = [measured_plans(r) for r in rows if r["plans"]]
     print("start", loss(P, data))
-    keys = list(P)
+    keys = [k for k in args.only.split(",") if k] or list(P)
+    unknown = set(keys) - set(P)
+    if unknown:
+        raise SystemExit(f"--only: no such constants {sorted(unknown)}; they are {list(P)}")
     for it in range(4):
         for k in keys:
             best = (loss(P, data)[0], P[k])

@@ -39,16 +39,19 @@ constexpr std::array<double, 3> kWgmmaRate = {270e12, 600e12, 650e12};
 constexpr std::array<double, 3> kMmaRate16 = {250e12, 380e12, 305e12};
 constexpr std::array<double, 3> kMmaRateTf32 = {140e12, 141e12, 139e12};
 constexpr double kMmaUnalignedRate16 = 160e12, kMmaUnalignedRateTf32 = 80e12;
-// The 4-byte cp.async copies, per tile (64, 128), 16-bit and TF32 (fitted with the others
-// fixed, on 40 shapes of the sweep's seed 2 and three of seed 1's worst, H100).
-constexpr std::array<double, 2> kMmaWordsRate16 = {280e12, 280e12};
-constexpr std::array<double, 2> kMmaWordsRateTf32 = {77e12, 98e12};
+// The 4-byte cp.async copies, per tile (64, 128), 16-bit and TF32, shared by the blocks that run
+// at once rather than by all resident slots (math_us's by_active): their many small copies
+// saturate an SM's load path, so a block running alone goes faster than one of a full SM, and a
+// full GPU slower than the 16-byte copies' rates (fitted with the others fixed, on 45 shapes of
+// the sweep's seed 2 that take these copies in each type and seed 1's worst, H100).
+constexpr std::array<double, 2> kMmaWordsRate16 = {98e12, 130e12};
+constexpr std::array<double, 2> kMmaWordsRateTf32 = {43e12, 48e12};
 // The least time of one K step of one block (memory latency not hidden when few blocks run), and
 // a block's fixed time (prologue, epilogue), per round of resident blocks.
 constexpr double kWgmmaStepUs = 0.25, kMmaStepUs = 0.12, kMmaUnalignedStepUs = 0.45;
-constexpr double kMmaWordsStepUs = 0.2;
+constexpr double kMmaWordsStepUs = 0.46;
 constexpr double kWgmmaBlockUs = 1.4, kMmaBlockUs = 1.0, kMmaUnalignedBlockUs = 1.5;
-constexpr double kMmaWordsBlockUs = 1.2;
+constexpr double kMmaWordsBlockUs = 0.67;
 
 int tile_index(int tile) {
   return tile == 64 ? 0 : tile == 128 ? 1 : 2;
@@ -59,12 +62,16 @@ int64_t ceil_div(int64_t a, int64_t b) {
 }
 
 // Time of `blocks` blocks of `steps` K steps each, `resident` per SM, one step doing `flops` at
-// `rate` over the whole GPU, or at least step_us per step, plus block_us per round of blocks.
+// `rate` over the whole GPU, or at least step_us per step, plus block_us per round of blocks. The
+// rate is shared by every resident slot, or (by_active) by the blocks an SM runs at once.
 double math_us(int64_t blocks, int64_t steps, int resident, int sms, double flops, double rate,
-               double step_us, double block_us) {
+               double step_us, double block_us, bool by_active = false) {
   const int64_t slots = static_cast<int64_t>(sms) * resident;
   const int64_t rounds = ceil_div(blocks, slots);
-  const double per_step = std::max(flops / (rate / static_cast<double>(slots)) * 1e6, step_us);
+  const int64_t sharing =
+      by_active ? static_cast<int64_t>(sms) * std::min<int64_t>(resident, ceil_div(blocks, sms))
+                : slots;
+  const double per_step = std::max(flops / (rate / static_cast<double>(sharing)) * 1e6, step_us);
   return static_cast<double>(rounds) * (static_cast<double>(steps) * per_step + block_us);
 }
 
@@ -133,7 +140,7 @@ double tc_cost_us(const TcProblem& p, const TcDevice& dev, const TcPlan& plan) {
     }
     const int64_t blocks = tiles * splits;
     const double math = math_us(blocks, ceil_div(k_split, bk), resident, sms, 2.0 * bm * bn * bk,
-                                rate, step, block);
+                                rate, step, block, /*by_active=*/!plan.aligned && plan.words);
     const double part_bytes = splits > 1 ? 4.0 * splits * static_cast<double>(p.M) * p.N : 0.0;
     const double mem =
         memory_us(a_bytes + b_bytes + (splits > 1 ? part_bytes : c_bytes),
