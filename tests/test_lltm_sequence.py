@@ -476,13 +476,19 @@ def test_cuda_float32_tensor_cores(monkeypatch, path, size, passes):
 
 # (T, B, I, S) for the wide-state kernels (blocks of 16 batch rows x 4, 8 or 16 state columns,
 # K split into 16 parts of whole groups of four): S = 4 (one block's columns past S), S = 260
-# (parts past K backward), B = 1, B = 17 and 33 (row blocks past the batch), S = 512, T = 1.
+# (parts past K backward), B = 1, B = 17 and 33 (row blocks past the batch), S = 512, T = 1;
+# states that are not multiples of 4 (rows of x read element by element, the last group of four
+# partly past K): S = 6, 261 and 339, and 530 (past 512: the half types' tensor cores).
 WIDE_SIZES = [
     (3, 2, 5, 4),
     (4, 17, 3, 260),
     (1, 1, 6, 512),
     (3, 33, 8, 512),
     (5, 5, 2, 300),
+    (3, 2, 4, 6),
+    (4, 17, 3, 261),
+    (3, 5, 7, 339),
+    (3, 18, 2, 530),
 ]
 
 
@@ -556,16 +562,20 @@ def test_cuda_wide_kernels_states_in_turn(monkeypatch, path):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("state", [1024, 1022])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
-def test_cuda_wide_kernels_largest_state(monkeypatch, dtype):
+def test_cuda_wide_kernels_largest_state(monkeypatch, dtype, state):
     """S = 1024, the wide kernels' largest state, on the tensor cores (the half types): K in two
-    staged chunks forward and six backward, against the float64 loop."""
+    staged chunks forward and six backward, against the float64 loop; S = 1022, the same with the
+    last chunk's last group of four partly past K."""
     sequence_path(monkeypatch, "wide")
-    check_against_reference((3, 5, 2, 1024), "cuda", dtype)
+    check_against_reference((3, 5, 2, state), "cuda", dtype)
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("dtype,state", [(torch.float32, 512), (torch.bfloat16, 1024)], ids=str)
+@pytest.mark.parametrize(
+    "dtype,state", [(torch.float32, 512), (torch.bfloat16, 1024), (torch.float32, 339)], ids=str
+)
 def test_cuda_wide_misaligned_h0(dtype, state):
     """h0 a view one element into its storage (not aligned to four elements): the wide kernels'
     first step reads it element by element (float32 here: the SIMT product; bfloat16 at S = 1024:
@@ -581,9 +591,9 @@ def test_cuda_wide_misaligned_h0(dtype, state):
 
 @pytest.mark.cuda
 def test_cuda_wide_path_refuses_what_it_cannot_run(monkeypatch):
-    """Forced, the wide path says why it does not apply (S not a multiple of 4, or past 1024)."""
+    """Forced, the wide path says why it does not apply (a state past 1024)."""
     sequence_path(monkeypatch, "wide")
-    for state in (6, 1028):
+    for state in (1025, 1028):
         args = [a.detach() for a in make_args(2, 3, 4, state, "cuda", torch.float32)]
         with pytest.raises(RuntimeError, match=rf"LLTM_EXT_SEQUENCE_PATH=wide.*state {state}"):
             _ops.lltm_sequence(*args)

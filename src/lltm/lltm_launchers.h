@@ -88,8 +88,8 @@ cudaError_t launch_sequence_backward_steps(T* d_gates, const T* w, int64_t ld, c
                                            int64_t state, int64_t last, int64_t t_hi, int64_t steps,
                                            bool overlap, cudaStream_t stream);
 
-// The sequence's time steps for wide states (lltm_sequence_wide.cu), S % 4 == 0 and S <=
-// kWideMaxState: a persistent cooperative kernel, each block kWideRows batch rows x `cols` state
+// The sequence's time steps for wide states (lltm_sequence_wide.cu), S <= kWideMaxState (rows of
+// x are read four elements at a time where S % 4 == 0, else element by element): a persistent cooperative kernel, each block kWideRows batch rows x `cols` state
 // columns with its slice of W_h in shared memory for all T steps, a barrier per step over each
 // row of blocks. The same inputs and outputs as the fused step kernels above over all T steps;
 // flags: wide_flag_count(batch, state, cols) words of device memory for the barriers' step

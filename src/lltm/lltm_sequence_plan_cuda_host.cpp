@@ -232,18 +232,18 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
 
 // Columns per block of the wide-state kernels for (batch, state) on `device`, 0 when they do
 // not run, and whether their product runs on the tensor cores (sequence_product, where the
-// device runs their sm_80+ code). They apply for S % 4 == 0, S <= kWideMaxState, where their grid
-// runs at once on the GPU (wide_step_columns). With the tensor cores auto takes them wherever they
-// apply (a block reads its slice once per step); on the SIMT cores for S <= 512 and S^2 B <=
-// 2^24: there a step's product
-// (3 S^2 B multiply-adds on the SIMT cores, each block reading its W_h slice from shared memory
-// once per batch row, and the whole of x from L2) takes less than cuBLAS's tensor-core GEMM and
-// its launches. Measured on an H200, float32, T = 128, forward+backward, against cuBLAS every
-// step: B = 16, S = 512 2.2 vs 4.3-4.6 ms; B = 64, S = 512 3.5 vs 4.6-5.0 ms; but B = 16, S =
-// 1024 4.5-4.6 vs 4.4-5.2 ms (no gain: twice the L2 traffic per step), B = 32, S = 1024 6.0 ms,
-// bfloat16 B = 128, S = 512 5.8 vs 4.0 ms. Against the fused step kernels at S <= 256 (B = 16 ..
-// 256) they were faster at every size: 845 vs 1850 us at B = 16, S = 128.
-// LLTM_EXT_SEQUENCE_WIDE_COLS (4, 8 or 16; read at every call) forces the columns, for
+// device runs their sm_80+ code). They apply for S <= kWideMaxState, where their grid runs at once
+// on the GPU (wide_step_columns), for any S (rows of x whose S is not a multiple of 4 read element
+// by element; auto takes those for float32 on the tensor cores only, below). With the tensor cores
+// auto takes them wherever they apply (a block reads its slice once per step); on the SIMT cores
+// for S <= 512 and S^2 B <= 2^24: there a step's product (3 S^2 B multiply-adds on the SIMT cores,
+// each block reading its W_h slice from shared memory once per batch row, and the whole of x from
+// L2) takes less than cuBLAS's tensor-core GEMM and its launches. Measured on an H200, float32, T =
+// 128, forward+backward, against cuBLAS every step: B = 16, S = 512 2.2 vs 4.3-4.6 ms; B = 64, S =
+// 512 3.5 vs 4.6-5.0 ms; but B = 16, S = 1024 4.5-4.6 vs 4.4-5.2 ms (no gain: twice the L2 traffic
+// per step), B = 32, S = 1024 6.0 ms, bfloat16 B = 128, S = 512 5.8 vs 4.0 ms. Against the fused
+// step kernels at S <= 256 (B = 16 .. 256) they were faster at every size: 845 vs 1850 us at B =
+// 16, S = 128. LLTM_EXT_SEQUENCE_WIDE_COLS (4, 8 or 16; read at every call) forces the columns, for
 // measurements.
 struct WidePlan {
   int cols;  // 0: the wide kernels do not run
@@ -277,6 +277,15 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
       (state > 512 || state * state * batch > (int64_t{1} << 24))) {
     return {0, Product::kSimt};
   }
+  // Where S is not a multiple of 4 (rows of x read element by element) auto takes them for
+  // float32 on the tensor cores only. H100, the sweep's shapes there (T = 8 .. 1638), forward+
+  // backward against LLTM_EXT_SEQUENCE_PATH=cublas: float32 (three TF32 passes) won at all nine
+  // shapes the kernels fit, 1.09x - 1.92x (S = 339: 1.58x, 358: 1.47x); bfloat16 lost at six of
+  // nine (S = 774 0.61x, 499 0.67x, 647 0.80x), float64 (SIMT) at two of three (S = 358 0.55x).
+  if (setting == SequencePath::kAuto && state % 4 != 0 &&
+      (dtype != at::kFloat || product == Product::kSimt)) {
+    return {0, Product::kSimt};
+  }
   static std::mutex mutex;
   static std::map<std::tuple<int, int64_t, int64_t, Product>, int> columns;
   // The choice depends on the batch through its row blocks only.
@@ -308,9 +317,8 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
   TORCH_CHECK(cols > 0 || setting != SequencePath::kWide,
               "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PATH=wide, but the wide-state kernels do "
               "not apply to cuda:",
-              device, " with batch ", batch, ", state ", state,
-              " (they need a state that is a multiple of 4 and at most ", kWideMaxState,
-              ", and a grid of ", kWideRows,
+              device, " with batch ", batch, ", state ", state, " (they need a state of at most ",
+              kWideMaxState, ", and a grid of ", kWideRows,
               "-row blocks that runs at once on the GPU, with a cooperative launch).");
   return {cols, product};
 }

@@ -77,7 +77,7 @@ template <typename T>
 cudaError_t wide_step_columns(int64_t batch, int64_t state, int sm_count, int max_smem, int* cols,
                               int only, Product product) {
   *cols = 0;
-  if (batch < 1 || state < 1 || state > kWideMaxState || state % 4 != 0) {
+  if (batch < 1 || state < 1 || state > kWideMaxState) {
     return cudaSuccess;
   }
   int device = 0, cooperative = 0;

@@ -85,10 +85,11 @@ LLTM_EXT_HD int64_t wide_mma_smem(int k, int n_out) {
 
 // The tensor-core product of a step: each warp's partial sums of out[r][o] = sum_k x[r][k] w[o][k]
 // for the block's rows r (x: rows x_row0 + r < batch of a (batch, K) tensor that other blocks
-// wrote, read through L2; vec: four elements at a time) and the n_out outputs of the slice w
-// (stride ws, product_operand<P> values), stored by mma_store into sums (stride ps). x goes
-// through `stage` in chunks of kWideChunk k, each as product_operand<P> values followed by four
-// zeros (the last k step of eight may pass K by four); every load of a chunk is issued before the
+// wrote, read through L2; vec: four elements at a time, which needs K % 4 == 0 and x aligned) and
+// the n_out outputs of the slice w (stride ws, product_operand<P> values), stored by mma_store
+// into sums (stride ps). x goes through `stage` in chunks of kWideChunk k, each as
+// product_operand<P> values followed by zeros up to the next multiple of four and four more (the
+// last k step of eight may pass K by up to seven); every load of a chunk is issued before the
 // first store.
 template <int TILES, Product P, typename scalar_t>
 __device__ __forceinline__ void wide_mma_product(const scalar_t* x, int64_t x_row0, int64_t batch,
@@ -99,7 +100,8 @@ __device__ __forceinline__ void wide_mma_product(const scalar_t* x, int64_t x_ro
   const int rows = static_cast<int>(batch - x_row0 < kMmaRows ? batch - x_row0 : kMmaRows);
   float acc[TILES][4] = {};
   for (int c0 = 0; c0 < K; c0 += kWideChunk) {
-    const int quads = (K - c0 < kWideChunk ? K - c0 : kWideChunk) / 4;  // K % 4 == 0
+    const int len = K - c0 < kWideChunk ? K - c0 : kWideChunk;
+    const int quads = (len + 3) / 4;  // the last one partly past K where K % 4 != 0
     float v[kItems][4];
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
@@ -113,7 +115,9 @@ __device__ __forceinline__ void wide_mma_product(const scalar_t* x, int64_t x_ro
         } else {
 #pragma unroll
           for (int u = 0; u < 4; ++u) {
-            v[i][u] = static_cast<float>(load_cg(p + u));
+            if (4 * q + u < len) {
+              v[i][u] = static_cast<float>(load_cg(p + u));
+            }
           }
         }
       }
@@ -345,6 +349,8 @@ __global__ void __launch_bounds__(kWideThreads)
   StepElement<acc_t>& el = my.el;
   const acc_t* my_w = sw + my.part * stride;
   const int64_t n = batch * state;
+  // Rows of h aligned to four elements (h0's also need h0_vec): else read element by element.
+  const bool rows_vec = state % 4 == 0;
   __syncthreads();  // the slice is in place
   for (int64_t t = 0; t < steps; ++t) {
     scalar_t* g = gates + t * 3 * n + el.b * 3 * state + el.s;
@@ -356,13 +362,14 @@ __global__ void __launch_bounds__(kWideThreads)
       row_wait(flags, static_cast<unsigned int>(t));  // h_{t-1} written by this row of blocks
     }
     const scalar_t* h_prev = t == 0 ? h0 : output + (t - 1) * n;
+    const bool vec = rows_vec && (t > 0 || h0_vec);
     if constexpr (kMma) {
       wide_mma_product<(NOUT + 7) / 8, P>(h_prev, static_cast<int64_t>(blockIdx.y) * kWideRows,
-                                          batch, state, t > 0 || h0_vec, sw, stride, NOUT,
-                                          sw + NOUT * stride, sums, ps);
+                                          batch, state, vec, sw, stride, NOUT, sw + NOUT * stride,
+                                          sums, ps);
     } else {
       acc_t acc[NOUT];
-      part_product<NOUT>(my.x_row < batch ? h_prev + my.x_row * state : nullptr, t > 0 || h0_vec,
+      part_product<NOUT>(my.x_row < batch ? h_prev + my.x_row * state : nullptr, vec,
                          my.range.begin, my.range.end, my_w, acc);
       add_parts<NOUT>(acc, my.part, sums + my.row * NOUT);
     }
@@ -438,6 +445,8 @@ __global__ void __launch_bounds__(kWideThreads)
   StepElement<acc_t>& el = my.el;
   const acc_t* my_w = sw + my.part * stride;
   const int64_t n = batch * state, j = el.j, last = steps - 1;
+  // Rows of d_gates aligned to four elements: else read element by element.
+  const bool rows_vec = width % 4 == 0;
   __syncthreads();  // the slice is in place
   for (int64_t t = last; t >= 0; --t) {
     const bool first = t == last;  // the sequence's last step: no step after it
@@ -452,11 +461,11 @@ __global__ void __launch_bounds__(kWideThreads)
       const scalar_t* dg_next = d_gates + (t + 1) * 3 * n;
       if constexpr (kMma) {
         wide_mma_product<(NOUT + 7) / 8, P>(dg_next, static_cast<int64_t>(blockIdx.y) * kWideRows,
-                                            batch, width, true, sw, stride, NOUT,
+                                            batch, width, rows_vec, sw, stride, NOUT,
                                             sw + NOUT * stride, sums, ps);
       } else {
         acc_t acc[NOUT];
-        part_product<NOUT>(my.x_row < batch ? dg_next + my.x_row * width : nullptr, true,
+        part_product<NOUT>(my.x_row < batch ? dg_next + my.x_row * width : nullptr, rows_vec,
                            my.range.begin, my.range.end, my_w, acc);
         add_parts<NOUT>(acc, my.part, sums + my.row * NOUT);
       }
