@@ -89,16 +89,17 @@ cudaError_t launch_sequence_backward_steps(T* d_gates, const T* w, int64_t ld, c
                                            bool overlap, cudaStream_t stream);
 
 // The sequence's time steps for wide states (lltm_sequence_wide.cu), S <= kWideMaxState (rows of
-// x are read four elements at a time where S % 4 == 0, else element by element): a persistent cooperative kernel, each block kWideRows batch rows x `cols` state
-// columns with its slice of W_h in shared memory for all T steps, a barrier per step over each
-// row of blocks. The same inputs and outputs as the fused step kernels above over all T steps;
-// flags: wide_flag_count(batch, state, cols) words of device memory for the barriers' step
-// counters (the launch zeroes them first, on `stream`). wide_step_columns: on the current device,
-// the fewest columns per block (4, 8 or 16) whose grid runs at once in max_smem per block, their
-// shared memory set; 0 when none does (or S does not qualify); `only` (4, 8 or 16): those columns
-// or none. product: Product::kSimt, or the tensor cores (float32 and the half types; kTf32x3 for
-// float32 only; the kernels of wide_mma_loaded's answer, which needs this module's code for the
-// device compiled for sm_80 or newer).
+// x read four elements at a time where S % 4 == 0, else element by element): a persistent
+// cooperative kernel, each block kWideRows batch rows x `cols` state columns with its slice of W_h
+// in shared memory for all T steps, a barrier per step over each row of blocks. The same inputs
+// and outputs as the fused step kernels above over all T steps; flags: wide_flag_count(batch,
+// state, cols) words of device memory for the barriers' step counters (the launch zeroes them
+// first, on `stream`). wide_step_columns: on the current device, the fewest columns per block (4,
+// 8 or 16) whose grid runs at once in max_smem per block, their shared memory set; 0 when none
+// does (or S does not qualify); `only` (4, 8 or 16): those columns or none. product:
+// Product::kSimt, or the tensor cores (float32 and the half types; kTf32x3 for float32 only; the
+// kernels of wide_mma_loaded's answer, which needs this module's code for the device compiled for
+// sm_80 or newer).
 constexpr int64_t kWideMaxState = 1024;
 constexpr int kWideRows = 16;
 template <typename T>
