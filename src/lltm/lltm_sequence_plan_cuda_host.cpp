@@ -279,9 +279,10 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
   }
   // Where S is not a multiple of 4 (rows of x read element by element) auto takes them for
   // float32 on the tensor cores only. H100, the sweep's shapes there (T = 8 .. 1638), forward+
-  // backward against LLTM_EXT_SEQUENCE_PATH=cublas: float32 (three TF32 passes) won at all nine
-  // shapes the kernels fit, 1.09x - 1.92x (S = 339: 1.58x, 358: 1.47x); bfloat16 lost at six of
-  // nine (S = 774 0.61x, 499 0.67x, 647 0.80x), float64 (SIMT) at two of three (S = 358 0.55x).
+  // backward against LLTM_EXT_SEQUENCE_PATH=cublas, two runs: float32 (three TF32 passes) won at
+  // eight of the nine shapes the kernels fit, 1.11x - 2.22x (S = 339: 1.58x, 1.72x; 358: 1.47x,
+  // 1.54x), and tied at T = 9, B = 16, S = 774 (1.09x, 0.98x); bfloat16 lost at six of nine (S =
+  // 774 0.61x, 499 0.67x, 647 0.80x), float64 (SIMT) at two of three (S = 358 0.55x).
   if (setting == SequencePath::kAuto && state % 4 != 0 &&
       (dtype != at::kFloat || product == Product::kSimt)) {
     return {0, Product::kSimt};
