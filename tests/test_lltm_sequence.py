@@ -621,6 +621,78 @@ def test_cuda_wide_path_refuses_what_it_cannot_run(monkeypatch):
             _ops.lltm_sequence(*args)
 
 
+# (T, B, I, S) past the wide kernels' largest state (auto: cuBLAS and the gate kernel every step):
+# S = 1025 (one past), 1100, and 2048 (the sweep's largest), B = 1 and odd.
+LARGE_STATE_SIZES = [(3, 5, 7, 1025), (2, 1, 4, 1100), (2, 3, 3, 2048)]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16], ids=str
+)
+@pytest.mark.parametrize("size", LARGE_STATE_SIZES, ids=lambda s: "x".join(map(str, s)))
+def test_cuda_states_past_the_wide_kernels(dtype, size):
+    """States past 1024 at auto's choice, against the float64 loop, forward and all gradients."""
+    check_against_reference(size, "cuda", dtype)
+
+
+def long_sequence_errors(monkeypatch, size, paths):
+    """{path: {name: max |error| / max |value|}} of float32 at torch's defaults (cuDNN's RNN
+    setting "tf32", matmuls in full float32) against float64 (the same module and inputs in float64
+    on the GPU): outputs, final state and the gradients of input, weights and h0, each path forced
+    (LLTM_EXT_SEQUENCE_PATH)."""
+    steps, batch, features, state = size
+    torch.manual_seed(0)
+    seq = lltm_ext.LLTMSequence(features, state).cuda()
+    x = torch.randn(steps, batch, features, device="cuda", requires_grad=True)
+    h0 = torch.randn(batch, state, device="cuda")
+    grad = torch.randn(steps, batch, state, device="cuda")
+
+    def run(module, inputs):
+        h = h0.to(inputs.dtype).requires_grad_()
+        output, (h_n, c_n) = module(inputs, (h, torch.zeros_like(h)))
+        d = torch.autograd.grad(output, (inputs, module.weights, h), grad.to(inputs.dtype))
+        return {
+            "output": output,
+            "h_n": h_n,
+            "c_n": c_n,
+            **dict(zip(("d_input", "d_weights", "d_h0"), d, strict=True)),
+        }
+
+    want = run(copy.deepcopy(seq).double(), x.detach().double().requires_grad_())
+    errors = {}
+    for path in paths:
+        sequence_path(monkeypatch, path)
+        with matmul_tf32(False, "tf32"):
+            got = run(seq, x)
+        errors[path] = {
+            k: ((got[k].double() - w).abs().max() / w.abs().max()).item() for k, w in want.items()
+        }
+    return errors
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize(
+    "size", [(256, 4, 8, 1100), (2048, 2, 13, 37), (2048, 3, 5, 64), (1024, 2, 3, 300)], ids=str
+)
+def test_cuda_long_sequences_at_torch_defaults(monkeypatch, size):
+    """Long sequences (T up to 2048) and a state past 1024, float32 at torch's defaults, at auto's
+    choice (S = 37: the small-state kernels; 64: the cluster kernels on sm_90; 300: the wide
+    kernels' three TF32 passes; 1100: cuBLAS every step) against float64: outputs, final state and
+    gradients within 1e-3 (max |error| / max |value|: nn.LSTM's at T <= 256) where T <= 256. Past
+    that float32 itself strays: the cell state (no forget gate) adds up every step's rounding, and
+    how much depends on the weights and the length (H100, full float32 products every step through
+    cuBLAS, the loop of cells' arithmetic: T = 2048, S = 37: 1.1e-4 at most; T = 1024, S = 300:
+    6.7e-3; T = 2048, S = 300: 0.13), and a reordered sum moves any one result by several times
+    that (the cluster kernels' exact float32, T = 2048, S = 64: d_input 1.2e-3 against cuBLAS's
+    2.3e-4). So there each result is held within 10x the largest error of the cuBLAS path's results
+    at that size (measured: within 5.2x); a wrong step or gradient is off by its own size."""
+    errors = long_sequence_errors(monkeypatch, size, ("auto", "cublas"))
+    bound = 1e-3 if size[0] <= 256 else 10 * max(errors["cublas"].values())
+    for name, error in errors["auto"].items():
+        assert error < bound, (name, errors)
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("path", ["wide", "grid", "cublas"])
 def test_cuda_other_paths_at_small_states(monkeypatch, path):

@@ -263,9 +263,9 @@ def run_lltm_module(dtype: torch.dtype) -> None:
 # (steps, batch, input features, state size): empty sequence, empty batch, no features, single
 # elements, odd and tile-unaligned sizes (the fused step kernels; the cluster kernels' partial
 # batch slices, S < 8 and S not a multiple of 8; the wide-state kernels' row blocks past the batch
-# and parts past K, S = 260 and 518 (not a multiple of 4: rows read element by element; past 512:
-# the half types' tensor cores), and three rows of blocks, each with its own step barriers, over
-# six steps).
+# and parts past K, S = 9, 65 and 518 (not multiples of 4: rows read element by element; past
+# 512: x staged in two chunks for the tensor cores), and three rows of blocks, each with its own
+# step barriers, over six steps).
 SEQUENCE_SIZES = (
     (0, 3, 2, 4),
     (4, 0, 3, 5),

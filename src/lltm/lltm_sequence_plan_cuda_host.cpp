@@ -264,27 +264,28 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
     C10_CUDA_CHECK(wide_mma_loaded<T>(&is_loaded));
     return is_loaded;
   });
-  // The half types take the tensor cores past S = 512 only: at S = 512 their SIMT product was the
-  // faster (H200, bfloat16, T = 128, forward+backward: B = 16 2315 vs 2560 us, B = 64 2502 vs
-  // 2624 us; S = 1024, B = 16: 4361 us on the tensor cores vs 5018 us), where float32's tensor
-  // cores won at both (B = 16 1981 vs 2478 us, B = 64 2164 vs 2725 us).
+  // The half types take the tensor cores at every state. H100, bfloat16, forward+backward, the
+  // seed-1 sweep's thirteen shapes with 256 < S <= 1024 that the kernels fit, one process: the
+  // tensor cores beat the SIMT product at twelve (S = 269, T = 45, B = 3: 629 vs 949 us; S = 398,
+  // T = 1638, B = 5: 28.1 vs 40.7 ms; S = 970, B = 1: 5964 vs 10032 us) and lost at S = 480, B =
+  // 25 (2690 vs 2530 us; the SIMT product had been the faster at S = 512 on an H200, B = 16 and
+  // 64, by 5-10%).
   const at::ScalarType dtype = c10::CppTypeToScalarType<T>::value;
-  Product product = mma_loaded ? sequence_product(dtype, tf32) : Product::kSimt;
-  if (dtype != at::kFloat && state <= 512) {
-    product = Product::kSimt;
-  }
+  const Product product = mma_loaded ? sequence_product(dtype, tf32) : Product::kSimt;
   if (setting == SequencePath::kAuto && product == Product::kSimt &&
       (state > 512 || state * state * batch > (int64_t{1} << 24))) {
     return {0, Product::kSimt};
   }
-  // Where S is not a multiple of 4 (rows of x read element by element) auto takes them for
-  // float32 on the tensor cores only. H100, the sweep's shapes there (T = 8 .. 1638), forward+
-  // backward against LLTM_EXT_SEQUENCE_PATH=cublas, two runs: float32 (three TF32 passes) won at
-  // eight of the nine shapes the kernels fit, 1.11x - 2.22x (S = 339: 1.58x, 1.72x; 358: 1.47x,
-  // 1.54x), and tied at T = 9, B = 16, S = 774 (1.09x, 0.98x); bfloat16 lost at six of nine (S =
-  // 774 0.61x, 499 0.67x, 647 0.80x), float64 (SIMT) at two of three (S = 358 0.55x).
+  // Where S is not a multiple of 4 (rows of x read element by element) auto takes them on the
+  // tensor cores only, and for the half types at S <= 512 only. H100, the sweep's shapes there,
+  // forward+backward against LLTM_EXT_SEQUENCE_PATH=cublas: float32 (three TF32 passes) won at
+  // eight of nine, 1.11x - 2.22x (S = 339: 1.58x, 1.72x in two runs; 358: 1.47x, 1.54x), and tied
+  // at T = 9, B = 16, S = 774 (1.09x, 0.98x); bfloat16 won at all five at S <= 512 (S = 269 2.19x,
+  // 398 1.34x, 339 1.27x, 358 1.06x, 499 1.01x) but lost at two of four past it (S = 647, B = 11
+  // 0.80x; S = 970, B = 1 0.85x; S = 942 1.34x, 774 1.03x); float64 (SIMT) lost at two of three
+  // (S = 358 0.55x).
   if (setting == SequencePath::kAuto && state % 4 != 0 &&
-      (dtype != at::kFloat || product == Product::kSimt)) {
+      (product == Product::kSimt || (dtype != at::kFloat && state > 512))) {
     return {0, Product::kSimt};
   }
   static std::mutex mutex;
