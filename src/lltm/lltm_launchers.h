@@ -166,7 +166,6 @@ cudaError_t launch_cluster_backward(T* d_gates, const T* w, int64_t ld, const T*
 // per block whose (forward and backward) grids run at once on the current device, 0 where none
 // does or the state or dtype does not apply.
 constexpr int64_t kSmallMaxState = 88;
-constexpr int kSmallMaxThreads = 736;  // 8 lanes per column of the largest state + a loader warp
 template <typename T>
 cudaError_t small_step_rows(int64_t batch, int64_t state, int sm_count, int* rows);
 template <typename T>

@@ -17,23 +17,45 @@ namespace {
 // of W_h, partial sums through shared memory, a barrier, one thread's sums of them and the
 // exchange between blocks. Here batch rows never meet (a block owns `rows` of them, at most
 // kSmallMaxRows, and every column), so blocks never wait on each other; in a block, column s takes
-// kSmallLanes adjacent lanes, lane k holding W_h's elements k, k + 8, k + 16, ... of the column's
-// three gate rows (forward) or of its column (backward, K = 3S) in registers for all steps. A step:
-// each lane's partial products over its k (the exchanged rows from shared memory, lanes of a group
-// reading consecutive words: no bank conflicts, the groups the same words: broadcasts), summed
-// across the group by three shuffles; lane k < rows then runs row k's gate math (its own operands,
-// the input projection forward, from shared memory, where the block's last warp loaded them
-// during the step before) and writes its value into the other buffer; one barrier. KS (forward) and
-// KB (backward) are the k per lane, rounded up to a few sizes (the rows padded with zeros), R the
-// rows per block. Fewer rows per block, more blocks: each SM's share of a step's product and
-// shuffles shrinks (the planner takes the fewest rows whose grid runs at once).
-constexpr int kSmallLanes = 8, kSmallMaxRows = 4;
-static_assert(kSmallMaxRows <= kSmallLanes, "a group's lanes k < rows run the gate math");
+// L adjacent lanes (small_lanes: 4 or 8), lane k holding W_h's elements k, k + L, k + 2 L, ... of
+// the column's three gate rows (forward) or of its column (backward, K = 3S) in registers for all
+// steps. A step: each lane's partial products over its k (the exchanged rows from shared memory,
+// lanes of a group reading consecutive words: no bank conflicts, the groups the same words:
+// broadcasts), summed across the group by log2(L) shuffles; lane k < rows then runs row k's gate
+// math (its own operands, the input projection forward, from shared memory, where the block's last
+// warp loaded them during the step before) and writes its value into the other buffer; one barrier.
+// KS (forward) and KB (backward) are the k per lane, rounded up to a few sizes (the rows padded
+// with zeros), R the rows per block. Fewer rows per block, more blocks: each SM's share of a step's
+// product and shuffles shrinks (the planner takes the fewest rows whose grid runs at once).
+constexpr int kSmallMaxRows = 4;
 
-// Threads of a block for state S: kSmallLanes per column in whole warps, then one more warp that
+// Lanes per column: 4 for float32, 8 for the half types. H100, T = 1000 (T = 242-1938 for the
+// sweep's shapes), forward+backward per step, float32, 8 -> 4 lanes: B = 5, S = 88 2.33 -> 1.82
+// us; B = 20, S = 80 2.47 -> 2.12 us; B = 4, S = 64 1.93 -> 1.66 us; B = 2, S = 37 1.51 -> 1.29
+// us; faster at all fourteen shapes measured (S = 16 ... 88, B = 1 ... 386): half the shuffles,
+// and the gate math (one lane of a group) run by half the warps (at 8 lanes it was 62% of the
+// issue slots' use at B = 5, S = 82: Nsight Compute, 245 instructions a warp a step), and no
+// spills (at 8 lanes, 736 threads leave 80 registers: the 2- and 4-row kernels at S = 88 spill).
+// The half types lost at S = 80 - 88 (bfloat16, B = 5, S = 82: 3.25 -> 4.16 us) and won at S <=
+// 64 (B = 4, S = 64: 2.39 -> 1.97 us): they keep 8 (not profiled).
+template <typename scalar_t>
+constexpr int small_lanes() {
+  return std::is_same_v<scalar_t, float> ? 4 : 8;
+}
+static_assert(kSmallMaxRows <= 4, "a group's lanes k < rows run the gate math");
+
+// The most threads of a block: a column's lanes for each column of the largest state, and the
+// loader warp (the kernels' launch bounds: registers for W_h's share of each lane).
+template <typename scalar_t>
+constexpr int small_max_threads() {
+  return static_cast<int>((kSmallMaxState * small_lanes<scalar_t>() + 31) / 32 * 32) + 32;
+}
+
+// Threads of a block for state S: small_lanes per column in whole warps, then one more warp that
 // loads the next step's operands into shared memory.
-LLTM_EXT_HD int small_threads(int64_t state) {
-  return static_cast<int>((state * kSmallLanes + 31) / 32 * 32) + 32;
+template <typename scalar_t>
+int small_threads(int64_t state) {
+  return static_cast<int>((state * small_lanes<scalar_t>() + 31) / 32 * 32) + 32;
 }
 
 // The loader warp's copy of `per_row` consecutive elements of each of the block's rows (rows
@@ -66,11 +88,11 @@ __device__ __forceinline__ void load_rows(acc_t* dst, int dst_stride, const scal
   }
 }
 
-// The sum over a column's kSmallLanes adjacent lanes, in every one of them.
-template <typename acc_t>
+// The sum over a column's L adjacent lanes, in every one of them.
+template <int L, typename acc_t>
 __device__ __forceinline__ acc_t group_sum(acc_t v) {
 #pragma unroll
-  for (int offset = kSmallLanes / 2; offset > 0; offset /= 2) {
+  for (int offset = L / 2; offset > 0; offset /= 2) {
     v += __shfl_xor_sync(0xffffffffu, v, offset);
   }
   return v;
@@ -78,27 +100,28 @@ __device__ __forceinline__ acc_t group_sum(acc_t v) {
 
 // Steps 0 .. steps - 1 forward, as sequence_forward_kernel (lltm_sequence_steps.cu) computes them:
 // z = gates_t + h_{t-1} W_h^T written back to gates_t, the gate math with the bias -> output[t],
-// cells[t]. KS * kSmallLanes >= S.
+// cells[t]. KS * L >= S (L: small_lanes).
 template <typename scalar_t, int KS, int R>
-__global__ void __launch_bounds__(kSmallMaxThreads)
+__global__ void __launch_bounds__(small_max_threads<scalar_t>())
     small_forward_kernel(scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
                          const scalar_t* __restrict__ h0, const scalar_t* __restrict__ c0,
                          const scalar_t* __restrict__ w, int64_t ld, scalar_t* __restrict__ output,
                          scalar_t* __restrict__ cells, int64_t batch, int64_t steps, int S) {
   using acc_t = cuda::opmath_t<scalar_t>;
-  constexpr int kWidth = KS * kSmallLanes;  // a row of h, zeros past S
+  constexpr int L = small_lanes<scalar_t>();
+  constexpr int kWidth = KS * L;  // a row of h, zeros past S
   __shared__ acc_t sh[2][R][kWidth];
   __shared__ acc_t sp[2][R][3 * kWidth];  // the steps' input projections, from the loader warp
-  const int tid = static_cast<int>(threadIdx.x), s = tid / kSmallLanes, k = tid % kSmallLanes;
+  const int tid = static_cast<int>(threadIdx.x), s = tid / L, k = tid % L;
   const bool loader = tid >= static_cast<int>(blockDim.x) - 32;
   const int64_t b0 = static_cast<int64_t>(blockIdx.x) * R;
   const int rows_here = batch - b0 < R ? static_cast<int>(batch - b0) : R;
-  acc_t wr[3][KS];  // W_h[q S + s][k + 8 j]
+  acc_t wr[3][KS];  // W_h[q S + s][k + L j]
 #pragma unroll
   for (int q = 0; q < 3; ++q) {
 #pragma unroll
     for (int j = 0; j < KS; ++j) {
-      const int kk = k + kSmallLanes * j;
+      const int kk = k + L * j;
       wr[q][j] = s < S && kk < S ? static_cast<acc_t>(w[static_cast<int64_t>(q * S + s) * ld + kk])
                                  : acc_t(0);
     }
@@ -139,7 +162,7 @@ __global__ void __launch_bounds__(kSmallMaxThreads)
       for (int j = 0; j < KS; ++j) {
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-          const acc_t x = sh[cur][r][k + kSmallLanes * j];
+          const acc_t x = sh[cur][r][k + L * j];
 #pragma unroll
           for (int q = 0; q < 3; ++q) {
             acc[r][q] += wr[q][j] * x;
@@ -150,7 +173,7 @@ __global__ void __launch_bounds__(kSmallMaxThreads)
       for (int r = 0; r < R; ++r) {
 #pragma unroll
         for (int q = 0; q < 3; ++q) {
-          acc[r][q] = group_sum(acc[r][q]);
+          acc[r][q] = group_sum<L>(acc[r][q]);
         }
       }
       if (mine) {
@@ -178,9 +201,9 @@ __global__ void __launch_bounds__(kSmallMaxThreads)
 
 // Steps steps - 1 down to 0 backward, as sequence_backward_kernel (lltm_sequence_steps.cu) computes
 // them: dL/dh_t = grad_output[t] + (grad_h_n at the last step, else d_gates[t + 1] W_h), dL/dc_t
-// carried, the gate math -> d_gates[t]; d_cell (B, S) gets dL/dc_{-1}. KB * kSmallLanes >= 3S.
+// carried, the gate math -> d_gates[t]; d_cell (B, S) gets dL/dc_{-1}. KB * L >= 3S.
 template <typename scalar_t, int KB, int R>
-__global__ void __launch_bounds__(kSmallMaxThreads)
+__global__ void __launch_bounds__(small_max_threads<scalar_t>())
     small_backward_kernel(scalar_t* __restrict__ d_gates, const scalar_t* __restrict__ w,
                           int64_t ld, const scalar_t* __restrict__ grad_output,
                           const scalar_t* __restrict__ grad_h_n,
@@ -188,21 +211,22 @@ __global__ void __launch_bounds__(kSmallMaxThreads)
                           const scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
                           scalar_t* __restrict__ d_cell, int64_t batch, int64_t steps, int S) {
   using acc_t = cuda::opmath_t<scalar_t>;
-  constexpr int kWidth = KB * kSmallLanes;  // a row of d_gates (3S), zeros past it
-  constexpr int kState = kWidth / 3;        // >= S
+  constexpr int L = small_lanes<scalar_t>();
+  constexpr int kWidth = KB * L;      // a row of d_gates (3S), zeros past it
+  constexpr int kState = kWidth / 3;  // >= S
   // A step's operands of a row, from the loader warp: gates (3S), grad_output (S), cells (S).
   constexpr int kOperands = kWidth + 2 * kState;
   __shared__ acc_t sd[2][R][kWidth];
   __shared__ acc_t so[2][R][kOperands];
-  const int tid = static_cast<int>(threadIdx.x), s = tid / kSmallLanes, k = tid % kSmallLanes;
+  const int tid = static_cast<int>(threadIdx.x), s = tid / L, k = tid % L;
   const bool loader = tid >= static_cast<int>(blockDim.x) - 32;
   const int width = 3 * S;
   const int64_t b0 = static_cast<int64_t>(blockIdx.x) * R;
   const int rows_here = batch - b0 < R ? static_cast<int>(batch - b0) : R;
-  acc_t wc[KB];  // W_h[k + 8 j][s]
+  acc_t wc[KB];  // W_h[k + L j][s]
 #pragma unroll
   for (int j = 0; j < KB; ++j) {
-    const int m = k + kSmallLanes * j;
+    const int m = k + L * j;
     wc[j] = s < S && m < width ? static_cast<acc_t>(w[static_cast<int64_t>(m) * ld + s]) : acc_t(0);
   }
   for (int e = tid; e < 2 * R * kWidth; e += static_cast<int>(blockDim.x)) {
@@ -248,12 +272,12 @@ __global__ void __launch_bounds__(kSmallMaxThreads)
         for (int j = 0; j < KB; ++j) {
 #pragma unroll
           for (int r = 0; r < R; ++r) {
-            acc[r] += wc[j] * sd[cur][r][k + kSmallLanes * j];
+            acc[r] += wc[j] * sd[cur][r][k + L * j];
           }
         }
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-          const acc_t sum = group_sum(acc[r]);
+          const acc_t sum = group_sum<L>(acc[r]);
           grad_h = k == r ? sum : grad_h;
         }
       }
@@ -287,17 +311,18 @@ __global__ void __launch_bounds__(kSmallMaxThreads)
 // step).
 template <typename T, int R, typename F>
 cudaError_t with_small_kernels_rows(int64_t state, F&& f) {
+  constexpr int L = small_lanes<T>();
   if (state <= 32) {
-    return f(small_forward_kernel<T, 4, R>, small_backward_kernel<T, 12, R>);
+    return f(small_forward_kernel<T, 32 / L, R>, small_backward_kernel<T, 96 / L, R>);
   }
   if (state <= 48) {
-    return f(small_forward_kernel<T, 6, R>, small_backward_kernel<T, 18, R>);
+    return f(small_forward_kernel<T, 48 / L, R>, small_backward_kernel<T, 144 / L, R>);
   }
   if (state <= 64) {
-    return f(small_forward_kernel<T, 8, R>, small_backward_kernel<T, 24, R>);
+    return f(small_forward_kernel<T, 64 / L, R>, small_backward_kernel<T, 192 / L, R>);
   }
-  static_assert(kSmallMaxState <= 11 * kSmallLanes && 3 * kSmallMaxState <= 33 * kSmallLanes);
-  return f(small_forward_kernel<T, 11, R>, small_backward_kernel<T, 33, R>);
+  static_assert(kSmallMaxState == 88 && 88 % L == 0);
+  return f(small_forward_kernel<T, 88 / L, R>, small_backward_kernel<T, 264 / L, R>);
 }
 
 template <typename T, typename F>
@@ -327,7 +352,7 @@ cudaError_t small_step_rows(int64_t batch, int64_t state, int sm_count, int* row
   if (state < 1 || state > kSmallMaxState || batch < 1 || std::is_same_v<T, double>) {
     return cudaSuccess;
   }
-  const int threads = small_threads(state);
+  const int threads = small_threads<T>(state);
   cudaError_t err = cudaSuccess;
   for (int r = 1; err == cudaSuccess && r <= kSmallMaxRows && *rows == 0; r *= 2) {
     err = with_small_kernels<T>(state, r, [&](auto forward, auto backward) {
@@ -351,7 +376,7 @@ cudaError_t launch_small_forward(T* gates, const T* bias, const T* h0, const T* 
                                  int64_t steps, int rows, cudaStream_t stream) {
   const int64_t blocks = (batch + rows - 1) / std::max(rows, 1);
   return with_small_kernels<T>(state, rows, [&](auto forward, auto) {
-    forward<<<static_cast<unsigned int>(blocks), small_threads(state), 0, stream>>>(
+    forward<<<static_cast<unsigned int>(blocks), small_threads<T>(state), 0, stream>>>(
         gates, bias, h0, c0, w, ld, output, cells, batch, steps, static_cast<int>(state));
     return cudaGetLastError();
   });
@@ -364,7 +389,7 @@ cudaError_t launch_small_backward(T* d_gates, const T* w, int64_t ld, const T* g
                                   int64_t state, int64_t steps, int rows, cudaStream_t stream) {
   const int64_t blocks = (batch + rows - 1) / std::max(rows, 1);
   return with_small_kernels<T>(state, rows, [&](auto, auto backward) {
-    backward<<<static_cast<unsigned int>(blocks), small_threads(state), 0, stream>>>(
+    backward<<<static_cast<unsigned int>(blocks), small_threads<T>(state), 0, stream>>>(
         d_gates, w, ld, grad_output, grad_h_n, grad_c_n, cells, gates, bias, d_cell, batch, steps,
         static_cast<int>(state));
     return cudaGetLastError();
