@@ -32,7 +32,8 @@ constexpr int kSmallMaxRows = 4;
 // Lanes per column: 4 for float32, 8 for the half types. H100, T = 1000 (T = 242-1938 for the
 // sweep's shapes), forward+backward per step, float32, 8 -> 4 lanes: B = 5, S = 88 2.33 -> 1.82
 // us; B = 20, S = 80 2.47 -> 2.12 us; B = 4, S = 64 1.93 -> 1.66 us; B = 2, S = 37 1.51 -> 1.29
-// us; faster at all fourteen shapes measured (S = 16 ... 88, B = 1 ... 386): half the shuffles,
+// us; faster at thirteen of fourteen shapes (S = 16 ... 88, B = 1 ... 386; T = 12, B = 386, S =
+// 35: 33.8 -> 35.2 us, a short sequence, forward faster, backward slower): half the shuffles,
 // and the gate math (one lane of a group) run by half the warps (at 8 lanes it was 62% of the
 // issue slots' use at B = 5, S = 82: Nsight Compute, 245 instructions a warp a step), and no
 // spills (at 8 lanes, 736 threads leave 80 registers: the 2- and 4-row kernels at S = 88 spill).
