@@ -148,10 +148,13 @@ def _bench(args: argparse.Namespace) -> int:
             print(f"bench: {exc}", file=sys.stderr)
             return 2
     if args.sweep is not None:
-        from lltm_ext._sweep import GEMM_DTYPES, SEQ_DTYPES, SWEEP_OPS
+        from lltm_ext._sweep import GEMM_DTYPES, SEQ_DTYPES, SEQ_EXTRA_DTYPES, SWEEP_OPS
 
         known_dtypes = {
-            d for table in (GEMM_DTYPES, SEQ_DTYPES) for ds in table.values() for d in ds
+            d
+            for table in (GEMM_DTYPES, SEQ_DTYPES, SEQ_EXTRA_DTYPES)
+            for ds in table.values()
+            for d in ds
         }
         bad = sorted(
             {d.strip() for d in (args.dtypes or "").split(",") if d.strip()} - known_dtypes
@@ -425,7 +428,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         "--dtypes",
         metavar="D[,D...]",
         help="with --sweep: the dtypes to time (default: bfloat16,float16,float32,tf32 on CUDA; "
-        "no tf32 on the CPU; lltm_sequence float32,bfloat16 on CUDA)",
+        "no tf32 on the CPU; lltm_sequence float32,bfloat16 on CUDA, and tf32 when named)",
     )
     p.set_defaults(func=_bench)
     return parser

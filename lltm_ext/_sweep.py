@@ -9,7 +9,8 @@ random (a seed makes them repeatable) and times lltm_ext and the reference on ea
   dtype (bfloat16, float16, float32 exact and, on CUDA, TF32) runs the same shapes, against
   ``torch.mm`` under the same float32-matmul precision.
 * ``lltm_sequence``: T in [8, 2048], B in [1, 512], S in [32, 2048] and I in [1, 2048], each
-  log-uniform (redrawn past a work cap), forward+backward against ``torch.nn.LSTM(I, S)``.
+  log-uniform (redrawn past a work cap), forward+backward against ``torch.nn.LSTM(I, S)``, in
+  float32 and bfloat16, and on request (``--dtypes tf32``) in float32 with TF32 matmuls allowed.
 
 Timing, per shape: a warm-up call of each side, then samples alternating between the two sides.
 On CUDA one sample is one call between CUDA events, the L2 cache flushed before it (as
@@ -51,6 +52,10 @@ SEQ_RANGES = {"T": (8, 2048), "B": (1, 512), "S": (32, 2048), "I": (1, 2048)}
 # two backward), at most this much.
 SEQ_FLOP_CAP = {"cuda": 4e12, "cpu": 2e10}
 SEQ_DTYPES = {"cuda": ("float32", "bfloat16"), "cpu": ("float32",)}
+# Sequence dtypes timed only when --dtypes names them: "tf32" is float32 under
+# torch.set_float32_matmul_precision("high"), lltm_sequence's TF32 setting (nn.LSTM follows cuDNN's
+# own RNN setting, TF32 by default, either way): the two sides at the same precision.
+SEQ_EXTRA_DTYPES = {"cuda": ("tf32",), "cpu": ()}
 SWEEP_OPS = ("gemm", "lltm_sequence")
 _TORCH_DTYPES = {
     "bfloat16": torch.bfloat16,
@@ -302,10 +307,11 @@ def sequence_point(
     def ref() -> Any:
         return torch.autograd.grad(lstm(x)[0], lstm_params, g)
 
-    with torch.no_grad():
-        ours_err = _max_err(seq(x)[0], copy.deepcopy(seq).double()(x.double())[0])
-        ref_err = _max_err(lstm(x)[0], copy.deepcopy(lstm).double()(x.double())[0])
-    t_ours, t_ref, samples = time_interleaved(ours, ref, device, budget_s)
+    with _matmul_precision(dtype == "tf32"):
+        with torch.no_grad():
+            ours_err = _max_err(seq(x)[0], copy.deepcopy(seq).double()(x.double())[0])
+            ref_err = _max_err(lstm(x)[0], copy.deepcopy(lstm).double()(x.double())[0])
+        t_ours, t_ref, samples = time_interleaved(ours, ref, device, budget_s)
     return SweepPoint(
         op="lltm_sequence",
         dtype=dtype,
@@ -407,8 +413,9 @@ def run_sweep(
             shapes = list(sequence_shapes(n, seed, device.type))
             point = sequence_point
             names = SEQ_DTYPES[device.type]
+        allowed = names + (SEQ_EXTRA_DTYPES[device.type] if op == "lltm_sequence" else ())
         for dtype in dtypes or names:
-            if dtype not in names:
+            if dtype not in allowed:
                 continue  # e.g. tf32 on the CPU
             for idx, shape in enumerate(shapes):
                 p = point(shape, dtype, device, budget_s, seed * 100003 + idx)

@@ -277,3 +277,38 @@ def test_readme_shows_the_cpu_picture_and_documents_the_options():
     assert picture.is_file() and 10_000 < picture.stat().st_size < 150_000
     for needle in ("--plot", "--version", "examples/tour.py", "examples/train_lltm.py"):
         assert needle in readme, needle
+
+
+def test_sequence_sweep_times_tf32_only_on_request(monkeypatch):
+    """`--dtypes tf32` is a known dtype; lltm_sequence's sweep times it on CUDA when named (float32
+    with TF32 matmuls allowed while timed, the caller's precision after), never by default or on a
+    CPU; float32 is timed at full precision."""
+    from lltm_ext import _sweep
+
+    tables = (_sweep.SEQ_DTYPES, _sweep.SEQ_EXTRA_DTYPES)
+    assert "tf32" in {d for t in tables for ds in t.values() for d in ds}
+    monkeypatch.setattr(_sweep, "sequence_shapes", lambda n, seed, kind: [dict(T=3, B=2, I=4, S=5)])
+    timed = []
+    real_timer = _sweep.time_interleaved
+
+    def timer(*args):
+        timed.append(torch.get_float32_matmul_precision())
+        return real_timer(*args)
+
+    monkeypatch.setattr(_sweep, "time_interleaved", timer)
+    before = torch.get_float32_matmul_precision()
+
+    def sweep(device, dtypes):
+        timed.clear()
+        pts = _sweep.run_sweep(
+            ["lltm_sequence"], 1, 0, torch.device(device), dtypes=dtypes, budget_s=1e-3, echo=None
+        )
+        assert torch.get_float32_matmul_precision() == before
+        return [p.dtype for p in pts], list(timed), pts
+
+    dtypes, precisions, pts = sweep("cpu", ["float32", "tf32"])
+    assert (dtypes, precisions) == (["float32"], ["highest"])
+    assert pts[0].ratio > 0 and pts[0].ours_err < 1e-5
+    if torch.cuda.is_available():
+        assert sweep("cuda", None)[:2] == (["float32", "bfloat16"], ["highest", "highest"])
+        assert sweep("cuda", ["tf32"])[:2] == (["tf32"], ["high"])
