@@ -541,15 +541,20 @@ def test_cuda_wide_columns(monkeypatch, cols):
 
 
 @pytest.mark.cuda
-def test_cuda_wide_many_steps_over_rows_of_blocks(monkeypatch):
-    """The wide kernels wait, each step, for their own row of blocks only. B = 70: five rows of
-    blocks, the last one partly past the batch. T = 16 steps against the float64 loop (float32's
-    rounding over more steps outgrows the tolerance); T = 64 steps twice, the same bits in what
-    the kernels alone compute (the outputs, the c0 gradient), which a block reading another's rows
-    before they were written would not give run to run: before each run the caching allocator's
-    free blocks of the sizes of the kernels' buffers (h and c of all steps, the gates and their
-    gradients) are filled with NaN, so such a read would see NaN, not the last run's values."""
-    sequence_path(monkeypatch, "wide")
+@pytest.mark.parametrize("path", ["wide", "tiled"])
+def test_cuda_wide_many_steps_over_rows_of_blocks(monkeypatch, path):
+    """The wide and tiled kernels wait, each step, for their own row of blocks only. B = 70: five
+    rows of blocks (the tiled kernels' tile held to one m-tile), the last one partly past the
+    batch. T = 16 steps against the float64 loop (float32's rounding over more steps outgrows the
+    tolerance); T = 64 steps twice, the same bits in what the kernels alone compute (the outputs,
+    the c0 gradient), which a block reading another's rows before they were written would not give
+    run to run: before each run the caching allocator's free blocks of the sizes of the kernels'
+    buffers (h and c of all steps, the gates and their gradients) are filled with NaN, so such a
+    read would see NaN, not the last run's values."""
+    if path == "tiled":
+        tiled_path(monkeypatch, tiles="1")
+    else:
+        sequence_path(monkeypatch, path)
     check_against_reference((16, 70, 3, 132), "cuda", torch.float32)
     size = (64, 70, 3, 132)
     args = make_args(*size, "cuda", torch.float32)
@@ -620,6 +625,113 @@ def test_cuda_wide_path_refuses_what_it_cannot_run(monkeypatch):
         args = [a.detach() for a in make_args(2, 3, 4, state, "cuda", torch.float32)]
         with pytest.raises(RuntimeError, match=rf"LLTM_EXT_SEQUENCE_PATH=wide.*state {state}"):
             _ops.lltm_sequence(*args)
+
+
+def tiled_path(monkeypatch, tiles="", cols=""):
+    """The tiled kernels forced (LLTM_EXT_SEQUENCE_PATH=tiled; sm_90 only), their tile restricted
+    to `tiles` m-tiles of 16 rows and `cols` state columns where given."""
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("the tiled kernels need an sm_90 GPU")
+    sequence_path(monkeypatch, "tiled")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_TILED_TILES", tiles)
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_TILED_COLS", cols)
+
+
+# (T, B, I, S, m-tiles, columns) for the tiled kernels ("": the planner's choice): S = 4 (one block
+# of columns), S not a multiple of 4 (261, 1217: x rows padded in its float buffer, K's last chunk
+# partly past K), B not a multiple of 16, one m-tile a block over five rows of blocks (B = 70), two
+# (B = 33: the second row of blocks holds one row), eight with 100 of 128 rows, 16 columns x 128
+# rows (eight gate-math elements a thread, the most), states past 1024 (1100, 1217: K = 3651
+# backward), T = 1, and 2 cp.async stages (S = 1397 at B = 2 leaves room for no third).
+TILED_SIZES = [
+    (3, 2, 5, 4, "", ""),
+    (4, 17, 3, 261, "", ""),
+    (3, 70, 3, 132, "1", ""),
+    (3, 33, 6, 300, "2", ""),
+    (3, 100, 4, 64, "8", ""),
+    (2, 130, 2, 96, "8", "16"),
+    (2, 5, 7, 1100, "", ""),
+    (2, 3, 3, 1217, "", ""),
+    (1, 9, 3, 40, "", ""),
+    (2, 2, 3, 1397, "", ""),
+]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("size", TILED_SIZES, ids=lambda s: "x".join(map(str, s)))
+def test_cuda_tiled_kernels(monkeypatch, dtype, size):
+    """The tiled kernels, forced, against the float64 loop, forward and all gradients (float32 at
+    torch's default: three TF32 passes; the half types in one)."""
+    tiled_path(monkeypatch, size[4], size[5])
+    check_against_reference(size[:4], "cuda", dtype)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("size", [(4, 17, 3, 261), (3, 40, 5, 1100)], ids=str)
+@pytest.mark.parametrize("passes", ["tf32", "3xtf32"])
+def test_cuda_tiled_float32_products(monkeypatch, size, passes):
+    """The tiled kernels' float32 products against cuBLAS's every step (the loop of cells'
+    arithmetic), both against the float64 loop: with TF32 allowed (one pass) they differ and stay
+    within TF32's error (a wrong fragment layout would be off by the values' own size); at torch's
+    default (three passes) within a few times cuBLAS's float32 error (one pass left there would
+    leave TF32's error)."""
+    args = make_args(*size, "cuda", torch.float32)
+    grads = [torch.randn(size[0], size[1], size[3], device="cuda")] + [
+        torch.randn(size[1], size[3], device="cuda") for _ in range(2)
+    ]
+    ref_outs, ref_grads = reference(args, grads)
+
+    def run(path):
+        if path == "tiled":
+            tiled_path(monkeypatch)
+        else:
+            sequence_path(monkeypatch, path)
+        with matmul_tf32(passes == "tf32"):
+            output, (h_n, c_n) = lltm_ext.lltm_sequence(*args[:3], (args[3], args[4]))
+            d = torch.autograd.grad((output, h_n, c_n), args, grads)
+        return [output, h_n, c_n, *d]
+
+    tiled, cublas = run("tiled"), run("cublas")
+    names = ["output", "h_n", "c_n", "d_input", "d_weights", "d_bias", "d_h0", "d_c0"]
+    for name, ours, other, ref in zip(names, tiled, cublas, [*ref_outs, *ref_grads], strict=True):
+        error = (ours.double().cpu() - ref).abs().max().item()
+        scale = max(ref.abs().max().item(), 1.0)
+        if passes == "tf32":
+            assert error <= 1e-2 * scale, (name, error)
+        else:
+            cublas_error = (other.double().cpu() - ref).abs().max().item()
+            assert error <= max(4 * cublas_error, 1e-6 * scale), (name, error, cublas_error)
+    if passes == "tf32":
+        assert not torch.equal(tiled[0], cublas[0]), "TF32 gave cuBLAS's float32 output"
+
+
+@pytest.mark.cuda
+def test_cuda_tiled_kernels_states_in_turn(monkeypatch):
+    """S = 1100, then 132, then 1100 again in one process: the kernels' shared-memory limit is the
+    device's, whichever state planned first."""
+    tiled_path(monkeypatch)
+    for state in (1100, 132, 1100):
+        check_against_reference((2, 3, 2, state), "cuda", torch.bfloat16)
+
+
+@pytest.mark.cuda
+def test_cuda_tiled_path_refuses_what_it_cannot_run(monkeypatch):
+    """Forced, the tiled path says why it does not apply: float64 (no tensor-core product), a state
+    whose slice fits no SM, a tile restricted to what cannot hold the batch; a bad tile setting
+    names the valid ones."""
+    tiled_path(monkeypatch)
+    for dtype, batch, state in ((torch.float64, 3, 64), (torch.float32, 3, 4000)):
+        args = [a.detach() for a in make_args(2, batch, 4, state, "cuda", dtype)]
+        with pytest.raises(RuntimeError, match=rf"LLTM_EXT_SEQUENCE_PATH=tiled.*state {state}"):
+            _ops.lltm_sequence(*args)
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_TILED_TILES", "1")  # 600 rows: 38 rows of blocks
+    args = [a.detach() for a in make_args(2, 600, 4, 512, "cuda", torch.float32)]
+    with pytest.raises(RuntimeError, match=r"LLTM_EXT_SEQUENCE_PATH=tiled.*batch 600"):
+        _ops.lltm_sequence(*args)
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_TILED_TILES", "3")
+    with pytest.raises(RuntimeError, match=r"TILED_TILES must be one of 1, 2, 4, 8.*'3'"):
+        _ops.lltm_sequence(*args)
 
 
 # (T, B, I, S) past the wide kernels' largest state (auto: cuBLAS and the gate kernel every step):
@@ -717,7 +829,7 @@ def test_cuda_cluster_path_refuses_what_it_cannot_run(monkeypatch):
         _ops.lltm_sequence(*args)
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_PATH", "sideways")
     with pytest.raises(
-        RuntimeError, match=r"must be auto, small, cluster, wide, grid or cublas.*'sideways'"
+        RuntimeError, match=r"must be auto, small, cluster, wide, tiled, grid or cublas.*'sideways'"
     ):
         _ops.lltm_sequence(*args)
     sequence_path(monkeypatch, "cluster")

@@ -265,7 +265,8 @@ def run_lltm_module(dtype: torch.dtype) -> None:
 # batch slices, S < 8 and S not a multiple of 8; the wide-state kernels' row blocks past the batch
 # and parts past K, S = 9, 65 and 518 (not multiples of 4: rows read element by element; past
 # 512: x staged in two chunks for the tensor cores), and three rows of blocks, each with its own
-# step barriers, over six steps).
+# step barriers, over six steps; the tiled kernels at all of these, and S = 1100 (past the wide
+# kernels; cuBLAS every step for the other paths)).
 SEQUENCE_SIZES = (
     (0, 3, 2, 4),
     (4, 0, 3, 5),
@@ -277,10 +278,11 @@ SEQUENCE_SIZES = (
     (3, 5, 4, 260),
     (2, 17, 3, 518),
     (6, 40, 3, 132),
+    (2, 5, 3, 1100),
 )
 
 
-def run_lltm_sequence(dtype: torch.dtype) -> None:
+def run_lltm_sequence(dtype: torch.dtype, only: list[str] | None = None) -> None:
     """lltm_sequence forward and backward through time, states given, misaligned (offset) views,
     time-major and batch-first, against a loop of the float64 pure-PyTorch cell. float32 products
     at torch's default full float32 precision (the cluster and wide kernels' tensor cores in three
@@ -296,21 +298,30 @@ def run_lltm_sequence(dtype: torch.dtype) -> None:
     paths = ["grid", "wide", "wide-simt"]
     if DEVICE == "cuda" and dtype != torch.float64:
         paths.append("small")
+    if DEVICE == "cuda" and torch.cuda.get_device_capability() == (9, 0):
+        if dtype != torch.float64:  # the tiled kernels: the planner's tile, and one m-tile a block
+            paths += ["tiled", "tiled-1"]
     if DEVICE == "cuda" and torch.cuda.get_device_capability() >= (9, 0):
         paths += ["cluster", "cluster-simt"]
         if dtype == torch.float32:
             paths.append("cluster-tensor")
+    if only:  # --sequence-paths: these of the paths that apply
+        paths = [p for p in paths if p in only]
     keys = (
         "LLTM_EXT_SEQUENCE_PATH",
         "LLTM_EXT_SEQUENCE_PRODUCT",
         "LLTM_EXT_SEQUENCE_CLUSTER_ROWS",
         "LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS",
+        "LLTM_EXT_SEQUENCE_TILED_TILES",
     )
     old = {k: os.environ.get(k) for k in keys}
     try:
         for path in paths:
             base, _, product = path.partition("-")
             os.environ["LLTM_EXT_SEQUENCE_PATH"] = base
+            # "tiled-1": the tiled kernels' tile held to one m-tile (more rows of blocks)
+            os.environ["LLTM_EXT_SEQUENCE_TILED_TILES"] = product if base == "tiled" else ""
+            product = "" if base == "tiled" else product
             os.environ["LLTM_EXT_SEQUENCE_PRODUCT"] = product or "auto"
             # The cluster kernels' tensor cores take slices of 8 or 16 rows: 16 forced there.
             os.environ["LLTM_EXT_SEQUENCE_CLUSTER_ROWS"] = "16" if base == "cluster" else ""
@@ -324,8 +335,9 @@ def run_lltm_sequence(dtype: torch.dtype) -> None:
         if dtype == torch.float32 and DEVICE == "cuda":  # the float32 tensor-core products
             matmul.allow_tf32 = True
             os.environ["LLTM_EXT_SEQUENCE_PRODUCT"] = "auto"
-            for path in [p for p in paths if p in ("wide", "cluster")]:
+            for path in [p for p in paths if p in ("wide", "cluster", "tiled")]:
                 os.environ["LLTM_EXT_SEQUENCE_PATH"] = path
+                os.environ["LLTM_EXT_SEQUENCE_TILED_TILES"] = ""
                 os.environ["LLTM_EXT_SEQUENCE_CLUSTER_ROWS"] = "16" if path == "cluster" else ""
                 _run_lltm_sequence(dtype, path + "-tf32")
     finally:
@@ -343,7 +355,11 @@ def _run_lltm_sequence(dtype: torch.dtype, path: str) -> None:
     for (steps, batch, features, state), offset in itertools.product(SEQUENCE_SIZES, (0, 1)):
         if path != "grid" and steps * batch == 0:
             continue  # no kernel runs: the grid pass covered it
-        if (path.startswith("cluster") and state > 256) or (path == "small" and state > 88):
+        if (
+            (path.startswith("cluster") and state > 256)
+            or (path == "small" and state > 88)
+            or (path.startswith("wide") and state > 1024)
+        ):
             continue  # the path does not apply (forced, it raises)
         stdv = 1.0 / math.sqrt(state)
         args = [
@@ -796,6 +812,12 @@ def main() -> int:
         help="comma-separated float32 config indices for gemm_configs (default: every config)",
     )
     parser.add_argument(
+        "--sequence-paths",
+        default="",
+        help="comma-separated lltm_sequence paths to run (e.g. tiled,tiled-1; default: every one "
+        "that applies), for one tool's run over one kernel family",
+    )
+    parser.add_argument(
         "--device", default="cuda", help="cpu: a dry run of the checks (no gemm_configs)"
     )
     parser.add_argument(
@@ -848,7 +870,8 @@ def main() -> int:
                 elif op == "lltm_module":
                     run_lltm_module(dtype)
                 elif op == "lltm_sequence":
-                    run_lltm_sequence(dtype)
+                    only = args.sequence_paths.split(",") if args.sequence_paths else None
+                    run_lltm_sequence(dtype, only)
                 elif op == "gemm" and simt_halves and dtype in HALF:
                     load_extension("gemm")._set_gemm_half_path("simt")
                     try:

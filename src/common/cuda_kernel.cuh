@@ -53,6 +53,19 @@ cudaError_t image_compiled_for(Kernel kernel, int min_arch, bool* loaded) {
   return err;
 }
 
+// Whether the current device takes cooperative launches (the persistent kernels whose blocks
+// wait on each other need every block resident: a cooperative launch fails rather than hangs).
+inline cudaError_t cooperative_launch_supported(bool* supported) {
+  *supported = false;
+  int device = 0, cooperative = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device);
+  }
+  *supported = err == cudaSuccess && cooperative != 0;
+  return err;
+}
+
 }  // namespace lltm_ext::cuda
 
 // M(T) for each dtype the ops take (LLTM_EXT_DISPATCH_FLOATING's four): explicit instantiations.

@@ -6,6 +6,7 @@
 //                               small cell's kernels
 //   lltm_sequence_steps.cu      the sequence's fused step kernels (any GPU; S <= 256)
 //   lltm_sequence_wide.cu       the sequence's wide-state kernels (cooperative; S <= 1024)
+//   lltm_sequence_tiled.cu      the sequence's tiled kernels (cooperative, sm_90; many batch rows)
 //   lltm_sequence_cluster.cu    the sequence's thread-block cluster kernels (sm_90; S <= 256)
 //   lltm_sequence_small.cu      the sequence's small-state kernels (any GPU; S <= 88)
 #pragma once
@@ -119,6 +120,44 @@ cudaError_t launch_wide_backward(T* d_gates, const T* w, int64_t ld, const T* gr
                                  const T* gates, const T* bias, T* d_cell, unsigned int* flags,
                                  int64_t batch, int64_t state, int64_t steps, int cols,
                                  Product product, cudaStream_t stream);
+
+// The sequence's time steps on tiles of many batch rows (lltm_sequence_tiled.cu; code for sm_90
+// only: the tensor cores, float32 and the half types): a persistent cooperative kernel, each block
+// a tile of 16 mt batch rows x `cols` state columns with its slice of W_h in shared memory for all
+// T steps, x read from xbuf, float rows that the gate math writes (a barrier per step over each row
+// of blocks). The same inputs and outputs as the wide-state kernels, plus xbuf: (2, batch,
+// tiled_x_ld(state, backward)) floats, zeros past the state's K (S forward, 3S backward), h0 in
+// its first (batch, S) block before a forward launch; flags: tiled_flag_count words (the launch
+// zeroes them, on `stream`). tiled_step_shape: on the current device, the tile (m-tiles, columns
+// and cp.async stages) whose grid of at most one block per SM fits the state's slice in max_smem
+// per block, the cheapest by the step's estimated cost; mt = 0 where none fits (or the dtype, the
+// product or the state does not qualify); only_mt / only_cols (non-zero) restrict the choice to
+// those, for tests and measurements. tiled_image_loaded: whether the device runs the kernels' sm_90
+// code.
+constexpr int64_t kTiledMaxState = 4096;
+struct TiledShape {
+  int mt = 0;      // m-tiles of 16 batch rows per block: 1, 2, 4 or 8 (0: none)
+  int cols = 0;    // state columns per block
+  int stages = 0;  // cp.async stages of x in flight: 2 or 3
+};
+template <typename T>
+cudaError_t tiled_image_loaded(bool* loaded);
+template <typename T>
+cudaError_t tiled_step_shape(int64_t batch, int64_t state, int sm_count, int max_smem,
+                             Product product, int only_mt, int only_cols, TiledShape* shape);
+int64_t tiled_flag_count(int64_t batch, int64_t state, const TiledShape& shape);
+int64_t tiled_x_ld(int64_t state, bool backward);
+template <typename T>
+cudaError_t launch_tiled_forward(T* gates, const T* bias, const T* c0, const T* w, int64_t ld,
+                                 T* output, T* cells, float* xbuf, unsigned int* flags,
+                                 int64_t batch, int64_t state, int64_t steps,
+                                 const TiledShape& shape, Product product, cudaStream_t stream);
+template <typename T>
+cudaError_t launch_tiled_backward(T* d_gates, const T* w, int64_t ld, const T* grad_output,
+                                  const T* grad_h_n, const T* grad_c_n, const T* cells,
+                                  const T* gates, const T* bias, T* d_cell, float* xbuf,
+                                  unsigned int* flags, int64_t batch, int64_t state, int64_t steps,
+                                  const TiledShape& shape, Product product, cudaStream_t stream);
 
 // The sequence's time steps on sm_90 (lltm_sequence_cluster.cu): thread-block clusters of
 // `blocks` blocks (1, 2, 4 or 8), each cluster a slice of `rows` batch rows and the whole state

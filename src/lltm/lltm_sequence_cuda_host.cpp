@@ -22,6 +22,16 @@ at::Tensor wide_flags(const at::Tensor& like, int64_t batch, int64_t state, int 
   return at::empty({wide_flag_count(batch, state, cols)}, like.options().dtype(at::kInt));
 }
 
+// The tiled kernels' counters, likewise, and their x: (2, batch, tiled_x_ld) floats, zeros (the
+// columns past the state's K stay so).
+at::Tensor tiled_flags(const at::Tensor& like, int64_t batch, int64_t state,
+                       const TiledShape& shape) {
+  return at::empty({tiled_flag_count(batch, state, shape)}, like.options().dtype(at::kInt));
+}
+at::Tensor tiled_x(const at::Tensor& like, int64_t batch, int64_t state, bool backward) {
+  return at::zeros({2, batch, tiled_x_ld(state, backward)}, like.options().dtype(at::kFloat));
+}
+
 }  // namespace
 
 void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
@@ -63,7 +73,17 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
         C10_CUDA_CHECK(launch_wide_forward<scalar_t>(
             g, b, h_0, c_0, wp, S + I, out, cell,
             reinterpret_cast<unsigned int*>(flags.mutable_data_ptr<int32_t>()), B, S, T,
-            plan.wide_cols, plan.wide_product, stream));
+            plan.wide_cols, plan.product, stream));
+        return;
+      }
+      case Path::kTiled: {  // all steps in one cooperative launch over the GPU
+        const at::Tensor flags = tiled_flags(input, B, S, plan.tiled);
+        const at::Tensor x = tiled_x(input, B, S, false);
+        x.select(0, 0).narrow(1, 0, S).copy_(h0);  // h_{-1}, as float
+        C10_CUDA_CHECK(launch_tiled_forward<scalar_t>(
+            g, b, c_0, wp, S + I, out, cell, x.mutable_data_ptr<float>(),
+            reinterpret_cast<unsigned int*>(flags.mutable_data_ptr<int32_t>()), B, S, T, plan.tiled,
+            plan.product, stream));
         return;
       }
       case Path::kSteps:  // the recurrent product and the gate math in one kernel
@@ -133,7 +153,17 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
         C10_CUDA_CHECK(launch_wide_backward<scalar_t>(
             dg, wp, S + I, go, gh_n, gc_n, cell, g, b, dc[0],
             reinterpret_cast<unsigned int*>(flags.mutable_data_ptr<int32_t>()), B, S, T,
-            plan.wide_cols, plan.wide_product, stream));
+            plan.wide_cols, plan.product, stream));
+        d_h0();
+        return;
+      }
+      case Path::kTiled: {  // all steps in one cooperative launch over the GPU
+        const at::Tensor flags = tiled_flags(cells, B, S, plan.tiled);
+        const at::Tensor x = tiled_x(cells, B, S, true);
+        C10_CUDA_CHECK(launch_tiled_backward<scalar_t>(
+            dg, wp, S + I, go, gh_n, gc_n, cell, g, b, dc[0], x.mutable_data_ptr<float>(),
+            reinterpret_cast<unsigned int*>(flags.mutable_data_ptr<int32_t>()), B, S, T, plan.tiled,
+            plan.product, stream));
         d_h0();
         return;
       }

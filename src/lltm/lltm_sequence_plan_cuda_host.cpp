@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdlib>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <string>
@@ -22,11 +23,11 @@ namespace {
 
 // LLTM_EXT_SEQUENCE_PATH, read at every call: "auto" (default: the small-state kernels where they
 // apply, else the cluster kernels where they apply, else the wide-state kernels where they pay,
-// else the fused step kernels, else cuBLAS), "small", "cluster" or "wide" (those kernels, an error
-// where they do not apply: tests use it to know that they ran), "grid" (the fused step kernels
-// where they apply, never the others), "cublas" (none of them: the recurrent product through
-// cuBLAS and the gate kernel every step).
-enum class SequencePath { kAuto, kSmall, kCluster, kWide, kGrid, kCublas };
+// else the tiled kernels where they apply, else the fused step kernels, else cuBLAS), "small",
+// "cluster", "wide" or "tiled" (those kernels, an error where they do not apply: tests use it to
+// know that they ran), "grid" (the fused step kernels where they apply, never the others),
+// "cublas" (none of them: the recurrent product through cuBLAS and the gate kernel every step).
+enum class SequencePath { kAuto, kSmall, kCluster, kWide, kTiled, kGrid, kCublas };
 
 SequencePath sequence_path_setting() {
   const char* env = std::getenv("LLTM_EXT_SEQUENCE_PATH");
@@ -43,12 +44,15 @@ SequencePath sequence_path_setting() {
   if (value == "wide") {
     return SequencePath::kWide;
   }
+  if (value == "tiled") {
+    return SequencePath::kTiled;
+  }
   if (value == "cublas") {
     return SequencePath::kCublas;
   }
   TORCH_CHECK(value == "grid",
               "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PATH must be auto, small, cluster, wide, "
-              "grid or cublas, but got '",
+              "tiled, grid or cublas, but got '",
               value, "'.");
   return SequencePath::kGrid;
 }
@@ -325,6 +329,96 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
   return {cols, product};
 }
 
+// A knob read at every call: 0 where unset or empty, else its value, which must be one of `allowed`
+// (an error naming them otherwise).
+int shape_setting(const char* name, std::initializer_list<int> allowed) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') {
+    return 0;
+  }
+  const std::string value = env;
+  std::string names;
+  for (const int a : allowed) {
+    if (value == std::to_string(a)) {
+      return a;
+    }
+    names += (names.empty() ? "" : ", ") + std::to_string(a);
+  }
+  TORCH_CHECK(false, "lltm_ext.lltm_sequence: ", name, " must be one of ", names, ", but got '",
+              value, "'.");
+  return 0;
+}
+
+// The tile of the tiled kernels for (batch, state) on `device`, mt = 0 where they do not run. They
+// apply on GPUs that run their sm_90 code, for float32 and the half types with the product on the
+// tensor cores (sequence_product), where a tile's slice of W_h fits an SM's shared memory with a
+// grid of at most one block per SM (tiled_step_shape); auto takes them where a tile's rows x the
+// state is at most kTiledAutoWork. A block's step costs about its rows (16 mt) x its k steps
+// (S forward, 3S backward) x its outputs, and a step of its kernels at least ~5 us each way (a
+// barrier over global memory), where cuBLAS every step costs least at large batches. H100, float32
+// at torch's defaults, forward+backward against LLTM_EXT_SEQUENCE_PATH=cublas (tiled time / cuBLAS
+// time) over the 36 shapes of the sweep's seeds 1-5 that the wide kernels do not take: one m-tile
+// (B <= 16) won at all seven (S = 1025 .. 1397: 0.55-0.97); two at S <= 858 (0.67-0.96, seven
+// shapes), not at S = 948 (B = 55: 1.04) or 1116 (B = 26, T = 14: 1.10); four at S <= 477
+// (0.93-0.99, five shapes), not at S >= 545 (1.02-1.41, eight); eight never (1.10-1.88, seven).
+// bfloat16 the same way (T = 65, B = 261, S = 285: 1766 vs 2875 us; B = 144, S = 678, four
+// m-tiles: 76.9 vs 65.0 ms). LLTM_EXT_SEQUENCE_TILED_TILES (1, 2, 4 or 8 m-tiles of 16 rows) and
+// LLTM_EXT_SEQUENCE_TILED_COLS (4 .. 24), read at every call, restrict the tile, for tests and
+// measurements; forced (LLTM_EXT_SEQUENCE_PATH=tiled), the kernels run wherever they apply.
+constexpr int64_t kTiledAutoWork = 30720;
+template <typename T>
+TiledShape tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
+  const SequencePath setting = sequence_path_setting();
+  TiledShape shape{};
+  if (setting != SequencePath::kTiled && setting != SequencePath::kAuto) {
+    return shape;
+  }
+  static cuda::PerDevice<bool> loaded_cache;  // whether the device runs the sm_90 kernels
+  const bool loaded = loaded_cache.get(device, [](int d) {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(d));
+    bool is_loaded = false;
+    C10_CUDA_CHECK(tiled_image_loaded<T>(&is_loaded));
+    return is_loaded;
+  });
+  const int only_mt = shape_setting("LLTM_EXT_SEQUENCE_TILED_TILES", {1, 2, 4, 8});
+  const int only_cols =
+      shape_setting("LLTM_EXT_SEQUENCE_TILED_COLS",
+                    {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24});
+  const Product product =
+      loaded ? sequence_product(c10::CppTypeToScalarType<T>::value, tf32) : Product::kSimt;
+  if (product != Product::kSimt) {
+    static std::mutex mutex;
+    static std::map<std::tuple<int, int64_t, int64_t, Product, int, int>, TiledShape> shapes;
+    // The choice depends on the batch through its m-tiles only.
+    const int64_t m_tiles = (batch + 15) / 16;
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto key = std::make_tuple(device, m_tiles, state, product, only_mt, only_cols);
+    auto it = shapes.find(key);
+    if (it == shapes.end()) {
+      TiledShape s{};
+      C10_CUDA_CHECK(tiled_step_shape<T>(batch, state, cuda::sm_count(device),
+                                         cuda::device_limits(device).smem_optin, product, only_mt,
+                                         only_cols, &s));
+      it = shapes.emplace(key, s).first;
+    }
+    shape = it->second;
+    if (setting == SequencePath::kAuto && 16 * shape.mt * state > kTiledAutoWork) {
+      shape = TiledShape{};  // cuBLAS every step costs less (above)
+    }
+  }
+  TORCH_CHECK(shape.mt > 0 || setting != SequencePath::kTiled,
+              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PATH=tiled, but the tiled kernels do not "
+              "apply to cuda:",
+              device, " with dtype ", c10::CppTypeToScalarType<T>::value, ", batch ", batch,
+              ", state ", state,
+              " (they need a GPU that runs their sm_90 code, float32, float16 or bfloat16 with the "
+              "product on the tensor cores, and a tile of 16, 32, 64 or 128 batch rows x 4 to 24 "
+              "state columns, at most 2048 elements, whose slice of W_h fits in an SM's shared "
+              "memory, in a grid of at most one block per SM; LLTM_EXT_SEQUENCE_TILED_TILES and "
+              "_COLS, where set, must allow that).");
+  return shape;
+}
+
 // Batch rows per block of the small-state kernels, 0 where they do not run: S <= kSmallMaxState,
 // float32 or a half type, and the fewest rows (1, 2, 4) whose grid runs at once on the device
 // (else its blocks would take turns, each running all T steps). Where they apply they take the
@@ -388,7 +482,14 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
     if (wide.cols > 0) {  // all steps in one cooperative launch over the GPU
       plan.path = SequencePlan::Path::kWide;
       plan.wide_cols = wide.cols;
-      plan.wide_product = wide.product;
+      plan.product = wide.product;
+      return plan;
+    }
+    const TiledShape tiled = tiled_plan<T>(device, batch, state, tf32);
+    if (tiled.mt > 0) {  // all steps in one cooperative launch over the GPU
+      plan.path = SequencePlan::Path::kTiled;
+      plan.tiled = tiled;
+      plan.product = sequence_product(c10::CppTypeToScalarType<T>::value, tf32);
       return plan;
     }
   }

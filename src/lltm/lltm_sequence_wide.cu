@@ -80,12 +80,9 @@ cudaError_t wide_step_columns(int64_t batch, int64_t state, int sm_count, int ma
   if (batch < 1 || state < 1 || state > kWideMaxState) {
     return cudaSuccess;
   }
-  int device = 0, cooperative = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) {
-    err = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device);
-  }
-  if (err != cudaSuccess || cooperative == 0) {
+  bool cooperative = false;
+  cudaError_t err = cuda::cooperative_launch_supported(&cooperative);
+  if (err != cudaSuccess || !cooperative) {
     return err;
   }
   // The fewest columns whose grid has at most one block per SM, else the fewest whose grid runs

@@ -49,6 +49,23 @@ __device__ __forceinline__ void split_tf32(float v, uint32_t& big, uint32_t& sma
   small = cuda::to_tf32(__float_as_uint(v - __uint_as_float(big)));
 }
 
+// float32 bits rounded to tf32's 10 mantissa bits, to nearest, ties away from zero (cvt.rna's
+// result for every finite value; Inf and NaN stay Inf and NaN, and only values within half a tf32
+// ulp of FLT_MAX round to Inf): half an ulp added to the magnitude's bits, the low 13 cleared. Two
+// integer instructions, where cvt.rna.tf32.f32 compiles to four on sm_90 (an Inf test and a
+// select besides).
+__device__ __forceinline__ uint32_t round_tf32(float v) {
+  return (__float_as_uint(v) + 0x1000u) & 0xffffe000u;
+}
+
+// split_tf32 in three instructions: big = round_tf32(v), small = v - big (exact in float32, at most
+// half a tf32 ulp of v) as it is, whose bits past tf32's the tensor core drops: small x big then
+// carries an error of at most 2^-21 |v| (rounded, 2^-22), of either sign as small's is.
+__device__ __forceinline__ void split_tf32_fast(float v, uint32_t& big, uint32_t& small) {
+  big = round_tf32(v);
+  small = __float_as_uint(v - __uint_as_float(big));
+}
+
 // acc[j] += this warp's share of x w^T for output tiles j0 + j (j < TILES, tiles of eight outputs
 // below n_out): k steps of eight w, w + kMmaWarps, ... < ksteps (w: this warp). x: rows of
 // stride xs, r < rows (rows past `rows` repeat row rows - 1: their sums are never read); w: n_out

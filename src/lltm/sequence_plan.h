@@ -10,28 +10,30 @@
 namespace lltm_ext::lltm {
 
 // The kernels of one call, forward or backward: the small-state kernels, the thread-block cluster
-// kernels (sm_90), the wide-state kernels, the fused step kernels, or cuBLAS and the gate kernel
-// every step.
+// kernels (sm_90), the wide-state kernels, the tiled kernels (sm_90), the fused step kernels, or
+// cuBLAS and the gate kernel every step.
 struct SequencePlan {
-  enum class Path { kSmall, kCluster, kWide, kSteps, kCublas };
+  enum class Path { kSmall, kCluster, kWide, kTiled, kSteps, kCublas };
   Path path = Path::kCublas;
-  int small_rows = 0;                     // kSmall: batch rows per block (1, 2 or 4)
-  ClusterShape cluster{};                 // kCluster: the clusters' shape
-  int wide_cols = 0;                      // kWide: state columns per block (4, 8 or 16)
-  Product wide_product = Product::kSimt;  // kWide: how the recurrent product runs
-  bool overlap = false;      // kSteps: per-step launches overlap the previous step (sm_90+)
+  int small_rows = 0;                // kSmall: batch rows per block (1, 2 or 4)
+  ClusterShape cluster{};            // kCluster: the clusters' shape
+  int wide_cols = 0;                 // kWide: state columns per block (4, 8 or 16)
+  TiledShape tiled{};                // kTiled: the blocks' tile
+  Product product = Product::kSimt;  // kWide, kTiled: how the recurrent product runs
+  bool overlap = false;              // kSteps: per-step launches overlap the previous step (sm_90+)
   bool all_at_once = false;  // kSteps: one cooperative launch for all steps, else one per step
 };
 
 // The plan for T = `steps` steps of (batch, state) in dtype T on `device` (the current device),
-// with `tf32` saying whether float32 products may use TF32 (torch.backends.cudnn.rnn's
-// fp32_precision). In order: the small-state kernels where they apply and their grid runs at
-// once, else the cluster kernels where they apply, else the wide-state kernels
-// where they apply and pay, else the fused step kernels where they apply (their shared-memory size
-// set on the device), else cuBLAS. LLTM_EXT_SEQUENCE_PATH forces a path (an error where it does
-// not apply), LLTM_EXT_SEQUENCE_PRODUCT=simt keeps the products off the tensor cores, and
-// LLTM_EXT_SEQUENCE_CLUSTER_ROWS / LLTM_EXT_SEQUENCE_WIDE_COLS force the kernels' shapes; all are
-// read at every call.
+// with `tf32` saying whether float32 products may use TF32 (torch's float32 matmul precision, as
+// a loop of lltm cells follows it). In order: the small-state kernels where they apply and their
+// grid runs at once, else the cluster kernels where they apply, else the wide-state kernels where
+// they apply and pay, else the tiled kernels where they apply and pay, else the fused step kernels
+// where they apply (their shared-memory size set on the device), else cuBLAS.
+// LLTM_EXT_SEQUENCE_PATH forces a path (an error where it does not apply),
+// LLTM_EXT_SEQUENCE_PRODUCT=simt keeps the products off the tensor cores, and
+// LLTM_EXT_SEQUENCE_CLUSTER_ROWS / LLTM_EXT_SEQUENCE_WIDE_COLS / LLTM_EXT_SEQUENCE_TILED_TILES /
+// LLTM_EXT_SEQUENCE_TILED_COLS force the kernels' shapes; all are read at every call.
 template <typename T>
 SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t state, bool tf32);
 

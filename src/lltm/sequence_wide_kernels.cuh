@@ -12,6 +12,7 @@
 #include "lltm/lltm_launchers.h"
 #include "lltm/sequence_loads.cuh"
 #include "lltm/sequence_mma.cuh"
+#include "lltm/sequence_row_barrier.cuh"
 #include "lltm/sequence_step.cuh"
 
 namespace lltm_ext::lltm {
@@ -232,38 +233,6 @@ template <int NOUT, typename acc_t>
 __device__ __forceinline__ void add_parts(const acc_t (&acc)[NOUT], int part, acc_t* sums_row) {
   static_assert(kWideParts == 16, "add_parts: four levels of part distances 8, 4, 2, 1");
   add_parts_level<NOUT, kWideParts / 2, 0>(acc, part, 0, sums_row);
-}
-
-// The barrier between steps, over one row of blocks (the blocks of one blockIdx.y: a step reads
-// only rows of x that its own row of blocks wrote the step before). flags holds one counter per
-// block (gridDim.x per row, zeroed before the launch): a block that finished writing its part of
-// step k's x raises its own to k (arrive); a block about to read step k's x waits until every
-// counter of its row has reached k (wait: thread i polls block i's, all in parallel). Unlike a
-// grid barrier, no block waits for other rows, and no counter takes more than one writer.
-// Ordering as cooperative_groups' grid barrier: the block's barrier, then a device-scope fence
-// and a release store by one thread; the waiting threads poll with relaxed loads (an acquire load
-// per poll would order, and may invalidate L1, on every round) and, once they see the count, one
-// acquire fence (PTX's acquire pattern: a strong read, then fence.acq_rel), then the block's
-// barrier. The step counts wrap at 2^32: they are compared by their difference.
-__device__ __forceinline__ void row_arrive(unsigned int* flags, unsigned int k) {
-  __syncthreads();  // this block's writes of the step are done
-  if (threadIdx.x == 0) {
-    __threadfence();
-    unsigned int* own = flags + static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x;
-    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(own), "r"(k) : "memory");
-  }
-}
-
-__device__ __forceinline__ void row_wait(const unsigned int* flags, unsigned int k) {
-  const unsigned int* row = flags + static_cast<int64_t>(blockIdx.y) * gridDim.x;
-  for (unsigned int i = threadIdx.x; i < gridDim.x; i += blockDim.x) {
-    unsigned int seen = 0;
-    do {
-      asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(row + i) : "memory");
-    } while (static_cast<int>(seen - k) < 0);
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");
-  }
-  __syncthreads();
 }
 
 // This thread's K range: part `part` of the groups of four k.
