@@ -1,0 +1,161 @@
+"""Time lltm_sequence's CUDA paths against each other and nn.LSTM, forward+backward, at given
+shapes: each path forced through LLTM_EXT_SEQUENCE_* (read at every call), all sides sampled in
+turn in one process (the sweep's sampler: L2 flushed, a spin kernel before each call, CUDA events),
+medians. For choosing a planner rule: the sweep (`lltm-ext bench --sweep`) times auto's choice
+only.
+
+    python benchmarks/sequence_paths.py --shapes 1190x111x216x1156,135x508x4x529 \\
+        --paths auto,cublas,tiled,tiled:tiles=4:cols=16 --dtypes float32,bfloat16 --json out.json
+
+A path is LLTM_EXT_SEQUENCE_PATH's value, optionally with :tiles=N, :cols=N (the tiled kernels'
+LLTM_EXT_SEQUENCE_TILED_TILES / _COLS) or :wcols=N (LLTM_EXT_SEQUENCE_WIDE_COLS); "lstm" is
+torch.nn.LSTM. Ratios are nn.LSTM's time over each path's (> 1: faster than cuDNN); a path that does
+not apply at a shape (forced, it raises) shows "-". --sweep N --seed S takes the sweep's shapes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+import lltm_ext
+from lltm_ext._sweep import _CudaSampler, _matmul_precision, sequence_shapes
+
+KNOBS = {
+    "tiles": "LLTM_EXT_SEQUENCE_TILED_TILES",
+    "cols": "LLTM_EXT_SEQUENCE_TILED_COLS",
+    "wcols": "LLTM_EXT_SEQUENCE_WIDE_COLS",
+}
+ALL_KNOBS = ["LLTM_EXT_SEQUENCE_PATH", *KNOBS.values()]
+
+
+def path_env(spec: str) -> dict[str, str]:
+    """The environment that forces `spec` ("tiled:tiles=8:cols=10"); knobs it leaves out unset."""
+    name, *opts = spec.split(":")
+    env = {"LLTM_EXT_SEQUENCE_PATH": name}
+    for opt in opts:
+        key, _, value = opt.partition("=")
+        env[KNOBS[key]] = value
+    return env
+
+
+def set_env(env: dict[str, str]) -> None:
+    for key in ALL_KNOBS:
+        if key in env:
+            os.environ[key] = env[key]
+        else:
+            os.environ.pop(key, None)
+
+
+def with_env(env: dict[str, str], fn: Callable[[], Any]) -> Callable[[], Any]:
+    def call() -> Any:
+        set_env(env)
+        return fn()
+
+    return call
+
+
+def time_shape(
+    shape: dict[str, int], dtype: str, paths: list[str], budget_s: float
+) -> dict[str, Any]:
+    """{path: median us or None} for one (T, B, I, S) and dtype ("tf32": float32, TF32 allowed)."""
+    t, b, i, s = shape["T"], shape["B"], shape["I"], shape["S"]
+    tdt = torch.float32 if dtype == "tf32" else getattr(torch, dtype)
+    torch.manual_seed(0)
+    seq = lltm_ext.LLTMSequence(i, s).cuda().to(tdt)
+    lstm = torch.nn.LSTM(i, s).cuda().to(tdt)
+    x = torch.randn(t, b, i, device="cuda", dtype=tdt)
+    g = torch.randn(t, b, s, device="cuda", dtype=tdt)
+    warnings.filterwarnings("ignore", message="RNN module weights are not part of single")
+    seq_params, lstm_params = tuple(seq.parameters()), tuple(lstm.parameters())
+
+    def ours() -> Any:
+        return torch.autograd.grad(seq(x)[0], seq_params, g)
+
+    def ref() -> Any:
+        return torch.autograd.grad(lstm(x)[0], lstm_params, g)
+
+    result: dict[str, Any] = {"shape": shape, "dtype": dtype, "us": {}}
+    fns, names = [], []
+    with _matmul_precision(dtype == "tf32"):
+        for p in paths:
+            if p == "lstm":
+                fn = ref
+            else:
+                fn = with_env(path_env(p), ours)
+                try:
+                    fn()  # a forced path that does not apply raises here
+                except RuntimeError as exc:
+                    result["us"][p] = None
+                    result.setdefault("skipped", {})[p] = str(exc).splitlines()[0][:200]
+                    continue
+            fns.append(fn)
+            names.append(p)
+        torch.cuda.synchronize()
+        sampler = _CudaSampler(torch.device("cuda"))
+        first = sampler.run(fns, 1)
+        per_call = sum(f[0] for f in first)
+        per_side = int(min(60, max(5, budget_s / max(per_call, 1e-9))))
+        samples = sampler.run(fns, per_side)
+    set_env({})
+    for name, sm in zip(names, samples, strict=True):
+        result["us"][name] = statistics.median(sm) * 1e6
+    result["samples"] = per_side
+    return result
+
+
+def parse_shapes(text: str) -> list[dict[str, int]]:
+    shapes = []
+    for item in text.split(","):
+        t, b, i, s = (int(v) for v in item.split("x"))
+        shapes.append({"T": t, "B": b, "I": i, "S": s})
+    return shapes
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", default="", help="TxBxIxS,... (T steps, batch, features, state)")
+    ap.add_argument("--sweep", type=int, default=0, help="the sweep's first N shapes (--seed)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--paths", default="auto,cublas,lstm")
+    ap.add_argument("--dtypes", default="float32")
+    ap.add_argument("--budget", type=float, default=1.0, help="seconds of samples per shape")
+    ap.add_argument("--json", default="")
+    args = ap.parse_args(argv)
+    shapes = parse_shapes(args.shapes) if args.shapes else []
+    if args.sweep:
+        shapes += sequence_shapes(args.sweep, args.seed, "cuda")
+    paths = args.paths.split(",")
+    if "lstm" not in paths:
+        paths.append("lstm")
+    results = []
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; us, (nn.LSTM / path)")
+    print("T B I S dtype | " + " | ".join(paths))
+    for dtype in args.dtypes.split(","):
+        for shape in shapes:
+            r = time_shape(shape, dtype, paths, args.budget)
+            results.append(r)
+            ref = r["us"]["lstm"]
+            cells = [
+                "-" if r["us"][p] is None else f"{r['us'][p]:.0f} ({ref / r['us'][p]:.2f}x)"
+                for p in paths
+            ]
+            label = f"{shape['T']} {shape['B']} {shape['I']} {shape['S']} {dtype}"
+            print(label + " | " + " | ".join(cells))
+            sys.stdout.flush()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "results": results}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
