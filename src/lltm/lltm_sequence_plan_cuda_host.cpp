@@ -358,13 +358,14 @@ int shape_setting(const char* name, std::initializer_list<int> allowed) {
 // barrier over global memory), where cuBLAS every step costs least at large batches. H100, float32
 // at torch's defaults, forward+backward against LLTM_EXT_SEQUENCE_PATH=cublas (tiled time / cuBLAS
 // time) over the 36 shapes of the sweep's seeds 1-5 that the wide kernels do not take: one m-tile
-// (B <= 16) won at all seven (S = 1025 .. 1397: 0.55-0.97); two at S <= 858 (0.67-0.96, seven
-// shapes), not at S = 948 (B = 55: 1.04) or 1116 (B = 26, T = 14: 1.10); four at S <= 477
-// (0.93-0.99, five shapes), not at S >= 545 (1.02-1.41, eight); eight never (1.10-1.88, seven).
-// bfloat16 the same way (T = 65, B = 261, S = 285: 1766 vs 2875 us; B = 144, S = 678, four
-// m-tiles: 76.9 vs 65.0 ms). LLTM_EXT_SEQUENCE_TILED_TILES (1, 2, 4 or 8 m-tiles of 16 rows) and
-// LLTM_EXT_SEQUENCE_TILED_COLS (4 .. 24), read at every call, restrict the tile, for tests and
-// measurements; forced (LLTM_EXT_SEQUENCE_PATH=tiled), the kernels run wherever they apply.
+// won at all seven (B = 1 .. 50, S = 671 .. 1397: 0.55-0.97); two at S <= 858 (0.67-0.96, six
+// shapes), not at S = 948 (B = 55: 1.04) or 1116 (B = 26, T = 14: 1.19); four at S <= 477
+// (0.93-0.99, five shapes), not at S >= 545 (1.02-1.41, eight); eight never (1.10-1.88, eight).
+// The rule puts one shape on the wrong side (S = 948, B = 55: 4% slower). bfloat16 the same way
+// (T = 65, B = 261, S = 285: 1766 vs 2875 us; B = 144, S = 678, four m-tiles: 76.9 vs 65.0 ms).
+// LLTM_EXT_SEQUENCE_TILED_TILES (1, 2, 4 or 8 m-tiles of 16 rows) and LLTM_EXT_SEQUENCE_TILED_COLS
+// (4 .. 24), read at every call, restrict the tile, for tests and measurements; forced
+// (LLTM_EXT_SEQUENCE_PATH=tiled), the kernels run wherever they apply.
 constexpr int64_t kTiledAutoWork = 30720;
 template <typename T>
 TiledShape tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
