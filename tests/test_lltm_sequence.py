@@ -530,11 +530,11 @@ def test_cuda_wide_kernels(monkeypatch, path, dtype, size):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("cols", ["4", "8", "16"])
+@pytest.mark.parametrize("cols", ["4", "8", "16", ""])
 def test_cuda_wide_columns(monkeypatch, cols):
     """Each block width of the wide-state kernels (LLTM_EXT_SEQUENCE_WIDE_COLS forces what auto
-    picks by occupancy), S = 260 a multiple of none of them but 4 (65 blocks at most: the grid
-    runs at once on any GPU with 65 SMs)."""
+    picks by occupancy; set but empty, it forces nothing), S = 260 a multiple of none of them but
+    4 (65 blocks at most: the grid runs at once on any GPU with 65 SMs)."""
     sequence_path(monkeypatch, "wide")
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_WIDE_COLS", cols)
     check_against_reference((3, 9, 5, 260), "cuda", torch.float32)
@@ -730,7 +730,11 @@ def test_cuda_tiled_path_refuses_what_it_cannot_run(monkeypatch):
     with pytest.raises(RuntimeError, match=r"LLTM_EXT_SEQUENCE_PATH=tiled.*batch 600"):
         _ops.lltm_sequence(*args)
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_TILED_TILES", "3")
-    with pytest.raises(RuntimeError, match=r"TILED_TILES must be one of 1, 2, 4, 8.*'3'"):
+    with pytest.raises(RuntimeError, match=r"TILED_TILES must be 1, 2, 4 or 8.*'3'"):
+        _ops.lltm_sequence(*args)
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_TILED_TILES", "")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_TILED_COLS", "30")
+    with pytest.raises(RuntimeError, match=r"TILED_COLS must be an integer from 4 to 24.*'30'"):
         _ops.lltm_sequence(*args)
 
 
@@ -843,6 +847,12 @@ def test_cuda_cluster_path_refuses_what_it_cannot_run(monkeypatch):
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS", "3")
     with pytest.raises(
         RuntimeError, match=r"LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS must be 1, 2, 4 or 8.*'3'"
+    ):
+        _ops.lltm_sequence(*small)
+    monkeypatch.delenv("LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_CLUSTER_ROWS", "3")
+    with pytest.raises(
+        RuntimeError, match=r"LLTM_EXT_SEQUENCE_CLUSTER_ROWS must be 2, 4, 8 or 16.*'3'"
     ):
         _ops.lltm_sequence(*small)
 

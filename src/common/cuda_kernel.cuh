@@ -35,11 +35,13 @@ template <typename T>
 using opmath_t = typename OpMath<T>::type;
 
 // Whether `kernel`'s machine code for the current device was compiled from source for
-// architecture min_arch (e.g. 80, 90) or newer: false where the module has no image for the
-// device, and where the driver compiled an older architecture's PTX (whose kernels that need newer
-// instructions hold a trapping body), as cudaFuncGetAttributes' ptxVersion and binaryVersion say.
+// architecture min_arch (e.g. 80, 90) or newer, up to max_arch: false where the module has no image
+// for the device, and where the driver compiled an older architecture's PTX (whose kernels that
+// need newer instructions hold a trapping body), as cudaFuncGetAttributes' ptxVersion and
+// binaryVersion say; max_arch for kernels compiled for one architecture only (a trapping body on
+// newer ones too).
 template <typename Kernel>
-cudaError_t image_compiled_for(Kernel kernel, int min_arch, bool* loaded) {
+cudaError_t image_compiled_for(Kernel kernel, int min_arch, bool* loaded, int max_arch = 1 << 30) {
   *loaded = false;
   cudaFuncAttributes attr{};
   const cudaError_t err = cudaFuncGetAttributes(&attr, kernel);
@@ -48,7 +50,8 @@ cudaError_t image_compiled_for(Kernel kernel, int min_arch, bool* loaded) {
     return cudaSuccess;
   }
   if (err == cudaSuccess) {
-    *loaded = attr.ptxVersion >= min_arch && attr.binaryVersion >= min_arch;
+    *loaded = attr.ptxVersion >= min_arch && attr.binaryVersion >= min_arch &&
+              attr.ptxVersion <= max_arch && attr.binaryVersion <= max_arch;
   }
   return err;
 }

@@ -5,7 +5,9 @@
 // docs/lltm_notes.md.
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <mutex>
@@ -81,6 +83,48 @@ Product sequence_product(at::ScalarType dtype, bool tf32) {
   return dtype == at::kFloat && !tf32 ? Product::kTf32x3 : Product::kTf32;
 }
 
+// A shape knob (LLTM_EXT_SEQUENCE_SMALL_ROWS, _CLUSTER_ROWS, _CLUSTER_BLOCKS, _WIDE_COLS,
+// _TILED_TILES, _TILED_COLS), read at every call: 0 where unset or empty, else its value, which
+// must be one of `allowed` (knob_in) or in [lo, hi] (knob_between); an error that names them
+// otherwise.
+int knob_value(const char* name, const std::function<bool(int)>& ok, const std::string& expected) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') {
+    return 0;
+  }
+  const std::string value = env;
+  for (int v = 1; v <= 64; ++v) {  // every knob's values lie in 1 .. 64; "08" or " 8" are no value
+    if (value == std::to_string(v) && ok(v)) {
+      return v;
+    }
+  }
+  TORCH_CHECK(false, "lltm_ext.lltm_sequence: ", name, " must be ", expected, ", but got '", value,
+              "'.");
+  return 0;
+}
+
+int knob_in(const char* name, std::initializer_list<int> allowed) {
+  std::string expected;
+  int i = 0;
+  for (const int a : allowed) {
+    ++i;
+    expected += (i == 1                                  ? ""
+                 : i == static_cast<int>(allowed.size()) ? " or "
+                                                         : ", ") +
+                std::to_string(a);
+  }
+  const auto ok = [&](int v) {
+    return std::find(allowed.begin(), allowed.end(), v) != allowed.end();
+  };
+  return knob_value(name, ok, expected);
+}
+
+int knob_between(const char* name, int lo, int hi) {
+  return knob_value(
+      name, [&](int v) { return v >= lo && v <= hi; },
+      "an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
+}
+
 // Whether the sequence's steps run fused on `device` (the fused step kernels of lltm_launchers.h),
 // and whether steps overlap there.
 struct StepPlan {
@@ -110,14 +154,9 @@ StepPlan step_plan(int device, int64_t batch, int64_t state, int64_t element_siz
 // 1233 us), hence 36. LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS (1, 2, 4 or 8; read at every call) forces
 // them, for measurements.
 int cluster_blocks(int64_t state, int64_t batch, int sms) {
-  const char* env = std::getenv("LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS");
-  if (env != nullptr && *env != '\0') {
-    const std::string value = env;
-    TORCH_CHECK(value == "1" || value == "2" || value == "4" || value == "8",
-                "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS must be 1, 2, 4 or 8, "
-                "but got '",
-                value, "'.");
-    return std::stoi(value);
+  const int forced = knob_in("LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS", {1, 2, 4, 8});
+  if (forced > 0) {
+    return forced;
   }
   int blocks = 1;
   while (blocks < kClusterMaxBlocks &&
@@ -160,11 +199,9 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
     static std::mutex mutex;
     static std::map<std::tuple<int, int64_t, int, int, Product>, std::pair<int, int>> resident;
     const Product product = sequence_product(c10::CppTypeToScalarType<T>::value, tf32);
-    const char* forced_env = std::getenv("LLTM_EXT_SEQUENCE_CLUSTER_ROWS");
-    const int forced = forced_env != nullptr ? std::atoi(forced_env) : 0;
+    const int forced = knob_in("LLTM_EXT_SEQUENCE_CLUSTER_ROWS", {2, 4, 8, 16});
     const int blocks = cluster_blocks(state, batch, cuda::sm_count(device));
-    const char* blocks_env = std::getenv("LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS");
-    const bool blocks_forced = blocks_env != nullptr && *blocks_env != '\0';
+    const bool blocks_forced = knob_in("LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS", {1, 2, 4, 8}) > 0;
     for (const int rows : {2, 4, 8, 16}) {
       if (forced > 0 && rows != forced) {
         continue;
@@ -309,12 +346,8 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
     }
     cols = it->second;
   }
-  const char* forced_env = std::getenv("LLTM_EXT_SEQUENCE_WIDE_COLS");
-  if (cols > 0 && forced_env != nullptr) {
-    const int forced = std::atoi(forced_env);
-    TORCH_CHECK(forced == 4 || forced == 8 || forced == 16,
-                "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_WIDE_COLS must be 4, 8 or 16, but got '",
-                forced_env, "'.");
+  const int forced = cols > 0 ? knob_in("LLTM_EXT_SEQUENCE_WIDE_COLS", {4, 8, 16}) : 0;
+  if (forced > 0) {
     int c = 0;  // whether the forced columns fit: ask for them alone
     C10_CUDA_CHECK(wide_step_columns<T>(batch, state, cuda::sm_count(device), smem_optin, &c,
                                         forced, product));
@@ -327,26 +360,6 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
               kWideMaxState, ", and a grid of ", kWideRows,
               "-row blocks that runs at once on the GPU, with a cooperative launch).");
   return {cols, product};
-}
-
-// A knob read at every call: 0 where unset or empty, else its value, which must be one of `allowed`
-// (an error naming them otherwise).
-int shape_setting(const char* name, std::initializer_list<int> allowed) {
-  const char* env = std::getenv(name);
-  if (env == nullptr || *env == '\0') {
-    return 0;
-  }
-  const std::string value = env;
-  std::string names;
-  for (const int a : allowed) {
-    if (value == std::to_string(a)) {
-      return a;
-    }
-    names += (names.empty() ? "" : ", ") + std::to_string(a);
-  }
-  TORCH_CHECK(false, "lltm_ext.lltm_sequence: ", name, " must be one of ", names, ", but got '",
-              value, "'.");
-  return 0;
 }
 
 // The tile of the tiled kernels for (batch, state) on `device`, mt = 0 where they do not run. They
@@ -367,12 +380,17 @@ int shape_setting(const char* name, std::initializer_list<int> allowed) {
 // (4 .. 24), read at every call, restrict the tile, for tests and measurements; forced
 // (LLTM_EXT_SEQUENCE_PATH=tiled), the kernels run wherever they apply.
 constexpr int64_t kTiledAutoWork = 30720;
+struct TiledPlan {
+  TiledShape shape;  // mt = 0: the tiled kernels do not run
+  Product product;
+};
+
 template <typename T>
-TiledShape tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
+TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
   const SequencePath setting = sequence_path_setting();
   TiledShape shape{};
   if (setting != SequencePath::kTiled && setting != SequencePath::kAuto) {
-    return shape;
+    return {shape, Product::kSimt};
   }
   static cuda::PerDevice<bool> loaded_cache;  // whether the device runs the sm_90 kernels
   const bool loaded = loaded_cache.get(device, [](int d) {
@@ -381,10 +399,8 @@ TiledShape tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
     C10_CUDA_CHECK(tiled_image_loaded<T>(&is_loaded));
     return is_loaded;
   });
-  const int only_mt = shape_setting("LLTM_EXT_SEQUENCE_TILED_TILES", {1, 2, 4, 8});
-  const int only_cols =
-      shape_setting("LLTM_EXT_SEQUENCE_TILED_COLS",
-                    {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24});
+  const int only_mt = knob_in("LLTM_EXT_SEQUENCE_TILED_TILES", {1, 2, 4, 8});
+  const int only_cols = knob_between("LLTM_EXT_SEQUENCE_TILED_COLS", 4, 24);
   const Product product =
       loaded ? sequence_product(c10::CppTypeToScalarType<T>::value, tf32) : Product::kSimt;
   if (product != Product::kSimt) {
@@ -417,7 +433,7 @@ TiledShape tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
               "state columns, at most 2048 elements, whose slice of W_h fits in an SM's shared "
               "memory, in a grid of at most one block per SM; LLTM_EXT_SEQUENCE_TILED_TILES and "
               "_COLS, where set, must allow that).");
-  return shape;
+  return {shape, product};
 }
 
 // Batch rows per block of the small-state kernels, 0 where they do not run: S <= kSmallMaxState,
@@ -442,14 +458,9 @@ int small_plan(int device, int64_t batch, int64_t state) {
     rows = it->second;
     // LLTM_EXT_SEQUENCE_SMALL_ROWS (1, 2 or 4; read at every call) forces the rows where the
     // kernels apply, for tests and measurements (their blocks then may take turns).
-    const char* env = std::getenv("LLTM_EXT_SEQUENCE_SMALL_ROWS");
-    if (rows > 0 && env != nullptr && *env != '\0') {
-      const std::string value = env;
-      TORCH_CHECK(
-          value == "1" || value == "2" || value == "4",
-          "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_SMALL_ROWS must be 1, 2 or 4, but got '",
-          value, "'.");
-      rows = std::stoi(value);
+    const int forced = rows > 0 ? knob_in("LLTM_EXT_SEQUENCE_SMALL_ROWS", {1, 2, 4}) : 0;
+    if (forced > 0) {
+      rows = forced;
     }
   }
   TORCH_CHECK(rows > 0 || setting != SequencePath::kSmall,
@@ -486,11 +497,11 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
       plan.product = wide.product;
       return plan;
     }
-    const TiledShape tiled = tiled_plan<T>(device, batch, state, tf32);
-    if (tiled.mt > 0) {  // all steps in one cooperative launch over the GPU
+    const TiledPlan tiled = tiled_plan<T>(device, batch, state, tf32);
+    if (tiled.shape.mt > 0) {  // all steps in one cooperative launch over the GPU
       plan.path = SequencePlan::Path::kTiled;
-      plan.tiled = tiled;
-      plan.product = sequence_product(c10::CppTypeToScalarType<T>::value, tf32);
+      plan.tiled = tiled.shape;
+      plan.product = tiled.product;
       return plan;
     }
   }

@@ -60,16 +60,7 @@ template <typename T>
 cudaError_t tiled_image_loaded(bool* loaded) {
   *loaded = false;
   if constexpr (std::is_same_v<cuda::opmath_t<T>, float>) {
-    cudaFuncAttributes attr{};
-    const cudaError_t err = cudaFuncGetAttributes(&attr, tiled_forward_kernel<T, Product::kTf32>);
-    if (err == cudaErrorInvalidDeviceFunction || err == cudaErrorNoKernelImageForDevice) {
-      (void)cudaGetLastError();  // no image for this device at all
-      return cudaSuccess;
-    }
-    if (err == cudaSuccess) {
-      *loaded = attr.ptxVersion == 90 && attr.binaryVersion == 90;
-    }
-    return err;
+    return cuda::image_compiled_for(tiled_forward_kernel<T, Product::kTf32>, 90, loaded, 90);
   }
   return cudaSuccess;
 }
