@@ -297,11 +297,11 @@ def test_cuda_uses_current_stream_and_device_guard():
 def sequence_path(monkeypatch, path):
     """LLTM_EXT_SEQUENCE_PATH for the test: "small" (the small-state kernels), "grid" (the fused
     step kernels, never the cluster ones), "cluster" (the sm_90 cluster kernels, their recurrent
-    product where auto puts it: the tensor cores for the half types and for float32 with TF32
-    allowed) or "wide" (the wide-state kernels, likewise; each an error where they do not apply),
-    either with "-simt" (the product on the SIMT cores, LLTM_EXT_SEQUENCE_PRODUCT=simt) or
-    "-tensor" (on the tensor cores also where auto keeps float32 on the SIMT cores:
-    LLTM_EXT_SEQUENCE_PRODUCT=tensor), "cublas" (cuBLAS and the gate kernel every step)."""
+    product where auto puts it: the tensor cores for slices of 8 or 16 rows, in three TF32 passes
+    for float32 at torch's defaults) or "wide" (the wide-state kernels, likewise; each an error
+    where they do not apply), either with "-simt" (the product on the SIMT cores,
+    LLTM_EXT_SEQUENCE_PRODUCT=simt) or "-tensor" (LLTM_EXT_SEQUENCE_PRODUCT=tensor, the same as
+    auto), "cublas" (cuBLAS and the gate kernel every step)."""
     if path.startswith("cluster") and torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("the cluster kernels need an sm_90 GPU")
     for product in ("simt", "tensor"):
@@ -335,8 +335,9 @@ CLUSTER_SIZES = [
 def test_cuda_step_kernels(monkeypatch, path, dtype, size):
     """Both small-state paths on CUDA, each forced, against the float64 loop: the fused step
     kernels (grid barrier or a launch per step) and the sm_90 cluster kernels (auto's choice on
-    sm_90) with the recurrent product where auto puts it (tensor cores for the half types; float32
-    here is full float32, on the SIMT cores) and on the SIMT cores, forward and all gradients."""
+    sm_90) with the recurrent product where auto puts it (the tensor cores in slices of 8 or 16
+    rows: one pass for the half types, three for float32 at its full precision) and on the SIMT
+    cores, forward and all gradients."""
     sequence_path(monkeypatch, path)
     check_against_reference(size, "cuda", dtype)
 
@@ -392,9 +393,9 @@ def test_cuda_small_state_path_refuses_what_it_cannot_run(monkeypatch):
 def test_cuda_cluster_batch_slices(monkeypatch, rows, dtype):
     """Each batch slice per cluster (LLTM_EXT_SEQUENCE_CLUSTER_ROWS forces what auto chooses by
     occupancy), B = 37 a multiple of none, S = 100 not a multiple of the cluster's 8 blocks; the
-    product on the SIMT cores in 2- and 4-row slices and, for the half types, on the tensor cores
-    in 8- and 16-row slices (8 rows fill half of an mma tile); float32 at torch's default full
-    precision on the SIMT cores."""
+    product on the SIMT cores in 2- and 4-row slices and on the tensor cores in 8- and 16-row
+    slices (8 rows fill half of an mma tile; float32 at torch's default full precision in three
+    TF32 passes)."""
     sequence_path(monkeypatch, "cluster")
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_CLUSTER_ROWS", rows)
     check_against_reference((4, 37, 5, 100), "cuda", dtype)
@@ -412,7 +413,7 @@ def test_cuda_cluster_blocks(monkeypatch, blocks, rows, dtype, size):
     """Each number of blocks per cluster (LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS forces what auto
     chooses by batch and state; one block exchanges nothing across blocks), in SIMT 2-row slices
     and, where a block's 16 rows x columns fit its 256 threads twice, 16-row slices (the tensor
-    cores for bfloat16); S = 100 and 37 multiples of none of them."""
+    cores); S = 100 and 37 multiples of none of them."""
     sequence_path(monkeypatch, "cluster")
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS", blocks)
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_CLUSTER_ROWS", rows)
@@ -437,8 +438,7 @@ def test_cuda_cluster_blocks(monkeypatch, blocks, rows, dtype, size):
 def test_cuda_float32_tensor_cores(monkeypatch, path, size, passes):
     """The cluster and wide-state kernels' float32 recurrent products, forward and backward, run on
     the tensor cores: in one TF32 pass with TF32 allowed (torch.backends.cuda.matmul.allow_tf32),
-    in three (3xTF32) at torch's default (the cluster kernels only when asked:
-    LLTM_EXT_SEQUENCE_PRODUCT=tensor). With one pass the outputs and all gradients differ from
+    in three (3xTF32) at torch's default. With one pass the outputs and all gradients differ from
     those of the SIMT product and stay within TF32's error of the float64 loop (TF32 keeps 10
     mantissa bits: relative rounding 2^-11 per operand; a wrong fragment layout would be off by the
     values' own size); with three they differ from the SIMT product's (other units ran) and stay

@@ -293,8 +293,7 @@ def run_lltm_sequence(dtype: torch.dtype, only: list[str] | None = None) -> None
     # Every path: the fused step kernels (cuBLAS past their states), the wide-state kernels, the
     # small-state kernels (not float64), and on sm_90 the cluster kernels, the wide and cluster
     # kernels with their recurrent product on the tensor cores (the half types in one pass,
-    # float32 in three and, below, with TF32 allowed in one) and on the SIMT cores ("-simt"); the
-    # cluster kernels run float32's three passes only when asked ("-tensor").
+    # float32 in three and, below, with TF32 allowed in one) and on the SIMT cores ("-simt").
     paths = ["grid", "wide", "wide-simt"]
     if DEVICE == "cuda" and dtype != torch.float64:
         paths.append("small")
@@ -303,8 +302,6 @@ def run_lltm_sequence(dtype: torch.dtype, only: list[str] | None = None) -> None
             paths += ["tiled", "tiled-1"]
     if DEVICE == "cuda" and torch.cuda.get_device_capability() >= (9, 0):
         paths += ["cluster", "cluster-simt"]
-        if dtype == torch.float32:
-            paths.append("cluster-tensor")
     if only:  # --sequence-paths: these of the paths that apply
         paths = [p for p in paths if p in only]
     keys = (
@@ -339,6 +336,7 @@ def run_lltm_sequence(dtype: torch.dtype, only: list[str] | None = None) -> None
                 os.environ["LLTM_EXT_SEQUENCE_PATH"] = path
                 os.environ["LLTM_EXT_SEQUENCE_TILED_TILES"] = ""
                 os.environ["LLTM_EXT_SEQUENCE_CLUSTER_ROWS"] = "16" if path == "cluster" else ""
+                os.environ["LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS"] = ""
                 _run_lltm_sequence(dtype, path + "-tf32")
     finally:
         matmul.allow_tf32 = allow_tf32

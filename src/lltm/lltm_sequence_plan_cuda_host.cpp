@@ -210,16 +210,14 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
       // 4 rows most of it is padding (H200, float32, T = 128, forward+backward: B = 256, S = 128,
       // 16 rows: 1302 vs 1408 us SIMT; S = 256: 2765 vs 4402 us; but B = 16, 2 rows: S = 128 579
       // vs 504 us, S = 256 881 vs 698 us).
-      // float32 at full precision stays on the SIMT cores here (three TF32 passes only under
-      // LLTM_EXT_SEQUENCE_PRODUCT=tensor): three passes cost three times one pass's tensor-core
-      // work, and one pass gained little over the SIMT cores below S = 256 (above). Measured on
-      // the H100, torch's defaults, forward+backward, three passes against the SIMT cores: T =
-      // 1605, B = 370, S = 40 11.4 vs 9.3 ms; T = 128, B = 179, S = 139 2.87 vs 2.70 ms; T = 550,
-      // B = 138, S = 139 14.0 vs 13.6 ms; T = 25, B = 243, S = 185 1.25 vs 1.23 ms; faster only
-      // at T = 242, B = 102, S = 51 (1.14 vs 1.20 ms).
-      const bool three_passes = sequence_product_setting() == "tensor";
-      const Product p =
-          rows >= 8 && (product != Product::kTf32x3 || three_passes) ? product : Product::kSimt;
+      // float32 at full precision takes three passes here too. With four k steps in flight as
+      // independent chains and the split in integer instructions (sequence_mma.cuh), they tied or
+      // won against the SIMT cores (H100, torch's defaults, forward+backward, one process, forced
+      // either way): T = 25, B = 243, S = 185 850 vs 1240 us; T = 22, B = 74, S = 159 653 vs 716
+      // us; T = 128, B = 64, S = 256 1628 vs 1726 us; T = 1547, B = 29, S = 203 9.18 vs 9.40 ms;
+      // within 1% at six more; lost at T = 128, B = 256, S = 128 (1647 vs 1590 us). Before those
+      // two changes three passes lost (T = 128, B = 64, S = 256: 2512 vs 1712 us).
+      const Product p = rows >= 8 ? product : Product::kSimt;
       const auto fits = [&](const ClusterShape& shape) {
         return cluster_shape_ok(shape) &&
                cluster_smem_bytes(shape, false, sizeof(T)) <= f.smem_optin &&

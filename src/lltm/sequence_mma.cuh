@@ -42,13 +42,6 @@ __device__ __forceinline__ acc_t product_operand(acc_t v) {
   }
 }
 
-// v = big + small + (what float32 keeps beyond tf32's 2 x 11 bits, ~2^-22 |v|): big is v rounded
-// to tf32, small the rest rounded to tf32 (3xTF32's split).
-__device__ __forceinline__ void split_tf32(float v, uint32_t& big, uint32_t& small) {
-  big = cuda::to_tf32(__float_as_uint(v));
-  small = cuda::to_tf32(__float_as_uint(v - __uint_as_float(big)));
-}
-
 // float32 bits rounded to tf32's 10 mantissa bits, to nearest, ties away from zero (cvt.rna's
 // result for every finite value; Inf and NaN stay Inf and NaN, and only values within half a tf32
 // ulp of FLT_MAX round to Inf): half an ulp added to the magnitude's bits, the low 13 cleared. Two
@@ -58,9 +51,10 @@ __device__ __forceinline__ uint32_t round_tf32(float v) {
   return (__float_as_uint(v) + 0x1000u) & 0xffffe000u;
 }
 
-// split_tf32 in three instructions: big = round_tf32(v), small = v - big (exact in float32, at most
-// half a tf32 ulp of v) as it is, whose bits past tf32's the tensor core drops: small x big then
-// carries an error of at most 2^-21 |v| (rounded, 2^-22), of either sign as small's is.
+// 3xTF32's split of v in three instructions: v = big + small, big = round_tf32(v), small = v - big
+// (exact in float32, at most half a tf32 ulp of v) as it is, whose bits past tf32's the tensor
+// core drops: small x big then carries an error of at most 2^-21 |v| (2^-22 with small rounded to
+// tf32 by cvt.rna, six more instructions a split), of either sign as small's is.
 __device__ __forceinline__ void split_tf32_fast(float v, uint32_t& big, uint32_t& small) {
   big = round_tf32(v);
   small = __float_as_uint(v - __uint_as_float(big));
@@ -71,15 +65,21 @@ __device__ __forceinline__ void split_tf32_fast(float v, uint32_t& big, uint32_t
 // stride xs, r < rows (rows past `rows` repeat row rows - 1: their sums are never read); w: n_out
 // rows of stride ws (outputs past n_out repeat output n_out - 1, into sums that are never read).
 // Both hold product_operand<P> values and zeros from K up to 8 ksteps, within their strides.
-// kTf32x3: the sum of small x big, big x small and big x big (split_tf32), the small terms first;
-// the small x small term (~2^-22 of the product) is left out, as 3xTF32 does. Each k step's three
+// kTf32x3: the sum of small x big, big x small and big x big (split_tf32_fast), the small terms
+// first; the small x small term (~2^-22 of the product) is left out, as 3xTF32 does. Each k step's
 // passes sum from zero and are added to acc on the SIMT cores: the tensor core truncates its
 // float32 sums, and chained over every k step of a product (and then over the sequence's steps,
 // through a cell state without a forget gate) that error drifts one way (H100, float32 at torch's
 // defaults, max error / max output against float64: T = 230, B = 44, S = 358 3.1e-4 chained,
-// against 4.3e-5 for cuBLAS's float32; measurements beside this in docs/lltm_notes.md).
+// against 4.3e-5 for cuBLAS's float32; measurements beside this in docs/lltm_notes.md). There a
+// warp takes kMmaChains of its k steps at a time, as independent chains of mma (one chain's
+// latency hidden behind the others'; k steps past ksteps read as zeros): float32 forward+backward
+// 3-11% faster on the wide kernels at the sweep's shapes (H100), 1.46x on the cluster kernels at
+// T = 25, B = 243, S = 185. One pass chains every k step into acc, one k step at a time: the four
+// chains, each summed from zero, were 2-5% slower there (bfloat16, the wide kernels).
 // Fragments (common/mma_sync.cuh): lane 4 g + t reads x rows g, g + 8 and w rows (outputs) j * 8 +
 // g at k + t and k + t + 4; with strides of 4 mod 32 the 32 lanes hit 32 banks.
+constexpr int kMmaChains = 4;
 template <int TILES, Product P = Product::kTf32>
 __device__ __forceinline__ void mma_accumulate(float (&acc)[TILES][4], const float* x, int xs,
                                                int rows, const float* w, int ws, int j0, int n_out,
@@ -93,32 +93,9 @@ __device__ __forceinline__ void mma_accumulate(float (&acc)[TILES][4], const flo
   for (int j = 0; j < TILES; ++j) {
     wj[j] = min((j0 + j) * 8 + g, n_out - 1) * ws + t;
   }
-  for (int ks = warp; ks < ksteps; ks += kMmaWarps) {
-    const int k = ks * 8;
-    if constexpr (P == Product::kTf32x3) {
-      const float av[4] = {xa[k], xb[k], xa[k + 4], xb[k + 4]};
-      uint32_t a_big[4], a_small[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        split_tf32(av[e], a_big[e], a_small[e]);
-      }
-#pragma unroll
-      for (int j = 0; j < TILES; ++j) {
-        if (j0 + j < n_tiles) {  // warp-uniform
-          uint32_t b_big[2], b_small[2];
-          split_tf32(w[wj[j] + k], b_big[0], b_small[0]);
-          split_tf32(w[wj[j] + k + 4], b_big[1], b_small[1]);
-          float step[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // this k step's sums, from zero
-          cuda::mma_16816<cuda::kMmaTF32>(step, a_small, b_big);
-          cuda::mma_16816<cuda::kMmaTF32>(step, a_big, b_small);
-          cuda::mma_16816<cuda::kMmaTF32>(step, a_big, b_big);
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            acc[j][e] += step[e];
-          }
-        }
-      }
-    } else {
+  if constexpr (P != Product::kTf32x3) {  // one pass: every k step chained into acc
+    for (int ks = warp; ks < ksteps; ks += kMmaWarps) {
+      const int k = ks * 8;
       const uint32_t a[4] = {__float_as_uint(xa[k]), __float_as_uint(xb[k]),
                              __float_as_uint(xa[k + 4]), __float_as_uint(xb[k + 4])};
 #pragma unroll
@@ -126,6 +103,43 @@ __device__ __forceinline__ void mma_accumulate(float (&acc)[TILES][4], const flo
         if (j0 + j < n_tiles) {  // warp-uniform
           const uint32_t b[2] = {__float_as_uint(w[wj[j] + k]), __float_as_uint(w[wj[j] + k + 4])};
           cuda::mma_16816<cuda::kMmaTF32>(acc[j], a, b);
+        }
+      }
+    }
+  } else {
+    for (int ks0 = warp; ks0 < ksteps; ks0 += kMmaChains * kMmaWarps) {
+      uint32_t a_big[kMmaChains][4], a_small[kMmaChains][4];
+      int k[kMmaChains];
+      bool in[kMmaChains];
+#pragma unroll
+      for (int i = 0; i < kMmaChains; ++i) {
+        in[i] = ks0 + i * kMmaWarps < ksteps;  // warp-uniform
+        k[i] = (ks0 + i * kMmaWarps) * 8;
+        const float av[4] = {in[i] ? xa[k[i]] : 0.0f, in[i] ? xb[k[i]] : 0.0f,
+                             in[i] ? xa[k[i] + 4] : 0.0f, in[i] ? xb[k[i] + 4] : 0.0f};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          split_tf32_fast(av[e], a_big[i][e], a_small[i][e]);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < TILES; ++j) {
+        if (j0 + j < n_tiles) {  // warp-uniform
+          float step[kMmaChains][4];
+#pragma unroll
+          for (int i = 0; i < kMmaChains; ++i) {
+            uint32_t b_big[2], b_small[2];
+            split_tf32_fast(in[i] ? w[wj[j] + k[i]] : 0.0f, b_big[0], b_small[0]);
+            split_tf32_fast(in[i] ? w[wj[j] + k[i] + 4] : 0.0f, b_big[1], b_small[1]);
+            step[i][0] = step[i][1] = step[i][2] = step[i][3] = 0.0f;
+            cuda::mma_16816<cuda::kMmaTF32>(step[i], a_small[i], b_big);
+            cuda::mma_16816<cuda::kMmaTF32>(step[i], a_big[i], b_small);
+            cuda::mma_16816<cuda::kMmaTF32>(step[i], a_big[i], b_big);
+          }
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            acc[j][e] += (step[0][e] + step[1][e]) + (step[2][e] + step[3][e]);
+          }
         }
       }
     }
