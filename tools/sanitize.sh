@@ -55,7 +55,7 @@ fi
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export PYTORCH_NO_CUDA_MEMORY_CACHING=1
 # The workload must import the in-place build, not another lltm_ext.
-if ! "$py" -c 'import lltm_ext, lltm_ext._extension as e; e.load_extension("gemm"); print("lltm_ext from", lltm_ext.__file__)'; then
+if ! "$py" -c 'import lltm_ext, lltm_ext._extension as e; e.load_extension("lltm"); print("lltm_ext from", lltm_ext.__file__)'; then
   echo "sanitize.sh: lltm_ext is not built in $root (python3 setup.py build_ext --inplace)" >&2
   exit 2
 fi
