@@ -8,9 +8,10 @@ only.
         --paths auto,cublas,tiled,tiled:tiles=4:cols=16 --dtypes float32,bfloat16 --json out.json
 
 A path is LLTM_EXT_SEQUENCE_PATH's value, optionally with :tiles=N, :cols=N (the tiled kernels'
-LLTM_EXT_SEQUENCE_TILED_TILES / _COLS) or :wcols=N (LLTM_EXT_SEQUENCE_WIDE_COLS); "lstm" is
-torch.nn.LSTM. Ratios are nn.LSTM's time over each path's (> 1: faster than cuDNN); a path that does
-not apply at a shape (forced, it raises) shows "-". --sweep N --seed S takes the sweep's shapes.
+LLTM_EXT_SEQUENCE_TILED_TILES / _COLS), :wcols=N (LLTM_EXT_SEQUENCE_WIDE_COLS) or :product=P
+(LLTM_EXT_SEQUENCE_PRODUCT, e.g. cluster:product=simt); "lstm" is torch.nn.LSTM. Ratios are
+nn.LSTM's time over each path's (> 1: faster than cuDNN); a path that does not apply at a shape
+(forced, it raises) shows "-". --sweep N --seed S takes the sweep's shapes.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ KNOBS = {
     "tiles": "LLTM_EXT_SEQUENCE_TILED_TILES",
     "cols": "LLTM_EXT_SEQUENCE_TILED_COLS",
     "wcols": "LLTM_EXT_SEQUENCE_WIDE_COLS",
+    "product": "LLTM_EXT_SEQUENCE_PRODUCT",
 }
 ALL_KNOBS = ["LLTM_EXT_SEQUENCE_PATH", *KNOBS.values()]
 
