@@ -1,8 +1,8 @@
 """Time lltm_sequence's CUDA paths against each other and nn.LSTM, forward+backward, at given
 shapes: each path forced through LLTM_EXT_SEQUENCE_* (read at every call), all sides sampled in
-turn in one process (the sweep's sampler: L2 flushed, a spin kernel before each call, CUDA events),
-medians. For choosing a planner rule: the sweep (`lltm-ext bench --sweep`) times auto's choice
-only.
+turn in one process (the sweep's sampler: L2 flushed, a spin kernel that covers the host's time
+before each call, CUDA events), medians. For choosing a planner rule: the sweep (`lltm-ext bench
+--sweep`) times auto's choice only.
 
     python benchmarks/sequence_paths.py --shapes 1190x111x216x1156,135x508x4x529 \\
         --paths auto,cublas,tiled,tiled:tiles=4:cols=16 --dtypes float32,bfloat16 --json out.json
@@ -103,6 +103,7 @@ def time_shape(
             names.append(p)
         torch.cuda.synchronize()
         sampler = _CudaSampler(torch.device("cuda"))
+        sampler.cover(fns)
         first = sampler.run(fns, 1)
         per_call = sum(f[0] for f in first)
         per_side = int(min(60, max(5, budget_s / max(per_call, 1e-9))))

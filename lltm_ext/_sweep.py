@@ -147,19 +147,57 @@ def sequence_shapes(n: int, seed: int, device: str) -> list[dict[str, int]]:
 
 class _CudaSampler:
     """One sample = one call between CUDA events, after a write of 256 MB that flushes L2 and a
-    ~50 us spin kernel: the GPU stays busy while the host queues the call, so that the host's
-    own time per call (Python, dispatch) stays out of both sides' figures, as in a busy training
-    loop."""
+    spin kernel: the GPU stays busy while the host queues the call, so that the host's own time
+    per call (Python, dispatch, autograd) stays out of both sides' figures, as in a training loop
+    that keeps the GPU busy. The spin is ~50 us unless `cover` sizes it to the callables' host
+    time (an LLTM sequence's forward+backward takes the host a few hundred microseconds, past
+    what the flush and 50 us hide: short sequences then timed the host)."""
 
     def __init__(self, device: torch.device) -> None:
         self.flush = torch.empty(256 * 2**20, dtype=torch.int8, device=device)
+        self.spin_cycles = 100_000  # ~50 us at the H100's clock
+        self._cycles_per_us = 0.0
+
+    def cycles_per_us(self) -> float:
+        """The spin kernel's clock cycles per microsecond (measured once, CUDA events)."""
+        if not self._cycles_per_us:
+            cycles = 2_000_000
+            torch.cuda._sleep(cycles)  # warm-up
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.cuda._sleep(cycles)
+            end.record()
+            end.synchronize()
+            self._cycles_per_us = cycles / (start.elapsed_time(end) * 1e3)
+        return self._cycles_per_us
+
+    def cover(self, fns: list[Callable[[], Any]]) -> float:
+        """Sizes the spin to 1.5x the longest host time of one call of fns, plus 20 us (at least
+        50 us, at most 20 ms), and returns that host time in seconds. Each call is timed by the
+        host clock while the GPU runs a 20 ms spin, so the host never waits on the GPU (a call
+        that synchronizes reads as 20 ms)."""
+        per_us = self.cycles_per_us()
+        worst = 0.0
+        for fn in fns:
+            times = []
+            for _ in range(3):
+                torch.cuda._sleep(int(20_000 * per_us))
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
+                torch.cuda.synchronize()
+            worst = max(worst, statistics.median(times))
+        spin_us = min(20_000.0, max(50.0, 1.5 * worst * 1e6 + 20.0))
+        self.spin_cycles = int(spin_us * per_us)
+        return worst
 
     def run(self, fns: list[Callable[[], Any]], per_side: int) -> list[list[float]]:
         events = [[] for _ in fns]  # type: list[list[tuple[torch.cuda.Event, torch.cuda.Event]]]
         for _ in range(per_side):
             for fn, ev in zip(fns, events, strict=True):
                 self.flush.zero_()
-                torch.cuda._sleep(100_000)  # clock cycles
+                torch.cuda._sleep(self.spin_cycles)
                 start = torch.cuda.Event(enable_timing=True)
                 end = torch.cuda.Event(enable_timing=True)
                 start.record()
@@ -207,6 +245,7 @@ def time_interleaved(
         ours()
         ref()
         torch.cuda.synchronize()
+        sampler.cover([ours, ref])
     else:
         sampler = _CpuSampler()
     first = sampler.run([ours, ref], 1)

@@ -279,6 +279,34 @@ def test_readme_shows_the_cpu_picture_and_documents_the_options():
         assert needle in readme, needle
 
 
+@pytest.mark.cuda
+def test_sweep_sampler_hides_the_host_time_of_a_call():
+    """The CUDA sampler's spin covers the host's time to queue a call once `cover` has sized it: a
+    call whose host side takes 3 ms and whose GPU side takes microseconds times as microseconds.
+    With the fixed ~50 us spin (and the L2 flush before it) the GPU waited for the host, and the
+    call timed as the host's 3 ms: what short LLTM sequences' figures had included."""
+    import statistics
+    import time
+
+    from lltm_ext._sweep import _CudaSampler
+
+    x = torch.zeros(1024, device="cuda")
+
+    def call():
+        time.sleep(0.003)
+        x.add_(1)
+
+    sampler = _CudaSampler(torch.device("cuda"))
+    call()
+    torch.cuda.synchronize()
+    fixed = statistics.median(sampler.run([call], 5)[0])
+    host = sampler.cover([call])
+    covered = statistics.median(sampler.run([call], 5)[0])
+    assert host >= 0.003
+    assert fixed >= 0.002, fixed
+    assert covered < 0.001, covered
+
+
 def test_sequence_sweep_times_tf32_only_on_request(monkeypatch):
     """`--dtypes tf32` is a known dtype; lltm_sequence's sweep times it on CUDA when named (float32
     with TF32 matmuls allowed while timed, the caller's precision after), never by default or on a
