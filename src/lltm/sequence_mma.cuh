@@ -60,6 +60,60 @@ __device__ __forceinline__ void split_tf32_fast(float v, uint32_t& big, uint32_t
   small = __float_as_uint(v - __uint_as_float(big));
 }
 
+// Independent k steps that a warp runs at once as chains of mma (one chain's latency hidden
+// behind the others'), in mma_accumulate's three passes and in the tiled kernels.
+constexpr int kMmaChains = 4;
+
+// An A fragment's values (x's rows) as the product takes them: kTf32x3 split into big and small
+// (split_tf32_fast), one pass rounded to tf32 (round_tf32; small unused).
+template <Product P>
+__device__ __forceinline__ void mma_split_a(const float (&av)[4], uint32_t (&big)[4],
+                                            uint32_t (&small)[4]) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    if constexpr (P == Product::kTf32x3) {
+      split_tf32_fast(av[e], big[e], small[e]);
+    } else {
+      big[e] = round_tf32(av[e]);
+      small[e] = 0;
+    }
+  }
+}
+
+// One n-tile's share of kMmaChains k steps: acc += sum over i of A_i B_i, where A_i is
+// (a_big[i], a_small[i]) from mma_split_a<P> and B_i's fragment is {b0[i], b1[i]} (w's values at
+// k + t and k + t + 4). Each k step is its own chain, summed from zero (kTf32x3: small x big, big x
+// small, big x big, the small terms first; one pass: big x b), and the chains are added to acc on
+// the SIMT cores: the tensor core truncates its float32 sums, which chained over every k step
+// drift one way (below).
+template <Product P>
+__device__ __forceinline__ void mma_chains(float (&acc)[4], const uint32_t (&a_big)[kMmaChains][4],
+                                           const uint32_t (&a_small)[kMmaChains][4],
+                                           const float (&b0)[kMmaChains],
+                                           const float (&b1)[kMmaChains]) {
+  float step[kMmaChains][4];
+#pragma unroll
+  for (int i = 0; i < kMmaChains; ++i) {
+    step[i][0] = step[i][1] = step[i][2] = step[i][3] = 0.0f;
+    if constexpr (P == Product::kTf32x3) {
+      uint32_t b_big[2], b_small[2];
+      split_tf32_fast(b0[i], b_big[0], b_small[0]);
+      split_tf32_fast(b1[i], b_big[1], b_small[1]);
+      cuda::mma_16816<cuda::kMmaTF32>(step[i], a_small[i], b_big);
+      cuda::mma_16816<cuda::kMmaTF32>(step[i], a_big[i], b_small);
+      cuda::mma_16816<cuda::kMmaTF32>(step[i], a_big[i], b_big);
+    } else {
+      const uint32_t b[2] = {__float_as_uint(b0[i]), __float_as_uint(b1[i])};
+      cuda::mma_16816<cuda::kMmaTF32>(step[i], a_big[i], b);
+    }
+  }
+  static_assert(kMmaChains == 4, "the sums below add four chains");
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    acc[e] += (step[0][e] + step[1][e]) + (step[2][e] + step[3][e]);
+  }
+}
+
 // acc[j] += this warp's share of x w^T for output tiles j0 + j (j < TILES, tiles of eight outputs
 // below n_out): k steps of eight w, w + kMmaWarps, ... < ksteps (w: this warp). x: rows of
 // stride xs, r < rows (rows past `rows` repeat row rows - 1: their sums are never read); w: n_out
@@ -79,7 +133,6 @@ __device__ __forceinline__ void split_tf32_fast(float v, uint32_t& big, uint32_t
 // chains, each summed from zero, were 2-5% slower there (bfloat16, the wide kernels).
 // Fragments (common/mma_sync.cuh): lane 4 g + t reads x rows g, g + 8 and w rows (outputs) j * 8 +
 // g at k + t and k + t + 4; with strides of 4 mod 32 the 32 lanes hit 32 banks.
-constexpr int kMmaChains = 4;
 template <int TILES, Product P = Product::kTf32>
 __device__ __forceinline__ void mma_accumulate(float (&acc)[TILES][4], const float* x, int xs,
                                                int rows, const float* w, int ws, int j0, int n_out,
@@ -117,29 +170,18 @@ __device__ __forceinline__ void mma_accumulate(float (&acc)[TILES][4], const flo
         k[i] = (ks0 + i * kMmaWarps) * 8;
         const float av[4] = {in[i] ? xa[k[i]] : 0.0f, in[i] ? xb[k[i]] : 0.0f,
                              in[i] ? xa[k[i] + 4] : 0.0f, in[i] ? xb[k[i] + 4] : 0.0f};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          split_tf32_fast(av[e], a_big[i][e], a_small[i][e]);
-        }
+        mma_split_a<P>(av, a_big[i], a_small[i]);
       }
 #pragma unroll
       for (int j = 0; j < TILES; ++j) {
         if (j0 + j < n_tiles) {  // warp-uniform
-          float step[kMmaChains][4];
+          float b0[kMmaChains], b1[kMmaChains];
 #pragma unroll
           for (int i = 0; i < kMmaChains; ++i) {
-            uint32_t b_big[2], b_small[2];
-            split_tf32_fast(in[i] ? w[wj[j] + k[i]] : 0.0f, b_big[0], b_small[0]);
-            split_tf32_fast(in[i] ? w[wj[j] + k[i] + 4] : 0.0f, b_big[1], b_small[1]);
-            step[i][0] = step[i][1] = step[i][2] = step[i][3] = 0.0f;
-            cuda::mma_16816<cuda::kMmaTF32>(step[i], a_small[i], b_big);
-            cuda::mma_16816<cuda::kMmaTF32>(step[i], a_big[i], b_small);
-            cuda::mma_16816<cuda::kMmaTF32>(step[i], a_big[i], b_big);
+            b0[i] = in[i] ? w[wj[j] + k[i]] : 0.0f;
+            b1[i] = in[i] ? w[wj[j] + k[i] + 4] : 0.0f;
           }
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            acc[j][e] += (step[0][e] + step[1][e]) + (step[2][e] + step[3][e]);
-          }
+          mma_chains<P>(acc[j], a_big, a_small, b0, b1);
         }
       }
     }

@@ -33,6 +33,8 @@ namespace {  // included by one file only (lltm_sequence_tiled.cu)
 // by cp.async.cg (L2 only: L1 is not coherent across SMs) `stages` - 1 chunks ahead of the mma.
 constexpr int kTiledThreads = 256, kTiledWarps = 8;
 constexpr int kTiledChunk = 256;  // k per stage x m-tiles: each warp's part of a stage is 4 k steps
+static_assert(kTiledChunk / kTiledWarps / 8 == kMmaChains,
+              "a warp's part of a stage is one k step per chain of mma_chains");
 constexpr int kTiledMinCols = 4, kTiledMaxCols = 24;
 // n-tiles of eight outputs at most: forward 3 cols, backward cols.
 constexpr int kTiledForwardTiles = (3 * kTiledMaxCols + 7) / 8;
@@ -147,51 +149,29 @@ __device__ __forceinline__ void tiled_product(const float* x, int64_t xld, int r
     // run-time bound cannot interleave with the next n-tile's).
     const float* st = region + (c % stages) * stage + a_off;
     const int k0 = c * kc + kp * 32;
-    uint32_t a_big[4][4], a_small[4][4];
+    uint32_t a_big[kMmaChains][4], a_small[kMmaChains][4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < kMmaChains; ++i) {
       const int kl = kp * 32 + 8 * i;
       const bool in = k0 + 8 * i < K;  // warp-uniform
       const float av[4] = {in ? st[kl] : 0.0f, in ? st[kl + 8 * xs] : 0.0f, in ? st[kl + 4] : 0.0f,
                            in ? st[kl + 8 * xs + 4] : 0.0f};
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        if constexpr (P == Product::kTf32x3) {
-          split_tf32_fast(av[e], a_big[i][e], a_small[i][e]);
-        } else {
-          a_big[i][e] = round_tf32(av[e]);
-          a_small[i][e] = 0;
-        }
-      }
+      mma_split_a<P>(av, a_big[i], a_small[i]);
     }
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
       if (j < n_tiles) {  // warp-uniform
         // outputs past n_out repeat the last (their sums are never read)
         const float* wr = w + min(j * 8 + g, n_out - 1) * ws + t;
-        float step[4][4];
+        float b0[kMmaChains], b1[kMmaChains];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
+        for (int i = 0; i < kMmaChains; ++i) {
           const int k = k0 + 8 * i;
           const bool in = k < K;  // past K the slice may end: its zeros are not read
-          const float b0 = in ? wr[k] : 0.0f, b1 = in ? wr[k + 4] : 0.0f;
-          step[i][0] = step[i][1] = step[i][2] = step[i][3] = 0.0f;
-          if constexpr (P == Product::kTf32x3) {
-            uint32_t b_big[2], b_small[2];
-            split_tf32_fast(b0, b_big[0], b_small[0]);
-            split_tf32_fast(b1, b_big[1], b_small[1]);
-            cuda::mma_16816<cuda::kMmaTF32>(step[i], a_small[i], b_big);
-            cuda::mma_16816<cuda::kMmaTF32>(step[i], a_big[i], b_small);
-            cuda::mma_16816<cuda::kMmaTF32>(step[i], a_big[i], b_big);
-          } else {
-            const uint32_t b[2] = {__float_as_uint(b0), __float_as_uint(b1)};
-            cuda::mma_16816<cuda::kMmaTF32>(step[i], a_big[i], b);
-          }
+          b0[i] = in ? wr[k] : 0.0f;
+          b1[i] = in ? wr[k + 4] : 0.0f;
         }
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          acc[j][e] += (step[0][e] + step[1][e]) + (step[2][e] + step[3][e]);
-        }
+        mma_chains<P>(acc[j], a_big, a_small, b0, b1);
       }
     }
   }
