@@ -90,11 +90,11 @@ def register() -> bool:
         return [([R] * 3, [R] * 5), ([b1, b0, b0], [b1, R, R, b0, b0])]
 
     def lltm_sequence_backward(*args: Any) -> list:
-        # (grad_output, grad_h_n, grad_c_n, input, weights, bias, h0, output, cells, gates)
-        # -> (d_input, d_weights, d_bias, d_h0, d_c0)
+        # (grad_output, grad_h_n, grad_c_n, input, weights, bias, h0, output, cells, gates,
+        #  output_mask) -> (d_input, d_weights, d_bias, d_h0, d_c0), None where not wanted
         return [
-            ([R] * 5, [R] * 10),
-            ([b1, P, P, b0, b0], [b1, b0, b0, b1, R, R, b0, b1, b1, b1]),
+            ([R] * 5, [R] * 10 + [None]),
+            ([b1, P, P, b0, b0], [b1, b0, b0, b1, R, R, b0, b1, b1, b1, None]),
         ]
 
     rules = {

@@ -116,6 +116,47 @@ def check_against_reference(size, device, dtype, bias_2d=False):
         assert_close(got, want, dtype, scale * rows_scale)
 
 
+# Which of (input, weights, bias, h0, c0) require grad: the backward computes only their
+# gradients (the others' products are skipped), and the rest must still be right.
+SUBSETS = [
+    (False, True, True, False, False),  # a first layer from a state of zeros
+    (True, False, False, False, False),
+    (False, False, False, True, True),
+    (True, True, False, False, True),
+]
+
+
+@pytest.mark.parametrize("device,dtype", device_dtypes())
+@pytest.mark.parametrize("size", [(5, 4, 3, 6), (0, 3, 2, 4), (4, 19, 5, 45), (3, 5, 7, 300)])
+@pytest.mark.parametrize(
+    "wanted", SUBSETS, ids=lambda w: "".join("xwbhc"[i] for i in range(5) if w[i])
+)
+@pytest.mark.parametrize("final_grads", [False, True], ids=["output_only", "with_final_state"])
+def test_gradients_of_a_subset(device, dtype, size, wanted, final_grads):
+    """Gradients when only some arguments require them, from the output alone (h_n's and c_n's
+    gradients undefined) or from all three, against the float64 loop."""
+    args = make_args(*size, device, dtype)
+    args = [a.detach().requires_grad_(w) for a, w in zip(args, wanted, strict=True)]
+    output, (h_n, c_n) = lltm_ext.lltm_sequence(args[0], args[1], args[2], (args[3], args[4]))
+    grads = [torch.randn_like(output), torch.randn_like(h_n), torch.randn_like(c_n)]
+    if not final_grads:
+        grads[1] = torch.zeros_like(h_n)
+        grads[2] = torch.zeros_like(c_n)
+    outs = (output, h_n, c_n) if final_grads else (output,)
+    needing = [a for a in args if a.requires_grad]
+    if size[0] == 0 and not final_grads:  # an empty output is in no graph
+        return
+    ours = torch.autograd.grad(outs, needing, grads[: len(outs)], allow_unused=True)
+    _, ref_grads = reference([a.detach().requires_grad_() for a in args], grads)
+    scale = 1.0 if dtype in (torch.float32, torch.float64) else 4.0
+    rows_scale = 8 if size[0] * size[1] <= 256 else 32
+    wanted_refs = [r for r, w in zip(ref_grads, wanted, strict=True) if w]
+    for got, want, arg in zip(ours, wanted_refs, needing, strict=True):
+        got = torch.zeros_like(arg) if got is None else got
+        assert got.shape == arg.shape and got.dtype == dtype
+        assert_close(got, want, dtype, scale * rows_scale)
+
+
 @pytest.mark.parametrize("device", devices())
 def test_equals_loop_of_lltm_cell(device):
     """The same values as a Python loop of lltm_ext.lltm (float64: to rounding)."""
@@ -159,9 +200,9 @@ def test_opcheck(device):
     x, w, b, h0, _ = detached
     output, h_n, c_n, cells, gates = _ops.lltm_sequence_forward(*detached)
     grads = [torch.randn_like(output), torch.randn_like(h_n), torch.randn_like(c_n)]
-    torch.library.opcheck(
-        _ops.lltm_sequence_backward.default, [*grads, x, w, b, h0, output, cells, gates]
-    )
+    saved = [x, w, b, h0, output, cells, gates]
+    for mask in ([True] * 5, [False, True, True, False, False], [True, False, False, True, True]):
+        torch.library.opcheck(_ops.lltm_sequence_backward.default, [*grads, *saved, mask])
     # Gradients come from the C++ autograd of lltm_sequence; through the bare operator it raises.
     out = _ops.lltm_sequence_forward(*args)
     with pytest.raises(RuntimeError, match="not implemented"):

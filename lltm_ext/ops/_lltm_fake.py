@@ -127,7 +127,19 @@ def _(input, weights, bias, h0, c0):
 
 
 @register_fake(_ops, "lltm_ext::lltm_sequence_backward")
-def _(grad_output, grad_h_n, grad_c_n, input, weights, bias, h0, output, cells, gates):
+def _(
+    grad_output,
+    grad_h_n,
+    grad_c_n,
+    input,
+    weights,
+    bias,
+    h0,
+    output,
+    cells,
+    gates,
+    output_mask=(True,) * 5,
+):
     check_inputs(
         input=input,
         grad_output=grad_output,
@@ -140,12 +152,11 @@ def _(grad_output, grad_h_n, grad_c_n, input, weights, bias, h0, output, cells, 
         cells=cells,
         gates=gates,
     )
-    return (
-        input.new_empty(tuple(input.shape)),
-        input.new_empty(tuple(weights.shape)),
-        input.new_empty((weights.shape[0],)),
-        input.new_empty(tuple(h0.shape)),
-        input.new_empty(tuple(h0.shape)),
+    shapes = (tuple(input.shape), tuple(weights.shape), (weights.shape[0],), h0.shape, h0.shape)
+    # The results not wanted are not computed: None (undefined), as the operator returns them.
+    return tuple(
+        input.new_empty(tuple(shape)) if wanted else None
+        for shape, wanted in zip(shapes, output_mask, strict=True)
     )
 
 

@@ -10,7 +10,8 @@ namespace lltm_ext::lltm {
 // Gradients as they are, marked first-order only: under create_graph=True they depend on the
 // op's saved tensors (`saved`: new_cell and weights, say), and differentiating them again raises
 // a clear error (instead of torch's "element 0 of tensors does not require grad", or a silently
-// missing term). `op` names the operator in the message (lltm, lltm_sequence).
+// missing term). `op` names the operator in the message (lltm, lltm_sequence). Undefined
+// gradients (inputs that need none) stay undefined.
 struct FirstOrderOnly : torch::autograd::Function<FirstOrderOnly> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
                                                 const std::string& op, const at::Tensor& d_0,
@@ -19,8 +20,8 @@ struct FirstOrderOnly : torch::autograd::Function<FirstOrderOnly> {
                                                 const at::Tensor& /*saved_0*/,
                                                 const at::Tensor& /*saved_1*/) {
     ctx->saved_data["op"] = op;
-    return {d_0.view_as(d_0), d_1.view_as(d_1), d_2.view_as(d_2), d_3.view_as(d_3),
-            d_4.view_as(d_4)};
+    const auto view = [](const at::Tensor& d) { return d.defined() ? d.view_as(d) : d; };
+    return {view(d_0), view(d_1), view(d_2), view(d_3), view(d_4)};
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  const torch::autograd::variable_list&) {

@@ -76,10 +76,11 @@ void sequence_backward_on_cuda(const at::Tensor& grad_output, const at::Tensor& 
                                const at::Tensor& grad_c_n, const at::Tensor& weights,
                                const at::Tensor& bias, const at::Tensor& cells,
                                const at::Tensor& gates, const at::Tensor& d_gates,
-                               const at::Tensor& d_h, const at::Tensor& d_c, bool tf32) {
+                               const at::Tensor& d_h, const at::Tensor& d_c, bool want_d_h0,
+                               bool tf32) {
 #ifdef WITH_CUDA
   sequence_backward_cuda(grad_output, grad_h_n, grad_c_n, weights, bias, cells, gates, d_gates, d_h,
-                         d_c, tf32);
+                         d_c, want_d_h0, tf32);
 #else
   fail_not_compiled_with_cuda("lltm_sequence");
 #endif

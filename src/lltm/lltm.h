@@ -58,7 +58,8 @@ void sequence_backward_on_cuda(const at::Tensor& grad_output, const at::Tensor& 
                                const at::Tensor& grad_c_n, const at::Tensor& weights,
                                const at::Tensor& bias, const at::Tensor& cells,
                                const at::Tensor& gates, const at::Tensor& d_gates,
-                               const at::Tensor& d_h, const at::Tensor& d_c, bool tf32);
+                               const at::Tensor& d_h, const at::Tensor& d_c, bool want_d_h0,
+                               bool tf32);
 
 #ifdef WITH_CUDA
 // CUDA halves of forward_gates / backward_gates (lltm_cuda_host.cpp): the gate kernels of
@@ -109,7 +110,8 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, do
 // 3S) = input W_i^T in one product, then per step gates[t] += h_{t-1} W_h^T and the gate kernel
 // (bias (3S) added there) -> output[t], cells[t]. Backward: per step t = T-1..0 the gate kernel ->
 // d_gates[t] and dL/dc_{t-1} (d_c (2, B, S): two buffers in turn, d c0 in d_c[0] at the end), then
-// d_h = d_gates[t] W_h (d h0 at the end). Contiguous tensors of one dtype on one GPU.
+// d_h = d_gates[t] W_h (d h0 at the end, where want_d_h0). Contiguous tensors of one dtype on one
+// GPU.
 void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
                            const at::Tensor& bias, const at::Tensor& h0, const at::Tensor& c0,
                            const at::Tensor& output, const at::Tensor& cells,
@@ -118,7 +120,8 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
                             const at::Tensor& grad_c_n, const at::Tensor& weights,
                             const at::Tensor& bias, const at::Tensor& cells,
                             const at::Tensor& gates, const at::Tensor& d_gates,
-                            const at::Tensor& d_h, const at::Tensor& d_c, bool tf32);
+                            const at::Tensor& d_h, const at::Tensor& d_c, bool want_d_h0,
+                            bool tf32);
 #endif
 
 }  // namespace lltm_ext::lltm

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <array>
 #include <tuple>
 #include <utility>
 
@@ -105,12 +106,19 @@ Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Te
   return {output, h_n, c_n, cells, gates};
 }
 
+// Which of backward's results are wanted: d_input, d_weights, d_bias, d_h0, d_c0 (autograd's
+// needs_input_grad). Those not wanted come back undefined and are not computed: with the input and
+// the initial state not requiring grad (the first layer of a model, or a state of zeros) that
+// spares the products d_input = dG W_i and d h0 = dG_0 W_h.
+using OutputMask = std::array<bool, 5>;
+
 // Backward through time from forward's saved tensors. Returns (d_input (T, B, I), d_weights
-// (3S, S + I), d_bias (3S,), d_h0, d_c0 (B, S)).
+// (3S, S + I), d_bias (3S,), d_h0, d_c0 (B, S)), each undefined where output_mask says it is not
+// wanted.
 Backward backward(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
                   const at::Tensor& grad_c_n, const at::Tensor& input, const at::Tensor& weights,
                   const at::Tensor& bias, const at::Tensor& h0, const at::Tensor& output,
-                  const at::Tensor& cells, const at::Tensor& gates) {
+                  const at::Tensor& cells, const at::Tensor& gates, OutputMask output_mask) {
   const auto [T, B, I, S] = check_forward_args(input, weights, bias, h0, h0);
   CHECK_INPUT(grad_output);
   CHECK_INPUT(grad_h_n);
@@ -127,21 +135,36 @@ Backward backward(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
   CHECK_SHAPE(gates, T, B, 3 * S);
   CHECK_SHAPE(grad_h_n, B, S);
   CHECK_SHAPE(grad_c_n, B, S);
+  const auto [want_input, want_weights, want_bias, want_h0, want_c0] = output_mask;
   const bool tf32 = matmul_allows_tf32(input);
   const at::Tensor b = bias.reshape({3 * S});
   const at::Tensor w_h = weights.narrow(1, 0, S);
   const at::Tensor w_i = weights.narrow(1, S, I);
-  at::Tensor d_weights = at::empty({3 * S, S + I}, weights.options());
-  if (T == 0) {
-    return {at::empty({0, B, I}, input.options()), d_weights.zero_(),
-            at::zeros({3 * S}, b.options()), grad_h_n.clone(), grad_c_n.clone()};
+  at::Tensor d_input, d_weights, d_bias, d_h0, d_c0;
+  if (T == 0 || !(want_input || want_weights || want_bias || want_h0 || want_c0)) {
+    if (want_input) {
+      d_input = at::empty({T, B, I}, input.options());  // T = 0: no elements
+    }
+    if (want_weights) {
+      d_weights = at::zeros({3 * S, S + I}, weights.options());
+    }
+    if (want_bias) {
+      d_bias = at::zeros({3 * S}, b.options());
+    }
+    if (want_h0) {
+      d_h0 = T == 0 ? grad_h_n.clone() : at::Tensor();
+    }
+    if (want_c0) {
+      d_c0 = T == 0 ? grad_c_n.clone() : at::Tensor();
+    }
+    return {d_input, d_weights, d_bias, d_h0, d_c0};
   }
   at::Tensor d_gates = at::empty({T, B, 3 * S}, input.options());
   at::Tensor d_h = at::empty({B, S}, input.options());     // d h_{t-1} from step t's gates
   at::Tensor d_c = at::empty({2, B, S}, input.options());  // dL/dc_t, two buffers in turn
   if (input.is_cuda()) {
     sequence_backward_on_cuda(grad_output, grad_h_n, grad_c_n, weights, b, cells, gates, d_gates,
-                              d_h, d_c, tf32);
+                              d_h, d_c, want_h0, tf32);
   } else {
     for (int64_t t = T - 1; t >= 0; --t) {
       // dL/dh_t = grad_output[t] + (grad_h_n, or d h_t from step t + 1); dL/dc_t likewise.
@@ -149,23 +172,38 @@ Backward backward(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
       const at::Tensor grad_c = t == T - 1 ? grad_c_n : d_c[(t + 1) % 2];
       const at::Tensor dg = d_gates[t];
       backward_gates_cpu(grad_h, S, grad_output[t], grad_c, cells[t], gates[t], b, dg, d_c[t % 2]);
-      gemm(dg, w_h, d_h, 0, tf32);  // d h_{t-1} = dG_t W_h
+      if (t > 0 || want_h0) {
+        gemm(dg, w_h, d_h, 0, tf32);  // d h_{t-1} = dG_t W_h
+      }
     }
   }
   const at::Tensor dg_all = d_gates.view({T * B, 3 * S});
-  at::Tensor d_input = at::empty({T, B, I}, input.options());
-  gemm(dg_all, w_i, d_input.view({T * B, I}), 0, tf32);
-  // d W = sum_t dG_t^T [h_{t-1} | x_t]: the input block over all steps in one product, the
-  // recurrent block as h_0's step plus the others (h_{t-1} = output[t - 1]).
-  gemm(dg_all.t(), input.view({T * B, I}), d_weights.narrow(1, S, I), 0, tf32);
-  const at::Tensor dw_h = d_weights.narrow(1, 0, S);
-  gemm(d_gates[0].t(), h0, dw_h, 0, tf32);
-  if (T > 1) {
-    gemm(d_gates.narrow(0, 1, T - 1).view({(T - 1) * B, 3 * S}).t(),
-         output.narrow(0, 0, T - 1).view({(T - 1) * B, S}), dw_h, 1, tf32);
+  if (want_input) {
+    d_input = at::empty({T, B, I}, input.options());
+    gemm(dg_all, w_i, d_input.view({T * B, I}), 0, tf32);
   }
-  at::Tensor d_bias = dg_all.sum(0);
-  return {d_input, d_weights, d_bias, d_h, d_c[0].clone()};
+  if (want_weights) {
+    // d W = sum_t dG_t^T [h_{t-1} | x_t]: the input block over all steps in one product, the
+    // recurrent block as h_0's step plus the others (h_{t-1} = output[t - 1]).
+    d_weights = at::empty({3 * S, S + I}, weights.options());
+    gemm(dg_all.t(), input.view({T * B, I}), d_weights.narrow(1, S, I), 0, tf32);
+    const at::Tensor dw_h = d_weights.narrow(1, 0, S);
+    gemm(d_gates[0].t(), h0, dw_h, 0, tf32);
+    if (T > 1) {
+      gemm(d_gates.narrow(0, 1, T - 1).view({(T - 1) * B, 3 * S}).t(),
+           output.narrow(0, 0, T - 1).view({(T - 1) * B, S}), dw_h, 1, tf32);
+    }
+  }
+  if (want_bias) {
+    d_bias = dg_all.sum(0);
+  }
+  if (want_h0) {
+    d_h0 = d_h;
+  }
+  if (want_c0) {
+    d_c0 = d_c[0];  // dL/dc_{-1}: a view of the two buffers
+  }
+  return {d_input, d_weights, d_bias, d_h0, d_c0};
 }
 
 // The sequence without autograd (inference, or below the autograd kernel): any layout in.
@@ -207,6 +245,7 @@ struct Sequence : torch::autograd::Function<Sequence> {
     const at::Tensor h = h0.contiguous();
     auto [output, h_n, c_n, cells, gates] = forward_op().call(x, w, b, h, c0.contiguous());
     ctx->save_for_backward({x, w, b, h, output, cells, gates});
+    ctx->set_materialize_grads(false);  // backward makes one tensor of zeros for h_n's and c_n's
     ctx->saved_data["bias_shape"] = bias.sizes().vec();
     return {output, h_n, c_n};
   }
@@ -214,18 +253,34 @@ struct Sequence : torch::autograd::Function<Sequence> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor& output = saved[4];
-    const auto grad = [&](size_t i, const at::Tensor& like) {
-      return grads[i].defined() ? grads[i].contiguous() : at::zeros_like(like);
+    const at::Tensor like = output.size(0) > 0 ? output[0] : saved[3];  // a (B, S) tensor
+    // Gradients that autograd left undefined are zeros: one tensor for both of the final state's.
+    at::Tensor zeros;
+    const auto grad = [&](size_t i) {
+      if (grads[i].defined()) {
+        return grads[i].contiguous();
+      }
+      if (i == 0) {
+        return at::zeros_like(output);
+      }
+      if (!zeros.defined()) {
+        zeros = at::zeros_like(like);
+      }
+      return zeros;
     };
-    const at::Tensor last = output.size(0) > 0 ? output[0] : saved[3];  // a (B, S) tensor
+    const OutputMask mask = {ctx->needs_input_grad(0), ctx->needs_input_grad(1),
+                             ctx->needs_input_grad(2), ctx->needs_input_grad(3),
+                             ctx->needs_input_grad(4)};
     at::Tensor d_input, d_weights, d_bias, d_h0, d_c0;
     {
       const at::AutoDispatchBelowADInplaceOrView below_autograd;
       std::tie(d_input, d_weights, d_bias, d_h0, d_c0) =
-          backward_op().call(grad(0, output), grad(1, last), grad(2, last), saved[0], saved[1],
-                             saved[2], saved[3], output, saved[5], saved[6]);
+          backward_op().call(grad(0), grad(1), grad(2), saved[0], saved[1], saved[2], saved[3],
+                             output, saved[5], saved[6], mask);
     }
-    d_bias = d_bias.reshape(ctx->saved_data["bias_shape"].toIntVector());
+    if (d_bias.defined()) {
+      d_bias = d_bias.reshape(ctx->saved_data["bias_shape"].toIntVector());
+    }
     if (at::GradMode::is_enabled()) {  // create_graph=True
       return FirstOrderOnly::apply("lltm_sequence", d_input, d_weights, d_bias, d_h0, d_c0,
                                    saved[5], saved[1]);
@@ -255,7 +310,8 @@ TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
       "(Tensor output, Tensor h_n, Tensor c_n, Tensor cells, Tensor gates)");
   m.def(
       "lltm_sequence_backward(Tensor grad_output, Tensor grad_h_n, Tensor grad_c_n, Tensor input, "
-      "Tensor weights, Tensor bias, Tensor h0, Tensor output, Tensor cells, Tensor gates) -> "
+      "Tensor weights, Tensor bias, Tensor h0, Tensor output, Tensor cells, Tensor gates, "
+      "bool[5] output_mask=[True, True, True, True, True]) -> "
       "(Tensor d_input, Tensor d_weights, Tensor d_bias, Tensor d_h0, Tensor d_c0)");
   lltm_ext::impl_cpu_cuda(m, "lltm_sequence_forward", TORCH_FN(lltm_ext::lltm::forward));
   lltm_ext::impl_cpu_cuda(m, "lltm_sequence_backward", TORCH_FN(lltm_ext::lltm::backward));

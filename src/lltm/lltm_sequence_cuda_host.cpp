@@ -112,7 +112,8 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
                             const at::Tensor& grad_c_n, const at::Tensor& weights,
                             const at::Tensor& bias, const at::Tensor& cells,
                             const at::Tensor& gates, const at::Tensor& d_gates,
-                            const at::Tensor& d_h, const at::Tensor& d_c, bool tf32) {
+                            const at::Tensor& d_h, const at::Tensor& d_c, bool want_d_h0,
+                            bool tf32) {
   const c10::cuda::CUDAGuard guard(cells.device());
   const int sms = cuda::sm_count(cells.get_device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
@@ -132,9 +133,11 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
     const scalar_t* gh_n = grad_h_n.const_data_ptr<scalar_t>();
     const scalar_t* gc_n = grad_c_n.const_data_ptr<scalar_t>();
     const int64_t n = B * S;
-    // d h0 = dG_0 W_h, after the kernels that run all steps
+    // d h0 = dG_0 W_h, after the kernels that run all steps, where it is wanted
     const auto d_h0 = [&] {
-      blas.gemm(row_major(dg, B, 3 * S, 3 * S), w_h, row_major(dh, B, S, S), 0);
+      if (want_d_h0) {
+        blas.gemm(row_major(dg, B, 3 * S, 3 * S), w_h, row_major(dh, B, S, S), 0);
+      }
     };
     const SequencePlan plan = plan_sequence<scalar_t>(cells.get_device(), T, B, S, tf32);
     switch (plan.path) {
@@ -185,7 +188,9 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
           C10_CUDA_CHECK(launch_backward_gates<scalar_t>(gh, S, go + t * n, gc, cell + t * n,
                                                          g + t * 3 * n, b, dg_t, dc[t % 2], nullptr,
                                                          nullptr, n, S, sms, stream));
-          blas.gemm(row_major(dg_t, B, 3 * S, 3 * S), w_h, row_major(dh, B, S, S), 0);
+          if (t > 0 || want_d_h0) {
+            blas.gemm(row_major(dg_t, B, 3 * S, 3 * S), w_h, row_major(dh, B, S, S), 0);
+          }
         }
         return;
     }
