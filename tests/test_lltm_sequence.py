@@ -384,10 +384,10 @@ def test_cuda_step_kernels(monkeypatch, path, dtype, size):
 
 
 # (T, B, I, S) for the small-state kernels (a block per 1, 2 or 4 batch rows, 4 lanes per column
-# for float32 and 8 for the half types, each lane's k covering S = 32, 48, 64 or 88): B = 1 and
-# odd (a block with fewer rows than the others), each size's edges (S = 1, 16, 17, 32, 33, 48, 49,
-# 64, 65, 88: the largest), S not a multiple of 4 (37, 45), T = 1, and B = 300 (more blocks than
-# the GPU's SMs).
+# for float32 and 8 for the half types, each lane's k covering S = 32, 48, 64, 88 or, float32 only,
+# 96): B = 1 and odd (a block with fewer rows than the others), each size's edges (S = 1, 16, 17,
+# 32, 33, 48, 49, 64, 65, 88, 89, 96: the largest), S not a multiple of 4 (37, 45), T = 1, and B =
+# 300 (more blocks than the GPU's SMs).
 SMALL_SIZES = [
     (5, 1, 3, 1),
     (1, 3, 4, 16),
@@ -402,12 +402,20 @@ SMALL_SIZES = [
     (6, 3, 5, 88),
     (3, 300, 4, 37),
 ]
+SMALL_SIZES_FLOAT32 = [(4, 5, 3, 89), (3, 301, 2, 96)]
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("rows", ["", "2", "4"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
-@pytest.mark.parametrize("size", SMALL_SIZES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize(
+    "dtype,size",
+    [
+        (dtype, size)
+        for dtype in (torch.float32, torch.bfloat16, torch.float16)
+        for size in SMALL_SIZES + (SMALL_SIZES_FLOAT32 if dtype == torch.float32 else [])
+    ],
+    ids=lambda v: str(v) if isinstance(v, torch.dtype) else "x".join(map(str, v)),
+)
 def test_cuda_small_state_kernels(monkeypatch, rows, dtype, size):
     """The small-state kernels, forced (an error where they do not apply: so they ran), in the
     planner's rows per block ("": one at these batches) and in 2 and 4
@@ -419,10 +427,10 @@ def test_cuda_small_state_kernels(monkeypatch, rows, dtype, size):
 
 @pytest.mark.cuda
 def test_cuda_small_state_path_refuses_what_it_cannot_run(monkeypatch):
-    """Forced, the small-state path says why it does not apply (a state past 88, float64) instead
-    of running another path."""
+    """Forced, the small-state path says why it does not apply (a state past 96 for float32, past
+    88 for the half types, float64) instead of running another path."""
     sequence_path(monkeypatch, "small")
-    for state, dtype in ((89, torch.float32), (16, torch.float64)):
+    for state, dtype in ((97, torch.float32), (89, torch.bfloat16), (16, torch.float64)):
         args = [a.detach() for a in make_args(2, 3, 4, state, "cuda", dtype)]
         with pytest.raises(RuntimeError, match=rf"LLTM_EXT_SEQUENCE_PATH=small.*state {state}"):
             _ops.lltm_sequence(*args)

@@ -434,7 +434,7 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
   return {shape, product};
 }
 
-// Batch rows per block of the small-state kernels, 0 where they do not run: S <= kSmallMaxState,
+// Batch rows per block of the small-state kernels, 0 where they do not run: S <= small_max_state,
 // float32 or a half type, and the fewest rows (1, 2, 4) whose grid runs at once on the device
 // (else its blocks would take turns, each running all T steps). Where they apply they take the
 // place of every other path (measurements beside their kernels).
@@ -466,7 +466,7 @@ int small_plan(int device, int64_t batch, int64_t state) {
               "do not apply to cuda:",
               device, " with dtype ", c10::CppTypeToScalarType<T>::value, ", batch ", batch,
               ", state ", state,
-              " (they need float32, float16 or bfloat16, 1 <= state <= ", kSmallMaxState,
+              " (they need float32, float16 or bfloat16, 1 <= state <= ", small_max_state<T>(),
               ", and a grid of ceil(batch / 4) blocks that runs at once).");
   return rows;
 }

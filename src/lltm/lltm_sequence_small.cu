@@ -1,4 +1,4 @@
-// The sequence's small-state kernels (any GPU, S <= kSmallMaxState, float32 and the half types):
+// The sequence's small-state kernels (any GPU, S <= small_max_state, float32 and the half types):
 // each block owns 1, 2 or 4 batch rows and the whole state, W_h in its threads' registers, all T
 // steps in one launch with one block barrier per step; their launchers.
 #include <algorithm>
@@ -45,18 +45,20 @@ constexpr int small_lanes() {
 }
 static_assert(kSmallMaxRows <= 4, "a group's lanes k < rows run the gate math");
 
-// The most threads of a block: a column's lanes for each column of the largest state, and the
-// loader warp (the kernels' launch bounds: registers for W_h's share of each lane).
-template <typename scalar_t>
-constexpr int small_max_threads() {
-  return static_cast<int>((kSmallMaxState * small_lanes<scalar_t>() + 31) / 32 * 32) + 32;
-}
-
 // Threads of a block for state S: small_lanes per column in whole warps, then one more warp that
 // loads the next step's operands into shared memory.
 template <typename scalar_t>
-int small_threads(int64_t state) {
+constexpr int small_threads(int64_t state) {
   return static_cast<int>((state * small_lanes<scalar_t>() + 31) / 32 * 32) + 32;
+}
+
+// A kernel's launch bounds, for the states its k per lane covers (`columns`): those of S = 88 (the
+// registers for W_h's share of each lane, and the blocks an SM holds, as measured), or of its own
+// largest state past that (float32 at S = 96: 416 threads, 157 registers a thread for W_h's 72).
+// At S = 128 the compiler kept float32's 96 in local memory (544 threads: 120 registers a thread).
+template <typename scalar_t>
+constexpr int small_launch_bound(int columns) {
+  return small_threads<scalar_t>(columns > 88 ? columns : 88);
 }
 
 // The loader warp's copy of `per_row` consecutive elements of each of the block's rows (rows
@@ -103,7 +105,7 @@ __device__ __forceinline__ acc_t group_sum(acc_t v) {
 // z = gates_t + h_{t-1} W_h^T written back to gates_t, the gate math with the bias -> output[t],
 // cells[t]. KS * L >= S (L: small_lanes).
 template <typename scalar_t, int KS, int R>
-__global__ void __launch_bounds__(small_max_threads<scalar_t>())
+__global__ void __launch_bounds__(small_launch_bound<scalar_t>(KS* small_lanes<scalar_t>()))
     small_forward_kernel(scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
                          const scalar_t* __restrict__ h0, const scalar_t* __restrict__ c0,
                          const scalar_t* __restrict__ w, int64_t ld, scalar_t* __restrict__ output,
@@ -204,7 +206,7 @@ __global__ void __launch_bounds__(small_max_threads<scalar_t>())
 // them: dL/dh_t = grad_output[t] + (grad_h_n at the last step, else d_gates[t + 1] W_h), dL/dc_t
 // carried, the gate math -> d_gates[t]; d_cell (B, S) gets dL/dc_{-1}. KB * L >= 3S.
 template <typename scalar_t, int KB, int R>
-__global__ void __launch_bounds__(small_max_threads<scalar_t>())
+__global__ void __launch_bounds__(small_launch_bound<scalar_t>(KB* small_lanes<scalar_t>() / 3))
     small_backward_kernel(scalar_t* __restrict__ d_gates, const scalar_t* __restrict__ w,
                           int64_t ld, const scalar_t* __restrict__ grad_output,
                           const scalar_t* __restrict__ grad_h_n,
@@ -307,9 +309,9 @@ __global__ void __launch_bounds__(small_max_threads<scalar_t>())
   }
 }
 
-// f(forward kernel, backward kernel) for state S (<= kSmallMaxState) and R rows per block: the
-// k-per-lane size that covers S (32, 48, 64 or 88 columns: the fewer k a lane has, the shorter its
-// step).
+// f(forward kernel, backward kernel) for state S (<= small_max_state) and R rows per block: the
+// k-per-lane size that covers S (32, 48, 64 or 88 columns, and 96 for float32: the fewer k a lane
+// has, the shorter its step).
 template <typename T, int R, typename F>
 cudaError_t with_small_kernels_rows(int64_t state, F&& f) {
   constexpr int L = small_lanes<T>();
@@ -322,8 +324,16 @@ cudaError_t with_small_kernels_rows(int64_t state, F&& f) {
   if (state <= 64) {
     return f(small_forward_kernel<T, 64 / L, R>, small_backward_kernel<T, 192 / L, R>);
   }
-  static_assert(kSmallMaxState == 88 && 88 % L == 0);
-  return f(small_forward_kernel<T, 88 / L, R>, small_backward_kernel<T, 264 / L, R>);
+  static_assert(88 % L == 0);
+  if (state <= 88) {
+    return f(small_forward_kernel<T, 88 / L, R>, small_backward_kernel<T, 264 / L, R>);
+  }
+  if constexpr (small_max_state<T>() == 96) {
+    static_assert(96 % L == 0);
+    return f(small_forward_kernel<T, 96 / L, R>, small_backward_kernel<T, 288 / L, R>);
+  } else {
+    return cudaErrorInvalidValue;  // past small_max_state: small_step_rows never asks
+  }
 }
 
 template <typename T, typename F>
@@ -350,7 +360,7 @@ cudaError_t with_small_kernels(int64_t state, int rows, F&& f) {
 template <typename T>
 cudaError_t small_step_rows(int64_t batch, int64_t state, int sm_count, int* rows) {
   *rows = 0;
-  if (state < 1 || state > kSmallMaxState || batch < 1 || std::is_same_v<T, double>) {
+  if (state < 1 || state > small_max_state<T>() || batch < 1 || std::is_same_v<T, double>) {
     return cudaSuccess;
   }
   const int threads = small_threads<T>(state);
