@@ -274,6 +274,15 @@ def test_double_backward_raises():
     grads = torch.autograd.grad(output.sum(), args, create_graph=True)
     with pytest.raises(RuntimeError, match=r"lltm_ext.lltm_sequence: second derivatives are not"):
         torch.autograd.grad(grads[1].sum(), args, allow_unused=True)
+    # Only the weights requiring grad: the others' gradients are not computed, and the weights'
+    # still refuses a second derivative.
+    x, w, b, h, c = [a.detach().requires_grad_(a is args[1]) for a in args]
+    output, _ = lltm_ext.lltm_sequence(x, w, b, (h, c))
+    (d_w,) = torch.autograd.grad(output.sum(), (w,), create_graph=True)
+    ref_w = torch.autograd.grad(lltm_ext.lltm_sequence(x, w, b, (h, c))[0].sum(), (w,))[0]
+    torch.testing.assert_close(d_w, ref_w)
+    with pytest.raises(RuntimeError, match=r"lltm_ext.lltm_sequence: second derivatives are not"):
+        torch.autograd.grad(d_w.sum(), (w,))
 
 
 @pytest.mark.cuda

@@ -3,6 +3,7 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <array>
 #include <string>
 
 namespace lltm_ext::lltm {
@@ -10,8 +11,7 @@ namespace lltm_ext::lltm {
 // Gradients as they are, marked first-order only: under create_graph=True they depend on the
 // op's saved tensors (`saved`: new_cell and weights, say), and differentiating them again raises
 // a clear error (instead of torch's "element 0 of tensors does not require grad", or a silently
-// missing term). `op` names the operator in the message (lltm, lltm_sequence). Undefined
-// gradients (inputs that need none) stay undefined.
+// missing term). `op` names the operator in the message (lltm, lltm_sequence).
 struct FirstOrderOnly : torch::autograd::Function<FirstOrderOnly> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
                                                 const std::string& op, const at::Tensor& d_0,
@@ -20,8 +20,8 @@ struct FirstOrderOnly : torch::autograd::Function<FirstOrderOnly> {
                                                 const at::Tensor& /*saved_0*/,
                                                 const at::Tensor& /*saved_1*/) {
     ctx->saved_data["op"] = op;
-    const auto view = [](const at::Tensor& d) { return d.defined() ? d.view_as(d) : d; };
-    return {view(d_0), view(d_1), view(d_2), view(d_3), view(d_4)};
+    return {d_0.view_as(d_0), d_1.view_as(d_1), d_2.view_as(d_2), d_3.view_as(d_3),
+            d_4.view_as(d_4)};
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  const torch::autograd::variable_list&) {
@@ -35,5 +35,30 @@ struct FirstOrderOnly : torch::autograd::Function<FirstOrderOnly> {
                 "needed.");
   }
 };
+
+// FirstOrderOnly over five gradients of which some may be undefined (inputs that need none):
+// autograd takes no undefined input into a Function, so each stands in as an empty tensor through
+// it and comes back undefined.
+inline torch::autograd::variable_list first_order_only(const std::string& op,
+                                                       torch::autograd::variable_list grads,
+                                                       const at::Tensor& saved_0,
+                                                       const at::Tensor& saved_1) {
+  TORCH_INTERNAL_ASSERT(grads.size() == 5);
+  std::array<bool, 5> undefined{};
+  for (size_t i = 0; i < grads.size(); ++i) {
+    undefined[i] = !grads[i].defined();
+    if (undefined[i]) {
+      grads[i] = at::empty({0}, saved_0.options());
+    }
+  }
+  torch::autograd::variable_list out =
+      FirstOrderOnly::apply(op, grads[0], grads[1], grads[2], grads[3], grads[4], saved_0, saved_1);
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (undefined[i]) {
+      out[i] = at::Tensor();
+    }
+  }
+  return out;
+}
 
 }  // namespace lltm_ext::lltm

@@ -282,8 +282,8 @@ struct Sequence : torch::autograd::Function<Sequence> {
       d_bias = d_bias.reshape(ctx->saved_data["bias_shape"].toIntVector());
     }
     if (at::GradMode::is_enabled()) {  // create_graph=True
-      return FirstOrderOnly::apply("lltm_sequence", d_input, d_weights, d_bias, d_h0, d_c0,
-                                   saved[5], saved[1]);
+      return first_order_only("lltm_sequence", {d_input, d_weights, d_bias, d_h0, d_c0}, saved[5],
+                              saved[1]);
     }
     return {d_input, d_weights, d_bias, d_h0, d_c0};
   }
