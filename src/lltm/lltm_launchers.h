@@ -8,7 +8,7 @@
 //   lltm_sequence_wide.cu       the sequence's wide-state kernels (cooperative; S <= 1024)
 //   lltm_sequence_tiled.cu      the sequence's tiled kernels (cooperative, sm_90; many batch rows)
 //   lltm_sequence_cluster.cu    the sequence's thread-block cluster kernels (sm_90; S <= 256)
-//   lltm_sequence_small.cu      the sequence's small-state kernels (any GPU; S <= 88)
+//   lltm_sequence_small.cu      the sequence's small-state kernels (any GPU; S <= 96 or 88)
 #pragma once
 
 #include <cuda_runtime_api.h>
