@@ -141,9 +141,12 @@ Backward backward(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
   const at::Tensor w_h = weights.narrow(1, 0, S);
   const at::Tensor w_i = weights.narrow(1, S, I);
   at::Tensor d_input, d_weights, d_bias, d_h0, d_c0;
-  if (T == 0 || !(want_input || want_weights || want_bias || want_h0 || want_c0)) {
+  if (!(want_input || want_weights || want_bias || want_h0 || want_c0)) {
+    return {d_input, d_weights, d_bias, d_h0, d_c0};
+  }
+  if (T == 0) {  // no steps: the final state is the initial one
     if (want_input) {
-      d_input = at::empty({T, B, I}, input.options());  // T = 0: no elements
+      d_input = at::empty({0, B, I}, input.options());
     }
     if (want_weights) {
       d_weights = at::zeros({3 * S, S + I}, weights.options());
@@ -152,10 +155,10 @@ Backward backward(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
       d_bias = at::zeros({3 * S}, b.options());
     }
     if (want_h0) {
-      d_h0 = T == 0 ? grad_h_n.clone() : at::Tensor();
+      d_h0 = grad_h_n.clone();
     }
     if (want_c0) {
-      d_c0 = T == 0 ? grad_c_n.clone() : at::Tensor();
+      d_c0 = grad_c_n.clone();
     }
     return {d_input, d_weights, d_bias, d_h0, d_c0};
   }
