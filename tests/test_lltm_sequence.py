@@ -880,6 +880,31 @@ def test_cuda_other_paths_at_small_states(monkeypatch, path):
     check_against_reference((4, 9, 6, 128), "cuda", torch.float32)
 
 
+# (T, B, I, S) whose products cuBLAS 13 (H100) would cut into K pieces of a few elements, and so
+# run through cuBLASLt unsplit: the input projection 18 x 141 x 126 (88 pieces), d h0 9 x 65 x 195
+# (176), and with cuBLAS every step, a step's 16 x 333 x 111 (132) and d h0 16 x 111 x 333 (264).
+UNSPLIT_SIZES = [(9, 2, 126, 47), (9, 9, 169, 65), (5, 16, 119, 111)]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("unsplit", ["auto", "off"])
+@pytest.mark.parametrize("path", ["auto", "cublas"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("size", UNSPLIT_SIZES, ids=lambda s: "x".join(map(str, s)))
+def test_cuda_small_products_unsplit(monkeypatch, unsplit, path, dtype, size):
+    """Small products through cuBLASLt without split-K where cuBLAS would split them finely
+    (LLTM_EXT_CUBLAS_UNSPLIT=auto, the default), and as cuBLAS picks them (off): forward and all
+    gradients against the float64 loop either way. Which products go unsplit is cuBLAS's heuristic
+    (the sizes above are where it splits on an H100); bad settings are errors."""
+    monkeypatch.setenv("LLTM_EXT_CUBLAS_UNSPLIT", unsplit)
+    sequence_path(monkeypatch, path)
+    check_against_reference(size, "cuda", dtype)
+    monkeypatch.setenv("LLTM_EXT_CUBLAS_UNSPLIT", "sometimes")
+    args = [a.detach() for a in make_args(*size, "cuda", dtype)]
+    with pytest.raises(RuntimeError, match=r"LLTM_EXT_CUBLAS_UNSPLIT must be auto or off"):
+        _ops.lltm_sequence(*args)
+
+
 @pytest.mark.cuda
 def test_cuda_cluster_path_refuses_what_it_cannot_run(monkeypatch):
     """Forced, the cluster path says why it does not apply (S past kClusterMaxState) instead of

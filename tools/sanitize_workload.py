@@ -266,7 +266,9 @@ def run_lltm_module(dtype: torch.dtype) -> None:
 # and parts past K, S = 9, 65 and 518 (not multiples of 4: rows read element by element; past
 # 512: x staged in two chunks for the tensor cores), and three rows of blocks, each with its own
 # step barriers, over six steps; the tiled kernels at all of these, and S = 1100 (past the wide
-# kernels; cuBLAS every step for the other paths)).
+# kernels; cuBLAS every step for the other paths)); products that cuBLAS would split into pieces
+# of a few K elements, run unsplit through cuBLASLt (the projection 18 x 141 x 126, d h0 9 x 65 x
+# 195, and on the cuBLAS path a step's 16 x 333 x 111 and d h0 16 x 111 x 333).
 SEQUENCE_SIZES = (
     (0, 3, 2, 4),
     (4, 0, 3, 5),
@@ -280,6 +282,9 @@ SEQUENCE_SIZES = (
     (6, 40, 3, 132),
     (3, 7, 2, 93),
     (2, 5, 3, 1100),
+    (9, 2, 126, 47),
+    (9, 9, 169, 65),
+    (5, 16, 119, 111),
 )
 
 
@@ -291,11 +296,12 @@ def run_lltm_sequence(dtype: torch.dtype, only: list[str] | None = None) -> None
     float16's tolerance."""
     matmul = torch.backends.cuda.matmul
     allow_tf32, matmul.allow_tf32 = matmul.allow_tf32, False
-    # Every path: the fused step kernels (cuBLAS past their states), the wide-state kernels, the
-    # small-state kernels (not float64), and on sm_90 the cluster kernels, the wide and cluster
-    # kernels with their recurrent product on the tensor cores (the half types in one pass,
-    # float32 in three and, below, with TF32 allowed in one) and on the SIMT cores ("-simt").
-    paths = ["grid", "wide", "wide-simt"]
+    # Every path: the fused step kernels (cuBLAS past their states), cuBLAS every step, the
+    # wide-state kernels, the small-state kernels (not float64), and on sm_90 the cluster
+    # kernels, the wide and cluster kernels with their recurrent product on the tensor cores (the
+    # half types in one pass, float32 in three and, below, with TF32 allowed in one) and on the
+    # SIMT cores ("-simt").
+    paths = ["grid", "cublas", "wide", "wide-simt"]
     if DEVICE == "cuda" and dtype != torch.float64:
         paths.append("small")
     if DEVICE == "cuda" and torch.cuda.get_device_capability() == (9, 0):

@@ -1,6 +1,7 @@
 // cuBLAS products on strided matrix views, for the LLTM's CUDA host code (CUDA builds only): the
 // cell's products (gemm_cuda, lltm_cuda_host.cpp) and the sequence's (lltm_sequence_cuda_host.cpp,
-// which calls them on raw pointers every time step: no tensor is made per call).
+// which calls them on raw pointers every time step: no tensor is made per call); small products
+// that cuBLAS would split too finely go through cuBLASLt unsplit (cublas_lt_cuda_host.cpp).
 #pragma once
 
 #include <ATen/DynamicLibrary.h>
@@ -101,6 +102,26 @@ inline cudaDataType_t data_type(at::ScalarType t) {
   }
 }
 
+// One column-major product, c (m x n) = op_x(x) op_y(y) + beta c, as cuBLAS takes it.
+struct LtProduct {
+  cublasOperation_t op_x, op_y;
+  int64_t m, n, k;
+  const void* x;
+  int64_t ld_x;
+  const void* y;
+  int64_t ld_y;
+  void* c;
+  int64_t ld_c;
+  cudaDataType_t type;
+  cublasComputeType_t compute;
+  float beta;
+};
+
+// Runs p through cuBLASLt with split-K excluded, on `stream`, where cuBLAS's heuristic would cut
+// its K into pieces of only a few elements, and returns true; false, doing nothing, otherwise
+// (float64, or cuBLASLt not loadable). cublas_lt_cuda_host.cpp.
+bool gemm_unsplit(const LtProduct& p, cudaStream_t stream);
+
 constexpr int64_t kMaxDim = INT_MAX;
 // The most elements one operand of one cuBLAS call spans (rows x ld, or columns x ld): past 2^31
 // a product of 2.2e9-element d_gates came out wrong, so larger operands go in pieces.
@@ -195,6 +216,11 @@ class Blas {
     const float one_f = 1.0f, beta_f = static_cast<float>(beta);
     const void* alpha_p = is_double_ ? static_cast<const void*>(&one) : &one_f;
     const void* beta_p = is_double_ ? static_cast<const void*>(&beta) : &beta_f;
+    if (gemm_unsplit({op_x, op_y, m, n, a.cols, x.data, ld_x, y.data, ld_y,
+                      const_cast<void*>(c.data), c.ld, type_, compute_, beta_f},
+                     stream_)) {
+      return;
+    }
     check_cublas(api_.gemm_ex(handle_, op_x, op_y, m, n, static_cast<int>(a.cols), alpha_p, x.data,
                               type_, ld_x, y.data, type_, ld_y, beta_p, const_cast<void*>(c.data),
                               type_, static_cast<int>(c.ld), compute_, CUBLAS_GEMM_DEFAULT),
