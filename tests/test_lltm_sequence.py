@@ -905,6 +905,58 @@ def test_cuda_small_products_unsplit(monkeypatch, unsplit, path, dtype, size):
         _ops.lltm_sequence(*args)
 
 
+# (T, B, I, S) for the split step product (cuBLAS path, float32 at full precision): every row
+# tile (B <= 16, 32, 64 and 128, and two tiles of 128 at B = 130), columns that leave a block's 128
+# partly empty, and K = S or 3S that no stage of 16 divides.
+STEP_GEMM_SIZES = [(4, 1, 5, 33), (3, 13, 7, 131), (3, 29, 2, 70), (2, 50, 3, 45), (2, 111, 4, 37)]
+STEP_GEMM_SIZES += [(2, 130, 3, 21)]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("splits", ["", "1", "3", "64"])
+@pytest.mark.parametrize("size", STEP_GEMM_SIZES, ids=lambda s: "x".join(map(str, s)))
+def test_cuda_step_gemm(monkeypatch, size, splits):
+    """The cuBLAS path's step products through the split float32 kernel (forced: own), its K split
+    as the planner picks ("") or as forced (64: as many as K allows): forward and all five
+    gradients against the float64 loop, and the same bits from run to run."""
+    sequence_path(monkeypatch, "cublas")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_GEMM", "own")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_SPLITS", splits)
+    check_against_reference(size, "cuda", torch.float32)
+    args = make_args(*size, "cuda", torch.float32)
+    runs = []
+    for _ in range(2):
+        output, (h_n, _) = lltm_ext.lltm_sequence(args[0], args[1], args[2], (args[3], args[4]))
+        runs.append([output, *torch.autograd.grad(output.sum() + h_n.sum(), args)])
+    for first, second in zip(*runs, strict=True):
+        assert torch.equal(first, second)
+
+
+@pytest.mark.cuda
+def test_cuda_step_gemm_settings(monkeypatch):
+    """LLTM_EXT_SEQUENCE_STEP_GEMM=own is float32 at full precision only, and bad settings are
+    errors that say what is allowed; cublas runs cuBLAS (checked against the float64 loop)."""
+    sequence_path(monkeypatch, "cublas")
+    size = (2, 3, 4, 40)
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_GEMM", "cublas")
+    check_against_reference(size, "cuda", torch.float32)
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_GEMM", "own")
+    half = [a.detach() for a in make_args(*size, "cuda", torch.bfloat16)]
+    with pytest.raises(RuntimeError, match=r"STEP_GEMM=own needs float32 at full precision"):
+        _ops.lltm_sequence(*half)
+    args = [a.detach() for a in make_args(*size, "cuda", torch.float32)]
+    with matmul_tf32(True):
+        with pytest.raises(RuntimeError, match=r"with TF32 allowed"):
+            _ops.lltm_sequence(*args)
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_GEMM", "mine")
+    with pytest.raises(RuntimeError, match=r"STEP_GEMM must be auto, cublas or own.*'mine'"):
+        _ops.lltm_sequence(*args)
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_GEMM", "own")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_SPLITS", "65")
+    with pytest.raises(RuntimeError, match=r"STEP_SPLITS must be an integer from 1 to 64.*'65'"):
+        _ops.lltm_sequence(*args)
+
+
 @pytest.mark.cuda
 def test_cuda_cluster_path_refuses_what_it_cannot_run(monkeypatch):
     """Forced, the cluster path says why it does not apply (S past kClusterMaxState) instead of

@@ -302,6 +302,8 @@ def run_lltm_sequence(dtype: torch.dtype, only: list[str] | None = None) -> None
     # half types in one pass, float32 in three and, below, with TF32 allowed in one) and on the
     # SIMT cores ("-simt").
     paths = ["grid", "cublas", "wide", "wide-simt"]
+    if DEVICE == "cuda" and dtype == torch.float32:  # both step products split over K, forced
+        paths.append("cublas-own")
     if DEVICE == "cuda" and dtype != torch.float64:
         paths.append("small")
     if DEVICE == "cuda" and torch.cuda.get_device_capability() == (9, 0):
@@ -317,6 +319,7 @@ def run_lltm_sequence(dtype: torch.dtype, only: list[str] | None = None) -> None
         "LLTM_EXT_SEQUENCE_CLUSTER_ROWS",
         "LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS",
         "LLTM_EXT_SEQUENCE_TILED_TILES",
+        "LLTM_EXT_SEQUENCE_STEP_GEMM",
     )
     old = {k: os.environ.get(k) for k in keys}
     try:
@@ -325,7 +328,8 @@ def run_lltm_sequence(dtype: torch.dtype, only: list[str] | None = None) -> None
             os.environ["LLTM_EXT_SEQUENCE_PATH"] = base
             # "tiled-1": the tiled kernels' tile held to one m-tile (more rows of blocks)
             os.environ["LLTM_EXT_SEQUENCE_TILED_TILES"] = product if base == "tiled" else ""
-            product = "" if base == "tiled" else product
+            os.environ["LLTM_EXT_SEQUENCE_STEP_GEMM"] = product if base == "cublas" else ""
+            product = "" if base in ("tiled", "cublas") else product
             os.environ["LLTM_EXT_SEQUENCE_PRODUCT"] = product or "auto"
             # The cluster kernels' tensor cores take slices of 8 or 16 rows: 16 forced there.
             os.environ["LLTM_EXT_SEQUENCE_CLUSTER_ROWS"] = "16" if base == "cluster" else ""

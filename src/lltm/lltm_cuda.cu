@@ -29,20 +29,40 @@ constexpr int kRows = 32;
 // above the time of its bytes at copy bandwidth).
 constexpr int kForwardRows = 4, kBackwardRows = 2;
 
-// Forward of rows r, r + step, ..., r + (U - 1) step at state column s (bias b).
+// Forward of rows r, r + step, ..., r + (U - 1) step at state column s (bias b), with the split
+// product's partial sums (B = `batch` rows) where there are any.
 template <int U, typename scalar_t, typename acc_t>
 __device__ __forceinline__ void forward_rows(const scalar_t* gates, const acc_t (&b)[3],
                                              const scalar_t* old_cell, scalar_t* new_h,
-                                             scalar_t* new_cell, int64_t r, int64_t step, int state,
+                                             scalar_t* new_cell, const SplitSums<scalar_t>& sums,
+                                             int64_t batch, int64_t r, int64_t step, int state,
                                              int s) {
   acc_t z[U][3], c[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int64_t row = r + u * step;
-    const scalar_t* g = gates + row * 3 * state + s;
+    const int64_t at = row * 3 * state + s;
 #pragma unroll
     for (int q = 0; q < 3; ++q) {
-      z[u][q] = static_cast<acc_t>(g[q * state]) + b[q];
+      z[u][q] = static_cast<acc_t>(gates[at + q * state]);
+    }
+    if (sums.data != nullptr) {
+      for (int p = 0; p < sums.splits; ++p) {
+        const acc_t* part = sums.data + p * batch * 3 * state + at;
+#pragma unroll
+        for (int q = 0; q < 3; ++q) {
+          z[u][q] += part[q * state];
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < 3; ++q) {
+        sums.total[at + q * state] = static_cast<scalar_t>(z[u][q]);
+        z[u][q] = static_cast<acc_t>(static_cast<scalar_t>(z[u][q]));  // as stored
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < 3; ++q) {
+      z[u][q] += b[q];
     }
     c[u] = old_cell[row * state + s];
   }
@@ -55,14 +75,16 @@ __device__ __forceinline__ void forward_rows(const scalar_t* gates, const acc_t 
   }
 }
 
-// Forward: gates (B, 3S) [+ bias (3S)] and old_cell -> new_h, new_cell. bias may be null: the
-// cell's gates include it, the sequence's do not (its kernels add it). A thread takes its column
-// in rows blockIdx.y, blockIdx.y + gridDim.y, ..., kForwardRows at a time.
+// Forward: gates (B, 3S) [+ the split product's sums] [+ bias (3S)] and old_cell -> new_h,
+// new_cell. bias may be null: the cell's gates include it, the sequence's do not (its kernels add
+// it). gates is not __restrict__: with sums, their total is written over it. A thread takes its
+// column in rows blockIdx.y, blockIdx.y + gridDim.y, ..., kForwardRows at a time.
 template <typename scalar_t>
 __global__ void __launch_bounds__(kMaxCols)
-    forward_gates_kernel(const scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
+    forward_gates_kernel(const scalar_t* gates, const scalar_t* __restrict__ bias,
                          const scalar_t* __restrict__ old_cell, scalar_t* __restrict__ new_h,
-                         scalar_t* __restrict__ new_cell, int64_t batch, int state) {
+                         scalar_t* __restrict__ new_cell, SplitSums<scalar_t> sums, int64_t batch,
+                         int state) {
   using acc_t = cuda::opmath_t<scalar_t>;
   const int s = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (s >= state) {
@@ -73,30 +95,35 @@ __global__ void __launch_bounds__(kMaxCols)
   const int64_t step = gridDim.y;
   int64_t r = blockIdx.y;
   for (; r + (kForwardRows - 1) * step < batch; r += kForwardRows * step) {
-    forward_rows<kForwardRows>(gates, b, old_cell, new_h, new_cell, r, step, state, s);
+    forward_rows<kForwardRows>(gates, b, old_cell, new_h, new_cell, sums, batch, r, step, state, s);
   }
   for (; r < batch; r += step) {
-    forward_rows<1>(gates, b, old_cell, new_h, new_cell, r, step, state, s);
+    forward_rows<1>(gates, b, old_cell, new_h, new_cell, sums, batch, r, step, state, s);
   }
 }
 
 // Backward of rows r, r + step, ..., r + (U - 1) step at state column s (bias b); d_gates as
 // stored is added to sums (i, o, c) in row order.
 template <int U, typename scalar_t, typename acc_t>
-__device__ __forceinline__ void backward_rows(const scalar_t* grad_h, int64_t grad_h_ld,
-                                              const scalar_t* grad_h_extra,
-                                              const scalar_t* grad_cell, const scalar_t* new_cell,
-                                              const scalar_t* gates, const acc_t (&b)[3],
-                                              scalar_t* d_gates, scalar_t* d_old_cell,
-                                              acc_t (&sums)[3], int64_t r, int64_t step, int state,
-                                              int s) {
+__device__ __forceinline__ void backward_rows(
+    const scalar_t* grad_h, int64_t grad_h_ld, const scalar_t* grad_h_extra,
+    const scalar_t* grad_cell, const scalar_t* new_cell, const scalar_t* gates, const acc_t (&b)[3],
+    scalar_t* d_gates, scalar_t* d_old_cell, acc_t (&sums)[3], const SplitSums<scalar_t>& parts,
+    int64_t batch, int64_t r, int64_t step, int state, int s) {
   acc_t gh[U], gc[U], cell[U], z[U][3];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int64_t row = r + u * step;
     const int64_t i = row * state + s;
     const scalar_t* g = gates + row * 3 * state + s;
-    gh[u] = grad_h[row * grad_h_ld + s];
+    if (parts.data != nullptr) {
+      gh[u] = parts.data[i];
+      for (int p = 1; p < parts.splits; ++p) {
+        gh[u] += parts.data[p * batch * state + i];
+      }
+    } else {
+      gh[u] = grad_h[row * grad_h_ld + s];
+    }
     if (grad_h_extra != nullptr) {
       gh[u] += static_cast<acc_t>(grad_h_extra[i]);
     }
@@ -123,10 +150,11 @@ __device__ __forceinline__ void backward_rows(const scalar_t* grad_h, int64_t gr
 }
 
 // Backward: incoming gradients, new_cell and the pre-activations [+ bias] -> d_gates, d_old_cell;
-// grad_h's rows are grad_h_ld apart, grad_h_extra (a second gradient of new_h) and bias may be
-// null. Rows as in forward, kBackwardRows at a time. With bias_sums, each thread also sums its
-// column of d_gates over its rows, in row order (the same bits run to run), into row blockIdx.y of
-// bias_sums (gridDim.y, 3S) in the accumulate type; a single row of blocks writes d_bias itself.
+// grad_h's rows are grad_h_ld apart (or grad_h is the split product's sums, parts), grad_h_extra
+// (a second gradient of new_h) and bias may be null. Rows as in forward, kBackwardRows at a time.
+// With bias_sums, each thread also sums its column of d_gates over its rows, in row order (the same
+// bits run to run), into row blockIdx.y of bias_sums (gridDim.y, 3S) in the accumulate type; a
+// single row of blocks writes d_bias itself.
 template <typename scalar_t>
 __global__ void __launch_bounds__(kMaxCols)
     backward_gates_kernel(const scalar_t* __restrict__ grad_h, int64_t grad_h_ld,
@@ -136,7 +164,8 @@ __global__ void __launch_bounds__(kMaxCols)
                           const scalar_t* __restrict__ bias, scalar_t* __restrict__ d_gates,
                           scalar_t* __restrict__ d_old_cell,
                           cuda::opmath_t<scalar_t>* __restrict__ bias_sums,
-                          scalar_t* __restrict__ d_bias, int64_t batch, int state) {
+                          scalar_t* __restrict__ d_bias, SplitSums<scalar_t> parts, int64_t batch,
+                          int state) {
   using acc_t = cuda::opmath_t<scalar_t>;
   const int s = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (s >= state) {
@@ -149,11 +178,11 @@ __global__ void __launch_bounds__(kMaxCols)
   int64_t r = blockIdx.y;
   for (; r + (kBackwardRows - 1) * step < batch; r += kBackwardRows * step) {
     backward_rows<kBackwardRows>(grad_h, grad_h_ld, grad_h_extra, grad_cell, new_cell, gates, b,
-                                 d_gates, d_old_cell, sums, r, step, state, s);
+                                 d_gates, d_old_cell, sums, parts, batch, r, step, state, s);
   }
   for (; r < batch; r += step) {
     backward_rows<1>(grad_h, grad_h_ld, grad_h_extra, grad_cell, new_cell, gates, b, d_gates,
-                     d_old_cell, sums, r, step, state, s);
+                     d_old_cell, sums, parts, batch, r, step, state, s);
   }
   if (gridDim.y == 1 && d_bias != nullptr) {
 #pragma unroll
@@ -394,7 +423,7 @@ int64_t backward_row_blocks(int64_t batch, int64_t state, int sm_count, bool bia
 template <typename T>
 cudaError_t launch_forward_gates(const T* gates, const T* bias, const T* old_cell, T* new_h,
                                  T* new_cell, int64_t n, int64_t state, int sm_count,
-                                 cudaStream_t stream) {
+                                 cudaStream_t stream, SplitSums<T> sums) {
   if (n == 0) {
     return cudaSuccess;
   }
@@ -404,7 +433,7 @@ cudaError_t launch_forward_gates(const T* gates, const T* bias, const T* old_cel
       {batch, full_wave_rows<forward_gates_kernel<T>>(state, sm_count), kMaxRowBlocks});
   const dim3 grid(column_blocks(state), static_cast<unsigned int>(rows));
   forward_gates_kernel<T><<<grid, column_threads(state), 0, stream>>>(
-      gates, bias, old_cell, new_h, new_cell, batch, static_cast<int>(state));
+      gates, bias, old_cell, new_h, new_cell, sums, batch, static_cast<int>(state));
   return cudaGetLastError();
 }
 
@@ -413,7 +442,7 @@ cudaError_t launch_backward_gates(const T* grad_h, int64_t grad_h_ld, const T* g
                                   const T* grad_cell, const T* new_cell, const T* gates,
                                   const T* bias, T* d_gates, T* d_old_cell,
                                   cuda::opmath_t<T>* bias_sums, T* d_bias, int64_t n, int64_t state,
-                                  int sm_count, cudaStream_t stream) {
+                                  int sm_count, cudaStream_t stream, SplitSums<T> sums) {
   if (n == 0) {
     return cudaSuccess;
   }
@@ -422,7 +451,7 @@ cudaError_t launch_backward_gates(const T* grad_h, int64_t grad_h_ld, const T* g
                                             batch, state, sm_count, d_bias != nullptr)));
   backward_gates_kernel<T><<<grid, column_threads(state), 0, stream>>>(
       grad_h, grad_h_ld, grad_h_extra, grad_cell, new_cell, gates, bias, d_gates, d_old_cell,
-      bias_sums, d_bias, batch, static_cast<int>(state));
+      bias_sums, d_bias, sums, batch, static_cast<int>(state));
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess && d_bias != nullptr && grid.y > 1) {
     const int64_t width = 3 * state;
@@ -469,11 +498,11 @@ cudaError_t launch_fused_backward_products(const T* d_gates, const T* X, const T
 
 #define LLTM_EXT_INSTANTIATE(T)                                                                    \
   template cudaError_t launch_forward_gates<T>(const T*, const T*, const T*, T*, T*, int64_t,      \
-                                               int64_t, int, cudaStream_t);                        \
+                                               int64_t, int, cudaStream_t, SplitSums<T>);          \
   template int64_t backward_row_blocks<T>(int64_t, int64_t, int, bool);                            \
-  template cudaError_t launch_backward_gates<T>(const T*, int64_t, const T*, const T*, const T*,   \
-                                                const T*, const T*, T*, T*, cuda::opmath_t<T>*,    \
-                                                T*, int64_t, int64_t, int, cudaStream_t);          \
+  template cudaError_t launch_backward_gates<T>(                                                   \
+      const T*, int64_t, const T*, const T*, const T*, const T*, const T*, T*, T*,                 \
+      cuda::opmath_t<T>*, T*, int64_t, int64_t, int, cudaStream_t, SplitSums<T>);                  \
   template cudaError_t launch_fused_forward<T>(const T*, const T*, const T*, const T*, const T*,   \
                                                T*, T*, T*, T*, int64_t, int64_t, int64_t,          \
                                                cudaStream_t);                                      \

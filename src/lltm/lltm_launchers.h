@@ -9,6 +9,7 @@
 //   lltm_sequence_tiled.cu      the sequence's tiled kernels (cooperative, sm_90; many batch rows)
 //   lltm_sequence_cluster.cu    the sequence's thread-block cluster kernels (sm_90; S <= 256)
 //   lltm_sequence_small.cu      the sequence's small-state kernels (any GPU; S <= 96 or 88)
+//   lltm_sequence_step_gemm.cu  the per-step recurrent product split over K (float32, any GPU)
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -34,10 +35,21 @@ enum class Product { kSimt, kTf32, kTf32x3 };
 // d_gates: bias_sums is scratch of backward_row_blocks<T>(B, S, sm_count, true) rows of 3S
 // (accumulate type), which a single row of blocks does not need (null then allowed). sm_count is
 // the device's SM count: the grids are one full wave of blocks.
+//
+// The sequence's per-step product split over K (launch_step_gemm) leaves `splits` matrices of
+// partial sums (SplitSums, each the gate kernel's B x 3S forward or B x S backward, contiguous).
+// Forward adds them in order to `gates` and writes the total to `total` (the pre-activations as
+// stored, beside the input projection); backward's grad_h is their sum. Null data: none.
+template <typename T>
+struct SplitSums {
+  const cuda::opmath_t<T>* data = nullptr;
+  int splits = 0;
+  T* total = nullptr;
+};
 template <typename T>
 cudaError_t launch_forward_gates(const T* gates, const T* bias, const T* old_cell, T* new_h,
                                  T* new_cell, int64_t n, int64_t state, int sm_count,
-                                 cudaStream_t stream);
+                                 cudaStream_t stream, SplitSums<T> sums = {});
 template <typename T>
 int64_t backward_row_blocks(int64_t batch, int64_t state, int sm_count, bool bias_grad);
 template <typename T>
@@ -45,7 +57,7 @@ cudaError_t launch_backward_gates(const T* grad_h, int64_t grad_h_ld, const T* g
                                   const T* grad_cell, const T* new_cell, const T* gates,
                                   const T* bias, T* d_gates, T* d_old_cell,
                                   cuda::opmath_t<T>* bias_sums, T* d_bias, int64_t n, int64_t state,
-                                  int sm_count, cudaStream_t stream);
+                                  int sm_count, cudaStream_t stream, SplitSums<T> sums = {});
 
 // The small cell (lltm_cuda.cu), where a few launches beat cat, cuBLAS's products and the gate
 // kernels (the host's work of those calls decides small cells): forward in one kernel, X = [old_h,
@@ -226,5 +238,25 @@ cudaError_t launch_small_backward(T* d_gates, const T* w, int64_t ld, const T* g
                                   const T* grad_h_n, const T* grad_c_n, const T* cells,
                                   const T* gates, const T* bias, T* d_cell, int64_t batch,
                                   int64_t state, int64_t steps, int rows, cudaStream_t stream);
+
+// The per-step recurrent product in exact float32 where cuBLAS would run it
+// (lltm_sequence_step_gemm.cu): c (m x n, row-major, ldc) = a (m x k, row-major, lda) op(w), op(w)
+// w's transpose (w: n x k, ldw) where `transposed`, else w (k x n). A block owns `rows` (16, 32,
+// 64 or 128: step_gemm_rows(m)) rows x 128 columns of c and k's split z of `splits`, each of
+// step_gemm_k_split(k, splits) (a multiple of 16). One split: c = the product (+ c where
+// accumulate). More: split z's partial sums go to partials + z m n (m x n each; c untouched), for
+// the gate kernel to add (SplitSums); `splits` must be step_gemm_splits(k, wanted)'s.
+struct StepGemmShape {
+  int rows = 0;  // 0: cuBLAS
+  int splits = 1;
+};
+int step_gemm_rows(int64_t m);
+int64_t step_gemm_k_split(int64_t k, int splits);
+int step_gemm_splits(int64_t k, int wanted);
+int64_t step_gemm_tiles(int64_t m, int64_t n, int rows);
+cudaError_t launch_step_gemm(const float* a, int64_t lda, const float* w, int64_t ldw,
+                             bool transposed, float* c, int64_t ldc, bool accumulate,
+                             float* partials, int64_t m, int64_t n, int64_t k,
+                             const StepGemmShape& shape, cudaStream_t stream);
 
 }  // namespace lltm_ext::lltm

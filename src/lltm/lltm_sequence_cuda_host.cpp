@@ -3,6 +3,8 @@
 // backward through time likewise; raw pointers throughout (no tensor made per step).
 #include <ATen/ATen.h>
 
+#include <type_traits>
+
 #include "common/cuda_host.h"
 #include "common/dispatch.h"
 #include "lltm/cublas_gemm.h"
@@ -30,6 +32,43 @@ at::Tensor tiled_flags(const at::Tensor& like, int64_t batch, int64_t state,
 }
 at::Tensor tiled_x(const at::Tensor& like, int64_t batch, int64_t state, bool backward) {
   return at::zeros({2, batch, tiled_x_ld(state, backward)}, like.options().dtype(at::kFloat));
+}
+
+// Scratch for the split step product's partial sums (splits x rows x cols, float32), or none.
+at::Tensor split_sums(const at::Tensor& like, const StepGemmShape& split, int64_t rows,
+                      int64_t cols) {
+  if (split.rows == 0 || split.splits < 2) {
+    return {};
+  }
+  return at::empty({split.splits, rows, cols}, like.options().dtype(at::kFloat));
+}
+
+// The split sums for a gate kernel (float32 only; none where sums is undefined).
+template <typename T>
+SplitSums<T> split_parts(const at::Tensor& sums, int splits, T* total) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (sums.defined()) {
+      return {sums.const_data_ptr<float>(), splits, total};
+    }
+  }
+  return {};
+}
+
+// The step product c = a op(w) through launch_step_gemm where the plan has it (float32 only; into
+// sums where split): false where cuBLAS is to run it.
+template <typename T>
+bool step_gemm(const StepGemmShape& shape, const T* a, int64_t lda, const T* w, int64_t ldw,
+               bool transposed, T* c, int64_t ldc, bool accumulate, const at::Tensor& sums,
+               int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (shape.rows > 0) {
+      C10_CUDA_CHECK(launch_step_gemm(a, lda, w, ldw, transposed, c, ldc, accumulate,
+                                      sums.defined() ? sums.mutable_data_ptr<float>() : nullptr, m,
+                                      n, k, shape, stream));
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -93,17 +132,24 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
               stream));
         }
         return;
-      case Path::kCublas:  // per step: h_{t-1} W_h^T through cuBLAS, then the gate kernel
+      case Path::kCublas: {  // per step: h_{t-1} W_h^T (cuBLAS or split), then the gate kernel
+        const StepGemmShape& split = plan.forward_gemm;
+        const at::Tensor sums = split_sums(input, split, B, 3 * S);
         for (int64_t t = 0; t < T; ++t) {
           const scalar_t* h_prev = t == 0 ? h_0 : out + (t - 1) * n;
           const scalar_t* c_prev = t == 0 ? c_0 : cell + (t - 1) * n;
           scalar_t* g_t = g + t * 3 * n;
-          blas.gemm(row_major(h_prev, B, S, S), transposed(w_h), row_major(g_t, B, 3 * S, 3 * S),
-                    1);
+          if (!step_gemm(split, h_prev, S, wp, S + I, /*transposed=*/true, g_t, 3 * S,
+                         /*accumulate=*/true, sums, B, 3 * S, S, stream)) {
+            blas.gemm(row_major(h_prev, B, S, S), transposed(w_h), row_major(g_t, B, 3 * S, 3 * S),
+                      1);
+          }
           C10_CUDA_CHECK(launch_forward_gates<scalar_t>(g_t, b, c_prev, out + t * n, cell + t * n,
-                                                        n, S, sms, stream));
+                                                        n, S, sms, stream,
+                                                        split_parts(sums, split.splits, g_t)));
         }
         return;
+      }
     }
   });
 }
@@ -178,21 +224,30 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
         }
         d_h0();
         return;
-      case Path::kCublas:  // per step: the gate kernel, then d h_{t-1} = dG_t W_h through cuBLAS
+      case Path::kCublas: {  // per step: the gate kernel, then d h_{t-1} = dG_t W_h (cuBLAS or
+                             // split; d h0 itself through cuBLAS, whole)
+        const StepGemmShape& split = plan.backward_gemm;
+        const at::Tensor sums = split_sums(cells, split, B, S);
         for (int64_t t = T - 1; t >= 0; --t) {
           // dL/dc_t: grad_c_n, or from step t + 1.
           const scalar_t* gc = t == T - 1 ? gc_n : dc[(t + 1) % 2];
           scalar_t* dg_t = dg + t * 3 * n;
-          // dL/dh_t = grad_output[t] + (grad_h_n, or d h_t from step t + 1).
+          // dL/dh_t = grad_output[t] + (grad_h_n, or d h_t from step t + 1: dh, or its split sums).
           const scalar_t* gh = t == T - 1 ? gh_n : dh;
+          const SplitSums<scalar_t> parts = t < T - 1
+                                                ? split_parts<scalar_t>(sums, split.splits, nullptr)
+                                                : SplitSums<scalar_t>{};
           C10_CUDA_CHECK(launch_backward_gates<scalar_t>(gh, S, go + t * n, gc, cell + t * n,
                                                          g + t * 3 * n, b, dg_t, dc[t % 2], nullptr,
-                                                         nullptr, n, S, sms, stream));
-          if (t > 0 || want_d_h0) {
+                                                         nullptr, n, S, sms, stream, parts));
+          if (t > 0 ? !step_gemm(split, dg_t, 3 * S, wp, S + I, /*transposed=*/false, dh, S,
+                                 /*accumulate=*/false, sums, B, S, 3 * S, stream)
+                    : want_d_h0) {
             blas.gemm(row_major(dg_t, B, 3 * S, 3 * S), w_h, row_major(dh, B, S, S), 0);
           }
         }
         return;
+      }
     }
   });
 }

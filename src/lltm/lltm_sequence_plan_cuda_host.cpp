@@ -471,6 +471,53 @@ int small_plan(int device, int64_t batch, int64_t state) {
   return rows;
 }
 
+// LLTM_EXT_SEQUENCE_STEP_GEMM, read at every call: "auto" (default), "cublas" or "own".
+std::string step_gemm_setting() {
+  const char* env = std::getenv("LLTM_EXT_SEQUENCE_STEP_GEMM");
+  const std::string value = env != nullptr ? env : "";
+  TORCH_CHECK(value.empty() || value == "auto" || value == "cublas" || value == "own",
+              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_STEP_GEMM must be auto, cublas or own, "
+              "but got '",
+              value, "'.");
+  return value;
+}
+
+// The cuBLAS path's step product m x n x k (forward B x 3S x S, backward B x S x 3S) through
+// launch_step_gemm: float32 at full precision only (cuBLAS's tensor-core kernels serve the rest),
+// and by auto only backward's at B <= 32. Measured per product (H100, torch.profiler, T = 8,
+// cuBLAS 13 against the split kernel): backward, cuBLAS's split-K SIMT kernel and its reduction
+// against ours at B = 2, S = 1397 28.8 vs 12.9 us; B = 26, S = 1116 24.1 vs 15.3; B = 6, S = 1716
+// 27.4 vs 25.4; forward, where cuBLAS runs a GEMV or a 32 x 32 tile, ours lost at all three (9.7
+// vs 14.5, 9.5 vs 16.1, 20.4 vs 25.9 us), and at B = 111 both lost (19.0 vs 57.2, 29.4 vs 61.1).
+// Splits: enough blocks for ~2 a SM, each split at least 64 k and splits x m at most k / 2 (the
+// partial sums' traffic, written and read once, then stays below W_h's);
+// LLTM_EXT_SEQUENCE_STEP_SPLITS (1-64) forces them.
+template <typename T>
+StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool tf32,
+                             bool backward) {
+  StepGemmShape shape;
+  const std::string setting = step_gemm_setting();
+  const bool applies = std::is_same_v<T, float> && !tf32;
+  TORCH_CHECK(applies || setting != "own",
+              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_STEP_GEMM=own needs float32 at full "
+              "precision (torch's float32 matmul precision \"highest\"), but got dtype ",
+              c10::CppTypeToScalarType<T>::value, (tf32 ? " with TF32 allowed" : ""), ".");
+  if (!applies || setting == "cublas" || (setting != "own" && (!backward || m > 32))) {
+    return shape;
+  }
+  shape.rows = step_gemm_rows(m);
+  const int64_t tiles = step_gemm_tiles(m, n, shape.rows);
+  const int64_t wanted = (2 * cuda::sm_count(device) + tiles - 1) / tiles;
+  const int64_t most = std::max<int64_t>(1, std::min<int64_t>(k / 64, k / (2 * m)));
+  int splits = static_cast<int>(std::clamp<int64_t>(wanted, 1, std::min<int64_t>(most, 64)));
+  const int forced = knob_between("LLTM_EXT_SEQUENCE_STEP_SPLITS", 1, 64);
+  if (forced > 0) {
+    splits = forced;
+  }
+  shape.splits = step_gemm_splits(k, splits);
+  return shape;
+}
+
 }  // namespace
 
 template <typename T>
@@ -509,6 +556,11 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
     plan.overlap = fused.overlap;
     C10_CUDA_CHECK(
         prepare_sequence_steps<T>(batch, state, cuda::sm_count(device), &plan.all_at_once));
+    return plan;
+  }
+  if (steps > 0 && batch > 0 && state > 0) {  // cuBLAS, or our split product, every step
+    plan.forward_gemm = step_gemm_plan<T>(device, batch, 3 * state, state, tf32, false);
+    plan.backward_gemm = step_gemm_plan<T>(device, batch, state, 3 * state, tf32, true);
   }
   return plan;
 }

@@ -22,6 +22,9 @@ struct SequencePlan {
   Product product = Product::kSimt;  // kWide, kTiled: how the recurrent product runs
   bool overlap = false;              // kSteps: per-step launches overlap the previous step (sm_90+)
   bool all_at_once = false;  // kSteps: one cooperative launch for all steps, else one per step
+  // kCublas: the step's product through launch_step_gemm rather than cuBLAS (rows > 0): forward's
+  // B x 3S x S, backward's B x S x 3S.
+  StepGemmShape forward_gemm{}, backward_gemm{};
 };
 
 // The plan for T = `steps` steps of (batch, state) in dtype T on `device` (the current device),
@@ -30,6 +33,10 @@ struct SequencePlan {
 // grid runs at once, else the cluster kernels where they apply, else the wide-state kernels where
 // they apply and pay, else the tiled kernels where they apply and pay, else the fused step kernels
 // where they apply (their shared-memory size set on the device), else cuBLAS.
+// On the cuBLAS path, float32 at full precision runs backward's step product split over K
+// (launch_step_gemm) at B <= 32, where that pays; LLTM_EXT_SEQUENCE_STEP_GEMM=cublas|own (both
+// products) and
+// LLTM_EXT_SEQUENCE_STEP_SPLITS force the choice and the splits.
 // LLTM_EXT_SEQUENCE_PATH forces a path (an error where it does not apply),
 // LLTM_EXT_SEQUENCE_PRODUCT=simt keeps the products off the tensor cores, and
 // LLTM_EXT_SEQUENCE_CLUSTER_ROWS / LLTM_EXT_SEQUENCE_WIDE_COLS / LLTM_EXT_SEQUENCE_TILED_TILES /
