@@ -907,9 +907,10 @@ def test_cuda_small_products_unsplit(monkeypatch, unsplit, path, dtype, size):
 
 # (T, B, I, S) for the split step product (cuBLAS path, float32 at full precision): every row
 # tile (B <= 16, 32, 64 and 128, and two tiles of 128 at B = 130), columns that leave a block's 128
-# partly empty, and K = S or 3S that no stage of 16 divides.
+# partly empty, and K = S or 3S that no stage of 16 divides; W_h read from a zero-padded copy (S or
+# S + I not a multiple of 4) and in place (36 + 8, 100 + 12).
 STEP_GEMM_SIZES = [(4, 1, 5, 33), (3, 13, 7, 131), (3, 29, 2, 70), (2, 50, 3, 45), (2, 111, 4, 37)]
-STEP_GEMM_SIZES += [(2, 130, 3, 21)]
+STEP_GEMM_SIZES += [(2, 130, 3, 21), (3, 7, 8, 36), (2, 20, 12, 100)]
 
 
 @pytest.mark.cuda

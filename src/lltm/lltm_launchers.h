@@ -241,7 +241,9 @@ cudaError_t launch_small_backward(T* d_gates, const T* w, int64_t ld, const T* g
 
 // The per-step recurrent product in exact float32 where cuBLAS would run it
 // (lltm_sequence_step_gemm.cu): c (m x n, row-major, ldc) = a (m x k, row-major, lda) op(w), op(w)
-// w's transpose (w: n x k, ldw) where `transposed`, else w (k x n). A block owns `rows` (16, 32,
+// w's transpose (w: n x k, ldw) where `transposed`, else w (k x n); w is read 16 bytes at a time:
+// its base 16-byte aligned, ldw a multiple of 4, and where transposed the elements past k in each
+// row, up to the next multiple of 4, zeros (step_gemm_weights). A block owns `rows` (16, 32,
 // 64 or 128: step_gemm_rows(m)) rows x 128 columns of c and k's split z of `splits`, each of
 // step_gemm_k_split(k, splits) (a multiple of 16). One split: c = the product (+ c where
 // accumulate). More: split z's partial sums go to partials + z m n (m x n each; c untouched), for

@@ -3,6 +3,7 @@
 // backward through time likewise; raw pointers throughout (no tensor made per step).
 #include <ATen/ATen.h>
 
+#include <cstdint>
 #include <type_traits>
 
 #include "common/cuda_host.h"
@@ -43,6 +44,34 @@ at::Tensor split_sums(const at::Tensor& like, const StepGemmShape& split, int64_
   return at::empty({split.splits, rows, cols}, like.options().dtype(at::kFloat));
 }
 
+// W_h (3S x S, rows ld apart in `weights`) as launch_step_gemm reads it: the weights themselves
+// where their rows are 16-byte aligned and S is a multiple of 4, else a copy with rows of S
+// rounded up to a multiple of 4, zero-padded. Undefined where no step product of ours runs.
+struct StepWeights {
+  at::Tensor copy;
+  const float* data = nullptr;
+  int64_t ld = 0;
+};
+StepWeights step_weights(const at::Tensor& weights, int64_t S, const SequencePlan& plan) {
+  StepWeights w;
+  if (weights.scalar_type() != at::kFloat ||
+      (plan.forward_gemm.rows == 0 && plan.backward_gemm.rows == 0)) {
+    return w;
+  }
+  const int64_t ld = weights.size(1);
+  const float* data = weights.const_data_ptr<float>();
+  if (S % 4 == 0 && ld % 4 == 0 && reinterpret_cast<uintptr_t>(data) % 16 == 0) {
+    w.data = data;
+    w.ld = ld;
+    return w;
+  }
+  w.ld = (S + 3) / 4 * 4;
+  w.copy = at::zeros({3 * S, w.ld}, weights.options());
+  w.copy.narrow(1, 0, S).copy_(weights.narrow(1, 0, S));
+  w.data = w.copy.const_data_ptr<float>();
+  return w;
+}
+
 // The split sums for a gate kernel (float32 only; none where sums is undefined).
 template <typename T>
 SplitSums<T> split_parts(const at::Tensor& sums, int splits, T* total) {
@@ -57,12 +86,12 @@ SplitSums<T> split_parts(const at::Tensor& sums, int splits, T* total) {
 // The step product c = a op(w) through launch_step_gemm where the plan has it (float32 only; into
 // sums where split): false where cuBLAS is to run it.
 template <typename T>
-bool step_gemm(const StepGemmShape& shape, const T* a, int64_t lda, const T* w, int64_t ldw,
+bool step_gemm(const StepGemmShape& shape, const T* a, int64_t lda, const StepWeights& w,
                bool transposed, T* c, int64_t ldc, bool accumulate, const at::Tensor& sums,
                int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
   if constexpr (std::is_same_v<T, float>) {
     if (shape.rows > 0) {
-      C10_CUDA_CHECK(launch_step_gemm(a, lda, w, ldw, transposed, c, ldc, accumulate,
+      C10_CUDA_CHECK(launch_step_gemm(a, lda, w.data, w.ld, transposed, c, ldc, accumulate,
                                       sums.defined() ? sums.mutable_data_ptr<float>() : nullptr, m,
                                       n, k, shape, stream));
       return true;
@@ -135,11 +164,12 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
       case Path::kCublas: {  // per step: h_{t-1} W_h^T (cuBLAS or split), then the gate kernel
         const StepGemmShape& split = plan.forward_gemm;
         const at::Tensor sums = split_sums(input, split, B, 3 * S);
+        const StepWeights step_w = step_weights(weights, S, plan);
         for (int64_t t = 0; t < T; ++t) {
           const scalar_t* h_prev = t == 0 ? h_0 : out + (t - 1) * n;
           const scalar_t* c_prev = t == 0 ? c_0 : cell + (t - 1) * n;
           scalar_t* g_t = g + t * 3 * n;
-          if (!step_gemm(split, h_prev, S, wp, S + I, /*transposed=*/true, g_t, 3 * S,
+          if (!step_gemm(split, h_prev, S, step_w, /*transposed=*/true, g_t, 3 * S,
                          /*accumulate=*/true, sums, B, 3 * S, S, stream)) {
             blas.gemm(row_major(h_prev, B, S, S), transposed(w_h), row_major(g_t, B, 3 * S, 3 * S),
                       1);
@@ -228,6 +258,7 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
                              // split; d h0 itself through cuBLAS, whole)
         const StepGemmShape& split = plan.backward_gemm;
         const at::Tensor sums = split_sums(cells, split, B, S);
+        const StepWeights step_w = step_weights(weights, S, plan);
         for (int64_t t = T - 1; t >= 0; --t) {
           // dL/dc_t: grad_c_n, or from step t + 1.
           const scalar_t* gc = t == T - 1 ? gc_n : dc[(t + 1) % 2];
@@ -240,7 +271,7 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
           C10_CUDA_CHECK(launch_backward_gates<scalar_t>(gh, S, go + t * n, gc, cell + t * n,
                                                          g + t * 3 * n, b, dg_t, dc[t % 2], nullptr,
                                                          nullptr, n, S, sms, stream, parts));
-          if (t > 0 ? !step_gemm(split, dg_t, 3 * S, wp, S + I, /*transposed=*/false, dh, S,
+          if (t > 0 ? !step_gemm(split, dg_t, 3 * S, step_w, /*transposed=*/false, dh, S,
                                  /*accumulate=*/false, sums, B, S, 3 * S, stream)
                     : want_d_h0) {
             blas.gemm(row_major(dg_t, B, 3 * S, 3 * S), w_h, row_major(dh, B, S, S), 0);

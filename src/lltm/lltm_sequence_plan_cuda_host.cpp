@@ -485,10 +485,11 @@ std::string step_gemm_setting() {
 // The cuBLAS path's step product m x n x k (forward B x 3S x S, backward B x S x 3S) through
 // launch_step_gemm: float32 at full precision only (cuBLAS's tensor-core kernels serve the rest),
 // and by auto only backward's at B <= 32. Measured per product (H100, torch.profiler, T = 8,
-// cuBLAS 13 against the split kernel): backward, cuBLAS's split-K SIMT kernel and its reduction
-// against ours at B = 2, S = 1397 28.8 vs 12.9 us; B = 26, S = 1116 24.1 vs 15.3; B = 6, S = 1716
-// 27.4 vs 25.4; forward, where cuBLAS runs a GEMV or a 32 x 32 tile, ours lost at all three (9.7
-// vs 14.5, 9.5 vs 16.1, 20.4 vs 25.9 us), and at B = 111 both lost (19.0 vs 57.2, 29.4 vs 61.1).
+// cuBLAS 13's pick against the split kernel, us): backward, where cuBLAS runs a split-K SIMT
+// kernel and its reduction, B = 2, S = 1397 28.8 vs 10.3; B = 16, S = 1217 25.5 vs 9.4; B = 26,
+// S = 1116 24.1 vs 12.7; B = 6, S = 1716 27.4 vs 19.5; forward, where cuBLAS runs a GEMV or 32 x
+// 32 tiles, 9.7 vs 11.3, 9.7 vs 11.2, 9.5 vs 13.6 and 20.4 vs 19.7 (a tie at best); at B = 111
+// both lost by 2-3x (19.0 vs 55.8, 29.4 vs 56.7).
 // Splits: enough blocks for ~2 a SM, each split at least 64 k and splits x m at most k / 2 (the
 // partial sums' traffic, written and read once, then stays below W_h's);
 // LLTM_EXT_SEQUENCE_STEP_SPLITS (1-64) forces them.
