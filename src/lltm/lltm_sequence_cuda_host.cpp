@@ -46,16 +46,15 @@ at::Tensor split_sums(const at::Tensor& like, const StepGemmShape& split, int64_
 
 // W_h (3S x S, rows ld apart in `weights`) as launch_step_gemm reads it: the weights themselves
 // where their rows are 16-byte aligned and S is a multiple of 4, else a copy with rows of S
-// rounded up to a multiple of 4, zero-padded. Undefined where no step product of ours runs.
+// rounded up to a multiple of 4, zero-padded. None where the product (`shape`) is cuBLAS's.
 struct StepWeights {
   at::Tensor copy;
   const float* data = nullptr;
   int64_t ld = 0;
 };
-StepWeights step_weights(const at::Tensor& weights, int64_t S, const SequencePlan& plan) {
+StepWeights step_weights(const at::Tensor& weights, int64_t S, const StepGemmShape& shape) {
   StepWeights w;
-  if (weights.scalar_type() != at::kFloat ||
-      (plan.forward_gemm.rows == 0 && plan.backward_gemm.rows == 0)) {
+  if (weights.scalar_type() != at::kFloat || shape.rows == 0) {
     return w;
   }
   const int64_t ld = weights.size(1);
@@ -164,7 +163,7 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
       case Path::kCublas: {  // per step: h_{t-1} W_h^T (cuBLAS or split), then the gate kernel
         const StepGemmShape& split = plan.forward_gemm;
         const at::Tensor sums = split_sums(input, split, B, 3 * S);
-        const StepWeights step_w = step_weights(weights, S, plan);
+        const StepWeights step_w = step_weights(weights, S, split);
         for (int64_t t = 0; t < T; ++t) {
           const scalar_t* h_prev = t == 0 ? h_0 : out + (t - 1) * n;
           const scalar_t* c_prev = t == 0 ? c_0 : cell + (t - 1) * n;
@@ -258,7 +257,7 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
                              // split; d h0 itself through cuBLAS, whole)
         const StepGemmShape& split = plan.backward_gemm;
         const at::Tensor sums = split_sums(cells, split, B, S);
-        const StepWeights step_w = step_weights(weights, S, plan);
+        const StepWeights step_w = T > 1 ? step_weights(weights, S, split) : StepWeights{};
         for (int64_t t = T - 1; t >= 0; --t) {
           // dL/dc_t: grad_c_n, or from step t + 1.
           const scalar_t* gc = t == T - 1 ? gc_n : dc[(t + 1) % 2];
