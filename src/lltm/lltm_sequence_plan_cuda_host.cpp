@@ -507,6 +507,9 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
     return shape;
   }
   shape.rows = step_gemm_rows(m);
+  TORCH_CHECK((m + shape.rows - 1) / shape.rows <= 65535,
+              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_STEP_GEMM=own takes batches of at most ",
+              65535 * static_cast<int64_t>(shape.rows), " rows, but got ", m, ".");
   const int64_t tiles = step_gemm_tiles(m, n, shape.rows);
   const int64_t wanted = (2 * cuda::sm_count(device) + tiles - 1) / tiles;
   const int64_t most = std::max<int64_t>(1, std::min<int64_t>(k / 64, k / (2 * m)));

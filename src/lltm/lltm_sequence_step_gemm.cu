@@ -11,7 +11,7 @@
 namespace lltm_ext::lltm {
 namespace {
 
-constexpr int kCols = 128;  // a block's columns: 16 threads of 8 (two runs of 4, 64 apart)
+constexpr int kCols = 128;  // a block's columns: 16 threads of 8
 constexpr int kDepth = 16;  // k per stage
 
 // W's rows in shared memory: [n][k] (k along a row, 16 + 4 floats) where transposed, else [k][n]
