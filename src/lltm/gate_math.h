@@ -93,22 +93,49 @@ struct BackwardElement {
   T d_old_cell, d_z_i, d_z_o, d_z_c;
 };
 
+// What an element's backward step needs besides dL/dh and dL/dc: the factors that turn them into
+// the gradients, from the saved pre-activations (z_i, z_o, z_c) and new_cell (the gates are
+// recomputed: forward writes only new_h and new_cell). They depend on neither gradient, so a step
+// kernel can compute them while it sums dL/dh (backward_apply is then three multiplies and a
+// multiply-add). sigmoid' = s (1 - s); ELU' = 1 for z > 0, else e^z = candidate + 1 (what torch's
+// ELU uses at 0).
+template <typename T>
+struct BackwardFactors {
+  T cell;           // d new_cell / d h through new_h = tanh(new_cell) o: (1 - tanh^2) o
+  T z_i, z_o, z_c;  // dL/dz_i = dL/dc f.z_i, dL/dz_o = dL/dh f.z_o, dL/dz_c = dL/dc f.z_c
+};
+
+template <typename T, typename Math = LibmMath>
+LLTM_EXT_HD BackwardFactors<T> backward_factors(T new_cell, T z_i, T z_o, T z_c) {
+  const auto [input_gate, output_gate, candidate_cell] = gate_values<T, Math>(z_i, z_o, z_c);
+  const T t = Math::tanh(new_cell);
+  const T d_elu = Math::select(candidate_cell > T(0), T(1), candidate_cell + T(1));
+  BackwardFactors<T> f;
+  f.cell = (T(1) - t * t) * output_gate;
+  f.z_i = candidate_cell * input_gate * (T(1) - input_gate);
+  f.z_o = t * output_gate * (T(1) - output_gate);
+  f.z_c = input_gate * d_elu;
+  return f;
+}
+
+// The gradients of an element's gate pre-activations and of old_cell, from its factors and the
+// gradients of new_h and new_cell.
+template <typename T>
+LLTM_EXT_HD BackwardElement<T> backward_apply(const BackwardFactors<T>& f, T grad_h, T grad_cell) {
+  BackwardElement<T> r;
+  r.d_old_cell = f.cell * grad_h + grad_cell;
+  r.d_z_i = r.d_old_cell * f.z_i;
+  r.d_z_o = grad_h * f.z_o;
+  r.d_z_c = r.d_old_cell * f.z_c;
+  return r;
+}
+
 // Gradients of the gate pre-activations and of old_cell, from the saved pre-activations
-// (z_i, z_o, z_c) and new_cell: the gates are recomputed (forward writes only new_h and new_cell).
-// sigmoid' = s (1 - s); ELU' = 1 for z > 0, else e^z = candidate + 1 (what torch's ELU uses at 0).
+// (z_i, z_o, z_c) and new_cell.
 template <typename T, typename Math = LibmMath>
 LLTM_EXT_HD BackwardElement<T> backward_element(T grad_h, T grad_cell, T new_cell, T z_i, T z_o,
                                                 T z_c) {
-  const auto [input_gate, output_gate, candidate_cell] = gate_values<T, Math>(z_i, z_o, z_c);
-  const T t = Math::tanh(new_cell);
-  const T d_new_cell = (T(1) - t * t) * output_gate * grad_h + grad_cell;
-  const T d_elu = Math::select(candidate_cell > T(0), T(1), candidate_cell + T(1));
-  BackwardElement<T> r;
-  r.d_old_cell = d_new_cell;
-  r.d_z_i = candidate_cell * d_new_cell * input_gate * (T(1) - input_gate);
-  r.d_z_o = t * grad_h * output_gate * (T(1) - output_gate);
-  r.d_z_c = input_gate * d_new_cell * d_elu;
-  return r;
+  return backward_apply(backward_factors<T, Math>(new_cell, z_i, z_o, z_c), grad_h, grad_cell);
 }
 
 }  // namespace lltm_ext::lltm

@@ -104,19 +104,28 @@ struct BackwardStep {
   scalar_t d_z[3], d_cell;
 };
 
-// One element's step backward: the operands (their grad_h completed with d_gates[t + 1] W_h where
-// there is a step after) and dL/dc_t -> d_gates[t]'s three values and dL/dc_{t-1}, rounded as
-// stored.
+// One element's step backward from its factors (backward_factors of its operands), dL/dh_t
+// complete and dL/dc_t -> d_gates[t]'s three values and dL/dc_{t-1}, rounded as stored.
 template <typename scalar_t, typename acc_t>
-__device__ __forceinline__ BackwardStep<scalar_t> backward_step(const BackwardOperands<acc_t>& op,
-                                                                acc_t grad_c) {
-  const auto e = backward_element<acc_t>(op.grad_h, grad_c, op.cell, op.z[0], op.z[1], op.z[2]);
+__device__ __forceinline__ BackwardStep<scalar_t> backward_step(const BackwardFactors<acc_t>& f,
+                                                                acc_t grad_h, acc_t grad_c) {
+  const auto e = backward_apply(f, grad_h, grad_c);
   BackwardStep<scalar_t> r;
   r.d_z[0] = static_cast<scalar_t>(e.d_z_i);
   r.d_z[1] = static_cast<scalar_t>(e.d_z_o);
   r.d_z[2] = static_cast<scalar_t>(e.d_z_c);
   r.d_cell = static_cast<scalar_t>(e.d_old_cell);
   return r;
+}
+
+// One element's step backward: the operands (their grad_h completed with d_gates[t + 1] W_h where
+// there is a step after) and dL/dc_t -> d_gates[t]'s three values and dL/dc_{t-1}, rounded as
+// stored.
+template <typename scalar_t, typename acc_t>
+__device__ __forceinline__ BackwardStep<scalar_t> backward_step(const BackwardOperands<acc_t>& op,
+                                                                acc_t grad_c) {
+  return backward_step<scalar_t>(backward_factors<acc_t>(op.cell, op.z[0], op.z[1], op.z[2]),
+                                 op.grad_h, grad_c);
 }
 
 // Stores a step's three gate values (rounded) at p[0], p[S], p[2 S].
