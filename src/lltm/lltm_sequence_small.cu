@@ -17,13 +17,15 @@ namespace {
 // of W_h, partial sums through shared memory, a barrier, one thread's sums of them and the
 // exchange between blocks. Here batch rows never meet (a block owns `rows` of them, at most
 // kSmallMaxRows, and every column), so blocks never wait on each other; in a block, column s takes
-// L adjacent lanes (small_lanes: 4 or 8), lane k holding W_h's elements k, k + L, k + 2 L, ... of
-// the column's three gate rows (forward) or of its column (backward, K = 3S) in registers for all
-// steps. A step: each lane's partial products over its k (the exchanged rows from shared memory,
-// lanes of a group reading consecutive words: no bank conflicts, the groups the same words:
-// broadcasts), summed across the group by log2(L) shuffles; lane k < rows then runs row k's gate
-// math (its own operands, the input projection forward, from shared memory, where the block's last
-// warp loaded them during the step before) and writes its value into the other buffer; one barrier.
+// L adjacent lanes (small_lanes: 4 or 8), lane k holding its share of W_h's elements (small_k:
+// pairs of adjacent k for float32) of the column's three gate rows (forward) or of its column
+// (backward, K = 3S) in registers for all steps. A step: each lane's partial products over its k
+// in four or more independent chains (the exchanged rows from shared memory, lanes of a group
+// reading consecutive words: no bank conflicts, the groups the same words: broadcasts), summed
+// across the group by log2(L) shuffles; lane k < rows then runs row k's gate math (its own
+// operands, the input projection forward, from shared memory, where the block's last warp loaded
+// them during the step before; backward computes the gate factors that need no gradient before the
+// product) and writes its value into the other buffer; one barrier.
 // KS (forward) and KB (backward) are the k per lane, rounded up to a few sizes (the rows padded
 // with zeros), R the rows per block. Fewer rows per block, more blocks: each SM's share of a step's
 // product and shuffles shrinks (the planner takes the fewest rows whose grid runs at once).
@@ -62,34 +64,47 @@ constexpr int small_launch_bound(int columns) {
 }
 
 // The loader warp's copy of `per_row` consecutive elements of each of the block's rows (rows
-// `src_stride` apart from src) into dst (rows `dst_stride` apart), in acc_t: every load issued
-// before the first store. Its waits are its own: the other warps never wait for global memory in
-// a step (with each gate lane loading its own operands a step ahead, the compiler had the step's
-// first multiply-add wait on them too: the load's whole latency in every step, 44% of the forward
-// kernel's stall samples at S = 37, B = 2). N: loads per lane and row, N * 32 >= per_row.
-template <int R, int N, typename acc_t, typename scalar_t>
-__device__ __forceinline__ void load_rows(acc_t* dst, int dst_stride, const scalar_t* src,
-                                          int64_t src_stride, int rows, int per_row, int lane) {
+// `src_stride` apart from src) into shared memory, in acc_t, through registers: `fetch` issues the
+// loads, `store` writes them (rows `dst_stride` apart), so that a step's operands from several
+// tensors are all in flight at once (backward's three, fetched one tensor after the other's
+// stores, were three round trips to L2 a step: the backward step's longest path; fetched together,
+// with the product's pairs and chains, forward+backward on an H100, float32: T = 242, B = 102, S =
+// 51 531 -> 413 us, T = 1938, B = 2, S = 37 2474 -> 2121 us, where the pairs, chains and factors
+// alone gained 1-6%). The loader's waits are its own: the other warps
+// never wait for global memory in a step (with each gate lane loading its own operands a step
+// ahead, the compiler had the step's first multiply-add wait on them too: the load's whole latency
+// in every step, 44% of the forward kernel's stall samples at S = 37, B = 2). N: loads per lane
+// and row, N * 32 >= per_row.
+template <int R, int N, typename acc_t>
+struct LoaderRows {
   acc_t v[R][N];
+
+  template <typename scalar_t>
+  __device__ __forceinline__ void fetch(const scalar_t* src, int64_t src_stride, int rows,
+                                        int per_row, int lane) {
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
+    for (int r = 0; r < R; ++r) {
 #pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const int e = lane + 32 * i;
-      v[r][i] = r < rows && e < per_row ? static_cast<acc_t>(src[r * src_stride + e]) : acc_t(0);
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const int e = lane + 32 * i;
-      if (e < per_row) {
-        dst[r * dst_stride + e] = v[r][i];
+      for (int i = 0; i < N; ++i) {
+        const int e = lane + 32 * i;
+        v[r][i] = r < rows && e < per_row ? static_cast<acc_t>(src[r * src_stride + e]) : acc_t(0);
       }
     }
   }
-}
+
+  __device__ __forceinline__ void store(acc_t* dst, int dst_stride, int per_row, int lane) const {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const int e = lane + 32 * i;
+        if (e < per_row) {
+          dst[r * dst_stride + e] = v[r][i];
+        }
+      }
+    }
+  }
+};
 
 // The sum over a column's L adjacent lanes, in every one of them.
 template <int L, typename acc_t>
@@ -99,6 +114,22 @@ __device__ __forceinline__ acc_t group_sum(acc_t v) {
     v += __shfl_xor_sync(0xffffffffu, v, offset);
   }
   return v;
+}
+
+// Lane k's j-th of its N elements of a row of the product's operand (h forward, d_gates backward).
+// float32 (L = 4): pairs of adjacent elements, L pairs apart, so that a lane reads two at a time
+// (8 bytes: half the shared-memory loads) and a column's L lanes read 8 L consecutive bytes; an odd
+// N's last element alone. The half types (L = 8) read one at a time, L apart (in pairs they lost
+// 4-5% at S = 80 - 88, where their N is odd: bfloat16, T = 298, B = 5 and T = 1000, B = 5, H100).
+template <int L, int N>
+constexpr int small_pairs() {
+  return L == 4 ? N / 2 : 0;
+}
+
+template <int L, int N>
+__device__ __forceinline__ int small_k(int k, int j) {
+  constexpr int P = small_pairs<L, N>();
+  return j < 2 * P ? 2 * (k + L * (j / 2)) + j % 2 : 2 * L * P + k + L * (j - 2 * P);
 }
 
 // Steps 0 .. steps - 1 forward, as sequence_forward_kernel (lltm_sequence_steps.cu) computes them:
@@ -113,18 +144,19 @@ __global__ void __launch_bounds__(small_launch_bound<scalar_t>(KS* small_lanes<s
   using acc_t = cuda::opmath_t<scalar_t>;
   constexpr int L = small_lanes<scalar_t>();
   constexpr int kWidth = KS * L;  // a row of h, zeros past S
-  __shared__ acc_t sh[2][R][kWidth];
+  static_assert(std::is_same_v<acc_t, float>, "pairs of floats per load");
+  __shared__ __align__(16) acc_t sh[2][R][kWidth];
   __shared__ acc_t sp[2][R][3 * kWidth];  // the steps' input projections, from the loader warp
   const int tid = static_cast<int>(threadIdx.x), s = tid / L, k = tid % L;
   const bool loader = tid >= static_cast<int>(blockDim.x) - 32;
   const int64_t b0 = static_cast<int64_t>(blockIdx.x) * R;
   const int rows_here = batch - b0 < R ? static_cast<int>(batch - b0) : R;
-  acc_t wr[3][KS];  // W_h[q S + s][k + L j]
+  acc_t wr[3][KS];  // W_h[q S + s][small_k<L, KS>(k, j)]
 #pragma unroll
   for (int q = 0; q < 3; ++q) {
 #pragma unroll
     for (int j = 0; j < KS; ++j) {
-      const int kk = k + L * j;
+      const int kk = small_k<L, KS>(k, j);
       wr[q][j] = s < S && kk < S ? static_cast<acc_t>(w[static_cast<int64_t>(q * S + s) * ld + kk])
                                  : acc_t(0);
     }
@@ -145,9 +177,9 @@ __global__ void __launch_bounds__(small_launch_bound<scalar_t>(KS* small_lanes<s
   scalar_t* g_el = gates + (b0 + k) * 3 * S + s;  // step t's: + t * 3n
   // Step t's projections into sp[t % 2], by the loader warp during step t - 1.
   const auto load_proj = [&](int64_t t) {
-    load_rows<R, (3 * kWidth + 31) / 32>(&sp[t & 1][0][0], 3 * kWidth,
-                                         gates + t * 3 * n + b0 * 3 * S, 3 * S, rows_here, 3 * S,
-                                         tid & 31);
+    LoaderRows<R, (3 * kWidth + 31) / 32, acc_t> p;
+    p.fetch(gates + t * 3 * n + b0 * 3 * S, 3 * S, rows_here, 3 * S, tid & 31);
+    p.store(&sp[t & 1][0][0], 3 * kWidth, 3 * S, tid & 31);
   };
   if (loader) {
     load_proj(0);
@@ -160,33 +192,55 @@ __global__ void __launch_bounds__(small_launch_bound<scalar_t>(KS* small_lanes<s
         load_proj(t + 1);
       }
     } else {
-      acc_t acc[R][3] = {};  // rows past the batch: zeros
+      // One row's three gates in two chains each where the block has one row (six independent
+      // chains of KS / 2 multiply-adds), one chain each (3R) otherwise.
+      constexpr int C = R == 1 ? 2 : 1;
+      acc_t acc[R][3][C] = {};  // rows past the batch: zeros
+      constexpr int P = small_pairs<L, KS>();
 #pragma unroll
-      for (int j = 0; j < KS; ++j) {
+      for (int p = 0; p < P; ++p) {
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-          const acc_t x = sh[cur][r][k + L * j];
+          const float2 x = *reinterpret_cast<const float2*>(&sh[cur][r][small_k<L, KS>(k, 2 * p)]);
 #pragma unroll
           for (int q = 0; q < 3; ++q) {
-            acc[r][q] += wr[q][j] * x;
+            acc[r][q][0] += wr[q][2 * p] * x.x;
+            acc[r][q][C - 1] += wr[q][2 * p + 1] * x.y;
           }
         }
       }
 #pragma unroll
+      for (int j = 2 * P; j < KS; ++j) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const acc_t x = sh[cur][r][small_k<L, KS>(k, j)];
+#pragma unroll
+          for (int q = 0; q < 3; ++q) {
+            acc[r][q][j % C] += wr[q][j] * x;
+          }
+        }
+      }
+      acc_t sum[R][3];
+#pragma unroll
       for (int r = 0; r < R; ++r) {
 #pragma unroll
         for (int q = 0; q < 3; ++q) {
-          acc[r][q] = group_sum<L>(acc[r][q]);
+          sum[r][q] = acc[r][q][0];
+#pragma unroll
+          for (int c = 1; c < C; ++c) {
+            sum[r][q] += acc[r][q][c];
+          }
+          sum[r][q] = group_sum<L>(sum[r][q]);
         }
       }
       if (mine) {
         acc_t pre[3];
 #pragma unroll
         for (int q = 0; q < 3; ++q) {
-          pre[q] = acc[0][q];
+          pre[q] = sum[0][q];
 #pragma unroll
           for (int r = 1; r < R; ++r) {
-            pre[q] = k == r ? acc[r][q] : pre[q];
+            pre[q] = k == r ? sum[r][q] : pre[q];
           }
           pre[q] += sp[cur][k][q * S + s];
         }
@@ -219,17 +273,18 @@ __global__ void __launch_bounds__(small_launch_bound<scalar_t>(KB* small_lanes<s
   constexpr int kState = kWidth / 3;  // >= S
   // A step's operands of a row, from the loader warp: gates (3S), grad_output (S), cells (S).
   constexpr int kOperands = kWidth + 2 * kState;
-  __shared__ acc_t sd[2][R][kWidth];
+  static_assert(std::is_same_v<acc_t, float>, "pairs of floats per load");
+  __shared__ __align__(16) acc_t sd[2][R][kWidth];
   __shared__ acc_t so[2][R][kOperands];
   const int tid = static_cast<int>(threadIdx.x), s = tid / L, k = tid % L;
   const bool loader = tid >= static_cast<int>(blockDim.x) - 32;
   const int width = 3 * S;
   const int64_t b0 = static_cast<int64_t>(blockIdx.x) * R;
   const int rows_here = batch - b0 < R ? static_cast<int>(batch - b0) : R;
-  acc_t wc[KB];  // W_h[k + L j][s]
+  acc_t wc[KB];  // W_h[small_k<L, KB>(k, j)][s]
 #pragma unroll
   for (int j = 0; j < KB; ++j) {
-    const int m = k + L * j;
+    const int m = small_k<L, KB>(k, j);
     wc[j] = s < S && m < width ? static_cast<acc_t>(w[static_cast<int64_t>(m) * ld + s]) : acc_t(0);
   }
   for (int e = tid; e < 2 * R * kWidth; e += static_cast<int>(blockDim.x)) {
@@ -249,12 +304,22 @@ __global__ void __launch_bounds__(small_launch_bound<scalar_t>(KB* small_lanes<s
     const int64_t t = steps - 1 - step;
     acc_t* dst = &so[step & 1][0][0];
     const int lane = tid & 31;
-    load_rows<R, (kWidth + 31) / 32>(dst, kOperands, gates + t * 3 * n + b0 * width, width,
-                                     rows_here, width, lane);
-    load_rows<R, (kState + 31) / 32>(dst + kWidth, kOperands, grad_output + t * n + b0 * S, S,
-                                     rows_here, S, lane);
-    load_rows<R, (kState + 31) / 32>(dst + kWidth + kState, kOperands, cells + t * n + b0 * S, S,
-                                     rows_here, S, lane);
+    // Two rows at a time at most: four rows' 60 registers (S = 88 - 96) made the 4-row kernels
+    // spill.
+    constexpr int RC = R < 2 ? R : 2;
+#pragma unroll
+    for (int r0 = 0; r0 < R; r0 += RC) {
+      LoaderRows<RC, (kWidth + 31) / 32, acc_t> g;
+      LoaderRows<RC, (kState + 31) / 32, acc_t> go, c;
+      const int rows = rows_here - r0;
+      g.fetch(gates + t * 3 * n + (b0 + r0) * width, width, rows, width, lane);
+      go.fetch(grad_output + t * n + (b0 + r0) * S, S, rows, S, lane);
+      c.fetch(cells + t * n + (b0 + r0) * S, S, rows, S, lane);
+      acc_t* row = dst + r0 * kOperands;
+      g.store(row, kOperands, width, lane);
+      go.store(row + kWidth, kOperands, S, lane);
+      c.store(row + kWidth + kState, kOperands, S, lane);
+    }
   };
   if (loader) {
     load_operands(0);
@@ -268,32 +333,53 @@ __global__ void __launch_bounds__(small_launch_bound<scalar_t>(KB* small_lanes<s
         load_operands(step + 1);
       }
     } else {
-      acc_t grad_h = acc_t(0);
-      if (step > 0) {       // d_gates[t + 1] W_h
-        acc_t acc[R] = {};  // rows past the batch: zeros
+      // The element's factors first (every lane: a row and column of its block's operands, so
+      // that they share the product's basic block and their latency hides behind its
+      // multiply-adds; only lanes of an element use them), then dL/dh_t, then four operations.
+      const acc_t* o = so[cur][k < R ? k : 0];
+      const int sc = s < S ? s : 0;
+      const BackwardFactors<acc_t> f =
+          backward_factors<acc_t>(o[kWidth + kState + sc], o[sc] + bias_v[0], o[S + sc] + bias_v[1],
+                                  o[2 * S + sc] + bias_v[2]);
+      const acc_t grad_own = o[kWidth + sc] + (step == 0 ? grad_h_last : acc_t(0));
+      // d_gates[t + 1] W_h: buffer 0 holds zeros at step 0. Four independent chains of
+      // multiply-adds a lane: a row's sum in 4 / R.
+      constexpr int C = 4 / R;
+      acc_t acc[R][C] = {};  // rows past the batch: zeros
+      constexpr int P = small_pairs<L, KB>();
 #pragma unroll
-        for (int j = 0; j < KB; ++j) {
-#pragma unroll
-          for (int r = 0; r < R; ++r) {
-            acc[r] += wc[j] * sd[cur][r][k + L * j];
-          }
-        }
+      for (int p = 0; p < P; ++p) {
+        const int c = C == 1 ? 0 : 2 * (p % (C / 2));
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-          const acc_t sum = group_sum<L>(acc[r]);
-          grad_h = k == r ? sum : grad_h;
+          const float2 x = *reinterpret_cast<const float2*>(&sd[cur][r][small_k<L, KB>(k, 2 * p)]);
+          acc[r][c] += wc[2 * p] * x.x;
+          acc[r][C == 1 ? 0 : c + 1] += wc[2 * p + 1] * x.y;
         }
       }
-      if (mine) {
-        const acc_t* o = so[cur][k];
-        BackwardOperands<acc_t> op;
 #pragma unroll
-        for (int q = 0; q < 3; ++q) {
-          op.z[q] = o[q * S + s] + bias_v[q];
+      for (int j = 2 * P; j < KB; ++j) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          acc[r][j % C] += wc[j] * sd[cur][r][small_k<L, KB>(k, j)];
         }
-        op.grad_h = o[kWidth + s] + (step == 0 ? grad_h_last : acc_t(0)) + grad_h;
-        op.cell = o[kWidth + kState + s];
-        const BackwardStep<scalar_t> out = backward_step<scalar_t>(op, grad_c);
+      }
+      acc_t grad_h = acc_t(0);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        acc_t sum = acc[r][0];
+        if constexpr (C >= 2) {
+          sum += acc[r][1];
+        }
+        if constexpr (C == 4) {
+          sum += acc[r][2] + acc[r][3];
+        }
+        sum = group_sum<L>(sum);
+        grad_h = k == r ? sum : grad_h;
+      }
+      if (mine) {
+        const BackwardStep<scalar_t> out =
+            backward_step<scalar_t>(f, grad_own + (step > 0 ? grad_h : acc_t(0)), grad_c);
         grad_c = static_cast<acc_t>(out.d_cell);  // as stored
 #pragma unroll
         for (int q = 0; q < 3; ++q) {
