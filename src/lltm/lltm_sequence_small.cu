@@ -120,7 +120,7 @@ __device__ __forceinline__ acc_t group_sum(acc_t v) {
 // float32 (L = 4): pairs of adjacent elements, L pairs apart, so that a lane reads two at a time
 // (8 bytes: half the shared-memory loads) and a column's L lanes read 8 L consecutive bytes; an odd
 // N's last element alone. The half types (L = 8) read one at a time, L apart (in pairs they lost
-// 4-5% at S = 80 - 88, where their N is odd: bfloat16, T = 298, B = 5 and T = 1000, B = 5, H100).
+// 4-14% at S = 80 - 88, where their N is odd: bfloat16, T = 298, B = 5 and T = 1000, B = 5, H100).
 template <int L, int N>
 constexpr int small_pairs() {
   return L == 4 ? N / 2 : 0;
