@@ -70,11 +70,11 @@ constexpr int small_launch_bound(int columns) {
 // stores, were three round trips to L2 a step: the backward step's longest path; fetched together,
 // with the product's pairs and chains, forward+backward on an H100, float32: T = 242, B = 102, S =
 // 51 531 -> 413 us, T = 1938, B = 2, S = 37 2474 -> 2121 us, where the pairs, chains and factors
-// alone gained 1-6%). The loader's waits are its own: the other warps
-// never wait for global memory in a step (with each gate lane loading its own operands a step
-// ahead, the compiler had the step's first multiply-add wait on them too: the load's whole latency
-// in every step, 44% of the forward kernel's stall samples at S = 37, B = 2). N: loads per lane
-// and row, N * 32 >= per_row.
+// alone moved it by -3% to +6%). The loader's waits are its own: the other warps never wait for
+// global memory in a step (with each gate lane loading its own operands a step ahead, the compiler
+// had the step's first multiply-add wait on them too: the load's whole latency in every step, 44%
+// of the forward kernel's stall samples at S = 37, B = 2). N: loads per lane and row, N * 32 >=
+// per_row.
 template <int R, int N, typename acc_t>
 struct LoaderRows {
   acc_t v[R][N];
