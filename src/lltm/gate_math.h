@@ -48,6 +48,10 @@ struct LibmMath {
   LLTM_EXT_HD static T select(bool c, T a, T b) {
     return c ? a : b;
   }
+  template <typename T>
+  LLTM_EXT_HD static T rcp(T x) {  // 1 / x
+    return T(1) / x;
+  }
 };
 
 template <typename T>
@@ -59,7 +63,7 @@ struct GateValues {
 // 1 / (1 + e^-z): for z -> -inf, e^-z -> inf and the result -> 0, never NaN. ELU with alpha = 1.
 template <typename T, typename Math = LibmMath>
 LLTM_EXT_HD GateValues<T> gate_values(T z_i, T z_o, T z_c) {
-  return {T(1) / (T(1) + Math::exp(-z_i)), T(1) / (T(1) + Math::exp(-z_o)),
+  return {Math::rcp(T(1) + Math::exp(-z_i)), Math::rcp(T(1) + Math::exp(-z_o)),
           Math::select(z_c > T(0), z_c, Math::expm1(z_c))};
 }
 

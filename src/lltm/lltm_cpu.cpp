@@ -35,6 +35,11 @@ struct VecMath {
     return Base::select(c, a, b);
   }
 
+  template <typename F>
+  static F rcp(F x) {
+    return F(1) / x;
+  }
+
   // e^x - 1: x (1 + x/2! + x^2/3! + ...) for |x| < ln2 / 2 (truncated below 1/2 ulp: degree 8
   // for float, 14 for double), else exp(x) - 1, whose result is then at least 0.29 in magnitude.
   template <typename F>

@@ -47,6 +47,14 @@ constexpr int small_lanes() {
 }
 static_assert(kSmallMaxRows <= 4, "a group's lanes k < rows run the gate math");
 
+// The forward kernel's gate math: StepMath (one-instruction reciprocals) for float32, whose
+// forward kernel it made 1-7% faster (H100, T = 29 - 1605, S = 40 - 90); the C library's division
+// for the half types, whose forward kernel it made 12-32% slower (bfloat16, T = 1000, B = 64, S =
+// 64: 829 -> 932 us; T = 1605, B = 370, S = 40: 1962 -> 2584 us; fewer instructions, so the
+// compiler's schedule; not profiled). Backward uses StepMath for all: there it changed neither.
+template <typename scalar_t>
+using SmallForwardMath = std::conditional_t<std::is_same_v<scalar_t, float>, StepMath, LibmMath>;
+
 // Threads of a block for state S: small_lanes per column in whole warps, then one more warp that
 // loads the next step's operands into shared memory.
 template <typename scalar_t>
@@ -244,7 +252,8 @@ __global__ void __launch_bounds__(small_launch_bound<scalar_t>(KS* small_lanes<s
           }
           pre[q] += sp[cur][k][q * S + s];
         }
-        const ForwardStep<scalar_t> out = forward_step<scalar_t>(pre, bias_v, c_prev);
+        const ForwardStep<scalar_t> out =
+            forward_step<scalar_t, acc_t, SmallForwardMath<scalar_t>>(pre, bias_v, c_prev);
         c_prev = static_cast<acc_t>(out.c);             // as stored
         sh[cur ^ 1][k][s] = static_cast<acc_t>(out.h);  // h_t, as stored
         write_gates(g_el + t * 3 * n, S, out.saved);
@@ -339,8 +348,8 @@ __global__ void __launch_bounds__(small_launch_bound<scalar_t>(KB* small_lanes<s
       const acc_t* o = so[cur][k < R ? k : 0];
       const int sc = s < S ? s : 0;
       const BackwardFactors<acc_t> f =
-          backward_factors<acc_t>(o[kWidth + kState + sc], o[sc] + bias_v[0], o[S + sc] + bias_v[1],
-                                  o[2 * S + sc] + bias_v[2]);
+          backward_factors<acc_t, StepMath>(o[kWidth + kState + sc], o[sc] + bias_v[0],
+                                            o[S + sc] + bias_v[1], o[2 * S + sc] + bias_v[2]);
       const acc_t grad_own = o[kWidth + sc] + (step == 0 ? grad_h_last : acc_t(0));
       // d_gates[t + 1] W_h: buffer 0 holds zeros at step 0. Four independent chains of
       // multiply-adds a lane: a row's sum in 4 / R.

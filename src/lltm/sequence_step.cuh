@@ -10,6 +10,20 @@
 
 namespace lltm_ext::lltm {
 
+// The step kernels' gate math: the C library's, except that the sigmoids' reciprocal 1 / (1 +
+// e^-z) is the hardware's approximation (at most 1 ulp off; an argument past 2^126, from z below
+// -87, gives 0 where the quotient would be below 2^-126). An IEEE division compiles to a call of
+// a slow path for special operands, which splits the gate math of a step kernel's critical path
+// into blocks the compiler cannot schedule across; this reciprocal is one instruction.
+struct StepMath : LibmMath {
+  using LibmMath::rcp;
+  __device__ static float rcp(float x) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+  }
+};
+
 // A thread's element (b, s) of the gate math: whether it exists (`mine`), its flat index j = b S +
 // s in a (B, S) tensor, its column's three gate biases and the state carried from step to step
 // (c_{t-1} forward, dL/dc_t backward), in acc_t; zeros where the element does not exist.
@@ -56,8 +70,8 @@ struct ForwardStep {
 
 // One element's step forward. pre: its three gates' pre-activations without the bias (the input
 // projection plus h_{t-1} W_h^T), stored rounded to scalar_t (`saved`: backward recomputes the
-// gates from these); the gate math on saved + bias and c_{t-1} -> h_t, c_t.
-template <typename scalar_t, typename acc_t>
+// gates from these); the gate math on saved + bias and c_{t-1} -> h_t, c_t, with Math's functions.
+template <typename scalar_t, typename acc_t, typename Math = StepMath>
 __device__ __forceinline__ ForwardStep<scalar_t> forward_step(const acc_t (&pre)[3],
                                                               const acc_t (&bias)[3],
                                                               acc_t c_prev) {
@@ -68,7 +82,7 @@ __device__ __forceinline__ ForwardStep<scalar_t> forward_step(const acc_t (&pre)
     r.saved[q] = static_cast<scalar_t>(pre[q]);
     z[q] = static_cast<acc_t>(r.saved[q]) + bias[q];
   }
-  const auto e = forward_element<acc_t>(z[0], z[1], z[2], c_prev);
+  const auto e = forward_element<acc_t, Math>(z[0], z[1], z[2], c_prev);
   r.h = static_cast<scalar_t>(e.new_h);
   r.c = static_cast<scalar_t>(e.new_cell);
   return r;
@@ -124,8 +138,8 @@ __device__ __forceinline__ BackwardStep<scalar_t> backward_step(const BackwardFa
 template <typename scalar_t, typename acc_t>
 __device__ __forceinline__ BackwardStep<scalar_t> backward_step(const BackwardOperands<acc_t>& op,
                                                                 acc_t grad_c) {
-  return backward_step<scalar_t>(backward_factors<acc_t>(op.cell, op.z[0], op.z[1], op.z[2]),
-                                 op.grad_h, grad_c);
+  return backward_step<scalar_t>(
+      backward_factors<acc_t, StepMath>(op.cell, op.z[0], op.z[1], op.z[2]), op.grad_h, grad_c);
 }
 
 // Stores a step's three gate values (rounded) at p[0], p[S], p[2 S].
