@@ -435,6 +435,40 @@ def test_cuda_small_state_kernels(monkeypatch, rows, dtype, size):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("path", ["small", "cluster", "grid", "wide", "tiled", "cublas"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_cuda_step_kernels_saturated_gates(monkeypatch, path, dtype):
+    """Gate pre-activations far out on both sides through each path's step kernels, forced,
+    against the float64 loop: the step kernels' sigmoid takes 1 / (1 + e^-z) as one approximate
+    reciprocal, whose argument is inf for z below -89 (the sigmoid then 0) and past 2^126 from z
+    below -87 (0 where the quotient is a denormal); ELU's expm1 at -1000 (-1) and a cell state that
+    grows by up to 1000 a step. Outputs and all gradients finite and within the tolerance."""
+    if path == "tiled":
+        tiled_path(monkeypatch)
+    else:
+        sequence_path(monkeypatch, path)
+    size = (5, 6, 4, 40)
+    args = make_args(*size, "cuda", dtype)
+    with torch.no_grad():  # each gate's bias cycles through the extremes, its columns shifted
+        extremes = torch.tensor([-1000.0, -95.0, -88.0, -20.0, 0.0, 20.0, 88.0, 1000.0])
+        index = torch.arange(3 * size[3]) * 3 % len(extremes)
+        args[2].copy_(extremes[index].to(args[2]))
+    output, (h_n, c_n) = lltm_ext.lltm_sequence(args[0], args[1], args[2], (args[3], args[4]))
+    grads = [torch.randn_like(output), torch.randn_like(h_n), torch.randn_like(c_n)]
+    ours = torch.autograd.grad((output, h_n, c_n), args, grads)
+    ref_outs, ref_grads = reference(args, grads)
+    scale = 1.0 if dtype == torch.float32 else 4.0
+    for got, want in zip((output, h_n, c_n), ref_outs, strict=True):
+        assert torch.isfinite(got).all()
+        assert_close(got, want, dtype, scale)
+    for name, got, want in zip(
+        ("input", "weights", "bias", "h0", "c0"), ours, ref_grads, strict=True
+    ):
+        assert torch.isfinite(got).all(), name
+        assert_close(got, want, dtype, scale * 8)
+
+
+@pytest.mark.cuda
 def test_cuda_small_state_path_refuses_what_it_cannot_run(monkeypatch):
     """Forced, the small-state path says why it does not apply (a state past 96 for float32, past
     88 for the half types, float64) instead of running another path."""
