@@ -51,7 +51,8 @@ static_assert(kSmallMaxRows <= 4, "a group's lanes k < rows run the gate math");
 // forward kernel it made 1-7% faster (H100, T = 29 - 1605, S = 40 - 90); the C library's division
 // for the half types, whose forward kernel it made 12-32% slower (bfloat16, T = 1000, B = 64, S =
 // 64: 829 -> 932 us; T = 1605, B = 370, S = 40: 1962 -> 2584 us; fewer instructions, so the
-// compiler's schedule; not profiled). Backward uses StepMath for all: there it changed neither.
+// compiler's schedule; not profiled). Backward uses StepMath for all: float32's backward kernel
+// ran 5-7% faster with it (T = 1605, B = 370, S = 40: 1374 -> 1288 us), the half types' the same.
 template <typename scalar_t>
 using SmallForwardMath = std::conditional_t<std::is_same_v<scalar_t, float>, StepMath, LibmMath>;
 
