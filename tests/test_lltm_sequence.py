@@ -940,22 +940,27 @@ def test_cuda_small_products_unsplit(monkeypatch, unsplit, path, dtype, size):
 
 
 # (T, B, I, S) for the split step product (cuBLAS path, float32 at full precision): every row
-# tile (B <= 16, 32, 64 and 128, and two tiles of 128 at B = 130), columns that leave a block's 128
-# partly empty, and K = S or 3S that no stage of 16 divides; W_h read from a zero-padded copy (S or
-# S + I not a multiple of 4) and in place (36 + 8, 100 + 12).
+# tile (B <= 16, 32, 64 and 128, and two tiles of 128 at B = 130; the tensor-core kernel's tiles of
+# 64 two and three times), columns that leave a block's 128 partly empty, and K = S or 3S that no
+# stage of 16 or 32 divides; W_h read from a zero-padded copy (S or S + I not a multiple of 4) and
+# in place (36 + 8, 100 + 12, 300 + 5 with its 3S = 900 columns over 8 blocks).
 STEP_GEMM_SIZES = [(4, 1, 5, 33), (3, 13, 7, 131), (3, 29, 2, 70), (2, 50, 3, 45), (2, 111, 4, 37)]
-STEP_GEMM_SIZES += [(2, 130, 3, 21), (3, 7, 8, 36), (2, 20, 12, 100)]
+STEP_GEMM_SIZES += [(2, 130, 3, 21), (3, 7, 8, 36), (2, 20, 12, 100), (2, 70, 5, 300)]
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("kernel", ["own", "tensor"])
 @pytest.mark.parametrize("splits", ["", "1", "3", "64"])
 @pytest.mark.parametrize("size", STEP_GEMM_SIZES, ids=lambda s: "x".join(map(str, s)))
-def test_cuda_step_gemm(monkeypatch, size, splits):
-    """The cuBLAS path's step products through the split float32 kernel (forced: own), its K split
-    as the planner picks ("") or as forced (64: as many as K allows): forward and all five
-    gradients against the float64 loop, and the same bits from run to run."""
+def test_cuda_step_gemm(monkeypatch, size, splits, kernel):
+    """The cuBLAS path's step products through our split float32 kernels (forced: own, the SIMT
+    cores; tensor, 3xTF32 on the tensor cores, sm_80+), their K split as the planner picks ("") or
+    as forced (64: as many as K allows): forward and all five gradients against the float64 loop,
+    and the same bits from run to run."""
+    if kernel == "tensor" and torch.cuda.get_device_capability() < (8, 0):
+        pytest.skip("the 3xTF32 step product needs sm_80+")
     sequence_path(monkeypatch, "cublas")
-    monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_GEMM", "own")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_GEMM", kernel)
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_SPLITS", splits)
     check_against_reference(size, "cuda", torch.float32)
     args = make_args(*size, "cuda", torch.float32)
@@ -969,22 +974,24 @@ def test_cuda_step_gemm(monkeypatch, size, splits):
 
 @pytest.mark.cuda
 def test_cuda_step_gemm_settings(monkeypatch):
-    """LLTM_EXT_SEQUENCE_STEP_GEMM=own is float32 at full precision only, and bad settings are
-    errors that say what is allowed; cublas runs cuBLAS (checked against the float64 loop)."""
+    """LLTM_EXT_SEQUENCE_STEP_GEMM=own and =tensor are float32 at full precision only, and bad
+    settings are errors that say what is allowed; cublas runs cuBLAS (checked against the float64
+    loop)."""
     sequence_path(monkeypatch, "cublas")
     size = (2, 3, 4, 40)
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_GEMM", "cublas")
     check_against_reference(size, "cuda", torch.float32)
-    monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_GEMM", "own")
     half = [a.detach() for a in make_args(*size, "cuda", torch.bfloat16)]
-    with pytest.raises(RuntimeError, match=r"STEP_GEMM=own needs float32 at full precision"):
-        _ops.lltm_sequence(*half)
     args = [a.detach() for a in make_args(*size, "cuda", torch.float32)]
-    with matmul_tf32(True):
-        with pytest.raises(RuntimeError, match=r"with TF32 allowed"):
-            _ops.lltm_sequence(*args)
+    for kernel in ("own", "tensor"):
+        monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_GEMM", kernel)
+        with pytest.raises(RuntimeError, match=rf"STEP_GEMM={kernel} needs float32 at full"):
+            _ops.lltm_sequence(*half)
+        with matmul_tf32(True):
+            with pytest.raises(RuntimeError, match=r"with TF32 allowed"):
+                _ops.lltm_sequence(*args)
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_GEMM", "mine")
-    with pytest.raises(RuntimeError, match=r"STEP_GEMM must be auto, cublas or own.*'mine'"):
+    with pytest.raises(RuntimeError, match=r"must be auto, cublas, own or tensor.*'mine'"):
         _ops.lltm_sequence(*args)
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_GEMM", "own")
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_SPLITS", "65")

@@ -302,8 +302,10 @@ def run_lltm_sequence(dtype: torch.dtype, only: list[str] | None = None) -> None
     # half types in one pass, float32 in three and, below, with TF32 allowed in one) and on the
     # SIMT cores ("-simt").
     paths = ["grid", "cublas", "wide", "wide-simt"]
-    if DEVICE == "cuda" and dtype == torch.float32:  # both step products split over K, forced
-        paths.append("cublas-own")
+    if DEVICE == "cuda" and dtype == torch.float32:  # both step products split over K, forced:
+        paths.append("cublas-own")  # on the SIMT cores
+        if torch.cuda.get_device_capability() >= (8, 0):
+            paths.append("cublas-tensor")  # 3xTF32 on the tensor cores
     if DEVICE == "cuda" and dtype != torch.float64:
         paths.append("small")
     if DEVICE == "cuda" and torch.cuda.get_device_capability() == (9, 0):

@@ -239,23 +239,30 @@ cudaError_t launch_small_backward(T* d_gates, const T* w, int64_t ld, const T* g
                                   const T* gates, const T* bias, T* d_cell, int64_t batch,
                                   int64_t state, int64_t steps, int rows, cudaStream_t stream);
 
-// The per-step recurrent product in exact float32 where cuBLAS would run it
+// The per-step recurrent product in float32 at full precision where cuBLAS would run it
 // (lltm_sequence_step_gemm.cu): c (m x n, row-major, ldc) = a (m x k, row-major, lda) op(w), op(w)
 // w's transpose (w: n x k, ldw) where `transposed`, else w (k x n); w is read 16 bytes at a time:
 // its base 16-byte aligned, ldw a multiple of 4, and where transposed the elements past k in each
-// row, up to the next multiple of 4, zeros (step_gemm_weights). A block owns `rows` (16, 32,
-// 64 or 128: step_gemm_rows(m)) rows x 128 columns of c and k's split z of `splits`, each of
-// step_gemm_k_split(k, splits) (a multiple of 16). One split: c = the product (+ c where
-// accumulate). More: split z's partial sums go to partials + z m n (m x n each; c untouched), for
-// the gate kernel to add (SplitSums); `splits` must be step_gemm_splits(k, wanted)'s.
+// row, up to the next multiple of 4, zeros (step_weights). Exact on the SIMT cores, or where
+// `tensor` as 3xTF32 on the tensor cores (sm_80+ code, step_gemm_tensor_loaded; and
+// step_gemm_smem_bytes of dynamic shared memory).
+// A block owns `rows` (16, 32, 64, or on the SIMT cores 128: step_gemm_rows(m, tensor)) rows x 128
+// columns of c and k's split z of `splits`, each of step_gemm_k_split(k, splits, tensor) (a
+// multiple of 16, or 32 on the tensor cores). One split: c = the product (+ c where accumulate).
+// More: split z's partial sums go to partials + z m n (m x n each; c untouched), for the gate
+// kernel to add (SplitSums); `splits` must be step_gemm_splits(k, wanted, tensor)'s.
 struct StepGemmShape {
   int rows = 0;  // 0: cuBLAS
   int splits = 1;
+  bool tensor = false;  // 3xTF32 on the tensor cores, else the SIMT cores
 };
-int step_gemm_rows(int64_t m);
-int64_t step_gemm_k_split(int64_t k, int splits);
-int step_gemm_splits(int64_t k, int wanted);
+int step_gemm_rows(int64_t m, bool tensor);
+int64_t step_gemm_k_split(int64_t k, int splits, bool tensor);
+int step_gemm_splits(int64_t k, int wanted, bool tensor);
 int64_t step_gemm_tiles(int64_t m, int64_t n, int rows);
+int step_gemm_smem_bytes(int rows, bool tensor);
+// Whether the current device runs the tensor-core kernel's sm_80+ code (not an older image).
+cudaError_t step_gemm_tensor_loaded(bool* loaded);
 cudaError_t launch_step_gemm(const float* a, int64_t lda, const float* w, int64_t ldw,
                              bool transposed, float* c, int64_t ldc, bool accumulate,
                              float* partials, int64_t m, int64_t n, int64_t k,

@@ -471,25 +471,29 @@ int small_plan(int device, int64_t batch, int64_t state) {
   return rows;
 }
 
-// LLTM_EXT_SEQUENCE_STEP_GEMM, read at every call: "auto" (default), "cublas" or "own".
+// LLTM_EXT_SEQUENCE_STEP_GEMM, read at every call: "auto" (default), "cublas", "own" (the SIMT
+// kernel) or "tensor" (the 3xTF32 kernel).
 std::string step_gemm_setting() {
   const char* env = std::getenv("LLTM_EXT_SEQUENCE_STEP_GEMM");
   const std::string value = env != nullptr ? env : "";
-  TORCH_CHECK(value.empty() || value == "auto" || value == "cublas" || value == "own",
-              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_STEP_GEMM must be auto, cublas or own, "
-              "but got '",
-              value, "'.");
+  TORCH_CHECK(
+      value.empty() || value == "auto" || value == "cublas" || value == "own" || value == "tensor",
+      "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_STEP_GEMM must be auto, cublas, own or "
+      "tensor, but got '",
+      value, "'.");
   return value;
 }
 
 // The cuBLAS path's step product m x n x k (forward B x 3S x S, backward B x S x 3S) through
-// launch_step_gemm: float32 at full precision only (cuBLAS's tensor-core kernels serve the rest),
-// and by auto only backward's at B <= 32. Measured per product (H100, torch.profiler, T = 8,
-// cuBLAS 13's pick against the split kernel, us): backward, where cuBLAS runs a split-K SIMT
-// kernel and its reduction, B = 2, S = 1397 28.8 vs 10.3; B = 16, S = 1217 25.5 vs 9.4; B = 26,
-// S = 1116 24.1 vs 12.7; B = 6, S = 1716 27.4 vs 19.5; forward, where cuBLAS runs a GEMV or 32 x
-// 32 tiles, 9.7 vs 11.3, 9.7 vs 11.2, 9.5 vs 13.6 and 20.4 vs 19.7 (a tie at best); at B = 111
-// both lost by 2-3x (19.0 vs 55.8, 29.4 vs 56.7).
+// launch_step_gemm: float32 at full precision only (cuBLAS's tensor-core kernels serve the rest).
+// Auto, per product, where the device runs the tensor-core kernel (sm_80+ code and its shared
+// memory): forward 3xTF32 at 5 <= B <= 32; backward 3xTF32 at 2 <= B <= 32 and on the SIMT cores at
+// 33 <= B <= 64; cuBLAS elsewhere (without the tensor-core kernel, backward on the SIMT cores at 2
+// <= B <= 64). Measured per product (H100, T = 50, S = 1100 ... 2048, GPU time of forward and of
+// backward, us, cuBLAS / 3xTF32 / SIMT; docs/lltm_notes.md has all 15 shapes): forward B = 1 599 /
+// 928 / 997 (cuBLAS's GEMV), B = 8 894 / 698 / 741, B = 26 1215 / 1014 / 1042, B = 64 2070 / 2705 /
+// 2399; backward B = 1 885 / 1158 / 1439, B = 2 1747 / 806 / 867, B = 26 1735 / 1179 / 1225, B = 48
+// 2360 / 1860 / 1701, B = 96 2774 / 3231 / 3590.
 // Splits: enough blocks for ~2 a SM, each split at least 64 k and splits x m at most k / 2 (the
 // partial sums' traffic, written and read once, then stays below W_h's);
 // LLTM_EXT_SEQUENCE_STEP_SPLITS (1-64) forces them.
@@ -499,16 +503,41 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
   StepGemmShape shape;
   const std::string setting = step_gemm_setting();
   const bool applies = std::is_same_v<T, float> && !tf32;
-  TORCH_CHECK(applies || setting != "own",
-              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_STEP_GEMM=own needs float32 at full "
-              "precision (torch's float32 matmul precision \"highest\"), but got dtype ",
+  TORCH_CHECK(applies || (setting != "own" && setting != "tensor"),
+              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_STEP_GEMM=", setting,
+              " needs float32 at full precision (torch's float32 matmul precision \"highest\"), "
+              "but got dtype ",
               c10::CppTypeToScalarType<T>::value, (tf32 ? " with TF32 allowed" : ""), ".");
-  if (!applies || setting == "cublas" || (setting != "own" && (!backward || m > 32))) {
+  if (!applies || setting == "cublas") {
     return shape;
   }
-  shape.rows = step_gemm_rows(m);
+  const cuda::DeviceLimits& f = cuda::device_limits(device);
+  static cuda::PerDevice<bool> loaded_cache;  // whether the device runs the sm_80+ kernel
+  const bool tensor_fits = f.major >= 8 && step_gemm_smem_bytes(64, true) <= f.smem_optin &&
+                           loaded_cache.get(device, [](int d) {
+                             const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(d));
+                             bool is_loaded = false;
+                             C10_CUDA_CHECK(step_gemm_tensor_loaded(&is_loaded));
+                             return is_loaded;
+                           });
+  TORCH_CHECK(tensor_fits || setting != "tensor",
+              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_STEP_GEMM=tensor needs mma.sync's tf32 "
+              "(code compiled for compute capability 8.0 or newer, running on such a GPU) and ",
+              step_gemm_smem_bytes(64, true), " bytes of shared memory a block; cuda:", device,
+              " has compute capability ", f.major, ".x and ", f.smem_optin, " bytes.");
+  if (setting == "own" || setting == "tensor") {
+    shape.tensor = setting == "tensor";
+  } else {
+    const bool tensor = tensor_fits && m <= 32 && m >= (backward ? 2 : 5);
+    if (!tensor && !(backward && m >= 2 && m <= 64)) {
+      return shape;  // cuBLAS
+    }
+    shape.tensor = tensor;
+  }
+  shape.rows = step_gemm_rows(m, shape.tensor);
   TORCH_CHECK((m + shape.rows - 1) / shape.rows <= 65535,
-              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_STEP_GEMM=own takes batches of at most ",
+              "lltm_ext.lltm_sequence: the step product through LLTM_EXT_SEQUENCE_STEP_GEMM=",
+              shape.tensor ? "tensor" : "own", " takes batches of at most ",
               65535 * static_cast<int64_t>(shape.rows), " rows, but got ", m, ".");
   const int64_t tiles = step_gemm_tiles(m, n, shape.rows);
   const int64_t wanted = (2 * cuda::sm_count(device) + tiles - 1) / tiles;
@@ -518,7 +547,7 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
   if (forced > 0) {
     splits = forced;
   }
-  shape.splits = step_gemm_splits(k, splits);
+  shape.splits = step_gemm_splits(k, splits, shape.tensor);
   return shape;
 }
 

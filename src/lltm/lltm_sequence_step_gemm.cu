@@ -1,12 +1,15 @@
-// The sequence's per-step recurrent product in exact float32 on the SIMT cores, for the steps that
-// would otherwise call cuBLAS: C (M x N) = A (M x K) op(W), K split over the blocks of a grid that
-// fills the GPU at small M (cuBLAS's float32 kernels leave most SMs idle there); each split's
-// partial sums go to scratch, which the gate kernel that reads C adds in split order.
+// The sequence's per-step recurrent product in float32 for the steps that would otherwise call
+// cuBLAS: C (M x N) = A (M x K) op(W), exact on the SIMT cores or as 3xTF32 on the tensor cores
+// (sm_80+), K split over the blocks of a grid that fills the GPU (cuBLAS's float32 kernels leave
+// most SMs idle at small M, and run on the SIMT cores); each split's partial sums go to scratch,
+// which the gate kernel that reads C adds in split order.
 #include <algorithm>
 #include <cstdint>
 
 #include "common/cuda_kernel.cuh"
+#include "common/mma_sync.cuh"
 #include "lltm/lltm_launchers.h"
+#include "lltm/sequence_mma.cuh"
 
 namespace lltm_ext::lltm {
 namespace {
@@ -63,6 +66,19 @@ __device__ __forceinline__ void wait_copies() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
 #endif
+}
+
+// One sum of C's element (m, n), m < m_size and n < n_size: to c (row stride ldc; added to c's
+// value where accumulate) with one split, else to split z's partial sums (M x N, z = blockIdx.z).
+__device__ __forceinline__ void store_sum(float* c, int64_t ldc, bool accumulate, float* partials,
+                                          int64_t m_size, int64_t n_size, int64_t m, int64_t n,
+                                          float v) {
+  if (gridDim.z > 1) {
+    partials[(static_cast<int64_t>(blockIdx.z) * m_size + m) * n_size + n] = v;
+  } else {
+    float* o = c + m * ldc + n;
+    *o = accumulate ? *o + v : v;
+  }
 }
 
 // A block of (BM / TM) x 16 threads: rows [m0, m0 + BM) x columns [n0, n0 + 128) of the product
@@ -207,9 +223,6 @@ __global__ void __launch_bounds__(BM / TM * 16, BM == 128 ? 1 : 2)
   }
   wait_copies<0>();  // no copy outlives the block (the trailing groups are empty)
 
-  const bool split = gridDim.z > 1;
-  float* out = split ? partials + static_cast<int64_t>(blockIdx.z) * m_size * n_size : c;
-  const int64_t ld = split ? n_size : ldc;
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
     const int64_t m = m0 + ty * TM + i;
@@ -220,11 +233,170 @@ __global__ void __launch_bounds__(BM / TM * 16, BM == 128 ? 1 : 2)
     for (int j = 0; j < 8; ++j) {
       const int64_t n = n0 + (kTransposed ? tx + 16 * j : j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
       if (n < n_size) {
-        float* o = out + m * ld + n;
-        *o = !split && accumulate ? *o + acc[i][j] : acc[i][j];
+        store_sum(c, ldc, accumulate, partials, m_size, n_size, m, n, acc[i][j]);
       }
     }
   }
+}
+
+// The tensor-core kernel (3xTF32, sm_80+): stages of kTcDepth k, kMmaChains k steps of eight, three
+// of them in flight (dynamic shared memory, tc_smem_bytes), a block of 8 warps over BM rows x kCols
+// columns. Its warps tile the block as TcWarps<BM> says: each keeps MT x NT mma tiles of 16 x 8.
+constexpr int kTcDepth = 8 * kMmaChains;
+constexpr int kTcStages = 3;
+constexpr int kTcThreads = 8 * 32;
+
+template <int BM>
+struct TcWarps {
+  static constexpr int kRows = BM == 16 ? 1 : 2;    // warps along M
+  static constexpr int kColumns = 8 / kRows;        // warps along N
+  static constexpr int kMt = BM / kRows / 16;       // a warp's m-tiles
+  static constexpr int kNt = kCols / kColumns / 8;  // a warp's n-tiles
+};
+
+// A stage in shared memory, in floats: A's BM rows [m][k] (kTcDepth + 4 a row), then W's as [n][k]
+// (kTcDepth + 4) where transposed, else [k][n] (kCols + 8). The padding puts the 32 lanes of a
+// fragment read (lane 4 g + t: row g, k t; or k t, column g) on 32 banks, and keeps rows 16-byte
+// aligned.
+template <bool kTransposed>
+constexpr int tc_w_floats() {
+  return kTransposed ? kCols * (kTcDepth + 4) : kTcDepth * (kCols + 8);
+}
+template <int BM, bool kTransposed>
+constexpr int tc_stage_floats() {
+  return BM * (kTcDepth + 4) + tc_w_floats<kTransposed>();
+}
+template <int BM, bool kTransposed>
+constexpr int tc_smem_bytes() {
+  return kTcStages * tc_stage_floats<BM, kTransposed>() * static_cast<int>(sizeof(float));
+}
+
+// As step_gemm_kernel, on the tensor cores: a block computes rows [m0, m0 + BM) x columns [n0, n0 +
+// 128) over k's split z, each k step of eight as 3xTF32 (mma_chains_split: small x big, big x
+// small, big x big, each k step summed from zero and added on the SIMT cores; split_tf32_fast).
+// A's stage is copied a float at a time (any lda, any alignment), W's 16 bytes at a time (as the
+// SIMT kernel reads it). Warp w owns rows (w / kColumns) MT 16 ... and columns (w % kColumns) NT 8
+// ...; it splits its A fragments once a stage and each B fragment once for its MT m-tiles.
+template <int BM, bool kTransposed>
+__global__ void __launch_bounds__(kTcThreads)
+    step_gemm_tf32x3_kernel(const float* __restrict__ a, int64_t lda, const float* __restrict__ w,
+                            int64_t ldw, float* __restrict__ c, int64_t ldc, bool accumulate,
+                            float* __restrict__ partials, int64_t m_size, int64_t n_size,
+                            int64_t k_size, int64_t k_split) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  using Warps = TcWarps<BM>;
+  constexpr int kMt = Warps::kMt, kNt = Warps::kNt, kAs = kTcDepth + 4;
+  constexpr int kWs = kTransposed ? kTcDepth + 4 : kCols + 8;
+  constexpr int kWCopies = kCols * kTcDepth / 4 / kTcThreads;
+  static_assert(BM * kTcDepth % kTcThreads == 0 && kCols * kTcDepth / 4 % kTcThreads == 0);
+  extern __shared__ __align__(16) float tc_smem[];
+
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  const int g = lane / 4, t = lane % 4;
+  const int wm = warp / Warps::kColumns * kMt * 16, wn = warp % Warps::kColumns * kNt * 8;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * BM;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kCols;
+  const int64_t k_begin = static_cast<int64_t>(blockIdx.z) * k_split;
+  const int64_t k_end = std::min(k_size, k_begin + k_split);
+  const int64_t stage_count = (std::max<int64_t>(0, k_end - k_begin) + kTcDepth - 1) / kTcDepth;
+
+  // A stage's copies: A's element (e / kTcDepth, e % kTcDepth) for e = tid + j kTcThreads (a warp
+  // reads 128 consecutive bytes of a row); W's 16-byte pieces i = tid + j kTcThreads: row n0 + i /
+  // 8, k 4 (i % 8) where transposed, else row k0 + i / 32, columns n0 + 4 (i % 32).
+  const auto issue = [&](int64_t stage) {
+    float* as = tc_smem + static_cast<int>(stage % kTcStages) * tc_stage_floats<BM, kTransposed>();
+    float* ws = as + BM * kAs;
+    const int64_t k0 = k_begin + stage * kTcDepth;
+#pragma unroll
+    for (int j = 0; j < BM * kTcDepth / kTcThreads; ++j) {
+      const int e = tid + j * kTcThreads, mm = e / kTcDepth, kk = e % kTcDepth;
+      const bool valid = m0 + mm < m_size && k0 + kk < k_end;
+      copy_float(&as[mm * kAs + kk], valid ? a + (m0 + mm) * lda + k0 + kk : a, valid);
+    }
+#pragma unroll
+    for (int j = 0; j < kWCopies; ++j) {
+      const int i = tid + j * kTcThreads;
+      const int nn = kTransposed ? i / 8 : 4 * (i % 32), kk = kTransposed ? 4 * (i % 8) : i / 32;
+      const bool valid = n0 + nn < n_size && k0 + kk < k_end;
+      const float* src =
+          kTransposed ? w + (n0 + nn) * ldw + k0 + kk : w + (k0 + kk) * ldw + n0 + nn;
+      copy_float4(&ws[kTransposed ? nn * kWs + kk : kk * kWs + nn], valid ? src : w, valid);
+    }
+  };
+
+  float acc[kMt][kNt][4] = {};
+#pragma unroll
+  for (int s = 0; s < kTcStages - 1; ++s) {
+    if (s < stage_count) {
+      issue(s);
+    }
+    commit_copies();  // a group every time, empty or not: the waits count groups
+  }
+  for (int64_t stage = 0; stage < stage_count; ++stage) {
+    wait_copies<kTcStages - 2>();  // this thread's copies of `stage` have landed
+    __syncthreads();  // everyone's; and everyone is done with the stage before (its buffer reused)
+    if (stage + kTcStages - 1 < stage_count) {
+      issue(stage + kTcStages - 1);
+    }
+    commit_copies();
+    const float* as =
+        tc_smem + static_cast<int>(stage % kTcStages) * tc_stage_floats<BM, kTransposed>();
+    const float* ws = as + BM * kAs;
+    uint32_t a_big[kMt][kMmaChains][4], a_small[kMt][kMmaChains][4];
+#pragma unroll
+    for (int mt = 0; mt < kMt; ++mt) {
+      const float* row = as + (wm + mt * 16 + g) * kAs + t;
+#pragma unroll
+      for (int i = 0; i < kMmaChains; ++i) {
+        const float av[4] = {row[8 * i], row[8 * kAs + 8 * i], row[8 * i + 4],
+                             row[8 * kAs + 8 * i + 4]};
+        mma_split_a<Product::kTf32x3>(av, a_big[mt][i], a_small[mt][i]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) {
+      const int col = wn + nt * 8 + g;
+      uint32_t b_big[kMmaChains][2], b_small[kMmaChains][2];
+#pragma unroll
+      for (int i = 0; i < kMmaChains; ++i) {
+        const int k = 8 * i + t;
+        const float b0 = kTransposed ? ws[col * kWs + k] : ws[k * kWs + col];
+        const float b1 = kTransposed ? ws[col * kWs + k + 4] : ws[(k + 4) * kWs + col];
+        split_tf32_fast(b0, b_big[i][0], b_small[i][0]);
+        split_tf32_fast(b1, b_big[i][1], b_small[i][1]);
+      }
+#pragma unroll
+      for (int mt = 0; mt < kMt; ++mt) {
+        mma_chains_split<Product::kTf32x3>(acc[mt][nt], a_big[mt], a_small[mt], b_big, b_small);
+      }
+    }
+  }
+  wait_copies<0>();  // no copy outlives the block (the trailing groups are empty)
+
+  // Lane 4 g + t holds rows g and g + 8, columns 2 t and 2 t + 1 of each of its tiles.
+#pragma unroll
+  for (int mt = 0; mt < kMt; ++mt) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t m = m0 + wm + mt * 16 + g + 8 * half;
+      if (m < m_size) {
+#pragma unroll
+        for (int nt = 0; nt < kNt; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int64_t n = n0 + wn + nt * 8 + 2 * t + e;
+            if (n < n_size) {
+              store_sum(c, ldc, accumulate, partials, m_size, n_size, m, n,
+                        acc[mt][nt][2 * half + e]);
+            }
+          }
+        }
+      }
+    }
+  }
+#else
+  __trap();
+#endif
 }
 
 template <int BM, int TM>
@@ -239,24 +411,78 @@ cudaError_t launch_rows(const float* a, int64_t lda, const float* w, int64_t ldw
   return cudaGetLastError();
 }
 
+// The tensor-core kernel for BM rows, its dynamic shared memory allowed at every launch (the
+// attribute is the current device's; the planner checked that the device has that much:
+// step_gemm_smem_bytes).
+template <int BM, bool kTransposed>
+cudaError_t launch_tc(const float* a, int64_t lda, const float* w, int64_t ldw, float* c,
+                      int64_t ldc, bool accumulate, float* partials, int64_t m, int64_t n,
+                      int64_t k, int splits, int64_t k_split, cudaStream_t stream) {
+  const auto kernel = step_gemm_tf32x3_kernel<BM, kTransposed>;
+  constexpr int kBytes = tc_smem_bytes<BM, kTransposed>();
+  const cudaError_t allowed =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+  if (allowed != cudaSuccess) {
+    return allowed;
+  }
+  const dim3 grid(static_cast<unsigned int>((n + kCols - 1) / kCols),
+                  static_cast<unsigned int>((m + BM - 1) / BM), static_cast<unsigned int>(splits));
+  kernel<<<grid, kTcThreads, kBytes, stream>>>(a, lda, w, ldw, c, ldc, accumulate, partials, m, n,
+                                               k, k_split);
+  return cudaGetLastError();
+}
+
+template <int BM>
+cudaError_t launch_tc_rows(const float* a, int64_t lda, const float* w, int64_t ldw,
+                           bool transposed, float* c, int64_t ldc, bool accumulate, float* partials,
+                           int64_t m, int64_t n, int64_t k, int splits, int64_t k_split,
+                           cudaStream_t stream) {
+  return transposed ? launch_tc<BM, true>(a, lda, w, ldw, c, ldc, accumulate, partials, m, n, k,
+                                          splits, k_split, stream)
+                    : launch_tc<BM, false>(a, lda, w, ldw, c, ldc, accumulate, partials, m, n, k,
+                                           splits, k_split, stream);
+}
+
+int depth(bool tensor) {
+  return tensor ? kTcDepth : kDepth;
+}
+
 }  // namespace
 
-int step_gemm_rows(int64_t m) {
-  return m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 ? 64 : 128;
+int step_gemm_rows(int64_t m, bool tensor) {
+  return m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 || tensor ? 64 : 128;
 }
 
-int64_t step_gemm_k_split(int64_t k, int splits) {
-  const int64_t per = (k + splits - 1) / splits;
-  return std::max<int64_t>(kDepth, (per + kDepth - 1) / kDepth * kDepth);
+int64_t step_gemm_k_split(int64_t k, int splits, bool tensor) {
+  const int64_t per = (k + splits - 1) / splits, d = depth(tensor);
+  return std::max<int64_t>(d, (per + d - 1) / d * d);
 }
 
-int step_gemm_splits(int64_t k, int wanted) {
-  const int64_t k_split = step_gemm_k_split(k, std::max(1, wanted));
+int step_gemm_splits(int64_t k, int wanted, bool tensor) {
+  const int64_t k_split = step_gemm_k_split(k, std::max(1, wanted), tensor);
   return static_cast<int>(std::max<int64_t>(1, (k + k_split - 1) / k_split));
 }
 
 int64_t step_gemm_tiles(int64_t m, int64_t n, int rows) {
   return ((m + rows - 1) / rows) * ((n + kCols - 1) / kCols);
+}
+
+cudaError_t step_gemm_tensor_loaded(bool* loaded) {
+  return cuda::image_compiled_for(step_gemm_tf32x3_kernel<16, true>, 80, loaded);
+}
+
+int step_gemm_smem_bytes(int rows, bool tensor) {
+  if (!tensor) {
+    return 0;  // static, within 48 KB
+  }
+  switch (rows) {
+    case 16:
+      return std::max(tc_smem_bytes<16, true>(), tc_smem_bytes<16, false>());
+    case 32:
+      return std::max(tc_smem_bytes<32, true>(), tc_smem_bytes<32, false>());
+    default:
+      return std::max(tc_smem_bytes<64, true>(), tc_smem_bytes<64, false>());
+  }
 }
 
 cudaError_t launch_step_gemm(const float* a, int64_t lda, const float* w, int64_t ldw,
@@ -267,10 +493,25 @@ cudaError_t launch_step_gemm(const float* a, int64_t lda, const float* w, int64_
     return cudaSuccess;
   }
   const int splits = shape.splits;
-  if (splits < 1 || splits != step_gemm_splits(k, splits)) {
+  if (splits < 1 || splits != step_gemm_splits(k, splits, shape.tensor)) {
     return cudaErrorInvalidValue;  // a split would be empty
   }
-  const int64_t k_split = step_gemm_k_split(k, splits);
+  const int64_t k_split = step_gemm_k_split(k, splits, shape.tensor);
+  if (shape.tensor) {
+    switch (shape.rows) {
+      case 16:
+        return launch_tc_rows<16>(a, lda, w, ldw, transposed, c, ldc, accumulate, partials, m, n, k,
+                                  splits, k_split, stream);
+      case 32:
+        return launch_tc_rows<32>(a, lda, w, ldw, transposed, c, ldc, accumulate, partials, m, n, k,
+                                  splits, k_split, stream);
+      case 64:
+        return launch_tc_rows<64>(a, lda, w, ldw, transposed, c, ldc, accumulate, partials, m, n, k,
+                                  splits, k_split, stream);
+      default:
+        return cudaErrorInvalidValue;
+    }
+  }
   switch (shape.rows) {
     case 16:
       return launch_rows<16, 2>(a, lda, w, ldw, transposed, c, ldc, accumulate, partials, m, n, k,

@@ -80,6 +80,32 @@ __device__ __forceinline__ void mma_split_a(const float (&av)[4], uint32_t (&big
   }
 }
 
+// As mma_chains below, with B's fragments split already (kTf32x3: b_big, b_small from
+// split_tf32_fast; one pass: b_big as the mma reads it, b_small unused), for a warp that applies
+// one B fragment to several A tiles.
+template <Product P>
+__device__ __forceinline__ void mma_chains_split(float (&acc)[4],
+                                                 const uint32_t (&a_big)[kMmaChains][4],
+                                                 const uint32_t (&a_small)[kMmaChains][4],
+                                                 const uint32_t (&b_big)[kMmaChains][2],
+                                                 const uint32_t (&b_small)[kMmaChains][2]) {
+  float step[kMmaChains][4];
+#pragma unroll
+  for (int i = 0; i < kMmaChains; ++i) {
+    step[i][0] = step[i][1] = step[i][2] = step[i][3] = 0.0f;
+    if constexpr (P == Product::kTf32x3) {
+      cuda::mma_16816<cuda::kMmaTF32>(step[i], a_small[i], b_big[i]);
+      cuda::mma_16816<cuda::kMmaTF32>(step[i], a_big[i], b_small[i]);
+    }
+    cuda::mma_16816<cuda::kMmaTF32>(step[i], a_big[i], b_big[i]);
+  }
+  static_assert(kMmaChains == 4, "the sums below add four chains");
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    acc[e] += (step[0][e] + step[1][e]) + (step[2][e] + step[3][e]);
+  }
+}
+
 // One n-tile's share of kMmaChains k steps: acc += sum over i of A_i B_i, where A_i is
 // (a_big[i], a_small[i]) from mma_split_a<P> and B_i's fragment is {b0[i], b1[i]} (w's values at
 // k + t and k + t + 4). Each k step is its own chain, summed from zero (kTf32x3: small x big, big x
@@ -91,27 +117,18 @@ __device__ __forceinline__ void mma_chains(float (&acc)[4], const uint32_t (&a_b
                                            const uint32_t (&a_small)[kMmaChains][4],
                                            const float (&b0)[kMmaChains],
                                            const float (&b1)[kMmaChains]) {
-  float step[kMmaChains][4];
+  uint32_t b_big[kMmaChains][2], b_small[kMmaChains][2];
 #pragma unroll
   for (int i = 0; i < kMmaChains; ++i) {
-    step[i][0] = step[i][1] = step[i][2] = step[i][3] = 0.0f;
     if constexpr (P == Product::kTf32x3) {
-      uint32_t b_big[2], b_small[2];
-      split_tf32_fast(b0[i], b_big[0], b_small[0]);
-      split_tf32_fast(b1[i], b_big[1], b_small[1]);
-      cuda::mma_16816<cuda::kMmaTF32>(step[i], a_small[i], b_big);
-      cuda::mma_16816<cuda::kMmaTF32>(step[i], a_big[i], b_small);
-      cuda::mma_16816<cuda::kMmaTF32>(step[i], a_big[i], b_big);
+      split_tf32_fast(b0[i], b_big[i][0], b_small[i][0]);
+      split_tf32_fast(b1[i], b_big[i][1], b_small[i][1]);
     } else {
-      const uint32_t b[2] = {__float_as_uint(b0[i]), __float_as_uint(b1[i])};
-      cuda::mma_16816<cuda::kMmaTF32>(step[i], a_big[i], b);
+      b_big[i][0] = __float_as_uint(b0[i]);
+      b_big[i][1] = __float_as_uint(b1[i]);
     }
   }
-  static_assert(kMmaChains == 4, "the sums below add four chains");
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    acc[e] += (step[0][e] + step[1][e]) + (step[2][e] + step[3][e]);
-  }
+  mma_chains_split<P>(acc, a_big, a_small, b_big, b_small);
 }
 
 // acc[j] += this warp's share of x w^T for output tiles j0 + j (j < TILES, tiles of eight outputs

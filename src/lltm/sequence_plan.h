@@ -33,10 +33,10 @@ struct SequencePlan {
 // grid runs at once, else the cluster kernels where they apply, else the wide-state kernels where
 // they apply and pay, else the tiled kernels where they apply and pay, else the fused step kernels
 // where they apply (their shared-memory size set on the device), else cuBLAS.
-// On the cuBLAS path, float32 at full precision runs backward's step product split over K
-// (launch_step_gemm) at B <= 32, where that pays; LLTM_EXT_SEQUENCE_STEP_GEMM=cublas|own (both
-// products) and
-// LLTM_EXT_SEQUENCE_STEP_SPLITS force the choice and the splits.
+// On the cuBLAS path, float32 at full precision runs its step products through our kernels split
+// over K (launch_step_gemm: 3xTF32 on the tensor cores, or the SIMT cores) at small batches, where
+// that pays (step_gemm_plan has the rule); LLTM_EXT_SEQUENCE_STEP_GEMM=cublas|own|tensor (both
+// products) and LLTM_EXT_SEQUENCE_STEP_SPLITS force the choice and the splits.
 // LLTM_EXT_SEQUENCE_PATH forces a path (an error where it does not apply),
 // LLTM_EXT_SEQUENCE_PRODUCT=simt keeps the products off the tensor cores, and
 // LLTM_EXT_SEQUENCE_CLUSTER_ROWS / LLTM_EXT_SEQUENCE_WIDE_COLS / LLTM_EXT_SEQUENCE_TILED_TILES /
