@@ -212,9 +212,8 @@ def lltm_sequence(
         )
     x = input.transpose(0, 1) if batch_first else input
     state_size = weights.shape[0] // 3 if weights.dim() >= 1 else 0
-    if state is None:
-        h0 = x.new_zeros((x.shape[1], state_size))
-        c0 = x.new_zeros((x.shape[1], state_size))
+    if state is None:  # one fill for both: h_0 and c_0 are its two halves
+        h0, c0 = x.new_zeros((2, x.shape[1], state_size)).unbind(0)
     else:
         h0, c0 = _state_pair(state, "lltm_ext.lltm_sequence", state_size)
         if c0 is h0:  # one tensor as both: torch.compile needs distinct tensors
