@@ -80,25 +80,22 @@ __device__ __forceinline__ void mma_split_a(const float (&av)[4], uint32_t (&big
   }
 }
 
-// As mma_chains below, with B's fragments split already (kTf32x3: b_big, b_small from
-// split_tf32_fast; one pass: b_big as the mma reads it, b_small unused), for a warp that applies
-// one B fragment to several A tiles.
+// One k step of mma_chains into step (summed from zero before it): kTf32x3 small x big, big x
+// small, big x big; one pass big x b (b_small unused).
 template <Product P>
-__device__ __forceinline__ void mma_chains_split(float (&acc)[4],
-                                                 const uint32_t (&a_big)[kMmaChains][4],
-                                                 const uint32_t (&a_small)[kMmaChains][4],
-                                                 const uint32_t (&b_big)[kMmaChains][2],
-                                                 const uint32_t (&b_small)[kMmaChains][2]) {
-  float step[kMmaChains][4];
-#pragma unroll
-  for (int i = 0; i < kMmaChains; ++i) {
-    step[i][0] = step[i][1] = step[i][2] = step[i][3] = 0.0f;
-    if constexpr (P == Product::kTf32x3) {
-      cuda::mma_16816<cuda::kMmaTF32>(step[i], a_small[i], b_big[i]);
-      cuda::mma_16816<cuda::kMmaTF32>(step[i], a_big[i], b_small[i]);
-    }
-    cuda::mma_16816<cuda::kMmaTF32>(step[i], a_big[i], b_big[i]);
+__device__ __forceinline__ void mma_k_step(float (&step)[4], const uint32_t (&a_big)[4],
+                                           const uint32_t (&a_small)[4], const uint32_t (&b_big)[2],
+                                           const uint32_t (&b_small)[2]) {
+  step[0] = step[1] = step[2] = step[3] = 0.0f;
+  if constexpr (P == Product::kTf32x3) {
+    cuda::mma_16816<cuda::kMmaTF32>(step, a_small, b_big);
+    cuda::mma_16816<cuda::kMmaTF32>(step, a_big, b_small);
   }
+  cuda::mma_16816<cuda::kMmaTF32>(step, a_big, b_big);
+}
+
+// acc += the kMmaChains chains' sums, added on the SIMT cores.
+__device__ __forceinline__ void add_chains(float (&acc)[4], const float (&step)[kMmaChains][4]) {
   static_assert(kMmaChains == 4, "the sums below add four chains");
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
@@ -117,18 +114,36 @@ __device__ __forceinline__ void mma_chains(float (&acc)[4], const uint32_t (&a_b
                                            const uint32_t (&a_small)[kMmaChains][4],
                                            const float (&b0)[kMmaChains],
                                            const float (&b1)[kMmaChains]) {
-  uint32_t b_big[kMmaChains][2], b_small[kMmaChains][2];
+  float step[kMmaChains][4];
 #pragma unroll
   for (int i = 0; i < kMmaChains; ++i) {
+    uint32_t b_big[2], b_small[2] = {0, 0};
     if constexpr (P == Product::kTf32x3) {
-      split_tf32_fast(b0[i], b_big[i][0], b_small[i][0]);
-      split_tf32_fast(b1[i], b_big[i][1], b_small[i][1]);
+      split_tf32_fast(b0[i], b_big[0], b_small[0]);
+      split_tf32_fast(b1[i], b_big[1], b_small[1]);
     } else {
-      b_big[i][0] = __float_as_uint(b0[i]);
-      b_big[i][1] = __float_as_uint(b1[i]);
+      b_big[0] = __float_as_uint(b0[i]);
+      b_big[1] = __float_as_uint(b1[i]);
     }
+    mma_k_step<P>(step[i], a_big[i], a_small[i], b_big, b_small);
   }
-  mma_chains_split<P>(acc, a_big, a_small, b_big, b_small);
+  add_chains(acc, step);
+}
+
+// As mma_chains, with B's fragments split already (b_big, b_small from split_tf32_fast), for a
+// warp that applies one B fragment to several A tiles.
+template <Product P>
+__device__ __forceinline__ void mma_chains_split(float (&acc)[4],
+                                                 const uint32_t (&a_big)[kMmaChains][4],
+                                                 const uint32_t (&a_small)[kMmaChains][4],
+                                                 const uint32_t (&b_big)[kMmaChains][2],
+                                                 const uint32_t (&b_small)[kMmaChains][2]) {
+  float step[kMmaChains][4];
+#pragma unroll
+  for (int i = 0; i < kMmaChains; ++i) {
+    mma_k_step<P>(step[i], a_big[i], a_small[i], b_big[i], b_small[i]);
+  }
+  add_chains(acc, step);
 }
 
 // acc[j] += this warp's share of x w^T for output tiles j0 + j (j < TILES, tiles of eight outputs
