@@ -68,6 +68,33 @@ __device__ __forceinline__ void wait_copies() {
 #endif
 }
 
+// The cp.async pipeline of both kernels: stages 0 .. stage_count - 1 of k, each copied into its
+// shared-memory buffer by issue(stage) kStages - 1 stages ahead of use(stage), which runs once
+// every thread's copies of it have landed; issue(stage) may overwrite the buffer of stage - 1,
+// which everyone is done with by then (the barrier before it). No copy outlives the call.
+template <int kStages, typename Issue, typename Use>
+__device__ __forceinline__ void run_stages(int64_t stage_count, const Issue& issue,
+                                           const Use& use) {
+  static_assert(kStages >= 2);
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < stage_count) {
+      issue(static_cast<int64_t>(s));
+    }
+    commit_copies();  // a group every time, empty or not: the waits count groups
+  }
+  for (int64_t stage = 0; stage < stage_count; ++stage) {
+    wait_copies<kStages - 2>();  // this thread's copies of `stage` have landed
+    __syncthreads();  // everyone's; and everyone is done with the stage before (its buffer reused)
+    if (stage + kStages - 1 < stage_count) {
+      issue(stage + kStages - 1);
+    }
+    commit_copies();
+    use(stage);
+  }
+  wait_copies<0>();  // the trailing groups are empty
+}
+
 // One sum of C's element (m, n), m < m_size and n < n_size: to c (row stride ldc; added to c's
 // value where accumulate) with one split, else to split z's partial sums (M x N, z = blockIdx.z).
 __device__ __forceinline__ void store_sum(float* c, int64_t ldc, bool accumulate, float* partials,
@@ -161,20 +188,7 @@ __global__ void __launch_bounds__(BM / TM * 16, BM == 128 ? 1 : 2)
       }
     }
   };
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < stage_count) {
-      issue(s);
-    }
-    commit_copies();  // a group every time, empty or not: the waits count groups
-  }
-  for (int64_t stage = 0; stage < stage_count; ++stage) {
-    wait_copies<kStages - 2>();  // this thread's copies of `stage` have landed
-    __syncthreads();  // everyone's; and everyone is done with the stage before (its buffer reused)
-    if (stage + kStages - 1 < stage_count) {
-      issue(stage + kStages - 1);
-    }
-    commit_copies();
+  run_stages<kStages>(stage_count, issue, [&](int64_t stage) {
     const int buf = static_cast<int>(stage % kStages);
     if constexpr (kTransposed) {
 #pragma unroll
@@ -220,8 +234,7 @@ __global__ void __launch_bounds__(BM / TM * 16, BM == 128 ? 1 : 2)
         }
       }
     }
-  }
-  wait_copies<0>();  // no copy outlives the block (the trailing groups are empty)
+  });
 
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
@@ -325,20 +338,7 @@ __global__ void __launch_bounds__(kTcThreads)
   };
 
   float acc[kMt][kNt][4] = {};
-#pragma unroll
-  for (int s = 0; s < kTcStages - 1; ++s) {
-    if (s < stage_count) {
-      issue(s);
-    }
-    commit_copies();  // a group every time, empty or not: the waits count groups
-  }
-  for (int64_t stage = 0; stage < stage_count; ++stage) {
-    wait_copies<kTcStages - 2>();  // this thread's copies of `stage` have landed
-    __syncthreads();  // everyone's; and everyone is done with the stage before (its buffer reused)
-    if (stage + kTcStages - 1 < stage_count) {
-      issue(stage + kTcStages - 1);
-    }
-    commit_copies();
+  run_stages<kTcStages>(stage_count, issue, [&](int64_t stage) {
     const float* as =
         tc_smem + static_cast<int>(stage % kTcStages) * tc_stage_floats<BM, kTransposed>();
     const float* ws = as + BM * kAs;
@@ -370,8 +370,7 @@ __global__ void __launch_bounds__(kTcThreads)
         mma_chains_split<Product::kTf32x3>(acc[mt][nt], a_big[mt], a_small[mt], b_big, b_small);
       }
     }
-  }
-  wait_copies<0>();  // no copy outlives the block (the trailing groups are empty)
+  });
 
   // Lane 4 g + t holds rows g and g + 8, columns 2 t and 2 t + 1 of each of its tiles.
 #pragma unroll
