@@ -65,8 +65,12 @@ StepWeights step_weights(const at::Tensor& weights, int64_t S, const StepGemmSha
     return w;
   }
   w.ld = (S + 3) / 4 * 4;
-  w.copy = at::zeros({3 * S, w.ld}, weights.options());
+  w.copy = at::empty({3 * S, w.ld}, weights.options());
   w.copy.narrow(1, 0, S).copy_(weights.narrow(1, 0, S));
+  if (w.ld > S) {
+    w.copy.narrow(1, S, w.ld - S).zero_();  // the padding alone: a fill of the whole copy cost
+                                            // ~5 us at S = 1116 (H100)
+  }
   w.data = w.copy.const_data_ptr<float>();
   return w;
 }
