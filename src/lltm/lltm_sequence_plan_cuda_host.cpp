@@ -170,6 +170,7 @@ int cluster_blocks(int64_t state, int64_t batch, int sms) {
 struct ClusterPlan {
   bool use;
   ClusterShape shape;
+  bool at_once;  // all of the batch's clusters run at once (else they take turns)
 };
 
 // The cluster kernels apply on sm_90 GPUs that run this module's sm_90 code, for 1 <= S <=
@@ -183,7 +184,7 @@ struct ClusterPlan {
 template <typename T>
 ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
   const SequencePath setting = sequence_path_setting();
-  ClusterPlan plan{false, {}};
+  ClusterPlan plan{false, {}, false};
   if (setting != SequencePath::kAuto && setting != SequencePath::kCluster) {
     return plan;
   }
@@ -249,8 +250,8 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
       if (counts.first < 1 || counts.second < 1) {
         continue;
       }
-      plan = {true, cs};
-      if ((batch + rows - 1) / rows <= std::min(counts.first, counts.second)) {
+      plan = {true, cs, (batch + rows - 1) / rows <= std::min(counts.first, counts.second)};
+      if (plan.at_once) {
         break;
       }
     }
@@ -420,6 +421,16 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
     if (setting == SequencePath::kAuto && 16 * shape.mt * state > kTiledAutoWork) {
       shape = TiledShape{};  // cuBLAS every step costs less (above)
     }
+    // Since the step products of the cuBLAS path run as 3xTF32 at small batches
+    // (lltm_sequence_step_gemm.cu), that path beats one m-tile at large states and batches of
+    // up to 6. H100, float32 at torch's defaults, T = 300, I = 16, forward+backward, tiled / cuBLAS
+    // path: B = 1 .. 6 x S = 1200, 1300, 1350, 1397, 1450: 1.00-1.30x slower at 22 of 25 (B = 1,
+    // S = 1300: 9.97 vs 7.67 ms), 0.95-1.00x at B = 3, 4, 6 with S = 1450; the sweep's T = 387, B
+    // = 2, S = 1397: 13.6 vs 10.7 ms. At S <= 1100 one m-tile stays the faster (T = 100, B = 1 ..
+    // 16, S = 700 .. 1100: 0.69-0.94x of the cuBLAS path's time).
+    if (setting == SequencePath::kAuto && shape.mt == 1 && batch <= 6 && state >= 1200) {
+      shape = TiledShape{};
+    }
   }
   TORCH_CHECK(shape.mt > 0 || setting != SequencePath::kTiled,
               "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PATH=tiled, but the tiled kernels do not "
@@ -562,10 +573,27 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
       plan.path = SequencePlan::Path::kSmall;
       return plan;
     }
+    // Where the cluster kernels' clusters would take turns (each running all T steps), the tiled
+    // kernels, where they apply, run the batch at once and cost less. H100, float32 at torch's
+    // defaults, forward+backward, T = 25 and 200, I = 64, both forced in one process: cluster /
+    // tiled, B = 243, S = 185 and 250, B = 384, S = 185 and 250, B = 512, S = 128 .. 250 (the
+    // clusters in turns): 1.08-1.46x slower (T = 200, B = 512, S = 185: 8.05 vs 5.52 ms; the
+    // sweep's T = 25, B = 243, S = 185: 764 vs 625 us); where they run at once (B = 96 and 160,
+    // S = 128 .. 250; B = 243 and 384, S = 128), 1.01-1.94x faster (T = 200, B = 96, S = 128: 1.19
+    // vs 2.30 ms).
     const ClusterPlan cluster = cluster_plan<T>(device, batch, state, tf32);
-    if (cluster.use) {  // all steps in one launch of thread-block clusters (sm_90)
+    const TiledPlan instead = cluster.use && !cluster.at_once
+                                  ? tiled_plan<T>(device, batch, state, tf32)
+                                  : TiledPlan{TiledShape{}, Product::kSimt};
+    if (cluster.use && instead.shape.mt == 0) {  // all steps in one launch of clusters (sm_90)
       plan.path = SequencePlan::Path::kCluster;
       plan.cluster = cluster.shape;
+      return plan;
+    }
+    if (instead.shape.mt > 0) {  // all steps in one cooperative launch over the GPU
+      plan.path = SequencePlan::Path::kTiled;
+      plan.tiled = instead.shape;
+      plan.product = instead.product;
       return plan;
     }
     const WidePlan wide = wide_plan<T>(device, batch, state, tf32);
