@@ -421,14 +421,16 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
     if (setting == SequencePath::kAuto && 16 * shape.mt * state > kTiledAutoWork) {
       shape = TiledShape{};  // cuBLAS every step costs less (above)
     }
-    // Since the step products of the cuBLAS path run as 3xTF32 at small batches
+    // Since float32's step products on the cuBLAS path run as 3xTF32 at small batches
     // (lltm_sequence_step_gemm.cu), that path beats one m-tile at large states and batches of
-    // up to 6. H100, float32 at torch's defaults, T = 300, I = 16, forward+backward, tiled / cuBLAS
-    // path: B = 1 .. 6 x S = 1200, 1300, 1350, 1397, 1450: 1.00-1.30x slower at 22 of 25 (B = 1,
-    // S = 1300: 9.97 vs 7.67 ms), 0.95-1.00x at B = 3, 4, 6 with S = 1450; the sweep's T = 387, B
-    // = 2, S = 1397: 13.6 vs 10.7 ms. At S <= 1100 one m-tile stays the faster (T = 100, B = 1 ..
-    // 16, S = 700 .. 1100: 0.69-0.94x of the cuBLAS path's time).
-    if (setting == SequencePath::kAuto && shape.mt == 1 && batch <= 6 && state >= 1200) {
+    // up to 6 (float32 only: the half types' step products are cuBLAS's). H100, float32 at torch's
+    // defaults, T = 300, I = 16, forward+backward, tiled / cuBLAS path: B = 1 .. 6 x S = 1200,
+    // 1300, 1350, 1397, 1450: 1.00-1.30x slower at 22 of 25 (B = 1, S = 1300: 9.97 vs 7.67 ms),
+    // 0.95-1.00x at B = 3, 4, 6 with S = 1450; the sweep's T = 387, B = 2, S = 1397: 13.6 vs 10.7
+    // ms. At S <= 1100 one m-tile stays the faster (T = 100, B = 1 .. 16, S = 700 .. 1100:
+    // 0.69-0.94x of the cuBLAS path's time).
+    if (std::is_same_v<T, float> && setting == SequencePath::kAuto && shape.mt == 1 && batch <= 6 &&
+        state >= 1200) {
       shape = TiledShape{};
     }
   }
@@ -580,7 +582,8 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
     // clusters in turns): 1.08-1.46x slower (T = 200, B = 512, S = 185: 8.05 vs 5.52 ms; the
     // sweep's T = 25, B = 243, S = 185: 764 vs 625 us); where they run at once (B = 96 and 160,
     // S = 128 .. 250; B = 243 and 384, S = 128), 1.01-1.94x faster (T = 200, B = 96, S = 128: 1.19
-    // vs 2.30 ms).
+    // vs 2.30 ms). bfloat16 and float16 at six shapes in turns: 1.20-1.60x slower (T = 200, B =
+    // 512, S = 185: 6.91 vs 4.31 ms), tied at B = 512, S = 128.
     const ClusterPlan cluster = cluster_plan<T>(device, batch, state, tf32);
     const TiledPlan instead = cluster.use && !cluster.at_once
                                   ? tiled_plan<T>(device, batch, state, tf32)
