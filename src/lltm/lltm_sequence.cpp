@@ -101,8 +101,14 @@ Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Te
       forward_gates_cpu(g, b, c_prev, output[t], cells[t]);
     }
   }
-  at::Tensor h_n = T > 0 ? output[T - 1].clone() : h0.clone();
-  at::Tensor c_n = T > 0 ? cells[T - 1].clone() : c0.clone();
+  if (T == 0) {
+    return {output, h0.clone(), c0.clone(), cells, gates};
+  }
+  // The final state, both copies in one launch on CUDA (two launches cost more than the copies at
+  // short sequences).
+  at::Tensor h_n = at::empty({B, S}, input.options());
+  at::Tensor c_n = at::empty({B, S}, input.options());
+  at::_foreach_copy_({h_n, c_n}, {output[T - 1], cells[T - 1]});
   return {output, h_n, c_n, cells, gates};
 }
 
