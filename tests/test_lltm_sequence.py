@@ -1052,6 +1052,47 @@ def test_cuda_fused_steps_one_launch_or_per_step(monkeypatch, batch):
         torch.testing.assert_close(got.double().cpu(), want, rtol=1e-4, atol=1e-4)
 
 
+# (T, B, I, S) for the weight gradients in one kernel: one split of k and several (T B up to 1476
+# rows, split for the GPU's SMs), gate rows and columns that leave 64 x 64 tiles partly empty (3S =
+# 270 over five, S + I + 1 = 331 over six), no input features (the bias column right after h's),
+# B = 1 (h0's block a single row).
+WEIGHT_GRAD_SIZES = [(5, 4, 3, 6), (1, 1, 1, 1), (3, 2, 0, 4), (9, 5, 33, 17), (12, 123, 70, 45)]
+WEIGHT_GRAD_SIZES += [(7, 130, 5, 90), (2, 3, 200, 130), (33, 4, 2, 20)]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("wgrad", ["fused", "cublas"])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16], ids=str
+)
+@pytest.mark.parametrize("size", WEIGHT_GRAD_SIZES, ids=lambda s: "x".join(map(str, s)))
+def test_cuda_weight_grad(monkeypatch, wgrad, dtype, size):
+    """The weight and bias gradients in one kernel (LLTM_EXT_SEQUENCE_WGRAD=fused) and through
+    cuBLAS's products and a column sum (cublas): forward and all five gradients against the float64
+    loop, the weights' without the bias's and the bias's without the weights', the same bits from
+    run to run; bad settings are errors."""
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_WGRAD", wgrad)
+    check_against_reference(size, "cuda", dtype)
+    args = make_args(*size, "cuda", dtype)
+    rows_scale = 8 if size[0] * size[1] <= 256 else 32
+    scale = (1.0 if dtype in (torch.float32, torch.float64) else 4.0) * rows_scale
+    grads = [torch.randn(size[0], size[1], size[3], device="cuda", dtype=dtype)]
+    _, ref = reference(args, grads + [torch.zeros(size[1], size[3], dtype=dtype)] * 2)
+    for wanted in ((False, True, False, False, False), (False, False, True, False, False)):
+        subset = [a.detach().requires_grad_(w) for a, w in zip(args, wanted, strict=True)]
+        runs = []
+        for _ in range(2):
+            output, _ = lltm_ext.lltm_sequence(*subset[:3], (subset[3], subset[4]))
+            runs.append(torch.autograd.grad(output, [a for a in subset if a.requires_grad], grads))
+        assert torch.equal(runs[0][0], runs[1][0])
+        assert_close(runs[0][0], ref[wanted.index(True)], dtype, scale)
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_WGRAD", "sometimes")
+    with pytest.raises(RuntimeError, match=r"LLTM_EXT_SEQUENCE_WGRAD must be auto, fused or"):
+        torch.autograd.grad(
+            lltm_ext.lltm_sequence(*args[:3], (args[3], args[4]))[0], args[1], grads
+        )
+
+
 @pytest.mark.cuda
 def test_cuda_deterministic():
     args = make_args(8, 16, 32, 64, "cuda", torch.float32)

@@ -268,7 +268,8 @@ def run_lltm_module(dtype: torch.dtype) -> None:
 # step barriers, over six steps; the tiled kernels at all of these, and S = 1100 (past the wide
 # kernels; cuBLAS every step for the other paths)); products that cuBLAS would split into pieces
 # of a few K elements, run unsplit through cuBLASLt (the projection 18 x 141 x 126, d h0 9 x 65 x
-# 195, and on the cuBLAS path a step's 16 x 333 x 111 and d h0 16 x 111 x 333).
+# 195, and on the cuBLAS path a step's 16 x 333 x 111 and d h0 16 x 111 x 333); the weight
+# gradients' kernel over one split of T B rows (the sizes above) and three uneven ones (5 x 41).
 SEQUENCE_SIZES = (
     (0, 3, 2, 4),
     (4, 0, 3, 5),
@@ -285,6 +286,7 @@ SEQUENCE_SIZES = (
     (9, 2, 126, 47),
     (9, 9, 169, 65),
     (5, 16, 119, 111),
+    (5, 41, 6, 20),
 )
 
 

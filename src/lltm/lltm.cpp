@@ -86,6 +86,17 @@ void sequence_backward_on_cuda(const at::Tensor& grad_output, const at::Tensor& 
 #endif
 }
 
+bool sequence_weight_grad_on_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
+                                  const at::Tensor& output, const at::Tensor& input,
+                                  const at::Tensor& d_weights, const at::Tensor& d_bias) {
+#ifdef WITH_CUDA
+  return sequence_weight_grad_cuda(d_gates, h0, output, input, d_weights, d_bias);
+#else
+  (void)d_gates, (void)h0, (void)output, (void)input, (void)d_weights, (void)d_bias;
+  return false;
+#endif
+}
+
 namespace {
 
 using Forward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;

@@ -10,6 +10,7 @@
 //   lltm_sequence_cluster.cu    the sequence's thread-block cluster kernels (sm_90; S <= 256)
 //   lltm_sequence_small.cu      the sequence's small-state kernels (any GPU; S <= 96 or 88)
 //   lltm_sequence_step_gemm.cu  the per-step recurrent product split over K (float32, any GPU)
+//   lltm_sequence_weight_grad.cu  the sequence's weight and bias gradients in one kernel (any GPU)
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -267,5 +268,27 @@ cudaError_t launch_step_gemm(const float* a, int64_t lda, const float* w, int64_
                              bool transposed, float* c, int64_t ldc, bool accumulate,
                              float* partials, int64_t m, int64_t n, int64_t k,
                              const StepGemmShape& shape, cudaStream_t stream);
+
+// The sequence's weight gradients in one product (lltm_sequence_weight_grad.cu), over its rows = T
+// B rows k (contiguous tensors): d_weights (3S, S + I) = sum_k d_gates[k]^T [h_{k - B} | x_k] with
+// h_{-B .. -1} = h0 (B, S) and h_0 .. = output (T, B, S); with cols = S + I + 1, also d_bias (3S)
+// = sum_k d_gates[k] (cols = S + I: d_bias unused). Sums in the accumulate type, in a fixed order.
+// A block owns 64 x 64 outputs (weight_grad_blocks(S, cols) blocks) and k's split z of `splits`,
+// k_split rows each (k_split * splits >= rows); more than one split leaves their sums in partials
+// (splits x 3S x cols, accumulate type) and a second kernel adds them in split order.
+template <typename T>
+struct WeightGradArgs {
+  const T* d_gates;  // (rows, 3S)
+  const T* h0;       // (B, S)
+  const T* output;   // (T, B, S)
+  const T* input;    // (rows, I)
+  T* d_weights;      // (3S, S + I)
+  T* d_bias;         // (3S), where cols = S + I + 1
+  int64_t rows, batch, state, features, cols;
+};
+int64_t weight_grad_blocks(int64_t state, int64_t cols);
+template <typename T>
+cudaError_t launch_weight_grad(const WeightGradArgs<T>& p, cuda::opmath_t<T>* partials, int splits,
+                               int64_t k_split, int sm_count, cudaStream_t stream);
 
 }  // namespace lltm_ext::lltm

@@ -191,19 +191,28 @@ Backward backward(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
     d_input = at::empty({T, B, I}, input.options());
     gemm(dg_all, w_i, d_input.view({T * B, I}), 0, tf32);
   }
+  bool bias_done = false;
   if (want_weights) {
-    // d W = sum_t dG_t^T [h_{t-1} | x_t]: the input block over all steps in one product, the
-    // recurrent block as h_0's step plus the others (h_{t-1} = output[t - 1]).
+    // d W = sum_t dG_t^T [h_{t-1} | x_t], with d b beside it, in one kernel where that pays on
+    // CUDA; else the input block over all steps in one product, the recurrent block as h_0's step
+    // plus the others (h_{t-1} = output[t - 1]).
     d_weights = at::empty({3 * S, S + I}, weights.options());
-    gemm(dg_all.t(), input.view({T * B, I}), d_weights.narrow(1, S, I), 0, tf32);
-    const at::Tensor dw_h = d_weights.narrow(1, 0, S);
-    gemm(d_gates[0].t(), h0, dw_h, 0, tf32);
-    if (T > 1) {
-      gemm(d_gates.narrow(0, 1, T - 1).view({(T - 1) * B, 3 * S}).t(),
-           output.narrow(0, 0, T - 1).view({(T - 1) * B, S}), dw_h, 1, tf32);
+    const at::Tensor bias_out = want_bias ? at::empty({3 * S}, b.options()) : at::Tensor();
+    if (input.is_cuda() &&
+        sequence_weight_grad_on_cuda(d_gates, h0, output, input, d_weights, bias_out)) {
+      d_bias = bias_out;
+      bias_done = true;
+    } else {
+      gemm(dg_all.t(), input.view({T * B, I}), d_weights.narrow(1, S, I), 0, tf32);
+      const at::Tensor dw_h = d_weights.narrow(1, 0, S);
+      gemm(d_gates[0].t(), h0, dw_h, 0, tf32);
+      if (T > 1) {
+        gemm(d_gates.narrow(0, 1, T - 1).view({(T - 1) * B, 3 * S}).t(),
+             output.narrow(0, 0, T - 1).view({(T - 1) * B, S}), dw_h, 1, tf32);
+      }
     }
   }
-  if (want_bias) {
+  if (want_bias && !bias_done) {
     d_bias = dg_all.sum(0);
   }
   if (want_h0) {

@@ -3,7 +3,10 @@
 // backward through time likewise; raw pointers throughout (no tensor made per step).
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 
 #include "common/cuda_host.h"
@@ -284,6 +287,65 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
       }
     }
   });
+}
+
+bool sequence_weight_grad_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
+                               const at::Tensor& output, const at::Tensor& input,
+                               const at::Tensor& d_weights, const at::Tensor& d_bias) {
+  const char* env = std::getenv("LLTM_EXT_SEQUENCE_WGRAD");
+  const std::string setting = env != nullptr ? env : "";
+  TORCH_CHECK(setting.empty() || setting == "auto" || setting == "fused" || setting == "cublas",
+              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_WGRAD must be auto, fused or cublas, but "
+              "got '",
+              setting, "'.");
+  const int64_t T = input.size(0), B = input.size(1), I = input.size(2), S = h0.size(1);
+  const int64_t rows = T * B, cols = S + I + (d_bias.defined() ? 1 : 0);
+  // The grid: 64 gate rows a block along gridDim.y.
+  const bool fits = (3 * S + 63) / 64 <= 65535;
+  const at::ScalarType dtype = input.scalar_type();
+  const int64_t most = dtype == at::kFloat    ? kWeightGradMaxWork
+                       : dtype == at::kDouble ? kWeightGradMaxWorkDouble
+                                              : kWeightGradMaxWorkHalf;
+  if (rows == 0 || setting == "cublas" ||
+      (setting != "fused" && static_cast<double>(3 * S) * cols * rows > most)) {
+    return false;  // no rows: the products' zeros
+  }
+  TORCH_CHECK(fits,
+              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_WGRAD=fused, but the fused weight "
+              "gradient takes states of at most 1398080, and got ",
+              S, ".");
+  const c10::cuda::CUDAGuard guard(input.device());
+  const int sms = cuda::sm_count(input.get_device());
+  // Splits of k (rows of at least 64 each) for about two blocks an SM, at most 256 (a split's
+  // sum over T B / 256 rows: T = 5, B = 40000, S = 16 rounded to 6e-4 of d W in 64).
+  const int64_t blocks = weight_grad_blocks(S, cols);
+  const int64_t wanted = std::clamp<int64_t>(
+      (2 * sms + blocks - 1) / blocks, 1, std::max<int64_t>(1, std::min<int64_t>(256, rows / 64)));
+  const int64_t k_split = (rows + wanted - 1) / wanted;
+  const int splits = static_cast<int>(std::max<int64_t>(1, (rows + k_split - 1) / k_split));
+  LLTM_EXT_DISPATCH_FLOATING(input.scalar_type(), "lltm_sequence_weight_grad_cuda", [&] {
+    using acc_t = cuda::opmath_t<scalar_t>;
+    at::Tensor partials;
+    if (splits > 1) {
+      partials = at::empty({splits, 3 * S, cols},
+                           input.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
+    }
+    WeightGradArgs<scalar_t> p{};
+    p.d_gates = d_gates.const_data_ptr<scalar_t>();
+    p.h0 = h0.const_data_ptr<scalar_t>();
+    p.output = output.const_data_ptr<scalar_t>();
+    p.input = input.const_data_ptr<scalar_t>();
+    p.d_weights = d_weights.mutable_data_ptr<scalar_t>();
+    p.d_bias = d_bias.defined() ? d_bias.mutable_data_ptr<scalar_t>() : nullptr;
+    p.rows = rows;
+    p.batch = B;
+    p.state = S;
+    p.features = I;
+    p.cols = cols;
+    C10_CUDA_CHECK(launch_weight_grad(p, splits > 1 ? partials.mutable_data_ptr<acc_t>() : nullptr,
+                                      splits, k_split, sms, c10::cuda::getCurrentCUDAStream()));
+  });
+  return true;
 }
 
 }  // namespace lltm_ext::lltm
