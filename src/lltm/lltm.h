@@ -146,10 +146,11 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
 // us; but T = 100, B = 32, I = 64, S = 256 (789M) 843 -> 873 us and T = 20, B = 128, I = S =
 // 256 (1.0G) 437 -> 460 us (cuBLAS's kernels ahead). bfloat16 (cuBLAS on the tensor cores) breaks
 // even sooner: 144M 137 -> 118 us, 198M and 353M tied, 789M 807 -> 878 us. float64 (cuBLAS on
-// the FP64 tensor cores, ours at half float32's SIMT rate) sooner still: 0.44M 115 -> 104 us, but
-// 144M 194 -> 213 us and 192M 880 -> 930 us (T = 5, B = 40000, S = 16).
+// the FP64 tensor cores, ours at half float32's SIMT rate) sooner still: 0.44M 115 -> 104 us,
+// 22.7M 245 -> 234 us, 85M 409 -> 398 us, but 126M (T = 20, B = 64, I = S = 128) 251 -> 267 us,
+// 144M 194 -> 213 us and 192M (T = 5, B = 40000, S = 16) 880 -> 930 us.
 constexpr int64_t kWeightGradMaxWork = int64_t{3} << 27, kWeightGradMaxWorkHalf = int64_t{1} << 28;
-constexpr int64_t kWeightGradMaxWorkDouble = int64_t{1} << 24;
+constexpr int64_t kWeightGradMaxWorkDouble = int64_t{3} << 25;
 bool sequence_weight_grad_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
                                const at::Tensor& output, const at::Tensor& input,
                                const at::Tensor& d_weights, const at::Tensor& d_bias);
