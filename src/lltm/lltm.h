@@ -135,11 +135,11 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
 // B, 3S), h0 (B, S), output (T, B, S), input (T, B, I), contiguous, of one dtype, on one GPU.
 // LLTM_EXT_SEQUENCE_WGRAD, read at every call: "auto" (default: where the work 3S (S + I + 1) T B
 // is at most kWeightGradMaxWork for float32, kWeightGradMaxWorkHalf for the half types and
-// kWeightGradMaxWorkDouble for float64),
-// "fused" (always, T B > 0) or "cublas" (never: three products and a column sum). The kernel sums
-// in the accumulate type on the SIMT cores (exact float32 with TF32 allowed too), split over T B
-// for about two blocks an SM; cuBLAS's products, each often split with its own reduction, and the
-// column sum cost five to seven launches, which decide short sequences. H100, forward+backward
+// kWeightGradMaxWorkDouble for float64), "fused" (always, T B > 0) or "cublas" (never: three
+// products and a column sum). The kernel sums in the accumulate type on the SIMT cores (exact
+// float32 with TF32 allowed too), split over T B for about two blocks an SM; cuBLAS's products,
+// each often split with its own reduction, and the column sum cost five to seven launches, which
+// decide short sequences. H100, forward+backward
 // (the weights' and bias's gradients asked for), both forced in one process, cuBLAS's time ->
 // the kernel's: float32, T = 9, B = 2, I = 126, S = 47 (work 0.44M) 66 -> 51 us; T = 12, B =
 // 386, I = 260, S = 35 (144M) 138 -> 102 us; T = 9, B = 16, I = 282, S = 774 (353M) 368 -> 356
