@@ -14,13 +14,13 @@
 #include <cublasLt.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
 #include <tuple>
 #include <type_traits>
 
+#include "common/env_setting.h"
 #include "lltm/cublas_gemm.h"
 
 namespace lltm_ext::lltm {
@@ -198,11 +198,7 @@ Choice choose(const CublasLt& lt, cublasLtHandle_t handle, const LtDescriptors& 
 // LLTM_EXT_CUBLAS_UNSPLIT, read at every call: "auto" (default) or "off" (every product as cuBLAS
 // picks it: for measurements and tests).
 bool unsplit_setting() {
-  const char* env = std::getenv("LLTM_EXT_CUBLAS_UNSPLIT");
-  const std::string value = env != nullptr ? env : "";
-  TORCH_CHECK(value.empty() || value == "auto" || value == "off",
-              "lltm_ext: LLTM_EXT_CUBLAS_UNSPLIT must be auto or off, but got '", value, "'.");
-  return value != "off";
+  return env_choice("lltm_ext", "LLTM_EXT_CUBLAS_UNSPLIT", {"auto", "off"}) != "off";
 }
 
 }  // namespace

@@ -4,12 +4,12 @@
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "common/checks.h"
 #include "common/cuda_host.h"
 #include "common/dispatch.h"
+#include "common/env_setting.h"
 #include "lltm/cublas_gemm.h"
 #include "lltm/lltm.h"
 #include "lltm/lltm_launchers.h"
@@ -66,11 +66,8 @@ void backward_gates_cuda(const at::Tensor& grad_h, int64_t grad_h_ld,
 }
 
 bool fused_cell_cuda(int64_t batch, int64_t state, int64_t features) {
-  const char* env = std::getenv("LLTM_EXT_CELL_PATH");
-  const std::string value = env != nullptr ? env : "";
-  TORCH_CHECK(value.empty() || value == "auto" || value == "fused" || value == "cublas",
-              "lltm_ext.lltm: LLTM_EXT_CELL_PATH must be auto, fused or cublas, but got '", value,
-              "'.");
+  const std::string value =
+      env_choice("lltm_ext.lltm", "LLTM_EXT_CELL_PATH", {"auto", "fused", "cublas"});
   if (batch == 0 || state == 0) {
     return false;  // nothing to multiply: the general path's empty results
   }

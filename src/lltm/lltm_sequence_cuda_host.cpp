@@ -5,12 +5,12 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <type_traits>
 
 #include "common/cuda_host.h"
 #include "common/dispatch.h"
+#include "common/env_setting.h"
 #include "lltm/cublas_gemm.h"
 #include "lltm/lltm.h"
 #include "lltm/lltm_launchers.h"
@@ -292,12 +292,8 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
 bool sequence_weight_grad_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
                                const at::Tensor& output, const at::Tensor& input,
                                const at::Tensor& d_weights, const at::Tensor& d_bias) {
-  const char* env = std::getenv("LLTM_EXT_SEQUENCE_WGRAD");
-  const std::string setting = env != nullptr ? env : "";
-  TORCH_CHECK(setting.empty() || setting == "auto" || setting == "fused" || setting == "cublas",
-              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_WGRAD must be auto, fused or cublas, but "
-              "got '",
-              setting, "'.");
+  const std::string setting =
+      env_choice("lltm_ext.lltm_sequence", "LLTM_EXT_SEQUENCE_WGRAD", {"auto", "fused", "cublas"});
   const int64_t T = input.size(0), B = input.size(1), I = input.size(2), S = h0.size(1);
   const int64_t rows = T * B, cols = S + I + (d_bias.defined() ? 1 : 0);
   // The grid: 64 gate rows a block along gridDim.y.

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "common/cuda_host.h"
+#include "common/env_setting.h"
 #include "lltm/lltm_launchers.h"
 #include "lltm/sequence_plan.h"
 
@@ -32,31 +33,16 @@ namespace {
 enum class SequencePath { kAuto, kSmall, kCluster, kWide, kTiled, kGrid, kCublas };
 
 SequencePath sequence_path_setting() {
-  const char* env = std::getenv("LLTM_EXT_SEQUENCE_PATH");
-  const std::string value = env != nullptr ? env : "";
-  if (value.empty() || value == "auto") {
-    return SequencePath::kAuto;
-  }
-  if (value == "small") {
-    return SequencePath::kSmall;
-  }
-  if (value == "cluster") {
-    return SequencePath::kCluster;
-  }
-  if (value == "wide") {
-    return SequencePath::kWide;
-  }
-  if (value == "tiled") {
-    return SequencePath::kTiled;
-  }
-  if (value == "cublas") {
-    return SequencePath::kCublas;
-  }
-  TORCH_CHECK(value == "grid",
-              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PATH must be auto, small, cluster, wide, "
-              "tiled, grid or cublas, but got '",
-              value, "'.");
-  return SequencePath::kGrid;
+  const std::string value =
+      env_choice("lltm_ext.lltm_sequence", "LLTM_EXT_SEQUENCE_PATH",
+                 {"auto", "small", "cluster", "wide", "tiled", "grid", "cublas"});
+  return value == "small"     ? SequencePath::kSmall
+         : value == "cluster" ? SequencePath::kCluster
+         : value == "wide"    ? SequencePath::kWide
+         : value == "tiled"   ? SequencePath::kTiled
+         : value == "grid"    ? SequencePath::kGrid
+         : value == "cublas"  ? SequencePath::kCublas
+                              : SequencePath::kAuto;
 }
 
 // How the cluster and wide-state kernels' recurrent product runs (Product).
@@ -67,13 +53,8 @@ SequencePath sequence_path_setting() {
 // the tensor cores also where auto's rules keep float32 on the SIMT cores): the last two for
 // measurements and tests.
 std::string sequence_product_setting() {
-  const char* env = std::getenv("LLTM_EXT_SEQUENCE_PRODUCT");
-  const std::string value = env != nullptr ? env : "";
-  TORCH_CHECK(value.empty() || value == "auto" || value == "simt" || value == "tensor",
-              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PRODUCT must be auto, simt or tensor, but "
-              "got '",
-              value, "'.");
-  return value;
+  return env_choice("lltm_ext.lltm_sequence", "LLTM_EXT_SEQUENCE_PRODUCT",
+                    {"auto", "simt", "tensor"});
 }
 
 Product sequence_product(at::ScalarType dtype, bool tf32) {
@@ -487,14 +468,8 @@ int small_plan(int device, int64_t batch, int64_t state) {
 // LLTM_EXT_SEQUENCE_STEP_GEMM, read at every call: "auto" (default), "cublas", "own" (the SIMT
 // kernel) or "tensor" (the 3xTF32 kernel).
 std::string step_gemm_setting() {
-  const char* env = std::getenv("LLTM_EXT_SEQUENCE_STEP_GEMM");
-  const std::string value = env != nullptr ? env : "";
-  TORCH_CHECK(
-      value.empty() || value == "auto" || value == "cublas" || value == "own" || value == "tensor",
-      "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_STEP_GEMM must be auto, cublas, own or "
-      "tensor, but got '",
-      value, "'.");
-  return value;
+  return env_choice("lltm_ext.lltm_sequence", "LLTM_EXT_SEQUENCE_STEP_GEMM",
+                    {"auto", "cublas", "own", "tensor"});
 }
 
 // The cuBLAS path's step product m x n x k (forward B x 3S x S, backward B x S x 3S) through
