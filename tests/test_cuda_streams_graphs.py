@@ -6,7 +6,7 @@
 - Graphs: each op's forward captured in a torch.cuda.CUDAGraph and replayed with new inputs
   copied into the static ones (gemm also with split-K shapes and `out=`), equal to eager calls;
   a training step of all ops together through torch.cuda.make_graphed_callables, whose gradients
-  match eager ones.
+  match eager ones; and lltm_sequence's training step likewise.
 - Memory (`slow`, select with -m slow): 30,000 training steps of all ops together, with no growth
   of GPU memory (torch.cuda.memory_allocated) or of the process's resident memory after warm-up.
 - Two GPUs (`multigpu`, skipped with fewer): every op forward and backward on cuda:1 while cuda:0
@@ -64,6 +64,12 @@ def _lltm_shapes(batch: int, features: int, state: int) -> tuple[tuple[int, ...]
     return ((b, f), (3 * s, s + f), (3 * s,), (b, s), (b, s))
 
 
+def _flat_sequence(result: tuple[Tensor, tuple[Tensor, Tensor]]) -> tuple[Tensor, ...]:
+    """lltm_sequence's (output, (h_n, c_n)) as one tuple."""
+    output, (h_n, c_n) = result
+    return output, h_n, c_n
+
+
 OPS = {
     "relu": Op("relu", ((1000, 257),), lambda x: (lltm_ext.relu(x),)),
     "sigmoid": Op("sigmoid", ((1000, 257),), lambda x: (lltm_ext.sigmoid(x),)),
@@ -77,6 +83,15 @@ OPS = {
         exact=False,
     ),
     "gemm": Op("gemm", ((131, 259), (259, 77)), lambda a, b: (lltm_ext.gemm(a, b),)),
+    # T = 7, B = 5, I = 24, S = 40: the time loops in the small-state kernels, the weight
+    # gradients in one kernel, the input projection and d_input through cuBLAS.
+    "lltm_sequence": Op(
+        "lltm_sequence",
+        ((7, 5, 24), (120, 64), (120,), (5, 40), (5, 40)),
+        lambda x, w, b, h, c: _flat_sequence(lltm_ext.lltm_sequence(x, w, b, (h, c))),
+        (1.0, 1 / math.sqrt(64), 1 / math.sqrt(64), 1.0, 1.0),
+        exact=False,
+    ),
 }
 OP_NAMES = sorted(OPS)
 
@@ -261,6 +276,61 @@ def test_make_graphed_callables_training_step():
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     for p, q in zip(graphed_module.parameters(), eager.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("size", [(7, 5, 24, 40), (40, 16, 32, 96)], ids=["short", "longer"])
+def test_make_graphed_callables_sequence(size):
+    """lltm_sequence's forward and backward in CUDA graphs (the time loops' kernels, the weight
+    gradients' kernel and its split sums, cuBLAS's products): outputs and every gradient equal
+    eager ones over several steps with SGD updates."""
+    T, B, features, S = size
+    torch.manual_seed(0)
+    eager = lltm_ext.LLTMSequence(features, S).cuda()
+    graphed_module = copy.deepcopy(eager)
+
+    def inputs(seed: int) -> list[Tensor]:
+        gen = torch.Generator().manual_seed(seed)
+        return [
+            torch.randn(T, B, features, generator=gen).cuda().requires_grad_(),
+            torch.randn(B, S, generator=gen).cuda().requires_grad_(),
+            torch.randn(B, S, generator=gen).cuda().requires_grad_(),
+        ]
+
+    def run(module: nn.Module, x: Tensor, h: Tensor, c: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        output, (h_n, c_n) = module(x, (h, c))
+        return output, h_n, c_n
+
+    class Flat(nn.Module):
+        def __init__(self, inner: nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x: Tensor, h: Tensor, c: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+            return run(self.inner, x, h, c)
+
+    graphed = torch.cuda.make_graphed_callables(Flat(graphed_module), tuple(inputs(0)))
+    opt_eager = torch.optim.SGD(eager.parameters(), lr=0.1)
+    opt_graphed = torch.optim.SGD(graphed_module.parameters(), lr=0.1)
+    for seed in range(1, 5):
+        args = inputs(seed)
+        args_eager = [t.detach().clone().requires_grad_() for t in args]
+        weights = torch.randn(T, B, S, device="cuda")
+        results = []
+        for module, fn, opt, a in (
+            (graphed_module, graphed, opt_graphed, args),
+            (eager, lambda *t: run(eager, *t), opt_eager, args_eager),
+        ):
+            opt.zero_grad(set_to_none=True)
+            y, h, c = fn(*a)
+            ((y * weights).sum() + h.square().sum() + c.sum()).backward()
+            results.append(
+                [y.detach(), h.detach(), c.detach()]
+                + [t.grad for t in a]
+                + [p.grad.clone() for p in module.parameters()]
+            )
+            opt.step()
+        for got, want in zip(*results, strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
 # ---------------------------------------------------------------------------------------------
