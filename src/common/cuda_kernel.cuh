@@ -13,6 +13,8 @@
 #include <c10/util/Half.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
+
 #include "common/macros.h"
 
 namespace lltm_ext::cuda {
@@ -54,6 +56,60 @@ cudaError_t image_compiled_for(Kernel kernel, int min_arch, bool* loaded, int ma
               attr.ptxVersion <= max_arch && attr.binaryVersion <= max_arch;
   }
   return err;
+}
+
+// Programmatic dependent launch (compute capability 9.0): a kernel started by launch_dependent
+// below may be scheduled while the kernel before it on the stream still runs, once every block of
+// that one has called pdl_wait_then_release() (or ended), which hides the launch's latency between
+// the short kernels of a time loop. Such a kernel calls pdl_wait_then_release() before it reads or
+// writes global memory: that waits until the kernel before it has ended and its writes are
+// visible, then lets the kernel after it be scheduled (at most one grid waits ahead). A no-op in
+// code compiled for older architectures, and where the kernel was launched the ordinary way.
+__device__ __forceinline__ void pdl_wait_then_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent launch where the
+// current device runs the kernel's code compiled for 9.0 or newer (whose pdl_wait_then_release()
+// is there; an image the driver compiled from older PTX has none), else the ordinary way. The
+// kernel must call pdl_wait_then_release() first. Which launch a device takes is read once per
+// device (the kernels of one module share their images' architectures).
+template <typename... Params, typename... Args>
+cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                             cudaStream_t stream, Args... args) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<signed char> known[kMaxDevices];  // 0 unknown, 1 ordinary, 2 dependent
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) {
+    return err;
+  }
+  signed char how = device < kMaxDevices ? known[device].load(std::memory_order_relaxed) : 0;
+  if (how == 0) {
+    bool compiled_for_90 = false;
+    err = image_compiled_for(kernel, 90, &compiled_for_90);
+    if (err != cudaSuccess) {
+      return err;
+    }
+    how = compiled_for_90 ? 2 : 1;
+    if (device < kMaxDevices) {
+      known[device].store(how, std::memory_order_relaxed);
+    }
+  }
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = how == 2 ? 1 : 0;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
 }
 
 // Whether the current device takes cooperative launches (the persistent kernels whose blocks

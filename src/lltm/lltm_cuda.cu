@@ -85,6 +85,7 @@ __global__ void __launch_bounds__(kMaxCols)
                          const scalar_t* __restrict__ old_cell, scalar_t* __restrict__ new_h,
                          scalar_t* __restrict__ new_cell, SplitSums<scalar_t> sums, int64_t batch,
                          int state) {
+  cuda::pdl_wait_then_release();  // launched by launch_dependent
   using acc_t = cuda::opmath_t<scalar_t>;
   const int s = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (s >= state) {
@@ -166,6 +167,7 @@ __global__ void __launch_bounds__(kMaxCols)
                           cuda::opmath_t<scalar_t>* __restrict__ bias_sums,
                           scalar_t* __restrict__ d_bias, SplitSums<scalar_t> parts, int64_t batch,
                           int state) {
+  cuda::pdl_wait_then_release();  // launched by launch_dependent
   using acc_t = cuda::opmath_t<scalar_t>;
   const int s = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (s >= state) {
@@ -432,9 +434,10 @@ cudaError_t launch_forward_gates(const T* gates, const T* bias, const T* old_cel
   const int64_t rows = std::min<int64_t>(
       {batch, full_wave_rows<forward_gates_kernel<T>>(state, sm_count), kMaxRowBlocks});
   const dim3 grid(column_blocks(state), static_cast<unsigned int>(rows));
-  forward_gates_kernel<T><<<grid, column_threads(state), 0, stream>>>(
-      gates, bias, old_cell, new_h, new_cell, sums, batch, static_cast<int>(state));
-  return cudaGetLastError();
+  // Each step's gate kernel follows its product: launched to start as that one ends.
+  return cuda::launch_dependent(forward_gates_kernel<T>, grid, dim3(column_threads(state)), 0,
+                                stream, gates, bias, old_cell, new_h, new_cell, sums, batch,
+                                static_cast<int>(state));
 }
 
 template <typename T>
@@ -449,10 +452,10 @@ cudaError_t launch_backward_gates(const T* grad_h, int64_t grad_h_ld, const T* g
   const int64_t batch = n / state;
   const dim3 grid(column_blocks(state), static_cast<unsigned int>(backward_row_blocks<T>(
                                             batch, state, sm_count, d_bias != nullptr)));
-  backward_gates_kernel<T><<<grid, column_threads(state), 0, stream>>>(
-      grad_h, grad_h_ld, grad_h_extra, grad_cell, new_cell, gates, bias, d_gates, d_old_cell,
-      bias_sums, d_bias, sums, batch, static_cast<int>(state));
-  cudaError_t err = cudaGetLastError();
+  cudaError_t err = cuda::launch_dependent(
+      backward_gates_kernel<T>, grid, dim3(column_threads(state)), 0, stream, grad_h, grad_h_ld,
+      grad_h_extra, grad_cell, new_cell, gates, bias, d_gates, d_old_cell, bias_sums, d_bias, sums,
+      batch, static_cast<int>(state));
   if (err == cudaSuccess && d_bias != nullptr && grid.y > 1) {
     const int64_t width = 3 * state;
     bias_sum_kernel<T>

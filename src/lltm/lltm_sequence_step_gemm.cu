@@ -124,6 +124,7 @@ __global__ void __launch_bounds__(BM / TM * 16, BM == 128 ? 1 : 2)
                      int64_t ldw, float* __restrict__ c, int64_t ldc, bool accumulate,
                      float* __restrict__ partials, int64_t m_size, int64_t n_size, int64_t k_size,
                      int64_t k_split) {
+  cuda::pdl_wait_then_release();  // launched by launch_dependent
   constexpr int kThreads = BM / TM * 16, kStages = stages<BM, kTransposed>();
   constexpr int kRowsPerPass = kThreads / kDepth;  // A's rows a pass copies
   constexpr int kWCopies = kCols * kDepth / 4 / kThreads;
@@ -296,6 +297,7 @@ __global__ void __launch_bounds__(kTcThreads)
                             int64_t ldw, float* __restrict__ c, int64_t ldc, bool accumulate,
                             float* __restrict__ partials, int64_t m_size, int64_t n_size,
                             int64_t k_size, int64_t k_split) {
+  cuda::pdl_wait_then_release();  // launched by launch_dependent
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   using Warps = TcWarps<BM>;
   constexpr int kMt = Warps::kMt, kNt = Warps::kNt, kAs = kTcDepth + 4;
@@ -405,9 +407,9 @@ cudaError_t launch_rows(const float* a, int64_t lda, const float* w, int64_t ldw
   const dim3 grid(static_cast<unsigned int>((n + kCols - 1) / kCols),
                   static_cast<unsigned int>((m + BM - 1) / BM), static_cast<unsigned int>(splits));
   const auto kernel = transposed ? step_gemm_kernel<BM, TM, true> : step_gemm_kernel<BM, TM, false>;
-  kernel<<<grid, BM / TM * 16, 0, stream>>>(a, lda, w, ldw, c, ldc, accumulate, partials, m, n, k,
-                                            k_split);
-  return cudaGetLastError();
+  // Each step's product follows its gate kernel: launched to start as that one ends.
+  return cuda::launch_dependent(kernel, grid, dim3(BM / TM * 16), 0, stream, a, lda, w, ldw, c, ldc,
+                                accumulate, partials, m, n, k, k_split);
 }
 
 // The tensor-core kernel for BM rows, its dynamic shared memory allowed at every launch (the
@@ -426,9 +428,8 @@ cudaError_t launch_tc(const float* a, int64_t lda, const float* w, int64_t ldw, 
   }
   const dim3 grid(static_cast<unsigned int>((n + kCols - 1) / kCols),
                   static_cast<unsigned int>((m + BM - 1) / BM), static_cast<unsigned int>(splits));
-  kernel<<<grid, kTcThreads, kBytes, stream>>>(a, lda, w, ldw, c, ldc, accumulate, partials, m, n,
-                                               k, k_split);
-  return cudaGetLastError();
+  return cuda::launch_dependent(kernel, grid, dim3(kTcThreads), kBytes, stream, a, lda, w, ldw, c,
+                                ldc, accumulate, partials, m, n, k, k_split);
 }
 
 template <int BM>
