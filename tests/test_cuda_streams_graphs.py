@@ -278,11 +278,26 @@ def test_make_graphed_callables_training_step():
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("size", [(7, 5, 24, 40), (40, 16, 32, 96)], ids=["short", "longer"])
-def test_make_graphed_callables_sequence(size):
+@pytest.mark.parametrize(
+    "size,env",
+    [
+        ((7, 5, 24, 40), {}),
+        ((40, 16, 32, 96), {}),
+        # Per step our 3xTF32 product and the gate kernel, each launched to start as the one
+        # before it ends (programmatic dependent launch on sm_90).
+        (
+            (12, 8, 16, 80),
+            {"LLTM_EXT_SEQUENCE_PATH": "cublas", "LLTM_EXT_SEQUENCE_STEP_GEMM": "tensor"},
+        ),
+    ],
+    ids=["short", "longer", "step-kernels"],
+)
+def test_make_graphed_callables_sequence(size, env, monkeypatch):
     """lltm_sequence's forward and backward in CUDA graphs (the time loops' kernels, the weight
-    gradients' kernel and its split sums, cuBLAS's products): outputs and every gradient equal
-    eager ones over several steps with SGD updates."""
+    gradients' kernel and its split sums, cuBLAS's products; per-step kernels): outputs and every
+    gradient equal eager ones over several steps with SGD updates."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
     T, B, features, S = size
     torch.manual_seed(0)
     eager = lltm_ext.LLTMSequence(features, S).cuda()
