@@ -23,6 +23,7 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import torch
@@ -242,6 +243,39 @@ def step_inputs(batch: int, features: int, state: int, seed: int) -> list[Tensor
     ]
 
 
+def assert_training_steps_match(
+    graphed: tuple[Callable[..., Any], nn.Module],
+    eager: tuple[Callable[..., Any], nn.Module],
+    inputs: Callable[[int], list[Tensor]],
+    y_shape: tuple[int, ...],
+    steps: int,
+) -> None:
+    """`steps` SGD steps (lr 0.1) of each side, a (call, its parameters' module) pair returning
+    (y, h, c), on inputs(seed) for seeds 1 .. steps (leaves that require grad; the eager side
+    gets copies), loss sum(y w) + sum(h^2) + sum(c) with w of y_shape drawn each step: every
+    step's outputs, input gradients and parameter gradients agree."""
+    optimizers = [torch.optim.SGD(module.parameters(), lr=0.1) for _, module in (graphed, eager)]
+    for seed in range(1, steps + 1):
+        args = inputs(seed)
+        args_eager = [t.detach().clone().requires_grad_() for t in args]
+        weights = torch.randn(y_shape, device="cuda")
+        results = []
+        for (fn, module), opt, a in zip(
+            (graphed, eager), optimizers, (args, args_eager), strict=True
+        ):
+            opt.zero_grad(set_to_none=True)
+            y, h, c = fn(*a)
+            ((y * weights).sum() + h.square().sum() + c.sum()).backward()
+            results.append(
+                [y.detach(), h.detach(), c.detach()]
+                + [t.grad for t in a]
+                + [p.grad.clone() for p in module.parameters()]
+            )
+            opt.step()
+        for got, want in zip(*results, strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_make_graphed_callables_training_step():
     """Forward and backward of all ops in CUDA graphs: outputs, input gradients and parameter
     gradients equal eager ones, over several steps with SGD updates."""
@@ -251,29 +285,13 @@ def test_make_graphed_callables_training_step():
     graphed_module = copy.deepcopy(eager)
     sample = [t.requires_grad_() for t in step_inputs(batch, features, state, seed=0)]
     graphed = torch.cuda.make_graphed_callables(graphed_module, tuple(sample))
-    opt_eager = torch.optim.SGD(eager.parameters(), lr=0.1)
-    opt_graphed = torch.optim.SGD(graphed_module.parameters(), lr=0.1)
-    for seed in range(1, 6):
-        inputs = [t.requires_grad_() for t in step_inputs(batch, features, state, seed)]
-        inputs_eager = [t.detach().clone().requires_grad_() for t in inputs]
-        weights = torch.randn(batch, state, device="cuda")
-        results = []
-        for module, fn, opt, args in (
-            (graphed_module, graphed, opt_graphed, inputs),
-            (eager, eager, opt_eager, inputs_eager),
-        ):
-            opt.zero_grad(set_to_none=True)
-            y, h, c = fn(*args)
-            loss = (y * weights).sum() + h.square().sum() + c.sum()
-            loss.backward()
-            results.append(
-                [y.detach(), h.detach(), c.detach()]
-                + [a.grad for a in args]
-                + [p.grad.clone() for p in module.parameters()]
-            )
-            opt.step()
-        for got, want in zip(*results, strict=True):
-            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert_training_steps_match(
+        (graphed, graphed_module),
+        (eager, eager),
+        lambda seed: [t.requires_grad_() for t in step_inputs(batch, features, state, seed)],
+        (batch, state),
+        steps=5,
+    )
     for p, q in zip(graphed_module.parameters(), eager.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-5)
 
@@ -311,41 +329,22 @@ def test_make_graphed_callables_sequence(size, env, monkeypatch):
             torch.randn(B, S, generator=gen).cuda().requires_grad_(),
         ]
 
-    def run(module: nn.Module, x: Tensor, h: Tensor, c: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        output, (h_n, c_n) = module(x, (h, c))
-        return output, h_n, c_n
-
     class Flat(nn.Module):
+        """(x, h, c) -> (output, h_n, c_n): the sequence's signature as make_graphed_callables
+        takes it."""
+
         def __init__(self, inner: nn.Module) -> None:
             super().__init__()
             self.inner = inner
 
         def forward(self, x: Tensor, h: Tensor, c: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-            return run(self.inner, x, h, c)
+            output, (h_n, c_n) = self.inner(x, (h, c))
+            return output, h_n, c_n
 
     graphed = torch.cuda.make_graphed_callables(Flat(graphed_module), tuple(inputs(0)))
-    opt_eager = torch.optim.SGD(eager.parameters(), lr=0.1)
-    opt_graphed = torch.optim.SGD(graphed_module.parameters(), lr=0.1)
-    for seed in range(1, 5):
-        args = inputs(seed)
-        args_eager = [t.detach().clone().requires_grad_() for t in args]
-        weights = torch.randn(T, B, S, device="cuda")
-        results = []
-        for module, fn, opt, a in (
-            (graphed_module, graphed, opt_graphed, args),
-            (eager, lambda *t: run(eager, *t), opt_eager, args_eager),
-        ):
-            opt.zero_grad(set_to_none=True)
-            y, h, c = fn(*a)
-            ((y * weights).sum() + h.square().sum() + c.sum()).backward()
-            results.append(
-                [y.detach(), h.detach(), c.detach()]
-                + [t.grad for t in a]
-                + [p.grad.clone() for p in module.parameters()]
-            )
-            opt.step()
-        for got, want in zip(*results, strict=True):
-            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert_training_steps_match(
+        (graphed, graphed_module), (Flat(eager), eager), inputs, (T, B, S), steps=4
+    )
 
 
 # ---------------------------------------------------------------------------------------------
