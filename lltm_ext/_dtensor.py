@@ -81,20 +81,32 @@ def register() -> bool:
         # -> (d_X, d_weights, d_bias, d_old_cell)
         return [([R] * 4, [R] * 6), ([b0, P, P, b0], [b0, b0, b0, b0, b0, R])]
 
-    def lltm_sequence_forward(input: Any, weights: Any, bias: Any, h0: Any, c0: Any) -> list:
-        # -> (output, h_n, c_n, cells, gates)
-        return [([R] * 5, [R] * 5), ([b1, b0, b0, b1, b1], [b1, R, R, b0, b0])]
+    def given(placements: list, args: tuple) -> list:
+        # An argument that is None (an optional state or gradient: zeros) has no placement.
+        return [None if a is None else p for p, a in zip(placements, args, strict=True)]
 
-    def lltm_sequence(input: Any, weights: Any, bias: Any, h0: Any, c0: Any) -> list:
+    def lltm_sequence_forward(
+        input: Any, weights: Any, bias: Any, h0: Any = None, c0: Any = None
+    ) -> list:
+        # -> (output, h_n, c_n, cells, gates)
+        args = (input, weights, bias, h0, c0)
+        return [
+            ([R] * 5, given([R] * 5, args)),
+            ([b1, b0, b0, b1, b1], given([b1, R, R, b0, b0], args)),
+        ]
+
+    def lltm_sequence(input: Any, weights: Any, bias: Any, h0: Any = None, c0: Any = None) -> list:
         # -> (output, h_n, c_n)
-        return [([R] * 3, [R] * 5), ([b1, b0, b0], [b1, R, R, b0, b0])]
+        args = (input, weights, bias, h0, c0)
+        return [([R] * 3, given([R] * 5, args)), ([b1, b0, b0], given([b1, R, R, b0, b0], args))]
 
     def lltm_sequence_backward(*args: Any) -> list:
         # (grad_output, grad_h_n, grad_c_n, input, weights, bias, h0, output, cells, gates,
         #  output_mask) -> (d_input, d_weights, d_bias, d_h0, d_c0), None where not wanted
+        tensors = args[:10]
         return [
-            ([R] * 5, [R] * 10 + [None]),
-            ([b1, P, P, b0, b0], [b1, b0, b0, b1, R, R, b0, b1, b1, b1, None]),
+            ([R] * 5, given([R] * 10, tensors) + [None]),
+            ([b1, P, P, b0, b0], given([b1, b0, b0, b1, R, R, b0, b1, b1, b1], tensors) + [None]),
         ]
 
     rules = {

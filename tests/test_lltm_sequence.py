@@ -181,6 +181,77 @@ def test_state_none_and_batch_first(device, batch_first):
     assert x.grad.shape == x.shape and w.grad.shape == w.shape
 
 
+# Each path that runs the steps, with its settings, and a (T, B, I, S) where it applies: the
+# zero state None is read as zeros by its kernels (no tensor of zeros made), and the final state's
+# gradients None likewise (grad_h_n, grad_c_n: the output's alone requires them).
+ZERO_STATE_PATHS = {
+    "auto": ({}, (5, 3, 4, 40)),
+    "small": ({"LLTM_EXT_SEQUENCE_PATH": "small"}, (5, 3, 4, 40)),
+    "cluster": ({"LLTM_EXT_SEQUENCE_PATH": "cluster"}, (5, 19, 4, 120)),
+    "cluster-simt": (
+        {"LLTM_EXT_SEQUENCE_PATH": "cluster", "LLTM_EXT_SEQUENCE_PRODUCT": "simt"},
+        (4, 3, 2, 45),
+    ),
+    "grid": ({"LLTM_EXT_SEQUENCE_PATH": "grid"}, (5, 19, 4, 45)),
+    "wide": ({"LLTM_EXT_SEQUENCE_PATH": "wide"}, (4, 5, 3, 300)),
+    "wide-simt": (
+        {"LLTM_EXT_SEQUENCE_PATH": "wide", "LLTM_EXT_SEQUENCE_PRODUCT": "simt"},
+        (4, 5, 3, 261),
+    ),
+    "tiled": ({"LLTM_EXT_SEQUENCE_PATH": "tiled"}, (3, 17, 3, 261)),
+    "cublas": ({"LLTM_EXT_SEQUENCE_PATH": "cublas"}, (4, 5, 3, 40)),
+    "cublas-own": (
+        {"LLTM_EXT_SEQUENCE_PATH": "cublas", "LLTM_EXT_SEQUENCE_STEP_GEMM": "own"},
+        (4, 5, 3, 40),
+    ),
+    "cublas-tensor": (
+        {"LLTM_EXT_SEQUENCE_PATH": "cublas", "LLTM_EXT_SEQUENCE_STEP_GEMM": "tensor"},
+        (4, 5, 3, 40),
+    ),
+    "wgrad-cublas": ({"LLTM_EXT_SEQUENCE_WGRAD": "cublas"}, (5, 3, 4, 40)),
+}
+
+
+@pytest.mark.parametrize("device,dtype", device_dtypes(cuda=(torch.float32, torch.bfloat16)))
+@pytest.mark.parametrize("path", list(ZERO_STATE_PATHS))
+def test_zero_state_as_none(monkeypatch, device, dtype, path):
+    """state=None (the operator's h0 = c0 = None) on every path against the float64 loop from a
+    state of zeros, and against an explicit state of zeros: outputs, the final state, and the
+    gradients of input, weights and bias from the output alone (h_n's and c_n's gradients None)
+    and from all three."""
+    settings, size = ZERO_STATE_PATHS[path]
+    if device == "cpu" and path != "auto":
+        pytest.skip("the CPU has one path")
+    if device == "cuda":
+        major = torch.cuda.get_device_capability()[0]
+        if major < 9 and settings.get("LLTM_EXT_SEQUENCE_PATH") in ("cluster", "tiled"):
+            pytest.skip("these kernels need an sm_90 GPU")
+        if dtype != torch.float32 and "LLTM_EXT_SEQUENCE_STEP_GEMM" in settings:
+            pytest.skip("the own step products are float32's")
+    for key, value in settings.items():
+        monkeypatch.setenv(key, value)
+    x, w, b, _, _ = make_args(*size, device, dtype)
+    zeros = torch.zeros(size[1], size[3], device=device, dtype=dtype)
+    output, (h_n, c_n) = lltm_ext.lltm_sequence(x, w, b)
+    given = lltm_ext.lltm_sequence(x, w, b, (zeros, zeros.clone()))
+    grads = [torch.randn_like(output), torch.randn_like(h_n), torch.randn_like(c_n)]
+    ref_outs, ref_grads = reference([x, w, b, zeros, zeros], grads)
+    scale = 1.0 if dtype in (torch.float32, torch.float64) else 4.0
+    for got, explicit, want in zip(
+        (output, h_n, c_n), (given[0], *given[1]), ref_outs, strict=True
+    ):
+        assert_close(got, want, dtype, scale)
+        assert_close(got, explicit, dtype, scale)
+    ours = torch.autograd.grad((output, h_n, c_n), (x, w, b), grads, retain_graph=True)
+    for got, want in zip(ours, ref_grads[:3], strict=True):
+        assert_close(got, want, dtype, scale * 8)
+    only_output = torch.autograd.grad(output, (x, w, b), grads[0])
+    zero = torch.zeros_like(grads[1])
+    _, ref_only = reference([x, w, b, zeros, zeros], [grads[0], zero, zero])
+    for got, want in zip(only_output, ref_only[:3], strict=True):
+        assert_close(got, want, dtype, scale * 8)
+
+
 @pytest.mark.parametrize("device", devices())
 def test_gradcheck_float64(device):
     args = make_args(4, 2, 3, 4, device, torch.float64)
@@ -203,6 +274,17 @@ def test_opcheck(device):
     saved = [x, w, b, h0, output, cells, gates]
     for mask in ([True] * 5, [False, True, True, False, False], [True, False, False, True, True]):
         torch.library.opcheck(_ops.lltm_sequence_backward.default, [*grads, *saved, mask])
+    # A zero state as None, and the final state's gradients as None.
+    no_state = [x, w, b, None, None]
+    torch.library.opcheck(_ops.lltm_sequence.default, [*args[:3], None, None])
+    torch.library.opcheck(_ops.lltm_sequence_forward.default, no_state)
+    output, h_n, c_n, cells, gates = _ops.lltm_sequence_forward(*no_state)
+    saved = [x, w, b, None, output, cells, gates]
+    for mask in ([True] * 5, [False, True, True, False, False]):
+        torch.library.opcheck(
+            _ops.lltm_sequence_backward.default,
+            [torch.randn_like(output), None, None, *saved, mask],
+        )
     # Gradients come from the C++ autograd of lltm_sequence; through the bare operator it raises.
     out = _ops.lltm_sequence_forward(*args)
     with pytest.raises(RuntimeError, match="not implemented"):

@@ -291,8 +291,9 @@ SEQUENCE_SIZES = (
 
 
 def run_lltm_sequence(dtype: torch.dtype, only: list[str] | None = None) -> None:
-    """lltm_sequence forward and backward through time, states given, misaligned (offset) views,
-    time-major and batch-first, against a loop of the float64 pure-PyTorch cell. float32 products
+    """lltm_sequence forward and backward through time, states given (and None: zeros, with the
+    output's gradient alone), misaligned (offset) views, time-major and batch-first, against a
+    loop of the float64 pure-PyTorch cell. float32 products
     at torch's default full float32 precision (the cluster and wide kernels' tensor cores in three
     TF32 passes), then on CUDA the tensor-core paths again with TF32 allowed (one pass), at
     float16's tolerance."""
@@ -365,7 +366,12 @@ def run_lltm_sequence(dtype: torch.dtype, only: list[str] | None = None) -> None
 def _run_lltm_sequence(dtype: torch.dtype, path: str) -> None:
     # TF32 products keep float16's 10 mantissa bits: checked at float16's tolerance.
     tol = torch.float16 if path.endswith("-tf32") else dtype
-    for (steps, batch, features, state), offset in itertools.product(SEQUENCE_SIZES, (0, 1)):
+    # offset 1: misaligned views, batch-first; zero_state: state=None (no h0 or c0 tensor: the
+    # kernels read zeros) and gradients from the output alone (none for h_n, c_n).
+    variants = ((0, False), (1, False), (0, True))
+    for (steps, batch, features, state), (offset, zero_state) in itertools.product(
+        SEQUENCE_SIZES, variants
+    ):
         if path != "grid" and steps * batch == 0:
             continue  # no kernel runs: the grid pass covered it
         if (
@@ -382,11 +388,14 @@ def _run_lltm_sequence(dtype: torch.dtype, path: str) -> None:
             randn(batch, state, dtype=dtype, offset=offset),
             randn(batch, state, dtype=dtype, offset=offset),
         ]
+        if zero_state:
+            args[3], args[4] = args[3].zero_(), args[4].zero_()  # the reference's state
         args = [a.requires_grad_() for a in args]
         batch_first = offset == 1
         x = args[0].transpose(0, 1) if batch_first else args[0]
+        state_arg = None if zero_state else (args[3], args[4])
         output, (h_n, c_n) = lltm_ext.lltm_sequence(
-            x, args[1], args[2], (args[3], args[4]), batch_first=batch_first
+            x, args[1], args[2], state_arg, batch_first=batch_first
         )
         if batch_first:
             output = output.transpose(0, 1)
@@ -398,12 +407,19 @@ def _run_lltm_sequence(dtype: torch.dtype, path: str) -> None:
             ref_steps.append(h)
         ref_out = torch.stack(ref_steps) if ref_steps else xs.new_zeros((0, batch, state))
         what = f"lltm_sequence {path} T={steps} B={batch} I={features} S={state} offset={offset}"
+        what += " state=None" if zero_state else ""
         check(output, ref_out, tol, what + " output")
         check(h_n, h, tol, what + " h_n")
         check(c_n, c, tol, what + " c_n")
         grads = [randn(steps, batch, state, dtype=dtype, offset=offset)]
-        grads += [randn(batch, state, dtype=dtype, offset=offset) for _ in range(2)]
-        ours = torch.autograd.grad((output, h_n, c_n), args, grads)
+        if zero_state:  # the output's gradient alone; h_n's and c_n's None
+            grads += [torch.zeros(batch, state, dtype=dtype, device=DEVICE) for _ in range(2)]
+            if steps == 0:
+                continue  # an empty output is in no graph
+            ours = torch.autograd.grad(output, args[:3], grads[0])  # no state to differentiate
+        else:
+            grads += [randn(batch, state, dtype=dtype, offset=offset) for _ in range(2)]
+            ours = torch.autograd.grad((output, h_n, c_n), args, grads)
         pairs = [
             (o, g.double().cpu())
             for o, g in zip((ref_out, h, c), grads, strict=True)
@@ -413,7 +429,7 @@ def _run_lltm_sequence(dtype: torch.dtype, path: str) -> None:
             [o for o, _ in pairs], args64, [g for _, g in pairs], allow_unused=True
         )
         names = ("input", "weights", "bias", "h0", "c0")
-        for name, got, want, arg in zip(names, ours, refs, args64, strict=True):
+        for name, got, want, arg in zip(names, ours, refs, args64, strict=False):  # 3: no state
             check(got, torch.zeros_like(arg) if want is None else want, tol, f"{what} d_{name}")
 
 

@@ -105,22 +105,28 @@ def _(input, weights, bias, old_h, old_cell):
     return old_cell.new_empty((batch, state)), old_cell.new_empty((batch, state))
 
 
-def _check_sequence_shapes(input: Tensor, weights: Tensor, bias: Tensor, h0: Tensor, c0: Tensor):
-    """The sequence's checks (``src/lltm/lltm_sequence.cpp``), for the fake kernels."""
-    states = {"h0": ("the state's `h_0`", h0), "c0": ("the state's `c_0`", c0)}
+def _check_sequence_shapes(
+    input: Tensor, weights: Tensor, bias: Tensor, h0: Tensor | None, c0: Tensor | None
+) -> int:
+    """The sequence's checks (``src/lltm/lltm_sequence.cpp``; h0 or c0 None: zeros), for the fake
+    kernels. Returns the state size S."""
+    states = {
+        name: (f"the state's `{shown}`", t)
+        for name, shown, t in (("h0", "h_0", h0), ("c0", "c_0", c0))
+        if t is not None
+    }
     _check_lltm_shapes("lltm_sequence", input, weights, bias, states, sequence=True)
+    return weights.shape[0] // 3
 
 
 @register_fake(_ops, "lltm_ext::lltm_sequence_forward")
-def _(input, weights, bias, h0, c0):
-    _check_sequence_shapes(input, weights, bias, h0, c0)
+def _(input, weights, bias, h0=None, c0=None):
+    state = _check_sequence_shapes(input, weights, bias, h0, c0)
     steps, batch, _ = input.shape
-    state = h0.shape[1]
-    seq = input.new_empty((steps, batch, state))
     return (
-        seq,
-        h0.new_empty((batch, state)),
-        h0.new_empty((batch, state)),
+        input.new_empty((steps, batch, state)),
+        input.new_empty((batch, state)),
+        input.new_empty((batch, state)),
         input.new_empty((steps, batch, state)),
         input.new_empty((steps, batch, 3 * state)),
     )
@@ -140,19 +146,19 @@ def _(
     gates,
     output_mask=(True,) * 5,
 ):
+    optional = {"grad_h_n": grad_h_n, "grad_c_n": grad_c_n, "h0": h0}  # None: zeros
     check_inputs(
         input=input,
         grad_output=grad_output,
-        grad_h_n=grad_h_n,
-        grad_c_n=grad_c_n,
         weights=weights,
         bias=bias,
-        h0=h0,
         output=output,
         cells=cells,
         gates=gates,
+        **{k: t for k, t in optional.items() if t is not None},
     )
-    shapes = (tuple(input.shape), tuple(weights.shape), (weights.shape[0],), h0.shape, h0.shape)
+    state = (input.shape[1], weights.shape[0] // 3)
+    shapes = (tuple(input.shape), tuple(weights.shape), (weights.shape[0],), state, state)
     # The results not wanted are not computed: None (undefined), as the operator returns them.
     return tuple(
         input.new_empty(tuple(shape)) if wanted else None
@@ -161,12 +167,11 @@ def _(
 
 
 @register_fake(_ops, "lltm_ext::lltm_sequence")
-def _(input, weights, bias, h0, c0):
-    _check_sequence_shapes(input, weights, bias, h0, c0)
+def _(input, weights, bias, h0=None, c0=None):
+    state = _check_sequence_shapes(input, weights, bias, h0, c0)
     steps, batch, _ = input.shape
-    state = h0.shape[1]
     return (
         input.new_empty((steps, batch, state)),
-        h0.new_empty((batch, state)),
-        h0.new_empty((batch, state)),
+        input.new_empty((batch, state)),
+        input.new_empty((batch, state)),
     )

@@ -153,9 +153,10 @@ class LLTM(_LLTMParameters):
 
 
 lltm_sequence_op = _ops.lltm_sequence.default
-"""``lltm_sequence(input (T, B, I), weights, bias, h0, c0) -> (output (T, B, S), h_n, c_n)``: the
-LLTM over all T steps, any layout, with its autograd (backward through time) in C++
-(``src/lltm/lltm_sequence.cpp``)."""
+"""``lltm_sequence(input (T, B, I), weights, bias, h0=None, c0=None) -> (output (T, B, S), h_n,
+c_n)``: the LLTM over all T steps, any layout, with its autograd (backward through time) in C++
+(``src/lltm/lltm_sequence.cpp``); h0 or c0 None is zeros, which the kernels read as such (no
+tensor of zeros made)."""
 
 
 def _state_pair(state: Any, where: str, state_size: int) -> tuple[Tensor, Tensor]:
@@ -180,7 +181,8 @@ def lltm_sequence(
     Args:
         input: (T, B, I), or (B, T, I) with ``batch_first``.
         weights: (3S, S + I) and bias: (3S,) or (1, 3S), as for :func:`lltm`.
-        state: (h_0, c_0), each (B, S); zeros when None.
+        state: (h_0, c_0), each (B, S); zeros when None (read as zeros by the kernels, with no
+            tensor of zeros made).
         batch_first: input and output are (B, T, ...) instead of (T, B, ...).
 
     Returns:
@@ -212,8 +214,8 @@ def lltm_sequence(
         )
     x = input.transpose(0, 1) if batch_first else input
     state_size = weights.shape[0] // 3 if weights.dim() >= 1 else 0
-    if state is None:  # one fill for both: h_0 and c_0 are its two halves
-        h0, c0 = x.new_zeros((2, x.shape[1], state_size)).unbind(0)
+    if state is None:  # zeros, which the operator reads as such: no tensor of them, no fill
+        h0 = c0 = None
     else:
         h0, c0 = _state_pair(state, "lltm_ext.lltm_sequence", state_size)
         if c0 is h0:  # one tensor as both: torch.compile needs distinct tensors

@@ -63,10 +63,11 @@ void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double 
 
 void sequence_forward_on_cuda(const at::Tensor& input, const at::Tensor& weights,
                               const at::Tensor& bias, const at::Tensor& h0, const at::Tensor& c0,
-                              const at::Tensor& output, const at::Tensor& cells,
+                              const at::Tensor& output, const at::Tensor& h_n,
+                              const at::Tensor& c_n, const at::Tensor& cells,
                               const at::Tensor& gates, bool tf32) {
 #ifdef WITH_CUDA
-  sequence_forward_cuda(input, weights, bias, h0, c0, output, cells, gates, tf32);
+  sequence_forward_cuda(input, weights, bias, h0, c0, output, h_n, c_n, cells, gates, tf32);
 #else
   fail_not_compiled_with_cuda("lltm_sequence");
 #endif

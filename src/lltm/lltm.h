@@ -52,7 +52,8 @@ void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double 
 // CPU-only twin of a CUDA module).
 void sequence_forward_on_cuda(const at::Tensor& input, const at::Tensor& weights,
                               const at::Tensor& bias, const at::Tensor& h0, const at::Tensor& c0,
-                              const at::Tensor& output, const at::Tensor& cells,
+                              const at::Tensor& output, const at::Tensor& h_n,
+                              const at::Tensor& c_n, const at::Tensor& cells,
                               const at::Tensor& gates, bool tf32);
 void sequence_backward_on_cuda(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
                                const at::Tensor& grad_c_n, const at::Tensor& weights,
@@ -116,14 +117,15 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, do
 // The sequence's time loops on CUDA (lltm_sequence_cuda_host.cpp, on the kernels that
 // lltm_sequence_plan_cuda_host.cpp picks; lltm_sequence.cpp has the shapes). Forward: gates (T, B,
 // 3S) = input W_i^T in one product, then per step gates[t] += h_{t-1} W_h^T and the gate kernel
-// (bias (3S) added there) -> output[t], cells[t]. Backward: per step t = T-1..0 the gate kernel ->
-// d_gates[t] and dL/dc_{t-1} (d_c (2, B, S): two buffers in turn, d c0 in d_c[0] at the end), then
-// d_h = d_gates[t] W_h (d h0 at the end, where want_d_h0). Contiguous tensors of one dtype on one
-// GPU.
+// (bias (3S) added there) -> output[t], cells[t], and the final state h_n, c_n (B, S) (T >= 1).
+// Backward: per step t = T-1..0 the gate kernel -> d_gates[t] and dL/dc_{t-1} (d_c (2, B, S): two
+// buffers in turn, d c0 in d_c[0] at the end), then d_h = d_gates[t] W_h (d h0 at the end, where
+// want_d_h0). Contiguous tensors of one dtype on one GPU; h0, c0, grad_h_n and grad_c_n may be
+// undefined (zeros, read as such by the kernels: no tensor of zeros is made).
 void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
                            const at::Tensor& bias, const at::Tensor& h0, const at::Tensor& c0,
-                           const at::Tensor& output, const at::Tensor& cells,
-                           const at::Tensor& gates, bool tf32);
+                           const at::Tensor& output, const at::Tensor& h_n, const at::Tensor& c_n,
+                           const at::Tensor& cells, const at::Tensor& gates, bool tf32);
 void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
                             const at::Tensor& grad_c_n, const at::Tensor& weights,
                             const at::Tensor& bias, const at::Tensor& cells,
@@ -132,7 +134,8 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
                             bool tf32);
 
 // The weight gradients of sequence_weight_grad_on_cuda (lltm_sequence_cuda_host.cpp): d_gates (T,
-// B, 3S), h0 (B, S), output (T, B, S), input (T, B, I), contiguous, of one dtype, on one GPU.
+// B, 3S), h0 (B, S; undefined: zeros), output (T, B, S), input (T, B, I), contiguous, of one
+// dtype, on one GPU.
 // LLTM_EXT_SEQUENCE_WGRAD, read at every call: "auto" (default: where the work 3S (S + I + 1) T B
 // is at most kWeightGradMaxWork for float32, kWeightGradMaxWorkHalf for the half types and
 // kWeightGradMaxWorkDouble for float64), "fused" (always, T B > 0) or "cublas" (never: three

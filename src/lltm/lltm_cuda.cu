@@ -64,7 +64,7 @@ __device__ __forceinline__ void forward_rows(const scalar_t* gates, const acc_t 
     for (int q = 0; q < 3; ++q) {
       z[u][q] += b[q];
     }
-    c[u] = old_cell[row * state + s];
+    c[u] = old_cell != nullptr ? static_cast<acc_t>(old_cell[row * state + s]) : acc_t(0);
   }
 #pragma unroll
   for (int u = 0; u < U; ++u) {
@@ -128,7 +128,7 @@ __device__ __forceinline__ void backward_rows(
     if (grad_h_extra != nullptr) {
       gh[u] += static_cast<acc_t>(grad_h_extra[i]);
     }
-    gc[u] = grad_cell[i];
+    gc[u] = grad_cell != nullptr ? static_cast<acc_t>(grad_cell[i]) : acc_t(0);
     cell[u] = new_cell[i];
 #pragma unroll
     for (int q = 0; q < 3; ++q) {

@@ -31,8 +31,9 @@ enum class Product { kSimt, kTf32, kTf32x3 };
 
 // The cell's gate kernels (lltm_cuda.cu), for T = float, double, c10::Half, c10::BFloat16: the same
 // outputs for n = B * S elements of state S, on `stream` (the tensors' device current); they
-// return the launch's error. bias and grad_h_extra may be null (none); grad_h's rows are grad_h_ld
-// elements apart. With d_bias (3S), backward also writes the bias gradient, the column sums of
+// return the launch's error. bias and grad_h_extra may be null (none), old_cell and grad_cell too
+// (zeros: the sequence's absent state on its cuBLAS path); grad_h's rows are grad_h_ld elements
+// apart. With d_bias (3S), backward also writes the bias gradient, the column sums of
 // d_gates: bias_sums is scratch of backward_row_blocks<T>(B, S, sm_count, true) rows of 3S
 // (accumulate type), which a single row of blocks does not need (null then allowed). sm_count is
 // the device's SM count: the grids are one full wave of blocks.
@@ -85,6 +86,8 @@ cudaError_t launch_fused_backward_products(const T* d_gates, const T* X, const T
 // pre-activations (without the bias); -> output, cells (T, B, S); h0, c0 (B, S) before step 0.
 // Backward, steps t_hi down to t_hi - steps + 1 (`last` = T - 1): -> d_gates (T, B, 3S) and d_cell
 // (2, B, S), step t's dL/dc_{t-1} in d_cell[t % 2]. w (3S, ld): W_h is its first S columns.
+// Every family's kernels below read h0, c0, grad_h_n and grad_c_n as zeros where they are nullptr
+// (the operator's None: no tensor of zeros made, nor a launch to fill it).
 // `overlap` (sm_90+): per-step launches with programmatic stream serialization (a step copies its
 // weights while the step before it runs).
 constexpr int64_t kFusedStepMaxState = 256;
@@ -178,9 +181,10 @@ cudaError_t launch_tiled_backward(T* d_gates, const T* w, int64_t ld, const T* g
 // (block j: state columns [j * cols, (j + 1) * cols)), h (forward) or d_gates (backward) exchanged
 // through distributed shared memory with one cluster barrier per step; all steps in one launch.
 // The same inputs and outputs as the fused step kernels above over all T steps (backward: d_cell
-// (B, S) gets dL/dc_0's gradient d c0). For state sizes up to kClusterMaxState; cluster_shape_ok
-// and the device's shared memory (cluster_smem_bytes) say which `rows` and `blocks` a state size
-// takes.
+// (B, S) gets dL/dc_0's gradient d c0); forward also writes the last step's h and c to h_n, c_n
+// (B, S) where they are not nullptr (no copy of the final state after the kernel). For state sizes
+// up to kClusterMaxState; cluster_shape_ok and the device's shared memory (cluster_smem_bytes) say
+// which `rows` and `blocks` a state size takes.
 constexpr int kClusterMaxBlocks = 8, kClusterThreads = 256;
 constexpr int64_t kClusterMaxState = 256;
 // A block's work: state S, blocks per cluster, columns per block, batch rows per cluster, and the
@@ -204,8 +208,8 @@ cudaError_t prepare_cluster_steps(int max_smem, const ClusterShape& shape, int* 
                                   int* backward_clusters);
 template <typename T>
 cudaError_t launch_cluster_forward(T* gates, const T* bias, const T* h0, const T* c0, const T* w,
-                                   int64_t ld, T* output, T* cells, int64_t batch, int64_t steps,
-                                   const ClusterShape& shape, cudaStream_t stream);
+                                   int64_t ld, T* output, T* cells, T* h_n, T* c_n, int64_t batch,
+                                   int64_t steps, const ClusterShape& shape, cudaStream_t stream);
 template <typename T>
 cudaError_t launch_cluster_backward(T* d_gates, const T* w, int64_t ld, const T* grad_output,
                                     const T* grad_h_n, const T* grad_c_n, const T* cells,
@@ -217,9 +221,9 @@ cudaError_t launch_cluster_backward(T* d_gates, const T* w, int64_t ld, const T*
 // cudaErrorNotSupported; at S = 128 float32's 4 lanes would hold 96 k of W_h each, and the
 // compiler put them in local memory): each block owns `rows` (1, 2 or 4) batch
 // rows and the whole state, W_h in its threads' registers, blocks independent, all T steps in one
-// launch. The same inputs and outputs as the cluster kernels. small_step_rows: the fewest rows
-// per block whose (forward and backward) grids run at once on the current device, 0 where none
-// does or the state or dtype does not apply.
+// launch. The same inputs and outputs as the cluster kernels (forward: h_n, c_n too).
+// small_step_rows: the fewest rows per block whose (forward and backward) grids run at once on the
+// current device, 0 where none does or the state or dtype does not apply.
 // float32 at 88 < S <= 96 (k per lane 24), against the cluster kernels that ran there before, H100,
 // forward+backward, one process: T = 29, B = 16, S = 90 143 vs 222 us; T = 1000, B = 2, S = 89
 // 1887 vs 4649 us; T = 200, B = 250, S = 92 893 vs 2137 us; T = 29, B = 300, S = 96 300 vs 373
@@ -232,8 +236,8 @@ template <typename T>
 cudaError_t small_step_rows(int64_t batch, int64_t state, int sm_count, int* rows);
 template <typename T>
 cudaError_t launch_small_forward(T* gates, const T* bias, const T* h0, const T* c0, const T* w,
-                                 int64_t ld, T* output, T* cells, int64_t batch, int64_t state,
-                                 int64_t steps, int rows, cudaStream_t stream);
+                                 int64_t ld, T* output, T* cells, T* h_n, T* c_n, int64_t batch,
+                                 int64_t state, int64_t steps, int rows, cudaStream_t stream);
 template <typename T>
 cudaError_t launch_small_backward(T* d_gates, const T* w, int64_t ld, const T* grad_output,
                                   const T* grad_h_n, const T* grad_c_n, const T* cells,

@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include <array>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -32,17 +33,22 @@ struct Dims {
   int64_t steps, batch, features, state;
 };
 
+// h0, c0: each (B, S), or undefined (the operator's None: zeros).
 Dims check_forward_args(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
                         const at::Tensor& h0, const at::Tensor& c0) {
   CHECK_INPUT(input);
   CHECK_INPUT(weights);
   CHECK_INPUT(bias);
-  CHECK_INPUT(h0);
-  CHECK_INPUT(c0);
   CHECK_LIKE(weights, input);
   CHECK_LIKE(bias, input);
-  CHECK_LIKE(h0, input);
-  CHECK_LIKE(c0, input);
+  if (h0.defined()) {
+    CHECK_INPUT(h0);
+    CHECK_LIKE(h0, input);
+  }
+  if (c0.defined()) {
+    CHECK_INPUT(c0);
+    CHECK_LIKE(c0, input);
+  }
   check_backend(input, "lltm_sequence");
   TORCH_CHECK(
       weights.dim() == 2 && weights.size(0) % 3 == 0 && weights.size(1) >= weights.size(0) / 3,
@@ -58,7 +64,7 @@ Dims check_forward_args(const at::Tensor& input, const at::Tensor& weights, cons
   const int64_t batch = input.size(1);
   for (const auto& [t, name] : {std::pair<const at::Tensor&, const char*>{h0, "h_0"},
                                 std::pair<const at::Tensor&, const char*>{c0, "c_0"}}) {
-    TORCH_CHECK(t.dim() == 2 && t.size(0) == batch && t.size(1) == state,
+    TORCH_CHECK(!t.defined() || (t.dim() == 2 && t.size(0) == batch && t.size(1) == state),
                 "lltm_ext.lltm_sequence: the state's `", name, "` must have shape [", batch, ", ",
                 state,
                 "] ([batch, state_size]: batch from `input`, state_size = weights.size(0) / 3), "
@@ -73,13 +79,29 @@ Dims check_forward_args(const at::Tensor& input, const at::Tensor& weights, cons
 }
 
 using Forward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+using OptionalTensor = std::optional<at::Tensor>;
+
+// An optional argument as a tensor: undefined where absent (None).
+at::Tensor tensor_or_undefined(const OptionalTensor& t) {
+  return t.has_value() ? *t : at::Tensor();
+}
+// And back, for calls through the dispatcher.
+OptionalTensor as_optional(const at::Tensor& t) {
+  return t.defined() ? OptionalTensor(t) : std::nullopt;
+}
+// t, or zeros of shape (B, S) like `like` where t is undefined: the CPU loop's operands.
+at::Tensor or_zeros(const at::Tensor& t, const at::Tensor& like, int64_t B, int64_t S) {
+  return t.defined() ? t : at::zeros({B, S}, like.options());
+}
 using Backward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
-// Forward over T steps of input (T, B, I) from the state (h0, c0). Returns (output (T, B, S): every
-// step's new_h, h_n, c_n (B, S), cells (T, B, S): every step's new_cell, gates (T, B, 3S): the
+// Forward over T steps of input (T, B, I) from the state (h0, c0; each None for zeros, which the
+// CUDA kernels read as such without a tensor of them). Returns (output (T, B, S): every step's
+// new_h, h_n, c_n (B, S), cells (T, B, S): every step's new_cell, gates (T, B, 3S): the
 // pre-activations without the bias, which the gate kernels add). Backward reads cells and gates.
 Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
-                const at::Tensor& h0, const at::Tensor& c0) {
+                const OptionalTensor& h0_in, const OptionalTensor& c0_in) {
+  const at::Tensor h0 = tensor_or_undefined(h0_in), c0 = tensor_or_undefined(c0_in);
   const auto [T, B, I, S] = check_forward_args(input, weights, bias, h0, c0);
   const bool tf32 = matmul_allows_tf32(input);
   const at::Tensor b = bias.reshape({3 * S});
@@ -88,27 +110,28 @@ Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Te
   at::Tensor output = at::empty({T, B, S}, input.options());
   at::Tensor cells = at::empty({T, B, S}, input.options());
   at::Tensor gates = at::empty({T, B, 3 * S}, input.options());
+  if (T == 0) {  // no steps: the final state is the initial one
+    return {output, h0.defined() ? h0.clone() : at::zeros({B, S}, input.options()),
+            c0.defined() ? c0.clone() : at::zeros({B, S}, input.options()), cells, gates};
+  }
+  at::Tensor h_n = at::empty({B, S}, input.options());
+  at::Tensor c_n = at::empty({B, S}, input.options());
   if (input.is_cuda()) {
-    sequence_forward_on_cuda(input, weights, b, h0, c0, output, cells, gates, tf32);
+    sequence_forward_on_cuda(input, weights, b, h0, c0, output, h_n, c_n, cells, gates, tf32);
   } else {
     // The input projections of all steps, one product: gates = input W_i^T.
     gemm(input.view({T * B, I}), w_i.t(), gates.view({T * B, 3 * S}), 0, tf32);
     for (int64_t t = 0; t < T; ++t) {
-      const at::Tensor h_prev = t == 0 ? h0 : output[t - 1];
-      const at::Tensor c_prev = t == 0 ? c0 : cells[t - 1];
       const at::Tensor g = gates[t];
-      gemm(h_prev, w_h.t(), g, 1, tf32);  // + h_{t-1} W_h^T
-      forward_gates_cpu(g, b, c_prev, output[t], cells[t]);
+      if (t > 0 || h0.defined()) {
+        gemm(t == 0 ? h0 : output[t - 1], w_h.t(), g, 1, tf32);  // + h_{t-1} W_h^T
+      }
+      forward_gates_cpu(g, b, t == 0 ? or_zeros(c0, input, B, S) : cells[t - 1], output[t],
+                        cells[t]);
     }
+    h_n.copy_(output[T - 1]);
+    c_n.copy_(cells[T - 1]);
   }
-  if (T == 0) {
-    return {output, h0.clone(), c0.clone(), cells, gates};
-  }
-  // The final state, both copies in one launch on CUDA (two launches cost more than the copies at
-  // short sequences).
-  at::Tensor h_n = at::empty({B, S}, input.options());
-  at::Tensor c_n = at::empty({B, S}, input.options());
-  at::_foreach_copy_({h_n, c_n}, {output[T - 1], cells[T - 1]});
   return {output, h_n, c_n, cells, gates};
 }
 
@@ -118,29 +141,40 @@ Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Te
 // spares the products d_input = dG W_i and d h0 = dG_0 W_h.
 using OutputMask = std::array<bool, 5>;
 
-// Backward through time from forward's saved tensors. Returns (d_input (T, B, I), d_weights
-// (3S, S + I), d_bias (3S,), d_h0, d_c0 (B, S)), each undefined where output_mask says it is not
-// wanted.
-Backward backward(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
-                  const at::Tensor& grad_c_n, const at::Tensor& input, const at::Tensor& weights,
-                  const at::Tensor& bias, const at::Tensor& h0, const at::Tensor& output,
-                  const at::Tensor& cells, const at::Tensor& gates, OutputMask output_mask) {
-  const auto [T, B, I, S] = check_forward_args(input, weights, bias, h0, h0);
+// Backward through time from forward's saved tensors. grad_h_n, grad_c_n and h0 may be None
+// (zeros: the final state's gradients where autograd has none, a zero initial state). Returns
+// (d_input (T, B, I), d_weights (3S, S + I), d_bias (3S,), d_h0, d_c0 (B, S)), each undefined
+// where output_mask says it is not wanted.
+Backward backward(const at::Tensor& grad_output, const OptionalTensor& grad_h_n_in,
+                  const OptionalTensor& grad_c_n_in, const at::Tensor& input,
+                  const at::Tensor& weights, const at::Tensor& bias, const OptionalTensor& h0_in,
+                  const at::Tensor& output, const at::Tensor& cells, const at::Tensor& gates,
+                  OutputMask output_mask) {
+  const at::Tensor grad_h_n = tensor_or_undefined(grad_h_n_in);
+  const at::Tensor grad_c_n = tensor_or_undefined(grad_c_n_in);
+  const at::Tensor h0 = tensor_or_undefined(h0_in);
+  const auto [T, B, I, S] = check_forward_args(input, weights, bias, h0, at::Tensor());
   CHECK_INPUT(grad_output);
-  CHECK_INPUT(grad_h_n);
-  CHECK_INPUT(grad_c_n);
   CHECK_INPUT(output);
   CHECK_INPUT(cells);
   CHECK_INPUT(gates);
-  for (const at::Tensor* t : {&grad_output, &grad_h_n, &grad_c_n, &output, &cells, &gates}) {
+  for (const at::Tensor* t : {&grad_output, &output, &cells, &gates}) {
     check_like(*t, "a saved tensor or gradient", input, "input");
   }
   CHECK_SHAPE(grad_output, T, B, S);
   CHECK_SHAPE(output, T, B, S);
   CHECK_SHAPE(cells, T, B, S);
   CHECK_SHAPE(gates, T, B, 3 * S);
-  CHECK_SHAPE(grad_h_n, B, S);
-  CHECK_SHAPE(grad_c_n, B, S);
+  if (grad_h_n.defined()) {
+    CHECK_INPUT(grad_h_n);
+    check_like(grad_h_n, "a saved tensor or gradient", input, "input");
+    CHECK_SHAPE(grad_h_n, B, S);
+  }
+  if (grad_c_n.defined()) {
+    CHECK_INPUT(grad_c_n);
+    check_like(grad_c_n, "a saved tensor or gradient", input, "input");
+    CHECK_SHAPE(grad_c_n, B, S);
+  }
   const auto [want_input, want_weights, want_bias, want_h0, want_c0] = output_mask;
   const bool tf32 = matmul_allows_tf32(input);
   const at::Tensor b = bias.reshape({3 * S});
@@ -161,10 +195,10 @@ Backward backward(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
       d_bias = at::zeros({3 * S}, b.options());
     }
     if (want_h0) {
-      d_h0 = grad_h_n.clone();
+      d_h0 = grad_h_n.defined() ? grad_h_n.clone() : at::zeros({B, S}, input.options());
     }
     if (want_c0) {
-      d_c0 = grad_c_n.clone();
+      d_c0 = grad_c_n.defined() ? grad_c_n.clone() : at::zeros({B, S}, input.options());
     }
     return {d_input, d_weights, d_bias, d_h0, d_c0};
   }
@@ -177,8 +211,8 @@ Backward backward(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
   } else {
     for (int64_t t = T - 1; t >= 0; --t) {
       // dL/dh_t = grad_output[t] + (grad_h_n, or d h_t from step t + 1); dL/dc_t likewise.
-      const at::Tensor& grad_h = t == T - 1 ? grad_h_n : d_h;
-      const at::Tensor grad_c = t == T - 1 ? grad_c_n : d_c[(t + 1) % 2];
+      const at::Tensor grad_h = t == T - 1 ? or_zeros(grad_h_n, input, B, S) : d_h;
+      const at::Tensor grad_c = t == T - 1 ? or_zeros(grad_c_n, input, B, S) : d_c[(t + 1) % 2];
       const at::Tensor dg = d_gates[t];
       backward_gates_cpu(grad_h, S, grad_output[t], grad_c, cells[t], gates[t], b, dg, d_c[t % 2]);
       if (t > 0 || want_h0) {
@@ -205,10 +239,14 @@ Backward backward(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
     } else {
       gemm(dg_all.t(), input.view({T * B, I}), d_weights.narrow(1, S, I), 0, tf32);
       const at::Tensor dw_h = d_weights.narrow(1, 0, S);
-      gemm(d_gates[0].t(), h0, dw_h, 0, tf32);
+      if (h0.defined()) {
+        gemm(d_gates[0].t(), h0, dw_h, 0, tf32);
+      }
       if (T > 1) {
         gemm(d_gates.narrow(0, 1, T - 1).view({(T - 1) * B, 3 * S}).t(),
-             output.narrow(0, 0, T - 1).view({(T - 1) * B, S}), dw_h, 1, tf32);
+             output.narrow(0, 0, T - 1).view({(T - 1) * B, S}), dw_h, h0.defined() ? 1 : 0, tf32);
+      } else if (!h0.defined()) {
+        dw_h.zero_();  // a zero h0's step alone
       }
     }
   }
@@ -224,14 +262,19 @@ Backward backward(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
   return {d_input, d_weights, d_bias, d_h0, d_c0};
 }
 
+// An optional tensor made contiguous (None stays None).
+OptionalTensor contiguous(const OptionalTensor& t) {
+  return t.has_value() && t->defined() ? OptionalTensor(t->contiguous()) : std::nullopt;
+}
+
 // The sequence without autograd (inference, or below the autograd kernel): any layout in.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> sequence(const at::Tensor& input,
                                                         const at::Tensor& weights,
                                                         const at::Tensor& bias,
-                                                        const at::Tensor& h0,
-                                                        const at::Tensor& c0) {
-  auto out = forward(input.contiguous(), weights.contiguous(), bias.contiguous(), h0.contiguous(),
-                     c0.contiguous());
+                                                        const OptionalTensor& h0,
+                                                        const OptionalTensor& c0) {
+  auto out = forward(input.contiguous(), weights.contiguous(), bias.contiguous(), contiguous(h0),
+                     contiguous(c0));
   return {std::get<0>(out), std::get<1>(out), std::get<2>(out)};
 }
 
@@ -251,50 +294,52 @@ const auto& backward_op() {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Autograd for the sequence: forward saves what backward through time reads.
+// Autograd for the sequence: forward saves what backward through time reads. h0, c0: None for a
+// zero state (then not an input of the graph: autograd's edges are the given tensors only).
 struct Sequence : torch::autograd::Function<Sequence> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& input,
                                const at::Tensor& weights, const at::Tensor& bias,
-                               const at::Tensor& h0, const at::Tensor& c0) {
+                               const OptionalTensor& h0, const OptionalTensor& c0) {
     const at::AutoDispatchBelowADInplaceOrView below_autograd;
     const at::Tensor x = input.contiguous();
     const at::Tensor w = weights.contiguous();
     const at::Tensor b = bias.contiguous();
-    const at::Tensor h = h0.contiguous();
-    auto [output, h_n, c_n, cells, gates] = forward_op().call(x, w, b, h, c0.contiguous());
+    // Undefined where None (or an undefined tensor, which autograd counts as no input either).
+    const at::Tensor h = tensor_or_undefined(contiguous(h0));
+    const at::Tensor c = tensor_or_undefined(contiguous(c0));
+    auto [output, h_n, c_n, cells, gates] =
+        forward_op().call(x, w, b, as_optional(h), as_optional(c));
     ctx->save_for_backward({x, w, b, h, output, cells, gates});
-    ctx->set_materialize_grads(false);  // backward makes one tensor of zeros for h_n's and c_n's
+    ctx->set_materialize_grads(false);  // h_n's and c_n's gradients go on as None where unused
     ctx->saved_data["bias_shape"] = bias.sizes().vec();
+    ctx->saved_data["h0_given"] = h.defined();
+    ctx->saved_data["c0_given"] = c.defined();
     return {output, h_n, c_n};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor& output = saved[4];
-    const at::Tensor like = output.size(0) > 0 ? output[0] : saved[3];  // a (B, S) tensor
-    // Gradients that autograd left undefined are zeros: one tensor for both of the final state's.
-    at::Tensor zeros;
+    // Gradients that autograd left undefined: zeros for the output's, None (read as zeros by the
+    // kernels) for the final state's.
     const auto grad = [&](size_t i) {
       if (grads[i].defined()) {
         return grads[i].contiguous();
       }
-      if (i == 0) {
-        return at::zeros_like(output);
-      }
-      if (!zeros.defined()) {
-        zeros = at::zeros_like(like);
-      }
-      return zeros;
+      return i == 0 ? at::zeros_like(output) : at::Tensor();
     };
+    // needs_input_grad counts the graph's edges, which skip a state that was None.
+    const bool h0_given = ctx->saved_data["h0_given"].toBool();
+    const bool c0_given = ctx->saved_data["c0_given"].toBool();
     const OutputMask mask = {ctx->needs_input_grad(0), ctx->needs_input_grad(1),
-                             ctx->needs_input_grad(2), ctx->needs_input_grad(3),
-                             ctx->needs_input_grad(4)};
+                             ctx->needs_input_grad(2), h0_given && ctx->needs_input_grad(3),
+                             c0_given && ctx->needs_input_grad(h0_given ? 4 : 3)};
     at::Tensor d_input, d_weights, d_bias, d_h0, d_c0;
     {
       const at::AutoDispatchBelowADInplaceOrView below_autograd;
-      std::tie(d_input, d_weights, d_bias, d_h0, d_c0) =
-          backward_op().call(grad(0), grad(1), grad(2), saved[0], saved[1], saved[2], saved[3],
-                             output, saved[5], saved[6], mask);
+      std::tie(d_input, d_weights, d_bias, d_h0, d_c0) = backward_op().call(
+          grad(0), as_optional(grad(1)), as_optional(grad(2)), saved[0], saved[1], saved[2],
+          as_optional(saved[3]), output, saved[5], saved[6], mask);
     }
     if (d_bias.defined()) {
       d_bias = d_bias.reshape(ctx->saved_data["bias_shape"].toIntVector());
@@ -310,8 +355,8 @@ struct Sequence : torch::autograd::Function<Sequence> {
 std::tuple<at::Tensor, at::Tensor, at::Tensor> sequence_autograd(const at::Tensor& input,
                                                                  const at::Tensor& weights,
                                                                  const at::Tensor& bias,
-                                                                 const at::Tensor& h0,
-                                                                 const at::Tensor& c0) {
+                                                                 const OptionalTensor& h0,
+                                                                 const OptionalTensor& c0) {
   variable_list out = Sequence::apply(input, weights, bias, h0, c0);
   return {out[0], out[1], out[2]};
 }
@@ -321,15 +366,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> sequence_autograd(const at::Tenso
 
 TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
   m.def(
-      "lltm_sequence(Tensor input, Tensor weights, Tensor bias, Tensor h0, Tensor c0) -> "
-      "(Tensor output, Tensor h_n, Tensor c_n)");
+      "lltm_sequence(Tensor input, Tensor weights, Tensor bias, Tensor? h0=None, Tensor? c0=None) "
+      "-> (Tensor output, Tensor h_n, Tensor c_n)");
   m.def(
-      "lltm_sequence_forward(Tensor input, Tensor weights, Tensor bias, Tensor h0, Tensor c0) -> "
-      "(Tensor output, Tensor h_n, Tensor c_n, Tensor cells, Tensor gates)");
+      "lltm_sequence_forward(Tensor input, Tensor weights, Tensor bias, Tensor? h0=None, "
+      "Tensor? c0=None) -> (Tensor output, Tensor h_n, Tensor c_n, Tensor cells, Tensor gates)");
   m.def(
-      "lltm_sequence_backward(Tensor grad_output, Tensor grad_h_n, Tensor grad_c_n, Tensor input, "
-      "Tensor weights, Tensor bias, Tensor h0, Tensor output, Tensor cells, Tensor gates, "
-      "bool[5] output_mask=[True, True, True, True, True]) -> "
+      "lltm_sequence_backward(Tensor grad_output, Tensor? grad_h_n, Tensor? grad_c_n, "
+      "Tensor input, Tensor weights, Tensor bias, Tensor? h0, Tensor output, Tensor cells, "
+      "Tensor gates, bool[5] output_mask=[True, True, True, True, True]) -> "
       "(Tensor d_input, Tensor d_weights, Tensor d_bias, Tensor d_h0, Tensor d_c0)");
   lltm_ext::impl_cpu_cuda(m, "lltm_sequence_forward", TORCH_FN(lltm_ext::lltm::forward));
   lltm_ext::impl_cpu_cuda(m, "lltm_sequence_backward", TORCH_FN(lltm_ext::lltm::backward));

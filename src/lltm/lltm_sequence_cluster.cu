@@ -137,13 +137,13 @@ cudaError_t prepare_cluster_steps(int max_smem, const ClusterShape& cs, int* for
 
 template <typename T>
 cudaError_t launch_cluster_forward(T* gates, const T* bias, const T* h0, const T* c0, const T* w,
-                                   int64_t ld, T* output, T* cells, int64_t batch, int64_t steps,
-                                   const ClusterShape& cs, cudaStream_t stream) {
+                                   int64_t ld, T* output, T* cells, T* h_n, T* c_n, int64_t batch,
+                                   int64_t steps, const ClusterShape& cs, cudaStream_t stream) {
   const int64_t clusters = (batch + cs.rows - 1) / cs.rows;
   return with_cluster_kernels<T>(cs, [&](auto forward, auto) {
     return launch_cluster(forward, cs.blocks, clusters,
                           static_cast<size_t>(cluster_smem_bytes(cs, false, sizeof(T))), stream,
-                          gates, bias, h0, c0, w, ld, output, cells, batch, steps, cs);
+                          gates, bias, h0, c0, w, ld, output, cells, h_n, c_n, batch, steps, cs);
   });
 }
 
@@ -165,7 +165,7 @@ cudaError_t launch_cluster_backward(T* d_gates, const T* w, int64_t ld, const T*
   template cudaError_t cluster_image_loaded<T>(bool*);                                       \
   template cudaError_t prepare_cluster_steps<T>(int, const ClusterShape&, int*, int*);       \
   template cudaError_t launch_cluster_forward<T>(T*, const T*, const T*, const T*, const T*, \
-                                                 int64_t, T*, T*, int64_t, int64_t,          \
+                                                 int64_t, T*, T*, T*, T*, int64_t, int64_t,  \
                                                  const ClusterShape&, cudaStream_t);         \
   template cudaError_t launch_cluster_backward<T>(                                           \
       T*, const T*, int64_t, const T*, const T*, const T*, const T*, const T*, const T*, T*, \

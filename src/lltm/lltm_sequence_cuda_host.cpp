@@ -78,6 +78,13 @@ StepWeights step_weights(const at::Tensor& weights, int64_t S, const StepGemmSha
   return w;
 }
 
+// An optional operand's data (h0, c0, grad_h_n, grad_c_n): nullptr where the operator got None,
+// which every kernel reads as zeros.
+template <typename T>
+const T* optional_data(const at::Tensor& t) {
+  return t.defined() ? t.const_data_ptr<T>() : nullptr;
+}
+
 // The split sums for a gate kernel (float32 only; none where sums is undefined).
 template <typename T>
 SplitSums<T> split_parts(const at::Tensor& sums, int splits, T* total) {
@@ -110,14 +117,15 @@ bool step_gemm(const StepGemmShape& shape, const T* a, int64_t lda, const StepWe
 
 void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
                            const at::Tensor& bias, const at::Tensor& h0, const at::Tensor& c0,
-                           const at::Tensor& output, const at::Tensor& cells,
-                           const at::Tensor& gates, bool tf32) {
+                           const at::Tensor& output, const at::Tensor& h_n, const at::Tensor& c_n,
+                           const at::Tensor& cells, const at::Tensor& gates, bool tf32) {
   const c10::cuda::CUDAGuard guard(input.device());
   const int sms = cuda::sm_count(input.get_device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const Blas blas(input.scalar_type(), tf32);
-  const int64_t T = input.size(0), B = input.size(1), I = input.size(2), S = h0.size(1);
+  const int64_t T = input.size(0), B = input.size(1), I = input.size(2), S = output.size(2);
   const int64_t es = blas.element_size();
+  bool final_state_written = false;  // by the kernels that run all steps, at their last
   const Mat w = row_major(weights.const_data_ptr(), 3 * S, S + I, S + I);
   const Mat w_h = col_block(w, 0, S, es), w_i = col_block(w, S, I, es);
   // The input projections of all steps, one product: gates = input W_i^T.
@@ -129,18 +137,22 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
     scalar_t* cell = cells.mutable_data_ptr<scalar_t>();
     scalar_t* g = gates.mutable_data_ptr<scalar_t>();
     const scalar_t* wp = weights.const_data_ptr<scalar_t>();
-    const scalar_t* h_0 = h0.const_data_ptr<scalar_t>();
-    const scalar_t* c_0 = c0.const_data_ptr<scalar_t>();
+    const scalar_t* h_0 = optional_data<scalar_t>(h0);
+    const scalar_t* c_0 = optional_data<scalar_t>(c0);
     const int64_t n = B * S;
     const SequencePlan plan = plan_sequence<scalar_t>(input.get_device(), T, B, S, tf32);
     switch (plan.path) {
       case Path::kSmall:  // all steps in one launch, a block per 1, 2 or 4 batch rows
-        C10_CUDA_CHECK(launch_small_forward<scalar_t>(g, b, h_0, c_0, wp, S + I, out, cell, B, S, T,
-                                                      plan.small_rows, stream));
+        C10_CUDA_CHECK(launch_small_forward<scalar_t>(
+            g, b, h_0, c_0, wp, S + I, out, cell, h_n.mutable_data_ptr<scalar_t>(),
+            c_n.mutable_data_ptr<scalar_t>(), B, S, T, plan.small_rows, stream));
+        final_state_written = true;
         return;
       case Path::kCluster:  // all steps in one launch of thread-block clusters (sm_90)
-        C10_CUDA_CHECK(launch_cluster_forward<scalar_t>(g, b, h_0, c_0, wp, S + I, out, cell, B, T,
-                                                        plan.cluster, stream));
+        C10_CUDA_CHECK(launch_cluster_forward<scalar_t>(
+            g, b, h_0, c_0, wp, S + I, out, cell, h_n.mutable_data_ptr<scalar_t>(),
+            c_n.mutable_data_ptr<scalar_t>(), B, T, plan.cluster, stream));
+        final_state_written = true;
         return;
       case Path::kWide: {  // all steps in one cooperative launch over the GPU
         const at::Tensor flags = wide_flags(input, B, S, plan.wide_cols);
@@ -153,7 +165,9 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
       case Path::kTiled: {  // all steps in one cooperative launch over the GPU
         const at::Tensor flags = tiled_flags(input, B, S, plan.tiled);
         const at::Tensor x = tiled_x(input, B, S, false);
-        x.select(0, 0).narrow(1, 0, S).copy_(h0);  // h_{-1}, as float
+        if (h0.defined()) {
+          x.select(0, 0).narrow(1, 0, S).copy_(h0);  // h_{-1}, as float (else zeros)
+        }
         C10_CUDA_CHECK(launch_tiled_forward<scalar_t>(
             g, b, c_0, wp, S + I, out, cell, x.mutable_data_ptr<float>(),
             reinterpret_cast<unsigned int*>(flags.mutable_data_ptr<int32_t>()), B, S, T, plan.tiled,
@@ -175,19 +189,26 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
           const scalar_t* h_prev = t == 0 ? h_0 : out + (t - 1) * n;
           const scalar_t* c_prev = t == 0 ? c_0 : cell + (t - 1) * n;
           scalar_t* g_t = g + t * 3 * n;
-          if (!step_gemm(split, h_prev, S, step_w, /*transposed=*/true, g_t, 3 * S,
-                         /*accumulate=*/true, sums, B, 3 * S, S, stream)) {
-            blas.gemm(row_major(h_prev, B, S, S), transposed(w_h), row_major(g_t, B, 3 * S, 3 * S),
-                      1);
+          bool split_done = false;  // the product's partial sums in `sums`, for the gate kernel
+          if (h_prev != nullptr) {  // none for a zero h_{-1}: gates_0 is the projection alone
+            split_done = step_gemm(split, h_prev, S, step_w, /*transposed=*/true, g_t, 3 * S,
+                                   /*accumulate=*/true, sums, B, 3 * S, S, stream);
+            if (!split_done) {
+              blas.gemm(row_major(h_prev, B, S, S), transposed(w_h),
+                        row_major(g_t, B, 3 * S, 3 * S), 1);
+            }
           }
-          C10_CUDA_CHECK(launch_forward_gates<scalar_t>(g_t, b, c_prev, out + t * n, cell + t * n,
-                                                        n, S, sms, stream,
-                                                        split_parts(sums, split.splits, g_t)));
+          C10_CUDA_CHECK(launch_forward_gates<scalar_t>(
+              g_t, b, c_prev, out + t * n, cell + t * n, n, S, sms, stream,
+              split_done ? split_parts(sums, split.splits, g_t) : SplitSums<scalar_t>{}));
         }
         return;
       }
     }
   });
+  if (!final_state_written && T > 0) {  // both copies in one launch
+    at::_foreach_copy_({h_n, c_n}, {output[T - 1], cells[T - 1]});
+  }
 }
 
 void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
@@ -212,8 +233,8 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
     scalar_t* dh = d_h.mutable_data_ptr<scalar_t>();
     scalar_t* dc[2] = {d_c.mutable_data_ptr<scalar_t>(), d_c.mutable_data_ptr<scalar_t>() + B * S};
     const scalar_t* wp = weights.const_data_ptr<scalar_t>();
-    const scalar_t* gh_n = grad_h_n.const_data_ptr<scalar_t>();
-    const scalar_t* gc_n = grad_c_n.const_data_ptr<scalar_t>();
+    const scalar_t* gh_n = optional_data<scalar_t>(grad_h_n);
+    const scalar_t* gc_n = optional_data<scalar_t>(grad_c_n);
     const int64_t n = B * S;
     // d h0 = dG_0 W_h, after the kernels that run all steps, where it is wanted
     const auto d_h0 = [&] {
@@ -274,9 +295,11 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
           const SplitSums<scalar_t> parts = t < T - 1
                                                 ? split_parts<scalar_t>(sums, split.splits, nullptr)
                                                 : SplitSums<scalar_t>{};
-          C10_CUDA_CHECK(launch_backward_gates<scalar_t>(gh, S, go + t * n, gc, cell + t * n,
-                                                         g + t * 3 * n, b, dg_t, dc[t % 2], nullptr,
-                                                         nullptr, n, S, sms, stream, parts));
+          // With no grad_h_n, the last step's dL/dh_t is grad_output[t] alone.
+          C10_CUDA_CHECK(launch_backward_gates<scalar_t>(
+              gh != nullptr ? gh : go + t * n, S, gh != nullptr ? go + t * n : nullptr, gc,
+              cell + t * n, g + t * 3 * n, b, dg_t, dc[t % 2], nullptr, nullptr, n, S, sms, stream,
+              parts));
           if (t > 0 ? !step_gemm(split, dg_t, 3 * S, step_w, /*transposed=*/false, dh, S,
                                  /*accumulate=*/false, sums, B, S, 3 * S, stream)
                     : want_d_h0) {
@@ -294,7 +317,7 @@ bool sequence_weight_grad_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
                                const at::Tensor& d_weights, const at::Tensor& d_bias) {
   const std::string setting =
       env_choice("lltm_ext.lltm_sequence", "LLTM_EXT_SEQUENCE_WGRAD", {"auto", "fused", "cublas"});
-  const int64_t T = input.size(0), B = input.size(1), I = input.size(2), S = h0.size(1);
+  const int64_t T = input.size(0), B = input.size(1), I = input.size(2), S = output.size(2);
   const int64_t rows = T * B, cols = S + I + (d_bias.defined() ? 1 : 0);
   // The grid: 64 gate rows a block along gridDim.y.
   const bool fits = (3 * S + 63) / 64 <= 65535;
@@ -328,7 +351,7 @@ bool sequence_weight_grad_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
     }
     WeightGradArgs<scalar_t> p{};
     p.d_gates = d_gates.const_data_ptr<scalar_t>();
-    p.h0 = h0.const_data_ptr<scalar_t>();
+    p.h0 = optional_data<scalar_t>(h0);
     p.output = output.const_data_ptr<scalar_t>();
     p.input = input.const_data_ptr<scalar_t>();
     p.d_weights = d_weights.mutable_data_ptr<scalar_t>();

@@ -143,13 +143,14 @@ __device__ __forceinline__ int small_k(int k, int j) {
 
 // Steps 0 .. steps - 1 forward, as sequence_forward_kernel (lltm_sequence_steps.cu) computes them:
 // z = gates_t + h_{t-1} W_h^T written back to gates_t, the gate math with the bias -> output[t],
-// cells[t]. KS * L >= S (L: small_lanes).
+// cells[t], and the last step's also to h_n, c_n where given. KS * L >= S (L: small_lanes).
 template <typename scalar_t, int KS, int R>
 __global__ void __launch_bounds__(small_launch_bound<scalar_t>(KS* small_lanes<scalar_t>()))
     small_forward_kernel(scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
                          const scalar_t* __restrict__ h0, const scalar_t* __restrict__ c0,
                          const scalar_t* __restrict__ w, int64_t ld, scalar_t* __restrict__ output,
-                         scalar_t* __restrict__ cells, int64_t batch, int64_t steps, int S) {
+                         scalar_t* __restrict__ cells, scalar_t* __restrict__ h_n,
+                         scalar_t* __restrict__ c_n, int64_t batch, int64_t steps, int S) {
   using acc_t = cuda::opmath_t<scalar_t>;
   constexpr int L = small_lanes<scalar_t>();
   constexpr int kWidth = KS * L;  // a row of h, zeros past S
@@ -172,15 +173,16 @@ __global__ void __launch_bounds__(small_launch_bound<scalar_t>(KS* small_lanes<s
   }
   for (int e = tid; e < 2 * R * kWidth; e += static_cast<int>(blockDim.x)) {
     const int buf = e / (R * kWidth), r = e / kWidth % R, kk = e % kWidth;
-    sh[buf][r][kk] =
-        buf == 0 && r < rows_here && kk < S ? static_cast<acc_t>(h0[(b0 + r) * S + kk]) : acc_t(0);
+    sh[buf][r][kk] = buf == 0 && r < rows_here && kk < S && h0 != nullptr
+                         ? static_cast<acc_t>(h0[(b0 + r) * S + kk])
+                         : acc_t(0);
   }
   // Lane k < rows_here of column s owns element (b0 + k, s): its bias, c_{t-1} and projections.
   const bool mine = s < S && k < rows_here;
   const int64_t n = batch * S, j_el = (b0 + k) * S + s;
   acc_t bias_v[3], c_prev = acc_t(0);
   gate_bias(mine ? bias : nullptr, S, s, bias_v);
-  if (mine) {
+  if (mine && c0 != nullptr) {
     c_prev = static_cast<acc_t>(c0[j_el]);
   }
   scalar_t* g_el = gates + (b0 + k) * 3 * S + s;  // step t's: + t * 3n
@@ -260,6 +262,10 @@ __global__ void __launch_bounds__(small_launch_bound<scalar_t>(KS* small_lanes<s
         write_gates(g_el + t * 3 * n, S, out.saved);
         output[t * n + j_el] = out.h;
         cells[t * n + j_el] = out.c;
+        if (t == steps - 1 && h_n != nullptr) {  // the final state as well
+          h_n[j_el] = out.h;
+          c_n[j_el] = out.c;
+        }
       }
     }
     __syncthreads();  // h_t in buffer cur ^ 1, step t + 1's projections in sp; buffer cur read
@@ -304,9 +310,9 @@ __global__ void __launch_bounds__(small_launch_bound<scalar_t>(KB* small_lanes<s
   const int64_t n = batch * S, j_el = (b0 + k) * S + s;
   acc_t bias_v[3], grad_c = acc_t(0), grad_h_last = acc_t(0);
   gate_bias(mine ? bias : nullptr, S, s, bias_v);
-  if (mine) {
-    grad_c = static_cast<acc_t>(grad_c_n[j_el]);
-    grad_h_last = static_cast<acc_t>(grad_h_n[j_el]);
+  if (mine) {  // absent (nullptr): zeros
+    grad_c = grad_c_n != nullptr ? static_cast<acc_t>(grad_c_n[j_el]) : acc_t(0);
+    grad_h_last = grad_h_n != nullptr ? static_cast<acc_t>(grad_h_n[j_el]) : acc_t(0);
   }
   // The operands of `step` (t = steps - 1 - step) into so[step % 2], by the loader warp during the
   // step before.
@@ -479,12 +485,12 @@ cudaError_t small_step_rows(int64_t batch, int64_t state, int sm_count, int* row
 
 template <typename T>
 cudaError_t launch_small_forward(T* gates, const T* bias, const T* h0, const T* c0, const T* w,
-                                 int64_t ld, T* output, T* cells, int64_t batch, int64_t state,
-                                 int64_t steps, int rows, cudaStream_t stream) {
+                                 int64_t ld, T* output, T* cells, T* h_n, T* c_n, int64_t batch,
+                                 int64_t state, int64_t steps, int rows, cudaStream_t stream) {
   const int64_t blocks = (batch + rows - 1) / std::max(rows, 1);
   return with_small_kernels<T>(state, rows, [&](auto forward, auto) {
     forward<<<static_cast<unsigned int>(blocks), small_threads<T>(state), 0, stream>>>(
-        gates, bias, h0, c0, w, ld, output, cells, batch, steps, static_cast<int>(state));
+        gates, bias, h0, c0, w, ld, output, cells, h_n, c_n, batch, steps, static_cast<int>(state));
     return cudaGetLastError();
   });
 }
@@ -503,13 +509,13 @@ cudaError_t launch_small_backward(T* d_gates, const T* w, int64_t ld, const T* g
   });
 }
 
-#define LLTM_EXT_INSTANTIATE(T)                                                                 \
-  template cudaError_t small_step_rows<T>(int64_t, int64_t, int, int*);                         \
-  template cudaError_t launch_small_forward<T>(T*, const T*, const T*, const T*, const T*,      \
-                                               int64_t, T*, T*, int64_t, int64_t, int64_t, int, \
-                                               cudaStream_t);                                   \
-  template cudaError_t launch_small_backward<T>(T*, const T*, int64_t, const T*, const T*,      \
-                                                const T*, const T*, const T*, const T*, T*,     \
+#define LLTM_EXT_INSTANTIATE(T)                                                                    \
+  template cudaError_t small_step_rows<T>(int64_t, int64_t, int, int*);                            \
+  template cudaError_t launch_small_forward<T>(T*, const T*, const T*, const T*, const T*,         \
+                                               int64_t, T*, T*, T*, T*, int64_t, int64_t, int64_t, \
+                                               int, cudaStream_t);                                 \
+  template cudaError_t launch_small_backward<T>(T*, const T*, int64_t, const T*, const T*,         \
+                                                const T*, const T*, const T*, const T*, T*,        \
                                                 int64_t, int64_t, int64_t, int, cudaStream_t);
 LLTM_EXT_FOR_FLOATING_TYPES(LLTM_EXT_INSTANTIATE)
 

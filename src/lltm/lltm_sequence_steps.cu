@@ -92,8 +92,9 @@ __global__ void __launch_bounds__(kStepThreads)
 #pragma unroll 8
     for (int e = threadIdx.x; e < kStepRows * state; e += kStepThreads) {
       const int r = e / state, k = e % state;
-      sh[r * (state + 1) + k] =
-          b0 + r < batch ? static_cast<acc_t>(load_cg(h_prev + (b0 + r) * state + k)) : acc_t(0);
+      sh[r * (state + 1) + k] = b0 + r < batch && h_prev != nullptr
+                                    ? static_cast<acc_t>(load_cg(h_prev + (b0 + r) * state + k))
+                                    : acc_t(0);
     }
     __syncthreads();
     if (my.mine) {
@@ -162,7 +163,7 @@ __global__ void __launch_bounds__(kStepThreads)
     BackwardOperands<acc_t> op = {};
     if (my.mine) {
       op = backward_operands(gates + t * 3 * n + b * width + s, state, my.bias,
-                             grad_output + t * n + j, grad_h_n + j, first, cells + t * n + j);
+                             grad_output + t * n + j, grad_h_n, j, first, cells + t * n + j);
     }
     if (t < t_hi) {
       cooperative_groups::this_grid().sync();  // step t + 1 done everywhere

@@ -15,15 +15,17 @@ constexpr int kTile = 64;      // a block's outputs: 64 gate rows x 64 columns
 constexpr int kDepth = 16;     // k (rows of d_gates) per stage
 constexpr int kThreads = 256;  // 16 x 16, a thread 4 x 4 outputs
 
-// The product's right operand at row k < rows, column n < cols: h_{k - B} (h0 for k < B, then
-// output's rows), x_k, or 1 (the bias column, n = S + I).
+// The product's right operand at row k < rows, column n < cols: h_{k - B} (h0 for k < B, zeros
+// where h0 is nullptr; then output's rows), x_k, or 1 (the bias column, n = S + I).
 template <typename T>
 __device__ __forceinline__ cuda::opmath_t<T> right(const WeightGradArgs<T>& p, int64_t k,
                                                    int64_t n) {
   using acc_t = cuda::opmath_t<T>;
   if (n < p.state) {
-    const T* h = k < p.batch ? p.h0 + k * p.state : p.output + (k - p.batch) * p.state;
-    return static_cast<acc_t>(h[n]);
+    if (k < p.batch) {
+      return p.h0 != nullptr ? static_cast<acc_t>(p.h0[k * p.state + n]) : acc_t(0);
+    }
+    return static_cast<acc_t>(p.output[(k - p.batch) * p.state + n]);
   }
   if (n < p.state + p.features) {
     return static_cast<acc_t>(p.input[k * p.features + (n - p.state)]);

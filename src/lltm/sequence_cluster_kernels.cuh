@@ -216,8 +216,8 @@ __device__ __forceinline__ BlockPlace block_place(const ClusterShape& cs, int64_
 
 // A thread's (row, column) pairs of its block's rows x cols slice: pair i is the slice's element
 // tid + i * kClusterThreads in row order, valid when it lies in the block's rows and columns; with
-// the column's gate biases and the carried state (c0 forward, grad_c_n backward) read at each
-// valid pair (zeros elsewhere).
+// the column's gate biases and the carried state (c0 forward, grad_c_n backward; nullptr: zeros)
+// read at each valid pair (zeros elsewhere).
 template <typename acc_t>
 struct ThreadPairs {
   int r[kMaxPairs], c[kMaxPairs];
@@ -237,7 +237,7 @@ __device__ __forceinline__ ThreadPairs<acc_t> thread_pairs(const BlockPlace& bp,
     my.c[i] = e % max(cols, 1);
     my.valid[i] = e < rows * cols && my.r[i] < bp.rows_here && my.c[i] < bp.cols_here;
     gate_bias(my.valid[i] ? bias : nullptr, S, bp.c0 + my.c[i], my.bias[i]);
-    my.carried[i] = my.valid[i]
+    my.carried[i] = my.valid[i] && carried != nullptr
                         ? static_cast<acc_t>(carried[(bp.b0 + my.r[i]) * S + bp.c0 + my.c[i]])
                         : acc_t(0);
   }
@@ -248,17 +248,19 @@ __device__ __forceinline__ ThreadPairs<acc_t> thread_pairs(const BlockPlace& bp,
 
 // Steps 0 .. steps - 1 forward, as sequence_forward_kernel (lltm_sequence_steps.cu) computes them:
 // z = gates_t + h_{t-1} W_h^T written back to gates_t, the gate math with the bias -> output[t],
-// cells[t]. Shared memory (acc_t): W_h's rows of this block's columns [3 cols][hs] (row q * cols +
-// c), h rows [2][rows][hs] (hs = padded_k(S)), partial sums (SIMT: [simt_sums][kTileRows *
-// 3][units]; kMma: [kMmaWarps][kMmaRows][mma_sums_stride(3 cols)]). P: how the product runs (kMma:
-// on the tensor cores, float32 and the half types); W_h and h held as product_operand<P> values.
+// cells[t], and the last step's also to h_n, c_n where given. Shared memory (acc_t): W_h's rows of
+// this block's columns [3 cols][hs] (row q * cols + c), h rows [2][rows][hs] (hs = padded_k(S)),
+// partial sums (SIMT: [simt_sums][kTileRows * 3][units]; kMma:
+// [kMmaWarps][kMmaRows][mma_sums_stride(3 cols)]). P: how the product runs (kMma: on the tensor
+// cores, float32 and the half types); W_h and h held as product_operand<P> values.
 template <typename scalar_t, Product P>
 __global__ void __launch_bounds__(kClusterThreads)
     cluster_forward_kernel(scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
                            const scalar_t* __restrict__ h0, const scalar_t* __restrict__ c0,
                            const scalar_t* __restrict__ w, int64_t ld,
                            scalar_t* __restrict__ output, scalar_t* __restrict__ cells,
-                           int64_t batch, int64_t steps, ClusterShape cs) {
+                           scalar_t* __restrict__ h_n, scalar_t* __restrict__ c_n, int64_t batch,
+                           int64_t steps, ClusterShape cs) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using acc_t = cuda::opmath_t<scalar_t>;
   constexpr int G = 3;
@@ -279,7 +281,7 @@ __global__ void __launch_bounds__(kClusterThreads)
   }
   for (int e = tid; e < 2 * rows * hs; e += kClusterThreads) {  // h_{-1} = h0 in buffer 0
     const int r = e / hs % rows, k = e % hs;
-    sh[e] = e < rows * hs && r < bp.rows_here && k < S
+    sh[e] = e < rows * hs && r < bp.rows_here && k < S && h0 != nullptr
                 ? product_operand<P>(static_cast<acc_t>(h0[(bp.b0 + r) * S + k]))
                 : acc_t(0);
   }
@@ -367,6 +369,10 @@ __global__ void __launch_bounds__(kClusterThreads)
         write_gates(gates + t * 3 * n + (bp.b0 + pr[i]) * 3 * S + bp.c0 + pc[i], S, out[i].saved);
         output[t * n + j] = out[i].h;
         cells[t * n + j] = out[i].c;
+        if (t == steps - 1 && h_n != nullptr) {  // the final state as well
+          h_n[j] = out[i].h;
+          c_n[j] = out[i].c;
+        }
       }
 #pragma unroll
       for (int q = 0; q < G; ++q) {
@@ -432,7 +438,7 @@ __global__ void __launch_bounds__(kClusterThreads)
       if (pv[i] && step < steps) {
         const int64_t j = (bp.b0 + pr[i]) * S + bp.c0 + pc[i];
         op[i] = backward_operands(gates + t * 3 * n + (bp.b0 + pr[i]) * width + bp.c0 + pc[i], S,
-                                  bias_v[i], grad_output + t * n + j, grad_h_n + j, step == 0,
+                                  bias_v[i], grad_output + t * n + j, grad_h_n, j, step == 0,
                                   cells + t * n + j);
       } else {
         op[i] = {};

@@ -36,7 +36,8 @@ struct StepElement {
   acc_t carried;
 };
 
-// carried: the (B, S) tensor that holds the carried state's first value (read at j).
+// carried: the (B, S) tensor that holds the carried state's first value (read at j), or nullptr
+// for zeros (an initial state or final-state gradient the op was not given).
 template <typename acc_t, typename scalar_t>
 __device__ __forceinline__ StepElement<acc_t> step_element(int64_t b, int s, bool mine, int state,
                                                            const scalar_t* bias,
@@ -49,7 +50,7 @@ __device__ __forceinline__ StepElement<acc_t> step_element(int64_t b, int s, boo
   e.bias[0] = e.bias[1] = e.bias[2] = e.carried = acc_t(0);
   if (mine) {
     gate_bias(bias, state, s, e.bias);
-    e.carried = static_cast<acc_t>(carried[e.j]);
+    e.carried = carried != nullptr ? static_cast<acc_t>(carried[e.j]) : acc_t(0);
   }
   return e;
 }
@@ -95,20 +96,20 @@ struct BackwardOperands {
   acc_t z[3], grad_h, cell;
 };
 
-// g: the element's column in gates_t's row b; grad_output, cell: at (t, j); grad_h_n: at j, read
-// only at the last step (last_step).
+// g: the element's column in gates_t's row b; grad_output, cell: at (t, j); grad_h_n (B, S): its
+// element j, read only at the last step (last_step), zero where grad_h_n is nullptr.
 template <typename acc_t, typename scalar_t>
 __device__ __forceinline__ BackwardOperands<acc_t> backward_operands(
     const scalar_t* g, int state, const acc_t (&bias)[3], const scalar_t* grad_output,
-    const scalar_t* grad_h_n, bool last_step, const scalar_t* cell) {
+    const scalar_t* grad_h_n, int64_t j, bool last_step, const scalar_t* cell) {
   BackwardOperands<acc_t> r;
   read_gates(g, state, r.z);
 #pragma unroll
   for (int q = 0; q < 3; ++q) {
     r.z[q] += bias[q];
   }
-  r.grad_h =
-      static_cast<acc_t>(*grad_output) + (last_step ? static_cast<acc_t>(*grad_h_n) : acc_t(0));
+  r.grad_h = static_cast<acc_t>(*grad_output) +
+             (last_step && grad_h_n != nullptr ? static_cast<acc_t>(grad_h_n[j]) : acc_t(0));
   r.cell = static_cast<acc_t>(*cell);
   return r;
 }

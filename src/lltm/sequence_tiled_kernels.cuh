@@ -275,7 +275,7 @@ __global__ void __launch_bounds__(kTiledThreads, 1)
 #pragma unroll
   for (int i = 0; i < kTiledElements; ++i) {
     const TiledElement el = tiled_element(i, C, mt, row0, s0, batch, state);
-    carried[i] = el.mine ? static_cast<float>(c0[el.b * state + el.s]) : 0.0f;
+    carried[i] = el.mine && c0 != nullptr ? static_cast<float>(c0[el.b * state + el.s]) : 0.0f;
   }
   __syncthreads();  // the slice is in place
   for (int64_t t = 0; t < steps; ++t) {
@@ -355,7 +355,8 @@ __global__ void __launch_bounds__(kTiledThreads, 1)
 #pragma unroll
   for (int i = 0; i < kTiledElements; ++i) {
     const TiledElement el = tiled_element(i, C, mt, row0, s0, batch, state);
-    carried[i] = el.mine ? static_cast<float>(grad_c_n[el.b * state + el.s]) : 0.0f;
+    carried[i] =
+        el.mine && grad_c_n != nullptr ? static_cast<float>(grad_c_n[el.b * state + el.s]) : 0.0f;
   }
   __syncthreads();  // the slice is in place
   const int64_t last = steps - 1;
@@ -371,7 +372,7 @@ __global__ void __launch_bounds__(kTiledThreads, 1)
         gate_bias(bias, state, el.s, b3);
         const int64_t j = el.b * state + el.s;
         op[i] = backward_operands(gates + t * 3 * n + el.b * width + el.s, state, b3,
-                                  grad_output + t * n + j, grad_h_n + j, first, cells + t * n + j);
+                                  grad_output + t * n + j, grad_h_n, j, first, cells + t * n + j);
       }
     }
     if (!first) {

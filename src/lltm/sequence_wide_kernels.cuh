@@ -109,7 +109,7 @@ __device__ __forceinline__ void wide_mma_product(const scalar_t* x, int64_t x_ro
       const int e = static_cast<int>(threadIdx.x) + i * kWideThreads, r = e / (quads + 1),
                 q = e % (quads + 1);
       v[i][0] = v[i][1] = v[i][2] = v[i][3] = 0.0f;
-      if (r < rows && q < quads) {
+      if (x != nullptr && r < rows && q < quads) {
         const scalar_t* p = x + (x_row0 + r) * K + c0 + 4 * q;
         if (vec) {
           load4_cg(p, v[i]);
@@ -338,8 +338,9 @@ __global__ void __launch_bounds__(kWideThreads)
                                           sums, ps);
     } else {
       acc_t acc[NOUT];
-      part_product<NOUT>(my.x_row < batch ? h_prev + my.x_row * state : nullptr, vec,
-                         my.range.begin, my.range.end, my_w, acc);
+      part_product<NOUT>(
+          my.x_row < batch && h_prev != nullptr ? h_prev + my.x_row * state : nullptr, vec,
+          my.range.begin, my.range.end, my_w, acc);
       add_parts<NOUT>(acc, my.part, sums + my.row * NOUT);
     }
     __syncthreads();
@@ -422,7 +423,7 @@ __global__ void __launch_bounds__(kWideThreads)
     BackwardOperands<acc_t> op = {};
     if (el.mine) {
       op = backward_operands(gates + t * 3 * n + el.b * width + el.s, state, el.bias,
-                             grad_output + t * n + j, grad_h_n + j, first, cells + t * n + j);
+                             grad_output + t * n + j, grad_h_n, j, first, cells + t * n + j);
     }
     if (!first) {
       // d_gates[t + 1] written by this row of blocks
