@@ -8,6 +8,7 @@
 #include <string>
 #include <type_traits>
 
+#include "common/checks.h"
 #include "common/cuda_host.h"
 #include "common/dispatch.h"
 #include "common/env_setting.h"
@@ -78,13 +79,6 @@ StepWeights step_weights(const at::Tensor& weights, int64_t S, const StepGemmSha
   return w;
 }
 
-// An optional operand's data (h0, c0, grad_h_n, grad_c_n): nullptr where the operator got None,
-// which every kernel reads as zeros.
-template <typename T>
-const T* optional_data(const at::Tensor& t) {
-  return t.defined() ? t.const_data_ptr<T>() : nullptr;
-}
-
 // The split sums for a gate kernel (float32 only; none where sums is undefined).
 template <typename T>
 SplitSums<T> split_parts(const at::Tensor& sums, int splits, T* total) {
@@ -137,8 +131,8 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
     scalar_t* cell = cells.mutable_data_ptr<scalar_t>();
     scalar_t* g = gates.mutable_data_ptr<scalar_t>();
     const scalar_t* wp = weights.const_data_ptr<scalar_t>();
-    const scalar_t* h_0 = optional_data<scalar_t>(h0);
-    const scalar_t* c_0 = optional_data<scalar_t>(c0);
+    const scalar_t* h_0 = data_or_null<scalar_t>(h0);
+    const scalar_t* c_0 = data_or_null<scalar_t>(c0);
     const int64_t n = B * S;
     const SequencePlan plan = plan_sequence<scalar_t>(input.get_device(), T, B, S, tf32);
     switch (plan.path) {
@@ -233,8 +227,8 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
     scalar_t* dh = d_h.mutable_data_ptr<scalar_t>();
     scalar_t* dc[2] = {d_c.mutable_data_ptr<scalar_t>(), d_c.mutable_data_ptr<scalar_t>() + B * S};
     const scalar_t* wp = weights.const_data_ptr<scalar_t>();
-    const scalar_t* gh_n = optional_data<scalar_t>(grad_h_n);
-    const scalar_t* gc_n = optional_data<scalar_t>(grad_c_n);
+    const scalar_t* gh_n = data_or_null<scalar_t>(grad_h_n);
+    const scalar_t* gc_n = data_or_null<scalar_t>(grad_c_n);
     const int64_t n = B * S;
     // d h0 = dG_0 W_h, after the kernels that run all steps, where it is wanted
     const auto d_h0 = [&] {
@@ -351,7 +345,7 @@ bool sequence_weight_grad_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
     }
     WeightGradArgs<scalar_t> p{};
     p.d_gates = d_gates.const_data_ptr<scalar_t>();
-    p.h0 = optional_data<scalar_t>(h0);
+    p.h0 = data_or_null<scalar_t>(h0);
     p.output = output.const_data_ptr<scalar_t>();
     p.input = input.const_data_ptr<scalar_t>();
     p.d_weights = d_weights.mutable_data_ptr<scalar_t>();
