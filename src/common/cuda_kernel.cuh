@@ -60,26 +60,37 @@ cudaError_t image_compiled_for(Kernel kernel, int min_arch, bool* loaded, int ma
 
 // Programmatic dependent launch (compute capability 9.0): a kernel started by launch_dependent
 // below may be scheduled while the kernel before it on the stream still runs, once every block of
-// that one has called pdl_wait_then_release() (or ended), which hides the launch's latency between
-// the short kernels of a time loop. Such a kernel calls pdl_wait_then_release() before it reads or
-// writes global memory: that waits until the kernel before it has ended and its writes are
-// visible, then lets the kernel after it be scheduled (at most one grid waits ahead). A no-op in
-// code compiled for older architectures, and where the kernel was launched the ordinary way.
-__device__ __forceinline__ void pdl_wait_then_release() {
+// that one has called pdl_release() (or ended), which hides the launch's latency between the
+// kernels of a sequence. Such a kernel calls pdl_wait() before it reads or writes global memory:
+// that waits until the kernel before it has ended and its writes are visible. pdl_release() lets
+// the kernel after it be scheduled: early in a short kernel; near the end of a long one, whose
+// followers' blocks would otherwise sit resident and waiting all along. One thread's call
+// releases its block (later calls add nothing). No-ops in code compiled for older architectures,
+// and where the kernel was launched the ordinary way.
+__device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
+__device__ __forceinline__ void pdl_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+// Both, for a short kernel.
+__device__ __forceinline__ void pdl_wait_then_release() {
+  pdl_wait();
+  pdl_release();
+}
 
-// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent launch where the
-// current device runs the kernel's code compiled for 9.0 or newer (whose pdl_wait_then_release()
-// is there; an image the driver compiled from older PTX has none), else the ordinary way. The
-// kernel must call pdl_wait_then_release() first. Which launch a device takes is read once per
-// device (the kernels of one module share their images' architectures).
+// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent launch where
+// `dependent` and the current device runs the kernel's code compiled for 9.0 or newer (whose
+// pdl_wait() is there; an image the driver compiled from older PTX has none), else the ordinary
+// way. The kernel must call pdl_wait() first. Which launch a device takes is read once per device
+// (the kernels of one module share their images' architectures).
 template <typename... Params, typename... Args>
-cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                             cudaStream_t stream, Args... args) {
+cudaError_t launch_dependent_if(bool dependent, void (*kernel)(Params...), dim3 grid, dim3 block,
+                                size_t smem, cudaStream_t stream, Args... args) {
   constexpr int kMaxDevices = 64;
   static std::atomic<signed char> known[kMaxDevices];  // 0 unknown, 1 ordinary, 2 dependent
   int device = 0;
@@ -101,7 +112,7 @@ cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, s
   }
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = how == 2 ? 1 : 0;
+  attribute.val.programmaticStreamSerializationAllowed = dependent && how == 2 ? 1 : 0;
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
@@ -110,6 +121,13 @@ cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, s
   config.attrs = &attribute;
   config.numAttrs = 1;
   return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
+
+// launch_dependent_if(true, ...).
+template <typename... Params, typename... Args>
+cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                             cudaStream_t stream, Args... args) {
+  return launch_dependent_if(true, kernel, grid, block, smem, stream, args...);
 }
 
 // Whether the current device takes cooperative launches (the persistent kernels whose blocks

@@ -176,6 +176,13 @@ cudaError_t launch_tiled_backward(T* d_gates, const T* w, int64_t ld, const T* g
                                   unsigned int* flags, int64_t batch, int64_t state, int64_t steps,
                                   const TiledShape& shape, Product product, cudaStream_t stream);
 
+// The kernels below that run all steps in one launch (the cluster and small-state kernels) are
+// programmatic dependent launches (cuda_kernel.cuh) for at most kDependentMaxSteps steps, which
+// hides the launch's latency between the few short kernels of a short sequence (H100, T <= 29:
+// 6-25% off the training step). A longer sequence, whose time that latency hardly touches, is
+// launched the ordinary way.
+constexpr int64_t kDependentMaxSteps = 64;
+
 // The sequence's time steps on sm_90 (lltm_sequence_cluster.cu): thread-block clusters of
 // `blocks` blocks (1, 2, 4 or 8), each cluster a slice of `rows` batch rows and the whole state
 // (block j: state columns [j * cols, (j + 1) * cols)), h (forward) or d_gates (backward) exchanged

@@ -12,20 +12,24 @@ namespace lltm_ext::lltm {
 namespace {
 
 template <typename Kernel, typename... Args>
-cudaError_t launch_cluster(Kernel kernel, int blocks, int64_t clusters, size_t smem,
+cudaError_t launch_cluster(Kernel kernel, int blocks, int64_t clusters, size_t smem, bool dependent,
                            cudaStream_t stream, Args... args) {
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned int>(clusters * blocks));
   config.blockDim = dim3(kClusterThreads);
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute attribute[1];
+  // Clusters, and where `dependent` a programmatic dependent launch (the kernels run only where
+  // their sm_90 code does: they wait for the kernel before them first).
+  cudaLaunchAttribute attribute[2];
   attribute[0].id = cudaLaunchAttributeClusterDimension;
   attribute[0].val.clusterDim.x = static_cast<unsigned int>(blocks);
   attribute[0].val.clusterDim.y = 1;
   attribute[0].val.clusterDim.z = 1;
+  attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[1].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attribute;
-  config.numAttrs = 1;
+  config.numAttrs = dependent ? 2 : 1;
   return cudaLaunchKernelEx(&config, kernel, args...);
 }
 
@@ -142,8 +146,9 @@ cudaError_t launch_cluster_forward(T* gates, const T* bias, const T* h0, const T
   const int64_t clusters = (batch + cs.rows - 1) / cs.rows;
   return with_cluster_kernels<T>(cs, [&](auto forward, auto) {
     return launch_cluster(forward, cs.blocks, clusters,
-                          static_cast<size_t>(cluster_smem_bytes(cs, false, sizeof(T))), stream,
-                          gates, bias, h0, c0, w, ld, output, cells, h_n, c_n, batch, steps, cs);
+                          static_cast<size_t>(cluster_smem_bytes(cs, false, sizeof(T))),
+                          steps <= kDependentMaxSteps, stream, gates, bias, h0, c0, w, ld, output,
+                          cells, h_n, c_n, batch, steps, cs);
   });
 }
 
@@ -155,9 +160,9 @@ cudaError_t launch_cluster_backward(T* d_gates, const T* w, int64_t ld, const T*
   const int64_t clusters = (batch + cs.rows - 1) / cs.rows;
   return with_cluster_kernels<T>(cs, [&](auto, auto backward) {
     return launch_cluster(backward, cs.blocks, clusters,
-                          static_cast<size_t>(cluster_smem_bytes(cs, true, sizeof(T))), stream,
-                          d_gates, w, ld, grad_output, grad_h_n, grad_c_n, cells, gates, bias,
-                          d_cell, batch, steps, cs);
+                          static_cast<size_t>(cluster_smem_bytes(cs, true, sizeof(T))),
+                          steps <= kDependentMaxSteps, stream, d_gates, w, ld, grad_output,
+                          grad_h_n, grad_c_n, cells, gates, bias, d_cell, batch, steps, cs);
   });
 }
 

@@ -151,6 +151,7 @@ __global__ void __launch_bounds__(small_launch_bound<scalar_t>(KS* small_lanes<s
                          const scalar_t* __restrict__ w, int64_t ld, scalar_t* __restrict__ output,
                          scalar_t* __restrict__ cells, scalar_t* __restrict__ h_n,
                          scalar_t* __restrict__ c_n, int64_t batch, int64_t steps, int S) {
+  cuda::pdl_wait();  // launched by launch_dependent_if; released at the last step
   using acc_t = cuda::opmath_t<scalar_t>;
   constexpr int L = small_lanes<scalar_t>();
   constexpr int kWidth = KS * L;  // a row of h, zeros past S
@@ -201,6 +202,10 @@ __global__ void __launch_bounds__(small_launch_bound<scalar_t>(KS* small_lanes<s
     if (loader) {
       if (t + 1 < steps) {
         load_proj(t + 1);
+      } else {
+        // The next kernel's blocks may come in beside the last step, not all along (one thread
+        // of a block releases it for all).
+        cuda::pdl_release();
       }
     } else {
       // One row's three gates in two chains each where the block has one row (six independent
@@ -283,6 +288,7 @@ __global__ void __launch_bounds__(small_launch_bound<scalar_t>(KB* small_lanes<s
                           const scalar_t* __restrict__ grad_c_n, const scalar_t* __restrict__ cells,
                           const scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
                           scalar_t* __restrict__ d_cell, int64_t batch, int64_t steps, int S) {
+  cuda::pdl_wait();  // as the forward kernel
   using acc_t = cuda::opmath_t<scalar_t>;
   constexpr int L = small_lanes<scalar_t>();
   constexpr int kWidth = KB * L;      // a row of d_gates (3S), zeros past it
@@ -347,6 +353,8 @@ __global__ void __launch_bounds__(small_launch_bound<scalar_t>(KB* small_lanes<s
     if (loader) {
       if (step + 1 < steps) {
         load_operands(step + 1);
+      } else {
+        cuda::pdl_release();  // as the forward kernel
       }
     } else {
       // The element's factors first (every lane: a row and column of its block's operands, so
@@ -489,9 +497,10 @@ cudaError_t launch_small_forward(T* gates, const T* bias, const T* h0, const T* 
                                  int64_t state, int64_t steps, int rows, cudaStream_t stream) {
   const int64_t blocks = (batch + rows - 1) / std::max(rows, 1);
   return with_small_kernels<T>(state, rows, [&](auto forward, auto) {
-    forward<<<static_cast<unsigned int>(blocks), small_threads<T>(state), 0, stream>>>(
-        gates, bias, h0, c0, w, ld, output, cells, h_n, c_n, batch, steps, static_cast<int>(state));
-    return cudaGetLastError();
+    return cuda::launch_dependent_if(
+        steps <= kDependentMaxSteps, forward, dim3(static_cast<unsigned int>(blocks)),
+        dim3(small_threads<T>(state)), 0, stream, gates, bias, h0, c0, w, ld, output, cells, h_n,
+        c_n, batch, steps, static_cast<int>(state));
   });
 }
 
@@ -502,10 +511,10 @@ cudaError_t launch_small_backward(T* d_gates, const T* w, int64_t ld, const T* g
                                   int64_t state, int64_t steps, int rows, cudaStream_t stream) {
   const int64_t blocks = (batch + rows - 1) / std::max(rows, 1);
   return with_small_kernels<T>(state, rows, [&](auto, auto backward) {
-    backward<<<static_cast<unsigned int>(blocks), small_threads<T>(state), 0, stream>>>(
-        d_gates, w, ld, grad_output, grad_h_n, grad_c_n, cells, gates, bias, d_cell, batch, steps,
-        static_cast<int>(state));
-    return cudaGetLastError();
+    return cuda::launch_dependent_if(
+        steps <= kDependentMaxSteps, backward, dim3(static_cast<unsigned int>(blocks)),
+        dim3(small_threads<T>(state)), 0, stream, d_gates, w, ld, grad_output, grad_h_n, grad_c_n,
+        cells, gates, bias, d_cell, batch, steps, static_cast<int>(state));
   });
 }
 

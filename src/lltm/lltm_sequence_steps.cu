@@ -27,16 +27,6 @@ namespace {
 // L1 line).
 constexpr int kStepCols = 16, kStepRows = 8, kStepThreads = kStepCols * kStepRows;
 
-// Programmatic dependent launch (sm_90+; elsewhere, or launched without it, stream order holds):
-// wait until the previous kernel in the stream has finished and its writes are visible; then let
-// the next one be scheduled.
-__device__ __forceinline__ void wait_for_previous_kernel() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" :::);
-#endif
-}
-
 // Shared memory of the step kernels, in elements of acc_t: W_h's columns [3S][kStepCols + 1] and
 // the rows of h_{t-1} (forward, S + 1 each) or d_gates_{t+1} (backward, 3S + 1 each).
 LLTM_EXT_HD int64_t forward_step_smem(int64_t state) {
@@ -70,7 +60,7 @@ __global__ void __launch_bounds__(kStepThreads)
         s0 + c < state ? static_cast<acc_t>(w[(static_cast<int64_t>(g) * state + s0 + c) * ld + k])
                        : acc_t(0);
   }
-  wait_for_previous_kernel();
+  cuda::pdl_wait_then_release();  // launched as a programmatic dependent launch
   const int s = s0 + col;
   const int64_t b = b0 + row;
   const int64_t n = batch * state;
@@ -147,7 +137,7 @@ __global__ void __launch_bounds__(kStepThreads)
     sw[j * (kStepCols + 1) + c] =
         s0 + c < state ? static_cast<acc_t>(w[static_cast<int64_t>(j) * ld + s0 + c]) : acc_t(0);
   }
-  wait_for_previous_kernel();
+  cuda::pdl_wait_then_release();  // launched as a programmatic dependent launch
   const int s = s0 + col;
   const int64_t b = b0 + row;
   const int64_t n = batch * state;

@@ -74,6 +74,7 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
     weight_grad_kernel(WeightGradArgs<T> p, cuda::opmath_t<T>* __restrict__ partials,
                        int64_t k_split) {
+  cuda::pdl_wait_then_release();  // launched by launch_dependent
   using acc_t = cuda::opmath_t<T>;
   __shared__ __align__(16) acc_t as[2][kDepth][kTile];
   __shared__ __align__(16) acc_t bs[2][kDepth][kTile];
@@ -165,6 +166,7 @@ template <typename T>
 __global__ void __launch_bounds__(256)
     weight_grad_sum_kernel(WeightGradArgs<T> p, const cuda::opmath_t<T>* __restrict__ partials,
                            int splits) {
+  cuda::pdl_wait_then_release();  // likewise
   using acc_t = cuda::opmath_t<T>;
   const int64_t total = 3 * p.state * p.cols;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
@@ -192,16 +194,16 @@ cudaError_t launch_weight_grad(const WeightGradArgs<T>& p, cuda::opmath_t<T>* pa
   const dim3 grid(static_cast<unsigned int>((p.cols + kTile - 1) / kTile),
                   static_cast<unsigned int>((3 * p.state + kTile - 1) / kTile),
                   static_cast<unsigned int>(splits));
-  weight_grad_kernel<T><<<grid, kThreads, 0, stream>>>(p, partials, k_split);
-  cudaError_t err = cudaGetLastError();
+  cudaError_t err = cuda::launch_dependent(weight_grad_kernel<T>, grid, dim3(kThreads), 0, stream,
+                                           p, partials, k_split);
   if (err != cudaSuccess || splits == 1) {
     return err;
   }
   const int64_t total = 3 * p.state * p.cols;
   const auto blocks = static_cast<unsigned int>(
       std::clamp<int64_t>((total + 255) / 256, 1, 4 * static_cast<int64_t>(sm_count)));
-  weight_grad_sum_kernel<T><<<blocks, 256, 0, stream>>>(p, partials, splits);
-  return cudaGetLastError();
+  return cuda::launch_dependent(weight_grad_sum_kernel<T>, dim3(blocks), dim3(256), 0, stream, p,
+                                static_cast<const cuda::opmath_t<T>*>(partials), splits);
 }
 
 #define LLTM_EXT_INSTANTIATE(T)                                                                 \

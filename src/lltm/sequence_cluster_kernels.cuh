@@ -262,6 +262,7 @@ __global__ void __launch_bounds__(kClusterThreads)
                            scalar_t* __restrict__ h_n, scalar_t* __restrict__ c_n, int64_t batch,
                            int64_t steps, ClusterShape cs) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cuda::pdl_wait();  // a programmatic dependent launch (launch_cluster); released at the last step
   using acc_t = cuda::opmath_t<scalar_t>;
   constexpr int G = 3;
   constexpr bool kMma = P != Product::kSimt;
@@ -313,6 +314,9 @@ __global__ void __launch_bounds__(kClusterThreads)
   const int ps = mma_sums_stride(nc);  // kMma: the partial sums' row stride
   for (int64_t t = 0; t < steps; ++t) {
     const int cur = static_cast<int>(t & 1);
+    if (t == steps - 1) {
+      cuda::pdl_release();  // the next kernel's blocks come in beside the last step
+    }
     acc_t proj_next[kMaxPairs][G];
     read_proj(t + 1, proj_next);
     if (t > 0) {
@@ -401,6 +405,7 @@ __global__ void __launch_bounds__(kClusterThreads)
                             const scalar_t* __restrict__ bias, scalar_t* __restrict__ d_cell,
                             int64_t batch, int64_t steps, ClusterShape cs) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cuda::pdl_wait();  // as the forward kernel
   using acc_t = cuda::opmath_t<scalar_t>;
   constexpr int G = 3;
   constexpr bool kMma = P != Product::kSimt;
@@ -454,6 +459,9 @@ __global__ void __launch_bounds__(kClusterThreads)
   for (int64_t step = 0; step < steps; ++step) {
     const int64_t t = steps - 1 - step;
     const int cur = static_cast<int>(step & 1);
+    if (t == 0) {
+      cuda::pdl_release();  // as the forward kernel
+    }
     BackwardOperands<acc_t> op_next[kMaxPairs];
     read_operands(step + 1, op_next);
     if (step > 0) {
