@@ -179,7 +179,7 @@ cudaError_t launch_tiled_backward(T* d_gates, const T* w, int64_t ld, const T* g
 // The kernels below that run all steps in one launch (the cluster and small-state kernels) are
 // programmatic dependent launches (cuda_kernel.cuh) for at most kDependentMaxSteps steps, which
 // hides the launch's latency between the few short kernels of a short sequence (H100, T <= 29:
-// 6-25% off the training step). A longer sequence, whose time that latency hardly touches, is
+// 6-25% off forward+backward). A longer sequence, whose time that latency hardly touches, is
 // launched the ordinary way.
 constexpr int64_t kDependentMaxSteps = 64;
 
