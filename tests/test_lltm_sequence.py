@@ -474,11 +474,12 @@ def test_cuda_step_kernels(monkeypatch, path, dtype, size):
     check_against_reference(size, "cuda", dtype)
 
 
-# (T, B, I, S) for the small-state kernels (a block per 1, 2 or 4 batch rows, 4 lanes per column
-# for float32 and 8 for the half types, each lane's k covering S = 32, 48, 64, 88 or, float32 only,
-# 96): B = 1 and odd (a block with fewer rows than the others), each size's edges (S = 1, 16, 17,
-# 32, 33, 48, 49, 64, 65, 88, 89, 96: the largest), S not a multiple of 4 (37, 45), T = 1, and B =
-# 300 (more blocks than the GPU's SMs).
+# (T, B, I, S) for the small-state kernels (a block per 1, 2 or 4 batch rows, 2 or 4 lanes per
+# column for float32 and 8 for the half types, each lane's k covering S = 32, 48, 64, 88 or,
+# float32 only, 96): B = 1 and odd (a block with fewer rows than the others), each size's edges (S
+# = 1, 16, 17, 32, 33, 48, 49, 64, 65, 88, 89, 96: the largest), S not a multiple of 4 (37, 45), T
+# = 1, B = 300 (more blocks than the GPU's SMs), and sequences of 31 and 32 steps past S = 64 (where
+# float32's backward kernel takes 2 lanes a column from 32 steps, 4 below).
 SMALL_SIZES = [
     (5, 1, 3, 1),
     (1, 3, 4, 16),
@@ -492,8 +493,10 @@ SMALL_SIZES = [
     (4, 7, 6, 65),
     (6, 3, 5, 88),
     (3, 300, 4, 37),
+    (31, 3, 5, 70),
+    (32, 3, 5, 70),
 ]
-SMALL_SIZES_FLOAT32 = [(4, 5, 3, 89), (3, 301, 2, 96)]
+SMALL_SIZES_FLOAT32 = [(4, 5, 3, 89), (3, 301, 2, 96), (40, 5, 3, 93)]
 
 
 @pytest.mark.cuda

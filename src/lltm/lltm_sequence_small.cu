@@ -3,6 +3,7 @@
 // steps in one launch with one block barrier per step; their launchers.
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "common/cuda_kernel.cuh"
@@ -17,35 +18,57 @@ namespace {
 // of W_h, partial sums through shared memory, a barrier, one thread's sums of them and the
 // exchange between blocks. Here batch rows never meet (a block owns `rows` of them, at most
 // kSmallMaxRows, and every column), so blocks never wait on each other; in a block, column s takes
-// L adjacent lanes (small_lanes: 4 or 8), lane k holding its share of W_h's elements (small_k:
-// pairs of adjacent k for float32) of the column's three gate rows (forward) or of its column
-// (backward, K = 3S) in registers for all steps. A step: each lane's partial products over its k
-// in four or more independent chains (the exchanged rows from shared memory, lanes of a group
-// reading consecutive words: no bank conflicts, the groups the same words: broadcasts), summed
-// across the group by log2(L) shuffles; lane k < rows then runs row k's gate math (its own
-// operands, the input projection forward, from shared memory, where the block's last warp loaded
-// them during the step before; backward computes the gate factors that need no gradient before the
-// product) and writes its value into the other buffer; one barrier.
-// KS (forward) and KB (backward) are the k per lane, rounded up to a few sizes (the rows padded
-// with zeros), R the rows per block. Fewer rows per block, more blocks: each SM's share of a step's
-// product and shuffles shrinks (the planner takes the fewest rows whose grid runs at once).
+// L adjacent lanes (2, 4 or 8: small_forward_lanes, small_backward_lanes), lane k holding its share
+// of W_h's elements (small_k: pairs of adjacent k for float32) of the column's three gate rows
+// (forward) or of its column (backward, K = 3S) in registers for all steps. A step: each lane's
+// partial products over its k in four or more independent chains (the exchanged rows from shared
+// memory, lanes of a group reading consecutive words: no bank conflicts, the groups the same words:
+// broadcasts), summed across the group by log2(L) shuffles; lane k < rows then runs row k's gate
+// math (its own operands, the input projection forward, from shared memory, where the block's last
+// warp loaded them during the step before; backward computes the gate factors that need no gradient
+// before the product) and writes its value into the other buffer; one barrier. W is the columns a
+// kernel covers (S rounded up to a few sizes, the rows padded with zeros), KS = W / L (forward) and
+// KB = 3 W / L (backward) the k per lane, R the rows per block. Fewer rows per block, more blocks:
+// each SM's share of a step's product and shuffles shrinks (the planner takes the fewest rows whose
+// grid runs at once).
 constexpr int kSmallMaxRows = 4;
 
-// Lanes per column: 4 for float32, 8 for the half types. H100, T = 1000 (T = 242-1938 for the
-// sweep's shapes), forward+backward per step, float32, 8 -> 4 lanes: B = 5, S = 88 2.33 -> 1.82
-// us; B = 20, S = 80 2.47 -> 2.12 us; B = 4, S = 64 1.93 -> 1.66 us; B = 2, S = 37 1.51 -> 1.29
-// us; faster at thirteen of fourteen shapes (S = 16 ... 88, B = 1 ... 386; T = 12, B = 386, S =
-// 35: 33.8 -> 35.2 us, a short sequence, forward faster, backward slower): half the shuffles,
-// and the gate math (one lane of a group) run by half the warps (at 8 lanes it was 62% of the
-// issue slots' use at B = 5, S = 82: Nsight Compute, 245 instructions a warp a step), and no
-// spills (at 8 lanes, 736 threads leave 80 registers: the 2- and 4-row kernels at S = 88 spill).
-// The half types lost at S = 80 - 88 (bfloat16, B = 5, S = 82: 3.25 -> 4.16 us) and won at S <=
-// 64 (B = 4, S = 64: 2.39 -> 1.97 us): they keep 8 (not profiled).
-template <typename scalar_t>
-constexpr int small_lanes() {
-  return std::is_same_v<scalar_t, float> ? 4 : 8;
+// Lanes per column: 8 for the half types; 4 or 2 for float32. Fewer lanes, fewer warps: each
+// lane's chains of multiply-adds grow, the shuffles and the gate math (one lane of a group, so
+// issued once a warp) shrink. The rows a block owns are lanes k < R of a group: 2 lanes take R
+// <= 2. H100, forward+backward, us (2 lanes in both kernels, in the forward kernel alone, 4 in
+// both): T = 1000, B = 5, S = 88 1267 / 1403 / 1378; T = 442, B = 20, S = 80 606 / 661 / 648; T =
+// 500, B = 64, S = 96 964 / 1053 / 1164; T = 1938, B = 2, S = 37 1888 / 2009 / 2008; T = 1000, B =
+// 2, S = 32 793 / 801 / 848; T = 1000, B = 4, S = 64 1181 / 1099 / 1168; T = 242, B = 102, S = 51
+// 387 / 353 / 360; at short sequences the backward kernel's 3S / L elements of W_h a lane, loaded
+// at its start, cost more than the steps gain: T = 9, B = 2, S = 88 41 / 34 / 33; T = 9, B = 9, S =
+// 65 46 / 42 / 41 (T = 29, B = 16, S = 90: 75 / 75 / 81). So: forward 2 lanes but at 65-88 columns;
+// backward 2 lanes up to 48 columns, and past 64 from kSmallLongSteps steps.
+// 8 -> 4 lanes before: B = 5, S = 88 2.33 -> 1.82 us a step; B = 20, S = 80 2.47 -> 2.12 us; B =
+// 4, S = 64 1.93 -> 1.66 us; B = 2, S = 37 1.51 -> 1.29 us (at 8 lanes the gate math was 62% of the
+// issue slots' use at B = 5, S = 82: Nsight Compute, 245 instructions a warp a step; 736 threads
+// leave 80 registers, and the 2- and 4-row kernels at S = 88 spill). The half types lost with 4 at
+// S = 80 - 88 (bfloat16, B = 5, S = 82: 3.25 -> 4.16 us) and won at S <= 64 (B = 4, S = 64: 2.39
+// -> 1.97 us): they keep 8 (not profiled).
+constexpr int64_t kSmallLongSteps = 32;
+
+template <typename scalar_t, int W, int R>
+constexpr int small_forward_lanes() {
+  if constexpr (std::is_same_v<scalar_t, float>) {
+    return R <= 2 && W != 88 ? 2 : 4;
+  } else {
+    return 8;
+  }
 }
-static_assert(kSmallMaxRows <= 4, "a group's lanes k < rows run the gate math");
+
+template <typename scalar_t, int W, int R>
+constexpr int small_backward_lanes(bool long_sequence) {
+  if constexpr (std::is_same_v<scalar_t, float>) {
+    return R <= 2 && (W <= 48 || (W > 64 && long_sequence)) ? 2 : 4;
+  } else {
+    return 8;
+  }
+}
 
 // The forward kernel's gate math: StepMath (one-instruction reciprocals) for float32, whose
 // forward kernel it made 1-7% faster (H100, T = 29 - 1605, S = 40 - 90); the C library's division
@@ -56,20 +79,19 @@ static_assert(kSmallMaxRows <= 4, "a group's lanes k < rows run the gate math");
 template <typename scalar_t>
 using SmallForwardMath = std::conditional_t<std::is_same_v<scalar_t, float>, StepMath, LibmMath>;
 
-// Threads of a block for state S: small_lanes per column in whole warps, then one more warp that
-// loads the next step's operands into shared memory.
-template <typename scalar_t>
-constexpr int small_threads(int64_t state) {
-  return static_cast<int>((state * small_lanes<scalar_t>() + 31) / 32 * 32) + 32;
+// Threads of a block for state S and L lanes a column: L per column in whole warps, then one more
+// warp that loads the next step's operands into shared memory.
+constexpr int small_threads(int64_t state, int lanes) {
+  return static_cast<int>((state * lanes + 31) / 32 * 32) + 32;
 }
 
-// A kernel's launch bounds, for the states its k per lane covers (`columns`): those of S = 88 (the
+// A kernel's launch bounds, for its W (`columns`) and L (`lanes`): those of S = 88 (the
 // registers for W_h's share of each lane, and the blocks an SM holds, as measured), or of its own
-// largest state past that (float32 at S = 96: 416 threads, 157 registers a thread for W_h's 72).
+// largest state past that (float32 at S = 96, 4 lanes: 416 threads, 157 registers a thread for
+// W_h's 72; 2 lanes: 224 threads, up to 255 registers for W_h's 144, none spilled).
 // At S = 128 the compiler kept float32's 96 in local memory (544 threads: 120 registers a thread).
-template <typename scalar_t>
-constexpr int small_launch_bound(int columns) {
-  return small_threads<scalar_t>(columns > 88 ? columns : 88);
+constexpr int small_launch_bound(int columns, int lanes) {
+  return small_threads(columns > 88 ? columns : 88, lanes);
 }
 
 // The loader warp's copy of `per_row` consecutive elements of each of the block's rows (rows
@@ -132,7 +154,7 @@ __device__ __forceinline__ acc_t group_sum(acc_t v) {
 // 4-14% at S = 80 - 88, where their N is odd: bfloat16, T = 298, B = 5 and T = 1000, B = 5, H100).
 template <int L, int N>
 constexpr int small_pairs() {
-  return L == 4 ? N / 2 : 0;
+  return L <= 4 ? N / 2 : 0;
 }
 
 template <int L, int N>
@@ -143,9 +165,9 @@ __device__ __forceinline__ int small_k(int k, int j) {
 
 // Steps 0 .. steps - 1 forward, as sequence_forward_kernel (lltm_sequence_steps.cu) computes them:
 // z = gates_t + h_{t-1} W_h^T written back to gates_t, the gate math with the bias -> output[t],
-// cells[t], and the last step's also to h_n, c_n where given. KS * L >= S (L: small_lanes).
-template <typename scalar_t, int KS, int R>
-__global__ void __launch_bounds__(small_launch_bound<scalar_t>(KS* small_lanes<scalar_t>()))
+// cells[t], and the last step's also to h_n, c_n where given. W >= S.
+template <typename scalar_t, int W, int R, int L>
+__global__ void __launch_bounds__(small_launch_bound(W, L))
     small_forward_kernel(scalar_t* __restrict__ gates, const scalar_t* __restrict__ bias,
                          const scalar_t* __restrict__ h0, const scalar_t* __restrict__ c0,
                          const scalar_t* __restrict__ w, int64_t ld, scalar_t* __restrict__ output,
@@ -153,7 +175,8 @@ __global__ void __launch_bounds__(small_launch_bound<scalar_t>(KS* small_lanes<s
                          scalar_t* __restrict__ c_n, int64_t batch, int64_t steps, int S) {
   cuda::pdl_wait();  // launched by launch_dependent_if; released at the last step
   using acc_t = cuda::opmath_t<scalar_t>;
-  constexpr int L = small_lanes<scalar_t>();
+  constexpr int KS = W / L;
+  static_assert(R <= L && KS * L == W, "a group's lanes k < R run the gate math");
   constexpr int kWidth = KS * L;  // a row of h, zeros past S
   static_assert(std::is_same_v<acc_t, float>, "pairs of floats per load");
   __shared__ __align__(16) acc_t sh[2][R][kWidth];
@@ -279,9 +302,9 @@ __global__ void __launch_bounds__(small_launch_bound<scalar_t>(KS* small_lanes<s
 
 // Steps steps - 1 down to 0 backward, as sequence_backward_kernel (lltm_sequence_steps.cu) computes
 // them: dL/dh_t = grad_output[t] + (grad_h_n at the last step, else d_gates[t + 1] W_h), dL/dc_t
-// carried, the gate math -> d_gates[t]; d_cell (B, S) gets dL/dc_{-1}. KB * L >= 3S.
-template <typename scalar_t, int KB, int R>
-__global__ void __launch_bounds__(small_launch_bound<scalar_t>(KB* small_lanes<scalar_t>() / 3))
+// carried, the gate math -> d_gates[t]; d_cell (B, S) gets dL/dc_{-1}. W >= S.
+template <typename scalar_t, int W, int R, int L>
+__global__ void __launch_bounds__(small_launch_bound(W, L))
     small_backward_kernel(scalar_t* __restrict__ d_gates, const scalar_t* __restrict__ w,
                           int64_t ld, const scalar_t* __restrict__ grad_output,
                           const scalar_t* __restrict__ grad_h_n,
@@ -290,7 +313,8 @@ __global__ void __launch_bounds__(small_launch_bound<scalar_t>(KB* small_lanes<s
                           scalar_t* __restrict__ d_cell, int64_t batch, int64_t steps, int S) {
   cuda::pdl_wait();  // as the forward kernel
   using acc_t = cuda::opmath_t<scalar_t>;
-  constexpr int L = small_lanes<scalar_t>();
+  constexpr int KB = 3 * W / L;
+  static_assert(R <= L && KB * L == 3 * W, "a group's lanes k < R run the gate math");
   constexpr int kWidth = KB * L;      // a row of d_gates (3S), zeros past it
   constexpr int kState = kWidth / 3;  // >= S
   // A step's operands of a row, from the loader warp: gates (3S), grad_output (S), cells (S).
@@ -422,43 +446,55 @@ __global__ void __launch_bounds__(small_launch_bound<scalar_t>(KB* small_lanes<s
 // f(forward kernel, backward kernel) for state S (<= small_max_state) and R rows per block: the
 // k-per-lane size that covers S (32, 48, 64 or 88 columns, and 96 for float32: the fewer k a lane
 // has, the shorter its step).
+template <typename T, int W, int R, typename F>
+cudaError_t with_small_kernels_width(int64_t state, bool long_sequence, F&& f) {
+  constexpr int LF = small_forward_lanes<T, W, R>();
+  constexpr int LB = small_backward_lanes<T, W, R>(false);
+  constexpr int LB_long = small_backward_lanes<T, W, R>(true);
+  if constexpr (LB_long != LB) {
+    if (long_sequence) {
+      return f(small_forward_kernel<T, W, R, LF>, small_backward_kernel<T, W, R, LB_long>,
+               small_threads(state, LF), small_threads(state, LB_long));
+    }
+  }
+  return f(small_forward_kernel<T, W, R, LF>, small_backward_kernel<T, W, R, LB>,
+           small_threads(state, LF), small_threads(state, LB));
+}
+
 template <typename T, int R, typename F>
-cudaError_t with_small_kernels_rows(int64_t state, F&& f) {
-  constexpr int L = small_lanes<T>();
+cudaError_t with_small_kernels_rows(int64_t state, bool long_sequence, F&& f) {
   if (state <= 32) {
-    return f(small_forward_kernel<T, 32 / L, R>, small_backward_kernel<T, 96 / L, R>);
+    return with_small_kernels_width<T, 32, R>(state, long_sequence, f);
   }
   if (state <= 48) {
-    return f(small_forward_kernel<T, 48 / L, R>, small_backward_kernel<T, 144 / L, R>);
+    return with_small_kernels_width<T, 48, R>(state, long_sequence, f);
   }
   if (state <= 64) {
-    return f(small_forward_kernel<T, 64 / L, R>, small_backward_kernel<T, 192 / L, R>);
+    return with_small_kernels_width<T, 64, R>(state, long_sequence, f);
   }
-  static_assert(88 % L == 0);
   if (state <= 88) {
-    return f(small_forward_kernel<T, 88 / L, R>, small_backward_kernel<T, 264 / L, R>);
+    return with_small_kernels_width<T, 88, R>(state, long_sequence, f);
   }
   if constexpr (small_max_state<T>() == 96) {
-    static_assert(96 % L == 0);
-    return f(small_forward_kernel<T, 96 / L, R>, small_backward_kernel<T, 288 / L, R>);
+    return with_small_kernels_width<T, 96, R>(state, long_sequence, f);
   } else {
     return cudaErrorInvalidValue;  // past small_max_state: small_step_rows never asks
   }
 }
 
 template <typename T, typename F>
-cudaError_t with_small_kernels(int64_t state, int rows, F&& f) {
+cudaError_t with_small_kernels(int64_t state, int rows, bool long_sequence, F&& f) {
   if constexpr (std::is_same_v<T, double>) {
     return cudaErrorNotSupported;  // the registers hold float32 operands only
   } else {
     static_assert(kSmallMaxRows == 4);
     switch (rows) {
       case 1:
-        return with_small_kernels_rows<T, 1>(state, f);
+        return with_small_kernels_rows<T, 1>(state, long_sequence, f);
       case 2:
-        return with_small_kernels_rows<T, 2>(state, f);
+        return with_small_kernels_rows<T, 2>(state, long_sequence, f);
       case 4:
-        return with_small_kernels_rows<T, 4>(state, f);
+        return with_small_kernels_rows<T, 4>(state, long_sequence, f);
       default:
         return cudaErrorInvalidValue;
     }
@@ -473,20 +509,28 @@ cudaError_t small_step_rows(int64_t batch, int64_t state, int sm_count, int* row
   if (state < 1 || state > small_max_state<T>() || batch < 1 || std::is_same_v<T, double>) {
     return cudaSuccess;
   }
-  const int threads = small_threads<T>(state);
+  // The fewest rows whose grid runs at once with either backward kernel (the sequence's length
+  // picks one: with_small_kernels_width).
+  int blocks_per_sm = 0;
+  const auto fewest_blocks = [&](auto forward, auto backward, int fwd_threads, int bwd_threads) {
+    int fwd = 0, bwd = 0;
+    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fwd, forward, fwd_threads, 0);
+    if (e == cudaSuccess) {
+      e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bwd, backward, bwd_threads, 0);
+    }
+    blocks_per_sm = std::min({blocks_per_sm, fwd, bwd});
+    return e;
+  };
   cudaError_t err = cudaSuccess;
   for (int r = 1; err == cudaSuccess && r <= kSmallMaxRows && *rows == 0; r *= 2) {
-    err = with_small_kernels<T>(state, r, [&](auto forward, auto backward) {
-      int fwd = 0, bwd = 0;
-      cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fwd, forward, threads, 0);
-      if (e == cudaSuccess) {
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bwd, backward, threads, 0);
-      }
-      if (e == cudaSuccess && (batch + r - 1) / r <= int64_t{std::min(fwd, bwd)} * sm_count) {
-        *rows = r;
-      }
-      return e;
-    });
+    blocks_per_sm = std::numeric_limits<int>::max();
+    err = with_small_kernels<T>(state, r, false, fewest_blocks);
+    if (err == cudaSuccess) {
+      err = with_small_kernels<T>(state, r, true, fewest_blocks);
+    }
+    if (err == cudaSuccess && (batch + r - 1) / r <= int64_t{blocks_per_sm} * sm_count) {
+      *rows = r;
+    }
   }
   return err;
 }
@@ -496,12 +540,13 @@ cudaError_t launch_small_forward(T* gates, const T* bias, const T* h0, const T* 
                                  int64_t ld, T* output, T* cells, T* h_n, T* c_n, int64_t batch,
                                  int64_t state, int64_t steps, int rows, cudaStream_t stream) {
   const int64_t blocks = (batch + rows - 1) / std::max(rows, 1);
-  return with_small_kernels<T>(state, rows, [&](auto forward, auto) {
-    return cuda::launch_dependent_if(
-        steps <= kDependentMaxSteps, forward, dim3(static_cast<unsigned int>(blocks)),
-        dim3(small_threads<T>(state)), 0, stream, gates, bias, h0, c0, w, ld, output, cells, h_n,
-        c_n, batch, steps, static_cast<int>(state));
-  });
+  return with_small_kernels<T>(
+      state, rows, steps >= kSmallLongSteps, [&](auto forward, auto, int threads, int) {
+        return cuda::launch_dependent_if(steps <= kDependentMaxSteps, forward,
+                                         dim3(static_cast<unsigned int>(blocks)), dim3(threads), 0,
+                                         stream, gates, bias, h0, c0, w, ld, output, cells, h_n,
+                                         c_n, batch, steps, static_cast<int>(state));
+      });
 }
 
 template <typename T>
@@ -510,12 +555,13 @@ cudaError_t launch_small_backward(T* d_gates, const T* w, int64_t ld, const T* g
                                   const T* gates, const T* bias, T* d_cell, int64_t batch,
                                   int64_t state, int64_t steps, int rows, cudaStream_t stream) {
   const int64_t blocks = (batch + rows - 1) / std::max(rows, 1);
-  return with_small_kernels<T>(state, rows, [&](auto, auto backward) {
-    return cuda::launch_dependent_if(
-        steps <= kDependentMaxSteps, backward, dim3(static_cast<unsigned int>(blocks)),
-        dim3(small_threads<T>(state)), 0, stream, d_gates, w, ld, grad_output, grad_h_n, grad_c_n,
-        cells, gates, bias, d_cell, batch, steps, static_cast<int>(state));
-  });
+  return with_small_kernels<T>(
+      state, rows, steps >= kSmallLongSteps, [&](auto, auto backward, int, int threads) {
+        return cuda::launch_dependent_if(
+            steps <= kDependentMaxSteps, backward, dim3(static_cast<unsigned int>(blocks)),
+            dim3(threads), 0, stream, d_gates, w, ld, grad_output, grad_h_n, grad_c_n, cells, gates,
+            bias, d_cell, batch, steps, static_cast<int>(state));
+      });
 }
 
 #define LLTM_EXT_INSTANTIATE(T)                                                                    \
