@@ -225,12 +225,13 @@ cudaError_t launch_cluster_backward(T* d_gates, const T* w, int64_t ld, const T*
 
 // The sequence's time steps for small states (lltm_sequence_small.cu), S <= small_max_state<T>()
 // (96 for float32, 88 for the half types, whose 8 lanes a column take twice the threads; float64:
-// cudaErrorNotSupported; at S = 128 float32's 4 lanes would hold 96 k of W_h each, and the
-// compiler put them in local memory): each block owns `rows` (1, 2 or 4) batch
+// cudaErrorNotSupported; at S = 128 float32's 4 lanes would hold 96 k of W_h each, 2 lanes 192,
+// and the compiler put 96 in local memory): each block owns `rows` (1, 2 or 4) batch
 // rows and the whole state, W_h in its threads' registers, blocks independent, all T steps in one
 // launch. The same inputs and outputs as the cluster kernels (forward: h_n, c_n too).
-// small_step_rows: the fewest rows per block whose (forward and backward) grids run at once on the
-// current device, 0 where none does or the state or dtype does not apply.
+// small_step_rows: the fewest rows per block whose grids (forward's, and either of backward's: the
+// sequence's length picks its lanes a column) run at once on the current device, 0 where none
+// does or the state or dtype does not apply.
 // float32 at 88 < S <= 96 (k per lane 24), against the cluster kernels that ran there before, H100,
 // forward+backward, one process: T = 29, B = 16, S = 90 143 vs 222 us; T = 1000, B = 2, S = 89
 // 1887 vs 4649 us; T = 200, B = 250, S = 92 893 vs 2137 us; T = 29, B = 300, S = 96 300 vs 373

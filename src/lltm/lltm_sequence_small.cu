@@ -443,9 +443,10 @@ __global__ void __launch_bounds__(small_launch_bound(W, L))
   }
 }
 
-// f(forward kernel, backward kernel) for state S (<= small_max_state) and R rows per block: the
-// k-per-lane size that covers S (32, 48, 64 or 88 columns, and 96 for float32: the fewer k a lane
-// has, the shorter its step).
+// f(forward kernel, backward kernel, their threads) for state S (<= small_max_state), R rows per
+// block and a sequence of kSmallLongSteps steps or more (long_sequence) or fewer: the columns W
+// that cover S (32, 48, 64 or 88, and 96 for float32: the fewer k a lane has, the shorter its
+// step), the lanes a column that small_forward_lanes and small_backward_lanes give.
 template <typename T, int W, int R, typename F>
 cudaError_t with_small_kernels_width(int64_t state, bool long_sequence, F&& f) {
   constexpr int LF = small_forward_lanes<T, W, R>();
