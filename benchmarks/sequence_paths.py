@@ -12,8 +12,8 @@ LLTM_EXT_SEQUENCE_TILED_TILES / _COLS), :wcols=N (LLTM_EXT_SEQUENCE_WIDE_COLS) o
 (LLTM_EXT_SEQUENCE_PRODUCT, e.g. cluster:product=simt), :gemm=G and :splits=N (the cuBLAS path's
 step products, LLTM_EXT_SEQUENCE_STEP_GEMM / _STEP_SPLITS, e.g. cublas:gemm=tensor:splits=4),
 :blocks=N and :rows=N (the cluster kernels' LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS / _ROWS), :srows=N
-(LLTM_EXT_SEQUENCE_SMALL_ROWS) or :wgrad=W (the weight gradients, LLTM_EXT_SEQUENCE_WGRAD: fused or
-cublas); "lstm" is torch.nn.LSTM. Ratios are
+(LLTM_EXT_SEQUENCE_SMALL_ROWS) or :wgrad=W (the weight gradients, LLTM_EXT_SEQUENCE_WGRAD: fused,
+tensor or cublas); "lstm" is torch.nn.LSTM. Ratios are
 nn.LSTM's time over each path's (> 1: faster than cuDNN); a path that does not apply at a shape
 (forced, it raises) shows "-". --sweep N --seed S takes the sweep's shapes.
 """

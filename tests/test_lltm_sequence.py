@@ -209,6 +209,7 @@ ZERO_STATE_PATHS = {
         (4, 5, 3, 40),
     ),
     "wgrad-cublas": ({"LLTM_EXT_SEQUENCE_WGRAD": "cublas"}, (5, 3, 4, 40)),
+    "wgrad-tensor": ({"LLTM_EXT_SEQUENCE_WGRAD": "tensor"}, (5, 3, 4, 40)),
 }
 
 
@@ -228,6 +229,10 @@ def test_zero_state_as_none(monkeypatch, device, dtype, path):
             pytest.skip("these kernels need an sm_90 GPU")
         if dtype != torch.float32 and "LLTM_EXT_SEQUENCE_STEP_GEMM" in settings:
             pytest.skip("the own step products are float32's")
+        if settings.get("LLTM_EXT_SEQUENCE_WGRAD") == "tensor" and (
+            dtype != torch.float32 or major != 9
+        ):
+            pytest.skip("the tensor-core weight gradient is float32's, on Hopper")
     for key, value in settings.items():
         monkeypatch.setenv(key, value)
     x, w, b, _, _ = make_args(*size, device, dtype)
@@ -1186,10 +1191,57 @@ def test_cuda_weight_grad(monkeypatch, wgrad, dtype, size):
         assert torch.equal(runs[0][0], runs[1][0])
         assert_close(runs[0][0], ref[wanted.index(True)], dtype, scale)
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_WGRAD", "sometimes")
-    with pytest.raises(RuntimeError, match=r"LLTM_EXT_SEQUENCE_WGRAD must be auto, fused or"):
+    with pytest.raises(RuntimeError, match=r"SEQUENCE_WGRAD must be auto, fused, tensor or"):
         torch.autograd.grad(
             lltm_ext.lltm_sequence(*args[:3], (args[3], args[4]))[0], args[1], grads
         )
+
+
+# (T, B, I, S) for the Hopper weight gradient's 128 x 128 tiles and 32-row stages: one tile (3S =
+# 12) and one row, 3S = 141 and S + I + 1 = 69 (a second tile row mostly empty) over T B = 1480
+# rows (not a multiple of 32) in several splits, 3S = 390 and 331 columns (three tile rows and
+# columns) with h0's rows spanning five stages, no input features (the bias column right after h's).
+TENSOR_WEIGHT_GRAD_SIZES = [(1, 1, 1, 4), (40, 37, 21, 47), (11, 130, 200, 130), (300, 8, 0, 70)]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("size", TENSOR_WEIGHT_GRAD_SIZES, ids=lambda s: "x".join(map(str, s)))
+def test_cuda_weight_grad_on_tensor_cores(monkeypatch, size):
+    """float32's weight and bias gradients on Hopper's tensor cores (LLTM_EXT_SEQUENCE_WGRAD=tensor,
+    three TF32 passes with float32 sums) against the float64 loop, from a given state and from
+    none: within twice the error of cuBLAS's exact float32 products (cublas) on the same inputs
+    (max |error| / max |value|; the float32 sequence's own drift over 300 steps is 3.5e-4 of it)
+    and within 1e-3; the same bits from run to run; the other dtypes, and GPUs other than Hopper,
+    are refused."""
+    args = make_args(*size, "cuda", torch.float32)
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_WGRAD", "tensor")
+    if torch.cuda.get_device_capability()[0] != 9:
+        with pytest.raises(RuntimeError, match=r"WGRAD=tensor runs float32 on Hopper's tensor"):
+            torch.autograd.grad(lltm_ext.lltm_sequence(*args[:3])[0].sum(), args[1])
+        return
+    grads = [torch.randn(size[0], size[1], size[3], device="cuda")]
+    zeros = torch.zeros(size[1], size[3], device="cuda")
+    for state in ((args[3], args[4]), None):
+        given = [args[3], args[4]] if state is not None else [zeros, zeros]
+        _, ref = reference([*args[:3], *given], grads + [zeros, zeros])
+        errors, runs = {}, []
+        for wgrad in ("tensor", "tensor", "cublas"):
+            monkeypatch.setenv("LLTM_EXT_SEQUENCE_WGRAD", wgrad)
+            w, b = args[1].detach().requires_grad_(), args[2].detach().requires_grad_()
+            output, _ = lltm_ext.lltm_sequence(args[0].detach(), w, b, state)
+            got = torch.autograd.grad(output, (w, b), grads)
+            runs.append(got)
+            errors[wgrad] = [
+                ((g.double().cpu() - want).abs().max() / want.abs().max()).item()
+                for g, want in zip(got, ref[1:3], strict=True)
+            ]
+        assert all(torch.equal(g, f) for g, f in zip(runs[0], runs[1], strict=True))
+        for tensor, exact in zip(errors["tensor"], errors["cublas"], strict=True):
+            assert tensor < 1e-3 and tensor <= 2 * exact + 1e-7, errors
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_WGRAD", "tensor")
+    args = make_args(*size, "cuda", torch.bfloat16)
+    with pytest.raises(RuntimeError, match=r"WGRAD=tensor runs float32 on Hopper's tensor"):
+        torch.autograd.grad(lltm_ext.lltm_sequence(*args[:3])[0].sum(), args[1])
 
 
 @pytest.mark.cuda

@@ -89,11 +89,12 @@ void sequence_backward_on_cuda(const at::Tensor& grad_output, const at::Tensor& 
 
 bool sequence_weight_grad_on_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
                                   const at::Tensor& output, const at::Tensor& input,
-                                  const at::Tensor& d_weights, const at::Tensor& d_bias) {
+                                  const at::Tensor& d_weights, const at::Tensor& d_bias,
+                                  bool tf32) {
 #ifdef WITH_CUDA
-  return sequence_weight_grad_cuda(d_gates, h0, output, input, d_weights, d_bias);
+  return sequence_weight_grad_cuda(d_gates, h0, output, input, d_weights, d_bias, tf32);
 #else
-  (void)d_gates, (void)h0, (void)output, (void)input, (void)d_weights, (void)d_bias;
+  (void)d_gates, (void)h0, (void)output, (void)input, (void)d_weights, (void)d_bias, (void)tf32;
   return false;
 #endif
 }

@@ -65,10 +65,11 @@ void sequence_backward_on_cuda(const at::Tensor& grad_output, const at::Tensor& 
 // The sequence's weight gradient d_weights (3S, S + I) = sum_t dG_t^T [h_{t-1} | x_t], and its
 // bias gradient d_bias (3S) where defined, in one kernel on CUDA (sequence_weight_grad_cuda below)
 // where that pays; false, nothing written, where the caller's products should run instead (and
-// in a build without CUDA).
+// in a build without CUDA). tf32: torch allows TF32 in float32 products (cuBLAS's then run one
+// TF32 pass).
 bool sequence_weight_grad_on_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
                                   const at::Tensor& output, const at::Tensor& input,
-                                  const at::Tensor& d_weights, const at::Tensor& d_bias);
+                                  const at::Tensor& d_weights, const at::Tensor& d_bias, bool tf32);
 
 #ifdef WITH_CUDA
 // CUDA halves of forward_gates / backward_gates (lltm_cuda_host.cpp): the gate kernels of
@@ -138,25 +139,32 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
 // dtype, on one GPU.
 // LLTM_EXT_SEQUENCE_WGRAD, read at every call: "auto" (default: where the work 3S (S + I + 1) T B
 // is at most kWeightGradMaxWork for float32, kWeightGradMaxWorkHalf for the half types and
-// kWeightGradMaxWorkDouble for float64), "fused" (always, T B > 0) or "cublas" (never: three
-// products and a column sum). The kernel sums in the accumulate type on the SIMT cores (exact
-// float32 with TF32 allowed too), split over T B for about two blocks an SM; cuBLAS's products,
-// each often split with its own reduction, and the column sum cost five to seven launches, which
-// decide short sequences. H100, forward+backward
-// (the weights' and bias's gradients asked for), both forced in one process, cuBLAS's time ->
-// the kernel's: float32, T = 9, B = 2, I = 126, S = 47 (work 0.44M) 66 -> 51 us; T = 12, B =
-// 386, I = 260, S = 35 (144M) 138 -> 102 us; T = 9, B = 16, I = 282, S = 774 (353M) 368 -> 356
-// us; but T = 100, B = 32, I = 64, S = 256 (789M) 843 -> 873 us and T = 20, B = 128, I = S =
-// 256 (1.0G) 437 -> 460 us (cuBLAS's kernels ahead). bfloat16 (cuBLAS on the tensor cores) breaks
-// even sooner: 144M 137 -> 118 us, 198M and 353M tied, 789M 807 -> 878 us. float64 (cuBLAS on
-// the FP64 tensor cores, ours at half float32's SIMT rate) sooner still: 0.44M 115 -> 104 us,
-// 22.7M 245 -> 234 us, 85M 409 -> 398 us, but 126M (T = 20, B = 64, I = S = 128) 251 -> 267 us,
-// 144M 194 -> 213 us and 192M (T = 5, B = 40000, S = 16) 880 -> 930 us.
+// kWeightGradMaxWorkDouble for float64; float32 past that on Hopper's tensor cores where TF32 is
+// not allowed and d W | d b spans kWeightGradTensorTiles tiles), "fused" (always, T B > 0),
+// "tensor" (always, float32, Hopper) or "cublas" (never: three products and a column sum). The
+// fused kernel sums in the accumulate type on the SIMT cores (exact float32 with TF32 allowed too),
+// split over T B for about two blocks an SM; the Hopper kernel runs float32 as three TF32 passes
+// of wgmma with float32 sums (about exact float32's error), split for full waves; cuBLAS's
+// products, each often split with its own reduction, and the column sum cost five to seven
+// launches, which decide short sequences. H100, forward+backward (the weights' and bias's gradients
+// asked for), both forced in one process, cuBLAS's time -> the kernel's: float32, T = 9, B = 2, I =
+// 126, S = 47 (work 0.44M) 66 -> 51 us; T = 12, B = 386, I = 260, S = 35 (144M) 138 -> 102 us; T =
+// 9, B = 16, I = 282, S = 774 (353M) 368 -> 356 us; but T = 100, B = 32, I = 64, S = 256 (789M) 843
+// -> 873 us and T = 20, B = 128, I = S = 256 (1.0G) 437 -> 460 us (cuBLAS's kernels ahead).
+// bfloat16 (cuBLAS on the tensor cores) breaks even sooner: 144M 137 -> 118 us, 198M and 353M tied,
+// 789M 807 -> 878 us. float64 (cuBLAS on the FP64 tensor cores, ours at half float32's SIMT rate)
+// sooner still: 0.44M 115 -> 104 us, 22.7M 245 -> 234 us, 85M 409 -> 398 us, but 126M (T = 20, B =
+// 64, I = S = 128) 251 -> 267 us, 144M 194 -> 213 us and 192M (T = 5, B = 40000, S = 16) 880 -> 930
+// us.
 constexpr int64_t kWeightGradMaxWork = int64_t{3} << 27, kWeightGradMaxWorkHalf = int64_t{1} << 28;
 constexpr int64_t kWeightGradMaxWorkDouble = int64_t{3} << 25;
+// The Hopper kernel's tiles of 128 x 128 outputs where auto takes it: at least
+// kWeightGradTensorTiles (with fewer, a small state's product over many rows, its splits leave most
+// SMs idle: T = 1605, B = 370, S = 40, one tile, 5% slower than cuBLAS's).
+constexpr int64_t kWeightGradTensorTiles = 4;
 bool sequence_weight_grad_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
                                const at::Tensor& output, const at::Tensor& input,
-                               const at::Tensor& d_weights, const at::Tensor& d_bias);
+                               const at::Tensor& d_weights, const at::Tensor& d_bias, bool tf32);
 #endif
 
 }  // namespace lltm_ext::lltm

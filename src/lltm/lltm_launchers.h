@@ -302,5 +302,19 @@ int64_t weight_grad_blocks(int64_t state, int64_t cols);
 template <typename T>
 cudaError_t launch_weight_grad(const WeightGradArgs<T>& p, cuda::opmath_t<T>* partials, int splits,
                                int64_t k_split, int sm_count, cudaStream_t stream);
+// The splits' partial sums (splits x 3S x cols, accumulate type) added in split order into
+// d_weights and d_bias: the second kernel of either launcher.
+template <typename T>
+cudaError_t launch_weight_grad_sum(const WeightGradArgs<T>& p, const cuda::opmath_t<T>* partials,
+                                   int splits, int sm_count, cudaStream_t stream);
+// The same for float32 on Hopper's tensor cores (lltm_sequence_weight_grad_sm90.cu: wgmma, three
+// TF32 passes, float32 sums): blocks of 128 x 128 outputs (weight_grad_sm90_blocks),
+// weight_grad_sm90_smem_bytes() of dynamic shared memory each; for devices that run this
+// module's sm_90a image (weight_grad_sm90_loaded: elsewhere its body is empty).
+int64_t weight_grad_sm90_blocks(int64_t state, int64_t cols);
+int weight_grad_sm90_smem_bytes();
+cudaError_t weight_grad_sm90_loaded(bool* loaded);
+cudaError_t launch_weight_grad_sm90(const WeightGradArgs<float>& p, float* partials, int splits,
+                                    int64_t k_split, int sm_count, cudaStream_t stream);
 
 }  // namespace lltm_ext::lltm

@@ -233,7 +233,7 @@ Backward backward(const at::Tensor& grad_output, const OptionalTensor& grad_h_n_
     d_weights = at::empty({3 * S, S + I}, weights.options());
     const at::Tensor bias_out = want_bias ? at::empty({3 * S}, b.options()) : at::Tensor();
     if (input.is_cuda() &&
-        sequence_weight_grad_on_cuda(d_gates, h0, output, input, d_weights, bias_out)) {
+        sequence_weight_grad_on_cuda(d_gates, h0, output, input, d_weights, bias_out, tf32)) {
       d_bias = bias_out;
       bias_done = true;
     } else {

@@ -306,34 +306,108 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
   });
 }
 
+namespace {
+
+// Splits of k for the Hopper kernel's tiles (one block an SM): the fewest, up to 64 with at least
+// 1024 rows each, whose blocks fill their last wave at least 90%, else the fullest.
+int64_t weight_grad_sm90_splits(int64_t tiles, int64_t rows, int sms) {
+  const int64_t most = std::clamp<int64_t>(rows / 1024, 1, 64);
+  int64_t best = 1;
+  double best_fill = 0.0;
+  for (int64_t splits = 1; splits <= most; ++splits) {
+    const int64_t blocks = tiles * splits;
+    const double fill =
+        static_cast<double>(blocks) / static_cast<double>((blocks + sms - 1) / sms * sms);
+    if (fill >= 0.9) {
+      return splits;
+    }
+    if (fill > best_fill + 1e-9) {
+      best = splits;
+      best_fill = fill;
+    }
+  }
+  return best;
+}
+
+// The Hopper kernel's launch, float32's; the other dtypes never take it (sm90_runs).
+cudaError_t launch_weight_grad_tensor(const WeightGradArgs<float>& p, float* partials, int splits,
+                                      int64_t k_split, int sm_count, cudaStream_t stream) {
+  return launch_weight_grad_sm90(p, partials, splits, k_split, sm_count, stream);
+}
+template <typename T>
+cudaError_t launch_weight_grad_tensor(const WeightGradArgs<T>&, cuda::opmath_t<T>*, int, int64_t,
+                                      int, cudaStream_t) {
+  TORCH_INTERNAL_ASSERT(false, "the tensor-core weight gradient takes float32 only");
+  return cudaErrorNotSupported;
+}
+
+}  // namespace
+
 bool sequence_weight_grad_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
                                const at::Tensor& output, const at::Tensor& input,
-                               const at::Tensor& d_weights, const at::Tensor& d_bias) {
-  const std::string setting =
-      env_choice("lltm_ext.lltm_sequence", "LLTM_EXT_SEQUENCE_WGRAD", {"auto", "fused", "cublas"});
+                               const at::Tensor& d_weights, const at::Tensor& d_bias, bool tf32) {
+  const std::string setting = env_choice("lltm_ext.lltm_sequence", "LLTM_EXT_SEQUENCE_WGRAD",
+                                         {"auto", "fused", "tensor", "cublas"});
   const int64_t T = input.size(0), B = input.size(1), I = input.size(2), S = output.size(2);
   const int64_t rows = T * B, cols = S + I + (d_bias.defined() ? 1 : 0);
-  // The grid: 64 gate rows a block along gridDim.y.
-  const bool fits = (3 * S + 63) / 64 <= 65535;
   const at::ScalarType dtype = input.scalar_type();
+  const int device = input.get_device();
+  const double work = static_cast<double>(3 * S) * static_cast<double>(cols) * rows;
   const int64_t most = dtype == at::kFloat    ? kWeightGradMaxWork
                        : dtype == at::kDouble ? kWeightGradMaxWorkDouble
                                               : kWeightGradMaxWorkHalf;
-  if (rows == 0 || setting == "cublas" ||
-      (setting != "fused" && static_cast<double>(3 * S) * cols * rows > most)) {
+  // The Hopper kernel: float32, on a device that runs this module's sm_90a image and has its
+  // shared memory.
+  const auto sm90_runs = [&] {
+    if (dtype != at::kFloat) {
+      return false;
+    }
+    static cuda::PerDevice<bool> loaded_cache;
+    const cuda::DeviceLimits& f = cuda::device_limits(device);
+    return f.major == 9 && weight_grad_sm90_smem_bytes() <= f.smem_optin &&
+           loaded_cache.get(device, [](int d) {
+             const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(d));
+             bool is_loaded = false;
+             C10_CUDA_CHECK(weight_grad_sm90_loaded(&is_loaded));
+             return is_loaded;
+           });
+  };
+  bool tensor = setting == "tensor";
+  if (tensor) {
+    TORCH_CHECK(sm90_runs(),
+                "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_WGRAD=tensor runs float32 on Hopper's "
+                "tensor cores (a GPU of compute capability 9.0 running this module's sm_90a code, "
+                "with ",
+                weight_grad_sm90_smem_bytes(), " bytes of shared memory a block), but got ", dtype,
+                " on cuda:", device, ".");
+  } else if (rows == 0 || setting == "cublas") {
     return false;  // no rows: the products' zeros
+  } else if (setting == "auto" && work > static_cast<double>(most)) {
+    // Past the SIMT kernel's work: float32 at full precision on Hopper's tensor cores where they
+    // run (cuBLAS's exact kernels are SIMT ones; with TF32 allowed, cuBLAS's one pass is faster).
+    if (tf32 || weight_grad_sm90_blocks(S, cols) < kWeightGradTensorTiles || !sm90_runs()) {
+      return false;
+    }
+    tensor = true;
   }
-  TORCH_CHECK(fits,
-              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_WGRAD=fused, but the fused weight "
-              "gradient takes states of at most 1398080, and got ",
-              S, ".");
+  TORCH_CHECK((3 * S + 63) / 64 <= 65535,  // the grid: gate rows along gridDim.y
+              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_WGRAD=", setting,
+              ", but the fused weight gradient takes states of at most 1398080, and got ", S, ".");
+  if (rows == 0) {
+    return false;
+  }
   const c10::cuda::CUDAGuard guard(input.device());
-  const int sms = cuda::sm_count(input.get_device());
-  // Splits of k (rows of at least 64 each) for about two blocks an SM, at most 256 (a split's
-  // sum over T B / 256 rows: T = 5, B = 40000, S = 16 rounded to 6e-4 of d W in 64).
-  const int64_t blocks = weight_grad_blocks(S, cols);
-  const int64_t wanted = std::clamp<int64_t>(
-      (2 * sms + blocks - 1) / blocks, 1, std::max<int64_t>(1, std::min<int64_t>(256, rows / 64)));
+  const int sms = cuda::sm_count(device);
+  int64_t wanted = 1;
+  if (tensor) {
+    wanted = weight_grad_sm90_splits(weight_grad_sm90_blocks(S, cols), rows, sms);
+  } else {
+    // Splits of k (rows of at least 64 each) for about two blocks an SM, at most 256 (a split's
+    // sum over T B / 256 rows: T = 5, B = 40000, S = 16 rounded to 6e-4 of d W in 64).
+    const int64_t blocks = weight_grad_blocks(S, cols);
+    wanted = std::clamp<int64_t>((2 * sms + blocks - 1) / blocks, 1,
+                                 std::max<int64_t>(1, std::min<int64_t>(256, rows / 64)));
+  }
   const int64_t k_split = (rows + wanted - 1) / wanted;
   const int splits = static_cast<int>(std::max<int64_t>(1, (rows + k_split - 1) / k_split));
   LLTM_EXT_DISPATCH_FLOATING(input.scalar_type(), "lltm_sequence_weight_grad_cuda", [&] {
@@ -355,8 +429,10 @@ bool sequence_weight_grad_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
     p.state = S;
     p.features = I;
     p.cols = cols;
-    C10_CUDA_CHECK(launch_weight_grad(p, splits > 1 ? partials.mutable_data_ptr<acc_t>() : nullptr,
-                                      splits, k_split, sms, c10::cuda::getCurrentCUDAStream()));
+    acc_t* const sums = splits > 1 ? partials.mutable_data_ptr<acc_t>() : nullptr;
+    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+    C10_CUDA_CHECK(tensor ? launch_weight_grad_tensor(p, sums, splits, k_split, sms, stream)
+                          : launch_weight_grad(p, sums, splits, k_split, sms, stream));
   });
   return true;
 }

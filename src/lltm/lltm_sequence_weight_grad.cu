@@ -69,7 +69,8 @@ __device__ __forceinline__ void write_out(const WeightGradArgs<T>& p, int64_t m,
 // operands go through registers into shared memory ([k][m], [k][n]: a row's 64 elements read 4 to a
 // thread), the next stage's global reads in flight while the current one's multiply-adds run. One
 // split writes the outputs; more write their sums to partials[z] (3S x cols), which
-// weight_grad_sum_kernel adds in split order: the same bits run to run.
+// weight_grad_sum_kernel adds in split order: the same bits run to run (float32's tensor-core
+// kernel, lltm_sequence_weight_grad_sm90.cu, writes the same outputs).
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     weight_grad_kernel(WeightGradArgs<T> p, cuda::opmath_t<T>* __restrict__ partials,
@@ -199,16 +200,24 @@ cudaError_t launch_weight_grad(const WeightGradArgs<T>& p, cuda::opmath_t<T>* pa
   if (err != cudaSuccess || splits == 1) {
     return err;
   }
+  return launch_weight_grad_sum(p, partials, splits, sm_count, stream);
+}
+
+template <typename T>
+cudaError_t launch_weight_grad_sum(const WeightGradArgs<T>& p, const cuda::opmath_t<T>* partials,
+                                   int splits, int sm_count, cudaStream_t stream) {
   const int64_t total = 3 * p.state * p.cols;
   const auto blocks = static_cast<unsigned int>(
       std::clamp<int64_t>((total + 255) / 256, 1, 4 * static_cast<int64_t>(sm_count)));
   return cuda::launch_dependent(weight_grad_sum_kernel<T>, dim3(blocks), dim3(256), 0, stream, p,
-                                static_cast<const cuda::opmath_t<T>*>(partials), splits);
+                                partials, splits);
 }
 
 #define LLTM_EXT_INSTANTIATE(T)                                                                 \
   template cudaError_t launch_weight_grad<T>(const WeightGradArgs<T>&, cuda::opmath_t<T>*, int, \
-                                             int64_t, int, cudaStream_t);
+                                             int64_t, int, cudaStream_t);                       \
+  template cudaError_t launch_weight_grad_sum<T>(                                               \
+      const WeightGradArgs<T>&, const cuda::opmath_t<T>*, int, int, cudaStream_t);
 LLTM_EXT_FOR_FLOATING_TYPES(LLTM_EXT_INSTANTIATE)
 
 }  // namespace lltm_ext::lltm
