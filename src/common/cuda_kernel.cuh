@@ -36,6 +36,21 @@ struct OpMath<c10::BFloat16> {
 template <typename T>
 using opmath_t = typename OpMath<T>::type;
 
+// `kernel`'s attributes on the current device (cudaFuncGetAttributes); *found false, and no error,
+// where the module has no image for the device at all.
+template <typename Kernel>
+cudaError_t image_attributes(Kernel kernel, cudaFuncAttributes* attr, bool* found) {
+  *found = false;
+  *attr = cudaFuncAttributes{};
+  const cudaError_t err = cudaFuncGetAttributes(attr, kernel);
+  if (err == cudaErrorInvalidDeviceFunction || err == cudaErrorNoKernelImageForDevice) {
+    (void)cudaGetLastError();  // no image for this device at all
+    return cudaSuccess;
+  }
+  *found = err == cudaSuccess;
+  return err;
+}
+
 // Whether `kernel`'s machine code for the current device was compiled from source for
 // architecture min_arch (e.g. 80, 90) or newer, up to max_arch: false where the module has no image
 // for the device, and where the driver compiled an older architecture's PTX (whose kernels that
@@ -44,17 +59,22 @@ using opmath_t = typename OpMath<T>::type;
 // newer ones too).
 template <typename Kernel>
 cudaError_t image_compiled_for(Kernel kernel, int min_arch, bool* loaded, int max_arch = 1 << 30) {
-  *loaded = false;
   cudaFuncAttributes attr{};
-  const cudaError_t err = cudaFuncGetAttributes(&attr, kernel);
-  if (err == cudaErrorInvalidDeviceFunction || err == cudaErrorNoKernelImageForDevice) {
-    (void)cudaGetLastError();  // no image for this device at all
-    return cudaSuccess;
-  }
-  if (err == cudaSuccess) {
-    *loaded = attr.ptxVersion >= min_arch && attr.binaryVersion >= min_arch &&
-              attr.ptxVersion <= max_arch && attr.binaryVersion <= max_arch;
-  }
+  bool found = false;
+  const cudaError_t err = image_attributes(kernel, &attr, &found);
+  *loaded = found && attr.ptxVersion >= min_arch && attr.binaryVersion >= min_arch &&
+            attr.ptxVersion <= max_arch && attr.binaryVersion <= max_arch;
+  return err;
+}
+
+// Whether the device runs `kernel`'s body that declares static shared memory: for kernels whose
+// architecture-specific body (sm_90a) alone declares it, and whose other bodies are empty stubs.
+template <typename Kernel>
+cudaError_t image_with_static_smem(Kernel kernel, bool* loaded) {
+  cudaFuncAttributes attr{};
+  bool found = false;
+  const cudaError_t err = image_attributes(kernel, &attr, &found);
+  *loaded = found && attr.sharedSizeBytes > 0;
   return err;
 }
 

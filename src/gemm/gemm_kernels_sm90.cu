@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "common/cuda_kernel.cuh"
 #include "gemm/gemm_launchers.h"
 #include "gemm/tiles/kernel_sm90.cuh"
 #include "gemm/tiles/transpose_f32.cuh"
@@ -181,18 +182,9 @@ cudaError_t launch_transpose_f32(const float* in, float* out, int64_t R, int64_t
 }
 
 cudaError_t sm90_image_loaded(bool* loaded) {
-  *loaded = false;
-  cudaFuncAttributes attr{};
-  const cudaError_t err =
-      cudaFuncGetAttributes(&attr, &sm90::gemm_sm90_kernel<256, sm90::kSm90BF16, true, false>);
-  if (err == cudaErrorInvalidDeviceFunction || err == cudaErrorNoKernelImageForDevice) {
-    (void)cudaGetLastError();  // no image for this device at all: not loaded, no error
-    return cudaSuccess;
-  }
-  if (err != cudaSuccess) return err;
   // Only the sm_90a body declares static shared memory (its mbarriers); the stubs have none.
-  *loaded = attr.sharedSizeBytes > 0;
-  return cudaSuccess;
+  return cuda::image_with_static_smem(&sm90::gemm_sm90_kernel<256, sm90::kSm90BF16, true, false>,
+                                      loaded);
 }
 
 }  // namespace lltm_ext::gemm

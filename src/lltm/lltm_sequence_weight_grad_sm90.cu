@@ -212,17 +212,7 @@ int weight_grad_sm90_smem_bytes() {
 }
 
 cudaError_t weight_grad_sm90_loaded(bool* loaded) {
-  *loaded = false;
-  cudaFuncAttributes attr{};
-  const cudaError_t err = cudaFuncGetAttributes(&attr, weight_grad_sm90_kernel);
-  if (err == cudaErrorInvalidDeviceFunction || err == cudaErrorNoKernelImageForDevice) {
-    (void)cudaGetLastError();  // no image for this device at all
-    return cudaSuccess;
-  }
-  if (err == cudaSuccess) {
-    *loaded = attr.sharedSizeBytes > 0;  // the sm_90a body's static shared memory
-  }
-  return err;
+  return cuda::image_with_static_smem(weight_grad_sm90_kernel, loaded);  // the sm_90a body's mark
 }
 
 cudaError_t launch_weight_grad_sm90(const WeightGradArgs<float>& p, float* partials, int splits,
