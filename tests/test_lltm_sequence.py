@@ -208,6 +208,10 @@ ZERO_STATE_PATHS = {
         {"LLTM_EXT_SEQUENCE_PATH": "cublas", "LLTM_EXT_SEQUENCE_STEP_GEMM": "tensor"},
         (4, 5, 3, 40),
     ),
+    "cublas-wgmma": (
+        {"LLTM_EXT_SEQUENCE_PATH": "cublas", "LLTM_EXT_SEQUENCE_STEP_GEMM": "wgmma"},
+        (4, 5, 3, 40),
+    ),
     "wgrad-cublas": ({"LLTM_EXT_SEQUENCE_WGRAD": "cublas"}, (5, 3, 4, 40)),
     "wgrad-tensor": ({"LLTM_EXT_SEQUENCE_WGRAD": "tensor"}, (5, 3, 4, 40)),
 }
@@ -229,6 +233,8 @@ def test_zero_state_as_none(monkeypatch, device, dtype, path):
             pytest.skip("these kernels need an sm_90 GPU")
         if dtype != torch.float32 and "LLTM_EXT_SEQUENCE_STEP_GEMM" in settings:
             pytest.skip("the own step products are float32's")
+        if settings.get("LLTM_EXT_SEQUENCE_STEP_GEMM") == "wgmma" and major != 9:
+            pytest.skip("Hopper's step product needs an sm_90 GPU")
         if settings.get("LLTM_EXT_SEQUENCE_WGRAD") == "tensor" and (
             dtype != torch.float32 or major != 9
         ):
@@ -1053,16 +1059,19 @@ STEP_GEMM_SIZES += [(2, 130, 3, 21), (3, 7, 8, 36), (2, 20, 12, 100), (2, 70, 5,
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("kernel", ["own", "tensor"])
+@pytest.mark.parametrize("kernel", ["own", "tensor", "wgmma"])
 @pytest.mark.parametrize("splits", ["", "1", "3", "64"])
 @pytest.mark.parametrize("size", STEP_GEMM_SIZES, ids=lambda s: "x".join(map(str, s)))
 def test_cuda_step_gemm(monkeypatch, size, splits, kernel):
     """The cuBLAS path's step products through our split float32 kernels (forced: own, the SIMT
-    cores; tensor, 3xTF32 on the tensor cores, sm_80+), their K split as the planner picks ("") or
-    as forced (64: as many as K allows): forward and all five gradients against the float64 loop,
-    and the same bits from run to run."""
+    cores; tensor, 3xTF32 on the tensor cores, sm_80+; wgmma, 3xTF32 on Hopper's tensor cores, its
+    tiles of 128 rows once, twice at B = 130, and 3 - 128 rows of one), their K split as the
+    planner picks ("") or as forced (64: as many as K allows): forward and all five gradients
+    against the float64 loop, and the same bits from run to run."""
     if kernel == "tensor" and torch.cuda.get_device_capability() < (8, 0):
         pytest.skip("the 3xTF32 step product needs sm_80+")
+    if kernel == "wgmma" and torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("Hopper's step product needs an sm_90 GPU")
     sequence_path(monkeypatch, "cublas")
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_GEMM", kernel)
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_SPLITS", splits)
@@ -1087,7 +1096,7 @@ def test_cuda_step_gemm_settings(monkeypatch):
     check_against_reference(size, "cuda", torch.float32)
     half = [a.detach() for a in make_args(*size, "cuda", torch.bfloat16)]
     args = [a.detach() for a in make_args(*size, "cuda", torch.float32)]
-    for kernel in ("own", "tensor"):
+    for kernel in ("own", "tensor", "wgmma"):
         monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_GEMM", kernel)
         with pytest.raises(RuntimeError, match=rf"STEP_GEMM={kernel} needs float32 at full"):
             _ops.lltm_sequence(*half)
@@ -1095,7 +1104,7 @@ def test_cuda_step_gemm_settings(monkeypatch):
             with pytest.raises(RuntimeError, match=r"with TF32 allowed"):
                 _ops.lltm_sequence(*args)
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_GEMM", "mine")
-    with pytest.raises(RuntimeError, match=r"must be auto, cublas, own or tensor.*'mine'"):
+    with pytest.raises(RuntimeError, match=r"must be auto, cublas, own, tensor or wgmma.*'mine'"):
         _ops.lltm_sequence(*args)
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_GEMM", "own")
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_SPLITS", "65")

@@ -10,7 +10,10 @@
 //   lltm_sequence_cluster.cu    the sequence's thread-block cluster kernels (sm_90; S <= 256)
 //   lltm_sequence_small.cu      the sequence's small-state kernels (any GPU; S <= 96 or 88)
 //   lltm_sequence_step_gemm.cu  the per-step recurrent product split over K (float32, any GPU)
+//   lltm_sequence_step_gemm_sm90.cu  the same product on Hopper's tensor cores (large batches)
 //   lltm_sequence_weight_grad.cu  the sequence's weight and bias gradients in one kernel (any GPU)
+//   lltm_sequence_weight_grad_sm90.cu  the same on Hopper's tensor cores (float32, long sequences)
+//   sequence_wgmma.cuh          the 3xTF32 wgmma loop that the two Hopper kernels share
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -264,10 +267,12 @@ cudaError_t launch_small_backward(T* d_gates, const T* w, int64_t ld, const T* g
 // multiple of 16, or 32 on the tensor cores). One split: c = the product (+ c where accumulate).
 // More: split z's partial sums go to partials + z m n (m x n each; c untouched), for the gate
 // kernel to add (SplitSums); `splits` must be step_gemm_splits(k, wanted, tensor)'s.
+// `wgmma` (with tensor, rows 128): Hopper's kernel (launch_step_gemm_sm90), transposed only.
 struct StepGemmShape {
   int rows = 0;  // 0: cuBLAS
   int splits = 1;
   bool tensor = false;  // 3xTF32 on the tensor cores, else the SIMT cores
+  bool wgmma = false;
 };
 int step_gemm_rows(int64_t m, bool tensor);
 int64_t step_gemm_k_split(int64_t k, int splits, bool tensor);
@@ -280,6 +285,16 @@ cudaError_t launch_step_gemm(const float* a, int64_t lda, const float* w, int64_
                              bool transposed, float* c, int64_t ldc, bool accumulate,
                              float* partials, int64_t m, int64_t n, int64_t k,
                              const StepGemmShape& shape, cudaStream_t stream);
+// The same product on Hopper's tensor cores (lltm_sequence_step_gemm_sm90.cu): c = a w^T, w (n x
+// k, ldw) K-contiguous as a is, blocks of 128 x 128 outputs, k split as step_gemm_k_split(k,
+// splits, true) splits it; 3xTF32 in wgmma with float32 sums. The sm_90a code only
+// (step_gemm_sm90_loaded), with step_gemm_sm90_smem_bytes of dynamic shared memory.
+int step_gemm_sm90_smem_bytes();
+cudaError_t step_gemm_sm90_loaded(bool* loaded);
+cudaError_t launch_step_gemm_sm90(const float* a, int64_t lda, const float* w, int64_t ldw,
+                                  float* c, int64_t ldc, bool accumulate, float* partials,
+                                  int64_t m, int64_t n, int64_t k, int splits, int64_t k_split,
+                                  cudaStream_t stream);
 
 // The sequence's weight gradients in one product (lltm_sequence_weight_grad.cu), over its rows = T
 // B rows k (contiguous tensors): d_weights (3S, S + I) = sum_k d_gates[k]^T [h_{k - B} | x_k] with

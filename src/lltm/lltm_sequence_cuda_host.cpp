@@ -51,14 +51,29 @@ at::Tensor split_sums(const at::Tensor& like, const StepGemmShape& split, int64_
 // W_h (3S x S, rows ld apart in `weights`) as launch_step_gemm reads it: the weights themselves
 // where their rows are 16-byte aligned and S is a multiple of 4, else a copy with rows of S
 // rounded up to a multiple of 4, zero-padded. None where the product (`shape`) is cuBLAS's.
+// Backward's product on Hopper's kernel (shape.wgmma), which reads W K-contiguous, takes W_h^T
+// instead (S x 3S, rows ld apart, a multiple of 4): `k_major`.
 struct StepWeights {
   at::Tensor copy;
   const float* data = nullptr;
   int64_t ld = 0;
+  bool k_major = false;
 };
-StepWeights step_weights(const at::Tensor& weights, int64_t S, const StepGemmShape& shape) {
+StepWeights step_weights(const at::Tensor& weights, int64_t S, const StepGemmShape& shape,
+                         bool backward) {
   StepWeights w;
   if (weights.scalar_type() != at::kFloat || shape.rows == 0) {
+    return w;
+  }
+  if (backward && shape.wgmma) {
+    w.ld = (3 * S + 3) / 4 * 4;
+    w.copy = at::empty({S, w.ld}, weights.options());
+    w.copy.narrow(1, 0, 3 * S).copy_(weights.narrow(1, 0, S).t());
+    if (w.ld > 3 * S) {
+      w.copy.narrow(1, 3 * S, w.ld - 3 * S).zero_();  // read by the last 16-byte piece of a row
+    }
+    w.data = w.copy.const_data_ptr<float>();
+    w.k_major = true;
     return w;
   }
   const int64_t ld = weights.size(1);
@@ -98,9 +113,9 @@ bool step_gemm(const StepGemmShape& shape, const T* a, int64_t lda, const StepWe
                int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
   if constexpr (std::is_same_v<T, float>) {
     if (shape.rows > 0) {
-      C10_CUDA_CHECK(launch_step_gemm(a, lda, w.data, w.ld, transposed, c, ldc, accumulate,
-                                      sums.defined() ? sums.mutable_data_ptr<float>() : nullptr, m,
-                                      n, k, shape, stream));
+      C10_CUDA_CHECK(launch_step_gemm(
+          a, lda, w.data, w.ld, transposed || w.k_major, c, ldc, accumulate,
+          sums.defined() ? sums.mutable_data_ptr<float>() : nullptr, m, n, k, shape, stream));
       return true;
     }
   }
@@ -178,7 +193,7 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
       case Path::kCublas: {  // per step: h_{t-1} W_h^T (cuBLAS or split), then the gate kernel
         const StepGemmShape& split = plan.forward_gemm;
         const at::Tensor sums = split_sums(input, split, B, 3 * S);
-        const StepWeights step_w = step_weights(weights, S, split);
+        const StepWeights step_w = step_weights(weights, S, split, /*backward=*/false);
         for (int64_t t = 0; t < T; ++t) {
           const scalar_t* h_prev = t == 0 ? h_0 : out + (t - 1) * n;
           const scalar_t* c_prev = t == 0 ? c_0 : cell + (t - 1) * n;
@@ -279,7 +294,8 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
                              // split; d h0 itself through cuBLAS, whole)
         const StepGemmShape& split = plan.backward_gemm;
         const at::Tensor sums = split_sums(cells, split, B, S);
-        const StepWeights step_w = T > 1 ? step_weights(weights, S, split) : StepWeights{};
+        const StepWeights step_w =
+            T > 1 ? step_weights(weights, S, split, /*backward=*/true) : StepWeights{};
         for (int64_t t = T - 1; t >= 0; --t) {
           // dL/dc_t: grad_c_n, or from step t + 1.
           const scalar_t* gc = t == T - 1 ? gc_n : dc[(t + 1) % 2];

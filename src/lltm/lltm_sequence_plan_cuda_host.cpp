@@ -466,10 +466,40 @@ int small_plan(int device, int64_t batch, int64_t state) {
 }
 
 // LLTM_EXT_SEQUENCE_STEP_GEMM, read at every call: "auto" (default), "cublas", "own" (the SIMT
-// kernel) or "tensor" (the 3xTF32 kernel).
+// kernel), "tensor" (the 3xTF32 kernel) or "wgmma" (Hopper's 3xTF32 kernel).
 std::string step_gemm_setting() {
   return env_choice("lltm_ext.lltm_sequence", "LLTM_EXT_SEQUENCE_STEP_GEMM",
-                    {"auto", "cublas", "own", "tensor"});
+                    {"auto", "cublas", "own", "tensor", "wgmma"});
+}
+
+// Whether `device` runs Hopper's step product (its sm_90a code, with the shared memory it needs).
+bool step_gemm_sm90_runs(int device) {
+  static cuda::PerDevice<bool> cache;
+  return cache.get(device, [](int d) {
+    const cuda::DeviceLimits& f = cuda::device_limits(d);
+    if (f.major != 9 || step_gemm_sm90_smem_bytes() > f.smem_optin) {
+      return false;
+    }
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(d));
+    bool is_loaded = false;
+    C10_CUDA_CHECK(step_gemm_sm90_loaded(&is_loaded));
+    return is_loaded;
+  });
+}
+
+// Where auto takes Hopper's step product (float32 at full precision, on a GPU that runs it): S >
+// 1024, forward from B = 96, backward from B = 33. Measured (H200, T = 100, I = 16,
+// forward+backward on the cuBLAS path, the sweep's sampler, us, with one direction's product
+// cuBLAS's / Hopper's, the other's cuBLAS's): forward S = 1156: B = 33 6437 / 6965, B = 64 7300 /
+// 7907, B = 111 9777 / 9341, B = 256 16711 / 16140, B = 508 30879 / 29704; S = 1716: B = 64 11857 /
+// 12424, B = 128 16894 / 15971; S = 2048: B = 128 22243 / 21410, B = 256 40474 / 40314; S = 529 and
+// 800: 2-16% slower at every B from 33 to 508. Backward S = 1156: B = 33 6440 / 5950, B = 64 7287 /
+// 6633, B = 111 9798 / 9700, B = 508 30878 / 28907; S = 1716: B = 64 11873 / 10970, B = 128 16920 /
+// 16479; S = 2048: B = 64 13339 / 13894 (the one loss past 1024), B = 256 40439 / 37147; S = 529: B
+// = 33 3510 / 3280, but B = 64 .. 256 9-12% slower. Its profile: "Float32's step products on
+// Hopper's tensor cores" in docs/lltm_notes.md.
+bool step_wgmma_auto(int64_t batch, int64_t state, bool backward) {
+  return state > 1024 && batch >= (backward ? 33 : 96);
 }
 
 // The cuBLAS path's step product m x n x k (forward B x 3S x S, backward B x S x 3S) through
@@ -491,7 +521,7 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
   StepGemmShape shape;
   const std::string setting = step_gemm_setting();
   const bool applies = std::is_same_v<T, float> && !tf32;
-  TORCH_CHECK(applies || (setting != "own" && setting != "tensor"),
+  TORCH_CHECK(applies || (setting != "own" && setting != "tensor" && setting != "wgmma"),
               "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_STEP_GEMM=", setting,
               " needs float32 at full precision (torch's float32 matmul precision \"highest\"), "
               "but got dtype ",
@@ -513,6 +543,28 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
               "(code compiled for compute capability 8.0 or newer, running on such a GPU) and ",
               step_gemm_smem_bytes(64, true), " bytes of shared memory a block; cuda:", device,
               " has compute capability ", f.major, ".x and ", f.smem_optin, " bytes.");
+  const bool wgmma_runs = step_gemm_sm90_runs(device);
+  TORCH_CHECK(wgmma_runs || setting != "wgmma",
+              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_STEP_GEMM=wgmma needs a Hopper GPU "
+              "(compute capability 9.0) running this build's sm_90a code (TORCH_CUDA_ARCH_LIST "
+              "with 9.0a) and ",
+              step_gemm_sm90_smem_bytes(), " bytes of shared memory a block; cuda:", device,
+              " has compute capability ", f.major, ".x and ", f.smem_optin, " bytes.");
+  if (setting == "wgmma" ||
+      (setting == "auto" && wgmma_runs && step_wgmma_auto(m, backward ? n : k, backward))) {
+    // One block an SM: splits of k that fill at most one wave, each at least 64 k.
+    shape.wgmma = shape.tensor = true;
+    shape.rows = 128;
+    const int64_t tiles = step_gemm_tiles(m, n, shape.rows);
+    int splits = static_cast<int>(
+        std::clamp<int64_t>(cuda::sm_count(device) / tiles, 1, std::clamp<int64_t>(k / 64, 1, 64)));
+    const int forced = knob_between("LLTM_EXT_SEQUENCE_STEP_SPLITS", 1, 64);
+    if (forced > 0) {
+      splits = forced;
+    }
+    shape.splits = step_gemm_splits(k, splits, true);
+    return shape;
+  }
   if (setting == "own" || setting == "tensor") {
     shape.tensor = setting == "tensor";
   } else {

@@ -497,6 +497,12 @@ cudaError_t launch_step_gemm(const float* a, int64_t lda, const float* w, int64_
     return cudaErrorInvalidValue;  // a split would be empty
   }
   const int64_t k_split = step_gemm_k_split(k, splits, shape.tensor);
+  if (shape.wgmma) {
+    return shape.tensor && shape.rows == 128 && transposed
+               ? launch_step_gemm_sm90(a, lda, w, ldw, c, ldc, accumulate, partials, m, n, k,
+                                       splits, k_split, stream)
+               : cudaErrorInvalidValue;
+  }
   if (shape.tensor) {
     switch (shape.rows) {
       case 16:

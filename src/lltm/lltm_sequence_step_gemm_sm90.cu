@@ -1,0 +1,199 @@
+// The sequence's per-step recurrent product in float32 on Hopper's tensor cores (sm_90a), for the
+// large batches where cuBLAS's exact float32 kernels run on the SIMT cores: C (M x N) = A (M x K)
+// W^T (W: N x K), three TF32 passes of wgmma with float32 sums, K split over the blocks as
+// launch_step_gemm's kernels split it.
+#include <algorithm>
+#include <cstdint>
+
+#include "common/cuda_kernel.cuh"
+#include "gemm/tiles/cp_async.cuh"
+#include "lltm/lltm_launchers.h"
+#include "lltm/sequence_wgmma.cuh"
+
+namespace lltm_ext::lltm {
+namespace {
+
+using wgmma3::kPartBytes;
+using wgmma3::kStageBytes;
+using wgmma3::kThreads;
+using wgmma3::kTile;
+// The operands as read, float32, in a ring of kRaw stages of cp.async copies (A's 128 rows x 32 k,
+// then W's), ahead of the two split stages that the tensor cores read.
+constexpr int kRaw = 3;
+constexpr int kRawBytes = 2 * kPartBytes;
+constexpr int kSmemBytes = 2 * kStageBytes + kRaw * kRawBytes + 1024;  // 225 KB, aligned to 1024
+
+#if LLTM_EXT_SM90A
+// cp.async of this thread's 16 bytes of a row from k (dst, shared): at once where `vec` (the row's
+// 16-byte pieces aligned), else a float at a time; zeros past k_end and where !in (row: then the
+// operand's base, an address that is read nowhere). `whole`: the stage lies before k_end.
+__device__ __forceinline__ void copy_chunk(uint32_t dst, const float* row, int64_t k, int64_t k_end,
+                                           bool in, bool vec, bool whole) {
+  if (vec && whole) {
+    gemm_tiles::cp_async<16>(dst, row + (in ? k : 0), in ? 16 : 0);
+    return;
+  }
+  if (vec) {
+    const int64_t bytes = in ? std::clamp<int64_t>((k_end - k) * 4, 0, 16) : 0;
+    gemm_tiles::cp_async<16>(dst, bytes > 0 ? row + k : row, static_cast<int>(bytes));
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const bool valid = in && k + e < k_end;
+    gemm_tiles::cp_async<4>(dst + 4 * e, valid ? row + k + e : row, valid ? 4 : 0);
+  }
+}
+#endif
+
+// Block (x, y, z): C's rows [128 y, 128 y + 128) x columns [128 x, 128 x + 128), over k's split
+// [z k_split, (z + 1) k_split). A's rows and W's rows (C's columns) are both K-contiguous. A stage
+// is 32 k: thread (c = tid % 128, q0 = tid / 128) copies row c's 16-byte chunks q0 + 2 i (i < 4) of
+// A and of W into the raw ring (the chunks in wgmma's 128-byte swizzle there too, so that a quarter
+// warp's 16-byte reads of 8 rows meet no bank twice), three stages ahead, then reads back its own
+// chunks, splits them into tf32 big and small parts and stores them where the tensor cores read
+// (wgmma3::store_stage), one stage ahead of their wgmma (wgmma3::mma_stage, add_stage). One split:
+// C = the product (+ C where accumulate); more: partials[z] (M x N).
+__global__ void __launch_bounds__(kThreads, 1)
+    step_gemm_sm90_kernel(const float* __restrict__ a, int64_t lda, const float* __restrict__ w,
+                          int64_t ldw, float* c, int64_t ldc, bool accumulate,
+                          float* __restrict__ partials, int64_t m, int64_t n, int64_t k,
+                          int64_t k_split, bool vec_a, bool vec_w) {
+#if LLTM_EXT_SM90A
+  namespace sm90 = gemm_tiles::sm90;
+  // Static shared memory only in this body: step_gemm_sm90_loaded tells the image apart by it.
+  __shared__ volatile int image_mark;
+  cuda::pdl_wait_then_release();  // launched by launch_dependent
+  extern __shared__ __align__(16) uint8_t sg_raw[];
+  const int tid = static_cast<int>(threadIdx.x), group = tid / 128;
+  if (tid == 0) {
+    image_mark = 0;
+  }
+  const uint32_t base = (sm90::smem_u32(sg_raw) + 1023) & ~1023u;
+  uint8_t* const smem = sg_raw + (base - sm90::smem_u32(sg_raw));
+  const uint32_t ring = base + 2 * kStageBytes;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  const int64_t k_begin = static_cast<int64_t>(blockIdx.z) * k_split;
+  const int64_t k_end = std::min(k, k_begin + k_split);
+  const int64_t stages =
+      (std::max<int64_t>(0, k_end - k_begin) + wgmma3::kDepth - 1) / wgmma3::kDepth;
+  const int row = tid % kTile, q0 = tid / kTile;
+  const bool a_in = m0 + row < m, w_in = n0 + row < n;
+  const float* const a_row = a_in ? a + (m0 + row) * lda : a;
+  const float* const w_row = w_in ? w + (n0 + row) * ldw : w;
+  // This thread's chunk i of a stage: at the same offset in every part and ring slot.
+  const auto offset = [row, q0](int i) { return row * 128 + (((q0 + 2 * i) ^ (row % 8)) << 4); };
+  const auto copy = [&](int64_t s) {  // stage s into ring slot s % kRaw, one commit group
+    const uint32_t slot = ring + static_cast<uint32_t>(s % kRaw) * kRawBytes;
+    const int64_t k0 = k_begin + s * wgmma3::kDepth;
+    const bool whole = k0 + wgmma3::kDepth <= k_end;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t k = k0 + 4 * q0 + 8 * i;
+      copy_chunk(slot + offset(i), a_row, k, k_end, a_in, vec_a, whole);
+      copy_chunk(slot + kPartBytes + offset(i), w_row, k, k_end, w_in, vec_w, whole);
+    }
+  };
+  const auto split =
+      [&](int64_t s) {  // this thread's chunks of ring slot s % kRaw, into buffer s % 2
+        const uint8_t* const slot = smem + 2 * kStageBytes + (s % kRaw) * kRawBytes;
+        wgmma3::Chunks ra, rb;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float4 va = *reinterpret_cast<const float4*>(slot + offset(i));
+          const float4 vw = *reinterpret_cast<const float4*>(slot + kPartBytes + offset(i));
+          ra[i][0] = va.x, ra[i][1] = va.y, ra[i][2] = va.z, ra[i][3] = va.w;
+          rb[i][0] = vw.x, rb[i][1] = vw.y, rb[i][2] = vw.z, rb[i][3] = vw.w;
+        }
+        wgmma3::store_stage(smem + (s % 2) * kStageBytes, row, q0, ra, rb);
+      };
+
+  float acc[64] = {};
+  float part[64];
+#pragma unroll
+  for (int s = 0; s < kRaw; ++s) {
+    if (s < stages) {
+      copy(s);
+    }
+    gemm_tiles::cp_async_commit();  // one group a stage, empty past the last
+  }
+  if (stages > 0) {
+    gemm_tiles::cp_async_wait<kRaw - 1>();  // this thread's copies of stage 0
+    split(0);
+  }
+  sm90::fence_proxy_async_smem();  // the stores, before the tensor cores read them
+  __syncthreads();
+  for (int64_t s = 0; s < stages; ++s) {
+    wgmma3::mma_stage(part, base + static_cast<uint32_t>(s % 2) * kStageBytes, group);
+    // Ring slot s % kRaw was last read by this thread's split of stage s (its own chunks only).
+    if (s + kRaw < stages) {
+      copy(s + kRaw);
+    }
+    gemm_tiles::cp_async_commit();
+    if (s + 1 < stages) {
+      gemm_tiles::cp_async_wait<kRaw - 1>();  // this thread's copies of stage s + 1
+      split(s + 1);  // into the buffer of stage s - 1, whose wgmma everyone waited for
+      sm90::fence_proxy_async_smem();
+    }
+    wgmma3::add_stage(acc, part);
+    __syncthreads();  // everyone's stores of stage s + 1; everyone's wgmma of stage s done
+  }
+
+  wgmma3::for_each_output(acc, [&](int r, int col, float v) {
+    const int64_t i = m0 + r, j = n0 + col;
+    if (i < m && j < n) {
+      if (gridDim.z > 1) {
+        partials[(static_cast<int64_t>(blockIdx.z) * m + i) * n + j] = v;
+      } else {
+        float* const out = c + i * ldc + j;
+        *out = accumulate ? *out + v : v;
+      }
+    }
+  });
+#else
+  (void)a, (void)lda, (void)w, (void)ldw, (void)c, (void)ldc, (void)accumulate, (void)partials;
+  (void)m, (void)n, (void)k, (void)k_split, (void)vec_a, (void)vec_w;
+#endif
+}
+
+bool rows_aligned(const float* p, int64_t ld) {
+  return ld % 4 == 0 && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+}  // namespace
+
+int step_gemm_sm90_smem_bytes() {
+  return kSmemBytes;
+}
+
+cudaError_t step_gemm_sm90_loaded(bool* loaded) {
+  return cuda::image_with_static_smem(step_gemm_sm90_kernel, loaded);  // the sm_90a body's mark
+}
+
+cudaError_t launch_step_gemm_sm90(const float* a, int64_t lda, const float* w, int64_t ldw,
+                                  float* c, int64_t ldc, bool accumulate, float* partials,
+                                  int64_t m, int64_t n, int64_t k, int splits, int64_t k_split,
+                                  cudaStream_t stream) {
+  if (m == 0 || n == 0) {
+    return cudaSuccess;
+  }
+  if ((m + kTile - 1) / kTile > 65535 || splits > 65535) {
+    return cudaErrorInvalidValue;
+  }
+  // The dynamic shared memory allowed at every launch (the attribute is the current device's; the
+  // caller checked that it has that much: step_gemm_sm90_smem_bytes).
+  const cudaError_t err = cudaFuncSetAttribute(
+      step_gemm_sm90_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  if (err != cudaSuccess) {
+    return err;
+  }
+  const dim3 grid(static_cast<unsigned int>((n + kTile - 1) / kTile),
+                  static_cast<unsigned int>((m + kTile - 1) / kTile),
+                  static_cast<unsigned int>(splits));
+  return cuda::launch_dependent(step_gemm_sm90_kernel, grid, dim3(kThreads), kSmemBytes, stream, a,
+                                lda, w, ldw, c, ldc, accumulate, partials, m, n, k, k_split,
+                                rows_aligned(a, lda), rows_aligned(w, ldw));
+}
+
+}  // namespace lltm_ext::lltm
