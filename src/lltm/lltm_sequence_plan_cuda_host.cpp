@@ -550,8 +550,13 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
               "with 9.0a) and ",
               step_gemm_sm90_smem_bytes(), " bytes of shared memory a block; cuda:", device,
               " has compute capability ", f.major, ".x and ", f.smem_optin, " bytes.");
-  if (setting == "wgmma" ||
-      (setting == "auto" && wgmma_runs && step_wgmma_auto(m, backward ? n : k, backward))) {
+  const bool wgmma_fits = (m + 127) / 128 <= 65535;  // the grid's row tiles
+  TORCH_CHECK(wgmma_fits || setting != "wgmma",
+              "lltm_ext.lltm_sequence: the step product through LLTM_EXT_SEQUENCE_STEP_GEMM=wgmma "
+              "takes batches of at most ",
+              65535 * int64_t{128}, " rows, but got ", m, ".");
+  if (setting == "wgmma" || (setting == "auto" && wgmma_runs && wgmma_fits &&
+                             step_wgmma_auto(m, backward ? n : k, backward))) {
     // One block an SM: splits of k that fill at most one wave, each at least 64 k.
     shape.wgmma = shape.tensor = true;
     shape.rows = 128;
