@@ -140,14 +140,28 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();  // everyone's stores of stage s + 1; everyone's wgmma of stage s done
   }
 
-  wgmma3::for_each_output(acc, [&](int r, int col, float v) {
+  // The outputs two columns (8 bytes) a store where the rows allow it (n and ld even, dst 8-byte
+  // aligned): a warp's store then fills whole 32-byte sectors, which 4-byte stores half-filled.
+  float* const dst = gridDim.z > 1 ? partials + static_cast<int64_t>(blockIdx.z) * m * n : c;
+  const int64_t ld = gridDim.z > 1 ? n : ldc;
+  const bool sum = gridDim.z == 1 && accumulate;
+  const bool pairs = n % 2 == 0 && ld % 2 == 0 && reinterpret_cast<uintptr_t>(dst) % 8 == 0;
+  wgmma3::for_each_output_pair(acc, [&](int r, int col, float v0, float v1) {
     const int64_t i = m0 + r, j = n0 + col;
     if (i < m && j < n) {
-      if (gridDim.z > 1) {
-        partials[(static_cast<int64_t>(blockIdx.z) * m + i) * n + j] = v;
+      float* const out = dst + i * ld + j;
+      if (pairs) {
+        float2 v = make_float2(v0, v1);
+        if (sum) {
+          const float2 o = *reinterpret_cast<const float2*>(out);
+          v.x += o.x, v.y += o.y;
+        }
+        *reinterpret_cast<float2*>(out) = v;
       } else {
-        float* const out = c + i * ldc + j;
-        *out = accumulate ? *out + v : v;
+        out[0] = sum ? out[0] + v0 : v0;
+        if (j + 1 < n) {
+          out[1] = sum ? out[1] + v1 : v1;
+        }
       }
     }
   });

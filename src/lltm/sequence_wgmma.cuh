@@ -142,6 +142,21 @@ __device__ __forceinline__ void for_each_output(const float (&acc)[64], F&& f) {
   }
 }
 
+// As for_each_output, two columns at a time: f(row, col, acc[i], acc[i + 1]) for the outputs at
+// (row, col) and (row, col + 1), col even.
+template <typename F>
+__device__ __forceinline__ void for_each_output_pair(const float (&acc)[64], F&& f) {
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32;
+  const int row0 = (tid / 128) * 64 + 16 * ((tid / 32) % 4) + lane / 4, col0 = 2 * (lane % 4);
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      f(row0 + 8 * h, col0 + 8 * j, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+    }
+  }
+}
+
 #endif  // LLTM_EXT_SM90A
 
 }  // namespace lltm_ext::lltm::wgmma3
