@@ -140,11 +140,38 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();  // everyone's stores of stage s + 1; everyone's wgmma of stage s done
   }
 
-  // The outputs two columns (8 bytes) a store where the rows allow it (n and ld even, dst 8-byte
-  // aligned): a warp's store then fills whole 32-byte sectors, which 4-byte stores half-filled.
   float* const dst = gridDim.z > 1 ? partials + static_cast<int64_t>(blockIdx.z) * m * n : c;
   const int64_t ld = gridDim.z > 1 ? n : ldc;
   const bool sum = gridDim.z == 1 && accumulate;
+  if (n % 4 == 0 && ld % 4 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
+    // Rows 16-byte aligned: the outputs through shared memory (the split stages', unread since the
+    // last wgmma was waited for and the barrier after it), then a warp a row, each lane 16 bytes:
+    // whole 128-byte lines a store. Rows kRowLd floats apart: a half warp's 8-byte stores of a
+    // fragment (4 rows x 4 pairs) meet no bank twice.
+    constexpr int kRowLd = kTile + 8;
+    static_assert(kTile * kRowLd * 4 <= 2 * kStageBytes);
+    float* const tile = reinterpret_cast<float*>(smem);
+    wgmma3::for_each_output_pair(acc, [&](int r, int col, float v0, float v1) {
+      *reinterpret_cast<float2*>(tile + r * kRowLd + col) = make_float2(v0, v1);
+    });
+    __syncthreads();
+    const int lane = tid % 32, rows = static_cast<int>(std::min<int64_t>(kTile, m - m0));
+    const int64_t j = n0 + 4 * lane;
+    if (j < n) {  // n - n0 is a multiple of 4
+      for (int r = tid / 32; r < rows; r += kThreads / 32) {
+        float4 v = *reinterpret_cast<const float4*>(tile + r * kRowLd + 4 * lane);
+        float4* const out = reinterpret_cast<float4*>(dst + (m0 + r) * ld + j);
+        if (sum) {
+          const float4 o = *out;
+          v.x += o.x, v.y += o.y, v.z += o.z, v.w += o.w;
+        }
+        *out = v;
+      }
+    }
+    return;
+  }
+  // Else two columns (8 bytes) a store where the rows allow it (n and ld even, dst 8-byte
+  // aligned): a warp's store then fills whole 32-byte sectors, which 4-byte stores half-filled.
   const bool pairs = n % 2 == 0 && ld % 2 == 0 && reinterpret_cast<uintptr_t>(dst) % 8 == 0;
   wgmma3::for_each_output_pair(acc, [&](int r, int col, float v0, float v1) {
     const int64_t i = m0 + r, j = n0 + col;
