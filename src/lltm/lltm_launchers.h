@@ -281,10 +281,13 @@ int64_t step_gemm_tiles(int64_t m, int64_t n, int rows);
 int step_gemm_smem_bytes(int rows, bool tensor);
 // Whether the current device runs the tensor-core kernel's sm_80+ code (not an older image).
 cudaError_t step_gemm_tensor_loaded(bool* loaded);
+// w_early: no kernel that may still run when this one is launched writes w (the kernel before it
+// on the stream does not, and every kernel before that one has ended by then: each waits for the
+// kernel before it first); Hopper's kernel then copies w's first stages before that wait.
 cudaError_t launch_step_gemm(const float* a, int64_t lda, const float* w, int64_t ldw,
                              bool transposed, float* c, int64_t ldc, bool accumulate,
                              float* partials, int64_t m, int64_t n, int64_t k,
-                             const StepGemmShape& shape, cudaStream_t stream);
+                             const StepGemmShape& shape, bool w_early, cudaStream_t stream);
 // The same product on Hopper's tensor cores (lltm_sequence_step_gemm_sm90.cu): c = a w^T, w (n x
 // k, ldw) K-contiguous as a is, blocks of 128 x 128 outputs, k split as step_gemm_k_split(k,
 // splits, true) splits it; 3xTF32 in wgmma with float32 sums. The sm_90a code only
@@ -294,7 +297,7 @@ cudaError_t step_gemm_sm90_loaded(bool* loaded);
 cudaError_t launch_step_gemm_sm90(const float* a, int64_t lda, const float* w, int64_t ldw,
                                   float* c, int64_t ldc, bool accumulate, float* partials,
                                   int64_t m, int64_t n, int64_t k, int splits, int64_t k_split,
-                                  cudaStream_t stream);
+                                  bool w_early, cudaStream_t stream);
 
 // The sequence's weight gradients in one product (lltm_sequence_weight_grad.cu), over its rows = T
 // B rows k (contiguous tensors): d_weights (3S, S + I) = sum_k d_gates[k]^T [h_{k - B} | x_k] with

@@ -106,16 +106,19 @@ SplitSums<T> split_parts(const at::Tensor& sums, int splits, T* total) {
 }
 
 // The step product c = a op(w) through launch_step_gemm where the plan has it (float32 only; into
-// sums where split): false where cuBLAS is to run it.
+// sums where split): false where cuBLAS is to run it. after_gates: the kernel before it on the
+// stream is one of the sequence's gate kernels, which write no weights (launch_step_gemm's
+// w_early).
 template <typename T>
 bool step_gemm(const StepGemmShape& shape, const T* a, int64_t lda, const StepWeights& w,
                bool transposed, T* c, int64_t ldc, bool accumulate, const at::Tensor& sums,
-               int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
+               int64_t m, int64_t n, int64_t k, bool after_gates, cudaStream_t stream) {
   if constexpr (std::is_same_v<T, float>) {
     if (shape.rows > 0) {
-      C10_CUDA_CHECK(launch_step_gemm(
-          a, lda, w.data, w.ld, transposed || w.k_major, c, ldc, accumulate,
-          sums.defined() ? sums.mutable_data_ptr<float>() : nullptr, m, n, k, shape, stream));
+      C10_CUDA_CHECK(launch_step_gemm(a, lda, w.data, w.ld, transposed || w.k_major, c, ldc,
+                                      accumulate,
+                                      sums.defined() ? sums.mutable_data_ptr<float>() : nullptr, m,
+                                      n, k, shape, after_gates, stream));
       return true;
     }
   }
@@ -201,7 +204,8 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
           bool split_done = false;  // the product's partial sums in `sums`, for the gate kernel
           if (h_prev != nullptr) {  // none for a zero h_{-1}: gates_0 is the projection alone
             split_done = step_gemm(split, h_prev, S, step_w, /*transposed=*/true, g_t, 3 * S,
-                                   /*accumulate=*/true, sums, B, 3 * S, S, stream);
+                                   /*accumulate=*/true, sums, B, 3 * S, S,
+                                   /*after_gates=*/t > 0, stream);
             if (!split_done) {
               blas.gemm(row_major(h_prev, B, S, S), transposed(w_h),
                         row_major(g_t, B, 3 * S, 3 * S), 1);
@@ -311,7 +315,8 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
               cell + t * n, g + t * 3 * n, b, dg_t, dc[t % 2], nullptr, nullptr, n, S, sms, stream,
               parts));
           if (t > 0 ? !step_gemm(split, dg_t, 3 * S, step_w, /*transposed=*/false, dh, S,
-                                 /*accumulate=*/false, sums, B, S, 3 * S, stream)
+                                 /*accumulate=*/false, sums, B, S, 3 * S, /*after_gates=*/true,
+                                 stream)
                     : want_d_h0) {
             blas.gemm(row_major(dg_t, B, 3 * S, 3 * S), w_h, row_major(dh, B, S, S), 0);
           }

@@ -488,7 +488,7 @@ int step_gemm_smem_bytes(int rows, bool tensor) {
 cudaError_t launch_step_gemm(const float* a, int64_t lda, const float* w, int64_t ldw,
                              bool transposed, float* c, int64_t ldc, bool accumulate,
                              float* partials, int64_t m, int64_t n, int64_t k,
-                             const StepGemmShape& shape, cudaStream_t stream) {
+                             const StepGemmShape& shape, bool w_early, cudaStream_t stream) {
   if (m == 0 || n == 0) {
     return cudaSuccess;
   }
@@ -500,7 +500,7 @@ cudaError_t launch_step_gemm(const float* a, int64_t lda, const float* w, int64_
   if (shape.wgmma) {
     return shape.tensor && shape.rows == 128 && transposed
                ? launch_step_gemm_sm90(a, lda, w, ldw, c, ldc, accumulate, partials, m, n, k,
-                                       splits, k_split, stream)
+                                       splits, k_split, w_early, stream)
                : cudaErrorInvalidValue;
   }
   if (shape.tensor) {

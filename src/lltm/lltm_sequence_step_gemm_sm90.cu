@@ -58,12 +58,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     step_gemm_sm90_kernel(const float* __restrict__ a, int64_t lda, const float* __restrict__ w,
                           int64_t ldw, float* c, int64_t ldc, bool accumulate,
                           float* __restrict__ partials, int64_t m, int64_t n, int64_t k,
-                          int64_t k_split, bool vec_a, bool vec_w) {
+                          int64_t k_split, bool vec_a, bool vec_w, bool w_early) {
 #if LLTM_EXT_SM90A
   namespace sm90 = gemm_tiles::sm90;
   // Static shared memory only in this body: step_gemm_sm90_loaded tells the image apart by it.
   __shared__ volatile int image_mark;
-  cuda::pdl_wait_then_release();  // launched by launch_dependent
   extern __shared__ __align__(16) uint8_t sg_raw[];
   const int tid = static_cast<int>(threadIdx.x), group = tid / 128;
   if (tid == 0) {
@@ -84,15 +83,20 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float* const w_row = w_in ? w + (n0 + row) * ldw : w;
   // This thread's chunk i of a stage: at the same offset in every part and ring slot.
   const auto offset = [row, q0](int i) { return row * 128 + (((q0 + 2 * i) ^ (row % 8)) << 4); };
-  const auto copy = [&](int64_t s) {  // stage s into ring slot s % kRaw, one commit group
+  // Stage s's A (with_a) and W (with_w) into ring slot s % kRaw.
+  const auto copy = [&](int64_t s, bool with_a, bool with_w) {
     const uint32_t slot = ring + static_cast<uint32_t>(s % kRaw) * kRawBytes;
     const int64_t k0 = k_begin + s * wgmma3::kDepth;
     const bool whole = k0 + wgmma3::kDepth <= k_end;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int64_t k = k0 + 4 * q0 + 8 * i;
-      copy_chunk(slot + offset(i), a_row, k, k_end, a_in, vec_a, whole);
-      copy_chunk(slot + kPartBytes + offset(i), w_row, k, k_end, w_in, vec_w, whole);
+      if (with_a) {
+        copy_chunk(slot + offset(i), a_row, k, k_end, a_in, vec_a, whole);
+      }
+      if (with_w) {
+        copy_chunk(slot + kPartBytes + offset(i), w_row, k, k_end, w_in, vec_w, whole);
+      }
     }
   };
   const auto split =
@@ -111,10 +115,21 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   float acc[64] = {};
   float part[64];
+  // Where w_early, W's first stages are copied while the kernel before this one still runs (in
+  // the first commit group, so stage 0's wait covers them); A, that kernel's output, after it.
+  if (w_early) {
+#pragma unroll
+    for (int s = 0; s < kRaw; ++s) {
+      if (s < stages) {
+        copy(s, false, true);
+      }
+    }
+  }
+  cuda::pdl_wait_then_release();  // launched by launch_dependent
 #pragma unroll
   for (int s = 0; s < kRaw; ++s) {
     if (s < stages) {
-      copy(s);
+      copy(s, true, !w_early);
     }
     gemm_tiles::cp_async_commit();  // one group a stage, empty past the last
   }
@@ -128,7 +143,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma3::mma_stage(part, base + static_cast<uint32_t>(s % 2) * kStageBytes, group);
     // Ring slot s % kRaw was last read by this thread's split of stage s (its own chunks only).
     if (s + kRaw < stages) {
-      copy(s + kRaw);
+      copy(s + kRaw, true, true);
     }
     gemm_tiles::cp_async_commit();
     if (s + 1 < stages) {
@@ -194,7 +209,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   });
 #else
   (void)a, (void)lda, (void)w, (void)ldw, (void)c, (void)ldc, (void)accumulate, (void)partials;
-  (void)m, (void)n, (void)k, (void)k_split, (void)vec_a, (void)vec_w;
+  (void)m, (void)n, (void)k, (void)k_split, (void)vec_a, (void)vec_w, (void)w_early;
 #endif
 }
 
@@ -215,7 +230,7 @@ cudaError_t step_gemm_sm90_loaded(bool* loaded) {
 cudaError_t launch_step_gemm_sm90(const float* a, int64_t lda, const float* w, int64_t ldw,
                                   float* c, int64_t ldc, bool accumulate, float* partials,
                                   int64_t m, int64_t n, int64_t k, int splits, int64_t k_split,
-                                  cudaStream_t stream) {
+                                  bool w_early, cudaStream_t stream) {
   if (m == 0 || n == 0) {
     return cudaSuccess;
   }
@@ -234,7 +249,7 @@ cudaError_t launch_step_gemm_sm90(const float* a, int64_t lda, const float* w, i
                   static_cast<unsigned int>(splits));
   return cuda::launch_dependent(step_gemm_sm90_kernel, grid, dim3(kThreads), kSmemBytes, stream, a,
                                 lda, w, ldw, c, ldc, accumulate, partials, m, n, k, k_split,
-                                rows_aligned(a, lda), rows_aligned(w, ldw));
+                                rows_aligned(a, lda), rows_aligned(w, ldw), w_early);
 }
 
 }  // namespace lltm_ext::lltm
