@@ -126,13 +126,20 @@ __device__ __forceinline__ void tf32x3_sums(uint8_t* raw, int64_t stages, Load&&
   }
 }
 
-// Calls f(row, col, acc[i]) for this thread's outputs, row and col within the block's 128 x 128:
-// the m64n128 fragment, per 8 columns j, (row r, columns 2 t, 2 t + 1) and (row r + 8, the same),
-// r = 64 warpgroup + 16 warp + lane / 4, t = lane % 4.
+// This thread's first output in the block's 128 x 128: the m64n128 fragment holds, per 8 columns
+// j, (row r, columns 2 t, 2 t + 1) and (row r + 8, the same), r = 64 warpgroup + 16 warp + lane /
+// 4, t = lane % 4; row0 = r, col0 = 2 t.
+__device__ __forceinline__ void output_origin(int& row0, int& col0) {
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32;
+  row0 = (tid / 128) * 64 + 16 * ((tid / 32) % 4) + lane / 4;
+  col0 = 2 * (lane % 4);
+}
+
+// Calls f(row, col, acc[i]) for this thread's outputs (output_origin's layout).
 template <typename F>
 __device__ __forceinline__ void for_each_output(const float (&acc)[64], F&& f) {
-  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32;
-  const int row0 = (tid / 128) * 64 + 16 * ((tid / 32) % 4) + lane / 4, col0 = 2 * (lane % 4);
+  int row0, col0;
+  output_origin(row0, col0);
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
 #pragma unroll
@@ -146,8 +153,8 @@ __device__ __forceinline__ void for_each_output(const float (&acc)[64], F&& f) {
 // (row, col) and (row, col + 1), col even.
 template <typename F>
 __device__ __forceinline__ void for_each_output_pair(const float (&acc)[64], F&& f) {
-  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32;
-  const int row0 = (tid / 128) * 64 + 16 * ((tid / 32) % 4) + lane / 4, col0 = 2 * (lane % 4);
+  int row0, col0;
+  output_origin(row0, col0);
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
 #pragma unroll
