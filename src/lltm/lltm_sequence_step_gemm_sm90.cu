@@ -48,11 +48,11 @@ __device__ __forceinline__ void copy_chunk(uint32_t dst, const float* row, int64
 
 // Block (x, y, z): C's rows [128 y, 128 y + 128) x columns [128 x, 128 x + 128), over k's split
 // [z k_split, (z + 1) k_split). A's rows and W's rows (C's columns) are both K-contiguous. A stage
-// is 32 k: thread (c = tid % 128, q0 = tid / 128) copies row c's 16-byte chunks q0 + 2 i (i < 4) of
-// A and of W into the raw ring (the chunks in wgmma's 128-byte swizzle there too, so that a quarter
-// warp's 16-byte reads of 8 rows meet no bank twice), three stages ahead, then reads back its own
-// chunks, splits them into tf32 big and small parts and stores them where the tensor cores read
-// (wgmma3::store_stage), one stage ahead of their wgmma (wgmma3::mma_stage, add_stage). One split:
+// is 32 k: each thread copies four 16-byte chunks of A and of W into the raw ring (a warp's copy
+// four whole rows, a quarter warp's one row: in wgmma's 128-byte swizzle there too, no bank
+// twice), three stages ahead, then reads back its own chunks, splits them
+// into tf32 big and small parts and stores them where the tensor cores read (wgmma3::store_chunks),
+// one stage ahead of their wgmma (wgmma3::mma_stage, add_stage). One split:
 // C = the product (+ C where accumulate); more: partials[z] (M x N).
 __global__ void __launch_bounds__(kThreads, 1)
     step_gemm_sm90_kernel(const float* __restrict__ a, int64_t lda, const float* __restrict__ w,
@@ -77,25 +77,30 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t k_end = std::min(k, k_begin + k_split);
   const int64_t stages =
       (std::max<int64_t>(0, k_end - k_begin) + wgmma3::kDepth - 1) / wgmma3::kDepth;
-  const int row = tid % kTile, q0 = tid / kTile;
-  const bool a_in = m0 + row < m, w_in = n0 + row < n;
-  const float* const a_row = a_in ? a + (m0 + row) * lda : a;
-  const float* const w_row = w_in ? w + (n0 + row) * ldw : w;
-  // This thread's chunk i of a stage: at the same offset in every part and ring slot.
-  const auto offset = [row, q0](int i) { return row * 128 + (((q0 + 2 * i) ^ (row % 8)) << 4); };
+  // This thread's chunks of a stage: chunk q = tid % 8 (k 4 q to 4 q + 3) of rows r0 + 32 i (i <
+  // 4), r0 = tid / 8, of A and of W; a warp's copy reads 4 whole 128-byte rows of each.
+  const int q = tid % 8, r0 = tid / 8;
+  const int64_t a_left = m - m0 - r0, w_left = n - n0 - r0;  // rows r0 + 32 i < these are in
+  const float* const a_row = a + (m0 + r0) * lda;
+  const float* const w_row = w + (n0 + r0) * ldw;
+  // Chunk i's place in every part and ring slot ((r0 + 32 i) % 8 == r0 % 8).
+  const auto offset = [q, r0](int i) { return (r0 + 32 * i) * 128 + ((q ^ (r0 % 8)) << 4); };
   // Stage s's A (with_a) and W (with_w) into ring slot s % kRaw.
   const auto copy = [&](int64_t s, bool with_a, bool with_w) {
     const uint32_t slot = ring + static_cast<uint32_t>(s % kRaw) * kRawBytes;
     const int64_t k0 = k_begin + s * wgmma3::kDepth;
+    const int64_t k = k0 + 4 * q;
     const bool whole = k0 + wgmma3::kDepth <= k_end;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const int64_t k = k0 + 4 * q0 + 8 * i;
       if (with_a) {
-        copy_chunk(slot + offset(i), a_row, k, k_end, a_in, vec_a, whole);
+        const bool in = 32 * i < a_left;
+        copy_chunk(slot + offset(i), in ? a_row + 32 * i * lda : a, k, k_end, in, vec_a, whole);
       }
       if (with_w) {
-        copy_chunk(slot + kPartBytes + offset(i), w_row, k, k_end, w_in, vec_w, whole);
+        const bool in = 32 * i < w_left;
+        copy_chunk(slot + kPartBytes + offset(i), in ? w_row + 32 * i * ldw : w, k, k_end, in,
+                   vec_w, whole);
       }
     }
   };
@@ -110,7 +115,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           ra[i][0] = va.x, ra[i][1] = va.y, ra[i][2] = va.z, ra[i][3] = va.w;
           rb[i][0] = vw.x, rb[i][1] = vw.y, rb[i][2] = vw.z, rb[i][3] = vw.w;
         }
-        wgmma3::store_stage(smem + (s % 2) * kStageBytes, row, q0, ra, rb);
+        wgmma3::store_chunks(smem + (s % 2) * kStageBytes, offset, ra, rb);
       };
 
   float acc[64] = {};

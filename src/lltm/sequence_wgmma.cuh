@@ -27,14 +27,16 @@ using Chunks = float[4][4];
 
 #if LLTM_EXT_SM90A
 
-// Stores a thread's share of a stage K-major (a row's 32 k in one 128-byte row, in the 128-byte
-// swizzle that wgmma reads: 16-byte chunk q of row r at q ^ (r % 8)), each element split into tf32
-// big and small parts (split_tf32_fast).
-__device__ __forceinline__ void store_stage(uint8_t* stage, int c, int q0, const Chunks& a,
-                                            const Chunks& b) {
+// Stores a thread's four chunks of a stage, each element split into tf32 big and small parts
+// (split_tf32_fast): chunk i of A and of B at offset(i) bytes into each of their parts, K-major (a
+// row's 32 k in one 128-byte row, in the 128-byte swizzle that wgmma reads: 16-byte chunk q of row
+// r at q ^ (r % 8)).
+template <typename Offset>
+__device__ __forceinline__ void store_chunks(uint8_t* stage, Offset&& offset, const Chunks& a,
+                                             const Chunks& b) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const int offset = c * 128 + (((q0 + 2 * i) ^ (c % 8)) << 4);
+    const int at = offset(i);
     uint4 a_big, a_small, b_big, b_small;
     split_tf32_fast(a[i][0], a_big.x, a_small.x);
     split_tf32_fast(a[i][1], a_big.y, a_small.y);
@@ -44,11 +46,17 @@ __device__ __forceinline__ void store_stage(uint8_t* stage, int c, int q0, const
     split_tf32_fast(b[i][1], b_big.y, b_small.y);
     split_tf32_fast(b[i][2], b_big.z, b_small.z);
     split_tf32_fast(b[i][3], b_big.w, b_small.w);
-    *reinterpret_cast<uint4*>(stage + offset) = a_big;
-    *reinterpret_cast<uint4*>(stage + kPartBytes + offset) = a_small;
-    *reinterpret_cast<uint4*>(stage + 2 * kPartBytes + offset) = b_big;
-    *reinterpret_cast<uint4*>(stage + 3 * kPartBytes + offset) = b_small;
+    *reinterpret_cast<uint4*>(stage + at) = a_big;
+    *reinterpret_cast<uint4*>(stage + kPartBytes + at) = a_small;
+    *reinterpret_cast<uint4*>(stage + 2 * kPartBytes + at) = b_big;
+    *reinterpret_cast<uint4*>(stage + 3 * kPartBytes + at) = b_small;
   }
+}
+
+// store_chunks for the Chunks layout above: row c, chunks q0 + 2 i.
+__device__ __forceinline__ void store_stage(uint8_t* stage, int c, int q0, const Chunks& a,
+                                            const Chunks& b) {
+  store_chunks(stage, [c, q0](int i) { return c * 128 + (((q0 + 2 * i) ^ (c % 8)) << 4); }, a, b);
 }
 
 // This warpgroup's wgmma of the stage at `stage` (A's 64 rows of the warpgroup start 64 rows, 8 KB,
