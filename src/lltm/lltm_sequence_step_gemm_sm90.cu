@@ -50,10 +50,10 @@ __device__ __forceinline__ void copy_chunk(uint32_t dst, const float* row, int64
 // [z k_split, (z + 1) k_split). A's rows and W's rows (C's columns) are both K-contiguous. A stage
 // is 32 k: each thread copies four 16-byte chunks of A and of W into the raw ring (a warp's copy
 // four whole rows, a quarter warp's one row: in wgmma's 128-byte swizzle there too, no bank
-// twice), three stages ahead, then reads back its own chunks, splits them
-// into tf32 big and small parts and stores them where the tensor cores read (wgmma3::store_chunks),
-// one stage ahead of their wgmma (wgmma3::mma_stage, add_stage). One split:
-// C = the product (+ C where accumulate); more: partials[z] (M x N).
+// twice), three stages ahead, then reads back its own chunks, splits them into tf32 big and small
+// parts and stores them where the tensor cores read (wgmma3::store_chunks), one stage ahead of
+// their wgmma (wgmma3::mma_stage, add_stage). One split: C = the product (+ C where accumulate);
+// more: partials[z] (M x N).
 __global__ void __launch_bounds__(kThreads, 1)
     step_gemm_sm90_kernel(const float* __restrict__ a, int64_t lda, const float* __restrict__ w,
                           int64_t ldw, float* c, int64_t ldc, bool accumulate,
