@@ -121,6 +121,44 @@ def test_check_dist_reads_the_build_record_the_build_writes():
     assert check_dist.read_build_info("OTHER = 1\n") is None
 
 
+def test_check_dist_compares_an_sdist_with_the_tree_a_wheel_is_built_in(tmp_path):
+    """`check_dist.py sdist --same-as DIR` (build_wheel.sh --reuse-objects): every file of the
+    sdist but the metadata its build writes is DIR's, byte for byte."""
+    import io
+    import tarfile
+
+    from tools import check_dist
+
+    tree = tmp_path / "tree"
+    (tree / "src" / "relu").mkdir(parents=True)
+    (tree / "src" / "relu" / "relu.cpp").write_text("int x;\n")
+    (tree / "setup.py").write_text("setup()\n")
+    files = {
+        "src/relu/relu.cpp": b"int x;\n",
+        "setup.py": b"setup()\n",
+        "PKG-INFO": b"Name: lltm_ext\n",
+        "setup.cfg": b"[egg_info]\n",
+        "lltm_ext.egg-info/SOURCES.txt": b"setup.py\n",
+    }
+
+    def sdist(extra: dict[str, bytes]) -> Path:
+        path = tmp_path / "lltm_ext-0.1.0.tar.gz"
+        with tarfile.open(path, "w:gz") as tf:
+            for name, data in {**files, **extra}.items():
+                member = tarfile.TarInfo(f"lltm_ext-0.1.0/{name}")
+                member.size = len(data)
+                tf.addfile(member, io.BytesIO(data))
+        return path
+
+    def differences(path: Path) -> list[str]:
+        with tarfile.open(path) as tf:
+            return check_dist.sdist_differences(tf, "lltm_ext-0.1.0/", tree)
+
+    assert differences(sdist({})) == []  # PKG-INFO, setup.cfg and the egg-info are the build's
+    changed = sdist({"src/relu/relu.cpp": b"int y;\n", "src/relu/new.cu": b"//\n"})
+    assert differences(changed) == ["src/relu/relu.cpp (differs)", "src/relu/new.cu (missing here)"]
+
+
 # --------------------------------------------------------------------------------------------
 # Knobs, sources, parallelism, version.
 # --------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 
     check_dist.py wheel WHEEL --source-root DIR [--arch-list LIST] [--expect-cuda yes|no|any]
                               [--cuobjdump PATH] [--any-label]
-    check_dist.py sdist SDIST --source-root DIR
+    check_dist.py sdist SDIST --source-root DIR [--same-as DIR]
     check_dist.py provided            # sonames torch's wheels provide (auditwheel --exclude)
     check_dist.py show WHEEL          # `auditwheel show`, and what its verdict rests on
 
@@ -25,7 +25,8 @@ provide; no module has an absolute RPATH/RUNPATH.
 
 sdist: every source and header under src/, the Python package, tests, README, LICENSE, pyproject
 and setup.py of the source tree are in it; the build record and build outputs are not; each
-experiment (a folder under benchmarks/) is in it whole or not at all.
+experiment (a folder under benchmarks/) is in it whole or not at all. With --same-as DIR, every
+file of it but the metadata the sdist build writes is DIR's file, byte for byte.
 
 Only the standard library is used (plus readelf and cuobjdump as programs), so it runs with the
 Python that builds the wheel. Exit status 1 and a list of problems when a check fails.
@@ -420,6 +421,11 @@ def check_wheel_tree(args, problems: Problems, names, info, meta, tmp: Path) -> 
         n for n in names if n.startswith(("src/", "tests/", "build/", "tools/", "benchmarks/"))
     )
     problems.need(not strays, f"files that do not belong in the wheel: {strays}")
+    # ... nor a Python file the source tree no longer has (a stale copy in a reused build/lib).
+    sources = package_files(Path(args.source_root)) | {f"{PACKAGE}/_build_info.py"}
+    stale = sorted(n for n in names if n.startswith(f"{PACKAGE}/") and n.endswith(".py"))
+    stale = [n for n in stale if n not in sources]
+    problems.need(not stale, f"Python files the source tree does not have: {stale}")
 
     # One compiled module per op; CUDA ones hold the requested device code, CPU ones none.
     modules = {PurePosixPath(n).name.split(".")[0]: n for n in names if n.endswith(".so")}
@@ -454,6 +460,11 @@ def check_wheel_tree(args, problems: Problems, names, info, meta, tmp: Path) -> 
         problems.need(f"_{op}" in modules, f"compiled module lltm_ext/_{op}.*.so is missing")
         if o.get("cpu_twin"):  # the CPU-only twin of a CUDA module, for a CPU-only torch
             problems.need(f"_{op}_cpu" in modules, f"CPU twin lltm_ext/_{op}_cpu.*.so is missing")
+    recorded_modules = {f"_{op}" for op in ops} | {
+        f"_{op}_cpu" for op, o in ops.items() if o.get("cpu_twin")
+    }
+    extra = sorted(set(modules) - recorded_modules)
+    problems.need(not extra, f"compiled modules the build record does not list: {extra}")
     cuobjdump = args.cuobjdump
     for stem, name in sorted(modules.items()):
         path = tmp / name
@@ -557,7 +568,40 @@ def check_sdist(args: argparse.Namespace) -> Problems:
     problems.need("PKG-INFO" in names, "PKG-INFO is missing from the sdist")
     sources = sorted(n for n in names if n.startswith("src/"))
     say(f"  sources and headers: {len(sources)} under src/; package, tests and metadata present")
+    if args.same_as:
+        with tarfile.open(args.dist) as tf:
+            differ = sdist_differences(tf, prefix, Path(args.same_as))
+        problems.need(
+            not differ,
+            f"the sdist's files differ from {args.same_as}'s (a wheel built there is not what "
+            f"the sdist builds): {differ[:20]}" + (" ..." if len(differ) > 20 else ""),
+        )
+        if not differ:
+            say(f"  every file but the generated metadata is {args.same_as}'s, byte for byte")
     return problems
+
+
+def sdist_generated(name: str) -> bool:
+    """Files an sdist build writes (metadata), which the source tree need not hold as they are."""
+    return name in ("PKG-INFO", "setup.cfg") or name.split("/")[0].endswith(".egg-info")
+
+
+def sdist_differences(tf: tarfile.TarFile, prefix: str, tree: Path) -> list[str]:
+    """The sdist's files (under `prefix`) whose bytes are not those of the same path in `tree`,
+    generated metadata aside: 'path (missing here)' or 'path (differs)'."""
+    found = []
+    for member in tf.getmembers():
+        name = member.name[len(prefix) :]
+        if not member.isfile() or sdist_generated(name):
+            continue
+        here = tree / name
+        if not here.is_file():
+            found.append(f"{name} (missing here)")
+            continue
+        data = tf.extractfile(member)
+        if data is None or data.read() != here.read_bytes():
+            found.append(f"{name} (differs)")
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -587,6 +631,12 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("sdist", help="check an sdist")
     s.add_argument("dist")
     s.add_argument("--source-root", required=True)
+    s.add_argument(
+        "--same-as",
+        metavar="DIR",
+        help="also check that every file of the sdist but its generated metadata is DIR's, byte "
+        "for byte (tools/build_wheel.sh --reuse-objects builds the wheel in DIR)",
+    )
     sub.add_parser("provided", help="print the sonames torch's wheels provide, one per line")
     sub.add_parser("show", help="auditwheel show, and what its verdict rests on").add_argument(
         "dist"
