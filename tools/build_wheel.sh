@@ -23,7 +23,8 @@ then:
   4. with --sdist: builds the sdist first, checks that it holds every source, header, test and
      metadata file, and builds the wheel from its clean unpack (so the sdist is proven to build).
 The build runs in a clean copy of the source tree (git's tracked and untracked-but-not-ignored
-files), never reusing ./build, so the wheel cannot pick up stale objects.
+files), never reusing ./build, so the wheel cannot pick up stale objects; --reuse-objects instead
+builds in the tree from the objects a build there compiled, and fails if any needs compiling.
 
 Options (the variable in brackets sets the same from the environment):
   -p, --python PY        Python to build with; torch, setuptools>=77, wheel, ninja, build, twine,
@@ -37,6 +38,15 @@ Options (the variable in brackets sets the same from the environment):
                          from tools/buildsys/archs.py, also on a machine with a GPU]
       --ops LIST         only these ops, comma-separated (quick dev builds)  [LLTM_EXT_OPS; all]
       --sdist            also build and check the sdist; build the wheel from it [LLTM_EXT_SDIST=1]
+      --reuse-objects    build the wheel in the source tree itself, from the objects that an
+                         earlier build there compiled with the same Python, torch, toolkit and
+                         architectures (the README's `pip install --no-build-isolation .`;
+                         setup.py keeps them in build/obj/<python>-<torch>/): the build must
+                         compile nothing, and fails naming the files if it did (a source, header
+                         or flag changed since). With --sdist the sdist is still built and checked,
+                         and its files are compared with the tree's byte for byte, so the wheel is
+                         what the sdist builds. For CI and clean checkouts: the tree's untracked
+                         sources would be built too             [LLTM_EXT_REUSE_OBJECTS=1]
       --plat TAG         the manylinux tag to repair to: auto (the oldest glibc this machine's
                          build allows), or e.g. manylinux_2_28_x86_64 (torch's own; fails if the
                          modules need newer symbols: build in a manylinux_2_28 image, as
@@ -84,6 +94,7 @@ CUDA=${LLTM_EXT_CUDA:-auto}
 ARCHS=${TORCH_CUDA_ARCH_LIST:-}
 OPS=${LLTM_EXT_OPS:-}
 SDIST=${LLTM_EXT_SDIST:-0}
+REUSE=${LLTM_EXT_REUSE_OBJECTS:-0}
 TEST_ENV=${LLTM_EXT_TEST_ENV:-fresh}
 TORCH_INDEX=${TORCH_INDEX_URL:-}
 TEST_VENV=${LLTM_EXT_TEST_VENV:-}
@@ -110,6 +121,7 @@ while [[ $# -gt 0 ]]; do
     --python=* | --out=* | --cuda=* | --archs=* | --ops=* | --test-env=* | --torch-index-url=* | --test-venv=* | --plat=*)
       set -- "${1%%=*}" "${1#*=}" "${@:2}" ;;
     --sdist) SDIST=1; shift ;;
+    --reuse-objects) REUSE=1; shift ;;
     --no-repair) REPAIR=0; shift ;;
     --pytest) RUN_PYTEST=1; shift ;;
     --require-gpu) REQUIRE_GPU=1; shift ;;
@@ -127,6 +139,7 @@ case $CUDA in
 esac
 [[ $TEST_ENV == fresh || $TEST_ENV == inherit ]] || die "--test-env must be fresh or inherit"
 [[ $SDIST == 1 ]] || SDIST=0
+[[ $REUSE == 1 ]] || REUSE=0
 [[ $PLAT == auto || $PLAT =~ ^manylinux_[0-9]+_[0-9]+_x86_64$ ]] ||
   die "--plat must be auto or a tag like manylinux_2_28_x86_64 (got '$PLAT')"
 
@@ -199,21 +212,43 @@ if [[ $SDIST == 1 ]]; then
   sdists=("$WORK"/sdist/*.tar.gz)
   [[ ${#sdists[@]} -eq 1 ]] || die "expected one sdist, got: ${sdists[*]:-none}"
   SDIST_FILE=${sdists[0]}
-  "$PY" "$ROOT/tools/check_dist.py" sdist "$SDIST_FILE" --source-root "$STAGE"
+  same_as=()
+  [[ $REUSE == 0 ]] || same_as=(--same-as "$ROOT")
+  "$PY" "$ROOT/tools/check_dist.py" sdist "$SDIST_FILE" --source-root "$STAGE" "${same_as[@]}"
   "$PY" -m twine check --strict "$SDIST_FILE"
-  mkdir -p "$WORK/unpacked"
-  tar -xzf "$SDIST_FILE" -C "$WORK/unpacked"
-  BUILD_FROM=$(find "$WORK/unpacked" -mindepth 1 -maxdepth 1 -type d)
   # A build from an sdist keeps the sdist's plain version unless asked; a binary wheel carries
   # the torch/CUDA label like one built from the tree.
   export LLTM_EXT_VERSION_SUFFIX=${LLTM_EXT_VERSION_SUFFIX:-auto}
+fi
+if [[ $REUSE == 1 ]]; then
+  [[ -d $ROOT/build/obj ]] || die "--reuse-objects: $ROOT/build/obj holds no objects; build \
+there first (pip install --no-build-isolation .) with this Python"
+  BUILD_FROM=$ROOT
+  log "Wheel: build in the source tree from the objects compiled there (--reuse-objects)"
+elif [[ $SDIST == 1 ]]; then
+  mkdir -p "$WORK/unpacked"
+  tar -xzf "$SDIST_FILE" -C "$WORK/unpacked"
+  BUILD_FROM=$(find "$WORK/unpacked" -mindepth 1 -maxdepth 1 -type d)
   log "Wheel: build from the unpacked sdist ($(basename "$BUILD_FROM"))"
 else
   log "Wheel: build from a clean copy of the source tree"
 fi
 t0=$SECONDS
-(cd "$WORK" && "$PY" -m build --wheel --no-isolation --outdir "$WORK/wheel" "$BUILD_FROM")
+(cd "$WORK" && "$PY" -m build --wheel --no-isolation --outdir "$WORK/wheel" "$BUILD_FROM") 2>&1 |
+  tee "$WORK/wheel-build.log"
 BUILD_S=$((SECONDS - t0))
+if [[ $REUSE == 1 ]]; then
+  # setup.py's build_ext logs one line per ninja run: "lltm_ext build: compiled N files in ...".
+  counts=$(sed -n 's/^lltm_ext build: compiled \([0-9]*\) files.*/\1/p' "$WORK/wheel-build.log")
+  [[ -n $counts ]] || die "--reuse-objects: the build log has no 'compiled N files' line"
+  if (($(paste -sd+ <<<"$counts") > 0)); then
+    compiled=$(grep -E '^\[[0-9]+/[0-9]+\] (nvcc|c\+\+) ' "$WORK/wheel-build.log" | head -n 40)
+    die "--reuse-objects: the wheel build compiled files that the tree's earlier build had \
+compiled (a source, header or compile flag differs from that build's):
+$compiled"
+  fi
+  echo "reused the tree's objects: nothing compiled"
+fi
 shopt -s nullglob
 wheels=("$WORK"/wheel/*.whl)
 [[ ${#wheels[@]} -eq 1 ]] || die "expected one wheel, got: ${wheels[*]:-none}"
