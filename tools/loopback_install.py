@@ -3,7 +3,7 @@
 served over HTTP on 127.0.0.1, installed by `pip install lltm_ext -f <page>`.
 
     python tools/loopback_install.py --wheel-dir DIR (--torch-env PY | --torch-index-url URL)
-        [--other-torch VERSION] [--expect-cuda yes|no|any] [--work DIR] [--keep]
+        [--other-torch VERSION|WHEEL] [--expect-cuda yes|no|any] [--work DIR] [--keep]
 
 1. Writes the page of the wheel in DIR (tools/find_links.py: SITE/whl/torch-A.B+cuXYZ.html,
    the wheel copied beside it) and serves SITE with `python -m http.server` on 127.0.0.1, on a
@@ -20,8 +20,9 @@ served over HTTP on 127.0.0.1, installed by `pip install lltm_ext -f <page>`.
    the page could be built. Then tools/smoke_test.py runs against the install (from outside the
    source tree), and `lltm-ext info` must name the same page for this torch.
 3. Another torch minor (--other-torch, e.g. 2.12.1: a fresh venv with that torch from the
-   index; with --torch-env, the build environment's other packages are seen behind it, so only
-   torch itself is downloaded, without its dependencies): the same command must fail, install
+   index, or from a torch wheel file, e.g. a CPU-only build on disk; with --torch-env, the build
+   environment's other packages are seen behind it, so only torch itself is installed, without
+   its dependencies): the same command must fail, install
    nothing, and say why (pip names the wheel's torch==A.B.* requirement); and a forced install
    (--no-deps) must stop at `import lltm_ext` with the ImportError that names this torch's page.
 
@@ -253,7 +254,11 @@ def check_matching(args, work: Path, wheel: Path, page_url: str, served: str) ->
 
 def check_other(args, work: Path, wheel: Path, page_url: str) -> None:
     meta = find_links.parse(wheel.name, "", None)
-    other = args.other_torch
+    other, other_wheel = args.other_torch, None
+    if other.endswith(".whl"):  # torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl
+        other_wheel = Path(other).resolve()
+        need(other_wheel.is_file(), f"the torch wheel {other} exists")
+        other = other_wheel.name.split("-")[1]
     step(
         f"a fresh venv with torch {other}, another minor: the page of torch {meta.torch} must "
         "not install"
@@ -262,17 +267,10 @@ def check_other(args, work: Path, wheel: Path, page_url: str) -> None:
     if args.torch_env is not None:
         # torch alone, into the venv's own site-packages, ahead of the build environment's;
         # its dependencies are the build environment's (chosen to be the same versions).
-        cmd = [str(py), "-m", "pip", "install", "--no-deps", f"torch=={other}"]
+        cmd = [str(py), "-m", "pip", "install", "--no-deps", str(other_wheel or f"torch=={other}")]
     else:
-        cmd = [
-            str(py),
-            "-m",
-            "pip",
-            "install",
-            f"torch=={other}",
-            "--index-url",
-            args.torch_index_url,
-        ]
+        cmd = [str(py), "-m", "pip", "install", str(other_wheel or f"torch=={other}")]
+        cmd += ["--index-url", args.torch_index_url]
     out = run(cmd, work, show=False)
     need(out.returncode == 0, f"torch {other} installs", out.stderr[-1500:])
     version, cuda = torch_of(py, work)
@@ -329,7 +327,10 @@ def main(argv: list[str] | None = None) -> int:
     torch_from = parser.add_mutually_exclusive_group(required=True)
     torch_from.add_argument("--torch-env", help="a Python whose torch the venvs see (offline)")
     torch_from.add_argument("--torch-index-url", help="install the wheel's torch from this index")
-    parser.add_argument("--other-torch", help="a torch version of another minor to refuse")
+    parser.add_argument(
+        "--other-torch",
+        help="a torch of another minor to refuse: a version (from the index) or a wheel file",
+    )
     parser.add_argument("--expect-cuda", choices=["yes", "no", "any"], default="any")
     parser.add_argument("--work", type=Path, help="work folder (default: a temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
