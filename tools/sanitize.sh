@@ -84,7 +84,10 @@ workload_options() { # what the workload leaves out under each tool
   # the timeout): tools/initcheck_cublas_half_repro.py shows it without lltm_ext, and the other three
   # tools run those cases. For the same reason (TMA stores unseen), without --check-tensor-ops
   # lltm_ext's wgmma GEMM writes only into filled out= buffers there (--prefilled-tma-outputs; a
-  # NaN fill, so an element the kernel missed still fails the check).
+  # NaN fill, so an element the kernel missed still fails the check): a C that only its TMA stores
+  # wrote counts as unwritten, and the next kernel that reads it is reported, one report per 32
+  # bytes (tools/initcheck_tma_store_repro.py: every sector of such a C, and none where the same
+  # kernel stores per thread or C was filled first, measured on the H200).
   if [[ $1 == initcheck ]]; then
     echo "--skip-cublas-half"
     [[ -z $tensor_ops ]] && echo "--prefilled-tma-outputs"
