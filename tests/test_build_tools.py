@@ -121,6 +121,23 @@ def test_check_dist_reads_the_build_record_the_build_writes():
     assert check_dist.read_build_info("OTHER = 1\n") is None
 
 
+def test_build_wheel_reads_the_compile_count_that_the_build_logs(capsys, tmp_path):
+    """build_wheel.sh --reuse-objects fails when the build compiled anything; it reads that from
+    the line run_ninja logs ("lltm_ext build: compiled N files in ..."), which keeps that form."""
+    from tools.buildsys import command
+
+    ninja = shutil.which("ninja")
+    if ninja is None:
+        pytest.skip("ninja is not installed")
+    (tmp_path / "build.ninja").write_text("rule touch\n  command = touch $out\nbuild a: touch\n")
+    command.run_ninja(tmp_path, 1, False, tmp_path / "log")
+    command.run_ninja(tmp_path, 1, False, tmp_path / "log")  # up to date: nothing to do
+    logged = re.findall(r"^lltm_ext build: compiled (\d+) files", capsys.readouterr().out, re.M)
+    assert logged == ["1", "0"]
+    script = (ROOT / "tools" / "build_wheel.sh").read_text()
+    assert "s/^lltm_ext build: compiled \\([0-9]*\\) files.*/\\1/p" in script
+
+
 def test_check_dist_compares_an_sdist_with_the_tree_a_wheel_is_built_in(tmp_path):
     """`check_dist.py sdist --same-as DIR` (build_wheel.sh --reuse-objects): every file of the
     sdist but the metadata its build writes is DIR's, byte for byte."""
