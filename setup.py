@@ -96,8 +96,16 @@ def decide_cuda() -> bool:
 
 
 WITH_CUDA = decide_cuda()
-SOURCES = {op: config.op_sources(ROOT / "src" / op) for op in OPS}
-CUDA_OPS = [op for op in OPS if WITH_CUDA and any(p.suffix == ".cu" for p in SOURCES[op].cuda)]
+try:  # every op folder's sources: a folder this build skips may still be one that another uses
+    SOURCES = {op: config.op_sources(ROOT / "src" / op) for op in config.discover_ops(ROOT / "src")}
+except config.BuildConfigError as exc:
+    fail(str(exc))
+CUDA_OPS = [
+    op
+    for op in OPS
+    if WITH_CUDA
+    and any(p.suffix == ".cu" for u in (op, *SOURCES[op].uses) for p in SOURCES[u].cuda)
+]
 TWINS = CUDA_OPS if TWIN_MODE == "1" or (TWIN_MODE == "auto" and not DEV_BUILD) else []
 try:
     SUFFIX = config.version_label(
@@ -132,14 +140,16 @@ def rel(paths) -> list[str]:
 
 
 def extension(op: str, twin: bool = False):
-    """lltm_ext._<op> (CUDA kernels where this build has them), or its CPU twin _<op>_cpu, which
-    links the CUDA module's CPU-kernel objects (the twin compiles only its binding)."""
-    src = SOURCES[op]
+    """lltm_ext._<op> (CUDA kernels where this build has them), or its CPU twin _<op>_cpu. Objects
+    that another module of this build compiles (the CUDA module's CPU kernels, for a twin; the
+    kernels of an op named in uses.txt) are linked from there, not compiled again."""
     cuda = op in CUDA_OPS and not twin
+    built = {o: o in CUDA_OPS for o in OPS}
+    parts = config.module_sources(op, SOURCES, built, cuda, twin=twin and op in TWINS)
     cxx = (["-O0", "-g"] if DEBUG else ["-O3", "-g0"]) + ["-fopenmp"]  # at::parallel_for
     kwargs = dict(
         name=f"{PACKAGE}._{op}" + ("_cpu" if twin else ""),
-        sources=rel([src.binding] + ([] if twin and op in TWINS else list(src.cpu))),
+        sources=rel(parts.compiled),
         include_dirs=[str(ROOT / "src")],
         define_macros=[("LLTM_EXT_OP", op)] + ([("WITH_CUDA", None)] if cuda else []),
         extra_link_args=["-fopenmp"] + ([] if DEBUG else ["-Wl,--strip-debug"]),
@@ -150,13 +160,11 @@ def extension(op: str, twin: bool = False):
         nvcc = (["-O0", "-g", "-G", "-lineinfo"] if DEBUG else ["-O3"]) + [
             "--expt-relaxed-constexpr"
         ]
-        kwargs["sources"] += rel(src.cuda)
         if PLAN.header_overlay:
             kwargs["include_dirs"].append(str(PLAN.overlay_dir))
         ext = CUDAExtension(extra_compile_args={"cxx": cxx, "nvcc": nvcc}, **kwargs)
     ext.lltm_cuda = cuda
-    if twin:
-        ext.lltm_twin_of, ext.lltm_shared_sources = op, [p.relative_to(ROOT) for p in src.cpu]
+    ext.lltm_linked = [(module, p.relative_to(ROOT)) for module, p in parts.linked]
     return ext
 
 

@@ -19,7 +19,8 @@ check_torch_compatible()
 # After the torch check, on purpose: loading the compiled modules with another torch would fail
 # with an `undefined symbol` instead of the check's message.
 from lltm_ext.ops.gemm import GemmFunction, gemm  # noqa: E402
-from lltm_ext.ops.lltm import LLTM, LLTMFunction, LLTMSequence, lltm, lltm_sequence  # noqa: E402
+from lltm_ext.ops.lltm import LLTM, LLTMFunction, lltm  # noqa: E402
+from lltm_ext.ops.lltm_sequence import LLTMSequence, lltm_sequence  # noqa: E402
 from lltm_ext.ops.relu import ReLU, ReLUFunction, relu  # noqa: E402
 from lltm_ext.ops.round_ste import RoundSTE, RoundSTEFunction, round_ste  # noqa: E402
 from lltm_ext.ops.sigmoid import Sigmoid, SigmoidFunction, sigmoid  # noqa: E402

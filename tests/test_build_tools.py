@@ -207,12 +207,74 @@ def test_op_discovery_and_sources(tmp_path):
     assert src.binding.name == "b.cpp"
     assert [p.name for p in src.cpu] == ["b_cpu.cpp"]
     assert [p.name for p in src.cuda] == ["b_cuda.cu", "b_cuda_host.cpp"]
+    assert src.uses == ()
+
+
+def _tree(root, names):
+    for name in names:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("# the cell's kernels\n" if name.endswith("uses.txt") else "")
+
+
+def test_op_folders_with_subfolders_and_uses(tmp_path):
+    """Sources in subfolders belong to the op; uses.txt names the op folders whose kernels the
+    module links: compiled once, by their own module where the build has it, else here."""
+    _tree(tmp_path, ["a/a.cpp", "a/a_cpu.cpp", "a/a_cuda.cu", "a/a_cuda_host.cpp"])
+    _tree(tmp_path, ["s/s.cpp", "s/k1/k1.cu", "s/k2/k2.cu", "s/s_cuda_host.cpp", "s/k1/x.cuh"])
+    (tmp_path / "s/uses.txt").write_text("# the cell\na  # its kernels\n")
+    src = {op: config.op_sources(tmp_path / op) for op in ("a", "s")}
+    assert [p.relative_to(tmp_path).as_posix() for p in src["s"].cuda] == [
+        "s/k1/k1.cu",
+        "s/k2/k2.cu",
+        "s/s_cuda_host.cpp",
+    ]
+    assert src["s"].uses == ("a",) and src["s"].cpu == ()
+
+    def names(parts):
+        return (
+            [p.relative_to(tmp_path).as_posix() for p in parts.compiled],
+            [(m, p.relative_to(tmp_path).as_posix()) for m, p in parts.linked],
+        )
+
+    a_all = ["a/a_cpu.cpp", "a/a_cuda.cu", "a/a_cuda_host.cpp"]
+    # Both built with CUDA: s links a's objects.
+    both = {"a": True, "s": True}
+    compiled, linked = names(config.module_sources("s", src, both, cuda=True))
+    assert compiled == ["s/s.cpp", "s/k1/k1.cu", "s/k2/k2.cu", "s/s_cuda_host.cpp"]
+    assert linked == [("_a", p) for p in a_all]
+    # a not in this build (LLTM_EXT_OPS=s): s compiles a's kernels itself.
+    compiled, linked = names(config.module_sources("s", src, {"s": True}, cuda=True))
+    assert compiled[-3:] == a_all and linked == []
+    # The CPU twin of s: its binding only, a's CPU kernels linked from wherever they were built.
+    assert names(config.module_sources("s", src, both, cuda=False, twin=True)) == (
+        ["s/s.cpp"],
+        [("_a", "a/a_cpu.cpp")],
+    )
+    assert names(config.module_sources("s", src, {"s": True}, cuda=False, twin=True)) == (
+        ["s/s.cpp"],
+        [("_s", "a/a_cpu.cpp")],
+    )
+    # A CPU-only build: CPU kernels only.
+    assert names(config.module_sources("s", src, {"a": False, "s": False}, cuda=False)) == (
+        ["s/s.cpp"],
+        [("_a", "a/a_cpu.cpp")],
+    )
+    # uses.txt must name another op folder, which names none itself.
+    (tmp_path / "s/uses.txt").write_text("z\n")
+    with pytest.raises(config.BuildConfigError, match="names 'z', which is not another op folder"):
+        config.op_sources(tmp_path / "s")
+    (tmp_path / "s/uses.txt").write_text("a\n")
+    (tmp_path / "a/uses.txt").write_text("s\n")
+    with pytest.raises(config.BuildConfigError, match=r"has a uses\.txt of its own"):
+        config.op_sources(tmp_path / "s")
 
 
 def test_real_op_folders_split_cleanly():
-    for op in config.discover_ops(ROOT / "src"):
+    found = config.discover_ops(ROOT / "src")
+    for op in found:
         src = config.op_sources(ROOT / "src" / op)
-        assert src.cpu, f"src/{op} has no CPU kernels"
+        assert src.cpu or src.uses, f"src/{op} has no CPU kernels and uses no op's"
+        assert set(src.uses) <= set(found)
         for cpu_file in src.cpu:  # CPU twins link the CUDA module's objects of these files
             assert "WITH_CUDA" not in cpu_file.read_text(), f"{cpu_file} depends on WITH_CUDA"
 

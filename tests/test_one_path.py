@@ -46,6 +46,10 @@ def _calls(device):
         "sigmoid": (lambda: lltm_ext.sigmoid(x), ["sigmoid_forward", "sigmoid_backward"]),
         "round_ste": (lambda: lltm_ext.round_ste(x), ["round_ste_forward"]),
         "lltm": (lambda: lltm_ext.lltm(*lltm_args)[0], ["lltm_forward", "lltm_backward"]),
+        "lltm_sequence": (
+            lambda: lltm_ext.lltm_sequence(lltm_args[0][None], *lltm_args[1:3], tuple(state))[0],
+            ["lltm_sequence_forward", "lltm_sequence_backward"],
+        ),
         "gemm": (lambda: lltm_ext.gemm(a, b), ["gemm"] * 3),  # forward, grad_a, grad_b
     }
 

@@ -49,7 +49,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 PACKAGE = "lltm_ext"
-SOURCE_PATTERNS = ("*.cpp", "*.cc", "*.h", "*.hpp", "*.cu", "*.cuh")
+SOURCE_PATTERNS = ("*.cpp", "*.cc", "*.h", "*.hpp", "*.cu", "*.cuh", "uses.txt")
 # Never in an sdist or a wheel: build outputs and the per-build record (a wheel has its own).
 NEVER = ("*.so", "*.o", "*.pyc", "*/__pycache__/*", "build/*", "dist/*", ".ci-venvs/*")
 # One folder per experiment (benchmarks/<name>/): an sdist holds all of its files or none.

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from lltm_ext.ops import gemm, lltm, relu, round_ste, sigmoid
+from lltm_ext.ops import gemm, lltm, lltm_sequence, relu, round_ste, sigmoid
 
 MODULES: dict[str, ModuleType] = {
     "gemm": gemm,
     "lltm": lltm,
+    "lltm_sequence": lltm_sequence,
     "relu": relu,
     "round_ste": round_ste,
     "sigmoid": sigmoid,

@@ -11,7 +11,8 @@ import torch
 from torch import nn
 
 from lltm_ext.ops._lltm_reference import _compiled_reference, lltm_loop, lltm_reference
-from lltm_ext.ops.lltm import lltm, lltm_sequence
+from lltm_ext.ops.lltm import lltm
+from lltm_ext.ops.lltm_sequence import lltm_sequence
 
 
 def cell_benchmarks(device: torch.device, quick: bool) -> list:

@@ -1,7 +1,9 @@
 """The LLTM operators' fake kernels (output shapes for torch.compile's tracing and meta tensors),
-with the checks of ``src/lltm/lltm.cpp`` and ``src/lltm/lltm_sequence.cpp`` and their messages.
+with the checks of ``src/lltm/lltm.cpp`` and ``src/lltm_sequence/lltm_sequence.cpp`` and their
+messages.
 
-Imported by :mod:`lltm_ext.ops.lltm`, whose operators they describe.
+Imported by :mod:`lltm_ext.ops.lltm` and :mod:`lltm_ext.ops.lltm_sequence`, whose operators they
+describe (the two ops share their checks).
 """
 
 import functools
@@ -13,6 +15,7 @@ from lltm_ext._extension import load_ops, register_fake
 from lltm_ext.ops._checks import check_inputs
 
 _ops = load_ops("lltm")
+_sequence_ops = load_ops("lltm_sequence")
 
 
 def _state_message(op: str, what: str, t: Tensor, batch: int, state: int) -> str:
@@ -108,8 +111,8 @@ def _(input, weights, bias, old_h, old_cell):
 def _check_sequence_shapes(
     input: Tensor, weights: Tensor, bias: Tensor, h0: Tensor | None, c0: Tensor | None
 ) -> int:
-    """The sequence's checks (``src/lltm/lltm_sequence.cpp``; h0 or c0 None: zeros), for the fake
-    kernels. Returns the state size S."""
+    """The sequence's checks (``src/lltm_sequence/lltm_sequence.cpp``; h0 or c0 None: zeros), for
+    the fake kernels. Returns the state size S."""
     states = {
         name: (f"the state's `{shown}`", t)
         for name, shown, t in (("h0", "h_0", h0), ("c0", "c_0", c0))
@@ -119,7 +122,7 @@ def _check_sequence_shapes(
     return weights.shape[0] // 3
 
 
-@register_fake(_ops, "lltm_ext::lltm_sequence_forward")
+@register_fake(_sequence_ops, "lltm_ext::lltm_sequence_forward")
 def _(input, weights, bias, h0=None, c0=None):
     state = _check_sequence_shapes(input, weights, bias, h0, c0)
     steps, batch, _ = input.shape
@@ -132,7 +135,7 @@ def _(input, weights, bias, h0=None, c0=None):
     )
 
 
-@register_fake(_ops, "lltm_ext::lltm_sequence_backward")
+@register_fake(_sequence_ops, "lltm_ext::lltm_sequence_backward")
 def _(
     grad_output,
     grad_h_n,
@@ -166,7 +169,7 @@ def _(
     )
 
 
-@register_fake(_ops, "lltm_ext::lltm_sequence")
+@register_fake(_sequence_ops, "lltm_ext::lltm_sequence")
 def _(input, weights, bias, h0=None, c0=None):
     state = _check_sequence_shapes(input, weights, bias, h0, c0)
     steps, batch, _ = input.shape

@@ -14,9 +14,10 @@ whose autograd kernel is C++ (``src/lltm/lltm.cpp``: no Python runs in forward o
 the operators ``torch.ops.lltm_ext.lltm_forward`` / ``lltm_backward`` (checks, products, CPU/CUDA
 dispatch) -> the gate kernels in ``src/lltm/``. Eager and compiled calls run the same path.
 
-Files by role: this module is the public API (the functions, the modules, the operators);
-``_lltm_fake.py`` registers the operators' fake kernels, ``_lltm_reference.py`` holds the
-pure-PyTorch references and ``_lltm_bench.py`` the bench cases.
+Files by role: this module is the public API (the function, the module, the operators);
+``_lltm_fake.py`` registers the operators' fake kernels (the cell's and the sequence's),
+``_lltm_reference.py`` holds the pure-PyTorch references and ``_lltm_bench.py`` the bench cases.
+The sequence (:mod:`lltm_ext.ops.lltm_sequence`) shares the parameters' module.
 """
 
 import math
@@ -33,7 +34,7 @@ from lltm_ext.ops._lltm_reference import _compiled_reference as _compiled_refere
 from lltm_ext.ops._lltm_reference import lltm_loop as lltm_loop
 from lltm_ext.ops._lltm_reference import lltm_reference as lltm_reference
 
-__all__ = ["LLTM", "LLTMFunction", "LLTMSequence", "lltm", "lltm_sequence"]
+__all__ = ["LLTM", "LLTMFunction", "lltm"]
 
 _ops = load_ops("lltm")
 lltm_forward = _ops.lltm_forward.default
@@ -150,117 +151,6 @@ class LLTM(_LLTMParameters):
             )
         old_h, old_cell = state
         return lltm(input, self.weights, self.bias, old_h, old_cell)
-
-
-lltm_sequence_op = _ops.lltm_sequence.default
-"""``lltm_sequence(input (T, B, I), weights, bias, h0=None, c0=None) -> (output (T, B, S), h_n,
-c_n)``: the LLTM over all T steps, any layout, with its autograd (backward through time) in C++
-(``src/lltm/lltm_sequence.cpp``); h0 or c0 None is zeros, which the kernels read as such (no
-tensor of zeros made)."""
-
-
-def _state_pair(state: Any, where: str, state_size: int) -> tuple[Tensor, Tensor]:
-    if isinstance(state, (tuple, list)) and len(state) == 2:
-        return state[0], state[1]
-    raise TypeError(
-        f"{where}: `state` must be None or a pair (h_0, c_0) of two (batch, {state_size}) "
-        f"tensors, as in nn.LSTM, but got {_describe_state(state)}."
-    )
-
-
-def lltm_sequence(
-    input: Tensor,
-    weights: Tensor,
-    bias: Tensor,
-    state: tuple[Tensor, Tensor] | None = None,
-    *,
-    batch_first: bool = False,
-) -> tuple[Tensor, tuple[Tensor, Tensor]]:
-    """The LLTM cell run over a whole sequence in one call, forward and backward through time.
-
-    Args:
-        input: (T, B, I), or (B, T, I) with ``batch_first``.
-        weights: (3S, S + I) and bias: (3S,) or (1, 3S), as for :func:`lltm`.
-        state: (h_0, c_0), each (B, S); zeros when None (read as zeros by the kernels, with no
-            tensor of zeros made).
-        batch_first: input and output are (B, T, ...) instead of (T, B, ...).
-
-    Returns:
-        ``(output, (h_n, c_n))``: output (T, B, S) (or (B, T, S)) holds every step's new_h; h_n and
-        c_n (B, S) are the last step's state (the initial state when T = 0). All three are new
-        contiguous tensors, none a view.
-
-    The same as a Python loop of :func:`lltm` over the steps, in one call: one product for the
-    input projections of all steps, per step the recurrent product and one fused gate kernel, and
-    backward through time likewise. On CUDA, float32 products follow torch's matmul precision, as
-    that loop does: full float32 by default, TF32 under
-    ``torch.set_float32_matmul_precision("high")`` (``torch.backends.cuda.matmul.allow_tf32``);
-    not cuDNN's RNN setting, whose TF32 default the LLTM's cell state (no forget gate) would add
-    up over the steps. Dtypes and
-    devices as for :func:`lltm` (half types computed in float); differentiable in input, weights,
-    bias and state (first order).
-    """
-    if not isinstance(input, Tensor) or input.dim() != 3:
-        layout = (
-            "(batch, seq_len, input_features)"
-            if batch_first
-            else ("(seq_len, batch, input_features)")
-        )
-        got = f"shape {list(input.shape)}" if isinstance(input, Tensor) else type(input).__name__
-        raise ValueError(
-            f"lltm_ext.lltm_sequence: `input` must be 3-D {layout}, but got {got}"
-            + (" (for one step use lltm_ext.lltm)" if isinstance(input, Tensor) else "")
-            + "."
-        )
-    x = input.transpose(0, 1) if batch_first else input
-    state_size = weights.shape[0] // 3 if weights.dim() >= 1 else 0
-    if state is None:  # zeros, which the operator reads as such: no tensor of them, no fill
-        h0 = c0 = None
-    else:
-        h0, c0 = _state_pair(state, "lltm_ext.lltm_sequence", state_size)
-        if c0 is h0:  # one tensor as both: torch.compile needs distinct tensors
-            c0 = c0.view_as(c0)
-    output, h_n, c_n = lltm_sequence_op(x, weights, bias, h0, c0)
-    if batch_first:
-        # A (B, T, S) copy, not a transposed view: FSDP2 warns of a view among a module's outputs
-        # (an in-place op on it would drop FSDP2's pre-backward hook). One copy of the output,
-        # small beside the sequence's products; later ops read it contiguous.
-        output = output.transpose(0, 1).contiguous()
-    return output, (h_n, c_n)
-
-
-class LLTMSequence(_LLTMParameters):
-    """The LLTM over whole sequences: ``LLTMSequence(input_features, state_size)``.
-
-    ``forward(input (T, B, I), state=None) -> (output (T, B, S), (h_n, c_n))`` (``batch_first``:
-    (B, T, ...)), like ``torch.nn.LSTM``; see :func:`lltm_sequence`. Its parameters are those of
-    :class:`LLTM` (``weights`` (3S, S + I), ``bias`` (3S,)), initialized as :class:`LLTM`'s: a
-    cell's ``state_dict`` loads into it.
-    """
-
-    def __init__(
-        self,
-        input_features: int,
-        state_size: int,
-        *,
-        batch_first: bool = False,
-        device: torch.device | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__(input_features, state_size, device=device, dtype=dtype)
-        self.batch_first = batch_first
-
-    def forward(
-        self, input: Tensor, state: tuple[Tensor, Tensor] | None = None
-    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
-        """``input`` (T, B, I) (or (B, T, I)), ``state`` (h_0, c_0) or None ->
-        ``(output, (h_n, c_n))``."""
-        if state is not None:
-            state = _state_pair(state, "LLTMSequence.forward", self.state_size)
-        return lltm_sequence(input, self.weights, self.bias, state, batch_first=self.batch_first)
-
-    def extra_repr(self) -> str:
-        return super().extra_repr() + (", batch_first=True" if self.batch_first else "")
 
 
 BENCH_OPS = ("lltm", "lltm_sequence")

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/module.h"
-#include "lltm/first_order.h"
+#include "common/first_order.h"
 
 namespace lltm_ext::lltm {
 
@@ -44,59 +44,6 @@ void backward_gates(const at::Tensor& grad_h, int64_t grad_h_ld, const at::Tenso
       bias_grad_cpu(d_gates, d_bias);
     }
   }
-}
-
-void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double beta, bool tf32) {
-  if (c.is_cuda()) {
-#ifdef WITH_CUDA
-    gemm_cuda(a, b, c, beta, tf32);
-#else
-    fail_not_compiled_with_cuda("lltm_sequence");
-#endif
-  } else if (beta == 0) {
-    at::Tensor out = c;
-    at::mm_out(out, a, b);
-  } else {
-    c.addmm_(a, b, beta, 1);
-  }
-}
-
-void sequence_forward_on_cuda(const at::Tensor& input, const at::Tensor& weights,
-                              const at::Tensor& bias, const at::Tensor& h0, const at::Tensor& c0,
-                              const at::Tensor& output, const at::Tensor& h_n,
-                              const at::Tensor& c_n, const at::Tensor& cells,
-                              const at::Tensor& gates, bool tf32) {
-#ifdef WITH_CUDA
-  sequence_forward_cuda(input, weights, bias, h0, c0, output, h_n, c_n, cells, gates, tf32);
-#else
-  fail_not_compiled_with_cuda("lltm_sequence");
-#endif
-}
-
-void sequence_backward_on_cuda(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
-                               const at::Tensor& grad_c_n, const at::Tensor& weights,
-                               const at::Tensor& bias, const at::Tensor& cells,
-                               const at::Tensor& gates, const at::Tensor& d_gates,
-                               const at::Tensor& d_h, const at::Tensor& d_c, bool want_d_h0,
-                               bool tf32) {
-#ifdef WITH_CUDA
-  sequence_backward_cuda(grad_output, grad_h_n, grad_c_n, weights, bias, cells, gates, d_gates, d_h,
-                         d_c, want_d_h0, tf32);
-#else
-  fail_not_compiled_with_cuda("lltm_sequence");
-#endif
-}
-
-bool sequence_weight_grad_on_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
-                                  const at::Tensor& output, const at::Tensor& input,
-                                  const at::Tensor& d_weights, const at::Tensor& d_bias,
-                                  bool tf32) {
-#ifdef WITH_CUDA
-  return sequence_weight_grad_cuda(d_gates, h0, output, input, d_weights, d_bias, tf32);
-#else
-  (void)d_gates, (void)h0, (void)output, (void)input, (void)d_weights, (void)d_bias, (void)tf32;
-  return false;
-#endif
 }
 
 namespace {

@@ -1,7 +1,7 @@
-// The LLTM op's host functions on tensors, between its operators (lltm.cpp, lltm_sequence.cpp)
-// and its kernels: the gate passes and the products on the tensors' device, their CPU halves
-// (lltm_cpu.cpp, lltm.cpp) and, in CUDA builds, their CUDA halves (lltm_cuda_host.cpp,
-// cublas_gemm_cuda_host.cpp) and the sequence's time loops (lltm_sequence_cuda_host.cpp).
+// The LLTM cell's host functions on tensors, between its operators (lltm.cpp) and its kernels: the
+// gate passes on the tensors' device, their CPU halves (lltm_cpu.cpp) and, in CUDA builds, their
+// CUDA halves and the small cell (lltm_cuda_host.cpp). The sequence (src/lltm_sequence/) links the
+// same objects and calls the CPU and CUDA halves of the gate passes every step.
 #pragma once
 
 #include <cstdint>
@@ -43,34 +43,6 @@ void backward_gates(const at::Tensor& grad_h, int64_t grad_h_ld, const at::Tenso
                     const at::Tensor& gates, const at::Tensor& bias, const at::Tensor& d_gates,
                     const at::Tensor& d_old_cell, const at::Tensor& d_bias);
 
-// c = a @ b + beta c (beta 0 or 1) on the tensors' device (lltm.cpp): cuBLAS on CUDA (gemm_cuda),
-// ATen on the CPU; a, b, c 2-D views with unit stride in one dimension.
-void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double beta, bool tf32);
-
-// The sequence's time loops on CUDA (sequence_forward_cuda / sequence_backward_cuda below), or,
-// in a build without CUDA, its error (lltm.cpp: the binding is the one file compiled apart for the
-// CPU-only twin of a CUDA module).
-void sequence_forward_on_cuda(const at::Tensor& input, const at::Tensor& weights,
-                              const at::Tensor& bias, const at::Tensor& h0, const at::Tensor& c0,
-                              const at::Tensor& output, const at::Tensor& h_n,
-                              const at::Tensor& c_n, const at::Tensor& cells,
-                              const at::Tensor& gates, bool tf32);
-void sequence_backward_on_cuda(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
-                               const at::Tensor& grad_c_n, const at::Tensor& weights,
-                               const at::Tensor& bias, const at::Tensor& cells,
-                               const at::Tensor& gates, const at::Tensor& d_gates,
-                               const at::Tensor& d_h, const at::Tensor& d_c, bool want_d_h0,
-                               bool tf32);
-
-// The sequence's weight gradient d_weights (3S, S + I) = sum_t dG_t^T [h_{t-1} | x_t], and its
-// bias gradient d_bias (3S) where defined, in one kernel on CUDA (sequence_weight_grad_cuda below)
-// where that pays; false, nothing written, where the caller's products should run instead (and
-// in a build without CUDA). tf32: torch allows TF32 in float32 products (cuBLAS's then run one
-// TF32 pass).
-bool sequence_weight_grad_on_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
-                                  const at::Tensor& output, const at::Tensor& input,
-                                  const at::Tensor& d_weights, const at::Tensor& d_bias, bool tf32);
-
 #ifdef WITH_CUDA
 // CUDA halves of forward_gates / backward_gates (lltm_cuda_host.cpp): the gate kernels of
 // lltm_launchers.h.
@@ -106,65 +78,6 @@ void fused_forward_cuda(const at::Tensor& input, const at::Tensor& weights, cons
 void fused_backward_products_cuda(const at::Tensor& d_gates, const at::Tensor& X,
                                   const at::Tensor& weights, const at::Tensor& d_X,
                                   const at::Tensor& d_weights, const at::Tensor& d_bias);
-
-// c (M x N) = a (M x K) @ b (K x N) + beta c, through cuBLAS on the current stream of c's device
-// (cublas_gemm_cuda_host.cpp);
-// each of a, b, c a 2-D view with unit stride in one dimension (a transpose or a column block of
-// a larger matrix is read in place). float32 products use TF32 tensor cores when `tf32`; half
-// types accumulate in float32. K = 0 leaves beta c (zeros for beta = 0).
-void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double beta,
-               bool tf32);
-
-// The sequence's time loops on CUDA (lltm_sequence_cuda_host.cpp, on the kernels that
-// lltm_sequence_plan_cuda_host.cpp picks; lltm_sequence.cpp has the shapes). Forward: gates (T, B,
-// 3S) = input W_i^T in one product, then per step gates[t] += h_{t-1} W_h^T and the gate kernel
-// (bias (3S) added there) -> output[t], cells[t], and the final state h_n, c_n (B, S) (T >= 1).
-// Backward: per step t = T-1..0 the gate kernel -> d_gates[t] and dL/dc_{t-1} (d_c (2, B, S): two
-// buffers in turn, d c0 in d_c[0] at the end), then d_h = d_gates[t] W_h (d h0 at the end, where
-// want_d_h0). Contiguous tensors of one dtype on one GPU; h0, c0, grad_h_n and grad_c_n may be
-// undefined (zeros, read as such by the kernels: no tensor of zeros is made).
-void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
-                           const at::Tensor& bias, const at::Tensor& h0, const at::Tensor& c0,
-                           const at::Tensor& output, const at::Tensor& h_n, const at::Tensor& c_n,
-                           const at::Tensor& cells, const at::Tensor& gates, bool tf32);
-void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
-                            const at::Tensor& grad_c_n, const at::Tensor& weights,
-                            const at::Tensor& bias, const at::Tensor& cells,
-                            const at::Tensor& gates, const at::Tensor& d_gates,
-                            const at::Tensor& d_h, const at::Tensor& d_c, bool want_d_h0,
-                            bool tf32);
-
-// The weight gradients of sequence_weight_grad_on_cuda (lltm_sequence_cuda_host.cpp): d_gates (T,
-// B, 3S), h0 (B, S; undefined: zeros), output (T, B, S), input (T, B, I), contiguous, of one
-// dtype, on one GPU.
-// LLTM_EXT_SEQUENCE_WGRAD, read at every call: "auto" (default: where the work 3S (S + I + 1) T B
-// is at most kWeightGradMaxWork for float32, kWeightGradMaxWorkHalf for the half types and
-// kWeightGradMaxWorkDouble for float64; float32 past that on Hopper's tensor cores where TF32 is
-// not allowed and d W | d b spans kWeightGradTensorTiles tiles), "fused" (always, T B > 0),
-// "tensor" (always, float32, Hopper) or "cublas" (never: three products and a column sum). The
-// fused kernel sums in the accumulate type on the SIMT cores (exact float32 with TF32 allowed too),
-// split over T B for about two blocks an SM; the Hopper kernel runs float32 as three TF32 passes
-// of wgmma with float32 sums (about exact float32's error), split for full waves; cuBLAS's
-// products, each often split with its own reduction, and the column sum cost five to seven
-// launches, which decide short sequences. H100, forward+backward (the weights' and bias's gradients
-// asked for), both forced in one process, cuBLAS's time -> the kernel's: float32, T = 9, B = 2, I =
-// 126, S = 47 (work 0.44M) 66 -> 51 us; T = 12, B = 386, I = 260, S = 35 (144M) 138 -> 102 us; T =
-// 9, B = 16, I = 282, S = 774 (353M) 368 -> 356 us; but T = 100, B = 32, I = 64, S = 256 (789M) 843
-// -> 873 us and T = 20, B = 128, I = S = 256 (1.0G) 437 -> 460 us (cuBLAS's kernels ahead).
-// bfloat16 (cuBLAS on the tensor cores) breaks even sooner: 144M 137 -> 118 us, 198M and 353M tied,
-// 789M 807 -> 878 us. float64 (cuBLAS on the FP64 tensor cores, ours at half float32's SIMT rate)
-// sooner still: 0.44M 115 -> 104 us, 22.7M 245 -> 234 us, 85M 409 -> 398 us, but 126M (T = 20, B =
-// 64, I = S = 128) 251 -> 267 us, 144M 194 -> 213 us and 192M (T = 5, B = 40000, S = 16) 880 -> 930
-// us.
-constexpr int64_t kWeightGradMaxWork = int64_t{3} << 27, kWeightGradMaxWorkHalf = int64_t{1} << 28;
-constexpr int64_t kWeightGradMaxWorkDouble = int64_t{3} << 25;
-// The Hopper kernel's tiles of 128 x 128 outputs where auto takes it: at least
-// kWeightGradTensorTiles (with fewer, a small state's product over many rows, its splits leave most
-// SMs idle: T = 1605, B = 370, S = 40, one tile, 5% slower than cuBLAS's).
-constexpr int64_t kWeightGradTensorTiles = 4;
-bool sequence_weight_grad_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
-                               const at::Tensor& output, const at::Tensor& input,
-                               const at::Tensor& d_weights, const at::Tensor& d_bias, bool tf32);
 #endif
 
 }  // namespace lltm_ext::lltm

@@ -1,6 +1,5 @@
-// Host side of the LLTM cell's CUDA work (CUDA builds only): the gate kernels' launches (device
-// guard, current stream, dtype dispatch, launch check) and the cuBLAS products on strided views
-// (cublas_gemm.h). The sequence's time loops are in lltm_sequence_cuda_host.cpp.
+// Host side of the LLTM cell's CUDA work (CUDA builds only): the gate kernels' launches and the
+// small cell's (device guard, current stream, dtype dispatch, launch check).
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
 
@@ -10,7 +9,6 @@
 #include "common/cuda_host.h"
 #include "common/dispatch.h"
 #include "common/env_setting.h"
-#include "lltm/cublas_gemm.h"
 #include "lltm/lltm.h"
 #include "lltm/lltm_launchers.h"
 
@@ -116,12 +114,6 @@ void fused_backward_products_cuda(const at::Tensor& d_gates, const at::Tensor& X
         d_weights.mutable_data_ptr<scalar_t>(), d_bias.mutable_data_ptr<scalar_t>(),
         d_gates.size(0), state, X.size(1) - state, c10::cuda::getCurrentCUDAStream()));
   });
-}
-
-void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double beta,
-               bool tf32) {
-  const c10::cuda::CUDAGuard guard(c.device());
-  Blas(c.scalar_type(), tf32).gemm(mat_of(a), mat_of(b), mat_of(c), beta);
 }
 
 }  // namespace lltm_ext::lltm

@@ -226,12 +226,11 @@ def make_build_ext(plan: Plan, base: type) -> type:
         def build_extension(self, ext) -> None:
             short = ext.name.rsplit(".", 1)[-1]
             self.build_temp = str(self._obj_root / short)
-            twin_of = getattr(ext, "lltm_twin_of", None)
-            if twin_of is not None:  # the CUDA module's CPU-kernel objects, compiled once
-                ext.extra_objects = [
-                    str(self._obj_root / f"_{twin_of}" / src.with_suffix(".o"))
-                    for src in getattr(ext, "lltm_shared_sources", [])
-                ]
+            # Objects another module compiles (config.module_sources): each compiled once.
+            ext.extra_objects = [
+                str(self._obj_root / module / src.with_suffix(".o"))
+                for module, src in getattr(ext, "lltm_linked", [])
+            ]
             if self._collecting:
                 try:
                     super().build_extension(ext)

@@ -68,24 +68,95 @@ def discover_ops(src: Path, wanted: str | None = None) -> list[str]:
     return [o for o in ops if o in names] if names else ops
 
 
+USES_FILE = "uses.txt"
+
+
 @dataclass(frozen=True)
 class OpSources:
-    """An op folder's files. binding: <op>.cpp; cpu: the other *.cpp (CPU kernels, built into
-    every module); cuda: *.cu and *_cuda_host.cpp (host code that launches the kernels), built
-    into CUDA modules only."""
+    """An op folder's files, its subfolders included. binding: <op>.cpp; cpu: the other *.cpp
+    (CPU kernels, built into every module); cuda: *.cu and *_cuda_host.cpp (host code that
+    launches the kernels), built into CUDA modules only; uses: the op folders named in its
+    uses.txt, whose kernels (their cpu and cuda sources) this module links too."""
 
     binding: Path
     cpu: tuple[Path, ...]
     cuda: tuple[Path, ...]
+    uses: tuple[str, ...] = ()
 
 
 def op_sources(folder: Path) -> OpSources:
     op = folder.name
     binding = folder / f"{op}.cpp"
-    others = sorted(p for p in folder.glob("*.cpp") if p != binding)
+    others = sorted(p for p in folder.rglob("*.cpp") if p != binding)
     cuda_host = tuple(p for p in others if p.name.endswith("_cuda_host.cpp"))
     cpu = tuple(p for p in others if p not in cuda_host)
-    return OpSources(binding, cpu, tuple(sorted(folder.glob("*.cu"))) + cuda_host)
+    cuda = tuple(sorted(folder.rglob("*.cu"))) + cuda_host
+    return OpSources(binding, cpu, cuda, op_uses(folder))
+
+
+def op_uses(folder: Path) -> tuple[str, ...]:
+    """The op folders that src/<op>/uses.txt names (one a line, '#' comments), checked: each is
+    an op folder beside this one that names none itself (one level: what a module links is read
+    off its own folder)."""
+    path = folder / USES_FILE
+    if not path.is_file():
+        return ()
+    names = [ln.split("#", 1)[0].strip() for ln in path.read_text().splitlines()]
+    names = [n for n in names if n]
+    for name in names:
+        other = folder.parent / name
+        if name == folder.name or not (other / f"{name}.cpp").is_file():
+            raise BuildConfigError(
+                f"{path.relative_to(folder.parent.parent)} names {name!r}, which is not another "
+                "op folder (a folder src/<op>/ with its binding <op>.cpp)"
+            )
+        if (other / USES_FILE).is_file():
+            raise BuildConfigError(
+                f"{path.relative_to(folder.parent.parent)} names {name!r}, which has a "
+                f"{USES_FILE} of its own: a module links the kernels of the folders it names, "
+                "not theirs"
+            )
+    return tuple(names)
+
+
+@dataclass(frozen=True)
+class ModuleSources:
+    """What one module's build takes: `compiled`, the sources compiled for it (its binding
+    first), and `linked`, (module, source) pairs: objects that another module of the same build
+    compiles (a used op's kernels, or a CPU twin's CPU kernels) and this one links."""
+
+    compiled: tuple[Path, ...]
+    linked: tuple[tuple[str, Path], ...]
+
+
+def module_sources(
+    op: str, sources: dict[str, OpSources], built: dict[str, bool], cuda: bool, twin: bool = False
+) -> ModuleSources:
+    """The sources of module _<op> (cuda: with its CUDA kernels) or its CPU twin _<op>_cpu.
+
+    sources: every op folder's OpSources (those this build skips included); built: the op
+    folders this build compiles, each with whether its module is a CUDA one. A used op's kernels
+    are compiled once, by its own module, when this build has it with the kernels needed
+    (its CUDA kernels need its CUDA module), and linked from there; else compiled here. A twin
+    compiles only its binding and links the CPU kernels its CUDA module compiled or linked."""
+    src = sources[op]
+    compiled: list[Path] = [src.binding]
+    linked: list[tuple[str, Path]] = []
+    if twin:
+        linked += [(f"_{op}", p) for p in src.cpu]
+    else:
+        compiled += list(src.cpu) + (list(src.cuda) if cuda else [])
+    for name in src.uses:
+        used = sources[name]
+        owner_ok = name in built and (built[name] or not cuda)
+        wanted = list(used.cpu) + (list(used.cuda) if cuda else [])
+        if owner_ok:
+            linked += [(f"_{name}", p) for p in wanted]
+        elif twin:
+            linked += [(f"_{op}", p) for p in used.cpu]
+        else:
+            compiled += wanted
+    return ModuleSources(tuple(compiled), tuple(linked))
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "gemm/tiles/cp_async.cuh"
+#include "common/cp_async.cuh"
 #include "gemm/tiles/epilogue.cuh"
 #include "gemm/tiles/mma_k_step.cuh"
 #include "gemm/tiles/operand_tile.cuh"
@@ -17,6 +17,11 @@
 #include "gemm/tiles/tile_types.h"
 
 namespace lltm_ext::gemm_tiles {
+
+// cp.async, shared with other ops (common/cp_async.cuh).
+using ::lltm_ext::cuda::cp_async;
+using ::lltm_ext::cuda::cp_async_commit;
+using ::lltm_ext::cuda::cp_async_wait;
 
 // C = A B on one BM x BN tile per block; cp.async ring of Cfg::STAGES shared buffers, T = Acc
 // (float32 or float64). Iteration t waits for step t, passes one barrier (after which step t - 1's
@@ -29,8 +34,8 @@ namespace lltm_ext::gemm_tiles {
 template <typename Cfg, typename T, typename OutT, bool A_KCONTIG, bool B_KCONTIG>
 __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
     gemm_async_kernel(const Params<T, OutT> p) {
-#ifdef LLTM_EXT_GEMM_NO_CP_ASYNC
-  __trap();  // never launched on these architectures (see LLTM_EXT_GEMM_NO_CP_ASYNC above)
+#ifdef LLTM_EXT_NO_CP_ASYNC
+  __trap();  // never launched on these architectures (see LLTM_EXT_NO_CP_ASYNC above)
 #else
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, S = Cfg::STAGES;
   constexpr KPath A_P = Cfg::a_path(A_KCONTIG, B_KCONTIG), B_P = Cfg::b_path(A_KCONTIG, B_KCONTIG);

@@ -47,10 +47,15 @@
 #include <type_traits>
 
 #include "common/mma_sync.cuh"
-#include "gemm/tiles/cp_async.cuh"   // cp.async helpers; LLTM_EXT_GEMM_NO_CP_ASYNC below sm_80
+#include "common/cp_async.cuh"       // cp.async helpers; LLTM_EXT_NO_CP_ASYNC below sm_80
 #include "gemm/tiles/pack_half.cuh"  // pack2 / pack1: the 16-bit epilogue
 
 namespace lltm_ext::gemm_tiles::mma {
+
+// cp.async, shared with other ops (common/cp_async.cuh).
+using ::lltm_ext::cuda::cp_async;
+using ::lltm_ext::cuda::cp_async_commit;
+using ::lltm_ext::cuda::cp_async_wait;
 
 // The shape, warps and shared memory of one block tile.
 template <int BM_, int BN_, int WARPS_M_, int WARPS_N_, int STAGES_, int MIN_BLOCKS_>
@@ -133,7 +138,7 @@ __device__ __forceinline__ uint32_t swizzle_mn_tf32(int k, int chunk) {
   return static_cast<uint32_t>(k * ROW_ELEMS * 4 + ((chunk ^ ((k & 3) << 1)) << 4));
 }
 
-#ifndef LLTM_EXT_GEMM_NO_CP_ASYNC
+#ifndef LLTM_EXT_NO_CP_ASYNC
 // Four 8 x 8 matrices of 16-bit elements from shared memory, one row address per lane (lanes
 // 8j..8j+7 give matrix j's rows); TRANS: each matrix transposed on the way.
 template <bool TRANS>
@@ -396,7 +401,7 @@ struct RegStageCopy {
 template <typename Tile, int DT, bool A_K, bool B_K, int LOAD = kLoadChunks>
 __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS)
     gemm_mma_kernel(const MmaParams p) {
-#ifdef LLTM_EXT_GEMM_NO_CP_ASYNC
+#ifdef LLTM_EXT_NO_CP_ASYNC
   __trap();  // never launched below sm_80: the host reads the loaded image's PTX version first
 #else
   using T = MmaElem<DT>;

@@ -32,13 +32,16 @@
 #include <cstdint>
 
 #include "gemm/tiles/pack_half.cuh"  // pack2 / pack1: the 16-bit epilogue
-#include "gemm/tiles/sm90_ptx.cuh"
+#include "common/sm90_ptx.cuh"
 #if LLTM_EXT_SM90A
 #include "gemm/tiles/sm90_wgmma.cuh"
-#include "gemm/tiles/sm90_wgmma_tf32.cuh"
+#include "common/sm90_wgmma_tf32.cuh"
 #endif
 
 namespace lltm_ext::gemm_tiles::sm90 {
+
+// The PTX helpers shared with other ops (common/sm90_ptx.cuh, common/sm90_wgmma_tf32.cuh).
+using namespace ::lltm_ext::cuda::sm90;  // NOLINT(google-build-using-namespace)
 
 // The element types: the kernel's DT template argument (operands and C of one type).
 inline constexpr int kSm90F16 = 0, kSm90BF16 = 1, kSm90TF32 = 2;  // TF32: float32 data

@@ -7,10 +7,15 @@
 
 #include <cstdint>
 
-#include "gemm/tiles/cp_async.cuh"
+#include "common/cp_async.cuh"
 #include "gemm/tiles/vector_access.cuh"
 
 namespace lltm_ext::gemm_tiles {
+
+// cp.async, shared with other ops (common/cp_async.cuh).
+using ::lltm_ext::cuda::cp_async;
+using ::lltm_ext::cuda::cp_async_commit;
+using ::lltm_ext::cuda::cp_async_wait;
 
 // As OperandTile, but copying straight into a shared stage with cp.async (T is the shared type).
 // TRANSPOSE (K_CONTIG only): the tile is stored K-major (s[k][i]), each chunk by four element

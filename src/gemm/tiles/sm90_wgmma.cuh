@@ -1,7 +1,7 @@
 // wgmma.mma_async m64nNk16 with float32 accumulators for 16-bit inputs (bf16, f16), N = 64, 128
 // or 256, both operands from shared memory (matrix descriptors): the inline PTX with its operand
 // lists written out in full (N / 2 accumulator registers per thread). sm_90a only: include it from
-// code compiled under LLTM_EXT_SM90A (gemm/tiles/sm90_ptx.cuh).
+// code compiled under LLTM_EXT_SM90A (common/sm90_ptx.cuh).
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,10 @@
-// The LLTM over a whole sequence in one call: operators torch.ops.lltm_ext.lltm_sequence{,_forward,
-// _backward}, with backward through time and the autograd in C++. One product for the input
-// projections of all steps; per step the recurrent product and one fused gate kernel; backward
-// mirrored, with the weight gradients as products over all steps at the end.
+// The LLTM over a whole sequence in one call, module lltm_ext._lltm_sequence: operators
+// torch.ops.lltm_ext.lltm_sequence{,_forward,_backward}, with backward through time and the
+// autograd in C++. The CPU time loop is here (one product for the input projections of all steps;
+// per step the recurrent product and the cell's gate pass; backward mirrored, the weight gradients
+// as products over all steps at the end); CUDA runs the time loops of sequence_cuda_host.cpp. This
+// binding is compiled again without WITH_CUDA for the CPU-only twin, so its CUDA calls sit under
+// #ifdef WITH_CUDA; the cell's gate passes come from the objects of src/lltm/ (uses.txt).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -12,8 +15,11 @@
 
 #include "common/checks.h"
 #include "common/module.h"
-#include "lltm/first_order.h"
+#include "common/first_order.h"
 #include "lltm/lltm.h"
+#ifdef WITH_CUDA
+#include "lltm_sequence/lltm_sequence.h"
+#endif
 
 namespace lltm_ext::lltm {
 namespace {
@@ -26,6 +32,38 @@ namespace {
 // error of 2e-2 against float64; 2e-5 in full float32; docs/lltm_notes.md, "Precision").
 bool matmul_allows_tf32(const at::Tensor& t) {
   return t.is_cuda() && t.scalar_type() == at::kFloat && at::globalContext().allowTF32CuBLAS();
+}
+
+// c = a @ b + beta c (beta 0 or 1) on the tensors' device: cuBLAS on CUDA (gemm_cuda), ATen on
+// the CPU; a, b, c 2-D views with unit stride in one dimension.
+void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double beta, bool tf32) {
+  if (c.is_cuda()) {
+#ifdef WITH_CUDA
+    gemm_cuda(a, b, c, beta, tf32);
+#else
+    fail_not_compiled_with_cuda("lltm_sequence");
+#endif
+  } else if (beta == 0) {
+    at::Tensor out = c;
+    at::mm_out(out, a, b);
+  } else {
+    c.addmm_(a, b, beta, 1);
+  }
+}
+
+// The weight gradient d_weights (3S, S + I) = sum_t dG_t^T [h_{t-1} | x_t], and the bias gradient
+// d_bias (3S) where defined, in one kernel on CUDA (sequence_weight_grad_cuda) where that pays;
+// false, nothing written, where the caller's products should run instead (and on the CPU).
+bool weight_grad_in_one_kernel(const at::Tensor& d_gates, const at::Tensor& h0,
+                               const at::Tensor& output, const at::Tensor& input,
+                               const at::Tensor& d_weights, const at::Tensor& d_bias, bool tf32) {
+#ifdef WITH_CUDA
+  return input.is_cuda() &&
+         sequence_weight_grad_cuda(d_gates, h0, output, input, d_weights, d_bias, tf32);
+#else
+  (void)d_gates, (void)h0, (void)output, (void)input, (void)d_weights, (void)d_bias, (void)tf32;
+  return false;
+#endif
 }
 
 // The sequence's shapes, from the checked arguments.
@@ -117,7 +155,11 @@ Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Te
   at::Tensor h_n = at::empty({B, S}, input.options());
   at::Tensor c_n = at::empty({B, S}, input.options());
   if (input.is_cuda()) {
-    sequence_forward_on_cuda(input, weights, b, h0, c0, output, h_n, c_n, cells, gates, tf32);
+#ifdef WITH_CUDA
+    sequence_forward_cuda(input, weights, b, h0, c0, output, h_n, c_n, cells, gates, tf32);
+#else
+    fail_not_compiled_with_cuda("lltm_sequence");
+#endif
   } else {
     // The input projections of all steps, one product: gates = input W_i^T.
     gemm(input.view({T * B, I}), w_i.t(), gates.view({T * B, 3 * S}), 0, tf32);
@@ -206,8 +248,12 @@ Backward backward(const at::Tensor& grad_output, const OptionalTensor& grad_h_n_
   at::Tensor d_h = at::empty({B, S}, input.options());     // d h_{t-1} from step t's gates
   at::Tensor d_c = at::empty({2, B, S}, input.options());  // dL/dc_t, two buffers in turn
   if (input.is_cuda()) {
-    sequence_backward_on_cuda(grad_output, grad_h_n, grad_c_n, weights, b, cells, gates, d_gates,
-                              d_h, d_c, want_h0, tf32);
+#ifdef WITH_CUDA
+    sequence_backward_cuda(grad_output, grad_h_n, grad_c_n, weights, b, cells, gates, d_gates, d_h,
+                           d_c, want_h0, tf32);
+#else
+    fail_not_compiled_with_cuda("lltm_sequence");
+#endif
   } else {
     for (int64_t t = T - 1; t >= 0; --t) {
       // dL/dh_t = grad_output[t] + (grad_h_n, or d h_t from step t + 1); dL/dc_t likewise.
@@ -232,8 +278,7 @@ Backward backward(const at::Tensor& grad_output, const OptionalTensor& grad_h_n_
     // plus the others (h_{t-1} = output[t - 1]).
     d_weights = at::empty({3 * S, S + I}, weights.options());
     const at::Tensor bias_out = want_bias ? at::empty({3 * S}, b.options()) : at::Tensor();
-    if (input.is_cuda() &&
-        sequence_weight_grad_on_cuda(d_gates, h0, output, input, d_weights, bias_out, tf32)) {
+    if (weight_grad_in_one_kernel(d_gates, h0, output, input, d_weights, bias_out, tf32)) {
       d_bias = bias_out;
       bias_done = true;
     } else {
@@ -384,4 +429,9 @@ TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
          torch::dispatch(c10::DispatchKey::CUDA, TORCH_FN(lltm_ext::lltm::sequence)));
   m.impl("lltm_sequence",
          torch::dispatch(c10::DispatchKey::Autograd, TORCH_FN(lltm_ext::lltm::sequence_autograd)));
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "LLTM over whole sequences (time loops on the kernels its planner picks).";
+  lltm_ext::bind_build_info(m);
 }

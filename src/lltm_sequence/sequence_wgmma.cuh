@@ -4,10 +4,10 @@
 
 #include <cstdint>
 
-#include "gemm/tiles/sm90_ptx.cuh"
-#include "lltm/sequence_mma.cuh"
+#include "common/sm90_ptx.cuh"
+#include "lltm_sequence/sequence_mma.cuh"
 #if LLTM_EXT_SM90A
-#include "gemm/tiles/sm90_wgmma_tf32.cuh"
+#include "common/sm90_wgmma_tf32.cuh"
 #endif
 
 namespace lltm_ext::lltm::wgmma3 {
@@ -63,7 +63,7 @@ __device__ __forceinline__ void store_stage(uint8_t* stage, int c, int q0, const
 // into each part; B is all 128 rows): small x big, big x small and big x big (m64n128k8, four k
 // steps) into part, summed from zero; committed, not waited for.
 __device__ __forceinline__ void mma_stage(float (&part)[64], uint32_t stage, int group) {
-  namespace sm90 = gemm_tiles::sm90;
+  namespace sm90 = cuda::sm90;
   const uint32_t a_big = stage + group * 64 * 128, a_small = a_big + kPartBytes;
   const uint32_t b_big = stage + 2 * kPartBytes, b_small = b_big + kPartBytes;
   sm90::wgmma_fence();
@@ -85,10 +85,10 @@ __device__ __forceinline__ void mma_stage(float (&part)[64], uint32_t stage, int
 // core truncates its sums, which chained over many k drift one way (cuBLAS's three TF32 passes
 // over 132090 rows: 3e-4 of the largest output, against exact float32's 4e-6).
 __device__ __forceinline__ void add_stage(float (&acc)[64], float (&part)[64]) {
-  gemm_tiles::sm90::wgmma_wait<0>();
+  cuda::sm90::wgmma_wait<0>();
 #pragma unroll
   for (int i = 0; i < 64; ++i) {
-    gemm_tiles::sm90::fence_operand(part[i]);
+    cuda::sm90::fence_operand(part[i]);
     acc[i] += part[i];
   }
 }
@@ -101,7 +101,7 @@ __device__ __forceinline__ void add_stage(float (&acc)[64], float (&part)[64]) {
 template <typename Load>
 __device__ __forceinline__ void tf32x3_sums(uint8_t* raw, int64_t stages, Load&& load,
                                             float (&acc)[64]) {
-  namespace sm90 = gemm_tiles::sm90;
+  namespace sm90 = cuda::sm90;
   const int tid = static_cast<int>(threadIdx.x), group = tid / 128;
   const int c = tid % kTile, q0 = tid / kTile;
   const uint32_t base = (sm90::smem_u32(raw) + 1023) & ~1023u;

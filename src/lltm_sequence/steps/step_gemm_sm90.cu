@@ -6,9 +6,9 @@
 #include <cstdint>
 
 #include "common/cuda_kernel.cuh"
-#include "gemm/tiles/cp_async.cuh"
-#include "lltm/lltm_launchers.h"
-#include "lltm/sequence_wgmma.cuh"
+#include "common/cp_async.cuh"
+#include "lltm_sequence/sequence_launchers.h"
+#include "lltm_sequence/sequence_wgmma.cuh"
 
 namespace lltm_ext::lltm {
 namespace {
@@ -30,18 +30,18 @@ constexpr int kSmemBytes = 2 * kStageBytes + kRaw * kRawBytes + 1024;  // 225 KB
 __device__ __forceinline__ void copy_chunk(uint32_t dst, const float* row, int64_t k, int64_t k_end,
                                            bool in, bool vec, bool whole) {
   if (vec && whole) {
-    gemm_tiles::cp_async<16>(dst, row + (in ? k : 0), in ? 16 : 0);
+    cuda::cp_async<16>(dst, row + (in ? k : 0), in ? 16 : 0);
     return;
   }
   if (vec) {
     const int64_t bytes = in ? std::clamp<int64_t>((k_end - k) * 4, 0, 16) : 0;
-    gemm_tiles::cp_async<16>(dst, bytes > 0 ? row + k : row, static_cast<int>(bytes));
+    cuda::cp_async<16>(dst, bytes > 0 ? row + k : row, static_cast<int>(bytes));
     return;
   }
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
     const bool valid = in && k + e < k_end;
-    gemm_tiles::cp_async<4>(dst + 4 * e, valid ? row + k + e : row, valid ? 4 : 0);
+    cuda::cp_async<4>(dst + 4 * e, valid ? row + k + e : row, valid ? 4 : 0);
   }
 }
 #endif
@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                           float* __restrict__ partials, int64_t m, int64_t n, int64_t k,
                           int64_t k_split, bool vec_a, bool vec_w, bool w_early) {
 #if LLTM_EXT_SM90A
-  namespace sm90 = gemm_tiles::sm90;
+  namespace sm90 = cuda::sm90;
   // Static shared memory only in this body: step_gemm_sm90_loaded tells the image apart by it.
   __shared__ volatile int image_mark;
   extern __shared__ __align__(16) uint8_t sg_raw[];
@@ -136,10 +136,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (s < stages) {
       copy(s, true, !w_early);
     }
-    gemm_tiles::cp_async_commit();  // one group a stage, empty past the last
+    cuda::cp_async_commit();  // one group a stage, empty past the last
   }
   if (stages > 0) {
-    gemm_tiles::cp_async_wait<kRaw - 1>();  // this thread's copies of stage 0
+    cuda::cp_async_wait<kRaw - 1>();  // this thread's copies of stage 0
     split(0);
   }
   sm90::fence_proxy_async_smem();  // the stores, before the tensor cores read them
@@ -150,9 +150,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (s + kRaw < stages) {
       copy(s + kRaw, true, true);
     }
-    gemm_tiles::cp_async_commit();
+    cuda::cp_async_commit();
     if (s + 1 < stages) {
-      gemm_tiles::cp_async_wait<kRaw - 1>();  // this thread's copies of stage s + 1
+      cuda::cp_async_wait<kRaw - 1>();  // this thread's copies of stage s + 1
       split(s + 1);  // into the buffer of stage s - 1, whose wgmma everyone waited for
       sm90::fence_proxy_async_smem();
     }

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "lltm/lltm_launchers.h"
+#include "lltm_sequence/sequence_launchers.h"
 
 namespace lltm_ext::lltm {
 

@@ -5,8 +5,8 @@
 #include <cstdint>
 
 #include "common/cuda_kernel.cuh"
-#include "lltm/lltm_launchers.h"
-#include "lltm/sequence_wgmma.cuh"
+#include "lltm_sequence/sequence_launchers.h"
+#include "lltm_sequence/sequence_wgmma.cuh"
 
 namespace lltm_ext::lltm {
 namespace {

@@ -21,7 +21,7 @@
 #include <type_traits>
 
 #include "common/env_setting.h"
-#include "lltm/cublas_gemm.h"
+#include "lltm_sequence/cublas_gemm.h"
 
 namespace lltm_ext::lltm {
 namespace {

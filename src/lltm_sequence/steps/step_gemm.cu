@@ -8,8 +8,8 @@
 
 #include "common/cuda_kernel.cuh"
 #include "common/mma_sync.cuh"
-#include "lltm/lltm_launchers.h"
-#include "lltm/sequence_mma.cuh"
+#include "lltm_sequence/sequence_launchers.h"
+#include "lltm_sequence/sequence_mma.cuh"
 
 namespace lltm_ext::lltm {
 namespace {

@@ -9,10 +9,10 @@
 #include <cstdint>
 
 #include "common/cuda_kernel.cuh"
-#include "lltm/lltm_launchers.h"
-#include "lltm/sequence_loads.cuh"
-#include "lltm/sequence_mma.cuh"
-#include "lltm/sequence_step.cuh"
+#include "lltm_sequence/sequence_launchers.h"
+#include "lltm_sequence/sequence_loads.cuh"
+#include "lltm_sequence/sequence_mma.cuh"
+#include "lltm_sequence/sequence_step.cuh"
 
 namespace lltm_ext::lltm {
 namespace {  // included by one file only (lltm_sequence_cluster.cu)

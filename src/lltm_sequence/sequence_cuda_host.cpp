@@ -12,10 +12,11 @@
 #include "common/cuda_host.h"
 #include "common/dispatch.h"
 #include "common/env_setting.h"
-#include "lltm/cublas_gemm.h"
+#include "lltm_sequence/cublas_gemm.h"
 #include "lltm/lltm.h"
-#include "lltm/lltm_launchers.h"
-#include "lltm/sequence_plan.h"
+#include "lltm_sequence/lltm_sequence.h"
+#include "lltm_sequence/sequence_launchers.h"
+#include "lltm_sequence/plan.h"
 
 namespace lltm_ext::lltm {
 namespace {
@@ -456,6 +457,14 @@ bool sequence_weight_grad_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
                           : launch_weight_grad(p, sums, splits, k_split, sms, stream));
   });
   return true;
+}
+
+// cuBLAS products on strided views (cublas_gemm.h): the sequence's products outside the time loops
+// (and, on the CPU, lltm_sequence.cpp's ATen calls).
+void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double beta,
+               bool tf32) {
+  const c10::cuda::CUDAGuard guard(c.device());
+  Blas(c.scalar_type(), tf32).gemm(mat_of(a), mat_of(b), mat_of(c), beta);
 }
 
 }  // namespace lltm_ext::lltm

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "common/cuda_kernel.cuh"
-#include "lltm/lltm_launchers.h"
+#include "lltm_sequence/sequence_launchers.h"
 
 namespace lltm_ext::lltm {
 namespace {

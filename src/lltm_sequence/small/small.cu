@@ -7,8 +7,8 @@
 #include <type_traits>
 
 #include "common/cuda_kernel.cuh"
-#include "lltm/lltm_launchers.h"
-#include "lltm/sequence_step.cuh"
+#include "lltm_sequence/sequence_launchers.h"
+#include "lltm_sequence/sequence_step.cuh"
 
 namespace lltm_ext::lltm {
 namespace {

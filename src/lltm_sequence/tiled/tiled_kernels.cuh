@@ -12,10 +12,10 @@
 
 #include "common/cuda_kernel.cuh"
 #include "common/mma_sync.cuh"
-#include "lltm/lltm_launchers.h"
-#include "lltm/sequence_mma.cuh"
-#include "lltm/sequence_row_barrier.cuh"
-#include "lltm/sequence_step.cuh"
+#include "lltm_sequence/sequence_launchers.h"
+#include "lltm_sequence/sequence_mma.cuh"
+#include "lltm_sequence/sequence_row_barrier.cuh"
+#include "lltm_sequence/sequence_step.cuh"
 
 namespace lltm_ext::lltm {
 namespace {  // included by one file only (lltm_sequence_tiled.cu)

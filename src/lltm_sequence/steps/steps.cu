@@ -7,9 +7,9 @@
 #include <cstdint>
 
 #include "common/cuda_kernel.cuh"
-#include "lltm/lltm_launchers.h"
-#include "lltm/sequence_loads.cuh"
-#include "lltm/sequence_step.cuh"
+#include "lltm_sequence/sequence_launchers.h"
+#include "lltm_sequence/sequence_loads.cuh"
+#include "lltm_sequence/sequence_step.cuh"
 
 namespace lltm_ext::lltm {
 namespace {

@@ -14,7 +14,7 @@
 #define LLTM_EXT_SM90A 0
 #endif
 
-namespace lltm_ext::gemm_tiles::sm90 {
+namespace lltm_ext::cuda::sm90 {
 
 #if LLTM_EXT_SM90A
 
@@ -161,4 +161,4 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 
 #endif  // LLTM_EXT_SM90A
 
-}  // namespace lltm_ext::gemm_tiles::sm90
+}  // namespace lltm_ext::cuda::sm90

@@ -18,8 +18,8 @@
 
 #include "common/cuda_host.h"
 #include "common/env_setting.h"
-#include "lltm/lltm_launchers.h"
-#include "lltm/sequence_plan.h"
+#include "lltm_sequence/sequence_launchers.h"
+#include "lltm_sequence/plan.h"
 
 namespace lltm_ext::lltm {
 namespace {

@@ -1,5 +1,5 @@
 // cp.async, the asynchronous global -> shared copy (sm_80 and newer) of the multistage GEMM
-// kernel: the copy instructions, their commit and wait, and LLTM_EXT_GEMM_NO_CP_ASYNC, which
+// kernel: the copy instructions, their commit and wait, and LLTM_EXT_NO_CP_ASYNC, which
 // marks device code for older architectures (where these compile to nothing).
 #pragma once
 
@@ -11,12 +11,12 @@
 // which PTX version the loaded image of the kernel was compiled from (gemm_cuda_host.cpp,
 // async_image_ptx()), and runs the register-staged kernel instead.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#define LLTM_EXT_GEMM_NO_CP_ASYNC 1
+#define LLTM_EXT_NO_CP_ASYNC 1
 #endif
 
 #include <cstdint>
 
-namespace lltm_ext::gemm_tiles {
+namespace lltm_ext::cuda {
 
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -27,7 +27,7 @@ __device__ __forceinline__ uint32_t shared_address(const void* p) {
 // mapped address).
 template <int BYTES>
 __device__ __forceinline__ void cp_async(uint32_t dst, const void* src, int src_bytes) {
-#ifndef LLTM_EXT_GEMM_NO_CP_ASYNC
+#ifndef LLTM_EXT_NO_CP_ASYNC
   if constexpr (BYTES == 16) {  // .cg: through L2 only
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                  "r"(src_bytes));
@@ -40,7 +40,7 @@ __device__ __forceinline__ void cp_async(uint32_t dst, const void* src, int src_
 
 template <int BYTES>
 __device__ __forceinline__ void cp_async(uint32_t dst, const void* src) {
-#ifndef LLTM_EXT_GEMM_NO_CP_ASYNC
+#ifndef LLTM_EXT_NO_CP_ASYNC
   if constexpr (BYTES == 16) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
   } else {
@@ -50,16 +50,16 @@ __device__ __forceinline__ void cp_async(uint32_t dst, const void* src) {
 }
 
 __device__ __forceinline__ void cp_async_commit() {
-#ifndef LLTM_EXT_GEMM_NO_CP_ASYNC
+#ifndef LLTM_EXT_NO_CP_ASYNC
   asm volatile("cp.async.commit_group;\n" ::);
 #endif
 }
 
 template <int PENDING>
 __device__ __forceinline__ void cp_async_wait() {
-#ifndef LLTM_EXT_GEMM_NO_CP_ASYNC
+#ifndef LLTM_EXT_NO_CP_ASYNC
   asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING));
 #endif
 }
 
-}  // namespace lltm_ext::gemm_tiles
+}  // namespace lltm_ext::cuda

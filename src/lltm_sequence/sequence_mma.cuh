@@ -14,7 +14,7 @@
 
 #include "common/macros.h"
 #include "common/mma_sync.cuh"
-#include "lltm/lltm_launchers.h"
+#include "lltm_sequence/sequence_launchers.h"
 
 namespace lltm_ext::lltm {
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-namespace lltm_ext::gemm_tiles::sm90 {
+namespace lltm_ext::cuda::sm90 {
 
 // d (64 x N per warpgroup) = A B + (scale_d ? d : 0), A (64 x 8) and B (8 x N) K-major in shared
 // memory as desc_a / desc_b describe them. Asynchronous, like Wgmma.
@@ -113,4 +113,4 @@ struct WgmmaTf32<256> {
   }
 };
 
-}  // namespace lltm_ext::gemm_tiles::sm90
+}  // namespace lltm_ext::cuda::sm90

@@ -5,8 +5,8 @@
 #include <type_traits>
 
 #include "common/cuda_kernel.cuh"
-#include "lltm/lltm_launchers.h"
-#include "lltm/sequence_tiled_kernels.cuh"
+#include "lltm_sequence/sequence_launchers.h"
+#include "lltm_sequence/tiled/tiled_kernels.cuh"
 
 namespace lltm_ext::lltm {
 namespace {
