@@ -198,8 +198,9 @@ def operator_call(op: str, name: str, operator: Any) -> Callable[..., Any]:
     """The call a public function makes of the operator `operator` (``torch.ops.lltm_ext.<name>
     .default``, or a :class:`MissingOps`): the module's binding of the same name, which runs the
     operator through torch's C++ dispatcher (every dispatch key, as ``torch.ops`` runs it) without
-    ``torch.ops``'s boxing of the Python arguments against the schema, about 0.6 us a call, as
-    much as a small product itself (src/common/module.h, ``bind_operator``).
+    ``torch.ops``'s boxing of the Python arguments against the schema, which costs as much a call
+    as a small product itself (src/common/module.h, ``bind_operator``; figures:
+    docs/decisions.md#bind-operator).
 
     torch.compile is told (``torch.compiler.substitute_in_graph``) that calling the binding is
     calling `operator`, so a compiled graph holds the operator itself: eager and compiled calls

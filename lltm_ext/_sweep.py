@@ -40,7 +40,8 @@ from typing import Any
 import torch
 
 GEMM_DIM = (1, 12000)
-# 2 M N K at most: on a GPU a call stays under ~5 ms (exact float32), on a CPU under ~0.1 s.
+# 2 M N K at most: a call stays short on a GPU (exact float32) and on a CPU (the times:
+# docs/decisions.md#sweep-gemm-flop-cap).
 GEMM_FLOP_CAP = {"cuda": 2e11, "cpu": 2e9}
 GEMM_LAYOUTS = ("nn", "nt", "tn", "tt")
 GEMM_DTYPES = {

@@ -101,3 +101,60 @@ def test_the_sdist_ships_each_experiment_whole_or_not_at_all(monkeypatch):
     files = sorted(p.relative_to(ROOT).as_posix() for p in experiment.rglob("*") if p.is_file())
     partial = check_dist.partial_experiments(ROOT, (selected - set(files)) | {files[0]})
     assert len(partial) == 1 and "only in part" in partial[0]
+
+
+# A measured figure: a time (28 us), a rate (3.3 TB/s, 180 TFLOP/s) or a speed ratio (1.3x,
+# 2x slower, 5% faster). Not one: hex (0x1F), vector widths (x4), shapes (16x32x128, 1x1), a
+# multiple of a variable ([32x, 32x + 32)).
+MEASURED = re.compile(
+    r"(?<![\w.])\d+(?:\.\d+)?\s?(?:us|µs|ms|ns|[TGM]B/s|[TG]FLOP/s|TFLOPS)(?!\w)"
+    r"|(?<![\w.])\d+\.\d+x\b"
+    r"|(?<![\w.])\d+x (?:faster|slower|the)\b"
+    r"|\d+% (?:faster|slower)\b"
+)
+COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)  # src/ has no "//" or "/*" in a string
+
+
+def measured_figures_in_comments(path: Path) -> list[str]:
+    """'line: comment' for each comment line of a C++ / CUDA source that holds a figure."""
+    text = path.read_text()
+    found = []
+    for comment in COMMENT.finditer(text):
+        first = text.count("\n", 0, comment.start()) + 1
+        for i, line in enumerate(comment.group().split("\n")):
+            if MEASURED.search(line):
+                found.append(f"{first + i}: {line.strip()}")
+    return found
+
+
+def src_files() -> list[Path]:
+    return sorted(p for p in (ROOT / "src").rglob("*") if p.suffix in (".h", ".cuh", ".cu", ".cpp"))
+
+
+def test_src_comments_hold_no_measured_figures(tmp_path):
+    """Comments say what the code does and why; the figures that decided a rule live in
+    docs/decisions.md, which the comment names (// Figures: docs/decisions.md#<anchor>)."""
+    assert MEASURED.search("H100: 28 vs 74 us") and MEASURED.search("1.3x, 3.3 TB/s, 2x slower")
+    assert not MEASURED.search("0x1F, x4 loads, 1x1 and 16x32x128 tiles, [32x, 32x + 32)")
+    sample = tmp_path / "sample.cu"
+    sample.write_text("int a;  // 2 rows\n/* at 16x32x128:\n   28 vs 74 us */\nint b;  // 1.3x\n")
+    assert [f.split(":")[0] for f in measured_figures_in_comments(sample)] == ["3", "4"]
+    found = [
+        f"{p.relative_to(ROOT)}:{f}" for p in src_files() for f in measured_figures_in_comments(p)
+    ]
+    assert not found, "figures in comments (move them to docs/decisions.md):\n" + "\n".join(found)
+
+
+def test_figures_anchors_named_in_the_code_exist():
+    """Each docs/decisions.md#anchor that src/ or lltm_ext/ names is a heading there (its anchor
+    as GitHub makes it: lowercase, spaces to '-', other punctuation dropped)."""
+    record = (ROOT / "docs" / "decisions.md").read_text()
+    headings = re.findall(r"^#+ (.+)$", record, re.M)
+    anchors = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+    named = {}
+    for path in src_files() + sorted((ROOT / "lltm_ext").rglob("*.py")):
+        for anchor in re.findall(r"docs/decisions\.md#([\w-]+)", path.read_text()):
+            named.setdefault(anchor, path.relative_to(ROOT).as_posix())
+    assert named, "no comment names docs/decisions.md"
+    missing = {a: p for a, p in named.items() if a not in anchors}
+    assert not missing, f"anchors not in docs/decisions.md: {missing}"

@@ -137,8 +137,8 @@ def gemm(a: Tensor, b: Tensor, *, out: Tensor | None = None) -> Tensor:
             b = b.view_as(b)
         if (a.requires_grad or b.requires_grad) and torch.is_grad_enabled():
             return GemmFunction.apply(a, b)
-        # Nothing to differentiate: the operator alone (autograd.Function's own cost, ~1.5 us a
-        # call on the CPU, is most of the time of a small product).
+        # Nothing to differentiate: the operator alone (autograd.Function's own cost is most of the
+        # time of a small product on the CPU: docs/decisions.md#gemm-no-grad-call).
         return _gemm_call(a, b)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or out.requires_grad):
         names = [f"`{n}`" for n, t in (("a", a), ("b", b), ("out", out)) if t.requires_grad]

@@ -42,10 +42,10 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
 }
 
 // float32 bits rounded to tf32 (to nearest, ties away from zero, as cuBLAS rounds), as the mma
-// reads them. Measured on the H200 (the GEMM's 128 x 128 tile, 4096^3, forced): the tensor core
-// itself truncates (no rounding: 180 TFLOP/s but 2.6x torch.mm's TF32 error), cvt.rna costs ~25%
-// (133-150 TFLOP/s), and the integer form (add half a tf32 ulp, Inf / NaN left alone; CUTLASS's
-// round_half_ulp_truncate) was slower still (123-133 TFLOP/s), so cvt.rna it is.
+// reads them. The tensor core itself truncates (no rounding: faster, but well past torch.mm's TF32
+// error); the integer form (add half a tf32 ulp, Inf / NaN left alone; CUTLASS's
+// round_half_ulp_truncate) was slower than cvt.rna, so cvt.rna it is. Figures:
+// docs/decisions.md#tf32-rounding.
 __device__ __forceinline__ uint32_t to_tf32(uint32_t x) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   uint32_t r;

@@ -78,9 +78,9 @@ struct OperatorCall<Ret(Args...)> {
 // Binds `name` in Python to the operator `lltm_ext::<name>` as torch.ops.lltm_ext.<name> runs it,
 // through every dispatch key (autograd's fallback, tensor subclasses and dispatch modes, fake
 // tensors, the profiler, the tracer) with the GIL released, but without torch.ops's boxing of the
-// Python arguments against the schema, which costs about 0.6 us a call: as much as a small
-// product itself. lltm_ext/_extension.py's operator_call() tells torch.compile that a call of it
-// is a call of the operator.
+// Python arguments against the schema, which costs as much a call as a small product itself
+// (figures: docs/decisions.md#bind-operator). lltm_ext/_extension.py's operator_call() tells
+// torch.compile that a call of it is a call of the operator.
 template <typename Sig>
 void bind_operator(pybind11::module_& m, const char* name, const char* doc) {
   const std::string qualified = std::string("lltm_ext::") + name;

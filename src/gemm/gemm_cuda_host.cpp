@@ -217,11 +217,9 @@ bool config_is_async(int config) {
 constexpr int64_t kGemvSide = 4;
 
 // The longest K the short-K kernel takes by itself: where it measured faster than the other
-// kernels over random shapes on an H100 (docs/gemm_notes.md, "Short K"): bfloat16 / float16 up to
-// K = 8 (1.02-1.24x the mma kernel, geometric means by K), exact float32 up to 16 (1.03-1.14x the
-// SIMT tiles; 1.3-1.8x at outputs of 10^6 elements and more), float32 with TF32 allowed up to 3
-// (1.12-1.33x the TF32 tensor cores, and exact). Past those it lost (bfloat16 at K = 17-24 0.78x,
-// float32 at 25-32 0.86x, TF32 at 9-12 0.89x).
+// kernels over random shapes on an H100 (docs/gemm_notes.md, "Short K"), for bfloat16 / float16,
+// exact float32 and float32 with TF32 allowed (than the TF32 tensor cores, and exact); past those
+// it lost. Figures: docs/decisions.md#short-k.
 constexpr int64_t kShortKHalf = 8, kShortKFloat = 16, kShortKTf32 = 3;
 // The longest K the mma short-K kernel takes (bfloat16 / float16; try_short_k_mma).
 constexpr int64_t kShortKMma = 64;
@@ -235,9 +233,8 @@ constexpr int64_t kSmallK = 512, kSmallOutput = int64_t{1} << 17,
 // blocks when its rows are too few to fill the GPU (float partials, summed in split order).
 // cols false: not where the column kernel (the large operand M- / N-contiguous) would run with a
 // small side of 2 to 4, for the dtypes the tensor cores run: there the mma kernel's K splits
-// measured faster (H100, bfloat16 4x1332x3999 `a.T @ b`: 16 against 27 us; 1083x2x5190: 20
-// against 31 us), while with a side of 1 the column kernel was (2767x1x4664 float16: 21 against
-// 40 us).
+// measured faster, while with a side of 1 the column kernel was (figures:
+// docs/decisions.md#gemv-cols).
 template <typename T>
 bool try_gemv(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cudaStream_t stream,
               bool cols = true) {

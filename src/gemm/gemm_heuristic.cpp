@@ -20,15 +20,14 @@ namespace {
 // "K-contiguous operands" and "Both operands K-contiguous"), and each candidate's fixed work per
 // block (prologue, epilogue) in K elements of its tile. Config 11 (256 x 128, A through registers
 // and B through staging tiles in a @ b.T) is a candidate only for a K-contiguous B (rate 0: not a
-// candidate): 1.12x config 2's speed on a @ b.T and 1.05x config 1's on a.T @ b.T at 4096^3.
-// Configs 12-15 are a 128 x 128 tile of 8 warps, a 128 x 64 one, and the narrow 128 x 32 and
-// 32 x 128 tiles (outputs of few columns, resp. rows). All fitted with the model to every
-// schedule's measured time over 128 random shapes on an H100 (benchmarks/gemm_f32_plan/, the
-// sweep's seed 2) and 24 large aligned ones (six from 1024^3 to 8192^3, each layout; counted
-// twice), checked on the 40 slowest shapes of seed 1: mean log regret of the pick against the best
-// measured schedule 0.114 -> 0.040 there, 0.011 on the large ones (docs/gemm_notes.md, "The float32
-// schedule with the narrow tiles"). The new configs' rates the fit did not move are its starting
-// 0.8.
+// candidate): it beat config 2 on a @ b.T and config 1 on a.T @ b.T at 4096^3. Configs 12-15 are a
+// 128 x 128 tile of 8 warps, a 128 x 64 one, and the narrow 128 x 32 and 32 x 128 tiles (outputs
+// of few columns, resp. rows). All fitted with the model to every schedule's measured time over
+// 128 random shapes on an H100 (benchmarks/gemm_f32_plan/, the sweep's seed 2) and 24 large
+// aligned ones (six from 1024^3 to 8192^3, each layout; counted twice), checked on the 40 slowest
+// shapes of seed 1, where the fit cut the pick's regret against the best measured schedule
+// (docs/gemm_notes.md, "The float32 schedule with the narrow tiles"). The new configs' rates the
+// fit did not move are its starting 0.8. Figures: docs/decisions.md#f32-candidates.
 constexpr std::array<int, 9> kF32Candidates = {0, 1, 2, 3, 11, 12, 13, 14, 15};
 constexpr std::array<double, 9> kF32CandidateRate = {1.07, 0.955, 0.85, 0.84, 0.0,
                                                      1.04, 0.8,   0.8,  0.8};
@@ -121,8 +120,8 @@ Estimate estimate(int64_t M, int64_t N, int64_t K, int bm, int bn, int bk, int f
   // Tail split-K: the tiles past the last full wave (or the last two) are split along K into s
   // parts, the others run whole. Calibrated on an H200 (docs/gemm_notes.md, "The schedule"): the
   // tail's last, partial wave costs as much as its busiest SMs' blocks at 0.85 of the full SM
-  // rate (fewer warps hide less latency), and the tail's waves 1.1x their estimate (split blocks
-  // start and drain in lock step, plus the workspace round trip).
+  // rate (fewer warps hide less latency), and the tail's waves 1.1 times their estimate (split
+  // blocks start and drain in lock step, plus the workspace round trip).
   const int64_t full = tiles / slots;
   for (int64_t kept = full; kept >= std::max<int64_t>(full - 1, 1); --kept) {
     const int64_t tail = tiles - kept * slots;
@@ -165,8 +164,8 @@ Choice choose_tiles(int64_t M, int64_t N, int64_t K, bool b_k_contig, const GpuF
   for (size_t c = 0; c < n; ++c) {
     if (rates[c] <= 0.0) continue;  // not a candidate for this layout
     const TileDims& tile = kF32Tiles[candidates[c]];
-    // Up to 64 K splits: one or two tiles of C over a long K fill the SMs (45 x 35 x 11052,
-    // H100: 16 splits 43 us, cuBLAS 18 us).
+    // Up to 64 K splits: one or two tiles of C over a long K fill the SMs (figures:
+    // docs/decisions.md#split-k-64).
     const Estimate e = estimate(M, N, K, tile.bm, tile.bn, tile.bk, fixed_k[c], min_split_tiles,
                                 gpu.blocks_per_sm[candidates[c]], rates[c], gpu.sms,
                                 /*max_splits=*/64);

@@ -19,8 +19,8 @@ namespace mma = lltm_ext::gemm_tiles::mma;
 // 128 x 256: 8 warps of 64 x 64 (128 accumulators per thread: half the shared-memory fragment
 // reads per mma of a 64 x 32 warp tile), 4 stages (96 KB, under the 99 KB a block may have on
 // sm_86 / sm_89 / sm_120), 1 block per SM. 128 x 128: 4 warps of 64 x 64, 4 stages (64 KB), 2
-// blocks per SM (8 warps of 64 x 32 measured ~10% slower on the H200: twice the fragment reads
-// per mma). 64 x 64: 4 warps of 32 x 32, 4 stages (32 KB), 4 blocks per SM; for grids of larger
+// blocks per SM (8 warps of 64 x 32 measured slower on the H200: twice the fragment reads per mma;
+// docs/decisions.md#mma-tile-128). 64 x 64: 4 warps of 32 x 32, 4 stages (32 KB), 4 blocks per SM;
 // tiles that would leave SMs idle, and the only tile of the register-staged (any alignment) path.
 using Tile256 = mma::MmaTile<128, 256, 2, 4, 4, 1>;
 using Tile128 = mma::MmaTile<128, 128, 2, 2, 4, 2>;

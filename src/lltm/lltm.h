@@ -59,15 +59,11 @@ void backward_gates_cuda(const at::Tensor& grad_h, int64_t grad_h_ld,
 // where B <= 256, K = S + I <= 512 and B * 3S * K <= 2^23), "fused" (always; an error where they
 // cannot) or "cublas" (never); B = 0 or S = 0 never: nothing to multiply); forward in one kernel
 // (-> gates with the bias, X, new_h, new_cell, all written); backward's products in one kernel
-// (-> d_X, d_weights, d_bias). Contiguous tensors. Auto's rule, from the H100 (forward+backward,
-// fused against cat + cuBLAS + the gate kernels): the GPU's time alone was 28 vs 74 us at
-// 16x32x128 (B x I x S; cuBLAS's kernels for such small products are slow) but 172 vs 62 us at
-// 64x256x512 and 151 vs 49 us at 256x128x256 (our kernels' plain products); between the two the
-// work where they break even is about 2^23. A training step (the cell, backward, SGD, back to
-// back) saves the host's work of the ATen calls too: 299 vs 428 us at 16x32x128, 233 vs 281 us
-// at 32x64x256 (and, on that slow host, still 391 vs 459 us at 64x256x512, past the rule). The
-// kernels sum a weight gradient over B rows and a gate over K columns in one thread each (at B =
-// 1, K = 1024: 116 vs 19 us), hence the bounds on B and K.
+// (-> d_X, d_weights, d_bias). Contiguous tensors. Auto's rule: at small cells the fused kernels
+// win on the GPU (cuBLAS's kernels for such small products are slow) and save the host's work of
+// the ATen calls too; past the work bound, where they break even, our kernels' plain products
+// lose. The kernels sum a weight gradient over B rows and a gate over K columns in one thread
+// each, hence the bounds on B and K. Figures: docs/decisions.md#fused-cell-rule.
 constexpr int64_t kFusedCellMaxBatch = 256, kFusedCellMaxK = 512;
 constexpr int64_t kFusedCellMaxWork = int64_t{1} << 23;
 bool fused_cell_cuda(int64_t batch, int64_t state, int64_t features);

@@ -245,10 +245,9 @@ void backward_gates_cpu(const at::Tensor& grad_h, int64_t grad_h_ld, const at::T
   });
 }
 
-// ATen's sum over dim 0 cost ~8 us at the tutorial's 16 x 384 (torch.profiler), mostly set-up;
-// with this loop that training step fell from 194 to 176 us (2 threads, interleaved runs). Tasks
-// own column blocks (a fixed order per column); a row's block of 64 columns is 256 or 512
-// contiguous bytes.
+// ATen's sum over dim 0 is mostly set-up at the tutorial's 16 x 384, a sizeable part of a training
+// step that this loop saves (figures: docs/decisions.md#cell-bias-grad-cpu). Tasks own column
+// blocks (a fixed order per column); a row's block of 64 columns is 256 or 512 contiguous bytes.
 void bias_grad_cpu(const at::Tensor& d_gates, const at::Tensor& d_bias) {
   const int64_t rows = d_gates.size(0);
   const int64_t cols = d_gates.size(1);

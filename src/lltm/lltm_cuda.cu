@@ -19,14 +19,14 @@ namespace {
 constexpr int kMaxCols = 256;
 constexpr int kMaxRowBlocks = 65535;  // gridDim.y
 // bias_sum_kernel's blocks: 32 columns x 32 rows of partial sums (a grid of 3S / 32 blocks only:
-// each thread's serial chain of loads is kept short; with 8 rows it took ~5 us for 800 x 768).
+// each thread's serial chain of loads is kept short; figures: docs/decisions.md#bias-sum-rows).
 constexpr int kCols = 32;
 constexpr int kRows = 32;
 
 // Rows a gate kernel's thread takes per round of its row loop (forward, backward): their loads
 // are all issued before the math, so that each thread keeps several in flight (the kernels are
-// bound by memory: at 32768 x 256, one row per block kept too few bytes in flight and took ~25%
-// above the time of its bytes at copy bandwidth).
+// bound by memory: one row per block kept too few bytes in flight to reach copy bandwidth;
+// figures: docs/decisions.md#gate-kernel-rows).
 constexpr int kForwardRows = 4, kBackwardRows = 2;
 
 // Forward of rows r, r + step, ..., r + (U - 1) step at state column s (bias b), with the split

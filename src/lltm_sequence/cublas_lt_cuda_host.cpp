@@ -1,14 +1,12 @@
 // Small products without cuBLAS's finest split-K (CUDA builds only): where cuBLAS's heuristic would
 // cut K into pieces of a few elements, the product runs through cuBLASLt with split-K excluded.
 //
-// For products of a few dozen rows, cuBLAS (13, H100) often picks a split-K kernel that cuts K
-// into pieces of one to a dozen elements (5 to 264 of them), at worst 23-54 us where one unsplit
-// kernel takes 4-17 us (d h0, B x S x 3S = 9 x 65 x 195: 29.0 against 8.6 us; the input projection
-// 18 x 141 x 126: 28.4 against 5.2 us; a step's 16 x 333 x 111: 31.1 against 3.8 us). Of 286
-// products of LLTM shapes (24 sequences, float32 and bfloat16), cuBLAS's pick cut K into pieces
-// shorter than kMinPieceDepth for 36, and the unsplit kernel was faster at 34 of them (290 us in
-// all; 0.5 us slower at worst); where the pieces were longer (140), it was slower at 110, by up to
-// 78x. docs/lltm_notes.md has the measurements.
+// For products of a few dozen rows, cuBLAS (13) often picks a split-K kernel that cuts K into
+// pieces of one to a dozen elements, several times slower than one unsplit kernel. Where cuBLAS's
+// pick cut K into pieces shorter than kMinPieceDepth, the unsplit kernel was faster at almost all
+// LLTM shapes measured and never much slower; where the pieces were longer, it was mostly slower,
+// by far at worst. Figures: docs/decisions.md#cublaslt-min-piece-depth (docs/lltm_notes.md has
+// the measurements).
 #include <ATen/DynamicLibrary.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <cublasLt.h>

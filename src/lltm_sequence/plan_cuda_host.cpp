@@ -125,15 +125,11 @@ StepPlan step_plan(int device, int64_t batch, int64_t state, int64_t element_siz
 // Blocks per cluster for a state of S and a batch of B on a GPU of `sms` SMs: the fewest (of 1, 2,
 // 4, 8) whose clusters of 2-row slices cover the SMs (ceil(B / 2) * blocks >= sms: with many rows,
 // fewer blocks per cluster exchange less per step), but with at most 36 columns a block (its
-// share of a step's product stays short). Measured on the H100 over the S <= 256 shapes of the
-// sweep's seed 1 (this rule was read off them), forward+backward, 8 blocks against the rule's:
-// T = 1605, B = 370, S = 40, float32 / bfloat16: 9.5 / 12.0 ms against 7.6 / 7.6 ms (2 blocks);
-// T = 550, B = 138, S = 139, float32: 13.3 vs 12.7 ms (4); T = 128, B = 179, S = 139: 2.75 vs
-// 2.61 ms (4); T = 242, B = 102, S = 51: 1131 vs 1124 us (4). Where B / 2 x 8 blocks do not cover
-// the SMs (B = 2 ... 20), 8 blocks were the fastest or within 7%; with 40 to 47 columns a block
-// (T = 22, B = 74, S = 159; T = 25, B = 243, S = 185, 4 blocks) it lost (790 vs 626 us, 1403 vs
-// 1233 us), hence 36. LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS (1, 2, 4 or 8; read at every call) forces
-// them, for measurements.
+// share of a step's product stays short). The rule was read off the sweep's S <= 256 shapes on the
+// H100: where B / 2 x 8 blocks do not cover the SMs (B = 2 ... 20), 8 blocks were the fastest or
+// close to it; with 40 to 47 columns a block they lost, hence 36. Figures:
+// docs/decisions.md#cluster-blocks. LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS (1, 2, 4 or 8; read at every
+// call) forces them, for measurements.
 int cluster_blocks(int64_t state, int64_t batch, int sms) {
   const int forced = knob_in("LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS", {1, 2, 4, 8});
   if (forced > 0) {
@@ -189,16 +185,11 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
         continue;
       }
       // The tensor cores pay from 8-row slices on: a 16-row mma tile holds the slice, and with 2 or
-      // 4 rows most of it is padding (H200, float32, T = 128, forward+backward: B = 256, S = 128,
-      // 16 rows: 1302 vs 1408 us SIMT; S = 256: 2765 vs 4402 us; but B = 16, 2 rows: S = 128 579
-      // vs 504 us, S = 256 881 vs 698 us).
+      // 4 rows most of it is padding.
       // float32 at full precision takes three passes here too. With four k steps in flight as
       // independent chains and the split in integer instructions (sequence_mma.cuh), they tied or
-      // won against the SIMT cores (H100, torch's defaults, forward+backward, one process, forced
-      // either way): T = 25, B = 243, S = 185 850 vs 1240 us; T = 22, B = 74, S = 159 653 vs 716
-      // us; T = 128, B = 64, S = 256 1628 vs 1726 us; T = 1547, B = 29, S = 203 9.18 vs 9.40 ms;
-      // within 1% at six more; lost at T = 128, B = 256, S = 128 (1647 vs 1590 us). Before those
-      // two changes three passes lost (T = 128, B = 64, S = 256: 2512 vs 1712 us).
+      // won against the SIMT cores at all but one shape measured; before those two changes three
+      // passes lost. Figures: docs/decisions.md#cluster-tensor-cores.
       const Product p = rows >= 8 ? product : Product::kSimt;
       const auto fits = [&](const ClusterShape& shape) {
         return cluster_shape_ok(shape) &&
@@ -259,13 +250,10 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
 // auto takes them wherever they apply (a block reads its slice once per step); on the SIMT cores
 // for S <= 512 and S^2 B <= 2^24: there a step's product (3 S^2 B multiply-adds on the SIMT cores,
 // each block reading its W_h slice from shared memory once per batch row, and the whole of x from
-// L2) takes less than cuBLAS's tensor-core GEMM and its launches. Measured on an H200, float32, T =
-// 128, forward+backward, against cuBLAS every step: B = 16, S = 512 2.2 vs 4.3-4.6 ms; B = 64, S =
-// 512 3.5 vs 4.6-5.0 ms; but B = 16, S = 1024 4.5-4.6 vs 4.4-5.2 ms (no gain: twice the L2 traffic
-// per step), B = 32, S = 1024 6.0 ms, bfloat16 B = 128, S = 512 5.8 vs 4.0 ms. Against the fused
-// step kernels at S <= 256 (B = 16 .. 256) they were faster at every size: 845 vs 1850 us at B =
-// 16, S = 128. LLTM_EXT_SEQUENCE_WIDE_COLS (4, 8 or 16; read at every call) forces the columns, for
-// measurements.
+// L2) takes less than cuBLAS's tensor-core GEMM and its launches; at S = 1024, no gain (twice the
+// L2 traffic per step). Against the fused step kernels at S <= 256 they were faster at every size.
+// Figures: docs/decisions.md#wide-plan. LLTM_EXT_SEQUENCE_WIDE_COLS (4, 8 or 16; read at every
+// call) forces the columns, for measurements.
 struct WidePlan {
   int cols;  // 0: the wide kernels do not run
   Product product;
@@ -285,12 +273,9 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
     C10_CUDA_CHECK(wide_mma_loaded<T>(&is_loaded));
     return is_loaded;
   });
-  // The half types take the tensor cores at every state. H100, bfloat16, forward+backward, the
-  // seed-1 sweep's thirteen shapes with 256 < S <= 1024 that the kernels fit, one process: the
-  // tensor cores beat the SIMT product at twelve (S = 269, T = 45, B = 3: 629 vs 949 us; S = 398,
-  // T = 1638, B = 5: 28.1 vs 40.7 ms; S = 970, B = 1: 5964 vs 10032 us) and lost at S = 480, B =
-  // 25 (2690 vs 2530 us; the SIMT product had been the faster at S = 512 on an H200, B = 16 and
-  // 64, by 5-10%).
+  // The half types take the tensor cores at every state: they beat the SIMT product at all but one
+  // of the sweep's shapes with 256 < S <= 1024 that the kernels fit. Figures:
+  // docs/decisions.md#wide-half-tensor-cores.
   const at::ScalarType dtype = c10::CppTypeToScalarType<T>::value;
   const Product product = mma_loaded ? sequence_product(dtype, tf32) : Product::kSimt;
   if (setting == SequencePath::kAuto && product == Product::kSimt &&
@@ -298,13 +283,10 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
     return {0, Product::kSimt};
   }
   // Where S is not a multiple of 4 (rows of x read element by element) auto takes them on the
-  // tensor cores only, and for the half types at S <= 512 only. H100, the sweep's shapes there,
-  // forward+backward against LLTM_EXT_SEQUENCE_PATH=cublas: float32 (three TF32 passes) won at
-  // eight of nine, 1.11x - 2.22x (S = 339: 1.58x, 1.72x in two runs; 358: 1.47x, 1.54x), and tied
-  // at T = 9, B = 16, S = 774 (1.09x, 0.98x); bfloat16 won at all five at S <= 512 (S = 269 2.19x,
-  // 398 1.34x, 339 1.27x, 358 1.06x, 499 1.01x) but lost at two of four past it (S = 647, B = 11
-  // 0.80x; S = 970, B = 1 0.85x; S = 942 1.34x, 774 1.03x); float64 (SIMT) lost at two of three
-  // (S = 358 0.55x).
+  // tensor cores only, and for the half types at S <= 512 only: against the cuBLAS path float32
+  // (three TF32 passes) won or tied at every shape measured, bfloat16 won at every S <= 512 but
+  // lost at some past it, float64 (SIMT) lost at most. Figures:
+  // docs/decisions.md#wide-unaligned-state.
   if (setting == SequencePath::kAuto && state % 4 != 0 &&
       (product == Product::kSimt || (dtype != at::kFloat && state > 512))) {
     return {0, Product::kSimt};
@@ -347,15 +329,12 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
 // tensor cores (sequence_product), where a tile's slice of W_h fits an SM's shared memory with a
 // grid of at most one block per SM (tiled_step_shape); auto takes them where a tile's rows x the
 // state is at most kTiledAutoWork. A block's step costs about its rows (16 mt) x its k steps
-// (S forward, 3S backward) x its outputs, and a step of its kernels at least ~5 us each way (a
-// barrier over global memory), where cuBLAS every step costs least at large batches. H100, float32
-// at torch's defaults, forward+backward against LLTM_EXT_SEQUENCE_PATH=cublas (tiled time / cuBLAS
-// time) over the 36 shapes of the sweep's seeds 1-5 that the wide kernels do not take: one m-tile
-// won at all seven (B = 1 .. 50, S = 671 .. 1397: 0.55-0.97); two at S <= 858 (0.67-0.96, six
-// shapes), not at S = 948 (B = 55: 1.04) or 1116 (B = 26, T = 14: 1.19); four at S <= 477
-// (0.93-0.99, five shapes), not at S >= 545 (1.02-1.41, eight); eight never (1.10-1.88, eight).
-// The rule puts one shape on the wrong side (S = 948, B = 55: 4% slower). bfloat16 the same way
-// (T = 65, B = 261, S = 285: 1766 vs 2875 us; B = 144, S = 678, four m-tiles: 76.9 vs 65.0 ms).
+// (S forward, 3S backward) x its outputs, and a step of its kernels has a fixed cost each way (a
+// barrier over global memory), where cuBLAS every step costs least at large batches. Against
+// LLTM_EXT_SEQUENCE_PATH=cublas over the sweep's shapes that the wide kernels do not take, the
+// more m-tiles, the smaller the largest state at which the tiled kernels still won (eight never
+// did): kTiledAutoWork sits between, with one shape on the wrong side; bfloat16 the same way.
+// Figures: docs/decisions.md#tiled-rule.
 // LLTM_EXT_SEQUENCE_TILED_TILES (1, 2, 4 or 8 m-tiles of 16 rows) and LLTM_EXT_SEQUENCE_TILED_COLS
 // (4 .. 24), read at every call, restrict the tile, for tests and measurements; forced
 // (LLTM_EXT_SEQUENCE_PATH=tiled), the kernels run wherever they apply.
@@ -404,12 +383,8 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
     }
     // Since float32's step products on the cuBLAS path run as 3xTF32 at small batches
     // (lltm_sequence_step_gemm.cu), that path beats one m-tile at large states and batches of
-    // up to 6 (float32 only: the half types' step products are cuBLAS's). H100, float32 at torch's
-    // defaults, T = 300, I = 16, forward+backward, tiled / cuBLAS path: B = 1 .. 6 x S = 1200,
-    // 1300, 1350, 1397, 1450: 1.00-1.30x slower at 22 of 25 (B = 1, S = 1300: 9.97 vs 7.67 ms),
-    // 0.95-1.00x at B = 3, 4, 6 with S = 1450; the sweep's T = 387, B = 2, S = 1397: 13.6 vs 10.7
-    // ms. At S <= 1100 one m-tile stays the faster (T = 100, B = 1 .. 16, S = 700 .. 1100:
-    // 0.69-0.94x of the cuBLAS path's time).
+    // up to 6 (float32 only: the half types' step products are cuBLAS's); at S <= 1100 one m-tile
+    // stays the faster. Figures: docs/decisions.md#tiled-small-batch.
     if (std::is_same_v<T, float> && setting == SequencePath::kAuto && shape.mt == 1 && batch <= 6 &&
         state >= 1200) {
       shape = TiledShape{};
@@ -488,16 +463,10 @@ bool step_gemm_sm90_runs(int device) {
 }
 
 // Where auto takes Hopper's step product (float32 at full precision, on a GPU that runs it): S >
-// 1024, forward from B = 96, backward from B = 33. Measured (H200, T = 100, I = 16,
-// forward+backward on the cuBLAS path, the sweep's sampler, us, with one direction's product
-// cuBLAS's / Hopper's, the other's cuBLAS's): forward S = 1156: B = 33 6437 / 6965, B = 64 7300 /
-// 7907, B = 111 9777 / 9341, B = 256 16711 / 16140, B = 508 30879 / 29704; S = 1716: B = 64 11857 /
-// 12424, B = 128 16894 / 15971; S = 2048: B = 128 22243 / 21410, B = 256 40474 / 40314; S = 529 and
-// 800: 2-16% slower at every B from 33 to 508. Backward S = 1156: B = 33 6440 / 5950, B = 64 7287 /
-// 6633, B = 111 9798 / 9700, B = 508 30878 / 28907; S = 1716: B = 64 11873 / 10970, B = 128 16920 /
-// 16479; S = 2048: B = 64 13339 / 13894 (the one loss past 1024), B = 256 40439 / 37147; S = 529: B
-// = 33 3510 / 3280, but B = 64 .. 256 9-12% slower. Its profile: "Float32's step products on
-// Hopper's tensor cores" in docs/lltm_notes.md.
+// 1024, forward from B = 96, backward from B = 33 (against the cuBLAS path with cuBLAS's product
+// the other way; at S = 529 and 800 it was mostly slower). Figures:
+// docs/decisions.md#step-wgmma-auto. Its profile: "Float32's step products on Hopper's tensor
+// cores" in docs/lltm_notes.md.
 bool step_wgmma_auto(int64_t batch, int64_t state, bool backward) {
   return state > 1024 && batch >= (backward ? 33 : 96);
 }
@@ -507,11 +476,8 @@ bool step_wgmma_auto(int64_t batch, int64_t state, bool backward) {
 // Auto, per product, where the device runs the tensor-core kernel (sm_80+ code and its shared
 // memory): forward 3xTF32 at 5 <= B <= 32; backward 3xTF32 at 2 <= B <= 32 and on the SIMT cores at
 // 33 <= B <= 64; cuBLAS elsewhere (without the tensor-core kernel, backward on the SIMT cores at 2
-// <= B <= 64). Measured per product (H100, T = 50, S = 1100 ... 2048, GPU time of forward and of
-// backward, us, cuBLAS / 3xTF32 / SIMT; docs/lltm_notes.md has all 15 shapes): forward B = 1 599 /
-// 928 / 997 (cuBLAS's GEMV), B = 8 894 / 698 / 741, B = 26 1215 / 1014 / 1042, B = 64 2070 / 2705 /
-// 2399; backward B = 1 885 / 1158 / 1439, B = 2 1747 / 806 / 867, B = 26 1735 / 1179 / 1225, B = 48
-// 2360 / 1860 / 1701, B = 96 2774 / 3231 / 3590.
+// <= B <= 64). Measured per product, forward and backward apart: docs/decisions.md#step-gemm-plan
+// (docs/lltm_notes.md has all 15 shapes).
 // Splits: enough blocks for ~2 a SM, each split at least 64 k and splits x m at most k / 2 (the
 // partial sums' traffic, written and read once, then stays below W_h's);
 // LLTM_EXT_SEQUENCE_STEP_SPLITS (1-64) forces them.
@@ -615,14 +581,8 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
       return plan;
     }
     // Where the cluster kernels' clusters would take turns (each running all T steps), the tiled
-    // kernels, where they apply, run the batch at once and cost less. H100, float32 at torch's
-    // defaults, forward+backward, T = 25 and 200, I = 64, both forced in one process: cluster /
-    // tiled, B = 243, S = 185 and 250, B = 384, S = 185 and 250, B = 512, S = 128 .. 250 (the
-    // clusters in turns): 1.08-1.46x slower (T = 200, B = 512, S = 185: 8.05 vs 5.52 ms; the
-    // sweep's T = 25, B = 243, S = 185: 764 vs 625 us); where they run at once (B = 96 and 160,
-    // S = 128 .. 250; B = 243 and 384, S = 128), 1.01-1.94x faster (T = 200, B = 96, S = 128: 1.19
-    // vs 2.30 ms). bfloat16 and float16 at six shapes in turns: 1.20-1.60x slower (T = 200, B =
-    // 512, S = 185: 6.91 vs 4.31 ms), tied at B = 512, S = 128.
+    // kernels, where they apply, run the batch at once and cost less; where the clusters run at
+    // once, the cluster kernels are the faster. Figures: docs/decisions.md#cluster-or-tiled.
     const ClusterPlan cluster = cluster_plan<T>(device, batch, state, tf32);
     const TiledPlan instead = cluster.use && !cluster.at_once
                                   ? tiled_plan<T>(device, batch, state, tf32)
@@ -635,11 +595,9 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
     if (instead.shape.mt > 0) {
       return take_tiled(instead);
     }
-    // The half types at mid states and batches: the tiled kernels before the wide ones. H100,
-    // bfloat16, T = 100, I = 64, forward+backward, both forced in one process, wide / tiled time:
-    // B = 11, 25, 44 x S = 269, 398, 480: 1.14-1.67x (B = 25, S = 398: 2449 vs 1469 us); B = 4:
-    // 0.98-1.19x. float32 stays on the wide kernels: at the same shapes they were the faster at
-    // S = 269 and 480 (by 5-21%), the slower at S = 398 by 5-6% (B >= 11).
+    // The half types at mid states and batches: the tiled kernels before the wide ones (faster
+    // from B = 11 on, about even at B = 4). float32 stays on the wide kernels: at the same shapes
+    // they were mostly the faster. Figures: docs/decisions.md#half-tiled-before-wide.
     if (!std::is_same_v<T, float> && !std::is_same_v<T, double> && batch >= 8 && batch <= 44 &&
         state > 256 && state <= 512) {
       const TiledPlan tiled = tiled_plan<T>(device, batch, state, tf32);

@@ -89,7 +89,7 @@ StepWeights step_weights(const at::Tensor& weights, int64_t S, const StepGemmSha
   w.copy.narrow(1, 0, S).copy_(weights.narrow(1, 0, S));
   if (w.ld > S) {
     w.copy.narrow(1, S, w.ld - S).zero_();  // the padding alone: a fill of the whole copy cost
-                                            // ~5 us at S = 1116 (H100)
+                                            // more (docs/decisions.md#weight-copy-padding)
   }
   w.data = w.copy.const_data_ptr<float>();
   return w;

@@ -133,9 +133,9 @@ cudaError_t launch_tiled_backward(T* d_gates, const T* w, int64_t ld, const T* g
 
 // The kernels below that run all steps in one launch (the cluster and small-state kernels) are
 // programmatic dependent launches (cuda_kernel.cuh) for at most kDependentMaxSteps steps, which
-// hides the launch's latency between the few short kernels of a short sequence (H100, T <= 29:
-// 6-25% off forward+backward). A longer sequence, whose time that latency hardly touches, is
-// launched the ordinary way.
+// hides the launch's latency between the few short kernels of a short sequence (figures:
+// docs/decisions.md#dependent-launch). A longer sequence, whose time that latency hardly touches,
+// is launched the ordinary way.
 constexpr int64_t kDependentMaxSteps = 64;
 
 // The sequence's time steps on sm_90 (lltm_sequence_cluster.cu): thread-block clusters of
@@ -187,10 +187,8 @@ cudaError_t launch_cluster_backward(T* d_gates, const T* w, int64_t ld, const T*
 // small_step_rows: the fewest rows per block whose grids (forward's, and either of backward's: the
 // sequence's length picks its lanes a column) run at once on the current device, 0 where none
 // does or the state or dtype does not apply.
-// float32 at 88 < S <= 96 (k per lane 24), against the cluster kernels that ran there before, H100,
-// forward+backward, one process: T = 29, B = 16, S = 90 143 vs 222 us; T = 1000, B = 2, S = 89
-// 1887 vs 4649 us; T = 200, B = 250, S = 92 893 vs 2137 us; T = 29, B = 300, S = 96 300 vs 373
-// us (eight shapes, 1.2-2.5x).
+// float32 at 88 < S <= 96 (k per lane 24) runs here: faster than the cluster kernels that ran
+// there before at every shape measured. Figures: docs/decisions.md#small-max-state.
 template <typename T>
 constexpr int64_t small_max_state() {
   return std::is_same_v<T, float> ? 96 : 88;

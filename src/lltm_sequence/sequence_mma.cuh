@@ -155,14 +155,13 @@ __device__ __forceinline__ void mma_chains_split(float (&acc)[4],
 // first; the small x small term (~2^-22 of the product) is left out, as 3xTF32 does. Each k step's
 // passes sum from zero and are added to acc on the SIMT cores: the tensor core truncates its
 // float32 sums, and chained over every k step of a product (and then over the sequence's steps,
-// through a cell state without a forget gate) that error drifts one way (H100, float32 at torch's
-// defaults, max error / max output against float64: T = 230, B = 44, S = 358 3.1e-4 chained,
-// against 4.3e-5 for cuBLAS's float32; measurements beside this in docs/lltm_notes.md). There a
-// warp takes kMmaChains of its k steps at a time, as independent chains of mma (one chain's
-// latency hidden behind the others'; k steps past ksteps read as zeros): float32 forward+backward
-// 3-11% faster on the wide kernels at the sweep's shapes (H100), 1.46x on the cluster kernels at
-// T = 25, B = 243, S = 185. One pass chains every k step into acc, one k step at a time: the four
-// chains, each summed from zero, were 2-5% slower there (bfloat16, the wide kernels).
+// through a cell state without a forget gate) that error drifts one way, well past cuBLAS's
+// float32 error (measurements beside this in docs/lltm_notes.md). There a warp takes kMmaChains
+// of its k steps at a time, as independent chains of mma (one chain's latency hidden behind the
+// others'; k steps past ksteps read as zeros): float32 forward+backward faster on the wide and
+// the cluster kernels. One pass chains every k step into acc, one k step at a time: the four
+// chains, each summed from zero, were slower there (bfloat16, the wide kernels). Figures:
+// docs/decisions.md#mma-chains.
 // Fragments (common/mma_sync.cuh): lane 4 g + t reads x rows g, g + 8 and w rows (outputs) j * 8 +
 // g at k + t and k + t + 4; with strides of 4 mod 32 the 32 lanes hit 32 banks.
 template <int TILES, Product P = Product::kTf32>

@@ -45,9 +45,9 @@ constexpr int kBTile = kAmxRows * 16;     // uint32 pairs
 // Blocking: K panels of kAmxKc (the tiles accumulate over a whole panel; a float workspace of
 // kAmxMw rows of C holds the sums across panels), blocks of kAmxNc columns of B (packed once a
 // panel: 1 MB at most, in L2) and of kAmxMc rows of A (the tiles a block's rows take from A or
-// its packed copy). Over 9 products of 20-8227 rows on the development machine (one core of a
-// Xeon with AMX), panels of 512, 384 and 256 ran 2%, 4% and 5% slower (geometric means); other
-// blocks of rows (32-256) and columns (256-1024) moved it by less than the runs' spread (3%).
+// its packed copy). Over products of 20-8227 rows on the development machine (one core of a Xeon
+// with AMX), shallower panels ran slower; other blocks of rows (32-256) and columns (256-1024)
+// moved it by less than the runs' spread. Figures: docs/decisions.md#cpu-amx-blocking.
 constexpr int kAmxKc = 1024;
 constexpr int kAmxMc = 128;
 constexpr int kAmxNc = 512;
@@ -389,7 +389,8 @@ void amx_blocked(const Problem& p, const Region& r, Scratch& s) {
             }
           }
           // Row pairs outer: C is written along its rows (down a column of tiles, short-K
-          // products wrote 10-60% slower), and a pair's A tiles stay in L1 across the columns.
+          // products wrote slower; figures: docs/decisions.md#cpu-amx-loop-order), and a pair's A
+          // tiles stay in L1 across the columns.
           for (int it = 0; it < row_tiles; it += 2) {
             const ATiles& g0 = groups[it];
             const bool two_rows = it + 1 < row_tiles;

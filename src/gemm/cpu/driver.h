@@ -38,17 +38,16 @@ constexpr int64_t kDotMaxRows = 64;
 constexpr int64_t kDotMinK = 128;
 constexpr int64_t kRowsMaxRows = 128;
 // ... and, past kRowsAnyB rows, a B of at most kRowsMaxB bytes: a larger B read in place, a panel
-// of rows spread over as many pages, ran up to 2x slower than packed (one core of a Xeon with
-// AVX-512: 20x6137x7887 0.42x torch.mm read in place, 0.85x packed; 20 or 64 rows over B of
-// 16-256 MB, 1.0-2.0x faster packed; at 4 MB and below, or up to 16 rows, in place won).
+// of rows spread over as many pages, ran slower than packed (one core of a Xeon with AVX-512; at
+// 4 MB and below, or up to 16 rows, in place won). Figures: docs/decisions.md#cpu-rows-max-b.
 constexpr int64_t kRowsAnyB = 16;
 constexpr double kRowsMaxB = 4.0 * 1024 * 1024;
 constexpr int64_t kDotGatherN = 64;
 // bfloat16 on AMX tiles (amx.h; the AVX-512 copy, where the CPU and the OS allow them): every
 // product but those of K <= kAmxMinK or a single row or column of C, where storing C or streaming
 // the long operand is the work and the other paths do it with less overhead, and those under
-// kAmxMinMacs multiply-adds, where setting up the tiles is (5x2x96: 1.7 us on them, 1.1 on the
-// dot path). C^T = B^T A^T (see amx_flip) from K >= kAmxFlipMinK.
+// kAmxMinMacs multiply-adds, where setting up the tiles is (figures:
+// docs/decisions.md#cpu-amx-min-macs). C^T = B^T A^T (see amx_flip) from K >= kAmxFlipMinK.
 constexpr int64_t kAmxMinK = 8;
 constexpr double kAmxMinMacs = 4096;
 constexpr int64_t kAmxFlipMinK = 32;
@@ -70,14 +69,13 @@ constexpr int64_t kDirectTallMaxN = 64;
 // in both orientations; docs/gemm_cpu.md). kPacked's
 // orientation: an A packed from rows along K at 0.3 per element, a B at 0.75 (AVX-512: 0.3 and
 // 0.3, where both go through in-register transposes) and a C stored transposed at 40 / rows per
-// vector (AVX-512: 80); with the AVX-512 figures 27 of 38 a.T @ b.T products ran in the slower
+// vector (AVX-512: 80); with the AVX-512 costs most a.T @ b.T products ran in the slower
 // orientation there. kDirect gathers B only over a K of at most kDirectGatherK2 (or, for up to
 // kAxpyMaxRows rows of C, kDirectGatherK), takes a few rows of C from axpy_rows at such a K
-// (writing C is the work there: 2x7831x1 0.37x torch.mm on axpy_rows, 0.68x direct); up to
-// kDirectNearRows rows of C it takes the orientation that loads B along N where the skinny one
-// would gather (direct_near()), and its tall case (direct_tall()) is tried in both orientations,
-// C^T written transposed only from K >= kDirectTallFlipMinK (28x1751x8 a.T @ b.T: 0.42x
-// transposed, 1.17x packed; 4x2499x94: 1.27x transposed).
+// (writing C is the work there); up to kDirectNearRows rows of C it takes the orientation that
+// loads B along N where the skinny one would gather (direct_near()), and its tall case
+// (direct_tall()) is tried in both orientations, C^T written transposed only from K >=
+// kDirectTallFlipMinK. Figures: docs/decisions.md#cpu-avx2-rules.
 constexpr double kPackKContigA = kLevel == 2 ? 0.3 : kLevel == 1 ? 0.3 : 1.0;
 constexpr double kPackKContigB = kLevel == 2 ? 0.3 : 0.75;
 constexpr int64_t kDirectGatherK2 = 4;
@@ -87,11 +85,11 @@ constexpr double kStoreTransposed = kLevel == 2 ? 80.0 : 40.0;
 constexpr int64_t kDirectTallGatherK = 32;
 constexpr double kDirectTallMaxB = 32.0 * 1024;
 // Work per part below which a product runs on one thread: multiply-adds plus kOutputMacs per
-// element of C (with small K, writing C is most of the time). 2^20: about 25 us of float32 on one
-// core of the development machine. There, with the team's workers awake, two parts already paid
-// at 64^3 (8.0 us on one thread, 7.1 us in two; 128^3: 43.6 and 28.9 us); the grain is kept
-// larger because a woken worker on a core busy with other processes can hold a parallel region
-// for a time slice (~10 ms), which only larger work can afford to risk. Products of more than
+// element of C (with small K, writing C is most of the time). 2^20 is some tens of microseconds of
+// float32 on one core of the development machine. There, with the team's workers awake, two parts
+// already paid at 64^3; the grain is kept larger because a woken worker on a core busy with other
+// processes can hold a parallel region for a time slice of the OS scheduler, which only larger
+// work can afford to risk (figures: docs/decisions.md#cpu-grain). Products of more than
 // kFineParts grains are cut into two parts per thread, so that a thread slowed by other work on
 // its core leaves more of the product to the others.
 constexpr double kGrainMacs = 1048576.0;
@@ -179,8 +177,8 @@ Report run_typed(Problem p, const Knobs& knobs) {
   // its rows run along K, B's rows interleaved cheaply when they run along N, and C written
   // transposed costs a transpose per 16 x 16 block. So C^T = B^T A^T only where neither holds in
   // C = A B but both do in C^T (a.T @ b.T), and K repays the transposed stores (below 32, a
-  // single partial step of K, the stores are most of the work; measured: 6776x35x7 and
-  // 2343x1667x5 a.T @ b.T 30% slower transposed, 143x110x443 and 633x2815x506 20-30% faster).
+  // single partial step of K, the stores are most of the work; figures:
+  // docs/decisions.md#cpu-amx-flip).
   const auto amx_flip = [&] {
     return p.sak != 1 && p.sbn != 1 && p.sbk == 1 && p.sam == 1 && p.K >= kAmxFlipMinK;
   };
@@ -194,15 +192,14 @@ Report run_typed(Problem p, const Knobs& knobs) {
   // pair kernels; M = 8 crosses at K ~ 64 in float32, ~ 128 in bfloat16), or up to kDotMaxRows
   // when K >= kDotMinK. A's rows must be contiguous along K too, unless there are enough columns
   // of C to repay gathering them (each A element serves n) or so few rows that gathering them
-  // costs no more than packing them would (2x7x331, A and B both transposed: 3.1 us on kDot, 6.9
-  // us packed, torch.mm 3.8 us).
+  // costs no more than packing them would (figures: docs/decisions.md#cpu-dot-path).
   const int64_t dot_k_per_row = pair_ok ? L : L / 2;
   const auto dot_suits = [&](const Problem& x) {
     const bool few_rows =
         (x.M <= kSkinny && x.K >= x.M * dot_k_per_row) || (x.M <= kDotMaxRows && x.K >= kDotMinK);
     const bool a_cheap = x.sak == 1 || x.N >= kDotGatherN || x.M <= kSkinny;
-    // (AVX2: a single row of C from K = L on: gathering B instead cost more there, 1x4635x9
-    // a.T @ b.T 0.46x torch.mm on the gathered direct path)
+    // (AVX2: a single row of C from K = L on: gathering B instead cost more there; figures:
+    // docs/decisions.md#cpu-dot-path)
     const int64_t min_k = kLevel == 1 && x.M == 1 ? L : 2 * L;
     return fits(Path::kDot, x) && x.K >= min_k && few_rows && a_cheap;
   };

@@ -5,11 +5,11 @@
 // Claiming (rather than at::parallel_for's fixed split) lets a thread that starts late or runs on
 // a core shared with other work take fewer parts. The team itself was measured against helpers
 // from ATen's inter-op pool (at::launch; they claimed parts the same way, the caller never
-// waiting for one that had not started, and spun 200 us after their last part before sleeping),
-// on the development machine, interleaved with torch.mm at 2 threads, over the 59 of 120 random
-// shapes (seed 11) large enough to split: geometric mean 1.51x torch.mm with the team, 0.82x with
-// the helpers (the team's workers are still spinning from torch's last op, and a helper of
-// another pool competes with them for the core).
+// waiting for one that had not started, and spun a while after their last part before sleeping),
+// on the development machine, interleaved with torch.mm at 2 threads, over random shapes large
+// enough to split: the team was far ahead (its workers are still spinning from torch's last op,
+// and a helper of another pool competes with them for the core). Figures:
+// docs/decisions.md#cpu-threads.
 #pragma once
 
 namespace lltm_ext::gemm::cpugemm::LLTM_GEMM_CPU_NS {

@@ -6,10 +6,9 @@
 // conflicts at most, both ways), then 16-byte stores of output rows gathered from four tile rows
 // (a warp writes 2 rows x 256 contiguous bytes). Consecutive tiles go down the input's rows
 // within one 64-column band, so the blocks running at once write long runs of each output row.
-// Measured on an H200 (docs/gemm_notes.md): 3.3-3.5 TB/s at 4096^2 and 8192^2, against 0.85 TB/s
-// for a register-only 4 x 4 transpose writing 32-byte pieces of 16 rows per warp store, 2.5 TB/s
-// for one writing 128-byte pieces, 3.2-3.3 TB/s for this kernel in row order, and 3.6-4.1 TB/s
-// for a plain copy.
+// Measured on an H200 (docs/gemm_notes.md): near a plain copy's bandwidth, far ahead of
+// register-only 4 x 4 transposes and ahead of this kernel in row order. Figures:
+// docs/decisions.md#transpose-f32.
 #pragma once
 
 #include <cuda_runtime.h>

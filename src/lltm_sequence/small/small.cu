@@ -14,9 +14,10 @@ namespace lltm_ext::lltm {
 namespace {
 
 // A step of a small state is a chain of dependent latencies, not work: at T = 1000, B = 2, S = 37
-// the cluster kernels spent ~1.7 us a step forward (cuDNN's LSTM 0.7 us) in shared-memory loads
-// of W_h, partial sums through shared memory, a barrier, one thread's sums of them and the
-// exchange between blocks. Here batch rows never meet (a block owns `rows` of them, at most
+// the cluster kernels spent their steps, far slower than cuDNN's LSTM's (figures:
+// docs/decisions.md#small-state-kernels), in shared-memory loads of W_h, partial sums through
+// shared memory, a barrier, one thread's sums of them and the exchange between blocks. Here batch
+// rows never meet (a block owns `rows` of them, at most
 // kSmallMaxRows, and every column), so blocks never wait on each other; in a block, column s takes
 // L adjacent lanes (2, 4 or 8: small_forward_lanes, small_backward_lanes), lane k holding its share
 // of W_h's elements (small_k: pairs of adjacent k for float32) of the column's three gate rows
@@ -36,20 +37,13 @@ constexpr int kSmallMaxRows = 4;
 // Lanes per column: 8 for the half types; 4 or 2 for float32. Fewer lanes, fewer warps: each
 // lane's chains of multiply-adds grow, the shuffles and the gate math (one lane of a group, so
 // issued once a warp) shrink. The rows a block owns are lanes k < R of a group: 2 lanes take R
-// <= 2. H100, forward+backward, us (2 lanes in both kernels, in the forward kernel alone, 4 in
-// both): T = 1000, B = 5, S = 88 1267 / 1403 / 1378; T = 442, B = 20, S = 80 606 / 661 / 648; T =
-// 500, B = 64, S = 96 964 / 1053 / 1164; T = 1938, B = 2, S = 37 1888 / 2009 / 2008; T = 1000, B =
-// 2, S = 32 793 / 801 / 848; T = 1000, B = 4, S = 64 1181 / 1099 / 1168; T = 242, B = 102, S = 51
-// 387 / 353 / 360; at short sequences the backward kernel's 3S / L elements of W_h a lane, loaded
-// at its start, cost more than the steps gain: T = 9, B = 2, S = 88 41 / 34 / 33; T = 9, B = 9, S =
-// 65 46 / 42 / 41 (T = 29, B = 16, S = 90: 75 / 75 / 81). So: forward 2 lanes but at 65-88 columns;
-// backward 2 lanes up to 48 columns, and past 64 from kSmallLongSteps steps.
-// 8 -> 4 lanes before: B = 5, S = 88 2.33 -> 1.82 us a step; B = 20, S = 80 2.47 -> 2.12 us; B =
-// 4, S = 64 1.93 -> 1.66 us; B = 2, S = 37 1.51 -> 1.29 us (at 8 lanes the gate math was 62% of the
-// issue slots' use at B = 5, S = 82: Nsight Compute, 245 instructions a warp a step; 736 threads
-// leave 80 registers, and the 2- and 4-row kernels at S = 88 spill). The half types lost with 4 at
-// S = 80 - 88 (bfloat16, B = 5, S = 82: 3.25 -> 4.16 us) and won at S <= 64 (B = 4, S = 64: 2.39
-// -> 1.97 us): they keep 8 (not profiled).
+// <= 2. At short sequences the backward kernel's 3S / L elements of W_h a lane, loaded at its
+// start, cost more than the steps gain. So: forward 2 lanes but at 65-88 columns; backward 2 lanes
+// up to 48 columns, and past 64 from kSmallLongSteps steps. float32 had gone from 8 lanes to 4
+// before (at 8 lanes the gate math took most of the issue slots' use (Nsight Compute); 736
+// threads leave 80 registers, and the 2- and 4-row kernels at S = 88 spill). The half types lost
+// with 4 at S = 80 - 88 and won at S <= 64: they keep 8 (not profiled). Figures:
+// docs/decisions.md#small-lanes.
 constexpr int64_t kSmallLongSteps = 32;
 
 template <typename scalar_t, int W, int R>
@@ -71,11 +65,10 @@ constexpr int small_backward_lanes(bool long_sequence) {
 }
 
 // The forward kernel's gate math: StepMath (one-instruction reciprocals) for float32, whose
-// forward kernel it made 1-7% faster (H100, T = 29 - 1605, S = 40 - 90); the C library's division
-// for the half types, whose forward kernel it made 12-32% slower (bfloat16, T = 1000, B = 64, S =
-// 64: 829 -> 932 us; T = 1605, B = 370, S = 40: 1962 -> 2584 us; fewer instructions, so the
-// compiler's schedule; not profiled). Backward uses StepMath for all: float32's backward kernel
-// ran 5-7% faster with it (T = 1605, B = 370, S = 40: 1374 -> 1288 us), the half types' the same.
+// forward kernel it made faster; the C library's division for the half types, whose forward
+// kernel StepMath made slower (fewer instructions, so the compiler's schedule; not profiled).
+// Backward uses StepMath for all: float32's backward kernel ran faster with it, the half types'
+// the same. Figures: docs/decisions.md#small-gate-math.
 template <typename scalar_t>
 using SmallForwardMath = std::conditional_t<std::is_same_v<scalar_t, float>, StepMath, LibmMath>;
 
@@ -98,14 +91,13 @@ constexpr int small_launch_bound(int columns, int lanes) {
 // `src_stride` apart from src) into shared memory, in acc_t, through registers: `fetch` issues the
 // loads, `store` writes them (rows `dst_stride` apart), so that a step's operands from several
 // tensors are all in flight at once (backward's three, fetched one tensor after the other's
-// stores, were three round trips to L2 a step: the backward step's longest path; fetched together,
-// with the product's pairs and chains, forward+backward on an H100, float32: T = 242, B = 102, S =
-// 51 531 -> 413 us, T = 1938, B = 2, S = 37 2474 -> 2121 us, where the pairs, chains and factors
-// alone moved it by -3% to +6%). The loader's waits are its own: the other warps never wait for
-// global memory in a step (with each gate lane loading its own operands a step ahead, the compiler
-// had the step's first multiply-add wait on them too: the load's whole latency in every step, 44%
-// of the forward kernel's stall samples at S = 37, B = 2). N: loads per lane and row, N * 32 >=
-// per_row.
+// stores, were three round trips to L2 a step: the backward step's longest path; fetching them
+// together, with the product's pairs and chains, made the sequence clearly faster, where the
+// pairs, chains and factors alone moved it little). The loader's waits are its own: the other
+// warps never wait for global memory in a step (with each gate lane loading its own operands a
+// step ahead, the compiler had the step's first multiply-add wait on them too: the load's whole
+// latency in every step, a large share of the forward kernel's stall samples). Figures:
+// docs/decisions.md#small-loader. N: loads per lane and row, N * 32 >= per_row.
 template <int R, int N, typename acc_t>
 struct LoaderRows {
   acc_t v[R][N];
@@ -151,7 +143,7 @@ __device__ __forceinline__ acc_t group_sum(acc_t v) {
 // float32 (L = 4): pairs of adjacent elements, L pairs apart, so that a lane reads two at a time
 // (8 bytes: half the shared-memory loads) and a column's L lanes read 8 L consecutive bytes; an odd
 // N's last element alone. The half types (L = 8) read one at a time, L apart (in pairs they lost
-// 4-14% at S = 80 - 88, where their N is odd: bfloat16, T = 298, B = 5 and T = 1000, B = 5, H100).
+// at S = 80 - 88, where their N is odd; figures: docs/decisions.md#small-pairs).
 template <int L, int N>
 constexpr int small_pairs() {
   return L <= 4 ? N / 2 : 0;

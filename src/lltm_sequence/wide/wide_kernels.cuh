@@ -40,9 +40,9 @@ namespace {  // included by one file only (lltm_sequence_wide.cu)
 // every eighth k step of eight for all outputs; the gate math adds the warps' parts. A block then
 // reads its slice once per step instead of once per batch row.
 //
-// Against the cuBLAS path (a GEMM and a gate kernel per step, host-bound at small batches: ~15 us
-// per step and direction at B = 16, S = 512) a step here is a few microseconds: the product's
-// FLOPs are spread over every SM and no step leaves the GPU.
+// Against the cuBLAS path (a GEMM and a gate kernel per step, host-bound at small batches) a step
+// here is short: the product's FLOPs are spread over every SM and no step leaves the GPU (figures:
+// docs/decisions.md#wide-vs-cublas).
 constexpr int kWideParts = 16, kWideThreads = kWideRows * kWideParts;  // kWideRows: lltm.h
 static_assert(kWideParts * 2 == 32, "a warp holds two rows of parts");
 // Groups of four k in flight per thread at once (all of a part's, mostly), as registers allow
