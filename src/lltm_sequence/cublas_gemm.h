@@ -1,5 +1,5 @@
 // cuBLAS products on strided matrix views, for the LLTM's CUDA host code (CUDA builds only): the
-// cell's products (gemm_cuda, lltm_cuda_host.cpp) and the sequence's (lltm_sequence_cuda_host.cpp,
+// cell's products (gemm_cuda, lltm_cuda_host.cpp) and the sequence's (sequence_cuda_host.cpp,
 // which calls them on raw pointers every time step: no tensor is made per call); small products
 // that cuBLAS would split too finely go through cuBLASLt unsplit (cublas_lt_cuda_host.cpp).
 #pragma once

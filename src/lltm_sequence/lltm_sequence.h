@@ -14,15 +14,15 @@ class Tensor;
 namespace lltm_ext::lltm {
 
 // c (M x N) = a (M x K) @ b (K x N) + beta c, through cuBLAS on the current stream of c's device
-// (cublas_gemm_cuda_host.cpp);
+// (sequence_cuda_host.cpp);
 // each of a, b, c a 2-D view with unit stride in one dimension (a transpose or a column block of
 // a larger matrix is read in place). float32 products use TF32 tensor cores when `tf32`; half
 // types accumulate in float32. K = 0 leaves beta c (zeros for beta = 0).
 void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double beta,
                bool tf32);
 
-// The sequence's time loops on CUDA (lltm_sequence_cuda_host.cpp, on the kernels that
-// lltm_sequence_plan_cuda_host.cpp picks; lltm_sequence.cpp has the shapes). Forward: gates (T, B,
+// The sequence's time loops on CUDA (sequence_cuda_host.cpp, on the kernels that
+// plan_cuda_host.cpp picks; lltm_sequence.cpp has the shapes). Forward: gates (T, B,
 // 3S) = input W_i^T in one product, then per step gates[t] += h_{t-1} W_h^T and the gate kernel
 // (bias (3S) added there) -> output[t], cells[t], and the final state h_n, c_n (B, S) (T >= 1).
 // Backward: per step t = T-1..0 the gate kernel -> d_gates[t] and dL/dc_{t-1} (d_c (2, B, S): two
@@ -40,7 +40,7 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
                             const at::Tensor& d_h, const at::Tensor& d_c, bool want_d_h0,
                             bool tf32);
 
-// The weight gradients of sequence_weight_grad_on_cuda (lltm_sequence_cuda_host.cpp): d_gates (T,
+// The weight gradients of sequence_weight_grad_cuda (sequence_cuda_host.cpp): d_gates (T,
 // B, 3S), h0 (B, S; undefined: zeros), output (T, B, S), input (T, B, I), contiguous, of one
 // dtype, on one GPU.
 // LLTM_EXT_SEQUENCE_WGRAD, read at every call: "auto" (default: where the work 3S (S + I + 1) T B

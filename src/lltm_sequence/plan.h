@@ -1,6 +1,6 @@
 // Which kernels run the LLTM sequence's time steps on CUDA: the planner
-// (lltm_sequence_plan_cuda_host.cpp), from the device, the dtype, the shape and the
-// LLTM_EXT_SEQUENCE_* settings; lltm_sequence_cuda_host.cpp runs its plan (CUDA builds only).
+// (plan_cuda_host.cpp), from the device, the dtype, the shape and the
+// LLTM_EXT_SEQUENCE_* settings; sequence_cuda_host.cpp runs its plan (CUDA builds only).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The planner of the LLTM sequence's CUDA time steps (sequence_plan.h; CUDA builds only): which
+// The planner of the LLTM sequence's CUDA time steps (plan.h; CUDA builds only): which
 // kernels run a call, decided from the device's facts (compute capability, shared memory, which
 // code images it runs, the kernels' occupancy, cached per device and shape), the dtype, the shape
 // and the LLTM_EXT_SEQUENCE_* settings. The measurements behind each rule are in
@@ -106,7 +106,7 @@ int knob_between(const char* name, int lo, int hi) {
       "an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
 }
 
-// Whether the sequence's steps run fused on `device` (the fused step kernels of lltm_launchers.h),
+// Whether the sequence's steps run fused on `device` (the fused step kernels of sequence_launchers.h),
 // and whether steps overlap there.
 struct StepPlan {
   bool fused, overlap;
@@ -382,7 +382,7 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
       shape = TiledShape{};  // cuBLAS every step costs less (above)
     }
     // Since float32's step products on the cuBLAS path run as 3xTF32 at small batches
-    // (lltm_sequence_step_gemm.cu), that path beats one m-tile at large states and batches of
+    // (steps/step_gemm.cu), that path beats one m-tile at large states and batches of
     // up to 6 (float32 only: the half types' step products are cuBLAS's); at S <= 1100 one m-tile
     // stays the faster. Figures: docs/decisions.md#tiled-small-batch.
     if (std::is_same_v<T, float> && setting == SequencePath::kAuto && shape.mt == 1 && batch <= 6 &&

@@ -1,5 +1,5 @@
 // The LLTM sequence's time loops on CUDA (CUDA builds only): the input projections of all steps in
-// one cuBLAS product, then the steps on the kernels that the planner picks (sequence_plan.h), and
+// one cuBLAS product, then the steps on the kernels that the planner picks (plan.h), and
 // backward through time likewise; raw pointers throughout (no tensor made per step).
 #include <ATen/ATen.h>
 

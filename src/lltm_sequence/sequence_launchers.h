@@ -32,7 +32,7 @@ namespace lltm_ext::lltm {
 // big x big (three passes, "3xTF32": float32's accuracy, for float32 at torch's defaults).
 enum class Product { kSimt, kTf32, kTf32x3 };
 
-// The sequence's fused time steps (lltm_sequence_steps.cu), for state sizes up to
+// The sequence's fused time steps (steps/steps.cu), for state sizes up to
 // kFusedStepMaxState whose shared memory (sequence_step_smem_bytes) the GPU has: the recurrent
 // product and the gate math in one kernel. prepare_sequence_steps sets the kernels' shared memory
 // size on the current device and says whether the grid fits on the GPU at once (then one
@@ -61,7 +61,7 @@ cudaError_t launch_sequence_backward_steps(T* d_gates, const T* w, int64_t ld, c
                                            int64_t state, int64_t last, int64_t t_hi, int64_t steps,
                                            bool overlap, cudaStream_t stream);
 
-// The sequence's time steps for wide states (lltm_sequence_wide.cu), S <= kWideMaxState (rows of
+// The sequence's time steps for wide states (wide/wide.cu), S <= kWideMaxState (rows of
 // x read four elements at a time where S % 4 == 0, else element by element): a persistent
 // cooperative kernel, each block kWideRows batch rows x `cols` state columns with its slice of W_h
 // in shared memory for all T steps, a barrier per step over each row of blocks. The same inputs
@@ -93,7 +93,7 @@ cudaError_t launch_wide_backward(T* d_gates, const T* w, int64_t ld, const T* gr
                                  int64_t batch, int64_t state, int64_t steps, int cols,
                                  Product product, cudaStream_t stream);
 
-// The sequence's time steps on tiles of many batch rows (lltm_sequence_tiled.cu; code for sm_90
+// The sequence's time steps on tiles of many batch rows (tiled/tiled.cu; code for sm_90
 // only: the tensor cores, float32 and the half types): a persistent cooperative kernel, each block
 // a tile of 16 mt batch rows x `cols` state columns with its slice of W_h in shared memory for all
 // T steps, x read from xbuf, float rows that the gate math writes (a barrier per step over each row
@@ -138,7 +138,7 @@ cudaError_t launch_tiled_backward(T* d_gates, const T* w, int64_t ld, const T* g
 // is launched the ordinary way.
 constexpr int64_t kDependentMaxSteps = 64;
 
-// The sequence's time steps on sm_90 (lltm_sequence_cluster.cu): thread-block clusters of
+// The sequence's time steps on sm_90 (cluster/cluster.cu): thread-block clusters of
 // `blocks` blocks (1, 2, 4 or 8), each cluster a slice of `rows` batch rows and the whole state
 // (block j: state columns [j * cols, (j + 1) * cols)), h (forward) or d_gates (backward) exchanged
 // through distributed shared memory with one cluster barrier per step; all steps in one launch.
@@ -178,7 +178,7 @@ cudaError_t launch_cluster_backward(T* d_gates, const T* w, int64_t ld, const T*
                                     const T* gates, const T* bias, T* d_cell, int64_t batch,
                                     int64_t steps, const ClusterShape& shape, cudaStream_t stream);
 
-// The sequence's time steps for small states (lltm_sequence_small.cu), S <= small_max_state<T>()
+// The sequence's time steps for small states (small/small.cu), S <= small_max_state<T>()
 // (96 for float32, 88 for the half types, whose 8 lanes a column take twice the threads; float64:
 // cudaErrorNotSupported; at S = 128 float32's 4 lanes would hold 96 k of W_h each, 2 lanes 192,
 // and the compiler put 96 in local memory): each block owns `rows` (1, 2 or 4) batch
@@ -206,7 +206,7 @@ cudaError_t launch_small_backward(T* d_gates, const T* w, int64_t ld, const T* g
                                   int64_t state, int64_t steps, int rows, cudaStream_t stream);
 
 // The per-step recurrent product in float32 at full precision where cuBLAS would run it
-// (lltm_sequence_step_gemm.cu): c (m x n, row-major, ldc) = a (m x k, row-major, lda) op(w), op(w)
+// (steps/step_gemm.cu): c (m x n, row-major, ldc) = a (m x k, row-major, lda) op(w), op(w)
 // w's transpose (w: n x k, ldw) where `transposed`, else w (k x n); w is read 16 bytes at a time:
 // its base 16-byte aligned, ldw a multiple of 4, and where transposed the elements past k in each
 // row, up to the next multiple of 4, zeros (step_weights). Exact on the SIMT cores, or where
@@ -238,7 +238,7 @@ cudaError_t launch_step_gemm(const float* a, int64_t lda, const float* w, int64_
                              bool transposed, float* c, int64_t ldc, bool accumulate,
                              float* partials, int64_t m, int64_t n, int64_t k,
                              const StepGemmShape& shape, bool w_early, cudaStream_t stream);
-// The same product on Hopper's tensor cores (lltm_sequence_step_gemm_sm90.cu): c = a w^T, w (n x
+// The same product on Hopper's tensor cores (steps/step_gemm_sm90.cu): c = a w^T, w (n x
 // k, ldw) K-contiguous as a is, blocks of 128 x 128 outputs, k split as step_gemm_k_split(k,
 // splits, true) splits it; 3xTF32 in wgmma with float32 sums. The sm_90a code only
 // (step_gemm_sm90_loaded), with step_gemm_sm90_smem_bytes of dynamic shared memory.
@@ -249,7 +249,7 @@ cudaError_t launch_step_gemm_sm90(const float* a, int64_t lda, const float* w, i
                                   int64_t m, int64_t n, int64_t k, int splits, int64_t k_split,
                                   bool w_early, cudaStream_t stream);
 
-// The sequence's weight gradients in one product (lltm_sequence_weight_grad.cu), over its rows = T
+// The sequence's weight gradients in one product (weight_grad/weight_grad.cu), over its rows = T
 // B rows k (contiguous tensors): d_weights (3S, S + I) = sum_k d_gates[k]^T [h_{k - B} | x_k] with
 // h_{-B .. -1} = h0 (B, S) and h_0 .. = output (T, B, S); with cols = S + I + 1, also d_bias (3S)
 // = sum_k d_gates[k] (cols = S + I: d_bias unused). Sums in the accumulate type, in a fixed order.
@@ -275,7 +275,7 @@ cudaError_t launch_weight_grad(const WeightGradArgs<T>& p, cuda::opmath_t<T>* pa
 template <typename T>
 cudaError_t launch_weight_grad_sum(const WeightGradArgs<T>& p, const cuda::opmath_t<T>* partials,
                                    int splits, int sm_count, cudaStream_t stream);
-// The same for float32 on Hopper's tensor cores (lltm_sequence_weight_grad_sm90.cu: wgmma, three
+// The same for float32 on Hopper's tensor cores (weight_grad/weight_grad_sm90.cu: wgmma, three
 // TF32 passes, float32 sums): blocks of 128 x 128 outputs (weight_grad_sm90_blocks),
 // weight_grad_sm90_smem_bytes() of dynamic shared memory each; for devices that run this
 // module's sm_90a image (weight_grad_sm90_loaded: elsewhere its body is empty).

@@ -1,5 +1,5 @@
-// Device-side loads shared by the sequence's step kernels (lltm_sequence_steps.cu,
-// sequence_cluster_kernels.cuh, sequence_wide_kernels.cuh): four values from shared memory in
+// Device-side loads shared by the sequence's step kernels (steps/steps.cu,
+// cluster/cluster_kernels.cuh, wide/wide_kernels.cuh): four values from shared memory in
 // 16-byte loads, and loads through L2 of data that another block of the same kernel wrote.
 #pragma once
 

@@ -1,10 +1,10 @@
 // The recurrent product of the sequence's step kernels on the tensor cores (the cluster kernels,
-// sequence_cluster_kernels.cuh, and the wide-state kernels, sequence_wide_kernels.cuh): out[r][o] =
+// cluster/cluster_kernels.cuh, and the wide-state kernels, wide/wide_kernels.cuh): out[r][o] =
 // sum_k x[r][k] w[o][k] for a block's 16 batch rows, as mma.sync m16n8k8 tiles with tf32 operands
 // and float32 sums, the k steps of eight dealt to the block's kMmaWarps warps in turn; each warp's
 // partial sums go to shared memory, and the gate math adds the warps' parts. One pass on operands
 // rounded to tf32 (Product::kTf32), or three on float32 operands split into tf32 parts
-// (Product::kTf32x3, lltm_launchers.h).
+// (Product::kTf32x3, sequence_launchers.h).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,6 +1,6 @@
 // The barrier between the time steps of the sequence's persistent kernels over the GPU (the
-// wide-state kernels, sequence_wide_kernels.cuh, and the tiled kernels,
-// sequence_tiled_kernels.cuh): one per row of blocks, whose blocks read each step only rows of x
+// wide-state kernels, wide/wide_kernels.cuh, and the tiled kernels,
+// tiled/tiled_kernels.cuh): one per row of blocks, whose blocks read each step only rows of x
 // that their own row wrote the step before.
 #pragma once
 

@@ -1,5 +1,5 @@
-// The per-element work of a sequence step, shared by the step kernels (lltm_sequence_steps.cu,
-// sequence_cluster_kernels.cuh, sequence_wide_kernels.cuh): a (batch row, state column) element's
+// The per-element work of a sequence step, shared by the step kernels (steps/steps.cu,
+// cluster/cluster_kernels.cuh, wide/wide_kernels.cuh): a (batch row, state column) element's
 // own operands, read before its step's barrier, and its gate math after it, with the rounding to
 // scalar_t that every stored (and carried) value gets.
 #pragma once

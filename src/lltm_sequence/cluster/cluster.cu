@@ -1,6 +1,6 @@
-// The sequence's cluster kernels (sm_90; sequence_cluster_kernels.cuh), host side: a state's
+// The sequence's cluster kernels (sm_90; cluster/cluster_kernels.cuh), host side: a state's
 // cluster shape and its shared memory, whether the device runs the sm_90 code, how many clusters
-// run at once (the planner's facts, lltm_sequence_plan_cuda_host.cpp), and the launches.
+// run at once (the planner's facts, plan_cuda_host.cpp), and the launches.
 #include <cstdint>
 #include <type_traits>
 

@@ -1,6 +1,6 @@
 // The sequence's time steps on Hopper (sm_90), device code: thread-block clusters that exchange h
 // (forward) or d_gates (backward) through distributed shared memory, all T steps in one launch.
-// lltm_sequence_cluster.cu sizes, plans and launches them.
+// cluster/cluster.cu sizes, plans and launches them.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -15,7 +15,7 @@
 #include "lltm_sequence/sequence_step.cuh"
 
 namespace lltm_ext::lltm {
-namespace {  // included by one file only (lltm_sequence_cluster.cu)
+namespace {  // included by one file only (cluster/cluster.cu)
 
 // A cluster of cs.blocks blocks owns `rows` batch rows and the whole state: block j of the
 // cluster owns state columns [j * cols, (j + 1) * cols) (cols = ceil(S / cs.blocks)), keeps
@@ -247,7 +247,7 @@ __device__ __forceinline__ ThreadPairs<acc_t> thread_pairs(const BlockPlace& bp,
 
 #endif
 
-// Steps 0 .. steps - 1 forward, as sequence_forward_kernel (lltm_sequence_steps.cu) computes them:
+// Steps 0 .. steps - 1 forward, as sequence_forward_kernel (steps/steps.cu) computes them:
 // z = gates_t + h_{t-1} W_h^T written back to gates_t, the gate math with the bias -> output[t],
 // cells[t], and the last step's also to h_n, c_n where given. Shared memory (acc_t): W_h's rows of
 // this block's columns [3 cols][hs] (row q * cols + c), h rows [2][rows][hs] (hs = padded_k(S)),
@@ -390,7 +390,7 @@ __global__ void __launch_bounds__(kClusterThreads)
 #endif
 }
 
-// Steps steps - 1 down to 0 backward, as sequence_backward_kernel (lltm_sequence_steps.cu) computes
+// Steps steps - 1 down to 0 backward, as sequence_backward_kernel (steps/steps.cu) computes
 // them: dL/dh_t = grad_output[t] + (grad_h_n at the last step, else d_gates[t + 1] W_h), dL/dc_t
 // carried, the gate math -> d_gates[t]; d_cell (B, S) gets dL/dc_{-1}. Shared memory (acc_t): W_h's
 // columns [cols][ds], d_gates rows [2][rows][ds] (ds = padded_k(3S)), partial sums (SIMT:

@@ -155,7 +155,7 @@ __device__ __forceinline__ int small_k(int k, int j) {
   return j < 2 * P ? 2 * (k + L * (j / 2)) + j % 2 : 2 * L * P + k + L * (j - 2 * P);
 }
 
-// Steps 0 .. steps - 1 forward, as sequence_forward_kernel (lltm_sequence_steps.cu) computes them:
+// Steps 0 .. steps - 1 forward, as sequence_forward_kernel (steps/steps.cu) computes them:
 // z = gates_t + h_{t-1} W_h^T written back to gates_t, the gate math with the bias -> output[t],
 // cells[t], and the last step's also to h_n, c_n where given. W >= S.
 template <typename scalar_t, int W, int R, int L>
@@ -292,7 +292,7 @@ __global__ void __launch_bounds__(small_launch_bound(W, L))
   }
 }
 
-// Steps steps - 1 down to 0 backward, as sequence_backward_kernel (lltm_sequence_steps.cu) computes
+// Steps steps - 1 down to 0 backward, as sequence_backward_kernel (steps/steps.cu) computes
 // them: dL/dh_t = grad_output[t] + (grad_h_n at the last step, else d_gates[t + 1] W_h), dL/dc_t
 // carried, the gate math -> d_gates[t]; d_cell (B, S) gets dL/dc_{-1}. W >= S.
 template <typename scalar_t, int W, int R, int L>

@@ -1,5 +1,5 @@
-// The sequence's tiled kernels (sequence_tiled_kernels.cuh), host side: the tile shape of a batch
-// and state on the device (the planner's facts, lltm_sequence_plan_cuda_host.cpp), whether the
+// The sequence's tiled kernels (tiled/tiled_kernels.cuh), host side: the tile shape of a batch
+// and state on the device (the planner's facts, plan_cuda_host.cpp), whether the
 // device runs their sm_90 code, and the cooperative launches.
 #include <cstdint>
 #include <type_traits>

@@ -1,4 +1,4 @@
-// The sequence's time steps on tiles of many batch rows (device code; lltm_sequence_tiled.cu plans
+// The sequence's time steps on tiles of many batch rows (device code; tiled/tiled.cu plans
 // and launches them): a persistent kernel over the GPU, each block keeping its slice of W_h in
 // shared memory for all T steps and computing a tile of 16 mt batch rows x `cols` state columns
 // per step on the tensor cores, x streamed from L2 through a cp.async ring; one barrier per step
@@ -18,7 +18,7 @@
 #include "lltm_sequence/sequence_step.cuh"
 
 namespace lltm_ext::lltm {
-namespace {  // included by one file only (lltm_sequence_tiled.cu)
+namespace {  // included by one file only (tiled/tiled.cu)
 
 // A block: kTiledThreads threads, 16 mt batch rows (mt = 1, 2, 4 or 8 m-tiles) x `cols` state
 // columns (kTiledMinCols .. kTiledMaxCols). Its slice of W_h stays in shared memory, [output][k]
@@ -248,7 +248,7 @@ __device__ __forceinline__ TiledElement tiled_element(int i, int cols, int mt, i
 
 #endif  // __CUDA_ARCH__ == 900
 
-// Steps 0 .. steps - 1 forward, as wide_forward_kernel (sequence_wide_kernels.cuh) computes them;
+// Steps 0 .. steps - 1 forward, as wide_forward_kernel (wide/wide_kernels.cuh) computes them;
 // h_{t-1} from xbuf[t % 2] ((2, batch, xld) floats: h0 there before the launch, zeros past S),
 // h_t into xbuf[(t + 1) % 2] as the gate math writes it (the value stored in output, as float).
 template <typename scalar_t, Product P>

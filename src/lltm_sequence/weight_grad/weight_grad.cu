@@ -70,7 +70,7 @@ __device__ __forceinline__ void write_out(const WeightGradArgs<T>& p, int64_t m,
 // thread), the next stage's global reads in flight while the current one's multiply-adds run. One
 // split writes the outputs; more write their sums to partials[z] (3S x cols), which
 // weight_grad_sum_kernel adds in split order: the same bits run to run (float32's tensor-core
-// kernel, lltm_sequence_weight_grad_sm90.cu, writes the same outputs).
+// kernel, weight_grad/weight_grad_sm90.cu, writes the same outputs).
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     weight_grad_kernel(WeightGradArgs<T> p, cuda::opmath_t<T>* __restrict__ partials,

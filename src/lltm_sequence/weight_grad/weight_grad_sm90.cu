@@ -1,5 +1,5 @@
 // The sequence's float32 weight gradient on Hopper's tensor cores (sm_90a): d W and d b as
-// lltm_sequence_weight_grad.cu defines them, in three TF32 passes of wgmma with float32 sums, for
+// weight_grad/weight_grad.cu defines them, in three TF32 passes of wgmma with float32 sums, for
 // the long sequences' large products, where cuBLAS's exact float32 kernels run on the SIMT cores.
 #include <algorithm>
 #include <cstdint>

@@ -1,5 +1,5 @@
-// The sequence's wide-state kernels (sequence_wide_kernels.cuh), host side: the columns per block
-// whose grid runs at once on the device (the planner's facts, lltm_sequence_plan_cuda_host.cpp),
+// The sequence's wide-state kernels (wide/wide_kernels.cuh), host side: the columns per block
+// whose grid runs at once on the device (the planner's facts, plan_cuda_host.cpp),
 // whether the device runs the tensor-core code, and the cooperative launches.
 #include <cstdint>
 #include <type_traits>

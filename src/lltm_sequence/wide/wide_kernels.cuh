@@ -1,7 +1,7 @@
 // The sequence's time steps for wide states (256 < S <= kWideMaxState, where a whole W_h fits in
 // no SM's shared memory but fits in all of them together), device code: a persistent kernel over
 // the GPU, each block keeping its slice of W_h on chip for all T steps, one barrier per step over
-// each row of blocks; and the shared-memory layouts the host side sizes. lltm_sequence_wide.cu
+// each row of blocks; and the shared-memory layouts the host side sizes. wide/wide.cu
 // plans and launches them.
 #pragma once
 
@@ -16,7 +16,7 @@
 #include "lltm_sequence/sequence_step.cuh"
 
 namespace lltm_ext::lltm {
-namespace {  // included by one file only (lltm_sequence_wide.cu)
+namespace {  // included by one file only (wide/wide.cu)
 
 // A block owns kWideRows batch rows x C state columns (C = 4, 8 or 16, the fewest whose grid runs
 // at once on the GPU: one cooperative launch for all T steps). Its slice of W_h stays in shared
@@ -43,7 +43,7 @@ namespace {  // included by one file only (lltm_sequence_wide.cu)
 // Against the cuBLAS path (a GEMM and a gate kernel per step, host-bound at small batches) a step
 // here is short: the product's FLOPs are spread over every SM and no step leaves the GPU (figures:
 // docs/decisions.md#wide-vs-cublas).
-constexpr int kWideParts = 16, kWideThreads = kWideRows * kWideParts;  // kWideRows: lltm.h
+constexpr int kWideParts = 16, kWideThreads = kWideRows * kWideParts;  // kWideRows: sequence_launchers.h
 static_assert(kWideParts * 2 == 32, "a warp holds two rows of parts");
 // Groups of four k in flight per thread at once (all of a part's, mostly), as registers allow
 // beside NOUT accumulators.
@@ -273,7 +273,7 @@ struct WideThread {
   }
 };
 
-// Steps 0 .. steps - 1 forward, as sequence_forward_kernel (lltm_sequence_steps.cu) computes them:
+// Steps 0 .. steps - 1 forward, as sequence_forward_kernel (steps/steps.cu) computes them:
 // z = gates_t (the input projection) + h_{t-1} W_h^T, written back to gates_t (the saved
 // pre-activations), then the gate math with the bias -> h_t (output[t]), c_t (cells[t]). w is
 // (3S, ld), W_h its first S columns; h_{-1}, c_{-1} = h0, c0 (h0_vec: h0 is aligned to four
@@ -369,7 +369,7 @@ __global__ void __launch_bounds__(kWideThreads)
   }
 }
 
-// Steps steps - 1 down to 0 backward, as sequence_backward_kernel (lltm_sequence_steps.cu) computes
+// Steps steps - 1 down to 0 backward, as sequence_backward_kernel (steps/steps.cu) computes
 // them: dL/dh_t = grad_output[t] + (grad_h_n at the last step, else d_gates[t + 1] W_h), dL/dc_t =
 // grad_c_n at the last step, else from step t + 1; the gate math -> d_gates[t] and dL/dc_{t-1}
 // (d_cell[t % 2]; d_cell[0] ends with d c0). P: how the product runs (kMma: on the tensor cores).
