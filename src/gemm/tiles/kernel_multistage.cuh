@@ -22,6 +22,7 @@ namespace lltm_ext::gemm_tiles {
 using ::lltm_ext::cuda::cp_async;
 using ::lltm_ext::cuda::cp_async_commit;
 using ::lltm_ext::cuda::cp_async_wait;
+using ::lltm_ext::cuda::shared_address;
 
 // C = A B on one BM x BN tile per block; cp.async ring of Cfg::STAGES shared buffers, T = Acc
 // (float32 or float64). Iteration t waits for step t, passes one barrier (after which step t - 1's

@@ -56,6 +56,7 @@ namespace lltm_ext::gemm_tiles::mma {
 using ::lltm_ext::cuda::cp_async;
 using ::lltm_ext::cuda::cp_async_commit;
 using ::lltm_ext::cuda::cp_async_wait;
+using ::lltm_ext::cuda::shared_address;
 
 // The shape, warps and shared memory of one block tile.
 template <int BM_, int BN_, int WARPS_M_, int WARPS_N_, int STAGES_, int MIN_BLOCKS_>

@@ -16,6 +16,7 @@ namespace lltm_ext::gemm_tiles {
 using ::lltm_ext::cuda::cp_async;
 using ::lltm_ext::cuda::cp_async_commit;
 using ::lltm_ext::cuda::cp_async_wait;
+using ::lltm_ext::cuda::shared_address;
 
 // As OperandTile, but copying straight into a shared stage with cp.async (T is the shared type).
 // TRANSPOSE (K_CONTIG only): the tile is stored K-major (s[k][i]), each chunk by four element
