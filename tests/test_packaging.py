@@ -12,7 +12,7 @@ from lltm_ext.ops import MODULES
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # appended: the installed lltm_ext, if any, stays first
 
-from tools import check_dist  # noqa: E402
+from tools.build import check_dist  # noqa: E402
 
 
 def readme_command(marker: str) -> str:
@@ -31,20 +31,20 @@ def test_ci_runs_the_readme_commands_as_written():
 
 
 def test_ci_stage_shares_fit_its_budget():
-    """.ci/run and tools/ci_wheel.sh give each stage a share of CI's budget (tools/ci_stages.sh
-    says when one takes longer): the shares add up to that budget at most, and the budget is
-    half of CI's 90 minutes at most."""
+    """.ci/run and tools/ci/ci_wheel.sh give each stage a share of CI's budget
+    (tools/ci/ci_stages.sh says when one takes longer): the shares add up to that budget at most,
+    and the budget is half of CI's 90 minutes at most."""
     ci = (ROOT / ".ci" / "run").read_text()
     budget = re.search(r"^BUDGET=(\d+)", ci, re.M)
     assert budget, ".ci/run sets no BUDGET"
     shares = []
-    for path in (".ci/run", "tools/ci_wheel.sh"):
+    for path in (".ci/run", "tools/ci/ci_wheel.sh"):
         found = re.findall(r'^\s*ci_stage "[^"]+" (\d+)$', (ROOT / path).read_text(), re.M)
         assert found, f"{path} names no stage"
         shares += [int(s) for s in found]
     assert int(budget[1]) <= 45 * 60
     assert sum(shares) <= int(budget[1]), f"the stages' shares add up to {sum(shares)} s"
-    assert "ci_summary" in ci and ". tools/ci_stages.sh" in ci
+    assert "ci_summary" in ci and ". tools/ci/ci_stages.sh" in ci
 
 
 def test_linters_have_one_version_in_ci_the_workflow_and_pre_commit():
