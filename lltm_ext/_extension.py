@@ -27,8 +27,9 @@ def wheel_page_name(torch_version: str, cuda: str | None) -> str:
     """The find-links page of the prebuilt wheels for a torch: ``torch-2.15+cu132.html`` for
     torch 2.15.x with CUDA 13.2, ``torch-2.15+cpu.html`` for a CPU-only torch (`cuda` None).
 
-    The release names its pages so (tools/find_links.py, through tools/wheel_matrix.py
-    ``page_name``; tests/test_wheel_matrix.py checks that both agree)."""
+    The release names its pages so (tools/release/find_links.py, through
+    tools/release/wheel_matrix.py ``page_name``; tests/test_wheel_matrix.py checks that both
+    agree)."""
     variant = "cpu" if not cuda else "cu" + "".join(cuda.split(".")[:2])
     return f"torch-{_major_minor(torch_version)}+{variant}.html"
 

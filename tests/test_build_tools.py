@@ -94,15 +94,22 @@ def test_readme_states_the_default_list():
 
 
 def test_release_tools_read_architectures_through_tools_build_archs():
-    for script in ("tools/check_dist.py", "tools/smoke_test.py", "tools/ci_wheel.sh"):
+    for script in (
+        "tools/build/check_dist.py",
+        "tools/build/smoke_test.py",
+        "tools/ci/ci_wheel.sh",
+    ):
         text = (ROOT / script).read_text()
         assert "from tools.buildsys import archs" in text, script
         assert "NAMED_ARCHS" not in text and '"Hopper"' not in text, f"{script} has its own table"
-    assert "tools/buildsys/archs.py default" in (ROOT / "tools" / "build_wheel.sh").read_text()
+    assert (
+        "tools/buildsys/archs.py default"
+        in (ROOT / "tools" / "build" / "build_wheel.sh").read_text()
+    )
 
 
 def test_the_release_tools_parse_like_the_build():
-    from tools import check_dist, smoke_test
+    from tools.build import check_dist, smoke_test
 
     for text in ("8.0,9.0", "7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX", "Hopper 8.0"):
         sass, ptx = check_dist.parse_arch_list(text)
@@ -112,7 +119,7 @@ def test_the_release_tools_parse_like_the_build():
 def test_check_dist_reads_the_build_record_the_build_writes():
     """check_dist reads _build_info.py as the build writes it (a typed assignment broke it once:
     CI's wheel check stopped with a bare StopIteration)."""
-    from tools import check_dist
+    from tools.build import check_dist
     from tools.buildsys import command
 
     info = {"version": "0.1.0+cu130torch2.13", "cuda_arch_list": "9.0+PTX", "ops": {"relu": {}}}
@@ -134,7 +141,7 @@ def test_build_wheel_reads_the_compile_count_that_the_build_logs(capsys, tmp_pat
     command.run_ninja(tmp_path, 1, False, tmp_path / "log")  # up to date: nothing to do
     logged = re.findall(r"^lltm_ext build: compiled (\d+) files", capsys.readouterr().out, re.M)
     assert logged == ["1", "0"]
-    script = (ROOT / "tools" / "build_wheel.sh").read_text()
+    script = (ROOT / "tools" / "build" / "build_wheel.sh").read_text()
     assert "s/^lltm_ext build: compiled \\([0-9]*\\) files.*/\\1/p" in script
 
 
@@ -144,7 +151,7 @@ def test_check_dist_compares_an_sdist_with_the_tree_a_wheel_is_built_in(tmp_path
     import io
     import tarfile
 
-    from tools import check_dist
+    from tools.build import check_dist
 
     tree = tmp_path / "tree"
     (tree / "src" / "relu").mkdir(parents=True)

@@ -314,7 +314,9 @@ def test_mixed_devices():
 def test_cuda_tensor_on_cpu_only_build():
     """Run against a CPU-only build (LLTM_EXT_CUDA=0) on a GPU machine: a clear error."""
     if cuda_built("lltm"):
-        pytest.skip("this build has CUDA kernels; tools/gpu_check.sh runs this on a CPU-only build")
+        pytest.skip(
+            "this build has CUDA kernels; tools/ci/gpu_check.sh runs this on a CPU-only build"
+        )
     args = [a.detach() for a in make_args(2, 3, 4, "cuda", torch.float32)]
     with pytest.raises(RuntimeError, match=r"built without CUDA support.*LLTM_EXT_CUDA=1"):
         lltm_ext.lltm(*args)

@@ -12,7 +12,7 @@ from lltm_ext.ops import MODULES
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # appended: the installed lltm_ext, if any, stays first
 
-from tools import check_dist  # noqa: E402
+from tools.build import check_dist  # noqa: E402
 
 
 def readme_command(marker: str) -> str:
@@ -31,20 +31,20 @@ def test_ci_runs_the_readme_commands_as_written():
 
 
 def test_ci_stage_shares_fit_its_budget():
-    """.ci/run and tools/ci_wheel.sh give each stage a share of CI's budget (tools/ci_stages.sh
-    says when one takes longer): the shares add up to that budget at most, and the budget is
-    half of CI's 90 minutes at most."""
+    """.ci/run and tools/ci/ci_wheel.sh give each stage a share of CI's budget
+    (tools/ci/ci_stages.sh says when one takes longer): the shares add up to that budget at most,
+    and the budget is half of CI's 90 minutes at most."""
     ci = (ROOT / ".ci" / "run").read_text()
     budget = re.search(r"^BUDGET=(\d+)", ci, re.M)
     assert budget, ".ci/run sets no BUDGET"
     shares = []
-    for path in (".ci/run", "tools/ci_wheel.sh"):
+    for path in (".ci/run", "tools/ci/ci_wheel.sh"):
         found = re.findall(r'^\s*ci_stage "[^"]+" (\d+)$', (ROOT / path).read_text(), re.M)
         assert found, f"{path} names no stage"
         shares += [int(s) for s in found]
     assert int(budget[1]) <= 45 * 60
     assert sum(shares) <= int(budget[1]), f"the stages' shares add up to {sum(shares)} s"
-    assert "ci_summary" in ci and ". tools/ci_stages.sh" in ci
+    assert "ci_summary" in ci and ". tools/ci/ci_stages.sh" in ci
 
 
 def test_linters_have_one_version_in_ci_the_workflow_and_pre_commit():
@@ -158,3 +158,76 @@ def test_figures_anchors_named_in_the_code_exist():
     assert named, "no comment names docs/decisions.md"
     missing = {a: p for a, p in named.items() if a not in anchors}
     assert not missing, f"anchors not in docs/decisions.md: {missing}"
+
+
+# tools/ holds folders by purpose (tools/README.md lists them and every script in them): nothing
+# else sits at its top, and every `tools/...` path or `tools.<module>` name that CI, the
+# workflows, the docs and the tools themselves use exists, so that a move cannot leave one stale.
+TOOLS_TOP_FILES = {"README.md", "__init__.py"}
+TOOL_REFERENCES = (
+    ".ci/run",
+    ".github/workflows/*.yml",
+    "README.md",
+    "CONTRIBUTING.md",
+    "docs/*.md",
+    "MANIFEST.in",
+    "setup.py",
+    "pyproject.toml",
+    "tools/README.md",
+    "tools/*/*.py",
+    "tools/*/*.sh",
+)
+TOOL_PATH = re.compile(r"(?<![\w.-])tools/[\w./-]*")
+TOOL_MODULE = re.compile(r"(?<![\w./-])tools(?:\.[A-Za-z_]\w*)+")
+# docs/architecture.md names the sanitizer workload where it was before tools/ had folders; its
+# owner updates it (to tools/sanitize/sanitize_workload.py), and then this entry goes.
+STALE_UNTIL_FIXED = {("docs/architecture.md", "tools/sanitize_workload.py")}
+
+
+def module_exists(root: Path, dotted: str) -> bool:
+    """tools.a.b(.attr...) names a package or module under root (what follows a module is taken
+    for attributes)."""
+    path = root
+    for part in dotted.split("."):
+        if (path / f"{part}.py").is_file():
+            return True
+        if not (path / part).is_dir():
+            return False
+        path = path / part
+    return True
+
+
+def stale_tool_references(root: Path) -> set[tuple[str, str]]:
+    """(file, reference) for each `tools/...` path and `tools.<module>` name in the files of
+    TOOL_REFERENCES under root that does not exist there."""
+    stale = set()
+    for pattern in TOOL_REFERENCES:
+        for f in sorted(root.glob(pattern)):
+            where, text = f.relative_to(root).as_posix(), f.read_text()
+            for m in TOOL_PATH.finditer(text):
+                if not (root / m.group().rstrip(".")).exists():
+                    stale.add((where, m.group().rstrip(".")))
+            for m in TOOL_MODULE.finditer(text):
+                if not module_exists(root, m.group()):
+                    stale.add((where, m.group()))
+    return stale
+
+
+def test_tools_holds_folders_by_purpose():
+    tools = ROOT / "tools"
+    strays = sorted(p.name for p in tools.iterdir() if p.is_file())
+    strays = [name for name in strays if name not in TOOLS_TOP_FILES]
+    assert not strays, f"tools/{strays}: put each in the folder of its purpose (tools/README.md)"
+    readme = (tools / "README.md").read_text()
+    for folder in sorted(p for p in tools.iterdir() if p.is_dir() and p.name != "__pycache__"):
+        assert f"`{folder.name}/`" in readme, f"tools/README.md does not list tools/{folder.name}/"
+        for script in sorted(p.name for p in folder.iterdir() if p.is_file()):
+            if script != "__init__.py":
+                assert f"`{script}`" in readme, f"tools/README.md does not list {script}"
+
+
+def test_every_tool_path_named_exists():
+    stale = stale_tool_references(ROOT)
+    assert stale <= STALE_UNTIL_FIXED, f"named but not there: {sorted(stale - STALE_UNTIL_FIXED)}"
+    fixed = {ref for ref in STALE_UNTIL_FIXED if (ROOT / ref[0]).exists()} - stale
+    assert not fixed, f"{sorted(fixed)} fixed: remove it from STALE_UNTIL_FIXED"

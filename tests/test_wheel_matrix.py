@@ -1,6 +1,7 @@
-"""Prebuilt wheels without building one: the matrix definition (tools/wheel_matrix.json), that the
-wheels workflow and the README read it, the find-links pages pip reads (served to a real pip), the
-page names lltm_ext, the build and the page writer give, and the manylinux checks of check_dist."""
+"""Prebuilt wheels without building one: the matrix definition (tools/release/wheel_matrix.json),
+that the wheels workflow and the README read it, the find-links pages pip reads (served to a real
+pip), the page names lltm_ext, the build and the page writer give, and the manylinux checks of
+check_dist."""
 
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ from lltm_ext import _extension
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # appended: the installed lltm_ext, if any, stays first
 
-from tools import check_dist, find_links, wheel_matrix  # noqa: E402
+from tools.build import check_dist  # noqa: E402
 from tools.buildsys import config  # noqa: E402
+from tools.release import find_links, wheel_matrix  # noqa: E402
 
 WORKFLOW = ROOT / ".github" / "workflows" / "wheels.yml"
 needs_workflow = pytest.mark.skipif(not WORKFLOW.is_file(), reason="no .github/ (an sdist)")
@@ -107,7 +109,12 @@ def test_a_malformed_definition_is_named(definition, change, message):
 def test_the_command_line_fails_on_a_malformed_definition(definition, tmp_path):
     broken = tmp_path / "m.json"
     broken.write_text(json.dumps(_break(definition, ["releases", 0, "cuda"], ["13"])))
-    run = [sys.executable, str(ROOT / "tools" / "wheel_matrix.py"), "--definition", str(broken)]
+    run = [
+        sys.executable,
+        str(ROOT / "tools" / "release" / "wheel_matrix.py"),
+        "--definition",
+        str(broken),
+    ]
     out = subprocess.run(run + ["cells"], capture_output=True, text=True)
     assert out.returncode == 1 and "neither 'cpu' nor a version" in out.stderr
     ok = subprocess.run(run[:2] + ["validate"], capture_output=True, text=True)
@@ -166,9 +173,9 @@ def test_check_latest(definition, monkeypatch):
 @needs_workflow
 def test_the_workflow_reads_its_cells_from_the_definition():
     text = WORKFLOW.read_text()
-    assert "python tools/wheel_matrix.py cells" in text
+    assert "python tools/release/wheel_matrix.py cells" in text
     assert "matrix: ${{ fromJSON(needs.matrix.outputs.cells) }}" in text
-    assert "python tools/wheel_matrix.py check-index" in text
+    assert "python tools/release/wheel_matrix.py check-index" in text
     # ... and spells no list of its own: no torch, CUDA or Python versions (comments aside).
     code = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
     assert not re.search(r"\btorch:\s*\"?\d+\.\d+", code), "wheels.yml lists torch releases"
@@ -181,9 +188,9 @@ def test_the_workflow_reads_its_cells_from_the_definition():
 def test_the_workflow_builds_in_torchs_manylinux_image():
     text = WORKFLOW.read_text()
     assert "quay.io/pypa/manylinux_2_28_x86_64" in text
-    script = (ROOT / "tools" / "manylinux_wheel.sh").read_text()
+    script = (ROOT / "tools" / "build" / "manylinux_wheel.sh").read_text()
     assert f"--plat {wheel_matrix.PLATFORM}" in script
-    assert "tools/loopback_install.py" in text and "tools/find_links.py" in text
+    assert "tools/release/loopback_install.py" in text and "tools/release/find_links.py" in text
 
 
 def test_the_readme_table_is_the_definitions(definition):
@@ -341,7 +348,8 @@ def test_pages_refuse_what_they_cannot_place(tmp_path):
 
 @pytest.fixture
 def served(tmp_path):
-    """A folder served over HTTP on 127.0.0.1 (as tools/loopback_install.py serves the site)."""
+    """A folder served over HTTP on 127.0.0.1 (as tools/release/loopback_install.py serves the
+    site)."""
     site = tmp_path / "site"
     site.mkdir()
     handler = partial(SimpleHTTPRequestHandler, directory=str(site))
@@ -454,7 +462,7 @@ def test_what_torch_provides_is_excluded_and_nothing_else():
     for soname in ("libfoo.so.1", "libstdc++.so.6", "libgomp-a34b3233.so.1"):
         assert not check_dist.provided_by_torch(soname), soname
     out = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "check_dist.py"), "provided"],
+        [sys.executable, str(ROOT / "tools" / "build" / "check_dist.py"), "provided"],
         capture_output=True,
         text=True,
     )

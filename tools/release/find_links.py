@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Write the find-links pages pip reads: one HTML page per (torch, CUDA) listing its wheels.
 
-    python tools/find_links.py --out SITE [--wheels DIR] [--wheel-url URL] [--assets JSON]
+    python tools/release/find_links.py --out SITE [--wheels DIR] [--wheel-url URL] [--assets JSON]
 
 For `pip install lltm_ext -f <page>`, the form PyG's wheel pages use (pip's --find-links: an HTML
 page whose links are the files; PEP 503's anchor form, each with its ``#sha256=`` so pip checks
 what it downloads). A wheel's page comes from its local version label, the one the build writes:
 ``lltm_ext-0.1.0+cu130torch2.13-...whl`` is listed on ``SITE/whl/torch-2.13+cu130.html``
-(tools/wheel_matrix.py ``page_name``; ``+cputorch2.13`` -> ``torch-2.13+cpu.html``). A page holds
-only wheels of its own torch and CUDA, so pip never meets another torch's wheel there.
+(tools/release/wheel_matrix.py ``page_name``; ``+cputorch2.13`` -> ``torch-2.13+cpu.html``). A page
+holds only wheels of its own torch and CUDA, so pip never meets another torch's wheel there.
 ``SITE/whl/index.html`` lists the pages for people.
 
 Wheels come from ``--wheels DIR`` (hashed here; with no --wheel-url they are copied to
@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-if not __package__:  # run as a script: the source root, for `tools`; imported as tools.find_links,
+if not __package__:  # run as a script: the source root, for `tools`; imported as a module,
     # sys.path is the importer's (inserting the root first would shadow an installed lltm_ext for
     # the rest of that process, and for processes it spawns)
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tools.wheel_matrix import page_name
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tools.release.wheel_matrix import page_name
 
 # name-version(-build)?-python-abi-platform.whl (the wheel file name, PEP 427)
 _WHEEL = re.compile(

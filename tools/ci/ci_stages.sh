@@ -1,4 +1,4 @@
-# CI's stage clock, sourced by .ci/run and tools/ci_wheel.sh: each stage's time against its share
+# CI's stage clock, sourced by .ci/run and tools/ci/ci_wheel.sh: each stage's time against its share
 # of CI's budget (45 minutes on the 2-core CI machine, half of CI's limit), a line when a stage
 # takes longer than its share, and a table of every stage with the total at the end.
 #
@@ -7,7 +7,7 @@
 #   ci_summary BUDGET_SECONDS     the table; a line when the total is past BUDGET_SECONDS
 #
 # Stages are recorded in $CI_STAGES_FILE ("seconds<TAB>share<TAB>name" a line), which .ci/run
-# exports, so the stages of tools/ci_wheel.sh land in .ci/run's table. tests/test_packaging.py
+# exports, so the stages of tools/ci/ci_wheel.sh land in .ci/run's table. tests/test_packaging.py
 # checks that the shares of both scripts add up to the budget at most.
 
 : "${CI_STAGES_FILE:=$(mktemp "${TMPDIR:-/tmp}/lltm_ext-ci-stages.XXXXXX")}"

@@ -9,8 +9,8 @@ out64 is the same computation in float64 from the same weights, input and zero s
 * a Python loop of ``lltm`` cells (float32 matmuls at torch's default, then with TF32 allowed);
 * ``torch.nn.LSTM(I, S)`` at torch's defaults (against itself in float64).
 
-Usage: python tools/sequence_accuracy.py [--device cuda] [--json FILE] [--products tf32,simt]
-       [--shapes T,B,I,S ...]
+Usage: python tools/measure/sequence_accuracy.py [--device cuda] [--json FILE]
+       [--products tf32,simt] [--shapes T,B,I,S ...]
 Prints a markdown table; --json writes the same figures.
 """
 

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""The prebuilt-wheel matrix (tools/wheel_matrix.json): its checks, its cells, its README table.
+"""The prebuilt-wheel matrix (tools/release/wheel_matrix.json): its checks, its cells, its table.
 
-    python tools/wheel_matrix.py validate               # what is wrong with the definition
-    python tools/wheel_matrix.py cells [--scope all|pr] [--github-output FILE]
-    python tools/wheel_matrix.py table                  # the README's table of what is built
-    python tools/wheel_matrix.py page TORCH CUDA        # the find-links page of a cell
-    python tools/wheel_matrix.py check-latest           # the index's newest torch is covered
-    python tools/wheel_matrix.py check-index            # every cell's torch is on PyTorch's index
+    python tools/release/wheel_matrix.py validate       # what is wrong with the definition
+    python tools/release/wheel_matrix.py cells [--scope all|pr] [--github-output FILE]
+    python tools/release/wheel_matrix.py table          # the README's table of what is built
+    python tools/release/wheel_matrix.py page TORCH CUDA  # the find-links page of a cell
+    python tools/release/wheel_matrix.py check-latest   # the index's newest torch is covered
+    python tools/release/wheel_matrix.py check-index    # every cell's torch is on PyTorch's index
 
 The JSON file is the one definition of what is built: a release is a torch minor (``2.15``) with
 the CUDA variants PyTorch's index ships for it (``13.2``, ..., and ``cpu``) and the CPython
@@ -27,8 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFINITION = ROOT / "tools" / "wheel_matrix.json"
+ROOT = Path(__file__).resolve().parents[2]
+DEFINITION = ROOT / "tools" / "release" / "wheel_matrix.json"
 OLDEST = "2.10"  # the oldest torch release the wheels cover
 REQUIRED_PYTHONS = ("3.10", "3.11", "3.12", "3.13")  # built wherever torch has wheels for them
 PLATFORM = "manylinux_2_28_x86_64"  # torch's own Linux x86_64 wheels' tag, and so ours
@@ -292,8 +292,8 @@ def check_latest(definition: dict[str, Any], python: str) -> int:
     print(f"check-latest: the index's newest torch is {newest}; here: {', '.join(covered)}")
     if minor not in covered:
         print(
-            f"check-latest: FAILED: torch {minor} is out, but tools/wheel_matrix.json has no "
-            f"release {minor}: add it (its CUDA variants and Pythons), and set index_newest",
+            f"check-latest: FAILED: torch {minor} is out, but tools/release/wheel_matrix.json has "
+            f"no release {minor}: add it (its CUDA variants and Pythons), and set index_newest",
             file=sys.stderr,
         )
         return 1
@@ -330,7 +330,7 @@ def check_index(definition: dict[str, Any], python: str) -> int:
     if missing:
         print(
             "check-index: FAILED: PyTorch's index has no torch wheel for these cells of "
-            "tools/wheel_matrix.json (remove the variant, or fix its Pythons):\n  "
+            "tools/release/wheel_matrix.json (remove the variant, or fix its Pythons):\n  "
             + "\n  ".join(missing),
             file=sys.stderr,
         )

@@ -9,10 +9,11 @@ bytes of the 12,288- and 122,880-byte copies, the same with compute-sanitizer 20
 float32 GEMMs report nothing. So the sanitizer does not see how cuBLAS's float16 kernels store
 their results on this GPU (our guess, not established: Hopper's TMA stores). This is the report
 the LLTM in float16/bfloat16 gives under initcheck, where its gates and weight gradient come from
-cuBLAS; tools/sanitize.sh leaves those cases out of its initcheck run (and only of that one).
+cuBLAS; tools/sanitize/sanitize.sh leaves those cases out of its initcheck run (and only of
+that one).
 
-    compute-sanitizer --tool initcheck python3 tools/initcheck_cublas_half_repro.py float16
-    compute-sanitizer --tool initcheck python3 tools/initcheck_cublas_half_repro.py float32
+    compute-sanitizer --tool initcheck python3 tools/sanitize/initcheck_cublas_half_repro.py float16
+    compute-sanitizer --tool initcheck python3 tools/sanitize/initcheck_cublas_half_repro.py float32
 
 (the first: ERROR SUMMARY: 4224 errors; the second: 0 errors).
 """

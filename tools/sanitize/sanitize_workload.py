@@ -1,5 +1,6 @@
-"""The workload tools/sanitize.sh runs under compute-sanitizer: every op, forward and backward, in
-every CUDA dtype, on small edge cases, each result checked against a float64 CPU reference.
+"""The workload tools/sanitize/sanitize.sh runs under compute-sanitizer: every op, forward and
+backward, in every CUDA dtype, on small edge cases, each result checked against a float64 CPU
+reference.
 Covered: relu, sigmoid and round_ste (sizes 0, 1, odd, tails after every vector width, more than one
 block; misaligned views x[1:] into forward and backward kernels; a non-contiguous input), lltm
 (empty batch / features, odd sizes, misaligned state and gradient tensors; the LLTM module through
@@ -31,7 +32,7 @@ to the GPU, `out=` buffers are filled before use, and no torch.empty buffer is e
 that initcheck reports point at the ops. Every result is copied back to the CPU whole (an output
 element an op failed to write is an initcheck report, "cudaMemcpy source").
 
-Usage (from a checkout built in place): PYTHONPATH=$PWD python3 tools/sanitize_workload.py
+Usage (from a checkout built in place): PYTHONPATH=$PWD python3 tools/sanitize/sanitize_workload.py
 [--ops relu,gemm] [--dtypes float32,float16]. Exit status 0 when every check passed.
 """
 
@@ -853,7 +854,7 @@ def main() -> int:
         "--skip-cublas-half",
         action="store_true",
         help="leave out the LLTM in float16/bfloat16 (initcheck: its cuBLAS GEMM results count as "
-        "never written; see tools/initcheck_cublas_half_repro.py)",
+        "never written; see tools/sanitize/initcheck_cublas_half_repro.py)",
     )
     parser.add_argument(
         "--prefilled-tma-outputs",

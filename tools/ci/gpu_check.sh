@@ -3,7 +3,7 @@
 # compiler, no TORCH_CUDA_ARCH_LIST: the visible GPU decides), the whole test suite with GPU tests
 # required, and the GEMM through each of its code paths; logs and timings under OUT_DIR.
 #
-# Usage: bash tools/gpu_check.sh [PHASE...]   (default: readme paths)
+# Usage: bash tools/ci/gpu_check.sh [PHASE...]   (default: readme paths)
 #   readme  README install command, then the test command (GPU tests required), in this clone,
 #           as README.md spells them from the lltm_ext build on, with the machine's own PATH and
 #           environment (its CXX too): the venv and the tools' install are left out (no network
@@ -17,14 +17,14 @@
 #   bench   python -m lltm_ext bench (BENCH_ARGS)
 #   sweep   python -m lltm_ext bench --sweep (SWEEP_ARGS, default "200 --seed 1 --ops gemm"), its
 #           output and JSON as OUT_DIR/sweep_SWEEP_TAG.{txt,json} (SWEEP_TAG default: gemm)
-#   accuracy  tools/sequence_accuracy.py: the LLTM sequence's float32 error against float64 at
-#           each precision setting (ACCURACY_ARGS), as OUT_DIR/accuracy.json
+#   accuracy  tools/measure/sequence_accuracy.py: the LLTM sequence's float32 error against float64
+#           at each precision setting (ACCURACY_ARGS), as OUT_DIR/accuracy.json
 #   sanitize  compute-sanitizer's memcheck, racecheck, initcheck and synccheck over
-#           tools/sanitize_workload.py (tools/sanitize.sh; SANITIZE_* as it reads them), in an
-#           in-place build with -lineinfo; logs and summary.txt under OUT_DIR/sanitize
+#           tools/sanitize/sanitize_workload.py (tools/sanitize/sanitize.sh; SANITIZE_* as it reads
+#           them), in an in-place build with -lineinfo; logs and summary.txt under OUT_DIR/sanitize
 # Env: OUT_DIR (default $OUT, else ./gpu-check-out), PYTHON (python3), PYTEST_ARGS.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 out=${OUT_DIR:-${OUT:-gpu-check-out}}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -143,16 +143,16 @@ sweep() {
 accuracy() {
   step "LLTM sequence accuracy against float64 (${ACCURACY_ARGS:-})"
   # shellcheck disable=SC2086
-  "$py" tools/sequence_accuracy.py --json "$out/accuracy.json" ${ACCURACY_ARGS:-} || status=1
+  "$py" tools/measure/sequence_accuracy.py --json "$out/accuracy.json" ${ACCURACY_ARGS:-} || status=1
 }
 
 sanitize() {
-  step "compute-sanitizer: memcheck, racecheck, initcheck, synccheck over tools/sanitize_workload.py"
+  step "compute-sanitizer: memcheck, racecheck, initcheck, synccheck over tools/sanitize/sanitize_workload.py"
   dir=$(mktemp -d)
   copy_tree "$dir"
   # -lineinfo (nvcc reads NVCC_APPEND_FLAGS): the reports name source lines of the kernels.
   (cd "$dir" && timed build_sanitize env NVCC_APPEND_FLAGS=-lineinfo "$py" setup.py build_ext --inplace &&
-    timed sanitize env OUT_DIR="$out/sanitize" PYTHON="$py" bash tools/sanitize.sh)
+    timed sanitize env OUT_DIR="$out/sanitize" PYTHON="$py" bash tools/sanitize/sanitize.sh)
   cat "$out/sanitize/summary.txt" 2>/dev/null
   rm -rf "$dir"
 }

@@ -7,7 +7,7 @@ no --check-tensor-ops) does not see TMA stores: memory that only a TMA store wro
 written, so the first ordinary kernel that reads it (PyTorch's copy, a reduction) is reported, one
 report per 32 bytes, although every element was written and is right.
 
-    compute-sanitizer --tool initcheck python3 tools/initcheck_tma_store_repro.py CASE
+    compute-sanitizer --tool initcheck python3 tools/sanitize/initcheck_tma_store_repro.py CASE
 
     backward            the case reported: c = gemm(a.T, b) and c.backward(g) with TF32 allowed,
                         at 256x512x384 and 1000x520x776; then PyTorch reads c and the gradients
@@ -29,8 +29,8 @@ is reported. backward: 771 errors (initcheck keeps about 256 a launch) with the 
 tensor that lltm_ext.gemm returned. Every case's result is within TF32's error of float64 (2.9e-4).
 
 So initcheck's reports after lltm_ext.gemm on Hopper are the sanitizer not seeing TMA stores, not
-reads of unwritten memory. tools/sanitize.sh runs initcheck over the wgmma kernel with its C
-prefilled (--prefilled-tma-outputs; a NaN fill, so a missed element still fails the check) where
+reads of unwritten memory. tools/sanitize/sanitize.sh runs initcheck over the wgmma kernel with its
+C prefilled (--prefilled-tma-outputs; a NaN fill, so a missed element still fails the check) where
 the sanitizer has no --check-tensor-ops.
 """
 

@@ -24,7 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SOURCE_ROOT = Path(__file__).resolve().parent.parent
+SOURCE_ROOT = Path(__file__).resolve().parents[2]
 
 
 class Smoke:

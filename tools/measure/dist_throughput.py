@@ -2,8 +2,8 @@
 eager and compiled: runs examples/train_lltm.py under torchrun for each, prints a table with the
 2-GPU / 1-GPU speedups, writes JSON.
 
-    python tools/dist_throughput.py --json dist_throughput.json
-    python tools/dist_throughput.py --gpus 1,2,4 --engines ddp --example-args "--batch 128"
+    python tools/measure/dist_throughput.py --json dist_throughput.json
+    python tools/measure/dist_throughput.py --gpus 1,2,4 --engines ddp --example-args "--batch 128"
 
 tokens/s counts sequence steps (global batch x sequence length) per second, over the last epoch of
 each run (warm: compiled graphs built, the allocator settled). On 1 GPU "ddp" is the plain model
@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "train_lltm.py"
 # Large enough that the GPUs, not the host, set the pace: 256 sequences of 128 steps per GPU,
 # state 512.

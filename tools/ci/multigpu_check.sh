@@ -4,15 +4,16 @@
 # throughput on 1 and 2 GPUs (DDP and FSDP2, eager and compiled); logs, a summary and JSON under
 # OUT_DIR.
 #
-# Usage: bash tools/multigpu_check.sh [PHASE...]   (default: build tests throughput)
+# Usage: bash tools/ci/multigpu_check.sh [PHASE...]   (default: build tests throughput)
 #   build       python setup.py build_ext --inplace for the visible GPUs (no CPU twins)
 #   tests       LLTM_EXT_REQUIRE_CUDA=1 pytest tests/test_distributed.py (multigpu cases need
 #               >= 2 GPUs: with fewer, they skip and this phase says so)
-#   throughput  tools/dist_throughput.py --gpus 1,2 --require 1.8: table and dist_throughput.json
+#   throughput  tools/measure/dist_throughput.py --gpus 1,2 --require 1.8: table and
+#               dist_throughput.json
 # Env: OUT_DIR (default $OUT, else ./multigpu-check-out), PYTHON (python3), PYTEST_ARGS,
-#   THROUGHPUT_ARGS (more options for tools/dist_throughput.py).
+#   THROUGHPUT_ARGS (more options for tools/measure/dist_throughput.py).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 out=${OUT_DIR:-${OUT:-multigpu-check-out}}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -49,7 +50,7 @@ tests() {
 
 throughput() {
   step "throughput: 1 and 2 GPUs, DDP and FSDP2, eager and compiled"
-  "$py" tools/dist_throughput.py --gpus 1,2 --require 1.8 --logs "$out/throughput" \
+  "$py" tools/measure/dist_throughput.py --gpus 1,2 --require 1.8 --logs "$out/throughput" \
     --json "$out/dist_throughput.json" ${THROUGHPUT_ARGS:-} 2>&1 | tee "$out/throughput.log"
   return "${PIPESTATUS[0]}"
 }

@@ -2,10 +2,11 @@
 """The user's install path end to end, on this machine: a built wheel on its find-links page,
 served over HTTP on 127.0.0.1, installed by `pip install lltm_ext -f <page>`.
 
-    python tools/loopback_install.py --wheel-dir DIR (--torch-env PY | --torch-index-url URL)
-        [--other-torch VERSION|WHEEL] [--expect-cuda yes|no|any] [--work DIR] [--keep]
+    python tools/release/loopback_install.py --wheel-dir DIR
+        (--torch-env PY | --torch-index-url URL) [--other-torch VERSION|WHEEL]
+        [--expect-cuda yes|no|any] [--work DIR] [--keep]
 
-1. Writes the page of the wheel in DIR (tools/find_links.py: SITE/whl/torch-A.B+cuXYZ.html,
+1. Writes the page of the wheel in DIR (tools/release/find_links.py: SITE/whl/torch-A.B+cuXYZ.html,
    the wheel copied beside it) and serves SITE with `python -m http.server` on 127.0.0.1, on a
    free port.
 2. Matching torch: a fresh virtual environment with the torch the wheel was built for, either
@@ -17,8 +18,8 @@ served over HTTP on 127.0.0.1, installed by `pip install lltm_ext -f <page>`.
    must install that wheel: pip's report names the served URL and its sha256, and nothing is
    built. --no-index: pip sees only the page, so it cannot fall back to an sdist of lltm_ext
    from the package index (or to another torch); --only-binary lltm_ext: not even an sdist on
-   the page could be built. Then tools/smoke_test.py runs against the install (from outside the
-   source tree), and `lltm-ext info` must name the same page for this torch.
+   the page could be built. Then tools/build/smoke_test.py runs against the install (from outside
+   the source tree), and `lltm-ext info` must name the same page for this torch.
 3. Another torch minor (--other-torch, e.g. 2.12.1: a fresh venv with that torch from the
    index, or from a torch wheel file, e.g. a CPU-only build on disk; with --torch-env, the build
    environment's other packages are seen behind it, so only torch itself is installed, without
@@ -44,10 +45,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if not __package__:  # run as a script (as CI does): the source root, for `tools`
     sys.path.insert(0, str(ROOT))
-from tools import find_links  # noqa: E402
+from tools.release import find_links  # noqa: E402
 
 
 class Failed(Exception):
@@ -236,8 +237,13 @@ def check_matching(args, work: Path, wheel: Path, page_url: str, served: str) ->
     text = out.stdout + out.stderr
     need("Building wheel" not in text and "setup.py" not in text, "nothing was built")
     version_installed = item["metadata"]["version"]
-    step("smoke test of the installed wheel (tools/smoke_test.py, outside the source tree)")
-    cmd = [str(py), str(ROOT / "tools" / "smoke_test.py"), "--prefix", str(py.parent.parent)]
+    step("smoke test of the installed wheel (tools/build/smoke_test.py, outside the source tree)")
+    cmd = [
+        str(py),
+        str(ROOT / "tools" / "build" / "smoke_test.py"),
+        "--prefix",
+        str(py.parent.parent),
+    ]
     cmd += ["--expect-version", version_installed, "--expect-cuda", args.expect_cuda]
     out = run(cmd, work)
     need(out.returncode == 0, "the smoke test passes", out.stdout[-1500:])
@@ -308,7 +314,7 @@ def wheel_torch(wheel: Path) -> str:
     """The exact torch version the wheel was built with (its build record)."""
     import zipfile
 
-    from tools import check_dist
+    from tools.build import check_dist
 
     with zipfile.ZipFile(wheel) as zf:
         info = check_dist.read_build_info(zf.read("lltm_ext/_build_info.py").decode())

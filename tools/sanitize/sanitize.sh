@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# compute-sanitizer's four tools over tools/sanitize_workload.py (every op, forward and backward,
-# every CUDA dtype, edge sizes, misaligned views, every GEMM layout and tile config, split-K),
-# on a GPU machine, from a checkout where lltm_ext is built in place
+# compute-sanitizer's four tools over tools/sanitize/sanitize_workload.py (every op, forward and
+# backward, every CUDA dtype, edge sizes, misaligned views, every GEMM layout and tile config,
+# split-K), on a GPU machine, from a checkout where lltm_ext is built in place
 # (`python3 setup.py build_ext --inplace`, or `pip install -e .`; NVCC_APPEND_FLAGS=-lineinfo at
 # build time gives source lines in the reports).
 #
-# Usage: bash tools/sanitize.sh
+# Usage: bash tools/sanitize/sanitize.sh
 # Env:
 #   SANITIZE_TOOLS     tools to run (default "memcheck racecheck initcheck synccheck")
 #   SANITIZE_PARALLEL  1 (default): the tools run at once, one process each; 0: one after another
@@ -27,7 +27,7 @@
 # unwritten buffer; see its docstring). One part of the workload is left out under initcheck
 # (workload_options, below): the LLTM in half types, for a report about cuBLAS, not lltm_ext.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 root=$PWD
 out=${OUT_DIR:-${OUT:-sanitize-out}}
 mkdir -p "$out"
@@ -81,13 +81,14 @@ tool_options() { # what each tool needs beyond the common options
 workload_options() { # what the workload leaves out under each tool
   # initcheck: not the LLTM in float16/bfloat16, whose gates and weight gradient are cuBLAS GEMM
   # results that initcheck counts as never written (thousands of reports per call, and a run past
-  # the timeout): tools/initcheck_cublas_half_repro.py shows it without lltm_ext, and the other three
-  # tools run those cases. For the same reason (TMA stores unseen), without --check-tensor-ops
-  # lltm_ext's wgmma GEMM writes only into filled out= buffers there (--prefilled-tma-outputs; a
-  # NaN fill, so an element the kernel missed still fails the check): a C that only its TMA stores
-  # wrote counts as unwritten, and the next kernel that reads it is reported, one report per 32
-  # bytes (tools/initcheck_tma_store_repro.py: every sector of such a C, and none where the same
-  # kernel stores per thread or C was filled first, measured on the H200).
+  # the timeout): tools/sanitize/initcheck_cublas_half_repro.py shows it without lltm_ext, and the
+  # other three tools run those cases. For the same reason (TMA stores unseen), without
+  # --check-tensor-ops lltm_ext's wgmma GEMM writes only into filled out= buffers there
+  # (--prefilled-tma-outputs; a NaN fill, so an element the kernel missed still fails the check): a
+  # C that only its TMA stores wrote counts as unwritten, and the next kernel that reads it is
+  # reported, one report per 32 bytes (tools/sanitize/initcheck_tma_store_repro.py: every sector of
+  # such a C, and none where the same kernel stores per thread or C was filled first, measured on
+  # the H200).
   if [[ $1 == initcheck ]]; then
     echo "--skip-cublas-half"
     [[ -z $tensor_ops ]] && echo "--prefilled-tma-outputs"
@@ -101,7 +102,7 @@ run_tool() { # run_tool TOOL: the workload under TOOL, its summary line in $out/
   # shellcheck disable=SC2086  # the option lists are words
   timeout --kill-after=30 "$limit" "$sanitizer" --tool "$tool" --error-exitcode 9 \
     --show-backtrace host --print-limit 2000 --log-file "$out/$tool.log" $extra \
-    ${SANITIZE_ARGS:-} "$py" tools/sanitize_workload.py ${WORKLOAD_ARGS:-} $(workload_options "$tool") \
+    ${SANITIZE_ARGS:-} "$py" tools/sanitize/sanitize_workload.py ${WORKLOAD_ARGS:-} $(workload_options "$tool") \
     >"$out/$tool.out" 2>&1
   rc=$?
   # "ERROR SUMMARY: N errors" (racecheck also prints "RACECHECK SUMMARY: ... (N errors, ...)")
