@@ -12,6 +12,7 @@ Every op runs on CPU and (when built with CUDA) on CUDA tensors::
 from __future__ import annotations
 
 from lltm_ext._extension import build_info, check_torch_compatible
+from lltm_ext.explain import Explanation, explain
 from lltm_ext._version import __version__ as _base_version
 
 check_torch_compatible()
@@ -30,6 +31,7 @@ __version__: str = (build_info() or {}).get("version", _base_version)
 __all__ = [
     "LLTM",
     "GemmFunction",
+    "Explanation",
     "LLTMFunction",
     "LLTMSequence",
     "ReLU",
@@ -40,6 +42,7 @@ __all__ = [
     "SigmoidFunction",
     "__version__",
     "build_info",
+    "explain",
     "gemm",
     "lltm",
     "lltm_sequence",

@@ -265,6 +265,56 @@ TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
          torch::dispatch(c10::DispatchKey::Autograd, TORCH_FN(lltm_ext::lltm::cell_autograd)));
 }
 
+namespace lltm_ext::lltm {
+namespace {
+
+// What a call of lltm on these tensors runs, and why (lltm_ext.explain): input (B, I), weights
+// (3S, S + I). On CUDA, the small cell's two fused kernels, or cat, cuBLAS's products and the gate
+// kernels (fused_cell_cuda's rule, lltm.h); on the CPU, ATen's products and the C++ gate pass.
+py::dict explain(const at::Tensor& input, const at::Tensor& weights) {
+  TORCH_CHECK(input.dim() == 2 && weights.dim() == 2 && weights.size(0) % 3 == 0,
+              "lltm_ext.explain(lltm): `input` must be (B, I) and `weights` (3S, S + I), but got ",
+              describe(input), " and ", describe(weights), ".");
+  const int64_t B = input.size(0), I = input.size(1), S = weights.size(0) / 3;
+  py::dict out;
+  out["device"] = input.device().str();
+  std::vector<std::string> notes;
+  bool fused = false;
+#ifdef WITH_CUDA
+  fused = input.is_cuda() && fused_cell_cuda(B, S, I);
+  if (input.is_cuda()) {
+    notes.push_back(c10::str(
+        "LLTM_EXT_CELL_PATH auto takes the fused kernels where B <= ", kFusedCellMaxBatch,
+        ", S + I <= ", kFusedCellMaxK, " and B x 3S x (S + I) <= ", kFusedCellMaxWork,
+        " (here B = ", B, ", S + I = ", S + I, ", B x 3S x (S + I) = ", B * 3 * S * (S + I),
+        "): docs/decisions.md#fused-cell-rule"));
+  }
+#else
+  (void)B, (void)I, (void)S;
+#endif
+  if (!input.is_cuda()) {
+    out["path"] = "cpu";
+    out["detail"] = "X = cat(old_h, input); gates = addmm (ATen); the gate pass in vectorized C++";
+    out["kernels"] = std::vector<std::string>{};
+  } else if (fused) {
+    out["path"] = "fused";
+    out["detail"] =
+        "forward in one kernel (cat, product, bias, gate math); backward's gate pass "
+        "and its three products in two more";
+    out["kernels"] = std::vector<std::string>{"fused_forward_kernel", "backward_gates_kernel",
+                                              "fused_backward_products_kernel"};
+  } else {
+    out["path"] = "cublas";
+    out["detail"] = "cat, cuBLAS's product (addmm) and the gate kernel each way";
+    out["kernels"] = std::vector<std::string>{"forward_gates_kernel", "backward_gates_kernel"};
+  }
+  out["notes"] = notes;
+  return out;
+}
+
+}  // namespace
+}  // namespace lltm_ext::lltm
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "LLTM cell (fused gate kernels; matrix products through ATen).";
   m.def("forward", &lltm_ext::lltm::forward, "LLTM forward", py::arg("input"), py::arg("weights"),
@@ -272,5 +322,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("backward", &lltm_ext::lltm::backward, "LLTM backward", py::arg("grad_h"),
         py::arg("grad_cell"), py::arg("new_cell"), py::arg("gates"), py::arg("X"),
         py::arg("weights"));
+  m.def("_explain", &lltm_ext::lltm::explain,
+        "What a call on input (B, I) and weights (3S, S + I) runs, and why (lltm_ext.explain)",
+        py::arg("input"), py::arg("weights"));
   lltm_ext::bind_build_info(m);
 }

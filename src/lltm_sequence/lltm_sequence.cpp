@@ -18,7 +18,11 @@
 #include "common/first_order.h"
 #include "lltm/lltm.h"
 #ifdef WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+
+#include "common/dispatch.h"
 #include "lltm_sequence/lltm_sequence.h"
+#include "lltm_sequence/plan.h"
 #endif
 
 namespace lltm_ext::lltm {
@@ -431,7 +435,135 @@ TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
          torch::dispatch(c10::DispatchKey::Autograd, TORCH_FN(lltm_ext::lltm::sequence_autograd)));
 }
 
+namespace lltm_ext::lltm {
+namespace {
+
+// What a call of lltm_sequence on these tensors runs, and why (lltm_ext.explain): input (T, B, I)
+// and weights (3S, S + I), as the operator takes them. On CUDA the planner's choice for the time
+// steps (forward and backward take the same family), the step products of the cuBLAS path and the
+// weight gradient, with the planner's notes; on the CPU the one loop there is.
+py::dict explain(const at::Tensor& input, const at::Tensor& weights, bool bias_grad) {
+  TORCH_CHECK(input.dim() == 3 && weights.dim() == 2 && weights.size(0) % 3 == 0,
+              "lltm_ext.explain(lltm_sequence): `input` must be (T, B, I) and `weights` (3S, S + "
+              "I), but got ",
+              describe(input), " and ", describe(weights), ".");
+  const int64_t T = input.size(0), B = input.size(1), I = input.size(2), S = weights.size(0) / 3;
+  const bool tf32 = matmul_allows_tf32(input);
+  py::dict out;
+  out["device"] = input.device().str();
+  out["tf32"] = tf32;
+  if (!input.is_cuda()) {
+    out["path"] = "cpu";
+    out["detail"] =
+        "the time loop in C++: the input projections of all steps in one ATen product, "
+        "per step h W_h^T (ATen) and the cell's gate pass (vectorized C++)";
+    out["kernels"] = py::list();
+    out["notes"] = py::list();
+    return out;
+  }
+#ifdef WITH_CUDA
+  const c10::cuda::CUDAGuard guard(input.device());
+  PlanNotes notes;
+  SequencePlan plan;
+  WeightGradPlan wgrad;
+  LLTM_EXT_DISPATCH_FLOATING(input.scalar_type(), "lltm_sequence_explain", [&] {
+    plan = plan_sequence<scalar_t>(input.get_device(), T, B, S, tf32);
+  });
+  wgrad = plan_weight_grad(input.get_device(), input.scalar_type(), T, B, I, S, bias_grad, tf32);
+  using Path = SequencePlan::Path;
+  std::string detail, product = "simt";
+  std::vector<std::string> kernels;
+  switch (plan.path) {
+    case Path::kSmall:
+      detail = c10::str(plan.small_rows,
+                        " batch rows a block, W_h in registers, all steps in one "
+                        "launch");
+      kernels = {"small_forward_kernel", "small_backward_kernel"};
+      break;
+    case Path::kCluster:
+      product = plan.cluster.split ? "3xtf32" : plan.cluster.mma ? "tf32" : "simt";
+      detail = c10::str("clusters of ", plan.cluster.blocks, " blocks x ", plan.cluster.cols,
+                        " state columns, ", plan.cluster.rows,
+                        " batch rows a cluster, all steps in one launch");
+      kernels = {"cluster_forward_kernel", "cluster_backward_kernel"};
+      break;
+    case Path::kWide:
+      product = product_name(plan.product);
+      detail = c10::str("16 batch rows x ", plan.wide_cols,
+                        " state columns a block, cooperative, all steps in one launch");
+      kernels = {"wide_forward_kernel", "wide_backward_kernel"};
+      break;
+    case Path::kTiled:
+      product = product_name(plan.product);
+      detail = c10::str("tiles of ", 16 * plan.tiled.mt, " batch rows x ", plan.tiled.cols,
+                        " state columns, ", plan.tiled.stages,
+                        " cp.async stages, cooperative, all steps in one launch");
+      kernels = {"tiled_forward_kernel", "tiled_backward_kernel"};
+      break;
+    case Path::kSteps:
+      detail = plan.all_at_once ? "one cooperative launch for all steps"
+                                : (plan.overlap ? "one launch a step, each overlapping the one "
+                                                  "before (programmatic dependent launch)"
+                                                : "one launch a step");
+      kernels = {"sequence_forward_kernel", "sequence_backward_kernel"};
+      break;
+    case Path::kCublas: {
+      const auto step = [](const StepGemmShape& s) {
+        return s.rows == 0 ? std::string("cuBLAS")
+                           : c10::str(s.wgmma    ? "ours (wgmma, 3xTF32)"
+                                      : s.tensor ? "ours (mma.sync, 3xTF32)"
+                                                 : "ours (SIMT, exact float32)",
+                                      ", ", s.splits, " splits of k");
+      };
+      detail = c10::str("per step: the recurrent product (forward ", step(plan.forward_gemm),
+                        ", backward ", step(plan.backward_gemm), ") and the cell's gate kernel");
+      kernels = {"forward_gates_kernel", "backward_gates_kernel"};
+      const auto kernel_of = [](const StepGemmShape& s) {
+        return s.wgmma    ? "step_gemm_sm90_kernel"
+               : s.tensor ? "step_gemm_tf32x3_kernel"
+                          : "step_gemm_kernel";
+      };
+      if (plan.forward_gemm.rows > 0) {
+        kernels.emplace_back(kernel_of(plan.forward_gemm));
+      }
+      if (plan.backward_gemm.rows > 0) {
+        kernels.emplace_back(kernel_of(plan.backward_gemm));
+      }
+      product = input.scalar_type() == at::kFloat && !tf32 ? "cuBLAS's exact float32, or ours"
+                                                           : "cuBLAS's";
+      break;
+    }
+  }
+  if (T == 0 || B == 0) {
+    kernels.clear();
+  }
+  std::string weight_grad = "cuBLAS's products and a column sum";
+  if (wgrad.kind != WeightGradPlan::Kind::kCublas) {
+    const bool tensor = wgrad.kind == WeightGradPlan::Kind::kTensor;
+    weight_grad = c10::str(
+        tensor ? "one kernel on Hopper's tensor cores (3xTF32)" : "one kernel on the SIMT cores",
+        ", ", wgrad.splits, " splits of the T B rows");
+    kernels.emplace_back(tensor ? "weight_grad_sm90_kernel" : "weight_grad_kernel");
+  }
+  out["path"] = path_name(plan.path);
+  out["detail"] = detail;
+  out["product"] = product;
+  out["weight_gradient"] = weight_grad;
+  out["kernels"] = kernels;
+  out["notes"] = notes.lines;
+#else
+  (void)T, (void)B, (void)I, (void)S, (void)tf32, (void)bias_grad;
+#endif
+  return out;
+}
+
+}  // namespace
+}  // namespace lltm_ext::lltm
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "LLTM over whole sequences (time loops on the kernels its planner picks).";
+  m.def("_explain", &lltm_ext::lltm::explain,
+        "What a call on input (T, B, I) and weights (3S, S + I) runs, and why (lltm_ext.explain)",
+        py::arg("input"), py::arg("weights"), py::arg("bias_grad") = true);
   lltm_ext::bind_build_info(m);
 }

@@ -3,7 +3,12 @@
 // LLTM_EXT_SEQUENCE_* settings; sequence_cuda_host.cpp runs its plan (CUDA builds only).
 #pragma once
 
+#include <c10/core/ScalarType.h>
+#include <c10/util/StringUtil.h>
+
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "lltm_sequence/sequence_launchers.h"
 
@@ -43,5 +48,45 @@ struct SequencePlan {
 // LLTM_EXT_SEQUENCE_TILED_COLS force the kernels' shapes; all are read at every call.
 template <typename T>
 SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t state, bool tf32);
+
+// How the weight gradient d W (3S, S + I) (and d b) of a call is computed: cuBLAS's products and a
+// column sum, the fused kernel on the SIMT cores, or the Hopper kernel (float32); splits of the
+// T B rows, k_split rows each. LLTM_EXT_SEQUENCE_WGRAD forces it (sequence_cuda_host.cpp, where
+// sequence_weight_grad_cuda runs it; lltm_sequence.h has the rule).
+struct WeightGradPlan {
+  enum class Kind { kCublas, kFused, kTensor };
+  Kind kind = Kind::kCublas;
+  int splits = 1;
+  int64_t k_split = 0;
+};
+WeightGradPlan plan_weight_grad(int device, at::ScalarType dtype, int64_t steps, int64_t batch,
+                                int64_t features, int64_t state, bool bias, bool tf32);
+
+// The planner's reasons, for lltm_ext.explain: while a PlanNotes lives on a thread, the planners
+// above add a line for each kernel family they take or pass over, and why (plan_note). Ordinary
+// calls have none: a rule then costs the test of a thread-local pointer.
+class PlanNotes {
+ public:
+  PlanNotes();
+  ~PlanNotes();
+  PlanNotes(const PlanNotes&) = delete;
+  PlanNotes& operator=(const PlanNotes&) = delete;
+  static PlanNotes* active();
+  std::vector<std::string> lines;
+
+ private:
+  PlanNotes* previous_;
+};
+template <typename... Args>
+void plan_note(const Args&... args) {
+  if (PlanNotes* notes = PlanNotes::active()) {
+    notes->lines.push_back(c10::str(args...));
+  }
+}
+
+// Names for explain: "small", "cluster", "wide", "tiled", "steps", "cublas"; "simt", "tf32",
+// "3xtf32".
+const char* path_name(SequencePlan::Path path);
+const char* product_name(Product product);
 
 }  // namespace lltm_ext::lltm

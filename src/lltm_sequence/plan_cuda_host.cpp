@@ -22,6 +22,43 @@
 #include "lltm_sequence/plan.h"
 
 namespace lltm_ext::lltm {
+
+namespace {
+thread_local PlanNotes* active_notes = nullptr;
+}  // namespace
+
+PlanNotes::PlanNotes() : previous_(active_notes) {
+  active_notes = this;
+}
+PlanNotes::~PlanNotes() {
+  active_notes = previous_;
+}
+PlanNotes* PlanNotes::active() {
+  return active_notes;
+}
+
+const char* path_name(SequencePlan::Path path) {
+  switch (path) {
+    case SequencePlan::Path::kSmall:
+      return "small";
+    case SequencePlan::Path::kCluster:
+      return "cluster";
+    case SequencePlan::Path::kWide:
+      return "wide";
+    case SequencePlan::Path::kTiled:
+      return "tiled";
+    case SequencePlan::Path::kSteps:
+      return "steps";
+    case SequencePlan::Path::kCublas:
+      return "cublas";
+  }
+  return "?";
+}
+
+const char* product_name(Product product) {
+  return product == Product::kSimt ? "simt" : product == Product::kTf32 ? "tf32" : "3xtf32";
+}
+
 namespace {
 
 // LLTM_EXT_SEQUENCE_PATH, read at every call: "auto" (default: the small-state kernels where they
@@ -106,8 +143,8 @@ int knob_between(const char* name, int lo, int hi) {
       "an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
 }
 
-// Whether the sequence's steps run fused on `device` (the fused step kernels of sequence_launchers.h),
-// and whether steps overlap there.
+// Whether the sequence's steps run fused on `device` (the fused step kernels of
+// sequence_launchers.h), and whether steps overlap there.
 struct StepPlan {
   bool fused, overlap;
 };
@@ -119,6 +156,14 @@ StepPlan step_plan(int device, int64_t batch, int64_t state, int64_t element_siz
                      state > 0 && state <= kFusedStepMaxState && batch > 0 &&
                      batch <= 65535LL * 8 &&
                      sequence_step_smem_bytes(state, element_size) <= f.smem_optin;
+  if (!fused) {
+    plan_note("steps: no (",
+              setting != SequencePath::kAuto && setting != SequencePath::kGrid
+                  ? "LLTM_EXT_SEQUENCE_PATH excludes them"
+              : state > kFusedStepMaxState ? "the state is past their 256"
+                                           : "their shared memory or grid does not fit",
+              ")");
+  }
   return {fused, f.major >= 9};
 }
 
@@ -163,6 +208,7 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
   const SequencePath setting = sequence_path_setting();
   ClusterPlan plan{false, {}, false};
   if (setting != SequencePath::kAuto && setting != SequencePath::kCluster) {
+    plan_note("cluster: no (LLTM_EXT_SEQUENCE_PATH excludes them)");
     return plan;
   }
   const cuda::DeviceLimits& f = cuda::device_limits(device);
@@ -228,6 +274,17 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
       }
     }
   }
+  if (!plan.use) {
+    plan_note("cluster: no (",
+              !loaded                    ? "they need an sm_90 GPU running this module's sm_90 code"
+              : state > kClusterMaxState ? "the state is past their 256"
+                                         : "no slice of rows fits a block's shared memory",
+              ")");
+  } else if (!plan.at_once) {
+    plan_note("cluster: the batch's clusters would take turns (", plan.shape.rows,
+              "-row slices); the tiled kernels run instead where they apply "
+              "(docs/decisions.md#cluster-or-tiled)");
+  }
   TORCH_CHECK(plan.use || setting != SequencePath::kCluster,
               "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PATH=cluster, but the cluster kernels do "
               "not apply to cuda:",
@@ -263,6 +320,7 @@ template <typename T>
 WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
   const SequencePath setting = sequence_path_setting();
   if (setting != SequencePath::kWide && setting != SequencePath::kAuto) {
+    plan_note("wide: no (LLTM_EXT_SEQUENCE_PATH excludes them)");
     return {0, Product::kSimt};
   }
   const int smem_optin = cuda::device_limits(device).smem_optin;
@@ -280,6 +338,9 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
   const Product product = mma_loaded ? sequence_product(dtype, tf32) : Product::kSimt;
   if (setting == SequencePath::kAuto && product == Product::kSimt &&
       (state > 512 || state * state * batch > (int64_t{1} << 24))) {
+    plan_note(
+        "wide: no (their product would run on the SIMT cores, which pay only to S = 512 and "
+        "S^2 B = 2^24; docs/decisions.md#wide-plan)");
     return {0, Product::kSimt};
   }
   // Where S is not a multiple of 4 (rows of x read element by element) auto takes them on the
@@ -289,6 +350,9 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
   // docs/decisions.md#wide-unaligned-state.
   if (setting == SequencePath::kAuto && state % 4 != 0 &&
       (product == Product::kSimt || (dtype != at::kFloat && state > 512))) {
+    plan_note(
+        "wide: no (S % 4 != 0: rows of x read element by element pay only on the tensor "
+        "cores, and for the half types to S = 512; docs/decisions.md#wide-unaligned-state)");
     return {0, Product::kSimt};
   }
   static std::mutex mutex;
@@ -314,6 +378,12 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
     C10_CUDA_CHECK(wide_step_columns<T>(batch, state, cuda::sm_count(device), smem_optin, &c,
                                         forced, product));
     cols = c;
+  }
+  if (cols == 0) {
+    plan_note("wide: no (",
+              state > kWideMaxState ? "the state is past their 1024"
+                                    : "no grid of 16-row blocks runs at once",
+              ")");
   }
   TORCH_CHECK(cols > 0 || setting != SequencePath::kWide,
               "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PATH=wide, but the wide-state kernels do "
@@ -349,6 +419,7 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
   const SequencePath setting = sequence_path_setting();
   TiledShape shape{};
   if (setting != SequencePath::kTiled && setting != SequencePath::kAuto) {
+    plan_note("tiled: no (LLTM_EXT_SEQUENCE_PATH excludes them)");
     return {shape, Product::kSimt};
   }
   static cuda::PerDevice<bool> loaded_cache;  // whether the device runs the sm_90 kernels
@@ -362,6 +433,7 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
   const int only_cols = knob_between("LLTM_EXT_SEQUENCE_TILED_COLS", 4, 24);
   const Product product =
       loaded ? sequence_product(c10::CppTypeToScalarType<T>::value, tf32) : Product::kSimt;
+  bool ruled_out = false;  // by auto's rules below (noted there)
   if (product != Product::kSimt) {
     static std::mutex mutex;
     static std::map<std::tuple<int, int64_t, int64_t, Product, int, int>, TiledShape> shapes;
@@ -379,6 +451,9 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
     }
     shape = it->second;
     if (setting == SequencePath::kAuto && 16 * shape.mt * state > kTiledAutoWork) {
+      ruled_out = true;
+      plan_note("tiled: no (a tile of ", 16 * shape.mt, " rows x S = ", state, " is past ",
+                kTiledAutoWork, ": cuBLAS every step costs less; docs/decisions.md#tiled-rule)");
       shape = TiledShape{};  // cuBLAS every step costs less (above)
     }
     // Since float32's step products on the cuBLAS path run as 3xTF32 at small batches
@@ -387,8 +462,19 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
     // stays the faster. Figures: docs/decisions.md#tiled-small-batch.
     if (std::is_same_v<T, float> && setting == SequencePath::kAuto && shape.mt == 1 && batch <= 6 &&
         state >= 1200) {
+      ruled_out = true;
+      plan_note(
+          "tiled: no (float32, B <= 6, S >= 1200: the cuBLAS path with 3xTF32 step products "
+          "costs less; docs/decisions.md#tiled-small-batch)");
       shape = TiledShape{};
     }
+  }
+  if (product == Product::kSimt) {
+    plan_note("tiled: no (they run on the tensor cores: ",
+              !loaded ? "this GPU does not run their sm_90 code" : "not for this dtype or product",
+              ")");
+  } else if (shape.mt == 0 && !ruled_out) {
+    plan_note("tiled: no (no tile's slice of W_h fits an SM's shared memory in one wave)");
   }
   TORCH_CHECK(shape.mt > 0 || setting != SequencePath::kTiled,
               "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PATH=tiled, but the tiled kernels do not "
@@ -429,6 +515,16 @@ int small_plan(int device, int64_t batch, int64_t state) {
     if (forced > 0) {
       rows = forced;
     }
+  }
+  if (rows == 0) {
+    plan_note("small: no (",
+              setting != SequencePath::kAuto && setting != SequencePath::kSmall
+                  ? "LLTM_EXT_SEQUENCE_PATH excludes them"
+              : std::is_same_v<T, double> ? "float64: they take float32 and the half types"
+              : state > small_max_state<T>()
+                  ? c10::str("the state is past their ", small_max_state<T>())
+                  : std::string("their grid does not run at once"),
+              ")");
   }
   TORCH_CHECK(rows > 0 || setting != SequencePath::kSmall,
               "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PATH=small, but the small-state kernels "
@@ -492,7 +588,12 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
               " needs float32 at full precision (torch's float32 matmul precision \"highest\"), "
               "but got dtype ",
               c10::CppTypeToScalarType<T>::value, (tf32 ? " with TF32 allowed" : ""), ".");
+  const char* which = backward ? "backward" : "forward";
   if (!applies || setting == "cublas") {
+    plan_note("step product (", which, ", ", m, " x ", n, " x ", k, "): cuBLAS (",
+              setting == "cublas" ? "LLTM_EXT_SEQUENCE_STEP_GEMM=cublas"
+                                  : "ours serve float32 at full precision only",
+              ")");
     return shape;
   }
   const cuda::DeviceLimits& f = cuda::device_limits(device);
@@ -534,6 +635,11 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
       splits = forced;
     }
     shape.splits = step_gemm_splits(k, splits, true);
+    plan_note("step product (", which, ", ", m, " x ", n, " x ", k,
+              "): ours on Hopper's tensor cores, 3xTF32, ", shape.splits, " splits of k (",
+              setting == "wgmma" ? "LLTM_EXT_SEQUENCE_STEP_GEMM=wgmma"
+                                 : "S > 1024 at this batch; docs/decisions.md#step-wgmma-auto",
+              ")");
     return shape;
   }
   if (setting == "own" || setting == "tensor") {
@@ -541,6 +647,9 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
   } else {
     const bool tensor = tensor_fits && m <= 32 && m >= (backward ? 2 : 5);
     if (!tensor && !(backward && m >= 2 && m <= 64)) {
+      plan_note("step product (", which, ", ", m, " x ", n, " x ", k,
+                "): cuBLAS (this batch is outside our kernels' rule; "
+                "docs/decisions.md#step-gemm-plan)");
       return shape;  // cuBLAS
     }
     shape.tensor = tensor;
@@ -559,6 +668,11 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
     splits = forced;
   }
   shape.splits = step_gemm_splits(k, splits, shape.tensor);
+  plan_note("step product (", which, ", ", m, " x ", n, " x ", k, "): ours, ",
+            shape.tensor ? "3xTF32 on the tensor cores" : "exact float32 on the SIMT cores", ", ",
+            shape.splits, " splits of k (",
+            setting == "auto" ? "docs/decisions.md#step-gemm-plan" : "LLTM_EXT_SEQUENCE_STEP_GEMM",
+            ")");
   return shape;
 }
 
@@ -567,6 +681,9 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
 template <typename T>
 SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t state, bool tf32) {
   SequencePlan plan;
+  if (steps == 0 || batch == 0) {
+    plan_note("no steps or no batch rows: no kernel runs the time loop");
+  }
   // All steps in one cooperative launch over the GPU, in the tiled kernels' tile.
   const auto take_tiled = [&plan](const TiledPlan& tiled) {
     plan.path = SequencePlan::Path::kTiled;
@@ -602,6 +719,9 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
         state > 256 && state <= 512) {
       const TiledPlan tiled = tiled_plan<T>(device, batch, state, tf32);
       if (tiled.shape.mt > 0) {
+        plan_note(
+            "tiled: before the wide kernels (the half types at 8 <= B <= 44, 256 < S <= "
+            "512; docs/decisions.md#half-tiled-before-wide)");
         return take_tiled(tiled);
       }
     }

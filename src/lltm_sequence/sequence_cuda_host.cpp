@@ -365,15 +365,11 @@ cudaError_t launch_weight_grad_tensor(const WeightGradArgs<T>&, cuda::opmath_t<T
 
 }  // namespace
 
-bool sequence_weight_grad_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
-                               const at::Tensor& output, const at::Tensor& input,
-                               const at::Tensor& d_weights, const at::Tensor& d_bias, bool tf32) {
+WeightGradPlan plan_weight_grad(int device, at::ScalarType dtype, int64_t steps, int64_t batch,
+                                int64_t features, int64_t state, bool bias, bool tf32) {
   const std::string setting = env_choice("lltm_ext.lltm_sequence", "LLTM_EXT_SEQUENCE_WGRAD",
                                          {"auto", "fused", "tensor", "cublas"});
-  const int64_t T = input.size(0), B = input.size(1), I = input.size(2), S = output.size(2);
-  const int64_t rows = T * B, cols = S + I + (d_bias.defined() ? 1 : 0);
-  const at::ScalarType dtype = input.scalar_type();
-  const int device = input.get_device();
+  const int64_t S = state, rows = steps * batch, cols = state + features + (bias ? 1 : 0);
   const double work = static_cast<double>(3 * S) * static_cast<double>(cols) * rows;
   const int64_t most = dtype == at::kFloat    ? kWeightGradMaxWork
                        : dtype == at::kDouble ? kWeightGradMaxWorkDouble
@@ -394,6 +390,7 @@ bool sequence_weight_grad_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
              return is_loaded;
            });
   };
+  WeightGradPlan plan;
   bool tensor = setting == "tensor";
   if (tensor) {
     TORCH_CHECK(sm90_runs(),
@@ -402,23 +399,41 @@ bool sequence_weight_grad_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
                 "with ",
                 weight_grad_sm90_smem_bytes(), " bytes of shared memory a block), but got ", dtype,
                 " on cuda:", device, ".");
+    plan_note("weight gradient: the Hopper kernel, forced (LLTM_EXT_SEQUENCE_WGRAD=tensor)");
   } else if (rows == 0 || setting == "cublas") {
-    return false;  // no rows: the products' zeros
+    plan_note("weight gradient: cuBLAS's products and a column sum (",
+              rows == 0 ? "no rows" : "LLTM_EXT_SEQUENCE_WGRAD=cublas", ")");
+    return plan;  // no rows: the products' zeros
   } else if (setting == "auto" && work > static_cast<double>(most)) {
     // Past the SIMT kernel's work: float32 at full precision on Hopper's tensor cores where they
     // run (cuBLAS's exact kernels are SIMT ones; with TF32 allowed, cuBLAS's one pass is faster).
     if (tf32 || weight_grad_sm90_blocks(S, cols) < kWeightGradTensorTiles || !sm90_runs()) {
-      return false;
+      plan_note(
+          "weight gradient: cuBLAS's products and a column sum (the work 3S (S + I + 1) T B "
+          "= ",
+          static_cast<int64_t>(work), " is past the fused kernel's ", most, " for ", dtype,
+          ", and the Hopper kernel ",
+          tf32                                                        ? "gives way to TF32"
+          : weight_grad_sm90_blocks(S, cols) < kWeightGradTensorTiles ? "would have too few tiles"
+                                                                      : "does not run here",
+          "; docs/decisions.md#sequence-wgrad-rule)");
+      return plan;
     }
     tensor = true;
+    plan_note("weight gradient: the Hopper kernel (float32 past the fused kernel's work, ",
+              weight_grad_sm90_blocks(S, cols), " tiles; docs/decisions.md#sequence-wgrad-rule)");
+  } else {
+    plan_note("weight gradient: the fused kernel (",
+              setting == "fused" ? "forced, LLTM_EXT_SEQUENCE_WGRAD=fused"
+                                 : "the work 3S (S + I + 1) T B within its bound",
+              "; docs/decisions.md#sequence-wgrad-rule)");
   }
   TORCH_CHECK((3 * S + 63) / 64 <= 65535,  // the grid: gate rows along gridDim.y
               "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_WGRAD=", setting,
               ", but the fused weight gradient takes states of at most 1398080, and got ", S, ".");
   if (rows == 0) {
-    return false;
+    return plan;
   }
-  const c10::cuda::CUDAGuard guard(input.device());
   const int sms = cuda::sm_count(device);
   int64_t wanted = 1;
   if (tensor) {
@@ -430,8 +445,27 @@ bool sequence_weight_grad_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
     wanted = std::clamp<int64_t>((2 * sms + blocks - 1) / blocks, 1,
                                  std::max<int64_t>(1, std::min<int64_t>(256, rows / 64)));
   }
-  const int64_t k_split = (rows + wanted - 1) / wanted;
-  const int splits = static_cast<int>(std::max<int64_t>(1, (rows + k_split - 1) / k_split));
+  plan.kind = tensor ? WeightGradPlan::Kind::kTensor : WeightGradPlan::Kind::kFused;
+  plan.k_split = (rows + wanted - 1) / wanted;
+  plan.splits = static_cast<int>(std::max<int64_t>(1, (rows + plan.k_split - 1) / plan.k_split));
+  return plan;
+}
+
+bool sequence_weight_grad_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
+                               const at::Tensor& output, const at::Tensor& input,
+                               const at::Tensor& d_weights, const at::Tensor& d_bias, bool tf32) {
+  const int64_t T = input.size(0), B = input.size(1), I = input.size(2), S = output.size(2);
+  const int64_t rows = T * B, cols = S + I + (d_bias.defined() ? 1 : 0);
+  const WeightGradPlan plan =
+      plan_weight_grad(input.get_device(), input.scalar_type(), T, B, I, S, d_bias.defined(), tf32);
+  if (plan.kind == WeightGradPlan::Kind::kCublas) {
+    return false;
+  }
+  const c10::cuda::CUDAGuard guard(input.device());
+  const int sms = cuda::sm_count(input.get_device());
+  const bool tensor = plan.kind == WeightGradPlan::Kind::kTensor;
+  const int splits = plan.splits;
+  const int64_t k_split = plan.k_split;
   LLTM_EXT_DISPATCH_FLOATING(input.scalar_type(), "lltm_sequence_weight_grad_cuda", [&] {
     using acc_t = cuda::opmath_t<scalar_t>;
     at::Tensor partials;

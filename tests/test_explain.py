@@ -1,0 +1,125 @@
+"""lltm_ext.explain: the plan it reports is the one the call runs.
+
+On CUDA each kernel family of the sequence is forced (LLTM_EXT_SEQUENCE_PATH and its kin) and
+left to auto at shapes where each is chosen; explain must name that family, and the kernels its
+plan lists must be among those the profiler sees when the call runs (forward and backward), so a
+plan that drifts from the dispatch fails here. On the CPU, each op's one path."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import lltm_ext
+
+CUDA_MARK = pytest.mark.cuda
+
+
+def sequence_args(steps, batch, features, state, device, dtype=torch.float32):
+    x = torch.randn(steps, batch, features, device=device, dtype=dtype)
+    w = torch.randn(3 * state, state + features, device=device, dtype=dtype) / state**0.5
+    b = torch.randn(3 * state, device=device, dtype=dtype, requires_grad=True)
+    return x.requires_grad_(), w.requires_grad_(), b
+
+
+def test_cpu_paths():
+    x, w, b = sequence_args(5, 3, 4, 6, "cpu")
+    seq = lltm_ext.explain(lltm_ext.lltm_sequence, x, w, b)
+    assert seq.path == "cpu" and seq.shape == {"T": 5, "B": 3, "I": 4, "S": 6}
+    assert "float32" in seq.precision and seq.kernels == [] and seq.ran is None
+    assert str(seq).startswith("lltm_sequence on cpu, float32, T=5 B=3 I=4 S=6: cpu")
+    by_name = lltm_ext.explain("lltm_sequence", x.transpose(0, 1), w, b, batch_first=True)
+    assert by_name.shape == seq.shape
+    cell = lltm_ext.explain("lltm", x[0], w, b, torch.randn(3, 6), torch.randn(3, 6))
+    assert cell.path == "cpu" and cell.shape == {"B": 3, "I": 4, "S": 6}
+    mm = lltm_ext.explain("gemm", torch.randn(64, 32), torch.randn(32, 48))
+    assert mm.path == "cpu" and mm.ran and "path" in mm.ran[0]
+    assert lltm_ext.explain("relu", torch.randn(7)).shape == {"numel": 7}
+    assert lltm_ext.explain("gemm", torch.randn(2, 2), torch.randn(2, 2)).as_dict()["op"] == "gemm"
+
+
+def test_unknown_op():
+    with pytest.raises(ValueError, match="`op` must be one of"):
+        lltm_ext.explain("lstm", torch.randn(2, 2))
+
+
+def _ran_contains(found):
+    missing = [k for k in found.kernels if not any(k in name for name in found.ran)]
+    assert not missing, f"planned {found.kernels}, but the call ran {found.ran}"
+
+
+# (settings, (T, B, I, S), dtype, the family explain must name)
+FORCED = {
+    "small": ({"LLTM_EXT_SEQUENCE_PATH": "small"}, (5, 3, 4, 40), torch.float32, "small"),
+    "cluster": ({"LLTM_EXT_SEQUENCE_PATH": "cluster"}, (5, 19, 4, 120), torch.float32, "cluster"),
+    "grid": ({"LLTM_EXT_SEQUENCE_PATH": "grid"}, (5, 19, 4, 45), torch.float32, "steps"),
+    "wide": ({"LLTM_EXT_SEQUENCE_PATH": "wide"}, (4, 5, 3, 300), torch.float32, "wide"),
+    "tiled": ({"LLTM_EXT_SEQUENCE_PATH": "tiled"}, (3, 17, 3, 261), torch.bfloat16, "tiled"),
+    "cublas": ({"LLTM_EXT_SEQUENCE_PATH": "cublas"}, (4, 5, 3, 40), torch.float32, "cublas"),
+    "cublas-own": (
+        {"LLTM_EXT_SEQUENCE_PATH": "cublas", "LLTM_EXT_SEQUENCE_STEP_GEMM": "own"},
+        (4, 5, 3, 40),
+        torch.float32,
+        "cublas",
+    ),
+    "wgrad-fused": ({"LLTM_EXT_SEQUENCE_WGRAD": "fused"}, (5, 3, 4, 40), torch.float32, None),
+    "wgrad-cublas": ({"LLTM_EXT_SEQUENCE_WGRAD": "cublas"}, (5, 3, 4, 40), torch.float32, None),
+}
+
+
+@CUDA_MARK
+@pytest.mark.parametrize("case", list(FORCED))
+def test_cuda_plan_is_what_runs_when_forced(monkeypatch, case):
+    settings, size, dtype, family = FORCED[case]
+    if torch.cuda.get_device_capability()[0] < 9 and family in ("cluster", "tiled"):
+        pytest.skip("these kernels need an sm_90 GPU")
+    for key, value in settings.items():
+        monkeypatch.setenv(key, value)
+    found = lltm_ext.explain("lltm_sequence", *sequence_args(*size, "cuda", dtype), run=True)
+    if family is not None:
+        assert found.path == family, str(found)
+    if case == "cublas-own":
+        assert "ours (SIMT" in found.detail and "step_gemm_kernel" in found.kernels
+    if case == "wgrad-fused":
+        assert "weight_grad_kernel" in found.kernels and found.weight_gradient.startswith("one")
+    if case == "wgrad-cublas":
+        assert not any("weight_grad" in k for k in found.kernels)
+        assert "LLTM_EXT_SEQUENCE_WGRAD=cublas" in " ".join(found.notes)
+    _ran_contains(found)
+
+
+# Auto's choice at five shapes (T, B, I, S), float32 at torch's defaults: each a different family
+# on a Hopper GPU; explain must list kernels that run, and say why the families before it lost.
+AUTO_SHAPES = [
+    (50, 8, 64, 64),
+    (50, 64, 64, 128),
+    (20, 16, 64, 512),
+    (20, 256, 64, 1024),
+    (10, 4, 32, 2048),
+]
+
+
+@CUDA_MARK
+@pytest.mark.parametrize("size", AUTO_SHAPES, ids=[str(s) for s in AUTO_SHAPES])
+def test_cuda_auto_plan_is_what_runs(size):
+    found = lltm_ext.explain("lltm_sequence", *sequence_args(*size, "cuda"), run=True)
+    _ran_contains(found)
+    assert found.notes or found.path == "small"  # every family after the first says why
+    print(found)
+
+
+@CUDA_MARK
+@pytest.mark.parametrize("batch,path", [(16, "fused"), (1024, "cublas")])
+def test_cuda_cell_plan_is_what_runs(batch, path):
+    x, w, b = sequence_args(1, batch, 32, 128, "cuda")
+    h, c = torch.randn(batch, 128, device="cuda"), torch.randn(batch, 128, device="cuda")
+    found = lltm_ext.explain("lltm", x[0], w, b, h.requires_grad_(), c, run=True)
+    assert found.path == path and "fused-cell-rule" in found.notes[0]
+    _ran_contains(found)
+
+
+@CUDA_MARK
+def test_cuda_gemm_lists_the_kernels_that_ran():
+    a = torch.randn(256, 128, device="cuda", dtype=torch.bfloat16)
+    found = lltm_ext.explain("gemm", a, torch.randn(128, 64, device="cuda", dtype=torch.bfloat16))
+    assert found.ran and all("lltm_ext" in n or "gemm" in n.lower() for n in found.ran[:1])
