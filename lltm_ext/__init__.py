@@ -12,8 +12,8 @@ Every op runs on CPU and (when built with CUDA) on CUDA tensors::
 from __future__ import annotations
 
 from lltm_ext._extension import build_info, check_torch_compatible
-from lltm_ext.explain import Explanation, explain
 from lltm_ext._version import __version__ as _base_version
+from lltm_ext.explain import Explanation, explain
 
 check_torch_compatible()
 
@@ -30,8 +30,8 @@ __version__: str = (build_info() or {}).get("version", _base_version)
 
 __all__ = [
     "LLTM",
-    "GemmFunction",
     "Explanation",
+    "GemmFunction",
     "LLTMFunction",
     "LLTMSequence",
     "ReLU",
