@@ -16,7 +16,7 @@ dispatch) -> the gate kernels in ``src/lltm/``. Eager and compiled calls run the
 
 Files by role: this module is the public API (the functions, the modules, the operators);
 ``_lltm_fake.py`` registers the operators' fake kernels, ``_lltm_reference.py`` holds the
-pure-PyTorch references and ``_lltm_bench.py`` the bench cases.
+pure-PyTorch references; the bench cases are in ``lltm_ext/cli/cases/lltm.py``.
 """
 
 import math
@@ -261,17 +261,3 @@ class LLTMSequence(_LLTMParameters):
 
     def extra_repr(self) -> str:
         return super().extra_repr() + (", batch_first=True" if self.batch_first else "")
-
-
-BENCH_OPS = ("lltm", "lltm_sequence")
-"""The `op` names of this module's bench cases (``lltm-ext bench --ops`` takes either)."""
-
-
-def benchmarks(device: torch.device, quick: bool) -> list:
-    """The cell's cases (op ``lltm``) and the sequence's (op ``lltm_sequence``): see
-    :mod:`lltm_ext.ops._lltm_bench`."""
-    from lltm_ext.ops import _lltm_bench
-
-    return _lltm_bench.cell_benchmarks(device, quick) + _lltm_bench.sequence_benchmarks(
-        device, quick
-    )

@@ -1,6 +1,7 @@
-"""``lltm-ext bench`` cases of the LLTM ops (:func:`lltm_ext.ops.lltm.benchmarks` returns
-them): the cell against the pure-PyTorch LLTM, and the sequence against ``torch.nn.LSTM`` and
-Python loops of cells."""
+"""``lltm-ext bench`` cases of the LLTM ops (:mod:`lltm_ext.ops.lltm`): the cell against the
+pure-PyTorch LLTM, and the sequence against ``torch.nn.LSTM`` and Python loops of cells."""
+
+from __future__ import annotations
 
 import functools
 import itertools
@@ -10,17 +11,24 @@ import warnings
 import torch
 from torch import nn
 
+from lltm_ext.cli.bench import BenchCase
 from lltm_ext.ops._lltm_reference import _compiled_reference, lltm_loop, lltm_reference
 from lltm_ext.ops.lltm import lltm, lltm_sequence
 
+BENCH_OPS = ("lltm", "lltm_sequence")
+"""The `op` names of this module's bench cases (``lltm-ext bench --ops`` takes either)."""
 
-def cell_benchmarks(device: torch.device, quick: bool) -> list:
+
+def benchmarks(device: torch.device, quick: bool) -> list[BenchCase]:
+    """The cell's cases (op ``lltm``), then the sequence's (op ``lltm_sequence``)."""
+    return cell_benchmarks(device, quick) + sequence_benchmarks(device, quick)
+
+
+def cell_benchmarks(device: torch.device, quick: bool) -> list[BenchCase]:
     """lltm_ext.lltm vs the pure-PyTorch LLTM, forward and forward+backward, with torch.compile of
     the pure-PyTorch LLTM and the GEMM floor (the cell's matrix products alone, cuBLAS or
     MKL/oneDNN: gates = X W^T + b forward; d_W = dG^T X and d_X = dG W backward) as more
     references; on CUDA float16 and bfloat16 too (forward+backward)."""
-    from lltm_ext._bench import BenchCase
-
     # (batch, features, state): the tutorial's size, a mid size, and (CUDA) two at the GEMM floor.
     sizes = [(16, 32, 128), (64, 256, 512)]
     if device.type == "cuda":
@@ -85,7 +93,7 @@ def cell_benchmarks(device: torch.device, quick: bool) -> list:
     return cases
 
 
-def sequence_benchmarks(device: torch.device, quick: bool) -> list:
+def sequence_benchmarks(device: torch.device, quick: bool) -> list[BenchCase]:
     """lltm_ext.lltm_sequence over T = 128 steps, forward+backward (gradients of input, weights
     and bias), against ``torch.nn.LSTM(I, S)`` (cuDNN on CUDA, run as users run it: default
     settings) and Python loops of the pure-PyTorch cell and of lltm_ext.lltm.
@@ -94,8 +102,6 @@ def sequence_benchmarks(device: torch.device, quick: bool) -> list:
     B = 16, S = 128. CPU: B = 16, S = 128, float32. The first reference is nn.LSTM on CUDA and the
     pure-PyTorch loop on CPU (each platform's target).
     """
-    from lltm_ext._bench import BenchCase
-
     steps = 128
     # nn.LSTM in bfloat16 cannot flatten its weights (torch.backends.cudnn.is_acceptable leaves
     # bfloat16 out), so cuDNN compacts them at every call and warns once per process. That cost
