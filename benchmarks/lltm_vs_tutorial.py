@@ -20,7 +20,7 @@ parameters). ``--host`` adds, for the training step, each implementation's host 
 near the step's time, the step is bound by the host), and ``--profile N`` prints the profiler's
 table of host time per operator over N training steps of each.
 
-Times are medians of interleaved rounds after warm-up (``lltm_ext._bench.time_fns``:
+Times are medians of interleaved rounds after warm-up (``lltm_ext.cli.bench.time_fns``:
 ``torch.utils.benchmark``, which runs blocks of calls back to back and synchronizes around each
 block); ratio = other's time / lltm_ext's time (> 1: lltm_ext is faster).
 """
@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 import lltm_ext
-from lltm_ext._bench import environment, time_fns
+from lltm_ext.cli.bench import environment, time_fns
 from lltm_ext.ops.lltm import _compiled_reference, lltm_reference
 
 SIZES = {"cpu": "16x32x128,64x256x512", "cuda": "16x32x128,64x256x512,4096x1024x1024,32768x256x256"}

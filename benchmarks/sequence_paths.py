@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 import lltm_ext
-from lltm_ext._sweep import _CudaSampler, _matmul_precision, sequence_shapes
+from lltm_ext.cli.sweep import _CudaSampler, _matmul_precision, sequence_shapes
 
 KNOBS = {
     "tiles": "LLTM_EXT_SEQUENCE_TILED_TILES",

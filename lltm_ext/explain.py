@@ -169,9 +169,9 @@ def _gemm(a: Tensor, b: Tensor) -> tuple[Explanation, Callable[[], Any]]:
 
 def _elementwise(op: str) -> Callable[..., tuple[Explanation, Callable[[], Any]]]:
     def plan(x: Tensor) -> tuple[Explanation, Callable[[], Any]]:
-        import lltm_ext
+        from lltm_ext.ops import MODULES
 
-        fn = getattr(lltm_ext, op)
+        fn = getattr(MODULES[op], op)
         found = Explanation(
             op=op,
             device=str(x.device),

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 import lltm_ext
-from lltm_ext import _bench
-from lltm_ext.__main__ import build_parser, main
+from lltm_ext.cli import bench
+from lltm_ext.cli.main import build_parser, main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -154,15 +154,15 @@ def test_info_json_is_json(capsys):
 
 
 def test_timing_quantiles():
-    t = _bench.Timing([4.0, 1.0, 3.0, 2.0, 5.0])
+    t = bench.Timing([4.0, 1.0, 3.0, 2.0, 5.0])
     assert (t.p25, t.median, t.p75) == (2.0, 3.0, 4.0)
-    assert _bench.Timing([7.0]).p25 == _bench.Timing([7.0]).p75 == 7.0
+    assert bench.Timing([7.0]).p25 == bench.Timing([7.0]).p75 == 7.0
 
 
 def test_ours_and_reference_are_timed_interleaved():
     calls = []
     ours, ref = (lambda: calls.append("ours")), (lambda: calls.append("ref"))
-    a, b = _bench.time_fns([ours, ref], budget_s=0.01, rounds=4)
+    a, b = bench.time_fns([ours, ref], budget_s=0.01, rounds=4)
     assert len(a.samples) >= 4 and len(b.samples) >= 4
     switches = sum(1 for x, y in itertools.pairwise(calls) if x != y)
     # warm-up (ours, ref), then 4 rounds of (ours, ref): at least 9 changes of side.
@@ -172,15 +172,15 @@ def test_ours_and_reference_are_timed_interleaved():
 
 def test_timer_choice():
     cpu = torch.device("cpu")
-    assert _bench.choose_timer(cpu, "auto") == "torch"
-    assert _bench.choose_timer(cpu, "torch") == "torch"
+    assert bench.choose_timer(cpu, "auto") == "torch"
+    assert bench.choose_timer(cpu, "torch") == "torch"
     with pytest.raises(ValueError, match="CUDA only"):
-        _bench.choose_timer(cpu, "triton")
+        bench.choose_timer(cpu, "triton")
     with pytest.raises(ValueError, match="timer must be"):
-        _bench.choose_timer(cpu, "stopwatch")
+        bench.choose_timer(cpu, "stopwatch")
     # On CUDA, auto takes triton's do_bench only where it imports.
-    expected = "triton" if _bench.triton_available() else "torch"
-    assert _bench.choose_timer(torch.device("cuda"), "auto") == expected
+    expected = "triton" if bench.triton_available() else "torch"
+    assert bench.choose_timer(torch.device("cuda"), "auto") == expected
 
 
 def test_a_triton_that_does_not_import_is_not_used(monkeypatch):
@@ -188,8 +188,8 @@ def test_a_triton_that_does_not_import_is_not_used(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "triton", types.ModuleType("triton"))
     monkeypatch.setitem(sys.modules, "triton.testing", None)  # `import triton.testing` raises
-    assert not _bench.triton_available()
-    assert _bench.choose_timer(torch.device("cuda"), "auto") == "torch"
+    assert not bench.triton_available()
+    assert bench.choose_timer(torch.device("cuda"), "auto") == "torch"
 
 
 @pytest.mark.parametrize("all_mode", [True, False])
@@ -214,7 +214,7 @@ def test_triton_timer_samples(monkeypatch, all_mode):
     triton.testing = testing
     monkeypatch.setitem(sys.modules, "triton", triton)
     monkeypatch.setitem(sys.modules, "triton.testing", testing)
-    samples = _bench._TritonTimer(lambda: None).samples(0.05)
+    samples = bench._TritonTimer(lambda: None).samples(0.05)
     assert samples == ([0.002, 0.001, 0.003] if all_mode else [0.002])
     assert seen["rep"] == pytest.approx(50.0)
 
@@ -288,7 +288,7 @@ def test_sweep_sampler_hides_the_host_time_of_a_call():
     import statistics
     import time
 
-    from lltm_ext._sweep import _CudaSampler
+    from lltm_ext.cli.sweep import _CudaSampler
 
     x = torch.zeros(1024, device="cuda")
 
@@ -311,7 +311,7 @@ def test_sequence_sweep_times_tf32_only_on_request(monkeypatch):
     """`--dtypes tf32` is a known dtype; lltm_sequence's sweep times it on CUDA when named (float32
     with TF32 matmuls allowed while timed, the caller's precision after), never by default or on a
     CPU; float32 is timed at full precision."""
-    from lltm_ext import _sweep
+    from lltm_ext.cli import sweep as _sweep
 
     tables = (_sweep.SEQ_DTYPES, _sweep.SEQ_EXTRA_DTYPES)
     assert "tf32" in {d for t in tables for ds in t.values() for d in ds}
@@ -340,3 +340,16 @@ def test_sequence_sweep_times_tf32_only_on_request(monkeypatch):
     if torch.cuda.is_available():
         assert sweep("cuda", None)[:2] == (["float32", "bfloat16"], ["highest", "highest"])
         assert sweep("cuda", ["tf32"])[:2] == (["tf32"], ["high"])
+
+
+def test_plan_prints_what_a_call_runs(capsys):
+    """`lltm-ext plan`: lltm_ext.explain for a call of the shape given, as a report or JSON; a
+    shape of the wrong length fails with the op's shape named."""
+    assert main(["plan", "lltm_sequence", "--shape", "3,2,4,5", "--device", "cpu", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["path"] == "cpu" and found["shape"] == {"T": 3, "B": 2, "I": 4, "S": 5}
+    assert main(["plan", "gemm", "--shape", "8,16,4", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("gemm on cpu, float32, M=8 K=16 N=4: cpu") and "ran:" in out
+    assert main(["plan", "lltm", "--shape", "1,2", "--device", "cpu"]) == 2
+    assert "--shape for lltm is B,I,S" in capsys.readouterr().err

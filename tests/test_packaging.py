@@ -1,12 +1,15 @@
 """Packaging checks that need no build: README and CI agree, every op folder is complete."""
 
+import ast
 import re
 import sys
+from collections import deque
 from pathlib import Path
 
 import pytest
 
 import lltm_ext
+from lltm_ext.cli.cases import CASES
 from lltm_ext.ops import MODULES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,11 +67,138 @@ def test_linters_have_one_version_in_ci_the_workflow_and_pre_commit():
 def test_every_op_folder_has_binding_python_module_and_tests():
     folders = sorted(p.name for p in (ROOT / "src").iterdir() if (p / f"{p.name}.cpp").is_file())
     assert folders, "no op folders found under src/"
+    assert list(CASES) == list(MODULES), "lltm_ext.cli.cases.CASES must list lltm_ext.ops.MODULES"
     for op in folders:
         assert op in MODULES, f"src/{op}/ has no lltm_ext/ops/{op}.py"
+        assert op in CASES, f"src/{op}/ has no bench cases, lltm_ext/cli/cases/{op}.py"
         assert (ROOT / "tests" / f"test_{op}.py").is_file(), f"src/{op}/ has no tests/test_{op}.py"
         for name in MODULES[op].__all__:
             assert getattr(lltm_ext, name) is getattr(MODULES[op], name)
+
+
+# ----------------------------------------------------------------------------------------------
+# The import graph of lltm_ext: no cycles; the op API never reaches the command line.
+# ----------------------------------------------------------------------------------------------
+
+
+def package_modules(package: Path) -> dict[str, Path]:
+    """Every Python module of the package folder `package`: dotted name -> file."""
+    modules = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = path.relative_to(package.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+    return modules
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the modules of `modules` it imports, anywhere in it (functions included).
+
+    ``import a.b`` and ``from a import b`` (b a module) point at ``a.b``; ``from a import name``
+    at ``a``. A package's import of its own submodule is an edge to that submodule only (Python
+    imports the parents first, but a parent importing its children is no cycle). Imports of
+    modules that are not files here (the compiled ``lltm_ext._<op>``) are left out."""
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        is_package = path.name == "__init__.py"
+        edges = graph.setdefault(name, set())
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                edges.update(a.name for a in node.names if a.name in modules)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from the module's package, up level - 1 more
+                    package = name if is_package else name.rpartition(".")[0]
+                    for _ in range(node.level - 1):
+                        package = package.rpartition(".")[0]
+                    base = f"{package}.{base}" if base else package
+                for alias in node.names:
+                    target = f"{base}.{alias.name}"
+                    if target in modules:
+                        edges.add(target)
+                    elif base in modules:
+                        edges.add(base)
+        edges.discard(name)
+    return graph
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of `graph`, one per edge back to a module being visited (depth first),
+    each as the list of its modules, the first repeated at the end."""
+    cycles, state, stack = [], dict.fromkeys(graph, "new"), []
+
+    def visit(module: str) -> None:
+        state[module] = "open"
+        stack.append(module)
+        for target in sorted(graph[module]):
+            if state[target] == "open":
+                cycles.append(stack[stack.index(target) :] + [target])
+            elif state[target] == "new":
+                visit(target)
+        stack.pop()
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if state[module] == "new":
+            visit(module)
+    return cycles
+
+
+def import_path(graph: dict[str, set[str]], start: str, goal) -> list[str] | None:
+    """The shortest chain of imports from `start` to a module for which `goal` is true, or None."""
+    came_from: dict[str, str | None] = {start: None}
+    queue = deque([start])
+    while queue:
+        module = queue.popleft()
+        if goal(module) and module != start:
+            chain = [module]
+            while (previous := came_from[chain[-1]]) is not None:
+                chain.append(previous)
+            return chain[::-1]
+        for target in sorted(graph[module]):
+            if target not in came_from:
+                came_from[target] = module
+                queue.append(target)
+    return None
+
+
+def in_cli(module: str) -> bool:
+    return module == "lltm_ext.cli" or module.startswith("lltm_ext.cli.")
+
+
+def test_the_import_graph_finds_a_cycle(tmp_path):
+    """The checks below see a cycle, also one through a function's import, and a relative one."""
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("from pkg.a import x\n")
+    (package / "a.py").write_text("import os\nfrom pkg import sub\nx = 1\n")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "b.py").write_text("def f():\n    from ..a import x\n")
+    graph = import_graph(package_modules(package))
+    assert graph["pkg.sub.b"] == {"pkg.a"} and find_cycles(graph) == []
+    (package / "sub" / "__init__.py").write_text("def g():\n    from pkg.sub import b\n")
+    cycles = find_cycles(import_graph(package_modules(package)))
+    assert cycles == [["pkg.a", "pkg.sub", "pkg.sub.b", "pkg.a"]]
+
+
+def test_lltm_ext_has_no_import_cycle():
+    graph = import_graph(package_modules(Path(lltm_ext.__file__).parent))
+    assert "lltm_ext.ops.gemm" in graph["lltm_ext.ops"]  # the graph sees the package
+    cycles = find_cycles(graph)
+    assert not cycles, "import cycles in lltm_ext:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_op_api_never_imports_the_command_line():
+    """Nothing outside lltm_ext.cli reaches it (directly or through other modules), but the
+    ``python -m lltm_ext`` shim; in particular no op module of lltm_ext/ops/ does."""
+    graph = import_graph(package_modules(Path(lltm_ext.__file__).parent))
+    assert any(m.startswith("lltm_ext.ops.") for m in graph)
+    for module in sorted(graph):
+        if in_cli(module) or module == "lltm_ext.__main__":
+            continue
+        chain = import_path(graph, module, in_cli)
+        assert chain is None, f"{module} imports the command line: {' -> '.join(chain)}"
 
 
 def test_build_info_is_recorded():

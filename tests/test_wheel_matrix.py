@@ -230,7 +230,7 @@ def test_the_pages_address_is_one_setting():
 
 
 def test_info_prints_the_page_of_the_running_torch(capsys):
-    from lltm_ext.__main__ import main
+    from lltm_ext.cli.main import main
 
     assert main(["info"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]

@@ -2,7 +2,7 @@
 random shapes: the data that fit_f32_model.py fits the heuristic's constants to
 (src/gemm/gemm_heuristic.cpp).
 
-For each of N shapes drawn as `lltm-ext bench --sweep` draws them (lltm_ext._sweep.gemm_shapes,
+For each of N shapes drawn as `lltm-ext bench --sweep` draws them (lltm_ext.cli.sweep.gemm_shapes,
 this seed) whose sides are both above 4 (smaller sides take the matrix-vector kernels, not the
 heuristic): each candidate config at each power-of-two number of K splits whose parts are at least
 64 deep, what the heuristic picks, and torch.mm, all sampled interleaved (one call each in turn, L2
@@ -23,7 +23,7 @@ import torch
 
 import lltm_ext
 from lltm_ext._extension import load_extension
-from lltm_ext._sweep import _CudaSampler, gemm_shapes
+from lltm_ext.cli.sweep import _CudaSampler, gemm_shapes
 
 CONFIGS = (0, 1, 2, 3, 11, 12, 13, 14, 15)  # the heuristic's candidates on the cp.async path
 # --large: the bench's kind of shape, aligned, in every layout (so that a fit keeps their picks).

@@ -2,7 +2,7 @@
 register-staged kernel the planner runs on them in place, and cuBLAS: the data behind the
 planner's "mma after copies" candidates (src/gemm/gemm_tc_plan.cpp).
 
-For each of N shapes drawn as `lltm-ext bench --sweep` draws them (lltm_ext._sweep.gemm_shapes,
+For each of N shapes drawn as `lltm-ext bench --sweep` draws them (lltm_ext.cli.sweep.gemm_shapes,
 this seed) and each dtype, where an operand's rows are not 16-byte aligned: lltm_ext.gemm as it
 runs, the register-staged 64 x 64 tile at the planner's K splits, lltm_ext.gemm on the copies,
 and each aligned mma tile at its planned K splits after the copies (each copy timed with its
@@ -24,7 +24,7 @@ from measure_plans import make  # this folder's operand maker (run as a script f
 
 import lltm_ext
 from lltm_ext._extension import load_extension
-from lltm_ext._sweep import _CudaSampler, gemm_shapes
+from lltm_ext.cli.sweep import _CudaSampler, gemm_shapes
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "tf32": torch.float32}
 

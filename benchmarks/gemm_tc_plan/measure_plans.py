@@ -1,7 +1,7 @@
 """Times every tensor-core GEMM plan (forced) and cuBLAS on random shapes: the data that
 fit_plan_model.py fits the planner's constants to (src/gemm/gemm_tc_plan.cpp).
 
-For each of N shapes drawn as `lltm-ext bench --sweep` draws them (lltm_ext._sweep.gemm_shapes,
+For each of N shapes drawn as `lltm-ext bench --sweep` draws them (lltm_ext.cli.sweep.gemm_shapes,
 this seed), or the shapes given, and each dtype: the wgmma kernel (with the copies the operands
 need), the mma kernel at each block tile and number of K splits with each way of loading its
 stages the operands allow, each timed against torch.mm interleaved (keys kernel/tile/splits/loads;
@@ -24,7 +24,7 @@ import torch
 
 import lltm_ext
 from lltm_ext._extension import load_extension
-from lltm_ext._sweep import gemm_shapes, time_interleaved
+from lltm_ext.cli.sweep import gemm_shapes, time_interleaved
 
 SPLITS = (1, 2, 4, 8, 16, 32, 64)
 

@@ -1,7 +1,7 @@
 """The ops' Python modules, one per ``src/<op>/`` folder, imported by name.
 
-Each module defines ``__all__`` (its public API, re-exported by ``lltm_ext``) and
-``benchmarks(device, quick)`` for ``lltm-ext bench``. A new op adds its module here and to
+Each module defines ``__all__`` (its public API, re-exported by ``lltm_ext``); its bench cases
+live apart, in ``lltm_ext/cli/cases/<op>.py``. A new op adds its module here and to
 ``lltm_ext/__init__.py``; ``tests/test_packaging.py`` checks that this list matches ``src/``.
 """
 

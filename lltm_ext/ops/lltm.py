@@ -16,8 +16,9 @@ dispatch) -> the gate kernels in ``src/lltm/``. Eager and compiled calls run the
 
 Files by role: this module is the public API (the function, the module, the operators);
 ``_lltm_fake.py`` registers the operators' fake kernels (the cell's and the sequence's),
-``_lltm_reference.py`` holds the pure-PyTorch references and ``_lltm_bench.py`` the bench cases.
-The sequence (:mod:`lltm_ext.ops.lltm_sequence`) shares the parameters' module.
+``_lltm_reference.py`` holds the pure-PyTorch references; the bench cases are in
+``lltm_ext/cli/cases/lltm.py``. The sequence (:mod:`lltm_ext.ops.lltm_sequence`) shares the
+parameters' module.
 """
 
 import math
@@ -151,17 +152,3 @@ class LLTM(_LLTMParameters):
             )
         old_h, old_cell = state
         return lltm(input, self.weights, self.bias, old_h, old_cell)
-
-
-BENCH_OPS = ("lltm", "lltm_sequence")
-"""The `op` names of this module's bench cases (``lltm-ext bench --ops`` takes either)."""
-
-
-def benchmarks(device: torch.device, quick: bool) -> list:
-    """The cell's cases (op ``lltm``) and the sequence's (op ``lltm_sequence``): see
-    :mod:`lltm_ext.ops._lltm_bench`."""
-    from lltm_ext.ops import _lltm_bench
-
-    return _lltm_bench.cell_benchmarks(device, quick) + _lltm_bench.sequence_benchmarks(
-        device, quick
-    )

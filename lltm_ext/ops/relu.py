@@ -9,11 +9,10 @@ The path of a call: ``relu(x)`` -> ``ReLUFunction`` -> the operators
 and CPU/CUDA dispatch) -> the kernels in ``src/relu/``. Eager and compiled calls run the same path.
 """
 
-import torch
 from torch import Tensor, nn
 
 from lltm_ext._extension import load_ops, register_fake
-from lltm_ext.ops._elementwise import bench_cases, fake_grad, fake_like, saved_output_function
+from lltm_ext.ops._elementwise import fake_grad, fake_like, saved_output_function
 
 __all__ = ["ReLU", "ReLUFunction", "relu"]
 
@@ -54,17 +53,3 @@ class ReLU(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return relu(x)
-
-
-def benchmarks(device: torch.device, quick: bool) -> list:
-    """relu vs torch.relu; the backward kernel vs aten.threshold_backward(grad, x, 0)."""
-    return bench_cases(
-        "relu",
-        device,
-        quick,
-        forward=relu,
-        ref_forward=torch.relu,
-        ref_forward_name="torch.relu",
-        ref_backward=lambda grad, x, y: torch.ops.aten.threshold_backward(grad, x, 0),
-        ref_backward_name="aten.threshold_backward",
-    )

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from lltm_ext._extension import load_ops, register_fake
-from lltm_ext.ops._elementwise import bench_cases, fake_like
+from lltm_ext.ops._elementwise import fake_like
 
 __all__ = ["RoundSTE", "RoundSTEFunction", "round_ste"]
 
@@ -63,16 +63,3 @@ class RoundSTE(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return round_ste(x)
-
-
-def benchmarks(device: torch.device, quick: bool) -> list:
-    """round_ste's forward vs torch.round (backward has no kernel)."""
-    return bench_cases(
-        "round_ste",
-        device,
-        quick,
-        forward=round_ste,
-        ref_forward=torch.round,
-        ref_forward_name="torch.round",
-        notes="backward: no kernel (returns the incoming gradient)",
-    )

@@ -10,11 +10,10 @@ The path of a call: ``sigmoid(x)`` -> ``SigmoidFunction`` -> the operators
 Eager and compiled calls run the same path.
 """
 
-import torch
 from torch import Tensor, nn
 
 from lltm_ext._extension import load_ops, register_fake
-from lltm_ext.ops._elementwise import bench_cases, fake_grad, fake_like, saved_output_function
+from lltm_ext.ops._elementwise import fake_grad, fake_like, saved_output_function
 
 __all__ = ["Sigmoid", "SigmoidFunction", "sigmoid"]
 
@@ -56,17 +55,3 @@ class Sigmoid(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return sigmoid(x)
-
-
-def benchmarks(device: torch.device, quick: bool) -> list:
-    """sigmoid vs torch.sigmoid; the backward kernel vs aten.sigmoid_backward(grad, y)."""
-    return bench_cases(
-        "sigmoid",
-        device,
-        quick,
-        forward=sigmoid,
-        ref_forward=torch.sigmoid,
-        ref_forward_name="torch.sigmoid",
-        ref_backward=lambda grad, x, y: torch.ops.aten.sigmoid_backward(grad, y),
-        ref_backward_name="aten.sigmoid_backward",
-    )

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 import torch
 
 import lltm_ext
-from lltm_ext._sweep import _max_err as max_err
+from lltm_ext.cli.sweep import _max_err as max_err
 from lltm_ext.ops.lltm import lltm_loop
 
 # Points of increasing state and length, the last one of the sweep's kind (a long, wide state).

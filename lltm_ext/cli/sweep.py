@@ -1,8 +1,8 @@
 """Random-shape sweeps for `lltm-ext bench --sweep N`: lltm_ext against its reference over shapes a
 user might bring, drawn log-uniformly, reported as a distribution of ratios.
 
-The bench's fixed cases (``lltm_ext._bench``) time large, aligned shapes; a sweep draws N shapes at
-random (a seed makes them repeatable) and times lltm_ext and the reference on each, interleaved:
+The bench's fixed cases (``lltm_ext.cli.cases``) time large, aligned shapes; a sweep draws N shapes
+at random (a seed makes them repeatable) and times lltm_ext and the reference on each, interleaved:
 
 * GEMM: M, N, K each log-uniform in [1, 12000] (redrawn while 2 M N K exceeds the device's FLOP
   cap), one of the four layouts (``a`` and ``b`` row-major or transposed views) per shape; every
@@ -476,7 +476,7 @@ def sweep_json(points: list[SweepPoint], summaries: list[Summary]) -> dict[str, 
 def plot_sweep(points: list[SweepPoint], meta: dict[str, Any], path: str) -> None:
     """Ratio against problem size (FLOP), one panel per op, one colour per dtype (needs
     matplotlib)."""
-    from lltm_ext._plot import require_matplotlib
+    from lltm_ext.cli.plot import require_matplotlib
 
     require_matplotlib()
     import matplotlib.pyplot as plt

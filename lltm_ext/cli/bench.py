@@ -1,8 +1,9 @@
 """Benchmark harness for `lltm-ext bench`: lltm_ext vs PyTorch, medians with spread, table, JSON.
 
-Each op module may define ``benchmarks(device, quick) -> list[BenchCase]``. A case pairs lltm_ext's
-call with PyTorch's own way of doing the same job. Both are timed in the same run, interleaved in
-rounds (these machines are shared and noisy: a slow spell hits both sides), by a kept library:
+Each op's module in ``lltm_ext.cli.cases`` defines ``benchmarks(device, quick) -> list[BenchCase]``.
+A case pairs lltm_ext's call with PyTorch's own way of doing the same job. Both are timed in the
+same run, interleaved in rounds (these machines are shared and noisy: a slow spell hits both sides),
+by a kept library:
 
 * ``torch.utils.benchmark.Timer.blocked_autorange`` (CPU and CUDA; it synchronizes CUDA around
   each block): one sample is the mean time per call over a block of calls, the block sized so the

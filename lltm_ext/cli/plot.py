@@ -138,7 +138,7 @@ def _panel(ax: Any, op: str, rows: list[dict]) -> None:
 
 
 def plot(rows: list[dict], meta: dict[str, Any], path: str) -> None:
-    """Draw `rows` (from run_cases) into a PNG at `path`; `meta` from _bench.metadata()."""
+    """Draw `rows` (from run_cases) into a PNG at `path`; `meta` from bench.metadata()."""
     require_matplotlib()
     import matplotlib.pyplot as plt
 
