@@ -4,10 +4,13 @@
 # required, and the GEMM through each of its code paths; logs and timings under OUT_DIR.
 #
 # Usage: bash tools/ci/gpu_check.sh [PHASE...]   (default: readme paths)
-#   readme  README install command, then the test command (GPU tests required), in this clone,
+#   readme  install, then tests:
+#   install README install command, in this clone,
 #           as README.md spells them from the lltm_ext build on, with the machine's own PATH and
 #           environment (its CXX too): the venv and the tools' install are left out (no network
 #           here; python3's environment has torch and the tools), and pip gets -v (build log)
+#   tests   README test command (GPU tests required)
+#   explain lltm-ext plan at five shapes (auto), with the kernels that ran: OUT_DIR/plan.txt
 #   paths   GEMM suite through the pre-sm_80 path (LLTM_EXT_GEMM_PATH=staged, native build), and
 #           in builds for 8.0+PTX and 7.5+PTX alone (the driver JIT-compiles that PTX: the code
 #           compiled for those architectures runs on this GPU); GEMM_PATHS picks (see paths())
@@ -72,14 +75,35 @@ EOF
 }
 
 readme() {
+  install
+  tests
+}
+
+install() {
   step "README install command: $(readme_command install-command)"
   timed readme_install bash -euo pipefail -c "$(readme_command install-command)"
   grep -E "^ *lltm_ext build:" "$out/readme_install.log"
+}
+
+tests() {
   step "README test command (GPU tests required): $(readme_command test-command)"
   timed readme_test env LLTM_EXT_REQUIRE_CUDA=1 bash -euo pipefail -c \
     "$(readme_command test-command) -q -p no:cacheprovider ${PYTEST_ARGS:-}"
   grep -E "^ *lltm_ext build:" "$out/readme_test.log"
   grep -E "^(FAILED|ERROR)" "$out/readme_test.log" | head -20
+}
+
+explain() {
+  step "lltm-ext plan: what auto runs at five shapes, and the kernels that ran"
+  for spec in "50,8,64,64 float32" "50,64,64,128 float32" "20,16,64,512 bfloat16" \
+    "20,256,64,1024 float32" "10,4,32,2048 float32"; do
+    # shellcheck disable=SC2086
+    set -- $spec
+    "$py" -m lltm_ext plan lltm_sequence --shape "$1" --dtype "$2" --run | tee -a "$out/plan.txt" ||
+      status=1
+    "$py" -m lltm_ext plan lltm_sequence --shape "$1" --dtype "$2" --json >"$out/plan_${1//,/x}_$2.json" ||
+      status=1
+  done
 }
 
 paths() {
