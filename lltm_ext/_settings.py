@@ -1,23 +1,18 @@
-"""The environment variables lltm_ext reads at run time: ``lltm_ext.settings()``, and
+"""The environment variables lltm_ext reads at run time: ``lltm_ext.settings()``, and the text of
 docs/settings.md.
 
 The table is the compiled code's own (src/common/settings.h, which every read goes through; each
 compiled module binds it as ``_settings()``); this module adds each variable's value now.
-``python -m lltm_ext._settings`` prints it; ``python -m lltm_ext._settings --markdown >
-docs/settings.md`` (from a source checkout) writes the docs' tables of it and of the build's knobs
-(tools/buildsys/config.py's ``BUILD_KNOBS``), which tests/test_settings.py holds to the code.
+``python tools/docs/settings_md.py > docs/settings.md`` writes the docs from it and from the
+build's knobs (tools/buildsys/config.py's ``BUILD_KNOBS``); tests/test_settings.py holds the two.
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
-import importlib
 import os
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from lltm_ext._extension import load_extension
@@ -92,9 +87,9 @@ def markdown(build_knobs: Iterable[Any]) -> str:
     lines = [
         "# Settings: the environment variables lltm_ext reads",
         "",
-        "<!-- Written by `python -m lltm_ext._settings --markdown > docs/settings.md` from",
+        "<!-- Written by `python tools/docs/settings_md.py > docs/settings.md` from",
         "src/common/settings.h (run time) and tools/buildsys/config.py (build); edit those, not",
-        "this file. tests/test_settings.py fails when the two differ. -->",
+        "this file. tests/test_settings.py fails when they differ. -->",
         "",
         "## Run time",
         "",
@@ -122,33 +117,3 @@ def markdown(build_knobs: Iterable[Any]) -> str:
     ]
     lines += [f"| `{k.name}` | {k.values} | {k.does} |" for k in build_knobs]
     return "\n".join(lines) + "\n"
-
-
-def _build_knobs() -> Any:
-    root = Path(__file__).resolve().parent.parent
-    if not (root / "tools" / "buildsys" / "config.py").is_file():
-        sys.exit("--markdown needs a source checkout of lltm_ext (its tools/buildsys/config.py)")
-    sys.path.insert(0, str(root))
-    return importlib.import_module("tools.buildsys.config").BUILD_KNOBS
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m lltm_ext._settings", description=__doc__.splitlines()[0]
-    )
-    parser.add_argument(
-        "--markdown",
-        action="store_true",
-        help="write docs/settings.md's text (run time and build) to stdout",
-    )
-    args = parser.parse_args(argv)
-    if args.markdown:
-        sys.stdout.write(markdown(_build_knobs()))
-        return
-    for s in settings():
-        now = "unset" if s.current is None else repr(s.current)
-        print(f"{s.name} = {now}  [{s.values}; {s.op}; read at {s.read}]")
-
-
-if __name__ == "__main__":
-    main()
