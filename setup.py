@@ -8,18 +8,8 @@ This file is the table of contents; the rules live in tools/buildsys/ (tested by
 tests/test_build_tools.py): archs.py (GPU architectures), toolchain.py (CUDA toolkit, compiler),
 config.py (knobs, sources, parallelism, version), command.py (the build_ext command).
 
-Knobs (environment variables; README.md, "Build knobs"):
-  LLTM_EXT_CUDA          auto (default) | 1 (CUDA required, fail early) | 0 (CPU only)
-  TORCH_CUDA_ARCH_LIST   GPU architectures, e.g. "8.0;9.0+PTX"; unset: the GPUs visible at build
-                         time, else the default list (tools/buildsys/archs.py)
-  MAX_JOBS, NVCC_THREADS parallel compile jobs, nvcc --threads per CUDA file (default: what the
-                         cores and free memory allow)
-  LLTM_EXT_DEBUG         1: -O0 -g (and -G -lineinfo for CUDA) instead of -O3 without debug info
-  LLTM_EXT_CPU_TWIN      auto | 1 | 0: CUDA builds also build lltm_ext._<op>_cpu, for CPU-only
-                         torch (auto: yes, except for in-place/editable builds)
-  LLTM_EXT_OPS           comma-separated op folders to build (default: all)
-  LLTM_EXT_VERSION_SUFFIX auto | none | <label>: the local version label
-  LLTM_EXT_VERBOSE       1: print every compile command
+Knobs (environment variables: LLTM_EXT_CUDA, TORCH_CUDA_ARCH_LIST, MAX_JOBS, ...): the table
+BUILD_KNOBS in tools/buildsys/config.py says what each does; docs/settings.md is written from it.
 """
 
 from __future__ import annotations

@@ -6,12 +6,13 @@ Every op runs on CPU and (when built with CUDA) on CUDA tensors::
     new_h, new_cell = lltm_ext.lltm(input, weights, bias, old_h, old_cell)
 
 ``lltm-ext info`` (or ``python -m lltm_ext info``) shows how the package was built;
-``lltm-ext bench`` times it.
+``lltm-ext bench`` times it; ``lltm_ext.settings()`` lists the environment variables the ops read.
 """
 
 from __future__ import annotations
 
 from lltm_ext._extension import build_info, check_torch_compatible
+from lltm_ext._settings import settings
 from lltm_ext._version import __version__ as _base_version
 from lltm_ext.explain import Explanation, explain
 
@@ -48,5 +49,6 @@ __all__ = [
     "lltm_sequence",
     "relu",
     "round_ste",
+    "settings",
     "sigmoid",
 ]

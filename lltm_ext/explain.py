@@ -2,9 +2,10 @@
 
 The planners that pick a call's kernels (the sequence's kernel families, the cell's fused or cuBLAS
 path) run in C++ at every call, from the device, the dtype, the shape and the ``LLTM_EXT_*``
-settings (:data:`lltm_ext.settings.SETTINGS`). ``explain`` asks the same planners about a call
-without running it, and, with ``run=True`` (or for ops without a planner of their own), also runs
-the call once, forward and backward, under the profiler and lists the kernels that ran::
+settings (:func:`lltm_ext.settings`, docs/settings.md). ``explain`` asks the same planners about
+a call without running it, and, with ``run=True`` (or for ops without a planner of their own),
+also runs the call once, forward and backward, under the profiler and lists the kernels that
+ran::
 
     >>> x, w, b = torch.randn(50, 8, 64), torch.randn(768, 320), torch.randn(768)
     >>> print(lltm_ext.explain("lltm_sequence", x.cuda(), w.cuda(), b.cuda()))

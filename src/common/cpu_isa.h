@@ -3,15 +3,15 @@
 // The package is compiled for the baseline x86-64 ISA (SSE2) so that it loads on any x86-64 CPU;
 // the hot loops (the element-wise loops, elementwise_cpu.h, and the GEMM's micro-kernel,
 // gemm/gemm_cpu.cpp) are compiled twice more, for AVX2 + FMA and for AVX-512 (F, VL, BW, DQ), and
-// the widest copy the CPU runs is used. LLTM_EXT_CPU_ISA caps the choice
-// at run time: `baseline`, `avx2` or `avx512` (to compare, or to rule a copy out); `auto` or unset
-// picks the best the CPU has. Other CPUs (aarch64) run the baseline build.
+// the widest copy the CPU runs is used. LLTM_EXT_CPU_ISA caps the choice at run time, to compare
+// the copies or to rule one out (settings.h says how). Other CPUs (aarch64) run the baseline build.
 #pragma once
 
 #include <c10/util/Exception.h>
 
-#include <cstdlib>
 #include <string>
+
+#include "common/env_setting.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define LLTM_EXT_CPU_X86_COPIES 1
@@ -56,11 +56,10 @@ inline bool cpu_has_avx512() {
 // error (raised by the first op that asks, and again by each later one).
 inline Isa isa() {
   static const Isa chosen = [] {
-    const char* env = std::getenv("LLTM_EXT_CPU_ISA");
-    const std::string want = env ? env : "";
-    TORCH_CHECK(
-        want.empty() || want == "auto" || want == "avx512" || want == "avx2" || want == "baseline",
-        "LLTM_EXT_CPU_ISA must be auto, avx512, avx2 or baseline, not '", want, "'");
+    constexpr settings::ChoiceKey kCap = "LLTM_EXT_CPU_ISA";
+    const std::string want = settings::env_raw(kCap);
+    TORCH_CHECK(settings::find_choice(kCap, want) >= 0, kCap->name, " must be ",
+                settings::expected_text(*kCap), ", not '", want, "'");
     if (want != "baseline" && want != "avx2" && cpu_has_avx512()) {
       return Isa::kAvx512;
     }

@@ -16,6 +16,7 @@
 #include "common/checks.h"
 #include "common/cpu_isa.h"
 #include "common/dispatch.h"
+#include "common/settings.h"
 
 #define LLTM_EXT_STR_(...) #__VA_ARGS__
 #define LLTM_EXT_STR(...) LLTM_EXT_STR_(__VA_ARGS__)
@@ -89,8 +90,34 @@ void bind_operator(pybind11::module_& m, const char* name, const char* doc) {
   m.def(name, std::move(call), doc, pybind11::call_guard<pybind11::gil_scoped_release>());
 }
 
-// `_build_info()`: what this module was compiled with, read by `python -m lltm_ext info`.
+// `_settings()`: settings.h's table, one dict a setting (name, op, kind "choice" or "number",
+// values as the table writes them, when it is read, what each value forces), for
+// lltm_ext.settings() and docs/settings.md. Every module has it (bind_build_info binds it).
+inline void bind_settings(pybind11::module_& m) {
+  m.def(
+      "_settings",
+      [] {
+        pybind11::list table;
+        for (const settings::Setting& s : settings::kSettings) {
+          pybind11::dict row;
+          row["name"] = std::string(s.name);
+          row["op"] = std::string(s.op);
+          row["kind"] = s.kind == settings::Kind::kChoice ? "choice" : "number";
+          row["values"] = std::string(s.values);
+          row["read"] = std::string(s.read);
+          row["forces"] = std::string(s.forces);
+          table.append(row);
+        }
+        return table;
+      },
+      "The LLTM_EXT_* settings the compiled code reads from the environment (src/common/"
+      "settings.h): name, op, kind, values, when read, what each value forces.");
+}
+
+// `_build_info()`: what this module was compiled with, read by `python -m lltm_ext info`; and
+// `_settings()` (bind_settings).
 inline void bind_build_info(pybind11::module_& m) {
+  bind_settings(m);
   m.def(
       "_build_info",
       [] {

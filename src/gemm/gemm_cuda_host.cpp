@@ -20,6 +20,7 @@
 
 #include "common/cuda_host.h"
 #include "common/dispatch.h"
+#include "common/env_setting.h"
 #include "gemm/gemm.h"
 #include "gemm/gemm_configs.h"
 #include "gemm/gemm_cuda_host.h"
@@ -152,24 +153,21 @@ void run_config(const Operand& A, const Operand& B, const at::Tensor& c, int64_t
 // The path: the cp.async kernels (sm_80 and newer) or the register-staged ones (any GPU).
 // ------------------------------------------------------------------------------------------
 
-// LLTM_EXT_GEMM_PATH (read at the first call) or set_cuda_path(): 0 auto, 1 async, 2 staged;
-// -1: not read yet.
+// LLTM_EXT_GEMM_PATH (settings.h; read at the first call) or set_cuda_path(): the index of its
+// value, 0 auto, 1 async, 2 staged; -1: not read yet.
+constexpr settings::ChoiceKey kPathSetting = "LLTM_EXT_GEMM_PATH";
+static_assert(settings::value_at(*kPathSetting, 1) == "async" &&
+              settings::value_at(*kPathSetting, 2) == "staged");
 std::atomic<int> g_path{-1};
 
 int parse_path(const std::string& value, const char* what) {
-  if (value.empty() || value == "auto") return 0;
-  if (value == "async") return 1;
-  if (value == "staged") return 2;
-  TORCH_CHECK(false, "lltm_ext.gemm: ", what, " must be auto, async or staged, but got '", value,
-              "'.");
-  return 0;
+  return settings::choice_index(kPathSetting, value, what);
 }
 
 int path_setting() {
   int path = g_path.load();
   if (path < 0) {
-    const char* env = std::getenv("LLTM_EXT_GEMM_PATH");
-    path = parse_path(env ? env : "", "LLTM_EXT_GEMM_PATH");
+    path = parse_path(settings::env_raw(kPathSetting), "LLTM_EXT_GEMM_PATH");
     g_path.store(path);
   }
   return path;
@@ -395,11 +393,10 @@ void run_half(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int
 // Whether float32 may run as tf32: exactly when PyTorch's own float32 matmuls (torch.mm on cuBLAS)
 // may, i.e. torch.backends.cuda.matmul.allow_tf32, or set_float32_matmul_precision "high" /
 // "medium" ("highest", the default: exact float32 on the SIMT kernels). LLTM_EXT_GEMM_TF32=0 in
-// the environment (read at each call) turns tf32 off for debugging.
+// the environment (settings.h; read at each call) turns tf32 off for debugging.
 bool tf32_allowed() {
   if (!at::globalContext().allowTF32CuBLAS()) return false;
-  const char* opt_out = std::getenv("LLTM_EXT_GEMM_TF32");
-  return opt_out == nullptr || std::string(opt_out) != "0";
+  return settings::env_raw(settings::ChoiceKey("LLTM_EXT_GEMM_TF32")) != "0";
 }
 
 }  // namespace

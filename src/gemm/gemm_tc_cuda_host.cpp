@@ -7,10 +7,10 @@
 
 #include <array>
 #include <atomic>
-#include <cstdlib>
 #include <string>
 
 #include "common/cuda_host.h"
+#include "common/env_setting.h"
 #include "gemm/gemm.h"
 #include "gemm/gemm_cuda_host.h"
 #include "gemm/gemm_launchers.h"
@@ -25,11 +25,10 @@ namespace {
 
 enum class HalfKernel { kSimt, kWgmma, kMma };
 
-// The settings of LLTM_EXT_GEMM_HALF_PATH / set_cuda_half_path(): "auto" lets the planner pick
-// among the kernels the device runs; the others force a kernel, and some its block tile (0: the
-// planner's). They pick the kernel of bfloat16 / float16, and of float32 where TF32 is allowed
-// (tf32_allowed(): wgmma or mma as tf32, simt exact float32); float32 with TF32 off is exact on
-// SIMT whatever this says.
+// The settings of LLTM_EXT_GEMM_HALF_PATH / set_cuda_half_path() (settings.h: what each forces),
+// in the table's order: the kernel each forces, and its block tile (0: the planner's). They pick
+// the kernel of bfloat16 / float16, and of float32 where TF32 is allowed (tf32_allowed(): wgmma or
+// mma as tf32, simt exact float32); float32 with TF32 off is exact on SIMT whatever this says.
 struct HalfPathSetting {
   const char* name;
   bool forced;
@@ -39,36 +38,40 @@ struct HalfPathSetting {
 constexpr std::array<HalfPathSetting, 10> kHalfPaths = {{
     {"auto", false, HalfKernel::kSimt, 0},
     {"wgmma", true, HalfKernel::kWgmma, 0},
+    {"mma", true, HalfKernel::kMma, 0},
     {"simt", true, HalfKernel::kSimt, 0},
     {"wgmma64", true, HalfKernel::kWgmma, 64},
     {"wgmma128", true, HalfKernel::kWgmma, 128},
     {"wgmma256", true, HalfKernel::kWgmma, 256},
-    {"mma", true, HalfKernel::kMma, 0},
     {"mma64", true, HalfKernel::kMma, 64},
     {"mma128", true, HalfKernel::kMma, 128},
     {"mma256", true, HalfKernel::kMma, 256},
 }};
+constexpr settings::ChoiceKey kHalfPathSetting = "LLTM_EXT_GEMM_HALF_PATH";
+
+// Whether kHalfPaths names the table's values, in its order.
+constexpr bool half_paths_match_the_table() {
+  if (settings::value_count(*kHalfPathSetting) != kHalfPaths.size()) return false;
+  for (size_t i = 0; i < kHalfPaths.size(); ++i) {
+    if (settings::value_at(*kHalfPathSetting, i) != kHalfPaths[i].name) return false;
+  }
+  return true;
+}
+static_assert(half_paths_match_the_table(),
+              "kHalfPaths must name LLTM_EXT_GEMM_HALF_PATH's values (settings.h), in its order");
+
 // LLTM_EXT_GEMM_HALF_PATH (read at the first call) or set_cuda_half_path(): an index into
 // kHalfPaths; -1: not read yet.
 std::atomic<int> g_half_path{-1};
 
 int parse_half_path(const std::string& value, const char* what) {
-  if (value.empty()) return 0;
-  for (size_t i = 0; i < kHalfPaths.size(); ++i) {
-    if (value == kHalfPaths[i].name) return static_cast<int>(i);
-  }
-  TORCH_CHECK(false, "lltm_ext.gemm: ", what,
-              " must be auto, wgmma, mma, simt, wgmma64, wgmma128, wgmma256, mma64, mma128 or "
-              "mma256, but got '",
-              value, "'.");
-  return 0;
+  return settings::choice_index(kHalfPathSetting, value, what);
 }
 
 const HalfPathSetting& half_path_setting() {
   int path = g_half_path.load();
   if (path < 0) {
-    const char* env = std::getenv("LLTM_EXT_GEMM_HALF_PATH");
-    path = parse_half_path(env ? env : "", "LLTM_EXT_GEMM_HALF_PATH");
+    path = parse_half_path(settings::env_raw(kHalfPathSetting), "LLTM_EXT_GEMM_HALF_PATH");
     g_half_path.store(path);
   }
   return kHalfPaths[path];

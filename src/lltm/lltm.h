@@ -55,15 +55,14 @@ void backward_gates_cuda(const at::Tensor& grad_h, int64_t grad_h_ld,
                          const at::Tensor& d_old_cell, const at::Tensor& d_bias);
 
 // The small cell on CUDA (lltm_cuda_host.cpp; the kernels of lltm_launchers.h): whether a cell of
-// (batch, state, features) runs them (LLTM_EXT_CELL_PATH, read at every call: "auto" (default:
-// where B <= 256, K = S + I <= 512 and B * 3S * K <= 2^23), "fused" (always; an error where they
-// cannot) or "cublas" (never); B = 0 or S = 0 never: nothing to multiply); forward in one kernel
-// (-> gates with the bias, X, new_h, new_cell, all written); backward's products in one kernel
-// (-> d_X, d_weights, d_bias). Contiguous tensors. Auto's rule: at small cells the fused kernels
-// win on the GPU (cuBLAS's kernels for such small products are slow) and save the host's work of
-// the ATen calls too; past the work bound, where they break even, our kernels' plain products
-// lose. The kernels sum a weight gradient over B rows and a gate over K columns in one thread
-// each, hence the bounds on B and K. Figures: docs/decisions.md#fused-cell-rule.
+// (batch, state, features) runs them (as LLTM_EXT_CELL_PATH says, settings.h; auto: where B <= 256,
+// K = S + I <= 512 and B * 3S * K <= 2^23; B = 0 or S = 0 never: nothing to multiply); forward in
+// one kernel (-> gates with the bias, X, new_h, new_cell, all written); backward's products in one
+// kernel (-> d_X, d_weights, d_bias). Contiguous tensors. Auto's rule: at small cells the fused
+// kernels win on the GPU (cuBLAS's kernels for such small products are slow) and save the host's
+// work of the ATen calls too; past the work bound, where they break even, our kernels' plain
+// products lose. The kernels sum a weight gradient over B rows and a gate over K columns in one
+// thread each, hence the bounds on B and K. Figures: docs/decisions.md#fused-cell-rule.
 constexpr int64_t kFusedCellMaxBatch = 256, kFusedCellMaxK = 512;
 constexpr int64_t kFusedCellMaxWork = int64_t{1} << 23;
 bool fused_cell_cuda(int64_t batch, int64_t state, int64_t features);

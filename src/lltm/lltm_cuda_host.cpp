@@ -64,8 +64,7 @@ void backward_gates_cuda(const at::Tensor& grad_h, int64_t grad_h_ld,
 }
 
 bool fused_cell_cuda(int64_t batch, int64_t state, int64_t features) {
-  const std::string value =
-      env_choice("lltm_ext.lltm", "LLTM_EXT_CELL_PATH", {"auto", "fused", "cublas"});
+  const std::string value = env_choice("LLTM_EXT_CELL_PATH");
   if (batch == 0 || state == 0) {
     return false;  // nothing to multiply: the general path's empty results
   }

@@ -193,10 +193,9 @@ Choice choose(const CublasLt& lt, cublasLtHandle_t handle, const LtDescriptors& 
   return choice;
 }
 
-// LLTM_EXT_CUBLAS_UNSPLIT, read at every call: "auto" (default) or "off" (every product as cuBLAS
-// picks it: for measurements and tests).
+// LLTM_EXT_CUBLAS_UNSPLIT (settings.h), read at every call: whether the rule above applies.
 bool unsplit_setting() {
-  return env_choice("lltm_ext", "LLTM_EXT_CUBLAS_UNSPLIT", {"auto", "off"}) != "off";
+  return env_choice("LLTM_EXT_CUBLAS_UNSPLIT") != "off";
 }
 
 }  // namespace

@@ -43,18 +43,17 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
 // The weight gradients of sequence_weight_grad_cuda (sequence_cuda_host.cpp): d_gates (T,
 // B, 3S), h0 (B, S; undefined: zeros), output (T, B, S), input (T, B, I), contiguous, of one
 // dtype, on one GPU.
-// LLTM_EXT_SEQUENCE_WGRAD, read at every call: "auto" (default: where the work 3S (S + I + 1) T B
-// is at most kWeightGradMaxWork for float32, kWeightGradMaxWorkHalf for the half types and
-// kWeightGradMaxWorkDouble for float64; float32 past that on Hopper's tensor cores where TF32 is
-// not allowed and d W | d b spans kWeightGradTensorTiles tiles), "fused" (always, T B > 0),
-// "tensor" (always, float32, Hopper) or "cublas" (never: three products and a column sum). The
-// fused kernel sums in the accumulate type on the SIMT cores (exact float32 with TF32 allowed too),
-// split over T B for about two blocks an SM; the Hopper kernel runs float32 as three TF32 passes
-// of wgmma with float32 sums (about exact float32's error), split for full waves; cuBLAS's
-// products, each often split with its own reduction, and the column sum cost five to seven
-// launches, which decide short sequences; past the work bounds cuBLAS's kernels are ahead.
-// bfloat16 (cuBLAS on the tensor cores) breaks even sooner, float64 (cuBLAS on the FP64 tensor
-// cores, ours at half float32's SIMT rate) sooner still. Figures:
+// LLTM_EXT_SEQUENCE_WGRAD (settings.h: what each value forces) picks the way. Auto's rule: the
+// fused kernel where the work 3S (S + I + 1) T B is at most kWeightGradMaxWork for float32,
+// kWeightGradMaxWorkHalf for the half types and kWeightGradMaxWorkDouble for float64; float32 past
+// that on Hopper's tensor cores where TF32 is not allowed and d W | d b spans
+// kWeightGradTensorTiles tiles; else cuBLAS. The fused kernel sums in the accumulate type on the
+// SIMT cores (exact float32 with TF32 allowed too), split over T B for about two blocks an SM; the
+// Hopper kernel runs float32 as three TF32 passes of wgmma with float32 sums (about exact float32's
+// error), split for full waves; cuBLAS's products, each often split with its own reduction, and the
+// column sum cost five to seven launches, which decide short sequences; past the work bounds
+// cuBLAS's kernels are ahead. bfloat16 (cuBLAS on the tensor cores) breaks even sooner, float64
+// (cuBLAS on the FP64 tensor cores, ours at half float32's SIMT rate) sooner still. Figures:
 // docs/decisions.md#sequence-wgrad-rule.
 constexpr int64_t kWeightGradMaxWork = int64_t{3} << 27, kWeightGradMaxWorkHalf = int64_t{1} << 28;
 constexpr int64_t kWeightGradMaxWorkDouble = int64_t{3} << 25;

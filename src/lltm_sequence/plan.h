@@ -40,12 +40,9 @@ struct SequencePlan {
 // where they apply (their shared-memory size set on the device), else cuBLAS.
 // On the cuBLAS path, float32 at full precision runs its step products through our kernels split
 // over K (launch_step_gemm: 3xTF32 on the tensor cores, or the SIMT cores) at small batches, where
-// that pays (step_gemm_plan has the rule); LLTM_EXT_SEQUENCE_STEP_GEMM=cublas|own|tensor (both
-// products) and LLTM_EXT_SEQUENCE_STEP_SPLITS force the choice and the splits.
-// LLTM_EXT_SEQUENCE_PATH forces a path (an error where it does not apply),
-// LLTM_EXT_SEQUENCE_PRODUCT=simt keeps the products off the tensor cores, and
-// LLTM_EXT_SEQUENCE_CLUSTER_ROWS / LLTM_EXT_SEQUENCE_WIDE_COLS / LLTM_EXT_SEQUENCE_TILED_TILES /
-// LLTM_EXT_SEQUENCE_TILED_COLS force the kernels' shapes; all are read at every call.
+// that pays (step_gemm_plan has the rule). The LLTM_EXT_SEQUENCE_* settings (settings.h: what
+// each forces; read at every call) force the path, the product, the kernels' shapes and the step
+// products.
 template <typename T>
 SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t state, bool tf32);
 

@@ -6,9 +6,6 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <functional>
-#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <string>
@@ -61,18 +58,11 @@ const char* product_name(Product product) {
 
 namespace {
 
-// LLTM_EXT_SEQUENCE_PATH, read at every call: "auto" (default: the small-state kernels where they
-// apply, else the cluster kernels where they apply, else the wide-state kernels where they pay,
-// else the tiled kernels where they apply, else the fused step kernels, else cuBLAS), "small",
-// "cluster", "wide" or "tiled" (those kernels, an error where they do not apply: tests use it to
-// know that they ran), "grid" (the fused step kernels where they apply, never the others),
-// "cublas" (none of them: the recurrent product through cuBLAS and the gate kernel every step).
+// LLTM_EXT_SEQUENCE_PATH (settings.h: what each value forces), read at every call.
 enum class SequencePath { kAuto, kSmall, kCluster, kWide, kTiled, kGrid, kCublas };
 
 SequencePath sequence_path_setting() {
-  const std::string value =
-      env_choice("lltm_ext.lltm_sequence", "LLTM_EXT_SEQUENCE_PATH",
-                 {"auto", "small", "cluster", "wide", "tiled", "grid", "cublas"});
+  const std::string value = env_choice("LLTM_EXT_SEQUENCE_PATH");
   return value == "small"     ? SequencePath::kSmall
          : value == "cluster" ? SequencePath::kCluster
          : value == "wide"    ? SequencePath::kWide
@@ -82,16 +72,12 @@ SequencePath sequence_path_setting() {
                               : SequencePath::kAuto;
 }
 
-// How the cluster and wide-state kernels' recurrent product runs (Product).
-// LLTM_EXT_SEQUENCE_PRODUCT, read at every call: "auto" (default: the tensor cores in one tf32 pass
-// for the half types, whose values tf32 holds exactly, and for float32 where `tf32` allows it, i.e.
-// torch's float32 matmuls may use TF32; float32 otherwise in three passes, 3xTF32, as accurate as
-// float32; float64 on the SIMT cores), "simt" (the SIMT cores always) or "tensor" (as auto, and
-// the tensor cores also where auto's rules keep float32 on the SIMT cores): the last two for
-// measurements and tests.
+// How the cluster and wide-state kernels' recurrent product runs (Product), as
+// LLTM_EXT_SEQUENCE_PRODUCT says (settings.h), read at every call. Auto's tf32 pass for the half
+// types holds their values exactly; float32 takes one where `tf32` allows it (torch's float32
+// matmuls may use TF32), else three (3xTF32), as accurate as float32.
 std::string sequence_product_setting() {
-  return env_choice("lltm_ext.lltm_sequence", "LLTM_EXT_SEQUENCE_PRODUCT",
-                    {"auto", "simt", "tensor"});
+  return env_choice("LLTM_EXT_SEQUENCE_PRODUCT");
 }
 
 Product sequence_product(at::ScalarType dtype, bool tf32) {
@@ -99,48 +85,6 @@ Product sequence_product(at::ScalarType dtype, bool tf32) {
     return Product::kSimt;
   }
   return dtype == at::kFloat && !tf32 ? Product::kTf32x3 : Product::kTf32;
-}
-
-// A shape knob (LLTM_EXT_SEQUENCE_SMALL_ROWS, _CLUSTER_ROWS, _CLUSTER_BLOCKS, _WIDE_COLS,
-// _TILED_TILES, _TILED_COLS), read at every call: 0 where unset or empty, else its value, which
-// must be one of `allowed` (knob_in) or in [lo, hi] (knob_between); an error that names them
-// otherwise.
-int knob_value(const char* name, const std::function<bool(int)>& ok, const std::string& expected) {
-  const char* env = std::getenv(name);
-  if (env == nullptr || *env == '\0') {
-    return 0;
-  }
-  const std::string value = env;
-  for (int v = 1; v <= 64; ++v) {  // every knob's values lie in 1 .. 64; "08" or " 8" are no value
-    if (value == std::to_string(v) && ok(v)) {
-      return v;
-    }
-  }
-  TORCH_CHECK(false, "lltm_ext.lltm_sequence: ", name, " must be ", expected, ", but got '", value,
-              "'.");
-  return 0;
-}
-
-int knob_in(const char* name, std::initializer_list<int> allowed) {
-  std::string expected;
-  int i = 0;
-  for (const int a : allowed) {
-    ++i;
-    expected += (i == 1                                  ? ""
-                 : i == static_cast<int>(allowed.size()) ? " or "
-                                                         : ", ") +
-                std::to_string(a);
-  }
-  const auto ok = [&](int v) {
-    return std::find(allowed.begin(), allowed.end(), v) != allowed.end();
-  };
-  return knob_value(name, ok, expected);
-}
-
-int knob_between(const char* name, int lo, int hi) {
-  return knob_value(
-      name, [&](int v) { return v >= lo && v <= hi; },
-      "an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
 }
 
 // Whether the sequence's steps run fused on `device` (the fused step kernels of
@@ -173,10 +117,9 @@ StepPlan step_plan(int device, int64_t batch, int64_t state, int64_t element_siz
 // share of a step's product stays short). The rule was read off the sweep's S <= 256 shapes on the
 // H100: where B / 2 x 8 blocks do not cover the SMs (B = 2 ... 20), 8 blocks were the fastest or
 // close to it; with 40 to 47 columns a block they lost, hence 36. Figures:
-// docs/decisions.md#cluster-blocks. LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS (1, 2, 4 or 8; read at every
-// call) forces them, for measurements.
+// docs/decisions.md#cluster-blocks. LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS (settings.h) forces them.
 int cluster_blocks(int64_t state, int64_t batch, int sms) {
-  const int forced = knob_in("LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS", {1, 2, 4, 8});
+  const int forced = env_number("LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS");
   if (forced > 0) {
     return forced;
   }
@@ -201,8 +144,7 @@ struct ClusterPlan {
 // the most that fit (clusters then run in turns: they never wait on each other). The product on the
 // tensor cores as sequence_product says (`tf32`: float32 may use TF32), for slices of 8 or 16
 // rows.
-// LLTM_EXT_SEQUENCE_CLUSTER_ROWS (2, 4, 8 or 16; read at every call) forces the rows, for
-// measurements.
+// LLTM_EXT_SEQUENCE_CLUSTER_ROWS (settings.h) forces the rows.
 template <typename T>
 ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
   const SequencePath setting = sequence_path_setting();
@@ -223,9 +165,9 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
     static std::mutex mutex;
     static std::map<std::tuple<int, int64_t, int, int, Product>, std::pair<int, int>> resident;
     const Product product = sequence_product(c10::CppTypeToScalarType<T>::value, tf32);
-    const int forced = knob_in("LLTM_EXT_SEQUENCE_CLUSTER_ROWS", {2, 4, 8, 16});
+    const int forced = env_number("LLTM_EXT_SEQUENCE_CLUSTER_ROWS");
     const int blocks = cluster_blocks(state, batch, cuda::sm_count(device));
-    const bool blocks_forced = knob_in("LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS", {1, 2, 4, 8}) > 0;
+    const bool blocks_forced = env_number("LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS") > 0;
     for (const int rows : {2, 4, 8, 16}) {
       if (forced > 0 && rows != forced) {
         continue;
@@ -309,8 +251,8 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
 // each block reading its W_h slice from shared memory once per batch row, and the whole of x from
 // L2) takes less than cuBLAS's tensor-core GEMM and its launches; at S = 1024, no gain (twice the
 // L2 traffic per step). Against the fused step kernels at S <= 256 they were faster at every size.
-// Figures: docs/decisions.md#wide-plan. LLTM_EXT_SEQUENCE_WIDE_COLS (4, 8 or 16; read at every
-// call) forces the columns, for measurements.
+// Figures: docs/decisions.md#wide-plan. LLTM_EXT_SEQUENCE_WIDE_COLS (settings.h) forces the
+// columns.
 struct WidePlan {
   int cols;  // 0: the wide kernels do not run
   Product product;
@@ -372,7 +314,7 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
     }
     cols = it->second;
   }
-  const int forced = cols > 0 ? knob_in("LLTM_EXT_SEQUENCE_WIDE_COLS", {4, 8, 16}) : 0;
+  const int forced = cols > 0 ? env_number("LLTM_EXT_SEQUENCE_WIDE_COLS") : 0;
   if (forced > 0) {
     int c = 0;  // whether the forced columns fit: ask for them alone
     C10_CUDA_CHECK(wide_step_columns<T>(batch, state, cuda::sm_count(device), smem_optin, &c,
@@ -405,9 +347,8 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
 // more m-tiles, the smaller the largest state at which the tiled kernels still won (eight never
 // did): kTiledAutoWork sits between, with one shape on the wrong side; bfloat16 the same way.
 // Figures: docs/decisions.md#tiled-rule.
-// LLTM_EXT_SEQUENCE_TILED_TILES (1, 2, 4 or 8 m-tiles of 16 rows) and LLTM_EXT_SEQUENCE_TILED_COLS
-// (4 .. 24), read at every call, restrict the tile, for tests and measurements; forced
-// (LLTM_EXT_SEQUENCE_PATH=tiled), the kernels run wherever they apply.
+// LLTM_EXT_SEQUENCE_TILED_TILES and LLTM_EXT_SEQUENCE_TILED_COLS (settings.h) restrict the tile;
+// forced (LLTM_EXT_SEQUENCE_PATH=tiled), the kernels run wherever they apply.
 constexpr int64_t kTiledAutoWork = 30720;
 struct TiledPlan {
   TiledShape shape;  // mt = 0: the tiled kernels do not run
@@ -429,8 +370,8 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
     C10_CUDA_CHECK(tiled_image_loaded<T>(&is_loaded));
     return is_loaded;
   });
-  const int only_mt = knob_in("LLTM_EXT_SEQUENCE_TILED_TILES", {1, 2, 4, 8});
-  const int only_cols = knob_between("LLTM_EXT_SEQUENCE_TILED_COLS", 4, 24);
+  const int only_mt = env_number("LLTM_EXT_SEQUENCE_TILED_TILES");
+  const int only_cols = env_number("LLTM_EXT_SEQUENCE_TILED_COLS");
   const Product product =
       loaded ? sequence_product(c10::CppTypeToScalarType<T>::value, tf32) : Product::kSimt;
   bool ruled_out = false;  // by auto's rules below (noted there)
@@ -509,9 +450,8 @@ int small_plan(int device, int64_t batch, int64_t state) {
       it = cache.emplace(key, rows).first;
     }
     rows = it->second;
-    // LLTM_EXT_SEQUENCE_SMALL_ROWS (1, 2 or 4; read at every call) forces the rows where the
-    // kernels apply, for tests and measurements (their blocks then may take turns).
-    const int forced = rows > 0 ? knob_in("LLTM_EXT_SEQUENCE_SMALL_ROWS", {1, 2, 4}) : 0;
+    // LLTM_EXT_SEQUENCE_SMALL_ROWS (settings.h) forces the rows where the kernels apply.
+    const int forced = rows > 0 ? env_number("LLTM_EXT_SEQUENCE_SMALL_ROWS") : 0;
     if (forced > 0) {
       rows = forced;
     }
@@ -536,11 +476,9 @@ int small_plan(int device, int64_t batch, int64_t state) {
   return rows;
 }
 
-// LLTM_EXT_SEQUENCE_STEP_GEMM, read at every call: "auto" (default), "cublas", "own" (the SIMT
-// kernel), "tensor" (the 3xTF32 kernel) or "wgmma" (Hopper's 3xTF32 kernel).
+// LLTM_EXT_SEQUENCE_STEP_GEMM (settings.h), read at every call.
 std::string step_gemm_setting() {
-  return env_choice("lltm_ext.lltm_sequence", "LLTM_EXT_SEQUENCE_STEP_GEMM",
-                    {"auto", "cublas", "own", "tensor", "wgmma"});
+  return env_choice("LLTM_EXT_SEQUENCE_STEP_GEMM");
 }
 
 // Whether `device` runs Hopper's step product (its sm_90a code, with the shared memory it needs).
@@ -576,7 +514,7 @@ bool step_wgmma_auto(int64_t batch, int64_t state, bool backward) {
 // (docs/lltm_notes.md has all 15 shapes).
 // Splits: enough blocks for ~2 a SM, each split at least 64 k and splits x m at most k / 2 (the
 // partial sums' traffic, written and read once, then stays below W_h's);
-// LLTM_EXT_SEQUENCE_STEP_SPLITS (1-64) forces them.
+// LLTM_EXT_SEQUENCE_STEP_SPLITS (settings.h) forces them.
 template <typename T>
 StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool tf32,
                              bool backward) {
@@ -630,7 +568,7 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
     const int64_t tiles = step_gemm_tiles(m, n, shape.rows);
     int splits = static_cast<int>(
         std::clamp<int64_t>(cuda::sm_count(device) / tiles, 1, std::clamp<int64_t>(k / 64, 1, 64)));
-    const int forced = knob_between("LLTM_EXT_SEQUENCE_STEP_SPLITS", 1, 64);
+    const int forced = env_number("LLTM_EXT_SEQUENCE_STEP_SPLITS");
     if (forced > 0) {
       splits = forced;
     }
@@ -663,7 +601,7 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
   const int64_t wanted = (2 * cuda::sm_count(device) + tiles - 1) / tiles;
   const int64_t most = std::max<int64_t>(1, std::min<int64_t>(k / 64, k / (2 * m)));
   int splits = static_cast<int>(std::clamp<int64_t>(wanted, 1, std::min<int64_t>(most, 64)));
-  const int forced = knob_between("LLTM_EXT_SEQUENCE_STEP_SPLITS", 1, 64);
+  const int forced = env_number("LLTM_EXT_SEQUENCE_STEP_SPLITS");
   if (forced > 0) {
     splits = forced;
   }

@@ -367,8 +367,7 @@ cudaError_t launch_weight_grad_tensor(const WeightGradArgs<T>&, cuda::opmath_t<T
 
 WeightGradPlan plan_weight_grad(int device, at::ScalarType dtype, int64_t steps, int64_t batch,
                                 int64_t features, int64_t state, bool bias, bool tf32) {
-  const std::string setting = env_choice("lltm_ext.lltm_sequence", "LLTM_EXT_SEQUENCE_WGRAD",
-                                         {"auto", "fused", "tensor", "cublas"});
+  const std::string setting = env_choice("LLTM_EXT_SEQUENCE_WGRAD");
   const int64_t S = state, rows = steps * batch, cols = state + features + (bias ? 1 : 0);
   const double work = static_cast<double>(3 * S) * static_cast<double>(cols) * rows;
   const int64_t most = dtype == at::kFloat    ? kWeightGradMaxWork

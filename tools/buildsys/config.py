@@ -12,9 +12,90 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.buildsys import archs
+
 
 class BuildConfigError(ValueError):
     """A knob with a value the build cannot use; the message names the knob and its values."""
+
+
+# --------------------------------------------------------------------------------------------
+# The knobs: every environment variable of ours (and torch's) that the build reads, in one table.
+# docs/settings.md is written from it (python -m lltm_ext._settings --markdown; a test checks).
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Knob:
+    """A build knob: its variable, its values (Markdown, the default first where it has one) and
+    what it does."""
+
+    name: str
+    values: str
+    does: str
+
+
+def _default_lists() -> str:
+    return ", ".join(
+        f"`{archs.default_arch_list(cuda)}` with CUDA {cuda}" for cuda in ("13.0", "12.8", "12.6")
+    )
+
+
+BUILD_KNOBS: tuple[Knob, ...] = (
+    Knob(
+        "LLTM_EXT_CUDA",
+        "`auto` (default), `1`, `0`",
+        "`auto`: CUDA kernels where nvcc and a CUDA build of torch (same CUDA major) are present; "
+        "`1`: CUDA kernels required, fail early naming what is missing; `0`: CPU only",
+    ),
+    Knob(
+        "TORCH_CUDA_ARCH_LIST",
+        "e.g. `8.0;9.0+PTX`, `8.0,9.0`, `Hopper`, `9.0a`",
+        "GPU architectures; unset: the GPUs visible at build time (the newest with PTX), and with "
+        "none visible the default list, what the wheels ship: "
+        + _default_lists()
+        + " (9.0a: Hopper's architecture-specific code, which the bfloat16 / float16 GEMM's "
+        "tensor-core kernel needs) (`python tools/buildsys/archs.py default` prints it for your "
+        "nvcc). An entry nvcc cannot compile fails at once, naming the ones it can",
+    ),
+    Knob(
+        "MAX_JOBS",
+        "a positive integer",
+        "parallel compile jobs; default: what the cores and free memory allow (~2 GiB per job)",
+    ),
+    Knob(
+        "NVCC_THREADS",
+        "a positive integer",
+        "nvcc `--threads` per CUDA file (architectures compiled in parallel); default likewise",
+    ),
+    Knob(
+        "LLTM_EXT_DEBUG",
+        "`0` (default), `1`",
+        "`1`: `-O0 -g` (and `-G -lineinfo` for CUDA) instead of `-O3` without debug info",
+    ),
+    Knob(
+        "LLTM_EXT_OPS",
+        "e.g. `lltm,gemm`; default: all",
+        "build only these op folders (comma-separated; quick development builds)",
+    ),
+    Knob(
+        "LLTM_EXT_CPU_TWIN",
+        "`auto` (default), `1`, `0`",
+        "CUDA builds also build `lltm_ext._<op>_cpu` (no CUDA libraries linked), used under a "
+        "CPU-only torch; `auto`: all but editable/in-place builds",
+    ),
+    Knob(
+        "LLTM_EXT_VERBOSE",
+        "`0` (default), `1`",
+        "`1`: print every compile command instead of one short line per file",
+    ),
+    Knob(
+        "LLTM_EXT_VERSION_SUFFIX",
+        "`auto` (default), `none`, a label",
+        "the wheel's local version label (`auto`: `cu130torch2.13`, `cputorch2.13`; builds from "
+        "an unpacked sdist keep the sdist's version unless this is set)",
+    ),
+)
 
 
 _TRUE = ("1", "on", "yes", "true")

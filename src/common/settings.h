@@ -1,0 +1,222 @@
+// The run-time settings: every LLTM_EXT_* environment variable the host code reads, in one table
+// (its op, its values, when it is read, what each value forces). Code names a setting by its name,
+// checked here at compile time: a name that is not in the table does not compile. The reads are
+// in env_setting.h; Python's lltm_ext.settings() and docs/settings.md are this table.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string_view>
+
+namespace lltm_ext::settings {
+
+// kChoice: one of `values`, the first the default (unset or empty: the default). kNumber: an
+// integer of `values` ("2|4|8|16") or in its range ("4..24"); unset or empty: the planner's own
+// choice (read as 0).
+enum class Kind { kChoice, kNumber };
+
+struct Setting {
+  std::string_view name;
+  std::string_view op;  // the op its error messages name ("lltm_ext": several ops)
+  Kind kind;
+  std::string_view values;  // "auto|fused|cublas", "2|4|8|16" or "1..64"
+  std::string_view read;    // when the environment is read
+  std::string_view forces;  // what each value forces
+};
+
+inline constexpr std::array kSettings = {
+    // ---- lltm ----
+    Setting{"LLTM_EXT_CELL_PATH", "lltm_ext.lltm", Kind::kChoice, "auto|fused|cublas", "every call",
+            "How a cell on CUDA runs. auto: the fused cell kernels (forward in one kernel, "
+            "backward's products in one) where B <= 256, S + I <= 512 and B * 3S * (S + I) <= "
+            "2^23, else cat + cuBLAS + the gate kernels; fused: the fused kernels at any size (an "
+            "error where they cannot take the shape); cublas: never the fused kernels."},
+    Setting{"LLTM_EXT_CUBLAS_UNSPLIT", "lltm_ext", Kind::kChoice, "auto|off", "every call",
+            "The cuBLAS products of lltm and lltm_sequence on CUDA. auto: a product whose "
+            "split-K pieces cuBLAS would cut shorter than kMinPieceDepth runs through cuBLASLt "
+            "with split-K excluded; off: every product as cuBLAS picks it (for measurements and "
+            "tests)."},
+    // ---- lltm_sequence: the path ----
+    Setting{"LLTM_EXT_SEQUENCE_PATH", "lltm_ext.lltm_sequence", Kind::kChoice,
+            "auto|small|cluster|wide|tiled|grid|cublas", "every call",
+            "The kernels that run the time steps on CUDA. auto: the small-state kernels where "
+            "they apply, else the cluster kernels where they apply, else the wide-state kernels "
+            "where they pay, else the tiled kernels where they apply, else the fused step kernels, "
+            "else cuBLAS; small, cluster, wide, tiled: those kernels (an error where they do not "
+            "apply: tests use it to know that they ran); grid: the fused step kernels where they "
+            "apply, never the others; cublas: the recurrent product through cuBLAS and the gate "
+            "kernel every step."},
+    Setting{"LLTM_EXT_SEQUENCE_PRODUCT", "lltm_ext.lltm_sequence", Kind::kChoice,
+            "auto|simt|tensor", "every call",
+            "Where the cluster, wide-state and tiled kernels' recurrent product runs. auto: on the "
+            "tensor cores, one TF32 pass for the half types and for float32 where torch's float32 "
+            "matmuls may use TF32, else float32 in three passes (3xTF32), float64 on the SIMT "
+            "cores; simt: on the SIMT cores always; tensor: as auto (for measurements and "
+            "tests)."},
+    // ---- lltm_sequence: the kernels' shapes ----
+    Setting{"LLTM_EXT_SEQUENCE_SMALL_ROWS", "lltm_ext.lltm_sequence", Kind::kNumber, "1|2|4",
+            "every call",
+            "Batch rows a block of the small-state kernels takes, where they apply (their blocks "
+            "then may take turns); unset: the planner's. For tests and measurements."},
+    Setting{"LLTM_EXT_SEQUENCE_CLUSTER_ROWS", "lltm_ext.lltm_sequence", Kind::kNumber, "2|4|8|16",
+            "every call",
+            "Batch rows per cluster of the cluster kernels; unset: the fewest whose clusters all "
+            "run at once, else the most that fit. For measurements."},
+    Setting{"LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS", "lltm_ext.lltm_sequence", Kind::kNumber, "1|2|4|8",
+            "every call",
+            "Blocks per cluster of the cluster kernels; unset: the fewest whose clusters cover "
+            "the SMs, with at most 36 state columns a block. For measurements."},
+    Setting{"LLTM_EXT_SEQUENCE_WIDE_COLS", "lltm_ext.lltm_sequence", Kind::kNumber, "4|8|16",
+            "every call",
+            "State columns per block of the wide-state kernels, where those columns fit; unset: "
+            "the planner's. For measurements."},
+    Setting{"LLTM_EXT_SEQUENCE_TILED_TILES", "lltm_ext.lltm_sequence", Kind::kNumber, "1|2|4|8",
+            "every call",
+            "M-tiles of 16 batch rows in the tiled kernels' tile; unset: the planner's. For tests "
+            "and measurements."},
+    Setting{"LLTM_EXT_SEQUENCE_TILED_COLS", "lltm_ext.lltm_sequence", Kind::kNumber, "4..24",
+            "every call",
+            "State columns of the tiled kernels' tile; unset: the planner's. For tests and "
+            "measurements."},
+    // ---- lltm_sequence: the cuBLAS path's step products, the weight gradients ----
+    Setting{"LLTM_EXT_SEQUENCE_STEP_GEMM", "lltm_ext.lltm_sequence", Kind::kChoice,
+            "auto|cublas|own|tensor|wgmma", "every call",
+            "The step products of the cuBLAS path (float32 at full precision only; the other "
+            "dtypes take cuBLAS's). auto: per product, by batch and device; cublas: cuBLAS; own: "
+            "our split SIMT kernel; tensor: our 3xTF32 kernel; wgmma: our 3xTF32 kernel on "
+            "Hopper's tensor cores."},
+    Setting{"LLTM_EXT_SEQUENCE_STEP_SPLITS", "lltm_ext.lltm_sequence", Kind::kNumber, "1..64",
+            "every call",
+            "K slices of our step-product kernels (LLTM_EXT_SEQUENCE_STEP_GEMM); unset: enough "
+            "blocks to fill the GPU, each slice at least 64 deep."},
+    Setting{"LLTM_EXT_SEQUENCE_WGRAD", "lltm_ext.lltm_sequence", Kind::kChoice,
+            "auto|fused|tensor|cublas", "every call",
+            "How the weight gradients are computed on CUDA. auto: the fused kernel on the SIMT "
+            "cores up to a work bound per dtype, past it float32 on Hopper's tensor cores where "
+            "TF32 is not allowed, else cuBLAS; fused: the fused kernel always; tensor: the Hopper "
+            "kernel always (float32 only); cublas: three cuBLAS products and a column sum."},
+    // ---- gemm ----
+    Setting{"LLTM_EXT_GEMM_PATH", "lltm_ext.gemm", Kind::kChoice, "auto|async|staged",
+            "the first call (lltm_ext._gemm._set_gemm_path sets it after)",
+            "The pipeline of float32's SIMT kernels on CUDA. auto: cp.async where the GPU code "
+            "has it (compiled for sm_80 or newer), else register-staged; async: cp.async (an "
+            "error where the code has none); staged: register-staged, any GPU."},
+    Setting{"LLTM_EXT_GEMM_HALF_PATH", "lltm_ext.gemm", Kind::kChoice,
+            "auto|wgmma|mma|simt|wgmma64|wgmma128|wgmma256|mma64|mma128|mma256",
+            "the first call (lltm_ext._gemm._set_gemm_half_path sets it after)",
+            "The kernel of bfloat16 / float16, and of float32 where TF32 is allowed. auto: the "
+            "planner picks among those the device runs; wgmma: Hopper's kernel; mma: the sm_80+ "
+            "mma.sync kernel; simt: the tiled SIMT kernel (exact float32); wgmma64/128/256: wgmma "
+            "with that tile width; mma64/128/256: mma with a 64 x 64, 128 x 128 or 128 x 256 "
+            "tile. A forced kernel the device cannot run is an error."},
+    Setting{"LLTM_EXT_GEMM_TF32", "lltm_ext.gemm", Kind::kChoice, "1|0", "every call",
+            "1: float32 products may run as TF32 exactly where torch's own float32 matmuls may "
+            "(torch.backends.cuda.matmul.allow_tf32, set_float32_matmul_precision); 0: never "
+            "(exact float32, for debugging). Any value but 0 reads as 1."},
+    // ---- CPU ----
+    Setting{"LLTM_EXT_CPU_ISA", "lltm_ext", Kind::kChoice, "auto|avx512|avx2|baseline",
+            "the first CPU call that asks (once a process)",
+            "The instruction set of the CPU loops (element-wise ops, GEMM). auto: the widest the "
+            "CPU runs; avx512, avx2: at most that; baseline: the portable copy."},
+};
+
+// Not constexpr: a consteval lookup that reaches it does not compile, and the compiler's error
+// names it.
+void not_a_setting_of_src_common_settings_h();
+void a_setting_of_another_kind();
+
+consteval std::size_t index_of(std::string_view name, Kind kind) {
+  for (std::size_t i = 0; i < kSettings.size(); ++i) {
+    if (kSettings[i].name == name) {
+      if (kSettings[i].kind != kind) {
+        a_setting_of_another_kind();
+      }
+      return i;
+    }
+  }
+  not_a_setting_of_src_common_settings_h();
+  return 0;
+}
+
+// A setting named in code: Key<Kind::kChoice> k = "LLTM_EXT_CELL_PATH" compiles only for a name of
+// the table, of that kind.
+template <Kind K>
+struct Key {
+  std::size_t index;
+  consteval Key(const char* name) : index(index_of(name, K)) {}  // NOLINT: implicit on purpose
+  constexpr const Setting& operator*() const { return kSettings[index]; }
+  constexpr const Setting* operator->() const { return &kSettings[index]; }
+};
+using ChoiceKey = Key<Kind::kChoice>;
+using NumberKey = Key<Kind::kNumber>;
+
+// The i-th of a setting's '|'-separated values ("" past the last).
+constexpr std::string_view value_at(const Setting& s, std::size_t i) {
+  std::string_view rest = s.values;
+  for (; i > 0; --i) {
+    const std::size_t bar = rest.find('|');
+    if (bar == std::string_view::npos) {
+      return {};
+    }
+    rest.remove_prefix(bar + 1);
+  }
+  return rest.substr(0, rest.find('|'));
+}
+
+constexpr std::size_t value_count(const Setting& s) {
+  std::size_t n = 1;
+  for (const char c : s.values) {
+    n += c == '|' ? 1 : 0;
+  }
+  return n;
+}
+
+// The table's own rules, checked when it compiles: names unique and LLTM_EXT_*, values not empty
+// and distinct; a number setting's values (or its range's ends) integers in 1 .. 64, as
+// env_number reads them.
+constexpr bool is_int_in_1_64(std::string_view text) {
+  int v = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') {
+      return false;
+    }
+    v = v * 10 + (c - '0');
+  }
+  return !text.empty() && text[0] != '0' && v >= 1 && v <= 64;
+}
+
+constexpr bool table_is_well_formed() {
+  for (std::size_t i = 0; i < kSettings.size(); ++i) {
+    const Setting& s = kSettings[i];
+    if (!s.name.starts_with("LLTM_EXT_") || s.op.empty() || s.read.empty() || s.forces.empty()) {
+      return false;
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (kSettings[j].name == s.name) {
+        return false;
+      }
+    }
+    const std::size_t dots = s.values.find("..");
+    if (dots != std::string_view::npos) {
+      if (s.kind != Kind::kNumber || !is_int_in_1_64(s.values.substr(0, dots)) ||
+          !is_int_in_1_64(s.values.substr(dots + 2))) {
+        return false;
+      }
+      continue;
+    }
+    for (std::size_t a = 0; a < value_count(s); ++a) {
+      if (value_at(s, a).empty() || (s.kind == Kind::kNumber && !is_int_in_1_64(value_at(s, a)))) {
+        return false;
+      }
+      for (std::size_t b = 0; b < a; ++b) {
+        if (value_at(s, a) == value_at(s, b)) {
+          return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+static_assert(table_is_well_formed(), "settings.h: a setting breaks the table's rules (above)");
+
+}  // namespace lltm_ext::settings
