@@ -21,12 +21,13 @@ planned as the half types are (wgmma's tf32 form reads K-major operands only, so
 copied K-major for it). Where no tensor-core kernel runs (before sm_80) the result is exact
 float32. ``LLTM_EXT_GEMM_TF32=0`` in the environment turns TF32 off (debugging).
 
-The path of a call: ``gemm(a, b)`` -> ``GemmFunction`` (only where an input needs a gradient) ->
-the operator ``lltm_ext::gemm`` (``gemm_out`` for ``out=``), registered by ``src/gemm/gemm.cpp``
-(checks, operand layouts, CPU/CUDA dispatch) -> the kernels in ``src/gemm/``. The operator is
-called through its module's binding (``lltm_ext._gemm.gemm``: PyTorch's C++ dispatcher, without
-``torch.ops``'s Python-side argument boxing, a third of a small product's time on the CPU), which
-torch.compile sees as ``torch.ops.lltm_ext.gemm``: eager and compiled calls run the same operator.
+The path of a call: ``gemm(a, b)`` -> the operator ``torch.ops.lltm_ext.gemm`` (``gemm_out`` for
+``out=``), called through its module's binding (``lltm_ext._gemm.gemm``: PyTorch's C++ dispatcher,
+without ``torch.ops``'s Python-side argument boxing, a third of a small product's time on the
+CPU; torch.compile sees the operator), registered by ``src/gemm/gemm.cpp`` with its autograd in
+C++ (both gradients are ``gemm`` calls; ``gemm_out`` is not differentiable) -> its checks, operand
+layouts and CPU/CUDA dispatch -> the kernels in ``src/gemm/``. Eager and compiled calls run the
+same path.
 """
 
 import os
@@ -87,28 +88,15 @@ def _(a, b, out):
     )
 
 
-class GemmFunction(torch.autograd.Function):
-    """Autograd for ``c = a @ b``: ``GemmFunction.apply(a, b)`` with a (M, K), b (K, N).
-
-    Backward: ``grad_a = grad_c @ b.T`` (M, K) and ``grad_b = a.T @ grad_c`` (K, N), each one
-    call of the same kernels on transposed views (no copies). Under ``create_graph=True`` these
-    are ``GemmFunction`` calls themselves, so higher-order gradients work too.
-    """
+class GemmFunction:
+    """The name of the GEMM's former autograd.Function: ``GemmFunction.apply(a, b) -> c`` is
+    :func:`gemm` (the autograd is C++, in the operator ``torch.ops.lltm_ext.gemm``: ``grad_a =
+    grad_c @ b.T``, ``grad_b = a.T @ grad_c``, each a ``gemm`` call on transposed views, itself
+    differentiable under ``create_graph=True``)."""
 
     @staticmethod
-    def forward(ctx: Any, a: Tensor, b: Tensor) -> Tensor:
-        ctx.save_for_backward(a, b)
-        return _gemm_call(a, b)
-
-    @staticmethod
-    def backward(ctx: Any, grad_c: Tensor) -> tuple[Tensor | None, Tensor | None]:
-        a, b = ctx.saved_tensors
-        # Grad mode is on here only under create_graph=True: then the products must be
-        # differentiable themselves.
-        mm = GemmFunction.apply if torch.is_grad_enabled() else _gemm_call
-        grad_a = mm(grad_c, b.t()) if ctx.needs_input_grad[0] else None
-        grad_b = mm(a.t(), grad_c) if ctx.needs_input_grad[1] else None
-        return grad_a, grad_b
+    def apply(a: Tensor, b: Tensor) -> Tensor:
+        return gemm(a, b)
 
 
 def gemm(a: Tensor, b: Tensor, *, out: Tensor | None = None) -> Tensor:
@@ -135,10 +123,6 @@ def gemm(a: Tensor, b: Tensor, *, out: Tensor | None = None) -> Tensor:
     if out is None:
         if b is a:  # a @ a: torch.compile needs distinct tensors
             b = b.view_as(b)
-        if (a.requires_grad or b.requires_grad) and torch.is_grad_enabled():
-            return GemmFunction.apply(a, b)
-        # Nothing to differentiate: the operator alone (autograd.Function's own cost is most of the
-        # time of a small product on the CPU: docs/decisions.md#gemm-no-grad-call).
         return _gemm_call(a, b)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or out.requires_grad):
         names = [f"`{n}`" for n, t in (("a", a), ("b", b), ("out", out)) if t.requires_grad]
