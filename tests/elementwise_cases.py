@@ -185,18 +185,23 @@ class ElementwiseTests:
             self.spec.forward_op(torch.arange(6))
 
     def test_kernel_checks(self):
-        """The operators below the public one check what it otherwise guarantees."""
+        """The operators below the public one check what it otherwise guarantees; their fake
+        kernels (meta tensors) give the same messages."""
         with pytest.raises(RuntimeError, match="`x` must be contiguous"):
             self.spec.forward_op(torch.randn(3, 4).t())
-        if self.spec.backward_op is None:
-            return
-        y = self.spec.forward_op(torch.randn(3, 4))
-        with pytest.raises(RuntimeError, match=r"`grad` must have the shape of `output`"):
-            self.spec.backward_op(torch.randn(4, 3), y)
-        with pytest.raises(RuntimeError, match=r"one dtype.*`grad` is Double"):
-            self.spec.backward_op(torch.randn(3, 4, dtype=torch.float64), y)
-        with pytest.raises(RuntimeError, match=r"`output` must have a floating-point dtype"):
-            self.spec.backward_op(torch.randn(3, 4), torch.ones(3, 4, dtype=torch.int64))
+        for device in ("cpu", "meta"):
+            if self.spec.backward_op is None:
+                continue
+            y = self.spec.forward_op(torch.randn(3, 4, device=device))
+            with pytest.raises(RuntimeError, match=r"`grad` must have the shape of `output`"):
+                self.spec.backward_op(torch.randn(4, 3, device=device), y)
+            with pytest.raises(RuntimeError, match=r"one dtype.*`grad` is Double"):
+                self.spec.backward_op(torch.randn(3, 4, dtype=torch.float64, device=device), y)
+            with pytest.raises(RuntimeError, match=r"`output` must have a floating-point dtype"):
+                self.spec.backward_op(
+                    torch.randn(3, 4, device=device),
+                    torch.ones(3, 4, dtype=torch.int64, device=device),
+                )
 
     def test_no_entry_points_beside_the_operator(self):
         """The compiled module binds the public operator only (no forward / backward functions

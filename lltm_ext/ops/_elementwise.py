@@ -13,7 +13,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from lltm_ext.ops._checks import check_inputs
+from lltm_ext.ops._checks import check_floating, check_inputs, check_like, check_same_sizes
 
 
 def fake_like(x: Tensor) -> Tensor:
@@ -22,14 +22,14 @@ def fake_like(x: Tensor) -> Tensor:
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
-def fake_grad(grad: Tensor, saved: Tensor) -> Tensor:
-    """Fake backward kernel: the gradient wrt the input, shaped like the saved tensor."""
-    check_inputs(output=saved, grad=grad)
-    torch._check(
-        grad.shape == saved.shape,
-        lambda: f"`grad` must have the shape of the saved tensor {saved.shape}, got {grad.shape}",
-    )
-    return fake_like(saved)
+def fake_grad(grad: Tensor, output: Tensor) -> Tensor:
+    """Fake backward kernel: the gradient wrt the input, shaped like the saved output (the checks
+    of ``elementwise::backward``, in its order)."""
+    check_floating(grad, "grad")
+    check_floating(output, "output")
+    check_like(grad, "grad", output, "output")
+    check_same_sizes(grad, "grad", output, "output")
+    return torch.empty(output.shape, dtype=output.dtype, device=output.device)
 
 
 def bench_cases(
