@@ -38,12 +38,13 @@ class OpSpec:
 
     name: str  # the op folder, lltm_ext._<name>
     fn: Callable[[Tensor], Tensor]  # the public function
-    function: type  # its autograd.Function
+    function: type  # the shim of its former autograd.Function name (apply = fn)
     module: type  # its nn.Module
     ref: Callable[[Tensor], Tensor]  # exact reference on float64
     ref_grad: Callable[[Tensor, Tensor, torch.dtype], Tensor]  # (x, grad, dtype) -> float64 dx
     same_dtype: Callable[[Tensor], Tensor]  # PyTorch's own op in x's dtype (for huge tensors)
-    forward_op: Callable[..., Tensor]  # the torch.library ops
+    public_op: Callable[..., Tensor]  # the public operator, with its C++ autograd
+    forward_op: Callable[..., Tensor]  # the operators below it
     backward_op: Callable[..., Tensor] | None = None
     # Backward kernel (grad, y) and PyTorch's own, in y's dtype (for huge tensors).
     backward_same_dtype: Callable[[Tensor, Tensor], Tensor] | None = None
@@ -138,6 +139,10 @@ class ElementwiseTests:
     def test_opcheck(self, device):
         for dtype in (torch.float32, torch.float64):
             x = make_input((3, 17), dtype, device)
+            torch.library.opcheck(self.spec.public_op, (x.clone().requires_grad_(),))
+            torch.library.opcheck(
+                self.spec.public_op, (make_input((3, 17), dtype, device, "strided"),)
+            )
             torch.library.opcheck(self.spec.forward_op, (x,))
             if self.spec.backward_op is not None:
                 y = self.spec.forward_op(x)
@@ -154,9 +159,21 @@ class ElementwiseTests:
 
         assert_compiled_matches_eager(step, (x,), backend)
 
+    def test_autograd_is_cpp(self):
+        """The gradient comes from the public operator's C++ Autograd kernel (no Python
+        autograd.Function), eagerly and through torch.ops alike."""
+        x = torch.randn(5, requires_grad=True)
+        for y in (self.spec.fn(x), self.spec.public_op(x)):
+            node = y.grad_fn
+            assert not isinstance(node, torch.autograd.function.BackwardCFunction), node
+            assert "lltm_ext::elementwise::AutogradFunction" in node.name(), node.name()
+        assert self.spec.fn(x.detach()).grad_fn is None
+        with torch.no_grad():
+            assert self.spec.fn(x).grad_fn is None
+
     def test_operator_alone_is_not_differentiable(self):
-        """Gradients come from the autograd.Function; backward through a bare operator call
-        raises instead of silently dropping the gradient."""
+        """Gradients come from the public operator's autograd; backward through a bare call of an
+        operator below it raises instead of silently dropping the gradient."""
         y = self.spec.forward_op(torch.randn(5, requires_grad=True))
         with pytest.raises(RuntimeError, match="not implemented"):
             y.sum().backward()
@@ -168,19 +185,30 @@ class ElementwiseTests:
             self.spec.forward_op(torch.arange(6))
 
     def test_kernel_checks(self):
-        """The compiled module checks what the Python layer otherwise guarantees."""
-        ext = load_extension(self.spec.name)
+        """The operators below the public one check what it otherwise guarantees; their fake
+        kernels (meta tensors) give the same messages."""
         with pytest.raises(RuntimeError, match="`x` must be contiguous"):
-            ext.forward(torch.randn(3, 4).t())
-        if self.spec.backward_op is None:
-            return
-        y = ext.forward(torch.randn(3, 4))
-        with pytest.raises(RuntimeError, match=r"`grad` must have the shape of `output`"):
-            ext.backward(torch.randn(4, 3), y)
-        with pytest.raises(RuntimeError, match=r"one dtype.*`grad` is Double"):
-            ext.backward(torch.randn(3, 4, dtype=torch.float64), y)
-        with pytest.raises(RuntimeError, match=r"`output` must have a floating-point dtype"):
-            ext.backward(torch.randn(3, 4), torch.ones(3, 4, dtype=torch.int64))
+            self.spec.forward_op(torch.randn(3, 4).t())
+        for device in ("cpu", "meta"):
+            if self.spec.backward_op is None:
+                continue
+            y = self.spec.forward_op(torch.randn(3, 4, device=device))
+            with pytest.raises(RuntimeError, match=r"`grad` must have the shape of `output`"):
+                self.spec.backward_op(torch.randn(4, 3, device=device), y)
+            with pytest.raises(RuntimeError, match=r"one dtype.*`grad` is Double"):
+                self.spec.backward_op(torch.randn(3, 4, dtype=torch.float64, device=device), y)
+            with pytest.raises(RuntimeError, match=r"`output` must have a floating-point dtype"):
+                self.spec.backward_op(
+                    torch.randn(3, 4, device=device),
+                    torch.ones(3, 4, dtype=torch.int64, device=device),
+                )
+
+    def test_no_entry_points_beside_the_operator(self):
+        """The compiled module binds the public operator only (no forward / backward functions
+        that would bypass the dispatcher)."""
+        ext = load_extension(self.spec.name)
+        public = {n for n in vars(ext) if not n.startswith("_")}
+        assert public == {self.spec.name}, public
 
     def test_double_backward(self):
         """A backward kernel is not differentiable: a second derivative raises, never a wrong one.
@@ -198,12 +226,7 @@ class ElementwiseTests:
         """A gradient on another device than the saved output: an error naming both."""
         if self.spec.backward_op is None:
             pytest.skip("no backward kernel: the gradient passes through unchanged")
-        ext = load_extension(self.spec.name)
-        y = ext.forward(torch.randn(8, device="cuda"))
-        with pytest.raises(
-            RuntimeError, match=r"one device.*`grad` is on cpu.*`output` is on cuda"
-        ):
-            ext.backward(torch.randn(8), y)
+        y = self.spec.forward_op(torch.randn(8, device="cuda"))
         with pytest.raises(
             RuntimeError, match=r"one device.*`grad` is on cpu.*`output` is on cuda"
         ):
@@ -253,7 +276,7 @@ class ElementwiseTests:
             check(y, self.spec.same_dtype, x)
             if self.spec.backward_same_dtype is not None:
                 grad = torch.randn_like(y)
-                dx = load_extension(self.spec.name).backward(grad, y)
+                dx = self.spec.backward_op(grad, y)
                 check(dx, self.spec.backward_same_dtype, grad, y)
                 del grad, dx
             del y

@@ -12,6 +12,9 @@ the process), its message must come from lltm_ext and name the offending argumen
 Meta tensors: a call whose tensors are all on the meta device runs the op's fake kernel and gives
 meta outputs of the right shapes (shape inference, as PyTorch's own ops do); a meta tensor mixed
 with CPU or CUDA tensors, or a meta tensor of a non-floating dtype, raises like any bad input.
+The fake kernels restate the C++ checks by hand: every CPU case that meta tensors can express
+(all but those whose bad part is a meta tensor among real ones) raises the same exception with the
+same message on meta tensors as on CPU tensors, the device's name aside.
 """
 
 from __future__ import annotations
@@ -304,3 +307,49 @@ def test_all_meta_tensors_give_meta_outputs(op):
     grads = torch.autograd.grad(got, list(args.values()), [torch.ones_like(g) for g in got])
     for g, a in zip(grads, args.values(), strict=True):
         assert g.device.type == "meta" and g.shape == a.shape
+
+
+# Cases whose bad part is lost when every tensor goes to the meta device: a meta tensor mixed
+# with real ones (on the meta device they are all alike).
+NOT_ON_META = {c.id for c in CPU_CASES if any(c.id.endswith(s) for s in ("-meta", "-meta-int"))}
+
+
+def to_meta(args: dict[str, Tensor]) -> dict[str, Tensor]:
+    """`args` on the meta device: the same shapes, strides, dtypes and requires_grad, and the same
+    aliasing (tensors that share memory share a meta storage, at the same offsets; a tensor passed
+    twice is one meta tensor)."""
+    storages: dict[int, torch.UntypedStorage] = {}
+    seen: dict[int, Tensor] = {}
+    out = {}
+    for name, t in args.items():
+        if id(t) not in seen:
+            key = t.untyped_storage()._cdata
+            storage = storages.setdefault(
+                key, torch.UntypedStorage(t.untyped_storage().nbytes(), device="meta")
+            )
+            m = torch.empty(0, dtype=t.dtype, device="meta")
+            m.set_(storage, t.storage_offset(), t.shape, t.stride())
+            seen[id(t)] = m.requires_grad_(t.requires_grad)
+        out[name] = seen[id(t)]
+    return out
+
+
+def error_of(op: str, args: dict[str, Tensor]) -> tuple[type, str]:
+    with pytest.raises(ERRORS) as info:
+        call(op, args)
+    return type(info.value), str(info.value)
+
+
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, id=c.id) for c in CPU_CASES if c.id not in NOT_ON_META]
+)
+def test_fake_kernels_raise_as_the_kernels_do(case: Bad):
+    """The fake kernels restate the C++ checks by hand (lltm_ext/ops/_checks.py): each bad call
+    on CPU tensors and the same call on meta tensors (the fake kernels' path) raise the same
+    exception with the same message, the device's name aside."""
+    args = good_args(case.op, "cpu")
+    args[case.slot or case.arg] = case.make(args)
+    cpu_type, cpu_message = error_of(case.op, args)
+    meta_type, meta_message = error_of(case.op, to_meta(args))
+    assert meta_type is cpu_type
+    assert meta_message.replace("meta", "cpu") == cpu_message

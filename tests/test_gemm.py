@@ -231,9 +231,15 @@ def test_opcheck(device):
     b = torch.randn(10, 4, device=device, requires_grad=True)
     torch.library.opcheck(gemm_op, (a.detach(), b.detach()))
     torch.library.opcheck(gemm_op, (a.detach().t().contiguous().t(), b.detach()))
-    # Gradients come from GemmFunction; backward through the bare operator raises.
-    with pytest.raises(RuntimeError, match="not implemented"):
-        gemm_op(a, b).sum().backward()
+    # The operator itself is differentiable: its Autograd kernel is C++ (no Python Function).
+    torch.library.opcheck(gemm_op, (a, b))
+    c = gemm_op(a, b)
+    assert not isinstance(c.grad_fn, torch.autograd.function.BackwardCFunction)
+    assert "Product" in c.grad_fn.name(), c.grad_fn.name()
+    c.sum().backward()
+    ones = torch.ones(6, 4, device=device)
+    torch.testing.assert_close(a.grad, ones @ b.detach().t())
+    torch.testing.assert_close(b.grad, a.detach().t() @ ones)
     torch.library.opcheck(gemm_out_op, (a.detach(), b.detach(), torch.empty(6, 4, device=device)))
 
 

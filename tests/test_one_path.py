@@ -150,6 +150,27 @@ def test_gemm_takes_part_in_torch_function():
     assert torch.equal(tagged.as_subclass(torch.Tensor), c)
 
 
+@pytest.mark.parametrize("op", sorted(MODULES))
+def test_modules_bind_their_public_operators_only(op):
+    """Each compiled module binds its public operator(s), which its public function calls, and no
+    function that would bypass the dispatcher (no `forward` / `backward`); `_`-prefixed names are
+    build info and gemm's tuning and test hooks."""
+    from lltm_ext._extension import load_extension
+
+    public = {n for n in vars(load_extension(op)) if not n.startswith("_")}
+    assert public == ({"gemm", "gemm_out"} if op == "gemm" else {op})
+
+
+def test_no_python_autograd_functions_in_the_package():
+    """Every op's autograd is C++, the Autograd kernel of its public operator."""
+    offenders = [
+        str(p.relative_to(PACKAGE))
+        for p in PACKAGE.rglob("*.py")
+        if "autograd.Function)" in p.read_text() or "torch.autograd.Function(" in p.read_text()
+    ]
+    assert offenders == []
+
+
 def test_no_compile_forks_in_the_package():
     """No `is_compiling()` branches: eager and compiled calls run one code path."""
     offenders = [

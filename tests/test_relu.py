@@ -7,7 +7,7 @@ from elementwise_cases import ElementwiseTests, OpSpec, autograd_ref_grad
 from helpers import devices
 
 import lltm_ext
-from lltm_ext.ops.relu import relu_backward, relu_forward
+from lltm_ext.ops.relu import relu_backward, relu_forward, relu_op
 
 
 class TestReLU(ElementwiseTests):
@@ -19,6 +19,7 @@ class TestReLU(ElementwiseTests):
         ref=torch.relu,
         ref_grad=autograd_ref_grad(torch.relu),
         same_dtype=torch.relu,
+        public_op=relu_op,
         forward_op=relu_forward,
         backward_op=relu_backward,
         backward_same_dtype=lambda grad, y: torch.ops.aten.threshold_backward(grad, y, 0),

@@ -7,7 +7,7 @@ from elementwise_cases import DEVICE_DTYPES, ElementwiseTests, OpSpec
 from helpers import devices
 
 import lltm_ext
-from lltm_ext.ops.round_ste import round_ste_forward
+from lltm_ext.ops.round_ste import round_ste_forward, round_ste_op
 
 
 def round_half_up(x):
@@ -34,6 +34,7 @@ class TestRoundSTE(ElementwiseTests):
         ref=round_half_up,
         ref_grad=ste_grad,
         same_dtype=round_same_dtype,
+        public_op=round_ste_op,
         forward_op=round_ste_forward,
         exports=["round_ste", "RoundSTE", "RoundSTEFunction"],
     )
@@ -89,8 +90,10 @@ def test_gradient_is_the_incoming_gradient_itself(device):
     (dx,) = torch.autograd.grad(lltm_ext.round_ste(x), x, grad)
     assert dx.data_ptr() == grad.data_ptr()
     assert torch.equal(dx, grad)
-    # The Function's backward returns its argument as it is.
-    assert lltm_ext.RoundSTEFunction.backward(None, grad) is grad
+    # The operator's backward returns its argument as it is (the same tensor, not a copy).
+    y = lltm_ext.round_ste(x)
+    (dx,) = torch.autograd.grad(y, x, grad)
+    assert dx is grad
     # Through the module and a leaf's .grad too.
     lltm_ext.RoundSTE()(x).backward(grad)
     assert torch.equal(x.grad, grad)

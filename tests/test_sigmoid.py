@@ -7,7 +7,7 @@ from elementwise_cases import DEVICE_DTYPES, ElementwiseTests, OpSpec, autograd_
 from helpers import assert_close, devices
 
 import lltm_ext
-from lltm_ext.ops.sigmoid import sigmoid_backward, sigmoid_forward
+from lltm_ext.ops.sigmoid import sigmoid_backward, sigmoid_forward, sigmoid_op
 
 _exact_grad = autograd_ref_grad(torch.sigmoid)
 
@@ -30,6 +30,7 @@ class TestSigmoid(ElementwiseTests):
         ref=torch.sigmoid,
         ref_grad=ref_grad,
         same_dtype=torch.sigmoid,
+        public_op=sigmoid_op,
         forward_op=sigmoid_forward,
         backward_op=sigmoid_backward,
         backward_same_dtype=torch.ops.aten.sigmoid_backward,

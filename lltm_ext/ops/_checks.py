@@ -13,10 +13,33 @@ from torch import Tensor
 
 _FLOATING = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
+# c10's names of the dtypes (``ScalarType``), as the C++ messages print them.
+_SCALAR_TYPE_NAMES = {
+    torch.float32: "Float",
+    torch.float64: "Double",
+    torch.float16: "Half",
+    torch.bfloat16: "BFloat16",
+    torch.complex32: "ComplexHalf",
+    torch.complex64: "ComplexFloat",
+    torch.complex128: "ComplexDouble",
+    torch.bool: "Bool",
+    torch.uint8: "Byte",
+    torch.int8: "Char",
+    torch.int16: "Short",
+    torch.int32: "Int",
+    torch.int64: "Long",
+}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """The dtype as the C++ checks name it: ``Float``, ``Double``, ``Int``... (c10's
+    ``ScalarType``; torch's own name, ``float8_e4m3fn`` say, for the rarer ones)."""
+    return _SCALAR_TYPE_NAMES.get(dtype, str(dtype).removeprefix("torch."))
+
 
 def describe(t: Tensor) -> str:
-    """``float32 tensor of shape [4, 5] on cpu``."""
-    return f"{str(t.dtype).removeprefix('torch.')} tensor of shape {list(t.shape)} on {t.device}"
+    """``Float tensor of shape [4, 5] on cpu``, as ``describe`` in ``src/common/checks.h``."""
+    return f"{dtype_name(t.dtype)} tensor of shape {list(t.shape)} on {t.device}"
 
 
 def check_floating(t: Tensor, name: str) -> None:
@@ -42,9 +65,38 @@ def check_like(t: Tensor, name: str, ref: Tensor, ref_name: str) -> None:
     torch._check(
         t.dtype == ref.dtype,
         lambda: (
-            f"lltm_ext: all tensors must have one dtype, but `{name}` is "
-            f"{str(t.dtype).removeprefix('torch.')} and `{ref_name}` is "
-            f"{str(ref.dtype).removeprefix('torch.')}."
+            f"lltm_ext: all tensors must have one dtype, but `{name}` is {dtype_name(t.dtype)} "
+            f"and `{ref_name}` is {dtype_name(ref.dtype)}."
+        ),
+    )
+
+
+def check_dim(t: Tensor, name: str, dim: int) -> None:
+    """``CHECK_DIM(t, dim)``."""
+    torch._check(
+        t.dim() == dim,
+        lambda: f"lltm_ext: `{name}` must be {dim}-D, but got a {describe(t)}.",
+    )
+
+
+def check_shape(t: Tensor, name: str, shape: tuple[int, ...]) -> None:
+    """``CHECK_SHAPE(t, sizes...)``: exactly `shape` (a size -1: any)."""
+    torch._check(
+        t.dim() == len(shape) and all(s < 0 or t.shape[i] == s for i, s in enumerate(shape)),
+        lambda: (
+            f"lltm_ext: `{name}` must have shape "
+            f"[{', '.join('*' if s < 0 else str(s) for s in shape)}], but got a {describe(t)}."
+        ),
+    )
+
+
+def check_same_sizes(t: Tensor, name: str, ref: Tensor, ref_name: str) -> None:
+    """``CHECK_SAME_SIZES(t, ref)``: an incoming gradient and the tensor it belongs to."""
+    torch._check(
+        t.shape == ref.shape,
+        lambda: (
+            f"lltm_ext: `{name}` must have the shape of `{ref_name}` {list(ref.shape)}, but got "
+            f"a {describe(t)}."
         ),
     )
 

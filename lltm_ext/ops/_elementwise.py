@@ -1,51 +1,16 @@
-"""What the element-wise ops (relu, sigmoid, round_ste) share: the autograd.Function of an op with
-a saved-output backward, fake kernels."""
+"""What the element-wise ops (relu, sigmoid, round_ste) share in Python: fake kernels (their
+bench cases are in ``lltm_ext/cli/cases/_elementwise.py``).
+
+Their autograd is C++ (``src/common/elementwise_binding.h``): the Autograd kernel of each public
+operator ``torch.ops.lltm_ext.<op>``, which calls ``<op>_forward`` and ``<op>_backward``.
+"""
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from typing import Any
 
 import torch
 from torch import Tensor
 
-from lltm_ext.ops._autograd import first_order
-from lltm_ext.ops._checks import check_inputs
-
-
-def saved_output_function(
-    name: str,
-    op: str,
-    forward_op: Callable[[Tensor], Tensor],
-    backward_op: Callable[[Tensor, Tensor], Tensor],
-    doc: str,
-    module: str,
-) -> type[torch.autograd.Function]:
-    """The autograd.Function of an op whose backward kernel works from the saved output y.
-
-    forward(x) -> ``forward_op(x)`` (non-contiguous x is copied first); backward(grad) ->
-    ``backward_op(grad, y)``. The ops are the operators ``torch.ops.lltm_ext.<op>_forward`` and
-    ``_backward``; eager and compiled calls run this same Function. The backward kernel is not
-    differentiable, so a second derivative raises.
-    """
-
-    class SavedOutputFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx: Any, x: Tensor) -> Tensor:
-            y = forward_op(x.contiguous())
-            ctx.save_for_backward(y)
-            return y
-
-        @staticmethod
-        def backward(ctx: Any, grad: Tensor) -> Tensor:
-            (y,) = ctx.saved_tensors
-            (dx,) = first_order(op, (backward_op(grad.contiguous(), y),), y)
-            return dx
-
-    SavedOutputFunction.__name__ = SavedOutputFunction.__qualname__ = name
-    SavedOutputFunction.__doc__ = doc
-    SavedOutputFunction.__module__ = module
-    return SavedOutputFunction
+from lltm_ext.ops._checks import check_floating, check_inputs, check_like, check_same_sizes
 
 
 def fake_like(x: Tensor) -> Tensor:
@@ -54,11 +19,11 @@ def fake_like(x: Tensor) -> Tensor:
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
-def fake_grad(grad: Tensor, saved: Tensor) -> Tensor:
-    """Fake backward kernel: the gradient wrt the input, shaped like the saved tensor."""
-    check_inputs(output=saved, grad=grad)
-    torch._check(
-        grad.shape == saved.shape,
-        lambda: f"`grad` must have the shape of the saved tensor {saved.shape}, got {grad.shape}",
-    )
-    return fake_like(saved)
+def fake_grad(grad: Tensor, output: Tensor) -> Tensor:
+    """Fake backward kernel: the gradient wrt the input, shaped like the saved output (the checks
+    of ``elementwise::backward``, in its order)."""
+    check_floating(grad, "grad")
+    check_floating(output, "output")
+    check_like(grad, "grad", output, "output")
+    check_same_sizes(grad, "grad", output, "output")
+    return torch.empty(output.shape, dtype=output.dtype, device=output.device)

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from lltm_ext._extension import load_ops, register_fake
-from lltm_ext.ops._checks import check_inputs
+from lltm_ext.ops._checks import check_inputs, describe
 
 _ops = load_ops("lltm")
 _sequence_ops = load_ops("lltm_sequence")
@@ -21,7 +21,7 @@ _sequence_ops = load_ops("lltm_sequence")
 def _state_message(op: str, what: str, t: Tensor, batch: int, state: int) -> str:
     return (
         f"lltm_ext.{op}: {what} must have shape [{batch}, {state}] ([batch, state_size]: batch "
-        f"from `input`, state_size = weights.size(0) / 3), but got shape {list(t.shape)}."
+        f"from `input`, state_size = weights.size(0) / 3), but got a {describe(t)}."
     )
 
 
@@ -44,7 +44,7 @@ def _check_lltm_shapes(
         and weights.shape[1] >= weights.shape[0] // 3,
         lambda: (
             f"lltm_ext.{op}: `weights` must have shape [3 * state_size, state_size + "
-            f"input_features], but got shape {list(weights.shape)}."
+            f"input_features], but got a {describe(weights)}."
         ),
     )
     state = weights.shape[0] // 3
@@ -54,8 +54,8 @@ def _check_lltm_shapes(
         input.dim() == (3 if sequence else 2) and input.shape[-1] == features,
         lambda: (
             f"lltm_ext.{op}: `input` must have shape [{layout}, {features}] (input_features = "
-            f"weights.size(1) - state_size = {weights.shape[1]} - {state}), but got shape "
-            f"{list(input.shape)}."
+            f"weights.size(1) - state_size = {weights.shape[1]} - {state}), but got a "
+            f"{describe(input)}."
         ),
     )
     batch = input.shape[-2]
@@ -68,7 +68,7 @@ def _check_lltm_shapes(
         bias.numel() == 3 * state and (bias.dim() == 1 or (bias.dim() == 2 and bias.shape[0] == 1)),
         lambda: (
             f"lltm_ext.{op}: `bias` must have shape [{3 * state}] or [1, {3 * state}] "
-            f"(3 * state_size), but got shape {list(bias.shape)}."
+            f"(3 * state_size), but got a {describe(bias)}."
         ),
     )
 

@@ -21,22 +21,27 @@ planned as the half types are (wgmma's tf32 form reads K-major operands only, so
 copied K-major for it). Where no tensor-core kernel runs (before sm_80) the result is exact
 float32. ``LLTM_EXT_GEMM_TF32=0`` in the environment turns TF32 off (debugging).
 
-The path of a call: ``gemm(a, b)`` -> ``GemmFunction`` (only where an input needs a gradient) ->
-the operator ``lltm_ext::gemm`` (``gemm_out`` for ``out=``), registered by ``src/gemm/gemm.cpp``
-(checks, operand layouts, CPU/CUDA dispatch) -> the kernels in ``src/gemm/``. The operator is
-called through its module's binding (``lltm_ext._gemm.gemm``: PyTorch's C++ dispatcher, without
-``torch.ops``'s Python-side argument boxing, a third of a small product's time on the CPU), which
-torch.compile sees as ``torch.ops.lltm_ext.gemm``: eager and compiled calls run the same operator.
+The path of a call: ``gemm(a, b)`` -> the operator ``torch.ops.lltm_ext.gemm`` (``gemm_out`` for
+``out=``), called through its module's binding (``lltm_ext._gemm.gemm``: PyTorch's C++ dispatcher,
+without ``torch.ops``'s Python-side argument boxing, a third of a small product's time on the
+CPU; torch.compile sees the operator), registered by ``src/gemm/gemm.cpp`` with its autograd in
+C++ (both gradients are ``gemm`` calls; ``gemm_out`` is not differentiable) -> its checks, operand
+layouts and CPU/CUDA dispatch -> the kernels in ``src/gemm/``. Eager and compiled calls run the
+same path.
 """
-
-from typing import Any
 
 import torch
 from torch import Tensor
 from torch.overrides import handle_torch_function, has_torch_function_variadic
 
 from lltm_ext._extension import load_ops, operator_call, register_fake
-from lltm_ext.ops._checks import check_floating, check_like
+from lltm_ext.ops._checks import (
+    check_dim,
+    check_floating,
+    check_like,
+    check_shape,
+    describe,
+)
 
 __all__ = ["GemmFunction", "gemm"]
 
@@ -52,17 +57,81 @@ _gemm_out_call = operator_call("gemm", "gemm_out", gemm_out_op)
 
 
 def _check_fake(a: Tensor, b: Tensor) -> None:
-    """The checks the C++ op makes, in its order, for fake tensors (torch.compile tracing) and
-    meta tensors."""
+    """The checks the C++ op makes (``check_operands`` in src/gemm/gemm.cpp), in its order and with
+    its messages, for fake tensors (torch.compile tracing) and meta tensors."""
     check_floating(a, "a")
     check_floating(b, "b")
-    torch._check(a.dim() == 2, lambda: f"lltm_ext.gemm: `a` must be 2-D, but got shape {a.shape}")
-    torch._check(b.dim() == 2, lambda: f"lltm_ext.gemm: `b` must be 2-D, but got shape {b.shape}")
+    check_dim(a, "a", 2)
+    check_dim(b, "b", 2)
     check_like(b, "b", a, "a")
     torch._check(
-        a.shape[1] == b.shape[0],
-        lambda: f"lltm_ext.gemm: `b` must have a.size(1) = {a.shape[1]} rows, got {b.shape}",
+        b.shape[0] == a.shape[1],
+        lambda: (
+            f"lltm_ext.gemm: `b` must have a.size(1) = {a.shape[1]} rows (a is M x K, b is K x N), "
+            f"but got a {describe(b)} for a {describe(a)}."
+        ),
     )
+    torch._check(
+        all(size < 2**31 for size in (*a.shape, *b.shape)),
+        lambda: (
+            "lltm_ext.gemm: each of M, N and K must be below 2^31, but got a "
+            f"{describe(a)} and a {describe(b)}."
+        ),
+    )
+
+
+def _dense(t: Tensor) -> bool:
+    """Whether `t`'s elements fill a block of memory each once (ATen's
+    ``is_non_overlapping_and_dense``): its strides, size-1 dimensions aside and in increasing
+    order, are those of a contiguous tensor of some order of its dimensions."""
+    expected = 1
+    for size, stride in sorted(
+        ((size, stride) for size, stride in zip(t.shape, t.stride(), strict=True) if size != 1),
+        key=lambda dim: dim[1],
+    ):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _shares_memory(out: Tensor, t: Tensor) -> bool:
+    """Whether ``at::get_overlap_status(out, t)`` is Full or Partial: one tensor, or two dense
+    tensors of one storage whose bytes overlap (TooHard, for tensors with gaps, passes)."""
+    if out is t:
+        return True
+    if out.untyped_storage()._cdata != t.untyped_storage()._cdata:
+        return False
+    if out.numel() == 0 or t.numel() == 0:
+        return False
+    if not (_dense(out) and _dense(t)):
+        return False
+    out_begin, t_begin = out.storage_offset() * out.itemsize, t.storage_offset() * t.itemsize
+    out_end, t_end = out_begin + out.numel() * out.itemsize, t_begin + t.numel() * t.itemsize
+    return out_begin < t_end and t_begin < out_end
+
+
+def _check_fake_out(out: Tensor, a: Tensor, b: Tensor) -> None:
+    """``check_out`` in src/gemm/gemm.cpp: `out` like `a`, (M, N), no element stored twice, no
+    memory shared with `a` or `b`."""
+    check_like(out, "out", a, "a")
+    check_shape(out, "out", (a.shape[0], b.shape[1]))
+    torch._check(
+        not any(st == 0 and size > 1 for st, size in zip(out.stride(), out.shape, strict=True)),
+        lambda: (
+            "lltm_ext.gemm: `out` must not have elements that share memory (an expanded or "
+            f"otherwise self-overlapping view), but got a {describe(out)} with strides "
+            f"{list(out.stride())}."
+        ),
+    )
+    for name, t in (("a", a), ("b", b)):
+        torch._check(
+            not _shares_memory(out, t),
+            lambda name=name: (
+                f"lltm_ext.gemm: `out` must not share memory with `{name}`, but it does (got a "
+                f"{describe(out)})."
+            ),
+        )
 
 
 @register_fake(_ops, "lltm_ext::gemm")
@@ -74,35 +143,18 @@ def _(a, b):
 @register_fake(_ops, "lltm_ext::gemm_out")
 def _(a, b, out):
     _check_fake(a, b)
-    check_like(out, "out", a, "a")
-    torch._check(
-        tuple(out.shape) == (a.shape[0], b.shape[1]),
-        lambda: f"lltm_ext.gemm: `out` must have shape {(a.shape[0], b.shape[1])}, got {out.shape}",
-    )
+    _check_fake_out(out, a, b)
 
 
-class GemmFunction(torch.autograd.Function):
-    """Autograd for ``c = a @ b``: ``GemmFunction.apply(a, b)`` with a (M, K), b (K, N).
-
-    Backward: ``grad_a = grad_c @ b.T`` (M, K) and ``grad_b = a.T @ grad_c`` (K, N), each one
-    call of the same kernels on transposed views (no copies). Under ``create_graph=True`` these
-    are ``GemmFunction`` calls themselves, so higher-order gradients work too.
-    """
+class GemmFunction:
+    """The name of the GEMM's former autograd.Function: ``GemmFunction.apply(a, b) -> c`` is
+    :func:`gemm` (the autograd is C++, in the operator ``torch.ops.lltm_ext.gemm``: ``grad_a =
+    grad_c @ b.T``, ``grad_b = a.T @ grad_c``, each a ``gemm`` call on transposed views, itself
+    differentiable under ``create_graph=True``)."""
 
     @staticmethod
-    def forward(ctx: Any, a: Tensor, b: Tensor) -> Tensor:
-        ctx.save_for_backward(a, b)
-        return _gemm_call(a, b)
-
-    @staticmethod
-    def backward(ctx: Any, grad_c: Tensor) -> tuple[Tensor | None, Tensor | None]:
-        a, b = ctx.saved_tensors
-        # Grad mode is on here only under create_graph=True: then the products must be
-        # differentiable themselves.
-        mm = GemmFunction.apply if torch.is_grad_enabled() else _gemm_call
-        grad_a = mm(grad_c, b.t()) if ctx.needs_input_grad[0] else None
-        grad_b = mm(a.t(), grad_c) if ctx.needs_input_grad[1] else None
-        return grad_a, grad_b
+    def apply(a: Tensor, b: Tensor) -> Tensor:
+        return gemm(a, b)
 
 
 def gemm(a: Tensor, b: Tensor, *, out: Tensor | None = None) -> Tensor:
@@ -129,10 +181,6 @@ def gemm(a: Tensor, b: Tensor, *, out: Tensor | None = None) -> Tensor:
     if out is None:
         if b is a:  # a @ a: torch.compile needs distinct tensors
             b = b.view_as(b)
-        if (a.requires_grad or b.requires_grad) and torch.is_grad_enabled():
-            return GemmFunction.apply(a, b)
-        # Nothing to differentiate: the operator alone (autograd.Function's own cost is most of the
-        # time of a small product on the CPU: docs/decisions.md#gemm-no-grad-call).
         return _gemm_call(a, b)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or out.requires_grad):
         names = [f"`{n}`" for n, t in (("a", a), ("b", b), ("out", out)) if t.requires_grad]

@@ -10,9 +10,11 @@ The gate math runs in one fused kernel each way (CPU: vectorized C++ loops; CUDA
 the matrix products go through ATen (cuBLAS on CUDA).
 
 The path of a call: ``lltm(...)`` (or ``LLTM``) -> the operator ``torch.ops.lltm_ext.lltm``,
-whose autograd kernel is C++ (``src/lltm/lltm.cpp``: no Python runs in forward or backward) ->
-the operators ``torch.ops.lltm_ext.lltm_forward`` / ``lltm_backward`` (checks, products, CPU/CUDA
-dispatch) -> the gate kernels in ``src/lltm/``. Eager and compiled calls run the same path.
+called through its module's binding (``lltm_ext._lltm.lltm``: PyTorch's C++ dispatcher without
+``torch.ops``'s Python boxing; torch.compile sees the operator), whose autograd kernel is C++
+(``src/lltm/lltm.cpp``: no Python runs in forward or backward) -> the operators
+``torch.ops.lltm_ext.lltm_forward`` / ``lltm_backward`` (checks, products, CPU/CUDA dispatch) ->
+the gate kernels in ``src/lltm/``. Eager and compiled calls run the same path.
 
 Files by role: this module is the public API (the function, the module, the operators);
 ``_lltm_fake.py`` registers the operators' fake kernels (the cell's and the sequence's),
@@ -27,7 +29,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from lltm_ext._extension import load_ops
+from lltm_ext._extension import load_ops, operator_call
 from lltm_ext.ops import _lltm_fake  # noqa: F401  (registers the operators' fake kernels)
 
 # The references, re-exported: tests and benchmarks import them from here.
@@ -52,6 +54,7 @@ lltm_cell = _ops.lltm.default
 """``lltm(input, weights, bias, old_h, old_cell) -> (new_h, new_cell)``: the cell, any layout,
 with its autograd in C++ (``src/lltm/lltm.cpp``): forward runs ``lltm_forward`` and saves its
 tensors, backward runs ``lltm_backward``; no Python in a training step."""
+_lltm_call = operator_call("lltm", "lltm", lltm_cell)
 
 
 class LLTMFunction:
@@ -91,7 +94,7 @@ def lltm(
         old_cell = old_cell.view_as(old_cell)
     if old_h is input:
         old_h = old_h.view_as(old_h)
-    return lltm_cell(input, weights, bias, old_h, old_cell)
+    return _lltm_call(input, weights, bias, old_h, old_cell)
 
 
 def _describe_state(state: Any) -> str:

@@ -7,7 +7,9 @@ Shapes (T: steps, B: batch, I: input features, S: state size)::
     output (T, B, S): every step's h;  h_n, c_n (B, S): the last step's state
 
 The path of a call: ``lltm_sequence(...)`` (or ``LLTMSequence``) -> the operator
-``torch.ops.lltm_ext.lltm_sequence``, whose autograd kernel is C++
+``torch.ops.lltm_ext.lltm_sequence``, called through its module's binding
+(``lltm_ext._lltm_sequence.lltm_sequence``: PyTorch's C++ dispatcher without ``torch.ops``'s
+Python boxing; torch.compile sees the operator), whose autograd kernel is C++
 (``src/lltm_sequence/lltm_sequence.cpp``) -> the operators ``lltm_sequence_forward`` /
 ``lltm_sequence_backward`` (checks; the CPU time loop; on CUDA the time loops of
 ``sequence_cuda_host.cpp`` on the kernels that ``plan_cuda_host.cpp`` picks). Its fake kernels
@@ -19,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from lltm_ext._extension import load_ops
+from lltm_ext._extension import load_ops, operator_call
 from lltm_ext.ops import _lltm_fake  # noqa: F401  (registers the operators' fake kernels)
 from lltm_ext.ops.lltm import _describe_state, _LLTMParameters
 
@@ -31,6 +33,7 @@ lltm_sequence_op = _ops.lltm_sequence.default
 c_n)``: the LLTM over all T steps, any layout, with its autograd (backward through time) in C++
 (``src/lltm_sequence/lltm_sequence.cpp``); h0 or c0 None is zeros, which the kernels read as such
 (no tensor of zeros made)."""
+_lltm_sequence_call = operator_call("lltm_sequence", "lltm_sequence", lltm_sequence_op)
 
 
 def _state_pair(state: Any, where: str, state_size: int) -> tuple[Tensor, Tensor]:
@@ -94,7 +97,7 @@ def lltm_sequence(
         h0, c0 = _state_pair(state, "lltm_ext.lltm_sequence", state_size)
         if c0 is h0:  # one tensor as both: torch.compile needs distinct tensors
             c0 = c0.view_as(c0)
-    output, h_n, c_n = lltm_sequence_op(x, weights, bias, h0, c0)
+    output, h_n, c_n = _lltm_sequence_call(x, weights, bias, h0, c0)
     if batch_first:
         # A (B, T, S) copy, not a transposed view: FSDP2 warns of a view among a module's outputs
         # (an in-place op on it would drop FSDP2's pre-backward hook). One copy of the output,

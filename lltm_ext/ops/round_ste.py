@@ -9,37 +9,41 @@ through.
 Backward is the straight-through estimator: rounding is treated as the identity, so the incoming
 gradient is returned as it is (the same tensor: no kernel, no copy).
 
-The path of a call: ``round_ste(x)`` -> ``RoundSTEFunction`` -> the operator
-``torch.ops.lltm_ext.round_ste_forward``, registered by ``src/round_ste/round_ste.cpp`` (checks and
-CPU/CUDA dispatch) -> the kernels in ``src/round_ste/``. Eager and compiled calls run the same path.
+The path of a call: ``round_ste(x)`` -> the operator ``torch.ops.lltm_ext.round_ste``, called
+through its module's binding (``lltm_ext._round_ste.round_ste``: PyTorch's C++ dispatcher without
+``torch.ops``'s Python boxing; torch.compile sees the operator), registered by
+``src/round_ste/round_ste.cpp`` with its autograd in C++ (``src/common/elementwise_binding.h``) ->
+the operator ``round_ste_forward`` (checks and CPU/CUDA dispatch) -> the kernels in
+``src/round_ste/``. Eager and compiled calls run the same path.
 """
 
-import torch
 from torch import Tensor, nn
 
-from lltm_ext._extension import load_ops, register_fake
+from lltm_ext._extension import load_ops, operator_call, register_fake
 from lltm_ext.ops._elementwise import fake_like
 
 __all__ = ["RoundSTE", "RoundSTEFunction", "round_ste"]
 
 _ops = load_ops("round_ste")
+round_ste_op = _ops.round_ste.default
+"""``round_ste(x) -> y``: the public operator, any layout, with its straight-through autograd in
+C++."""
 round_ste_forward = _ops.round_ste_forward.default
 """``round_ste_forward(x) -> y``: floor(x + 1/2), exactly, of a contiguous x; a new tensor."""
+_round_ste_call = operator_call("round_ste", "round_ste", round_ste_op)
 
+register_fake(_ops, "lltm_ext::round_ste")(fake_like)
 register_fake(_ops, "lltm_ext::round_ste_forward")(fake_like)
 
 
-class RoundSTEFunction(torch.autograd.Function):
-    """Autograd for round_ste: ``RoundSTEFunction.apply(x) -> y``, any shape (non-contiguous x is
-    copied); backward returns the incoming gradient unchanged."""
+class RoundSTEFunction:
+    """The name of round_ste's former autograd.Function: ``RoundSTEFunction.apply(x) -> y`` is
+    :func:`round_ste` (the autograd is C++, in the operator ``torch.ops.lltm_ext.round_ste``:
+    backward returns the incoming gradient unchanged)."""
 
     @staticmethod
-    def forward(ctx, x: Tensor) -> Tensor:
-        return round_ste_forward(x.contiguous())
-
-    @staticmethod
-    def backward(ctx, grad: Tensor) -> Tensor:
-        return grad
+    def apply(x: Tensor) -> Tensor:
+        return round_ste(x)
 
 
 def round_ste(x: Tensor) -> Tensor:
@@ -55,7 +59,7 @@ def round_ste(x: Tensor) -> Tensor:
     Unlike torch.round, which rounds halves to even (2.5 -> 2), halves round up (2.5 -> 3,
     -2.5 -> -2).
     """
-    return RoundSTEFunction.apply(x)
+    return _round_ste_call(x)
 
 
 class RoundSTE(nn.Module):

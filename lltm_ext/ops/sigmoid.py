@@ -4,37 +4,43 @@ Any shape; y has x's shape, dtype and device. Numerically stable: for large |x| 
 saturates to exactly 0 or 1, never inf or NaN (x = +-1000 in every dtype). Backward works from the
 saved output y: dx = grad * y * (1 - y), as torch.sigmoid's.
 
-The path of a call: ``sigmoid(x)`` -> ``SigmoidFunction`` -> the operators
-``torch.ops.lltm_ext.sigmoid_forward`` / ``sigmoid_backward``, registered by
-``src/sigmoid/sigmoid.cpp`` (checks and CPU/CUDA dispatch) -> the kernels in ``src/sigmoid/``.
-Eager and compiled calls run the same path.
+The path of a call: ``sigmoid(x)`` -> the operator ``torch.ops.lltm_ext.sigmoid``, called through
+its module's binding (``lltm_ext._sigmoid.sigmoid``: PyTorch's C++ dispatcher without
+``torch.ops``'s Python boxing; torch.compile sees the operator), registered by
+``src/sigmoid/sigmoid.cpp`` with its autograd in C++ (``src/common/elementwise_binding.h``: no
+Python runs in forward or backward) -> the operators ``sigmoid_forward`` / ``sigmoid_backward``
+(checks and CPU/CUDA dispatch) -> the kernels in ``src/sigmoid/``. Eager and compiled calls run
+the same path.
 """
 
 from torch import Tensor, nn
 
-from lltm_ext._extension import load_ops, register_fake
-from lltm_ext.ops._elementwise import fake_grad, fake_like, saved_output_function
+from lltm_ext._extension import load_ops, operator_call, register_fake
+from lltm_ext.ops._elementwise import fake_grad, fake_like
 
 __all__ = ["Sigmoid", "SigmoidFunction", "sigmoid"]
 
 _ops = load_ops("sigmoid")
+sigmoid_op = _ops.sigmoid.default
+"""``sigmoid(x) -> y``: the public operator, any layout, with its autograd in C++ (saves y)."""
 sigmoid_forward = _ops.sigmoid_forward.default
 """``sigmoid_forward(x) -> y``: 1 / (1 + exp(-x)) of a contiguous x, a new contiguous tensor."""
 sigmoid_backward = _ops.sigmoid_backward.default
 """``sigmoid_backward(grad, y) -> dx``: grad * y * (1 - y); contiguous, one shape."""
+_sigmoid_call = operator_call("sigmoid", "sigmoid", sigmoid_op)
 
+register_fake(_ops, "lltm_ext::sigmoid")(fake_like)
 register_fake(_ops, "lltm_ext::sigmoid_forward")(fake_like)
 register_fake(_ops, "lltm_ext::sigmoid_backward")(fake_grad)
 
-SigmoidFunction = saved_output_function(
-    "SigmoidFunction",
-    "sigmoid",
-    sigmoid_forward,
-    sigmoid_backward,
-    """Autograd for sigmoid: ``SigmoidFunction.apply(x) -> y``, any shape (non-contiguous x is
-    copied); saves y for backward.""",
-    __name__,
-)
+
+class SigmoidFunction:
+    """The name of sigmoid's former autograd.Function: ``SigmoidFunction.apply(x) -> y`` is
+    :func:`sigmoid` (the autograd is C++, in the operator ``torch.ops.lltm_ext.sigmoid``)."""
+
+    @staticmethod
+    def apply(x: Tensor) -> Tensor:
+        return sigmoid(x)
 
 
 def sigmoid(x: Tensor) -> Tensor:
@@ -47,7 +53,7 @@ def sigmoid(x: Tensor) -> Tensor:
     Returns:
         y, x's shape, dtype and device (a new contiguous tensor). Differentiable (first order).
     """
-    return SigmoidFunction.apply(x)
+    return _sigmoid_call(x)
 
 
 class Sigmoid(nn.Module):

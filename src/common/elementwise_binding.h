@@ -1,6 +1,13 @@
-// The bindings of the element-wise ops, written once: input checks, output allocation, dispatch.
+// The bindings of the element-wise ops, written once: input checks, output allocation, dispatch,
+// the public operator with its C++ autograd, and the Python binding.
 #pragma once
 
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <string>
+#include <type_traits>
+
+#include "common/first_order.h"
 #include "common/module.h"
 
 // The CUDA launcher of an op (a template over the dtype, defined in its .cu file:
@@ -77,6 +84,122 @@ at::Tensor backward(const char* op, const at::Tensor& grad, const at::Tensor& ou
     cpu(grad, output, grad_input);
   }
   return grad_input;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The operators of an element-wise op, from its description `Op`:
+//   struct Op {
+//     static constexpr const char* kName = "relu";  // lltm_ext::relu, relu_forward, ...
+//     static at::Tensor forward(const at::Tensor& x);  // the forward kernel (checks x)
+//     // Either a backward kernel from the saved output y (relu, sigmoid):
+//     static at::Tensor backward(const at::Tensor& grad, const at::Tensor& y);
+//     // or none, for a straight-through gradient (round_ste):
+//     static constexpr bool kStraightThrough = true;
+//   };
+// ---------------------------------------------------------------------------------------------
+
+template <typename Op>
+constexpr bool straight_through() {
+  if constexpr (requires { Op::kStraightThrough; }) {
+    return Op::kStraightThrough;
+  } else {
+    return false;
+  }
+}
+
+using Unary = at::Tensor(const at::Tensor&);
+using Binary = at::Tensor(const at::Tensor&, const at::Tensor&);
+
+// The operators of an op, looked up once each: the public `<op>`, `<op>_forward`, `<op>_backward`.
+enum class Operator { kPublic, kForward, kBackward };
+
+template <typename Op, Operator which>
+const auto& find_operator() {
+  using Sig = std::conditional_t<which == Operator::kBackward, Binary, Unary>;
+  constexpr const char* suffix = which == Operator::kPublic    ? ""
+                                 : which == Operator::kForward ? "_forward"
+                                                               : "_backward";
+  static const c10::TypedOperatorHandle<Sig> op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow((std::string("lltm_ext::") + Op::kName + suffix).c_str(), "")
+          .template typed<Sig>();
+  return op;
+}
+
+// The public operator's CPU and CUDA kernel, the forward without autograd: any layout in
+// (non-contiguous x is copied), a new contiguous y out.
+template <typename Op>
+at::Tensor public_kernel(const at::Tensor& x) {
+  return Op::forward(x.contiguous());
+}
+
+// Autograd of the public operator: forward calls `<op>_forward` and saves its output y; backward
+// calls `<op>_backward(grad, y)` (first order only), or passes the gradient through unchanged
+// (straight-through). Both operators are called through the dispatcher, not as C++ functions, so
+// that torch.compile's tracing, which runs below autograd on fake tensors, records them.
+template <typename Op>
+struct AutogradFunction : torch::autograd::Function<AutogradFunction<Op>> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x) {
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;
+    at::Tensor y = find_operator<Op, Operator::kForward>().call(x.contiguous());
+    if constexpr (!straight_through<Op>()) {
+      ctx->save_for_backward({y});
+    }
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    if constexpr (straight_through<Op>()) {
+      return grads;  // the same tensor: no kernel, no copy
+    } else {
+      const at::Tensor y = ctx->get_saved_variables()[0];
+      at::Tensor dx;
+      {
+        const at::AutoDispatchBelowADInplaceOrView below_autograd;
+        dx = find_operator<Op, Operator::kBackward>().call(grads[0].contiguous(), y);
+      }
+      return first_order_only(Op::kName, {dx}, {y});
+    }
+  }
+};
+
+// The public operator's Autograd kernel: the Function where a gradient is wanted, else straight
+// on to the kernel below autograd (no graph node made, no Function's cost).
+template <typename Op>
+at::Tensor autograd_kernel(c10::DispatchKeySet ks, const at::Tensor& x) {
+  if (!(at::GradMode::is_enabled() && x.requires_grad()) && !x._fw_grad(/*level=*/0).defined()) {
+    return find_operator<Op, Operator::kPublic>().redispatch(ks & c10::after_ADInplaceOrView_keyset,
+                                                             x);
+  }
+  return AutogradFunction<Op>::apply(x);
+}
+
+// Defines and registers the operators of `Op`: `lltm_ext::<op>(Tensor x) -> Tensor`, the public
+// one (CPU/CUDA kernel, C++ Autograd kernel), and those below it, `<op>_forward(Tensor x)` and
+// (unless straight-through) `<op>_backward(Tensor grad, Tensor output)` (CPU/CUDA kernels, not
+// differentiable themselves).
+template <typename Op>
+void define_operators(torch::Library& m) {
+  const std::string name = Op::kName;
+  m.def((name + "(Tensor x) -> Tensor").c_str());
+  m.def((name + "_forward(Tensor x) -> Tensor").c_str());
+  impl_cpu_cuda(m, (name + "_forward").c_str(), TORCH_FN(Op::forward));
+  if constexpr (!straight_through<Op>()) {
+    m.def((name + "_backward(Tensor grad, Tensor output) -> Tensor").c_str());
+    impl_cpu_cuda(m, (name + "_backward").c_str(), TORCH_FN(Op::backward));
+  }
+  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::CPU, TORCH_FN(public_kernel<Op>)));
+  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::CUDA, TORCH_FN(public_kernel<Op>)));
+  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::Autograd, TORCH_FN(autograd_kernel<Op>)));
+}
+
+// The Python module's one function: `<op>(x)`, the public operator through the dispatcher
+// (bind_operator), with `doc`.
+template <typename Op>
+void bind(pybind11::module_& m, const char* doc) {
+  bind_operator<Unary>(m, Op::kName, doc);
+  bind_build_info(m);
 }
 
 }  // namespace lltm_ext::elementwise

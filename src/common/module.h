@@ -49,9 +49,10 @@ inline void check_backend(const at::Tensor& t, const char* op) {
 
 // Registers `kernel` for the operator `lltm_ext::<name>` (declared with m.def in the op's
 // TORCH_LIBRARY_FRAGMENT) on CPU and CUDA tensors: the kernel checks its inputs and dispatches on
-// their device itself. The operators are differentiated only by the autograd.Function that calls
-// them (lltm_ext/ops/<op>.py); called directly on tensors that require grad, backward through
-// them raises ("not implemented") instead of silently dropping the gradient. `mutates` marks an
+// their device itself. The operators are differentiated only by the C++ Autograd kernel of the
+// op's public operator that calls them (lltm_ext::relu over relu_forward / relu_backward, say);
+// called directly on tensors that require grad, backward through them raises ("not implemented")
+// instead of silently dropping the gradient. `mutates` marks an
 // operator with a `Tensor(a!)` argument, whose version counter must be bumped.
 template <typename Kernel>
 void impl_cpu_cuda(torch::Library& m, const char* name, Kernel kernel, bool mutates = false) {

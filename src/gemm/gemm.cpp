@@ -1,8 +1,10 @@
 // The GEMM operators c = a @ b: schema, input checks, operand layouts, CPU/CUDA dispatch,
-// registered as torch.ops.lltm_ext.gemm / gemm_out and bound in Python.
+// registered as torch.ops.lltm_ext.gemm (with its autograd in C++: both gradients are gemm calls)
+// and gemm_out (not differentiable), and bound in Python.
 #include "gemm/gemm.h"
 
 #include <ATen/MemoryOverlap.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <limits>
 #include <optional>
@@ -138,6 +140,59 @@ void gemm_into(const at::Tensor& a, const at::Tensor& b, at::Tensor out) {
   gemm_out(a, b, std::move(out));
 }
 
+// The operator lltm_ext::gemm as the dispatcher has it: its autograd calls it through the
+// dispatcher (not as a C++ function) so that torch.compile's tracing, which runs below autograd on
+// fake tensors, records the products, and so that under create_graph=True they are differentiable
+// themselves.
+const auto& gemm_op() {
+  static const auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("lltm_ext::gemm", "").typed<decltype(gemm)>();
+  return op;
+}
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Autograd for c = a @ b: grad_a = grad_c @ b^T (M, K) and grad_b = a^T @ grad_c (K, N), each one
+// gemm on transposed views (no copies). Under create_graph=True (grad mode on in backward) these
+// go through the operator's Autograd kernel, this Function again: higher-order gradients work.
+struct Product : torch::autograd::Function<Product> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b) {
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;
+    ctx->save_for_backward({a, b});
+    return gemm_op().call(a, b);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor& a = saved[0];
+    const at::Tensor& b = saved[1];
+    const at::Tensor& grad_c = grads[0];
+    const bool create_graph = at::GradMode::is_enabled();
+    const auto mm = [&](const at::Tensor& x, const at::Tensor& y) {
+      if (create_graph) {
+        return gemm_op().call(x, y);
+      }
+      const at::AutoDispatchBelowADInplaceOrView below_autograd;
+      return gemm_op().call(x, y);
+    };
+    at::Tensor grad_a = ctx->needs_input_grad(0) ? mm(grad_c, b.t()) : at::Tensor();
+    at::Tensor grad_b = ctx->needs_input_grad(1) ? mm(a.t(), grad_c) : at::Tensor();
+    return {grad_a, grad_b};
+  }
+};
+
+// The Autograd kernel of lltm_ext::gemm: Product where a gradient is wanted, else straight on to
+// the kernel below autograd (no graph node made, no Function's cost: most of a small product's
+// time on the CPU).
+at::Tensor gemm_autograd(c10::DispatchKeySet ks, const at::Tensor& a, const at::Tensor& b) {
+  const bool wanted = at::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad());
+  if (!wanted && !a._fw_grad(/*level=*/0).defined() && !b._fw_grad(/*level=*/0).defined()) {
+    return gemm_op().redispatch(ks & c10::after_ADInplaceOrView_keyset, a, b);
+  }
+  return Product::apply(a, b);
+}
+
 // Tuning entry point (float32 CUDA only): c = a @ b with tile config `config` and `splits` K
 // splits (see cuda_config_names()).
 // tail_tiles / tail_splits: tail split-K (splits 1 only; see gemm_cuda).
@@ -233,7 +288,10 @@ at::Tensor gemm_tensor_core(const at::Tensor& a, const at::Tensor& b, const std:
 TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
   m.def("gemm(Tensor a, Tensor b) -> Tensor");
   m.def("gemm_out(Tensor a, Tensor b, Tensor(a!) out) -> ()");
-  lltm_ext::impl_cpu_cuda(m, "gemm", TORCH_FN(lltm_ext::gemm::gemm));
+  m.impl("gemm", torch::dispatch(c10::DispatchKey::CPU, TORCH_FN(lltm_ext::gemm::gemm)));
+  m.impl("gemm", torch::dispatch(c10::DispatchKey::CUDA, TORCH_FN(lltm_ext::gemm::gemm)));
+  m.impl("gemm",
+         torch::dispatch(c10::DispatchKey::Autograd, TORCH_FN(lltm_ext::gemm::gemm_autograd)));
   lltm_ext::impl_cpu_cuda(m, "gemm_out", TORCH_FN(lltm_ext::gemm::gemm_into), /*mutates=*/true);
 }
 

@@ -1,6 +1,6 @@
 // The LLTM cell's operators: schema, input checks, CPU/CUDA dispatch and the matrix products
 // (ATen), registered as torch.ops.lltm_ext.lltm_{forward,backward}, and the cell with its autograd
-// in C++ (torch.ops.lltm_ext.lltm: no Python in a training step), bound in Python.
+// in C++ (torch.ops.lltm_ext.lltm: no Python in a training step), which the Python module binds.
 #include "lltm/lltm.h"
 
 #include <torch/csrc/autograd/custom_function.h>
@@ -228,11 +228,9 @@ struct Cell : torch::autograd::Function<Cell> {
     const at::Tensor d_old_h = d_X.narrow(1, 0, state);
     const at::Tensor d_input = d_X.narrow(1, state, d_X.size(1) - state);
     d_bias = d_bias.reshape(ctx->saved_data["bias_shape"].toIntVector());
-    if (at::GradMode::is_enabled()) {  // create_graph=True
-      return FirstOrderOnly::apply("lltm", d_input, d_weights, d_bias, d_old_h, d_old_cell,
-                                   new_cell, weights);
-    }
-    return {d_input, d_weights, d_bias, d_old_h, d_old_cell};
+    // Marked first-order only under create_graph=True.
+    return first_order_only("lltm", {d_input, d_weights, d_bias, d_old_h, d_old_cell},
+                            {new_cell, weights});
   }
 };
 
@@ -317,11 +315,11 @@ py::dict explain(const at::Tensor& input, const at::Tensor& weights) {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "LLTM cell (fused gate kernels; matrix products through ATen).";
-  m.def("forward", &lltm_ext::lltm::forward, "LLTM forward", py::arg("input"), py::arg("weights"),
-        py::arg("bias"), py::arg("old_h"), py::arg("old_cell"));
-  m.def("backward", &lltm_ext::lltm::backward, "LLTM backward", py::arg("grad_h"),
-        py::arg("grad_cell"), py::arg("new_cell"), py::arg("gates"), py::arg("X"),
-        py::arg("weights"));
+  lltm_ext::bind_operator<std::tuple<at::Tensor, at::Tensor>(
+      const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+      const at::Tensor&)>(m, "lltm",
+                          "lltm(input, weights, bias, old_h, old_cell) -> (new_h, new_cell): the "
+                          "operator lltm_ext::lltm, one LLTM step");
   m.def("_explain", &lltm_ext::lltm::explain,
         "What a call on input (B, I) and weights (3S, S + I) runs, and why (lltm_ext.explain)",
         py::arg("input"), py::arg("weights"));

@@ -394,8 +394,8 @@ struct Sequence : torch::autograd::Function<Sequence> {
       d_bias = d_bias.reshape(ctx->saved_data["bias_shape"].toIntVector());
     }
     if (at::GradMode::is_enabled()) {  // create_graph=True
-      return first_order_only("lltm_sequence", {d_input, d_weights, d_bias, d_h0, d_c0}, saved[5],
-                              saved[1]);
+      return first_order_only("lltm_sequence", {d_input, d_weights, d_bias, d_h0, d_c0},
+                              {saved[5], saved[1]});
     }
     return {d_input, d_weights, d_bias, d_h0, d_c0};
   }
@@ -562,6 +562,12 @@ py::dict explain(const at::Tensor& input, const at::Tensor& weights, bool bias_g
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "LLTM over whole sequences (time loops on the kernels its planner picks).";
+  lltm_ext::bind_operator<std::tuple<at::Tensor, at::Tensor, at::Tensor>(
+      const at::Tensor&, const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+      const std::optional<at::Tensor>&)>(
+      m, "lltm_sequence",
+      "lltm_sequence(input, weights, bias, h0, c0) -> (output, h_n, c_n): the operator "
+      "lltm_ext::lltm_sequence (h0, c0: None for zeros)");
   m.def("_explain", &lltm_ext::lltm::explain,
         "What a call on input (T, B, I) and weights (3S, S + I) runs, and why (lltm_ext.explain)",
         py::arg("input"), py::arg("weights"), py::arg("bias_grad") = true);

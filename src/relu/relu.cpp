@@ -1,6 +1,6 @@
-// ReLU's operators: schema, input checks and CPU/CUDA dispatch (common/elementwise_binding.h),
-// registered as torch.ops.lltm_ext.relu_{forward,backward} and bound in Python; autograd lives in
-// lltm_ext/ops/relu.py.
+// ReLU's operators, from the element-wise template (common/elementwise_binding.h): the public
+// torch.ops.lltm_ext.relu with its autograd in C++, and relu_{forward,backward} below it (schema,
+// input checks, CPU/CUDA dispatch); the Python module binds the public operator.
 #include "relu/relu.h"
 
 #include "common/elementwise_binding.h"
@@ -8,30 +8,28 @@
 namespace lltm_ext::relu {
 namespace {
 
-at::Tensor forward(const at::Tensor& x) {
-  return elementwise::forward("relu", x, forward_cpu, LLTM_EXT_CUDA_LAUNCH(launch_forward));
-}
+struct Relu {
+  static constexpr const char* kName = "relu";
 
-at::Tensor backward(const at::Tensor& grad, const at::Tensor& output) {
-  return elementwise::backward("relu", grad, output, backward_cpu,
-                               LLTM_EXT_CUDA_LAUNCH(launch_backward));
-}
+  static at::Tensor forward(const at::Tensor& x) {
+    return elementwise::forward(kName, x, forward_cpu, LLTM_EXT_CUDA_LAUNCH(launch_forward));
+  }
+
+  static at::Tensor backward(const at::Tensor& grad, const at::Tensor& output) {
+    return elementwise::backward(kName, grad, output, backward_cpu,
+                                 LLTM_EXT_CUDA_LAUNCH(launch_backward));
+  }
+};
 
 }  // namespace
 }  // namespace lltm_ext::relu
 
 TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
-  m.def("relu_forward(Tensor x) -> Tensor");
-  m.def("relu_backward(Tensor grad, Tensor output) -> Tensor");
-  lltm_ext::impl_cpu_cuda(m, "relu_forward", TORCH_FN(lltm_ext::relu::forward));
-  lltm_ext::impl_cpu_cuda(m, "relu_backward", TORCH_FN(lltm_ext::relu::backward));
+  lltm_ext::elementwise::define_operators<lltm_ext::relu::Relu>(m);
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "ReLU, y = max(x, 0): vectorized element-wise CPU and CUDA kernels.";
-  m.def("forward", &lltm_ext::relu::forward, "relu(x) -> y", py::arg("x"));
-  m.def("backward", &lltm_ext::relu::backward,
-        "ReLU backward from the output: grad where output > 0 (or NaN), else 0", py::arg("grad"),
-        py::arg("output"));
-  lltm_ext::bind_build_info(m);
+  lltm_ext::elementwise::bind<lltm_ext::relu::Relu>(
+      m, "relu(x) -> y: the operator lltm_ext::relu, max(x, 0) for x of any shape");
 }

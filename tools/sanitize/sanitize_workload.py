@@ -131,7 +131,7 @@ ELEMENTWISE_SIZES = (0, 1, 3, 7, 17, 1001, 4099, 70001)
 
 def run_elementwise(name: str, dtype: torch.dtype) -> None:
     fn, ref = ELEMENTWISE[name]
-    ext = load_extension(name)
+    backward_op = getattr(torch.ops.lltm_ext, f"{name}_backward", None)
     for n, offset in itertools.product(ELEMENTWISE_SIZES, (0, 1)):
         x = randn(n, dtype=dtype, scale=3.0, offset=offset).requires_grad_()
         y = fn(x)
@@ -145,11 +145,11 @@ def run_elementwise(name: str, dtype: torch.dtype) -> None:
         else:
             (want,) = torch.autograd.grad(ref(x64), x64, grad.double().cpu())
         check(dx, want, dtype, f"{name} backward n={n} offset={offset}")
-        if hasattr(ext, "backward") and n > 1:
-            # The backward kernel on misaligned gradient and output pointers.
+        if backward_op is not None and n > 1:
+            # The backward kernel (its operator) on misaligned gradient and output pointers.
             y_off = randn(n, dtype=dtype, offset=1)
             y_off.copy_(y.detach())
-            dx_off = ext.backward(grad, y_off)
+            dx_off = backward_op.default(grad, y_off)
             check(dx_off, dx.detach().double().cpu(), dtype, f"{name} backward misaligned n={n}")
     # A non-contiguous input (every other column): copied by the Python layer.
     x = randn(33, 18, dtype=dtype)[:, ::2].requires_grad_()

@@ -9,7 +9,6 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from lltm_ext._extension import load_extension
 from lltm_ext.cli.bench import BenchCase
 
 
@@ -28,12 +27,13 @@ def bench_cases(
     """Forward (and backward) BenchCases of one element-wise op, in float32 and (CUDA) bfloat16.
 
     Sizes: 2^28 elements on CUDA, 2^24 on the CPU (2^24 and 2^22 with `quick`); inputs x (n,) from
-    torch.randn. With `ref_backward`, backward cases time the op's backward kernel alone,
-    ``lltm_ext._<op>.backward(grad, y)``, against ``ref_backward(grad, x, y)``: the incoming
-    gradient, the input and PyTorch's output y, each (n,). Bytes per call: forward reads x and
-    writes y (2 n elements), backward reads two tensors and writes one (3 n).
+    torch.randn. With `ref_backward`, backward cases time the op's backward kernel alone, the
+    operator ``torch.ops.lltm_ext.<op>_backward(grad, y)``, against ``ref_backward(grad, x, y)``:
+    the incoming gradient, the input and PyTorch's output y, each (n,). Bytes per call: forward
+    reads x and writes y (2 n elements), backward reads two tensors and writes one (3 n).
     """
     cuda = device.type == "cuda"
+    backward_op = getattr(torch.ops.lltm_ext, f"{op}_backward").default
     log2n = (24 if quick else 28) if cuda else (22 if quick else 24)
     n = 1 << log2n
     dtypes = (torch.float32, torch.bfloat16) if cuda else (torch.float32,)
@@ -64,7 +64,7 @@ def bench_cases(
                 case="backward",
                 dtype=dtype,
                 size=size,
-                ours=functools.partial(load_extension(op).backward, grad, y),
+                ours=functools.partial(backward_op, grad, y),
                 ref=functools.partial(ref_backward, grad, x, y),
                 ref_name=ref_backward_name,
                 bytes=3 * nbytes,
