@@ -98,13 +98,17 @@ at::Tensor backward(const char* op, const at::Tensor& grad, const at::Tensor& ou
 //   };
 // ---------------------------------------------------------------------------------------------
 
+// Whether Op declares kStraightThrough = true (C++17's detection: torch before 2.12 builds
+// extensions as C++17).
+template <typename Op, typename = void>
+struct StraightThrough : std::false_type {};
+template <typename Op>
+struct StraightThrough<Op, std::void_t<decltype(Op::kStraightThrough)>>
+    : std::bool_constant<Op::kStraightThrough> {};
+
 template <typename Op>
 constexpr bool straight_through() {
-  if constexpr (requires { Op::kStraightThrough; }) {
-    return Op::kStraightThrough;
-  } else {
-    return false;
-  }
+  return StraightThrough<Op>::value;
 }
 
 using Unary = at::Tensor(const at::Tensor&);

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstddef>
+#include <stdexcept>
 #include <string_view>
 
 namespace lltm_ext::settings {
@@ -120,12 +121,26 @@ inline constexpr std::array kSettings = {
             "CPU runs; avx512, avx2: at most that; baseline: the portable copy."},
 };
 
-// Not constexpr: a consteval lookup that reaches it does not compile, and the compiler's error
-// names it.
+#if defined(__cpp_consteval)
+// C++20: the lookup is consteval, so a name that is not in the table (or of another kind) does
+// not compile. These are not constexpr: a consteval lookup that reaches one fails, and the
+// compiler's error names it.
+#define LLTM_EXT_SETTINGS_CONSTEVAL consteval
 void not_a_setting_of_src_common_settings_h();
 void a_setting_of_another_kind();
+#else
+// C++17 (torch before 2.12 builds extensions so): the lookup is constexpr, and a wrong name
+// throws where it is read; the C++20 builds of CI and the wheels refuse it when compiling.
+#define LLTM_EXT_SETTINGS_CONSTEVAL constexpr
+inline void not_a_setting_of_src_common_settings_h() {
+  throw std::logic_error("lltm_ext: a setting that src/common/settings.h does not list");
+}
+inline void a_setting_of_another_kind() {
+  throw std::logic_error("lltm_ext: a setting read as the other kind (choice / number)");
+}
+#endif
 
-consteval std::size_t index_of(std::string_view name, Kind kind) {
+LLTM_EXT_SETTINGS_CONSTEVAL std::size_t index_of(std::string_view name, Kind kind) {
   for (std::size_t i = 0; i < kSettings.size(); ++i) {
     if (kSettings[i].name == name) {
       if (kSettings[i].kind != kind) {
@@ -143,7 +158,8 @@ consteval std::size_t index_of(std::string_view name, Kind kind) {
 template <Kind K>
 struct Key {
   std::size_t index;
-  consteval Key(const char* name) : index(index_of(name, K)) {}  // NOLINT: implicit on purpose
+  LLTM_EXT_SETTINGS_CONSTEVAL Key(const char* name)
+      : index(index_of(name, K)) {}  // NOLINT: implicit on purpose
   constexpr const Setting& operator*() const { return kSettings[index]; }
   constexpr const Setting* operator->() const { return &kSettings[index]; }
 };
@@ -188,7 +204,7 @@ constexpr bool is_int_in_1_64(std::string_view text) {
 constexpr bool table_is_well_formed() {
   for (std::size_t i = 0; i < kSettings.size(); ++i) {
     const Setting& s = kSettings[i];
-    if (!s.name.starts_with("LLTM_EXT_") || s.op.empty() || s.read.empty() || s.forces.empty()) {
+    if (s.name.substr(0, 9) != "LLTM_EXT_" || s.op.empty() || s.read.empty() || s.forces.empty()) {
       return false;
     }
     for (std::size_t j = 0; j < i; ++j) {
