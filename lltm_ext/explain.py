@@ -215,9 +215,22 @@ def _ran(call: Callable[[], Any]) -> list[str]:
         torch.cuda.synchronize()
     names: list[str] = []
     for event in prof.events():
-        if event.device_type == torch.autograd.DeviceType.CUDA and event.name not in names:
-            names.append(event.name)
+        name = _short(event.name)
+        if event.device_type == torch.autograd.DeviceType.CUDA and name not in names:
+            names.append(name)
     return names
+
+
+def _short(kernel: str) -> str:
+    """A kernel's name without its return type, namespaces, template arguments and parameters:
+    'void lltm_ext::lltm::(anonymous namespace)::small_forward_kernel<float, 64, 1, 2>(float*, ...)'
+    -> 'small_forward_kernel'."""
+    name = kernel.removeprefix("void ").replace("(anonymous namespace)::", "")
+    cut = min((i for i in (name.find("<"), name.find("(")) if i > 0), default=len(name))
+    base = name[:cut].rsplit("::", 1)[-1].strip()
+    if base in ("Kernel", "Kernel2") and name[cut : cut + 1] == "<":  # CUTLASS: the kernel's type
+        base = name[cut + 1 :].split(">", 1)[0].split(",", 1)[0].split("::")[-1]
+    return base or kernel
 
 
 def explain(

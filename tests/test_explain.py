@@ -122,4 +122,5 @@ def test_cuda_cell_plan_is_what_runs(batch, path):
 def test_cuda_gemm_lists_the_kernels_that_ran():
     a = torch.randn(256, 128, device="cuda", dtype=torch.bfloat16)
     found = lltm_ext.explain("gemm", a, torch.randn(128, 64, device="cuda", dtype=torch.bfloat16))
-    assert found.ran and all("lltm_ext" in n or "gemm" in n.lower() for n in found.ran[:1])
+    assert found.ran, str(found)  # lltm_ext's own kernels: no cuBLAS, CUTLASS or nvjet among them
+    assert not any(k in n.lower() for n in found.ran for k in ("cublas", "cutlass", "nvjet")), found

@@ -529,8 +529,7 @@ py::dict explain(const at::Tensor& input, const at::Tensor& weights, bool bias_g
       if (plan.backward_gemm.rows > 0) {
         kernels.emplace_back(kernel_of(plan.backward_gemm));
       }
-      product = input.scalar_type() == at::kFloat && !tf32 ? "cuBLAS's exact float32, or ours"
-                                                           : "cuBLAS's";
+      product = "";  // the step products in `detail` say it
       break;
     }
   }
@@ -542,7 +541,7 @@ py::dict explain(const at::Tensor& input, const at::Tensor& weights, bool bias_g
     const bool tensor = wgrad.kind == WeightGradPlan::Kind::kTensor;
     weight_grad = c10::str(
         tensor ? "one kernel on Hopper's tensor cores (3xTF32)" : "one kernel on the SIMT cores",
-        ", ", wgrad.splits, " splits of the T B rows");
+        ", ", wgrad.splits, wgrad.splits == 1 ? " split" : " splits", " of the T B rows");
     kernels.emplace_back(tensor ? "weight_grad_sm90_kernel" : "weight_grad_kernel");
   }
   out["path"] = path_name(plan.path);

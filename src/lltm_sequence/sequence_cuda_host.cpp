@@ -412,7 +412,8 @@ WeightGradPlan plan_weight_grad(int device, at::ScalarType dtype, int64_t steps,
           "= ",
           static_cast<int64_t>(work), " is past the fused kernel's ", most, " for ", dtype,
           ", and the Hopper kernel ",
-          tf32                                                        ? "gives way to TF32"
+          dtype != at::kFloat                                         ? "takes float32 only"
+          : tf32                                                      ? "gives way to TF32"
           : weight_grad_sm90_blocks(S, cols) < kWeightGradTensorTiles ? "would have too few tiles"
                                                                       : "does not run here",
           "; docs/decisions.md#sequence-wgrad-rule)");
