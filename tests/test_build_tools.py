@@ -417,3 +417,23 @@ def test_importing_setup_py_writes_nothing(tmp_path):
     assert re.fullmatch(r"\d+\.\d+\.\d+(\+\w+\.?\w*)?", out.stdout.strip().splitlines()[-1])
     after = files()
     assert after == before, sorted(after ^ before)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_settings_table_compiles_as_cpp17_and_refuses_an_unknown_name(tmp_path):
+    """torch before 2.12 builds extensions as C++17 (torch 2.11 on the GPU machine): the settings
+    table must compile there too, and an unknown name must not compile in either standard."""
+    good = tmp_path / "good.cpp"
+    good.write_text(
+        '#include "common/settings.h"\n'
+        'constexpr lltm_ext::settings::ChoiceKey kKey = "LLTM_EXT_CELL_PATH";\n'
+        "int main() { return static_cast<int>(kKey.index); }\n"
+    )
+    bad = tmp_path / "bad.cpp"
+    bad.write_text(good.read_text().replace("LLTM_EXT_CELL_PATH", "LLTM_EXT_CELL_PAHT"))
+    for std in ("c++17", "c++20"):
+        cmd = ["g++", f"-std={std}", "-fsyntax-only", "-I", str(ROOT / "src")]
+        ok = subprocess.run([*cmd, str(good)], capture_output=True, text=True)
+        assert ok.returncode == 0, f"{std}: {ok.stderr}"
+        refused = subprocess.run([*cmd, str(bad)], capture_output=True, text=True)
+        assert refused.returncode != 0 and "not_a_setting" in refused.stderr, std
