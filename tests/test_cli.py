@@ -16,6 +16,7 @@ import torch
 import lltm_ext
 from lltm_ext.cli import bench
 from lltm_ext.cli.main import build_parser, main
+from lltm_ext.ops import MODULES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -353,3 +354,17 @@ def test_plan_prints_what_a_call_runs(capsys):
     assert out.startswith("gemm on cpu, float32, M=8 K=16 N=4: cpu") and "ran:" in out
     assert main(["plan", "lltm", "--shape", "1,2", "--device", "cpu"]) == 2
     assert "--shape for lltm is B,I,S" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("op", sorted(MODULES))
+def test_every_ops_bench_cases_build_and_run_once(op):
+    """`lltm-ext bench` (the README's quick start runs `bench --quick`): every op's cases build on
+    the CPU, and ours and the reference of each run once (a case that names an operator the op
+    does not have fails here, not in the user's first command)."""
+    from lltm_ext.cli.cases import CASES
+
+    cases = CASES[op].benchmarks(torch.device("cpu"), quick=True)
+    assert cases and {c.op for c in cases} <= set(CASES[op].BENCH_OPS)
+    for case in cases[:4]:
+        case.ours()
+        case.ref()

@@ -33,7 +33,6 @@ def bench_cases(
     reads x and writes y (2 n elements), backward reads two tensors and writes one (3 n).
     """
     cuda = device.type == "cuda"
-    backward_op = getattr(torch.ops.lltm_ext, f"{op}_backward").default
     log2n = (24 if quick else 28) if cuda else (22 if quick else 24)
     n = 1 << log2n
     dtypes = (torch.float32, torch.bfloat16) if cuda else (torch.float32,)
@@ -64,7 +63,7 @@ def bench_cases(
                 case="backward",
                 dtype=dtype,
                 size=size,
-                ours=functools.partial(backward_op, grad, y),
+                ours=functools.partial(getattr(torch.ops.lltm_ext, f"{op}_backward"), grad, y),
                 ref=functools.partial(ref_backward, grad, x, y),
                 ref_name=ref_backward_name,
                 bytes=3 * nbytes,
