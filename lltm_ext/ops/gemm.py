@@ -30,6 +30,8 @@ layouts and CPU/CUDA dispatch -> the kernels in ``src/gemm/``. Eager and compile
 same path.
 """
 
+import functools
+
 import torch
 from torch import Tensor
 from torch.overrides import handle_torch_function, has_torch_function_variadic
@@ -108,7 +110,7 @@ def _shares_memory(out: Tensor, t: Tensor) -> bool:
         return False
     out_begin, t_begin = out.storage_offset() * out.itemsize, t.storage_offset() * t.itemsize
     out_end, t_end = out_begin + out.numel() * out.itemsize, t_begin + t.numel() * t.itemsize
-    return out_begin < t_end and t_begin < out_end
+    return bool(out_begin < t_end and t_begin < out_end)
 
 
 def _check_fake_out(out: Tensor, a: Tensor, b: Tensor) -> None:
@@ -125,13 +127,14 @@ def _check_fake_out(out: Tensor, a: Tensor, b: Tensor) -> None:
         ),
     )
     for name, t in (("a", a), ("b", b)):
-        torch._check(
-            not _shares_memory(out, t),
-            lambda name=name: (
-                f"lltm_ext.gemm: `out` must not share memory with `{name}`, but it does (got a "
-                f"{describe(out)})."
-            ),
-        )
+        torch._check(not _shares_memory(out, t), functools.partial(_shared_message, name, out))
+
+
+def _shared_message(name: str, out: Tensor) -> str:
+    return (
+        f"lltm_ext.gemm: `out` must not share memory with `{name}`, but it does (got a "
+        f"{describe(out)})."
+    )
 
 
 @register_fake(_ops, "lltm_ext::gemm")
