@@ -15,7 +15,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+# Last on the path: an installed lltm_ext (a wheel under test) comes before the source tree's
+# package, whose compiled modules may be built for another torch; tools/ is found either way.
+sys.path.append(str(ROOT))
 
 from lltm_ext._settings import markdown  # noqa: E402
 from tools.buildsys.config import BUILD_KNOBS  # noqa: E402
