@@ -12,6 +12,7 @@
 #include <tuple>
 #include <utility>
 
+#include "common/autocast.h"
 #include "common/module.h"
 #include "gemm/gemm_heuristic.h"
 #include "gemm/gemm_tc_plan.h"
@@ -193,6 +194,19 @@ at::Tensor gemm_autograd(c10::DispatchKeySet ks, const at::Tensor& a, const at::
   return Product::apply(a, b);
 }
 
+// lltm_ext::gemm under torch.autocast on `device`: as torch.mm there (autocast's lower-precision
+// list): both operands in the autocast dtype, and so the product; float64 and the like pass
+// through.
+template <c10::DeviceType device>
+at::Tensor gemm_autocast(const at::Tensor& a, const at::Tensor& b) {
+  const autocast::Below<device> below;
+  if (!autocast::all_eligible<device>({&a, &b})) {
+    return gemm_op().call(a, b);
+  }
+  const at::ScalarType lower = autocast::lower_dtype<device>();
+  return gemm_op().call(autocast::to_lower<device>(a, lower), autocast::to_lower<device>(b, lower));
+}
+
 // Tuning entry point (float32 CUDA only): c = a @ b with tile config `config` and `splits` K
 // splits (see cuda_config_names()).
 // tail_tiles / tail_splits: tail split-K (splits 1 only; see gemm_cuda).
@@ -292,6 +306,10 @@ TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
   m.impl("gemm", torch::dispatch(c10::DispatchKey::CUDA, TORCH_FN(lltm_ext::gemm::gemm)));
   m.impl("gemm",
          torch::dispatch(c10::DispatchKey::Autograd, TORCH_FN(lltm_ext::gemm::gemm_autograd)));
+  m.impl("gemm", torch::dispatch(c10::DispatchKey::AutocastCPU,
+                                 TORCH_FN(lltm_ext::gemm::gemm_autocast<c10::DeviceType::CPU>)));
+  m.impl("gemm", torch::dispatch(c10::DispatchKey::AutocastCUDA,
+                                 TORCH_FN(lltm_ext::gemm::gemm_autocast<c10::DeviceType::CUDA>)));
   lltm_ext::impl_cpu_cuda(m, "gemm_out", TORCH_FN(lltm_ext::gemm::gemm_into), /*mutates=*/true);
 }
 

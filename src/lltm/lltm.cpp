@@ -8,6 +8,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/autocast.h"
 #include "common/module.h"
 #include "common/first_order.h"
 
@@ -241,6 +242,34 @@ std::tuple<at::Tensor, at::Tensor> cell_autograd(const at::Tensor& input, const 
   return {out[0], out[1]};
 }
 
+// The cell under torch.autocast on `device`: what a Python loop step of the pure-PyTorch cell
+// gives there. Its product runs in the autocast dtype (`lower`) and its state keeps
+// autocast::lltm_state_dtype. A state in `lower`: the cell runs in `lower`. A float32 state: the
+// cell runs in float32 on the operands rounded to `lower` (input, weights, bias, old_h: the values
+// the loop's product reads), its products adding them up in float32, and the state and outputs
+// stay float32 as in the loop. Anything autocast leaves alone (float64, ...) passes through.
+template <c10::DeviceType device>
+std::tuple<at::Tensor, at::Tensor> cell_autocast(const at::Tensor& input, const at::Tensor& weights,
+                                                 const at::Tensor& bias, const at::Tensor& old_h,
+                                                 const at::Tensor& old_cell) {
+  static const auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("lltm_ext::lltm", "").typed<decltype(cell)>();
+  const autocast::Below<device> below;
+  if (!autocast::all_eligible<device>({&input, &weights, &bias, &old_h, &old_cell})) {
+    return op.call(input, weights, bias, old_h, old_cell);
+  }
+  const at::ScalarType lower = autocast::lower_dtype<device>();
+  if (autocast::lltm_state_dtype(old_cell, lower) == lower) {
+    return op.call(
+        autocast::to_lower<device>(input, lower), autocast::to_lower<device>(weights, lower),
+        autocast::to_lower<device>(bias, lower), autocast::to_lower<device>(old_h, lower),
+        autocast::to_lower<device>(old_cell, lower));
+  }
+  return op.call(autocast::rounded<device>(input, lower), autocast::rounded<device>(weights, lower),
+                 autocast::rounded<device>(bias, lower), autocast::rounded<device>(old_h, lower),
+                 old_cell.to(at::kFloat));
+}
+
 }  // namespace
 }  // namespace lltm_ext::lltm
 
@@ -261,6 +290,10 @@ TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
   m.impl("lltm", torch::dispatch(c10::DispatchKey::CUDA, TORCH_FN(lltm_ext::lltm::cell)));
   m.impl("lltm",
          torch::dispatch(c10::DispatchKey::Autograd, TORCH_FN(lltm_ext::lltm::cell_autograd)));
+  m.impl("lltm", torch::dispatch(c10::DispatchKey::AutocastCPU,
+                                 TORCH_FN(lltm_ext::lltm::cell_autocast<c10::DeviceType::CPU>)));
+  m.impl("lltm", torch::dispatch(c10::DispatchKey::AutocastCUDA,
+                                 TORCH_FN(lltm_ext::lltm::cell_autocast<c10::DeviceType::CUDA>)));
 }
 
 namespace lltm_ext::lltm {

@@ -13,6 +13,7 @@
 #include <tuple>
 #include <utility>
 
+#include "common/autocast.h"
 #include "common/checks.h"
 #include "common/module.h"
 #include "common/first_order.h"
@@ -410,6 +411,40 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> sequence_autograd(const at::Tenso
   return {out[0], out[1], out[2]};
 }
 
+// The sequence under torch.autocast on `device`: what a Python loop of the pure-PyTorch cell gives
+// there (each step's product in the autocast dtype `lower`; the state in
+// autocast::lltm_state_dtype of c0, or of the input where c0 is None, as the loop's zeros would
+// be). A state in `lower`: the sequence runs in `lower`. A float32 state: the sequence runs in
+// float32 on the operands rounded to `lower` (input, weights, bias, h0: the values the loop's
+// products read; the later steps' h stay float32), its products adding them up in float32, and
+// the state and outputs stay float32 as in the loop. Anything autocast leaves alone passes through.
+template <c10::DeviceType device>
+std::tuple<at::Tensor, at::Tensor, at::Tensor> sequence_autocast(const at::Tensor& input,
+                                                                 const at::Tensor& weights,
+                                                                 const at::Tensor& bias,
+                                                                 const OptionalTensor& h0_in,
+                                                                 const OptionalTensor& c0_in) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("lltm_ext::lltm_sequence", "")
+                             .typed<decltype(sequence)>();
+  const autocast::Below<device> below;
+  const at::Tensor h0 = tensor_or_undefined(h0_in), c0 = tensor_or_undefined(c0_in);
+  if (!autocast::all_eligible<device>({&input, &weights, &bias, &h0, &c0})) {
+    return op.call(input, weights, bias, h0_in, c0_in);
+  }
+  const at::ScalarType lower = autocast::lower_dtype<device>();
+  if (autocast::lltm_state_dtype(c0.defined() ? c0 : input, lower) == lower) {
+    return op.call(
+        autocast::to_lower<device>(input, lower), autocast::to_lower<device>(weights, lower),
+        autocast::to_lower<device>(bias, lower), as_optional(autocast::to_lower<device>(h0, lower)),
+        as_optional(autocast::to_lower<device>(c0, lower)));
+  }
+  return op.call(autocast::rounded<device>(input, lower), autocast::rounded<device>(weights, lower),
+                 autocast::rounded<device>(bias, lower),
+                 as_optional(autocast::rounded<device>(h0, lower)),
+                 as_optional(c0.defined() ? c0.to(at::kFloat) : c0));
+}
+
 }  // namespace
 }  // namespace lltm_ext::lltm
 
@@ -433,6 +468,12 @@ TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
          torch::dispatch(c10::DispatchKey::CUDA, TORCH_FN(lltm_ext::lltm::sequence)));
   m.impl("lltm_sequence",
          torch::dispatch(c10::DispatchKey::Autograd, TORCH_FN(lltm_ext::lltm::sequence_autograd)));
+  m.impl("lltm_sequence",
+         torch::dispatch(c10::DispatchKey::AutocastCPU,
+                         TORCH_FN(lltm_ext::lltm::sequence_autocast<c10::DeviceType::CPU>)));
+  m.impl("lltm_sequence",
+         torch::dispatch(c10::DispatchKey::AutocastCUDA,
+                         TORCH_FN(lltm_ext::lltm::sequence_autocast<c10::DeviceType::CUDA>)));
 }
 
 namespace lltm_ext::lltm {

@@ -1,0 +1,207 @@
+"""lltm_ext's ops under torch.autocast, against what PyTorch gives there: gemm against torch.mm
+(autocast's lower-precision list); the LLTM cell and sequence against a Python loop of the
+pure-PyTorch cell under the same autocast (its dtypes, and within 2x its own error against
+float64); gradients reaching float32 parameters in float32; torch.compile; a GradScaler float16
+run that trains."""
+
+import pytest
+import torch
+
+import lltm_ext
+from lltm_ext.ops.lltm import lltm_loop, lltm_reference
+
+# (device, autocast dtype): the CPU's and CUDA's lower-precision dtypes.
+MODES = [
+    pytest.param("cpu", torch.bfloat16, id="cpu-bfloat16"),
+    pytest.param("cpu", torch.float16, id="cpu-float16"),
+    pytest.param("cuda", torch.bfloat16, id="cuda-bfloat16", marks=pytest.mark.cuda),
+    pytest.param("cuda", torch.float16, id="cuda-float16", marks=pytest.mark.cuda),
+]
+
+
+def _max_error(results, references) -> float:
+    pairs = zip(results, references, strict=True)
+    return max((r.double() - e).abs().max().item() for r, e in pairs)
+
+
+@pytest.mark.parametrize("device, lower", MODES)
+@pytest.mark.parametrize("layout", ["a @ b", "x @ W.T"])
+def test_gemm_casts_as_torch_mm(device, lower, layout):
+    a = torch.randn(37, 61, device=device)
+    b = torch.randn(61, 29, device=device) if layout == "a @ b" else torch.randn(29, 61).t()
+    b = b.to(device).requires_grad_()
+    with torch.autocast(device, dtype=lower):
+        ours, theirs = lltm_ext.gemm(a, b), torch.mm(a, b)
+    assert ours.dtype == theirs.dtype == lower
+    exact = a.double() @ b.detach().double()
+    # the same rounded operands, added up in float32 either way: within 2x of torch.mm's error
+    assert _max_error([ours], [exact]) <= 2 * _max_error([theirs], [exact]) + 1e-6
+    ours.float().sum().backward()
+    assert b.grad is not None and b.grad.dtype == torch.float32
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_gemm_leaves_float64_alone(device):
+    a = torch.randn(5, 7, device=device, dtype=torch.float64)
+    b = torch.randn(7, 3, device=device, dtype=torch.float64)
+    with torch.autocast(device, dtype=torch.bfloat16):
+        out = lltm_ext.gemm(a, b)
+    assert out.dtype == torch.float64
+    torch.testing.assert_close(out, a @ b)
+
+
+def _cell_operands(device, B=16, F=48, S=64, cell_scale=1.0):
+    x = torch.randn(B, F, device=device)
+    weights = (torch.randn(3 * S, S + F, device=device) / (S + F) ** 0.5).requires_grad_()
+    bias = (0.1 * torch.randn(3 * S, device=device)).requires_grad_()
+    h = 0.5 * torch.randn(B, S, device=device)
+    c = cell_scale * torch.randn(B, S, device=device)
+    return x, weights, bias, h, c
+
+
+def _float64(*ts):
+    return [t.detach().double() for t in ts]
+
+
+@pytest.mark.parametrize("device, lower", MODES)
+@pytest.mark.parametrize("cell_scale", [0.5, 5.0])
+def test_cell_matches_the_pure_cell_under_autocast(device, lower, cell_scale):
+    # A large old_cell is where a state rounded to `lower` would be ~8x the loop's error: the
+    # state must stay float32, as in the loop.
+    x, weights, bias, h, c = _cell_operands(device, cell_scale=cell_scale)
+    exact = lltm_reference(*_float64(x, weights, bias, h, c))
+    with torch.autocast(device, dtype=lower):
+        ours = lltm_ext.lltm(x, weights, bias, h, c)
+        loop = lltm_reference(x, weights, bias, h, c)
+    assert [t.dtype for t in ours] == [t.dtype for t in loop] == [torch.float32] * 2
+    for o, r, e in zip(ours, loop, exact, strict=True):
+        assert _max_error([o], [e]) <= 2 * _max_error([r], [e])
+    # gradients reach the float32 parameters in float32, close to the loop's
+    (ours[0].sum() + ours[1].sum()).backward()
+    ours_grad = weights.grad.clone()
+    assert ours_grad.dtype == bias.grad.dtype == torch.float32
+    weights.grad = None
+    (loop[0].sum() + loop[1].sum()).backward()
+    w64 = weights.detach().double().requires_grad_()
+    sum(t.sum() for t in lltm_reference(*_float64(x), w64, *_float64(bias, h, c))).backward()
+    assert _max_error([ours_grad], [w64.grad]) <= 2 * _max_error([weights.grad], [w64.grad])
+
+
+@pytest.mark.parametrize("device, lower", MODES)
+def test_cell_with_a_state_in_the_autocast_dtype_runs_in_it(device, lower):
+    x, weights, bias, h, c = _cell_operands(device)
+    with torch.autocast(device, dtype=lower):
+        ours = lltm_ext.lltm(x, weights, bias, h.to(lower), c.to(lower))
+        loop = lltm_reference(x, weights, bias, h.to(lower), c.to(lower))
+    assert [t.dtype for t in ours] == [t.dtype for t in loop] == [lower] * 2
+    exact = lltm_reference(*_float64(x, weights, bias, h.to(lower), c.to(lower)))
+    for o, r, e in zip(ours, loop, exact, strict=True):
+        assert _max_error([o], [e]) <= 2 * _max_error([r], [e]) + 1e-3
+
+
+def _sequence_operands(device, T, B=8, F=32, S=48, state_scale=0.0):
+    x = torch.randn(T, B, F, device=device)
+    weights = (torch.randn(3 * S, S + F, device=device) / (S + F) ** 0.5).requires_grad_()
+    bias = (0.1 * torch.randn(3 * S, device=device)).requires_grad_()
+    h0 = state_scale * 0.5 * torch.randn(B, S, device=device)
+    c0 = state_scale * torch.randn(B, S, device=device)
+    return x, weights, bias, h0, c0
+
+
+@pytest.mark.parametrize("device, lower", MODES)
+@pytest.mark.parametrize("steps, state", [(1, None), (12, None), (12, 4.0), (48, 1.0)])
+def test_sequence_matches_the_pure_cell_loop_under_autocast(device, lower, steps, state):
+    x, weights, bias, h0, c0 = _sequence_operands(device, steps, state_scale=state or 0.0)
+    given = None if state is None else (h0, c0)
+    out64 = lltm_loop(lltm_reference, *_float64(x, weights, bias, h0, c0))
+    with torch.autocast(device, dtype=lower):
+        out, (h_n, c_n) = lltm_ext.lltm_sequence(x, weights, bias, given)
+        loop = lltm_loop(lltm_reference, x, weights, bias, h0, c0)
+    assert out.dtype == h_n.dtype == c_n.dtype == loop.dtype == torch.float32
+    assert _max_error([out], [out64]) <= 2 * _max_error([loop], [out64])
+    assert _max_error([h_n], [out64[-1]]) <= 2 * _max_error([loop[-1]], [out64[-1]])
+    (out.sum() + c_n.sum()).backward()
+    assert weights.grad.dtype == bias.grad.dtype == torch.float32
+    assert torch.isfinite(weights.grad).all()
+
+
+@pytest.mark.parametrize("device, lower", MODES)
+def test_sequence_in_the_autocast_dtype_stays_in_it(device, lower):
+    # input already in the autocast dtype, no state: the loop's zeros are in that dtype, and so
+    # its state and outputs
+    x, weights, bias, _, _ = _sequence_operands(device, 6)
+    with torch.autocast(device, dtype=lower):
+        out, (h_n, c_n) = lltm_ext.lltm_sequence(x.to(lower), weights, bias)
+    assert out.dtype == h_n.dtype == c_n.dtype == lower
+    out.float().sum().backward()
+    assert weights.grad.dtype == torch.float32
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_float64_and_mixed_float64_pass_through(device):
+    x, weights, bias, _, _ = _sequence_operands(device, 3)
+    with torch.autocast(device, dtype=torch.bfloat16):
+        out, _ = lltm_ext.lltm_sequence(*_float64(x, weights, bias), None)
+        assert out.dtype == torch.float64
+        with pytest.raises(RuntimeError, match="all tensors must have one dtype"):
+            lltm_ext.lltm_sequence(x.double(), weights, bias)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compiled_under_autocast_matches_eager(device, backend):
+    lower = torch.bfloat16
+    x, weights, bias, h0, c0 = _sequence_operands(device, 5, state_scale=1.0)
+    a = torch.randn(9, weights.shape[1], device=device)
+
+    def step(x, weights, bias, h0, c0, a):
+        with torch.autocast(device, dtype=lower):
+            out, (_, c_n) = lltm_ext.lltm_sequence(x, weights, bias, (h0, c0))
+            h, c = lltm_ext.lltm(x[0], weights, bias, h0, c0)
+            p = lltm_ext.gemm(a, weights.t())
+        assert out.dtype == h.dtype == torch.float32 and p.dtype == lower
+        return out.sum() + c_n.sum() + h.sum() + c.sum() + p.float().sum()
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, fullgraph=True, backend=backend)
+    inputs = (x, weights, bias, h0, c0, a)
+    loss = compiled(*inputs)
+    grads = torch.autograd.grad(loss, (weights, bias))
+    ref = step(*inputs)
+    ref_grads = torch.autograd.grad(ref, (weights, bias))
+    # Inductor drops a round trip float32 -> bfloat16 -> float32 (its pass for the cast chains
+    # autocast makes), so its sequence reads unrounded operands: bfloat16-level differences.
+    torch.testing.assert_close(loss, ref, rtol=2e-3, atol=1e-3)
+    # The product's share of the weight gradient is a bfloat16 product (its backward): a few of
+    # its ulps (1/64 at magnitudes 2 to 4) apart where compiled and eager add up in other orders.
+    for g, r in zip(grads, ref_grads, strict=True):
+        assert g.dtype == torch.float32
+        torch.testing.assert_close(g, r, rtol=2e-2, atol=0.1)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_gradscaler_float16_training_lowers_the_loss(device):
+    # A model that swaps nn.LSTM for LLTMSequence, trained under float16 autocast with a
+    # GradScaler: the task (the running mean of the input's first feature) is learnable, and the
+    # loss must fall to under half its first value.
+    torch.manual_seed(0)
+    T, B, F, S = 12, 16, 4, 32
+    rnn = lltm_ext.LLTMSequence(F, S).to(device)
+    head = torch.nn.Linear(S, 1).to(device)
+    params = list(rnn.parameters()) + list(head.parameters())
+    opt = torch.optim.Adam(params, lr=1e-2)
+    scaler = torch.amp.GradScaler(device)
+    x = torch.randn(T, B, F, device=device)
+    target = x[..., :1].cumsum(0) / torch.arange(1, T + 1, device=device).view(T, 1, 1)
+    losses = []
+    for _ in range(60):
+        opt.zero_grad()
+        with torch.autocast(device, dtype=torch.float16):
+            out, _ = rnn(x)
+            loss = torch.nn.functional.mse_loss(head(out).float(), target)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        losses.append(loss.item())
+    assert all(p.dtype == torch.float32 for p in params)
+    assert losses[-1] < 0.5 * losses[0], losses
