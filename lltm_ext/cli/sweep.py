@@ -55,14 +55,17 @@ SEQ_FLOP_CAP = {"cuda": 4e12, "cpu": 2e10}
 SEQ_DTYPES = {"cuda": ("float32", "bfloat16"), "cpu": ("float32",)}
 # Sequence dtypes timed only when --dtypes names them: "tf32" is float32 under
 # torch.set_float32_matmul_precision("high"), lltm_sequence's TF32 setting (nn.LSTM follows cuDNN's
-# own RNN setting, TF32 by default, either way): the two sides at the same precision.
-SEQ_EXTRA_DTYPES = {"cuda": ("tf32",), "cpu": ()}
+# own RNN setting, TF32 by default, either way): the two sides at the same precision. "autocast"
+# is float32 modules and input, both sides called under torch.autocast(dtype=bfloat16), as a model
+# trained in mixed precision calls them.
+SEQ_EXTRA_DTYPES = {"cuda": ("tf32", "autocast"), "cpu": ("autocast",)}
 SWEEP_OPS = ("gemm", "lltm_sequence")
 _TORCH_DTYPES = {
     "bfloat16": torch.bfloat16,
     "float16": torch.float16,
     "float32": torch.float32,
     "tf32": torch.float32,
+    "autocast": torch.float32,
     "float64": torch.float64,
 }
 
@@ -341,16 +344,22 @@ def sequence_point(
     seq_params = tuple(seq.parameters())
     lstm_params = tuple(lstm.parameters())
 
+    autocast = dtype == "autocast"
+
+    def run(module: torch.nn.Module) -> torch.Tensor:
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
+            return module(x)[0]
+
     def ours() -> Any:
-        return torch.autograd.grad(seq(x)[0], seq_params, g)
+        return torch.autograd.grad(run(seq), seq_params, g)
 
     def ref() -> Any:
-        return torch.autograd.grad(lstm(x)[0], lstm_params, g)
+        return torch.autograd.grad(run(lstm), lstm_params, g)
 
     with _matmul_precision(dtype == "tf32"):
         with torch.no_grad():
-            ours_err = _max_err(seq(x)[0], copy.deepcopy(seq).double()(x.double())[0])
-            ref_err = _max_err(lstm(x)[0], copy.deepcopy(lstm).double()(x.double())[0])
+            ours_err = _max_err(run(seq), copy.deepcopy(seq).double()(x.double())[0])
+            ref_err = _max_err(run(lstm), copy.deepcopy(lstm).double()(x.double())[0])
         t_ours, t_ref, samples = time_interleaved(ours, ref, device, budget_s)
     return SweepPoint(
         op="lltm_sequence",
