@@ -163,6 +163,16 @@ def _bench(args: argparse.Namespace) -> int:
         if bad:
             print(f"bench: unknown --dtypes {bad}; known: {sorted(known_dtypes)}", file=sys.stderr)
             return 2
+        from lltm_ext.cli.sweep import SEQ_CONFIGS
+
+        bad = sorted(
+            {c.strip() for c in (args.seq_configs or "").split(",") if c.strip()} - set(SEQ_CONFIGS)
+        )
+        if bad:
+            print(
+                f"bench: unknown --seq-configs {bad}; known: {list(SEQ_CONFIGS)}", file=sys.stderr
+            )
+            return 2
         sweep_ops = [o for o in SWEEP_OPS if o in wanted]
         if not sweep_ops:
             print(
@@ -239,7 +249,17 @@ def _run_sweep(args: argparse.Namespace, device: torch.device, ops: list[str], t
         "lltm_sequence: max |out - out64| / max |out64|)"
     )
     dtypes = [d.strip() for d in args.dtypes.split(",")] if args.dtypes else None
-    points = run_sweep(ops, args.sweep, args.seed, device, dtypes=dtypes, budget_s=budget)
+    configs = [c.strip() for c in args.seq_configs.split(",")] if args.seq_configs else None
+    points = run_sweep(
+        ops,
+        args.sweep,
+        args.seed,
+        device,
+        dtypes=dtypes,
+        budget_s=budget,
+        seq_configs=configs,
+        seq_large=args.seq_shapes == "large",
+    )
     summaries = summarize(points)
     print()
     print(SUMMARY_HEADER)
@@ -481,6 +501,20 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         metavar="D[,D...]",
         help="with --sweep: the dtypes to time (default: bfloat16,float16,float32,tf32 on CUDA; "
         "no tf32 on the CPU; lltm_sequence float32,bfloat16 on CUDA, and tf32 when named)",
+    )
+    p.add_argument(
+        "--seq-configs",
+        metavar="C[,C...]",
+        help="with --sweep: the sequence's configurations, each against nn.LSTM in the same one "
+        "(default 1): 1 (one layer), l2, l3, l4 (layers), bi (bidirectional), packed (a "
+        "PackedSequence of lengths uniform in [T/4, T])",
+    )
+    p.add_argument(
+        "--seq-shapes",
+        choices=["random", "large"],
+        default="random",
+        help="with --sweep: large adds fixed large states with large batches (S >= 768, "
+        "B >= 64, up to S 2048 x B 192) after the random shapes",
     )
     p.set_defaults(func=_bench)
 

@@ -28,6 +28,7 @@ median and maximum, and the worst shapes.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import random
 import statistics
@@ -60,6 +61,19 @@ SEQ_DTYPES = {"cuda": ("float32", "bfloat16"), "cpu": ("float32",)}
 # trained in mixed precision calls them.
 SEQ_EXTRA_DTYPES = {"cuda": ("tf32", "autocast"), "cpu": ("autocast",)}
 SWEEP_OPS = ("gemm", "lltm_sequence")
+# The sequence's configurations (--seq-configs), each against nn.LSTM in the same configuration:
+# "1" one layer; "l2" .. "l4" that many layers; "bi" bidirectional; "packed" a PackedSequence of
+# lengths drawn uniformly from [T/4, T] (both sides take the same packed batch).
+SEQ_CONFIGS = ("1", "l2", "l3", "l4", "bi", "packed")
+# Large states with large batches (S >= 1536, B >= 128) and the rest of the shapes users reported
+# behind cuDNN, timed beside the random shapes with --seq-shapes large.
+SEQ_LARGE_SHAPES = (
+    {"T": 236, "B": 192, "I": 338, "S": 2048},
+    {"T": 128, "B": 128, "I": 256, "S": 1536},
+    {"T": 128, "B": 128, "I": 256, "S": 768},
+    {"T": 100, "B": 256, "I": 256, "S": 1156},
+    {"T": 200, "B": 64, "I": 256, "S": 1024},
+)
 _TORCH_DTYPES = {
     "bfloat16": torch.bfloat16,
     "float16": torch.float16,
@@ -133,13 +147,21 @@ def sequence_flops(s: dict[str, int]) -> float:
     return 18.0 * s["T"] * s["B"] * s["S"] * (s["I"] + s["S"])
 
 
-def sequence_shapes(n: int, seed: int, device: str) -> list[dict[str, int]]:
-    """n sequence shapes {T, B, I, S}, each log-uniform in SEQ_RANGES, work under the cap."""
+def config_work(config: str) -> int:
+    """How many one-layer sequences' work a configuration is (layers x directions)."""
+    if config.startswith("l"):
+        return int(config[1:])
+    return 2 if config == "bi" else 1
+
+
+def sequence_shapes(n: int, seed: int, device: str, config: str = "1") -> list[dict[str, int]]:
+    """n sequence shapes {T, B, I, S}, each log-uniform in SEQ_RANGES, work under the cap (the
+    configuration's whole work: layers x directions)."""
     rng = random.Random(seed + 1)  # not the GEMM's stream of draws
     shapes: list[dict[str, int]] = []
     while len(shapes) < n:
         s = {k: log_uniform(rng, *r) for k, r in SEQ_RANGES.items()}
-        if sequence_flops(s) <= SEQ_FLOP_CAP[device]:
+        if sequence_flops(s) * config_work(config) <= SEQ_FLOP_CAP[device]:
             shapes.append(s)
     return shapes
 
@@ -322,20 +344,36 @@ def gemm_point(
 
 
 def sequence_point(
-    shape: dict[str, int], dtype: str, device: torch.device, budget_s: float, seed: int
+    shape: dict[str, int],
+    dtype: str,
+    device: torch.device,
+    budget_s: float,
+    seed: int,
+    config: str = "1",
 ) -> SweepPoint:
-    """lltm_ext.LLTMSequence against torch.nn.LSTM, forward+backward, on one (T, B, I, S)."""
+    """lltm_ext.LLTMSequence against torch.nn.LSTM in the same configuration (SEQ_CONFIGS),
+    forward+backward, on one (T, B, I, S)."""
     import warnings
+
+    from torch.nn.utils.rnn import pack_padded_sequence
 
     import lltm_ext
 
     t, b, i, s = shape["T"], shape["B"], shape["I"], shape["S"]
     tdt = _TORCH_DTYPES[dtype]
     torch.manual_seed(seed)
-    seq = lltm_ext.LLTMSequence(i, s).to(device, tdt)
-    lstm = torch.nn.LSTM(i, s).to(device, tdt)
-    x = torch.randn(t, b, i, device=device, dtype=tdt)
-    g = torch.randn(t, b, s, device=device, dtype=tdt)
+    layers = config_work(config) if config.startswith("l") else 1
+    kw = dict(num_layers=layers, bidirectional=config == "bi")
+    seq = lltm_ext.LLTMSequence(i, s, **kw).to(device, tdt)
+    lstm = torch.nn.LSTM(i, s, **kw).to(device, tdt)
+    x: Any = torch.randn(t, b, i, device=device, dtype=tdt)
+    if config == "packed":
+        lengths = torch.randint(max(1, t // 4), t + 1, (b,))
+        lengths[0] = t  # the longest is T
+        x = pack_padded_sequence(x, lengths, enforce_sorted=False)
+        g = torch.randn(x.data.shape[0], s, device=device, dtype=tdt)
+    else:
+        g = torch.randn(t, b, s * (2 if config == "bi" else 1), device=device, dtype=tdt)
     # nn.LSTM in bfloat16 re-compacts its weights every call and warns once; that cost is part of
     # what its users get, the warning is not.
     warnings.filterwarnings(
@@ -346,9 +384,12 @@ def sequence_point(
 
     autocast = dtype == "autocast"
 
-    def run(module: torch.nn.Module) -> torch.Tensor:
+    def run(module: torch.nn.Module, x: Any = x) -> torch.Tensor:
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
-            return module(x)[0]
+            out = module(x)[0]
+        return out.data if config == "packed" else out
+
+    x64 = x.to(torch.float64) if config == "packed" else x.double()
 
     def ours() -> Any:
         return torch.autograd.grad(run(seq), seq_params, g)
@@ -358,14 +399,14 @@ def sequence_point(
 
     with _matmul_precision(dtype == "tf32"):
         with torch.no_grad():
-            ours_err = _max_err(run(seq), copy.deepcopy(seq).double()(x.double())[0])
-            ref_err = _max_err(run(lstm), copy.deepcopy(lstm).double()(x.double())[0])
+            ours_err = _max_err(run(seq), run(copy.deepcopy(seq).double(), x64))
+            ref_err = _max_err(run(lstm), run(copy.deepcopy(lstm).double(), x64))
         t_ours, t_ref, samples = time_interleaved(ours, ref, device, budget_s)
     return SweepPoint(
-        op="lltm_sequence",
+        op="lltm_sequence" if config == "1" else f"lltm_sequence[{config}]",
         dtype=dtype,
         shape=dict(shape),
-        flops=sequence_flops(shape),
+        flops=sequence_flops(shape) * config_work(config),
         ours_us=t_ours * 1e6,
         ref_us=t_ref * 1e6,
         ratio=t_ref / t_ours,
@@ -450,27 +491,35 @@ def run_sweep(
     dtypes: list[str] | None = None,
     budget_s: float = 0.05,
     echo: Callable[[str], None] | None = print,
+    seq_configs: list[str] | None = None,
+    seq_large: bool = False,
 ) -> list[SweepPoint]:
-    """Time n random shapes of each op in `ops` for each dtype (default: the device's list)."""
+    """Time n random shapes of each op in `ops` for each dtype (default: the device's list); the
+    sequence in each of `seq_configs` (default: one layer), with SEQ_LARGE_SHAPES after the random
+    shapes when `seq_large`."""
     points = []
     for op in ops:
+        runs: list[tuple[list[dict[str, Any]], Callable[..., SweepPoint]]] = []
         if op == "gemm":
-            shapes: list[dict[str, Any]] = gemm_shapes(n, seed, device.type)
-            point: Callable[..., SweepPoint] = gemm_point
+            runs.append((gemm_shapes(n, seed, device.type), gemm_point))
             names = GEMM_DTYPES[device.type]
         else:
-            shapes = list(sequence_shapes(n, seed, device.type))
-            point = sequence_point
+            for config in seq_configs or ["1"]:
+                shapes = sequence_shapes(n, seed, device.type, config)
+                if seq_large:
+                    shapes += [dict(s) for s in SEQ_LARGE_SHAPES]
+                runs.append((shapes, functools.partial(sequence_point, config=config)))
             names = SEQ_DTYPES[device.type]
         allowed = names + (SEQ_EXTRA_DTYPES[device.type] if op == "lltm_sequence" else ())
-        for dtype in dtypes or names:
-            if dtype not in allowed:
-                continue  # e.g. tf32 on the CPU
-            for idx, shape in enumerate(shapes):
-                p = point(shape, dtype, device, budget_s, seed * 100003 + idx)
-                points.append(p)
-                if echo:
-                    echo(format_point(p))
+        for shapes, point in runs:
+            for dtype in dtypes or names:
+                if dtype not in allowed:
+                    continue  # e.g. tf32 on the CPU
+                for idx, shape in enumerate(shapes):
+                    p = point(shape, dtype, device, budget_s, seed * 100003 + idx)
+                    points.append(p)
+                    if echo:
+                        echo(format_point(p))
     return points
 
 
