@@ -441,6 +441,8 @@ def test_bad_packed_sequences():
         module(PackedSequence(data, torch.tensor([2, 3])))
     with pytest.raises(ValueError, match=r"add up to `data`'s 5 rows.*\[2, 2\] \(sum 4\)"):
         module(PackedSequence(data, torch.tensor([2, 2])))
+    with pytest.raises(ValueError, match=r"must have 1-D `batch_sizes`"):
+        module(PackedSequence(data, torch.tensor([[3, 2]])))
     with pytest.raises(RuntimeError, match=r"`data` must have shape \[rows, 3\].*\[5, 2\]"):
         module(PackedSequence(torch.randn(5, 2), torch.tensor([3, 2])))
     with pytest.raises(RuntimeError, match=r"`h_0` must have shape \[1, 3, 4\].*\[1, 2, 4\]"):

@@ -141,7 +141,7 @@ def _packing(batch_sizes: Tensor, rows: int, device: torch.device, reverse: bool
     """The segments of a PackedSequence with `rows` rows of data and these `batch_sizes` (a CPU
     tensor, non-increasing, as torch's packing makes them), and its reversing index on `device`
     if `reverse`."""
-    sizes = [int(b) for b in batch_sizes.tolist()]
+    sizes = [int(b) for b in batch_sizes.tolist()] if batch_sizes.dim() == 1 else []
     if batch_sizes.dim() != 1 or not sizes or sizes[-1] <= 0 or sum(sizes) != rows:
         raise ValueError(
             "LLTMSequence.forward: a PackedSequence must have 1-D `batch_sizes` of positive "
@@ -167,7 +167,7 @@ def _packing(batch_sizes: Tensor, rows: int, device: torch.device, reverse: bool
     if reverse:
         # Row r holds step t[r] of (sorted) sequence j[r]; reversed within its length L[j], that
         # step becomes L[j] - 1 - t, which sits at row offsets[L[j] - 1 - t] + j.
-        counts = batch_sizes.to(torch.int64)
+        counts = batch_sizes.to("cpu", torch.int64)
         offsets = torch.cumsum(counts, 0) - counts
         t = torch.repeat_interleave(torch.arange(len(sizes)), counts)
         j = torch.arange(rows) - offsets[t]
@@ -269,8 +269,13 @@ class LLTMSequence(nn.Module):
     ``all_weights`` lists them per layer and direction as nn.LSTM's does. With ``bias=False``
     there is no bias parameter (nor ``state_dict`` entry; ``bias`` / ``bias_l{k}`` are None) and
     the cells run with a zero bias, made in each forward (3S elements: not a buffer, which
-    ``to_empty`` would leave uninitialized). As in nn.LSTM, ``has_bias`` says which; unlike
-    nn.LSTM, ``bias`` is the parameter, not that flag.
+    ``to_empty`` would leave uninitialized). The flag is ``has_bias``: unlike nn.LSTM's, this
+    module's ``bias`` attribute is the parameter (None without one), not the flag.
+
+    Otherwise as nn.LSTM: its arguments' checks, the attributes ``input_size``, ``hidden_size``,
+    ``num_layers``, ``batch_first``, ``dropout``, ``bidirectional``, ``proj_size`` (0), a warning
+    for dropout with one layer, ``flatten_parameters()`` (nothing to do here); ``input_size`` may
+    be 0 (the kernels take no input features; nn.LSTM refuses it).
 
     Not nn.LSTM's weights: the LLTM has three gates (input, output, candidate; no forget gate) in
     one (3S, S + I) matrix acting on [h, x], so an nn.LSTM ``state_dict`` does not load.
