@@ -92,8 +92,8 @@ class LLTMRegressor(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (T, B, I) -> prediction (B, 1)."""
-        _, (h, _) = self.lltm(x)
-        return self.head(h)
+        _, (h, _) = self.lltm(x)  # h (1, B, S), as nn.LSTM's: (num_layers, batch, state)
+        return self.head(h[-1])
 
 
 class CellLoopRegressor(nn.Module):

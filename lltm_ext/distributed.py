@@ -39,7 +39,7 @@ _CUDA_ONLY_BACKENDS = ("nccl",)
 @dataclass(frozen=True)
 class TensorInfo:
     """A parameter or buffer as ranks compare it: its name in the model, shape, dtype, device
-    type, and the module that owns it (``LLTMSequence(input_features=2, state_size=32)``)."""
+    type, and the module that owns it (``LLTMSequence(2, 32)``)."""
 
     name: str
     shape: tuple[int, ...]

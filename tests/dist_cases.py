@@ -39,8 +39,8 @@ class Net(nn.Module):
         self.head = nn.Parameter(torch.empty(state, OUT).uniform_(-1, 1) / math.sqrt(state))
 
     def forward(self, x: Tensor) -> Tensor:
-        out, (h, c) = self.seq(x)
-        h2, _ = self.cell(lltm_ext.relu(out[-1]), (h, c))
+        out, (h, c) = self.seq(x)  # h, c (1, B, S), as nn.LSTM's
+        h2, _ = self.cell(lltm_ext.relu(out[-1]), (h[-1], c[-1]))
         return lltm_ext.gemm(h2, self.head)
 
 
@@ -282,7 +282,7 @@ def ddp_step_with_bad_state_on_last_rank() -> None:
     x, target = my_rows(global_batch(0))
     x = x.to(device())
     state = STATE + (1 if dist.get_rank() == dist.get_world_size() - 1 else 0)
-    h0 = x.new_zeros(x.shape[1], state)
+    h0 = x.new_zeros(1, x.shape[1], state)
     out, _ = model.module.seq(x, (h0, h0.clone()))  # the bad call itself
     loss = (model(x) - target.to(device())).square().mean() + out.sum() * 0
     loss.backward()

@@ -324,13 +324,13 @@ def test_make_graphed_callables_sequence(size, env, monkeypatch):
         gen = torch.Generator().manual_seed(seed)
         return [
             torch.randn(T, B, features, generator=gen).cuda().requires_grad_(),
-            torch.randn(B, S, generator=gen).cuda().requires_grad_(),
-            torch.randn(B, S, generator=gen).cuda().requires_grad_(),
+            torch.randn(1, B, S, generator=gen).cuda().requires_grad_(),
+            torch.randn(1, B, S, generator=gen).cuda().requires_grad_(),
         ]
 
     class Flat(nn.Module):
         """(x, h, c) -> (output, h_n, c_n): the sequence's signature as make_graphed_callables
-        takes it."""
+        takes it (states (1, B, S): nn.LSTM's (num_layers, batch, state))."""
 
         def __init__(self, inner: nn.Module) -> None:
             super().__init__()

@@ -164,8 +164,7 @@ def test_ranks_with_different_models_fail_clearly_on_every_rank(world):
         )
         assert (
             "rank 1's `seq.weights` is float64 [12, 7], rank 0's `seq.weights` float64 [15, 8] "
-            "(LLTMSequence(input_features=3, state_size=4) on rank 1, "
-            "LLTMSequence(input_features=3, state_size=5) on rank 0)"
+            "(LLTMSequence(3, 4) on rank 1, LLTMSequence(3, 5) on rank 0)"
         ) in message
         assert message.endswith("; and 2 more. Every rank must build the same model.")
 
@@ -179,7 +178,7 @@ def test_a_failing_rank_ends_the_step_clearly_and_in_bounded_time(world):
         world.run(dist_cases.ddp_step_with_bad_state_on_last_rank, timeout=60)
     message = str(failure.value)
     assert "rank 1 raised" in message
-    assert "the state's `h_0` must have shape [4, 5]" in message
+    assert "LLTMSequence.forward: `h_0` must have shape [1, 4, 5]" in message
     assert "rank 0 did not finish" in message
     assert time.monotonic() - start < 60
     # The next call starts a fresh world.
@@ -228,7 +227,7 @@ def test_describe_model_lists_parameters_and_buffers():
     assert next(iter(infos)) == "0.head" and infos["0.head"].owner == "Net()"
     seq = infos["0.seq.weights"]
     assert (seq.shape, seq.dtype, seq.device) == ((15, 8), "float32", "cpu")
-    assert seq.owner == "LLTMSequence(input_features=3, state_size=5)"
+    assert seq.owner == "LLTMSequence(3, 5)"
     assert infos["1.running_mean"].shape == (2,)  # buffers too
     assert infos["1.running_mean"].owner.startswith("BatchNorm1d(2, ")
 

@@ -322,10 +322,12 @@ def test_module_loads_a_cells_state_dict(device):
     seq.load_state_dict(cell.state_dict())
     x = torch.randn(5, 3, 4, device=device, dtype=torch.float64)
     h, c = torch.randn(3, 6, device=x.device, dtype=x.dtype), torch.zeros(3, 6).to(x)
-    output, (_, c_n) = seq(x, (h, c))
+    output, (h_n, c_n) = seq(x, (h[None], c[None]))  # nn.LSTM's (layers, batch, state)
     loop = lltm_loop(lambda xt, w, b, h, c: cell(xt, (h, c)), x, cell.weights, cell.bias, h, c)
     torch.testing.assert_close(output, loop)
-    assert "input_features=4, state_size=6" in repr(seq)
+    assert h_n.shape == c_n.shape == (1, 3, 6)
+    torch.testing.assert_close(h_n[0], loop[-1])
+    assert repr(seq) == "LLTMSequence(4, 6)"
     assert "batch_first=True" in repr(lltm_ext.LLTMSequence(4, 6, batch_first=True))
     assert all(p.abs().max() <= 1 / math.sqrt(6) for p in lltm_ext.LLTMSequence(4, 6).parameters())
     (output.sum() + c_n.sum()).backward()
@@ -351,7 +353,7 @@ def test_bad_inputs():
         seq(x, w, b, (h, torch.randn(3, 5)))
     with pytest.raises(TypeError, match=r"`state` must be None or a pair \(h_0, c_0\).*tensor"):
         seq(x, w, b, h)
-    with pytest.raises(TypeError, match=r"LLTMSequence.forward: `state` must be.*length 3"):
+    with pytest.raises(TypeError, match=r"LLTMSequence.forward: `hx` must be.*length 3"):
         lltm_ext.LLTMSequence(3, 5)(x, (h, c, c))
     with pytest.raises(RuntimeError, match=r"one dtype.*`weights` is Double"):
         seq(x, w.double(), b)
@@ -952,7 +954,7 @@ def long_sequence_errors(monkeypatch, size, paths):
 
     def run(module, inputs):
         h = h0.to(inputs.dtype).requires_grad_()
-        output, (h_n, c_n) = module(inputs, (h, torch.zeros_like(h)))
+        output, (h_n, c_n) = module(inputs, (h[None], torch.zeros_like(h)[None]))
         d = torch.autograd.grad(output, (inputs, module.weights, h), grad.to(inputs.dtype))
         return {
             "output": output,

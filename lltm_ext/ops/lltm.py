@@ -19,8 +19,8 @@ the gate kernels in ``src/lltm/``. Eager and compiled calls run the same path.
 Files by role: this module is the public API (the function, the module, the operators);
 ``_lltm_fake.py`` registers the operators' fake kernels (the cell's and the sequence's),
 ``_lltm_reference.py`` holds the pure-PyTorch references; the bench cases are in
-``lltm_ext/cli/cases/lltm.py``. The sequence (:mod:`lltm_ext.ops.lltm_sequence`) shares the
-parameters' module.
+``lltm_ext/cli/cases/lltm.py``. The sequence (:mod:`lltm_ext.ops.lltm_sequence`) initializes its
+parameters as the cell's module does.
 """
 
 import math
@@ -106,9 +106,10 @@ def _describe_state(state: Any) -> str:
 
 
 class _LLTMParameters(nn.Module):
-    """The parameters :class:`LLTM` and :class:`LLTMSequence` share: ``weights`` (3S, S + I) and
-    ``bias`` (3S,), made on `device` in `dtype`, with ``input_features`` (I) and ``state_size`` (S)
-    kept as attributes. The same parameter names make a cell's ``state_dict`` load into either."""
+    """The parameters of :class:`LLTM`: ``weights`` (3S, S + I) and ``bias`` (3S,), made on
+    `device` in `dtype`, with ``input_features`` (I) and ``state_size`` (S) kept as attributes.
+    :class:`LLTMSequence` makes its own per layer and direction, initialized the same way; a single
+    layer in one direction keeps these names, so a cell's ``state_dict`` loads into it."""
 
     def __init__(
         self,

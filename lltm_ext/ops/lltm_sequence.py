@@ -1,12 +1,17 @@
 """The LLTM cell of :mod:`lltm_ext.ops.lltm` run over whole sequences, forward and backward
-through time, in one call: :func:`lltm_sequence` and the module :class:`LLTMSequence`.
+through time, in one call: :func:`lltm_sequence`, and the module :class:`LLTMSequence`, which has
+``torch.nn.LSTM``'s interface (layers, both directions, packed sequences) over it.
 
-Shapes (T: steps, B: batch, I: input features, S: state size)::
+Shapes (T: steps, B: batch, I: input features, S: state size; the module: D directions, L
+layers)::
 
-    input (T, B, I), weights (3S, S + I), bias (3S,) or (1, 3S), h_0, c_0 (B, S)
-    output (T, B, S): every step's h;  h_n, c_n (B, S): the last step's state
+    lltm_sequence: input (T, B, I), weights (3S, S + I), bias (3S,) or (1, 3S), h_0, c_0 (B, S)
+                   -> output (T, B, S): every step's h;  h_n, c_n (B, S): the last step's state
+    LLTMSequence:  input (T, B, I), (T, I) or a PackedSequence; h_0, c_0 (D * L, B, S)
+                   -> output (T, B, D * S) (or packed);  h_n, c_n (D * L, B, S), as nn.LSTM's
 
-The path of a call: ``lltm_sequence(...)`` (or ``LLTMSequence``) -> the operator
+The path of a call: ``lltm_sequence(...)`` (``LLTMSequence``: one call per layer and direction,
+or per stretch of steps of a packed sequence with the same batch) -> the operator
 ``torch.ops.lltm_ext.lltm_sequence``, called through its module's binding
 (``lltm_ext._lltm_sequence.lltm_sequence``: PyTorch's C++ dispatcher without ``torch.ops``'s
 Python boxing; torch.compile sees the operator), whose autograd kernel is C++
@@ -16,14 +21,21 @@ Python boxing; torch.compile sees the operator), whose autograd kernel is C++
 are in ``_lltm_fake.py`` with the cell's.
 """
 
-from typing import Any
+import itertools
+import math
+import numbers
+import warnings
+from typing import Any, NamedTuple, overload
 
 import torch
-from torch import Tensor
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.nn.utils.rnn import PackedSequence
 
 from lltm_ext._extension import load_ops, operator_call
 from lltm_ext.ops import _lltm_fake  # noqa: F401  (registers the operators' fake kernels)
-from lltm_ext.ops.lltm import _describe_state, _LLTMParameters
+from lltm_ext.ops._checks import describe
+from lltm_ext.ops.lltm import _describe_state
 
 __all__ = ["LLTMSequence", "lltm_sequence"]
 
@@ -36,11 +48,15 @@ c_n)``: the LLTM over all T steps, any layout, with its autograd (backward throu
 _lltm_sequence_call = operator_call("lltm_sequence", "lltm_sequence", lltm_sequence_op)
 
 
-def _state_pair(state: Any, where: str, state_size: int) -> tuple[Tensor, Tensor]:
+def _state_pair(
+    state: Any, where: str, state_size: int, name: str = "state", rows: str = ""
+) -> tuple[Tensor, Tensor]:
+    """`state` as (h_0, c_0), or a TypeError naming the argument (`name`) and the tensors' shape
+    (`rows`: what comes before (batch, state_size) in it, as "num_layers * num_directions, ")."""
     if isinstance(state, (tuple, list)) and len(state) == 2:
         return state[0], state[1]
     raise TypeError(
-        f"{where}: `state` must be None or a pair (h_0, c_0) of two (batch, {state_size}) "
+        f"{where}: `{name}` must be None or a pair (h_0, c_0) of two ({rows}batch, {state_size}) "
         f"tensors, as in nn.LSTM, but got {_describe_state(state)}."
     )
 
@@ -106,35 +122,415 @@ def lltm_sequence(
     return output, (h_n, c_n)
 
 
-class LLTMSequence(_LLTMParameters):
-    """The LLTM over whole sequences: ``LLTMSequence(input_features, state_size)``.
+# --- the module: nn.LSTM's interface over layers, directions and packed sequences ---------------
 
-    ``forward(input (T, B, I), state=None) -> (output (T, B, S), (h_n, c_n))`` (``batch_first``:
-    (B, T, ...)), like ``torch.nn.LSTM``; see :func:`lltm_sequence`. Its parameters are those of
-    :class:`LLTM` (``weights`` (3S, S + I), ``bias`` (3S,)), initialized as :class:`LLTM`'s: a
-    cell's ``state_dict`` loads into it.
+
+class _Packing(NamedTuple):
+    """How a forward walks a PackedSequence (from its ``batch_sizes``, once per forward): the
+    segments of steps where the batch stays the same, each ``(offset, steps, batch)`` (its rows
+    ``data[offset : offset + steps * batch]`` are a (steps, batch, I) sequence, time-major), and,
+    for the reverse direction, the permutation of the rows that reverses each sequence within its
+    own length (None when not needed). Its own inverse: the same index gathers the results back."""
+
+    segments: list[tuple[int, int, int]]
+    max_batch: int
+    reverse_index: Tensor | None
+
+
+def _packing(batch_sizes: Tensor, rows: int, device: torch.device, reverse: bool) -> _Packing:
+    """The segments of a PackedSequence with `rows` rows of data and these `batch_sizes` (a CPU
+    tensor, non-increasing, as torch's packing makes them), and its reversing index on `device`
+    if `reverse`."""
+    sizes = [int(b) for b in batch_sizes.tolist()] if batch_sizes.dim() == 1 else []
+    if batch_sizes.dim() != 1 or not sizes or sizes[-1] <= 0 or sum(sizes) != rows:
+        raise ValueError(
+            "LLTMSequence.forward: a PackedSequence must have 1-D `batch_sizes` of positive "
+            f"counts (at least one step) that add up to `data`'s {rows} rows, but got "
+            f"batch_sizes {sizes[:8]}{' ...' if len(sizes) > 8 else ''} (sum {sum(sizes)})."
+        )
+    if any(later > earlier for earlier, later in itertools.pairwise(sizes)):
+        raise ValueError(
+            "LLTMSequence.forward: a PackedSequence's `batch_sizes` must not increase (as "
+            "torch.nn.utils.rnn.pack_padded_sequence / pack_sequence make them), but got "
+            f"{sizes[:8]}{' ...' if len(sizes) > 8 else ''}."
+        )
+    segments = []
+    offset, step = 0, 0
+    while step < len(sizes):
+        end = step
+        while end < len(sizes) and sizes[end] == sizes[step]:
+            end += 1
+        segments.append((offset, end - step, sizes[step]))
+        offset += (end - step) * sizes[step]
+        step = end
+    reverse_index = None
+    if reverse:
+        # Row r holds step t[r] of (sorted) sequence j[r]; reversed within its length L[j], that
+        # step becomes L[j] - 1 - t, which sits at row offsets[L[j] - 1 - t] + j.
+        counts = batch_sizes.to("cpu", torch.int64)
+        offsets = torch.cumsum(counts, 0) - counts
+        t = torch.repeat_interleave(torch.arange(len(sizes)), counts)
+        j = torch.arange(rows) - offsets[t]
+        lengths = torch.bincount(j, minlength=sizes[0])
+        reverse_index = (offsets[lengths[j] - 1 - t] + j).to(device)
+    return _Packing(segments, sizes[0], reverse_index)
+
+
+def _run_packed(
+    data: Tensor,
+    weights: Tensor,
+    bias: Tensor,
+    state: tuple[Tensor, Tensor] | None,
+    segments: list[tuple[int, int, int]],
+) -> tuple[Tensor, Tensor, Tensor]:
+    """One layer and direction over packed rows `data` (N, I), segment by segment: each segment's
+    rows are a zero-copy (steps, batch, I) view, run by :func:`lltm_sequence` from the first
+    `batch` rows of the state the previous segment left. Returns (output (N, S): the packed
+    output's rows, h_n, c_n (max_batch, S): each sequence's state after its last step, in the
+    packed (sorted) order). No work on padding: every row run is a row of data."""
+    outputs, h_parts, c_parts = [], [], []
+    h = c = None
+    if state is not None:
+        h, c = state
+    for k, (offset, steps, batch) in enumerate(segments):
+        x = data[offset : offset + steps * batch].reshape(steps, batch, data.shape[1])
+        segment_state = None if h is None or c is None else (h[:batch], c[:batch])
+        out, (h, c) = lltm_sequence(x, weights, bias, segment_state)
+        outputs.append(out.reshape(steps * batch, out.shape[2]))
+        # The sequences past the next segment's batch end with this segment.
+        ending = segments[k + 1][2] if k + 1 < len(segments) else 0
+        h_parts.append(h[ending:])
+        c_parts.append(c[ending:])
+    h_parts.reverse()  # the rows that end last are the first ones
+    c_parts.reverse()
+    return torch.cat(outputs), torch.cat(h_parts), torch.cat(c_parts)
+
+
+def _check_int(value: Any, name: str, minimum: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"LLTMSequence: `{name}` must be an int, but got {type(value).__name__}.")
+    if value < minimum:
+        raise ValueError(f"LLTMSequence: `{name}` must be at least {minimum}, but got {value}.")
+    return value
+
+
+def _one_of(new: Any, old: Any, new_name: str, old_name: str) -> Any:
+    """The size given by nn.LSTM's keyword (`new_name`) or by LLTMSequence's earlier one."""
+    if new is not None and old is not None:
+        raise TypeError(
+            f"LLTMSequence: got both `{new_name}` and `{old_name}` (the same size under nn.LSTM's "
+            "name and the earlier one): pass one."
+        )
+    if new is None and old is None:
+        raise TypeError(f"LLTMSequence: missing the argument `{new_name}` (or `{old_name}`).")
+    return new if new is not None else old
+
+
+def _unviewed(t: Tensor) -> Tensor:
+    """`t` as a new contiguous tensor, never a view: FSDP2 warns of a view among a module's outputs
+    (an in-place op on it would drop FSDP2's pre-backward hook)."""
+    return t.clone(memory_format=torch.contiguous_format)
+
+
+class LLTMSequence(nn.Module):
+    """The LLTM over whole sequences with ``torch.nn.LSTM``'s interface, to swap in for it.
+
+    ``LLTMSequence(input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
+    dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None)``, as ``nn.LSTM``;
+    ``input_features`` and ``state_size`` are accepted for ``input_size`` and ``hidden_size``
+    (earlier names, kept as attributes too). ``proj_size`` must be 0 (the LLTM cell has no
+    projection of h).
+
+    ``forward(input, hx=None) -> (output, (h_n, c_n))``, shaped as nn.LSTM's (T: steps, B: batch,
+    I: input_size, S: hidden_size, D: 2 if bidirectional else 1, L: num_layers):
+
+    - input (T, B, I) (``batch_first``: (B, T, I)) -> output (T, B, D * S) (``batch_first``:
+      (B, T, D * S)); h_n, c_n (D * L, B, S);
+    - unbatched input (T, I) -> output (T, D * S); h_n, c_n (D * L, S);
+    - a ``PackedSequence`` -> a ``PackedSequence`` with the same ``batch_sizes``,
+      ``sorted_indices`` and ``unsorted_indices``; h_n, c_n (D * L, B, S) in the batch's own
+      (unsorted) order, each sequence's state after its own last step;
+    - ``hx`` = (h_0, c_0), each (D * L, B, S) (unbatched: (D * L, S)), in the batch's order;
+      None: zeros.
+
+    Row ``layer * D + direction`` of h_n and c_n (and of h_0, c_0) is that layer's forward
+    (direction 0) or reverse (1) state. Layer k > 0 reads layer k - 1's output (both directions
+    concatenated, the forward one first, as nn.LSTM); with ``dropout`` > 0, in training mode,
+    dropout is applied to each layer's output but the last's. The reverse direction runs the
+    sequence reversed in time (each packed sequence within its own length). Each layer and
+    direction is one :func:`lltm_sequence` call (a packed sequence: one per stretch of steps with
+    the same batch, no work on padding); all of it is differentiable in input, hx and parameters.
+
+    Parameters, per layer k and direction, initialized as :class:`LLTM`'s (Uniform(-1/sqrt(S),
+    1/sqrt(S))): ``weights_l{k}`` (3S, S + I_k) and ``bias_l{k}`` (3S,), ``_reverse`` appended for
+    the reverse direction; I_0 = I, I_k = D * S for k > 0. One exception, for compatibility: a
+    single layer in one direction (the defaults) keeps the names ``weights`` and ``bias`` (so its
+    ``state_dict`` is the earlier LLTMSequence's and an LLTM cell's, and theirs load into it).
+    ``all_weights`` lists them per layer and direction as nn.LSTM's does. With ``bias=False``
+    there is no bias parameter (nor ``state_dict`` entry; ``bias`` / ``bias_l{k}`` are None) and
+    the cells run with a zero bias, made in each forward (3S elements: not a buffer, which
+    ``to_empty`` would leave uninitialized). The flag is ``has_bias``: unlike nn.LSTM's, this
+    module's ``bias`` attribute is the parameter (None without one), not the flag.
+
+    Otherwise as nn.LSTM: its arguments' checks, the attributes ``input_size``, ``hidden_size``,
+    ``num_layers``, ``batch_first``, ``dropout``, ``bidirectional``, ``proj_size`` (0), a warning
+    for dropout with one layer, ``flatten_parameters()`` (nothing to do here); ``input_size`` may
+    be 0 (the kernels take no input features; nn.LSTM refuses it).
+
+    Not nn.LSTM's weights: the LLTM has three gates (input, output, candidate; no forget gate) in
+    one (3S, S + I) matrix acting on [h, x], so an nn.LSTM ``state_dict`` does not load.
     """
 
     def __init__(
         self,
-        input_features: int,
-        state_size: int,
-        *,
+        input_size: int | None = None,
+        hidden_size: int | None = None,
+        num_layers: int = 1,
+        bias: bool = True,
         batch_first: bool = False,
-        device: torch.device | None = None,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        proj_size: int = 0,
+        device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        *,
+        input_features: int | None = None,
+        state_size: int | None = None,
     ) -> None:
-        super().__init__(input_features, state_size, device=device, dtype=dtype)
+        super().__init__()
+        input_size = _check_int(
+            _one_of(input_size, input_features, "input_size", "input_features"), "input_size", 0
+        )
+        hidden_size = _check_int(
+            _one_of(hidden_size, state_size, "hidden_size", "state_size"), "hidden_size", 1
+        )
+        num_layers = _check_int(num_layers, "num_layers", 1)
+        if (
+            not isinstance(dropout, numbers.Number)
+            or isinstance(dropout, bool)
+            or not 0 <= dropout <= 1
+        ):
+            raise ValueError(
+                "LLTMSequence: `dropout` must be a number in [0, 1] (the probability of an "
+                f"element being zeroed), but got {dropout!r}."
+            )
+        if dropout > 0 and num_layers == 1:
+            warnings.warn(
+                "dropout option adds dropout after all but last recurrent layer, so non-zero "
+                f"dropout expects num_layers greater than 1, but got dropout={dropout} and "
+                f"num_layers={num_layers}",
+                stacklevel=2,
+            )
+        for name, flag in (("bias", bias), ("batch_first", batch_first)):
+            if not isinstance(flag, bool):
+                raise TypeError(
+                    f"LLTMSequence: `{name}` must be a bool, but got {type(flag).__name__}."
+                )
+        if proj_size != 0:
+            raise ValueError(
+                f"LLTMSequence: proj_size={proj_size!r} is not supported (the LLTM cell has no "
+                "projection of h): leave proj_size at 0."
+            )
+        self.input_size = self.input_features = input_size
+        self.hidden_size = self.state_size = hidden_size
+        self.num_layers = num_layers
+        self.has_bias = bias
         self.batch_first = batch_first
+        self.dropout = float(dropout)
+        self.bidirectional = bool(bidirectional)
+        self.proj_size = 0
+        directions = 2 if self.bidirectional else 1
+        single = num_layers == 1 and directions == 1
+        factory: dict[str, Any] = {"device": device, "dtype": dtype}
+        # (weights' name, bias's name) of each layer and direction, at index layer * D + direction.
+        self._parameter_names: list[tuple[str, str]] = []
+        for layer in range(num_layers):
+            features = input_size if layer == 0 else hidden_size * directions
+            for direction in range(directions):
+                suffix = f"_l{layer}" + ("_reverse" if direction else "")
+                names = ("weights", "bias") if single else ("weights" + suffix, "bias" + suffix)
+                self._parameter_names.append(names)
+                weights = torch.empty(3 * hidden_size, hidden_size + features, **factory)
+                self.register_parameter(names[0], nn.Parameter(weights))
+                self.register_parameter(
+                    names[1],
+                    nn.Parameter(torch.empty(3 * hidden_size, **factory)) if bias else None,
+                )
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Uniform(-1/sqrt(S), 1/sqrt(S)) for all weights and biases, as :class:`LLTM`'s."""
+        stdv = 1.0 / math.sqrt(self.hidden_size)
+        for weight in self.parameters():
+            nn.init.uniform_(weight, -stdv, +stdv)
+
+    @property
+    def all_weights(self) -> list[list[Tensor]]:
+        """[weights, bias] (bias only with ``bias=True``) per layer and direction, at index
+        layer * D + direction, as nn.LSTM's ``all_weights``."""
+        return [
+            [getattr(self, name) for name in names if getattr(self, name) is not None]
+            for names in self._parameter_names
+        ]
+
+    def flatten_parameters(self) -> None:
+        """Nothing to do (nn.LSTM's packs its weights for cuDNN; each LLTM layer's weights are one
+        tensor already): here so that models which call it run unchanged."""
+
+    def _check_state(self, t: Any, name: str, shape: tuple[int, ...], unbatched: bool) -> None:
+        if not isinstance(t, Tensor):
+            raise TypeError(
+                f"LLTMSequence.forward: `{name}` must be a tensor, but got {type(t).__name__}."
+            )
+        if tuple(t.shape) != shape:
+            layout = "" if unbatched else "batch, "
+            raise RuntimeError(
+                f"LLTMSequence.forward: `{name}` must have shape {list(shape)} (num_layers * "
+                f"num_directions, {layout}hidden_size), as in nn.LSTM, but got a {describe(t)}."
+            )
+
+    @overload
+    def forward(
+        self, input: Tensor, hx: tuple[Tensor, Tensor] | None = None
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]: ...
+
+    @overload
+    def forward(
+        self, input: PackedSequence, hx: tuple[Tensor, Tensor] | None = None
+    ) -> tuple[PackedSequence, tuple[Tensor, Tensor]]: ...
 
     def forward(
-        self, input: Tensor, state: tuple[Tensor, Tensor] | None = None
-    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
-        """``input`` (T, B, I) (or (B, T, I)), ``state`` (h_0, c_0) or None ->
-        ``(output, (h_n, c_n))``."""
-        if state is not None:
-            state = _state_pair(state, "LLTMSequence.forward", self.state_size)
-        return lltm_sequence(input, self.weights, self.bias, state, batch_first=self.batch_first)
+        self, input: Tensor | PackedSequence, hx: tuple[Tensor, Tensor] | None = None
+    ) -> tuple[Tensor | PackedSequence, tuple[Tensor, Tensor]]:
+        """``input`` (T, B, I) ((B, T, I) with ``batch_first``), (T, I) unbatched, or a
+        PackedSequence; ``hx`` (h_0, c_0) each (D * L, B, S) ((D * L, S) unbatched) or None ->
+        ``(output, (h_n, c_n))`` as nn.LSTM (see the class)."""
+        directions = 2 if self.bidirectional else 1
+        rows = self.num_layers * directions
+        packing = None
+        unbatched = False
+        batch_sizes: Tensor | None = None
+        sorted_indices: Tensor | None = None
+        unsorted_indices: Tensor | None = None
+        if isinstance(input, PackedSequence):
+            data, batch_sizes = input.data, input.batch_sizes
+            sorted_indices, unsorted_indices = input.sorted_indices, input.unsorted_indices
+            if data.dim() != 2 or data.shape[1] != self.input_size:
+                raise RuntimeError(
+                    "LLTMSequence.forward: a PackedSequence's `data` must have shape [rows, "
+                    f"{self.input_size}] (input_size = {self.input_size}), but got a "
+                    f"{describe(data)}."
+                )
+            packing = _packing(batch_sizes, data.shape[0], data.device, self.bidirectional)
+            x, batch = data, packing.max_batch
+        else:
+            if not isinstance(input, Tensor) or input.dim() not in (2, 3):
+                got = f"a {describe(input)}" if isinstance(input, Tensor) else type(input).__name__
+                raise ValueError(
+                    "LLTMSequence.forward: `input` must be 3-D ("
+                    + ("batch, seq_len" if self.batch_first else "seq_len, batch")
+                    + ", input_size), 2-D (seq_len, input_size) for one unbatched sequence, or "
+                    f"a PackedSequence, but got {got}."
+                )
+            unbatched = input.dim() == 2
+            if input.shape[-1] != self.input_size:
+                layout = (
+                    "seq_len"
+                    if unbatched
+                    else ("batch, seq_len" if self.batch_first else "seq_len, batch")
+                )
+                raise RuntimeError(
+                    f"LLTMSequence.forward: `input` must have shape [{layout}, {self.input_size}] "
+                    f"(input_size = {self.input_size}), but got a {describe(input)}."
+                )
+            if unbatched:
+                x = input.unsqueeze(1)
+            else:
+                x = input.transpose(0, 1) if self.batch_first else input
+            batch = x.shape[1]
+        if hx is None:
+            h0 = c0 = None
+        else:
+            h0, c0 = _state_pair(
+                hx, "LLTMSequence.forward", self.hidden_size, "hx", "num_layers * num_directions, "
+            )
+            shape = (rows, self.hidden_size) if unbatched else (rows, batch, self.hidden_size)
+            self._check_state(h0, "h_0", shape, unbatched)
+            self._check_state(c0, "c_0", shape, unbatched)
+            if unbatched:
+                h0, c0 = h0.unsqueeze(1), c0.unsqueeze(1)
+            if sorted_indices is not None:  # the packed (sorted) order of the sequences
+                h0, c0 = h0.index_select(1, sorted_indices), c0.index_select(1, sorted_indices)
+        zero_bias = None if self.has_bias else x.new_zeros(3 * self.hidden_size)
+        h_n: list[Tensor] = []
+        c_n: list[Tensor] = []
+        for layer in range(self.num_layers):
+            outputs = []
+            for direction in range(directions):
+                index = layer * directions + direction
+                weights_name, bias_name = self._parameter_names[index]
+                weights = getattr(self, weights_name)
+                bias = getattr(self, bias_name) if zero_bias is None else zero_bias
+                state = None if h0 is None or c0 is None else (h0[index], c0[index])
+                output, h, c = self._run(x, weights, bias, state, direction == 1, packing)
+                outputs.append(output)
+                h_n.append(h)
+                c_n.append(c)
+            x = torch.cat(outputs, dim=-1) if directions == 2 else outputs[0]
+            if self.dropout > 0 and self.training and layer + 1 < self.num_layers:
+                x = F.dropout(x, p=self.dropout, training=True)
+        if unbatched:  # new tensors, not views of the (T, 1, ...) ones: see _unviewed
+            h_n = [h[0] for h in h_n]
+            c_n = [c[0] for c in c_n]
+            x = _unviewed(x[:, 0])
+        elif self.batch_first and packing is None:
+            x = _unviewed(x.transpose(0, 1))
+        h_out, c_out = torch.stack(h_n), torch.stack(c_n)
+        if unsorted_indices is not None:  # back to the batch's own order
+            h_out = h_out.index_select(1, unsorted_indices)
+            c_out = c_out.index_select(1, unsorted_indices)
+        if packing is not None:
+            packed = PackedSequence(x, batch_sizes, sorted_indices, unsorted_indices)
+            return packed, (h_out, c_out)
+        return x, (h_out, c_out)
+
+    @staticmethod
+    def _run(
+        x: Tensor,
+        weights: Tensor,
+        bias: Tensor,
+        state: tuple[Tensor, Tensor] | None,
+        reverse: bool,
+        packing: _Packing | None,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """One layer in one direction: x (T, B, I) or packed rows (N, I) -> (output (T, B, S) or
+        (N, S), h_n, c_n (B, S)). The reverse direction runs the sequence reversed in time (each
+        packed sequence within its length) and reverses its output back."""
+        if packing is None:
+            if reverse:
+                output, (h, c) = lltm_sequence(x.flip(0), weights, bias, state)
+                return output.flip(0), h, c
+            output, (h, c) = lltm_sequence(x, weights, bias, state)
+            return output, h, c
+        if reverse:
+            assert packing.reverse_index is not None
+            output, h, c = _run_packed(
+                x.index_select(0, packing.reverse_index), weights, bias, state, packing.segments
+            )
+            return output.index_select(0, packing.reverse_index), h, c
+        return _run_packed(x, weights, bias, state, packing.segments)
 
     def extra_repr(self) -> str:
-        return super().extra_repr() + (", batch_first=True" if self.batch_first else "")
+        """As nn.LSTM's: the sizes, then the settings that differ from the defaults."""
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if not self.has_bias:
+            s += ", bias=False"
+        if self.batch_first:
+            s += ", batch_first=True"
+        if self.dropout != 0:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional:
+            s += ", bidirectional=True"
+        return s

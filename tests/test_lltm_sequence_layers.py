@@ -1,0 +1,585 @@
+"""LLTMSequence as a drop-in for torch.nn.LSTM: its arguments, parameter names, and output shapes
+against an nn.LSTM of the same configuration; layers, both directions, unbatched input and
+PackedSequence against a pure-PyTorch float64 loop of the LLTM cell written here (and against a
+hand-made composition of lltm_ext.lltm_sequence calls), forward and gradients; dropout, bias=False,
+bad arguments and torch.compile."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import assert_compiled_matches_eager, devices
+from torch.nn.utils.rnn import PackedSequence, pack_sequence, pad_packed_sequence
+
+import lltm_ext
+from lltm_ext.ops.lltm import lltm_reference
+
+F64 = torch.float64
+
+
+def names(layers, directions):
+    """The parameter names (weights, bias) per layer and direction, as the class documents them:
+    nn.LSTM's suffixes, but `weights` and `bias` for one layer in one direction."""
+    if layers == 1 and directions == 1:
+        return [("weights", "bias")]
+    return [
+        (f"weights_l{k}{s}", f"bias_l{k}{s}")
+        for k in range(layers)
+        for s in ([""] if directions == 1 else ["", "_reverse"])
+    ]
+
+
+def layer_params(module):
+    """[(weights, bias or None)] at index layer * D + direction, looked up by name."""
+    directions = 2 if module.bidirectional else 1
+    return [
+        (getattr(module, w), getattr(module, b)) for w, b in names(module.num_layers, directions)
+    ]
+
+
+def reference(module, x, hx=None, between=None):
+    """nn.LSTM's semantics over the LLTM cell, by hand: a Python loop of the pure-PyTorch cell
+    per layer and direction (the reverse one walks the steps from the last), x (T, B, I)
+    time-major -> (output (T, B, D * S), h_n, c_n (D * L, B, S)). `between(layer, output)` is
+    applied to each layer's output but the last's (dropout)."""
+    directions = 2 if module.bidirectional else 1
+    steps, batch, state = x.shape[0], x.shape[1], module.hidden_size
+    rows = module.num_layers * directions
+    zeros = x.new_zeros(rows, batch, state)
+    h0, c0 = hx if hx is not None else (zeros, zeros)
+    params = layer_params(module)
+    layer_input, h_n, c_n = x, [], []
+    for layer in range(module.num_layers):
+        outputs = []
+        for direction in range(directions):
+            w, b = params[layer * directions + direction]
+            b = torch.zeros(3 * state, dtype=w.dtype, device=w.device) if b is None else b
+            h, c = h0[layer * directions + direction], c0[layer * directions + direction]
+            out = [None] * steps
+            order = range(steps) if direction == 0 else range(steps - 1, -1, -1)
+            for t in order:
+                h, c = lltm_reference(layer_input[t], w, b, h, c)
+                out[t] = h
+            outputs.append(torch.stack(out) if steps else x.new_zeros(0, batch, state))
+            h_n.append(h)
+            c_n.append(c)
+        layer_input = torch.cat(outputs, 2)
+        if between is not None and layer + 1 < module.num_layers:
+            layer_input = between(layer, layer_input)
+    return layer_input, torch.stack(h_n), torch.stack(c_n)
+
+
+def composed(module, x, hx):
+    """The same from lltm_ext.lltm_sequence calls, one per layer and direction (torch.flip for
+    the reverse one), as a user would stack them by hand."""
+    directions = 2 if module.bidirectional else 1
+    params = layer_params(module)
+    layer_input, h_n, c_n = x, [], []
+    for layer in range(module.num_layers):
+        outputs = []
+        for direction in range(directions):
+            i = layer * directions + direction
+            w, b = params[i]
+            seq = layer_input if direction == 0 else layer_input.flip(0)
+            out, (h, c) = lltm_ext.lltm_sequence(seq, w, b, (hx[0][i], hx[1][i]))
+            outputs.append(out if direction == 0 else out.flip(0))
+            h_n.append(h)
+            c_n.append(c)
+        layer_input = torch.cat(outputs, 2)
+    return layer_input, torch.stack(h_n), torch.stack(c_n)
+
+
+def make(layers, bidirectional, device, features=3, state=4, **kwargs):
+    torch.manual_seed(1)
+    return lltm_ext.LLTMSequence(
+        features, state, layers, bidirectional=bidirectional, device=device, dtype=F64, **kwargs
+    )
+
+
+def state_of(module, batch, device, unbatched=False):
+    rows = module.num_layers * (2 if module.bidirectional else 1)
+    shape = (rows, module.hidden_size) if unbatched else (rows, batch, module.hidden_size)
+    return tuple(torch.randn(shape, device=device, dtype=F64, requires_grad=True) for _ in "hc")
+
+
+def grads_of(outputs, wrt, seed=2):
+    """Gradients of sum(output * g) over `outputs` (random g drawn from `seed`) wrt `wrt`."""
+    gen = torch.Generator().manual_seed(seed)
+    weights = [torch.randn(o.shape, generator=gen, dtype=F64).to(o.device) for o in outputs]
+    loss = sum((o * g).sum() for o, g in zip(outputs, weights, strict=True))
+    return torch.autograd.grad(loss, wrt)
+
+
+CONFIGS = [(1, False), (2, False), (1, True), (3, True)]
+CONFIG_IDS = ["1layer", "2layers", "1layer-bi", "3layers-bi"]
+
+
+# --- construction ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layers", [1, 2, 3])
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["uni", "bi"])
+def test_parameters_named_and_shaped_per_layer_and_direction(layers, bidirectional):
+    module = lltm_ext.LLTMSequence(3, 4, layers, bidirectional=bidirectional)
+    directions = 2 if bidirectional else 1
+    expected = {}
+    for k, (w, b) in enumerate(names(layers, directions)):
+        features = 3 if k < directions else 4 * directions
+        expected[w] = (12, 4 + features)
+        expected[b] = (12,)
+    got = {n: tuple(p.shape) for n, p in module.named_parameters()}
+    assert got == expected
+    assert list(module.state_dict()) == list(expected)
+    assert [[p.shape for p in ps] for ps in module.all_weights] == [
+        [torch.Size(expected[w]), torch.Size(expected[b])] for w, b in names(layers, directions)
+    ]
+    bound = 1 / math.sqrt(4)  # Uniform(-1/sqrt(S), 1/sqrt(S)), as the cell's
+    for p in module.parameters():
+        assert p.abs().max() <= bound and p.std() > bound / 4
+    module.flatten_parameters()  # nn.LSTM's; nothing to do, but models call it
+
+
+def test_nn_lstm_keywords_and_the_earlier_names():
+    lstm_style = lltm_ext.LLTMSequence(
+        input_size=3,
+        hidden_size=4,
+        num_layers=2,
+        bias=False,
+        batch_first=True,
+        dropout=0.25,
+        bidirectional=True,
+        proj_size=0,
+        device="cpu",
+        dtype=F64,
+    )
+    assert (lstm_style.input_size, lstm_style.hidden_size, lstm_style.num_layers) == (3, 4, 2)
+    assert (lstm_style.input_features, lstm_style.state_size) == (3, 4)
+    assert lstm_style.batch_first and lstm_style.bidirectional and not lstm_style.has_bias
+    assert lstm_style.dropout == 0.25 and lstm_style.weights_l1.dtype == F64
+    assert repr(lstm_style) == (
+        "LLTMSequence(3, 4, num_layers=2, bias=False, batch_first=True, dropout=0.25, "
+        "bidirectional=True)"
+    )
+    positional = lltm_ext.LLTMSequence(3, 4, 2, True, True, 0.0, True)
+    assert (
+        repr(positional) == "LLTMSequence(3, 4, num_layers=2, batch_first=True, bidirectional=True)"
+    )
+    old = lltm_ext.LLTMSequence(input_features=3, state_size=4, batch_first=True)
+    assert (old.input_size, old.hidden_size, old.weights.shape) == (3, 4, (12, 7))
+    assert repr(old) == "LLTMSequence(3, 4, batch_first=True)"
+    with pytest.raises(TypeError, match=r"both `input_size` and `input_features`"):
+        lltm_ext.LLTMSequence(3, 4, input_features=3)
+    with pytest.raises(TypeError, match=r"missing the argument `hidden_size` \(or `state_size`\)"):
+        lltm_ext.LLTMSequence(3)
+
+
+def test_an_earlier_state_dict_loads():
+    """One layer, one direction: `weights` and `bias` as before, so the earlier LLTMSequence's
+    state_dict (and an LLTM cell's) loads, and the module computes the cell's loop from it."""
+    cell = lltm_ext.LLTM(3, 4, dtype=F64)
+    module = lltm_ext.LLTMSequence(3, 4, dtype=F64)
+    module.load_state_dict(cell.state_dict())
+    assert torch.equal(module.weights, cell.weights) and torch.equal(module.bias, cell.bias)
+    x = torch.randn(5, 2, 3, dtype=F64)
+    output, (h_n, _) = module(x)
+    want, want_h, _ = reference(module, x)
+    torch.testing.assert_close(output, want)
+    torch.testing.assert_close(h_n, want_h)
+    with pytest.raises(RuntimeError, match=r"Missing key\(s\).*weights_l0"):
+        lltm_ext.LLTMSequence(3, 4, 2).load_state_dict(cell.state_dict())
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (dict(proj_size=2), ValueError, r"proj_size=2 is not supported"),
+        (dict(num_layers=0), ValueError, r"`num_layers` must be at least 1, but got 0"),
+        (dict(num_layers=2.0), TypeError, r"`num_layers` must be an int, but got float"),
+        (dict(num_layers=True), TypeError, r"`num_layers` must be an int, but got bool"),
+        (dict(hidden_size=0), ValueError, r"`hidden_size` must be at least 1"),
+        (dict(input_size=-1), ValueError, r"`input_size` must be at least 0"),
+        (dict(dropout=1.5), ValueError, r"`dropout` must be a number in \[0, 1\].*1.5"),
+        (dict(dropout=-0.1), ValueError, r"`dropout` must be a number in \[0, 1\]"),
+        (dict(dropout=True), ValueError, r"`dropout` must be a number in \[0, 1\]"),
+        (dict(bias=1), TypeError, r"`bias` must be a bool, but got int"),
+        (dict(batch_first=None), TypeError, r"`batch_first` must be a bool"),
+    ],
+    ids=lambda v: "" if not isinstance(v, dict) else ",".join(f"{k}={v[k]}" for k in v),
+)
+def test_bad_arguments(kwargs, error, message):
+    args = dict(input_size=3, hidden_size=4, num_layers=2) | kwargs
+    with pytest.raises(error, match=message):
+        lltm_ext.LLTMSequence(**args)
+
+
+def test_dropout_with_one_layer_warns_as_nn_lstm():
+    with pytest.warns(UserWarning, match=r"non-zero dropout expects num_layers greater than 1"):
+        lltm_ext.LLTMSequence(3, 4, dropout=0.5)
+
+
+# --- shapes: those of an nn.LSTM of the same configuration -----------------------------------
+
+
+@pytest.mark.parametrize("layers", [1, 2, 3])
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["uni", "bi"])
+@pytest.mark.parametrize("batch_first", [False, True], ids=["time_first", "batch_first"])
+def test_shapes_are_nn_lstms(layers, bidirectional, batch_first):
+    kwargs = dict(num_layers=layers, bidirectional=bidirectional, batch_first=batch_first)
+    ours = lltm_ext.LLTMSequence(3, 4, **kwargs)
+    lstm = torch.nn.LSTM(3, 4, **kwargs)
+    rows = layers * (2 if bidirectional else 1)
+    x = torch.randn((2, 5, 3) if batch_first else (5, 2, 3))
+    hx = (torch.randn(rows, 2, 4), torch.randn(rows, 2, 4))
+    seqs = [torch.randn(n, 3) for n in (2, 5, 1)]
+    cases = {
+        "batched": (x, None),
+        "batched, hx": (x, hx),
+        "unbatched": (x[0] if batch_first else x[:, 0], None),
+        "unbatched, hx": (x[0] if batch_first else x[:, 0], (hx[0][:, 0], hx[1][:, 0])),
+        "packed": (pack_sequence(seqs, enforce_sorted=False), None),
+        "packed, hx": (
+            pack_sequence(seqs, enforce_sorted=False),
+            (torch.randn(rows, 3, 4), torch.randn(rows, 3, 4)),
+        ),
+    }
+    for case, (inputs, state) in cases.items():
+        output, (h_n, c_n) = ours(inputs, state)
+        want, (want_h, want_c) = lstm(inputs, state)
+        assert (h_n.shape, c_n.shape) == (want_h.shape, want_c.shape), case
+        if isinstance(inputs, PackedSequence):
+            assert isinstance(output, PackedSequence), case
+            assert output.data.shape == want.data.shape, case
+            for field in ("batch_sizes", "sorted_indices", "unsorted_indices"):
+                assert torch.equal(getattr(output, field), getattr(want, field)), (case, field)
+        else:
+            assert output.shape == want.shape, case
+
+
+# --- values and gradients against the references ---------------------------------------------
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("layers, bidirectional", CONFIGS, ids=CONFIG_IDS)
+@pytest.mark.parametrize("batch_first", [False, True], ids=["time_first", "batch_first"])
+def test_matches_the_reference_loop(device, layers, bidirectional, batch_first):
+    """Output, h_n, c_n and the gradients of input, h_0, c_0 and every parameter against the
+    float64 loop of the pure-PyTorch cell, and the forward against lltm_sequence calls composed
+    by hand."""
+    module = make(layers, bidirectional, device, batch_first=batch_first)
+    x = torch.randn(6, 3, 3, device=device, dtype=F64, requires_grad=True)
+    hx = state_of(module, 3, device)
+    inputs = x.transpose(0, 1) if batch_first else x
+    output, (h_n, c_n) = module(inputs, hx)
+    if batch_first:
+        output = output.transpose(0, 1)
+    want = reference(module, x, hx)
+    for got, ref in zip((output, h_n, c_n), want, strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-12)
+    with torch.no_grad():
+        for got, ref in zip((output, h_n, c_n), composed(module, x, hx), strict=True):
+            torch.testing.assert_close(got, ref, rtol=1e-12, atol=1e-13)
+    wrt = (x, *hx, *module.parameters())
+    for got, ref in zip(grads_of((output, h_n, c_n), wrt), grads_of(want, wrt), strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("layers, bidirectional", [(2, True), (1, False)], ids=["2bi", "1"])
+def test_unbatched_input(device, layers, bidirectional):
+    """(T, I) with h_0, c_0 (D * L, S): what the batch of one gives, without the batch dim."""
+    module = make(layers, bidirectional, device)
+    x = torch.randn(5, 3, device=device, dtype=F64, requires_grad=True)
+    hx = state_of(module, 1, device, unbatched=True)
+    output, (h_n, c_n) = module(x, hx)
+    want_out, want_h, want_c = reference(module, x[:, None], (hx[0][:, None], hx[1][:, None]))
+    torch.testing.assert_close(output, want_out[:, 0], rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(h_n, want_h[:, 0], rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(c_n, want_c[:, 0], rtol=1e-10, atol=1e-12)
+    wrt = (x, *hx, *module.parameters())
+    ref_outs = (want_out[:, 0], want_h[:, 0], want_c[:, 0])
+    for got, ref in zip(grads_of((output, h_n, c_n), wrt), grads_of(ref_outs, wrt), strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-9, atol=1e-11)
+    none_given = module(x)
+    ref_none = reference(module, x[:, None].detach())
+    torch.testing.assert_close(none_given[0], ref_none[0][:, 0], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_empty_sequence_returns_the_initial_state(device):
+    module = make(2, True, device)
+    hx = state_of(module, 3, device)
+    output, (h_n, c_n) = module(torch.empty(0, 3, 3, device=device, dtype=F64), hx)
+    assert output.shape == (0, 3, 8)
+    assert torch.equal(h_n, hx[0]) and torch.equal(c_n, hx[1])
+
+
+@pytest.mark.parametrize("device", devices())
+def test_gradcheck(device):
+    """torch.autograd.gradcheck of a two-layer bidirectional module in float64, batched with hx,
+    and packed (unsorted lengths 3, 1, 2) with hx: input, h_0, c_0 and every parameter (packed:
+    gradcheck's fast mode, a random projection of the Jacobian, as its full one takes seconds)."""
+    module = make(2, True, device, features=2, state=2)
+    params = dict(module.named_parameters())
+
+    def run(inputs, h0, c0, weights):
+        out, (h_n, c_n) = torch.func.functional_call(
+            module, dict(zip(params, weights, strict=True)), (inputs, (h0, c0))
+        )
+        return (out.data if isinstance(out, PackedSequence) else out), h_n, c_n
+
+    x = torch.randn(3, 2, 2, device=device, dtype=F64, requires_grad=True)
+    h0, c0 = state_of(module, 2, device)
+    weights = tuple(p.detach().clone().requires_grad_() for p in params.values())
+    assert torch.autograd.gradcheck(lambda x, h0, c0, *w: run(x, h0, c0, w), (x, h0, c0, *weights))
+    seqs = [torch.randn(n, 2, device=device, dtype=F64, requires_grad=True) for n in (3, 1, 2)]
+    h0, c0 = state_of(module, 3, device)
+
+    def packed(a, b, c, h0, c0, *w):
+        return run(pack_sequence([a, b, c], enforce_sorted=False), h0, c0, w)
+
+    assert torch.autograd.gradcheck(packed, (*seqs, h0, c0, *weights), fast_mode=True)
+
+
+# --- packed sequences ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("layers, bidirectional", CONFIGS, ids=CONFIG_IDS)
+@pytest.mark.parametrize(
+    "lengths",
+    [(4, 1, 7, 7, 2, 4), (7, 5, 5, 1), (3,), (1, 1)],
+    ids=["mixed", "sorted", "one", "ones"],
+)
+def test_packed_equals_each_sequence_alone(device, layers, bidirectional, lengths):
+    """A PackedSequence (enforce_sorted=False; lengths 1 and T among them; a batch of one) gives
+    each sequence's output as the reference gives it for that sequence alone (unpadded), h_n and
+    c_n in the batch's own order from a given hx in that order; gradients of every sequence, hx
+    and the parameters likewise; the same packing fields come back. A sorted batch packed with
+    enforce_sorted=True (no indices) too."""
+    module = make(layers, bidirectional, device)
+    seqs = [torch.randn(n, 3, device=device, dtype=F64, requires_grad=True) for n in lengths]
+    hx = state_of(module, len(seqs), device)
+    packed = pack_sequence(seqs, enforce_sorted=False)
+    output, (h_n, c_n) = module(packed, hx)
+    assert isinstance(output, PackedSequence)
+    assert output.batch_sizes is packed.batch_sizes
+    assert output.sorted_indices is packed.sorted_indices
+    assert output.unsorted_indices is packed.unsorted_indices
+    padded, got_lengths = pad_packed_sequence(output)
+    assert got_lengths.tolist() == list(lengths)
+    ref_outs, ref_h, ref_c = [], [], []
+    for i, seq in enumerate(seqs):
+        state = (hx[0][:, i : i + 1], hx[1][:, i : i + 1])
+        out, h, c = reference(module, seq[:, None], state)
+        ref_outs.append(out[:, 0])
+        ref_h.append(h[:, 0])
+        ref_c.append(c[:, 0])
+        torch.testing.assert_close(padded[: len(seq), i], out[:, 0], rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(h_n, torch.stack(ref_h, 1), rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(c_n, torch.stack(ref_c, 1), rtol=1e-10, atol=1e-12)
+    # Gradients: the same weights on each step's output (the padded positions weigh nothing).
+    gen = torch.Generator().manual_seed(3)
+    g = torch.randn(padded.shape, generator=gen, dtype=F64).to(device)
+    g_h, g_c = (torch.randn(h_n.shape, generator=gen, dtype=F64).to(device) for _ in "hc")
+    wrt = (*seqs, *hx, *module.parameters())
+    ours = torch.autograd.grad((padded * g).sum() + (h_n * g_h).sum() + (c_n * g_c).sum(), wrt)
+    ref_loss = sum((o * g[: len(o), i]).sum() for i, o in enumerate(ref_outs))
+    ref_loss = ref_loss + (torch.stack(ref_h, 1) * g_h).sum() + (torch.stack(ref_c, 1) * g_c).sum()
+    for got, want in zip(ours, torch.autograd.grad(ref_loss, wrt), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-11)
+    # Sorted by length and packed as such: no indices, the same values.
+    order = sorted(range(len(seqs)), key=lambda i: -lengths[i])
+    in_order = pack_sequence([seqs[i] for i in order])
+    assert in_order.sorted_indices is None
+    out_sorted, (h_sorted, _) = module(in_order, (hx[0][:, order], hx[1][:, order]))
+    assert out_sorted.sorted_indices is None and out_sorted.unsorted_indices is None
+    torch.testing.assert_close(pad_packed_sequence(out_sorted)[0], padded[:, order])
+    torch.testing.assert_close(h_sorted, h_n[:, order])
+
+
+@pytest.mark.parametrize("device", devices())
+def test_packed_without_hx_and_batch_first_ignored(device):
+    """hx None is zeros; a packed input's layout is its own (batch_first does not apply)."""
+    module = make(2, True, device, batch_first=True)
+    seqs = [torch.randn(n, 3, device=device, dtype=F64) for n in (2, 5, 3)]
+    output, (h_n, _) = module(pack_sequence(seqs, enforce_sorted=False))
+    padded, _ = pad_packed_sequence(output, batch_first=True)
+    for i, seq in enumerate(seqs):
+        out, h, _ = reference(module, seq[:, None])
+        torch.testing.assert_close(padded[i, : len(seq)], out[:, 0], rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(h_n[:, i], h[:, 0], rtol=1e-10, atol=1e-12)
+
+
+def test_packed_runs_no_padding(monkeypatch):
+    """Each lltm_sequence call of a packed forward gets rows of data only, as views into it (no
+    copy, no padding): the rows run add up to the packed rows, once per layer and direction."""
+    import lltm_ext.ops.lltm_sequence as module_file
+
+    calls = []
+    real = module_file.lltm_sequence
+
+    def spy(x, *args, **kwargs):
+        calls.append((tuple(x.shape), x._base is not None))
+        return real(x, *args, **kwargs)
+
+    monkeypatch.setattr(module_file, "lltm_sequence", spy)
+    module = lltm_ext.LLTMSequence(3, 4, 2, bidirectional=True)
+    packed = pack_sequence([torch.randn(n, 3) for n in (6, 1, 4, 4)], enforce_sorted=False)
+    module(packed)
+    # batch_sizes 4, 3, 3, 3, 1, 1: three segments (1 x 4, 3 x 3, 2 x 1) per layer and direction.
+    shapes = [shape[:2] for shape, _ in calls]
+    assert shapes == [(1, 4), (3, 3), (2, 1)] * 4
+    assert all(is_view for _, is_view in calls)
+    assert sum(t * b for t, b in shapes) == 4 * packed.data.shape[0]
+
+
+def test_bad_packed_sequences():
+    module = lltm_ext.LLTMSequence(3, 4)
+    data = torch.randn(5, 3)
+    with pytest.raises(ValueError, match=r"`batch_sizes` must not increase.*\[2, 3\]"):
+        module(PackedSequence(data, torch.tensor([2, 3])))
+    with pytest.raises(ValueError, match=r"add up to `data`'s 5 rows.*\[2, 2\] \(sum 4\)"):
+        module(PackedSequence(data, torch.tensor([2, 2])))
+    with pytest.raises(ValueError, match=r"must have 1-D `batch_sizes`"):
+        module(PackedSequence(data, torch.tensor([[3, 2]])))
+    with pytest.raises(RuntimeError, match=r"`data` must have shape \[rows, 3\].*\[5, 2\]"):
+        module(PackedSequence(torch.randn(5, 2), torch.tensor([3, 2])))
+    with pytest.raises(RuntimeError, match=r"`h_0` must have shape \[1, 3, 4\].*\[1, 2, 4\]"):
+        module(PackedSequence(data, torch.tensor([3, 2])), (torch.zeros(1, 2, 4),) * 2)
+
+
+# --- dropout, bias=False ---------------------------------------------------------------------
+
+
+def test_dropout_between_layers_in_training_only():
+    module = make(3, True, "cpu", dropout=0.5)
+    x = torch.randn(4, 2, 3, dtype=F64)
+    module.eval()
+    torch.testing.assert_close(module(x)[0], reference(module, x)[0], rtol=1e-10, atol=1e-12)
+    module.train()
+    torch.manual_seed(7)
+    output, (h_n, _) = module(x)
+    # The same masks, drawn in the same order: F.dropout on each layer's output but the last's.
+    torch.manual_seed(7)
+    want, want_h, _ = reference(module, x, between=lambda _, out: F.dropout(out, 0.5))
+    torch.testing.assert_close(output, want, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(h_n, want_h, rtol=1e-10, atol=1e-12)
+    assert not torch.allclose(output, reference(module, x)[0])  # dropout did something
+
+
+def test_dropout_one_zeroes_the_inputs_of_later_layers():
+    """dropout=1.0 in training: layers 1 and up see zeros (and only them); eval mode: no dropout.
+    No random masks to match: what the module gives is the reference with zero inputs there."""
+    module = make(2, True, "cpu", dropout=1.0)
+    x = torch.randn(4, 2, 3, dtype=F64)
+    output, (h_n, c_n) = module.train()(x)
+    want = reference(module, x, between=lambda _, out: torch.zeros_like(out))
+    for got, ref in zip((output, h_n, c_n), want, strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-12)
+    assert output.abs().min() > 0  # the last layer's output is not dropped
+    torch.testing.assert_close(h_n[:2], reference(module, x)[1][:2])  # layer 0 is unaffected
+    evaluated = module.eval()(x)[0]
+    torch.testing.assert_close(evaluated, reference(module, x)[0], rtol=1e-10, atol=1e-12)
+    assert not torch.allclose(evaluated, output)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_bias_false(device):
+    """No bias parameters (nor state_dict entries, nor buffers); the reference with a zero bias,
+    forward and gradients; a packed input too."""
+    module = make(2, True, device, bias=False)
+    assert [n for n, _ in module.named_parameters()] == [w for w, _ in names(2, 2)]
+    assert list(module.state_dict()) == [w for w, _ in names(2, 2)]
+    assert list(module.buffers()) == [] and module.bias_l0 is None
+    assert all(len(p) == 1 for p in module.all_weights)
+    single = lltm_ext.LLTMSequence(3, 4, bias=False)
+    assert single.bias is None and list(single.state_dict()) == ["weights"]
+    x = torch.randn(5, 2, 3, device=device, dtype=F64, requires_grad=True)
+    output, (h_n, c_n) = module(x)
+    want = reference(module, x)
+    for got, ref in zip((output, h_n, c_n), want, strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-12)
+    wrt = (x, *module.parameters())
+    for got, ref in zip(grads_of((output, h_n, c_n), wrt), grads_of(want, wrt), strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-9, atol=1e-11)
+    seqs = [x[:3, 0], x[:, 1]]
+    packed_out, (packed_h, _) = module(pack_sequence(seqs, enforce_sorted=False))
+    torch.testing.assert_close(pad_packed_sequence(packed_out)[0][:, 1], want[0][:, 1])
+    torch.testing.assert_close(packed_h[:, 1], want[1][:, 1])
+
+
+# --- outputs, errors, torch.compile ----------------------------------------------------------
+
+
+def test_outputs_are_new_tensors():
+    """No output is a view (FSDP2 warns of views among a module's outputs): batched, batch_first,
+    unbatched, packed."""
+    x = torch.randn(4, 2, 3)
+    for module, inputs in (
+        (lltm_ext.LLTMSequence(3, 4), x),
+        (lltm_ext.LLTMSequence(3, 4, batch_first=True), x[:1]),  # B = 1: a transpose is contiguous
+        (lltm_ext.LLTMSequence(3, 4, 2, bidirectional=True, batch_first=True), x),
+        (lltm_ext.LLTMSequence(3, 4), x[:, 0]),
+        (lltm_ext.LLTMSequence(3, 4, 2, bidirectional=True), x[:, 0]),
+        (lltm_ext.LLTMSequence(3, 4), pack_sequence([x[:, 0], x[:2, 1]])),
+    ):
+        output, (h_n, c_n) = module(inputs)
+        data = output.data if isinstance(output, PackedSequence) else output
+        assert data._base is None and h_n._base is None and c_n._base is None, module
+
+
+def test_bad_inputs_and_states():
+    module = lltm_ext.LLTMSequence(3, 5, 2)
+    x = torch.randn(6, 4, 3)
+    with pytest.raises(
+        RuntimeError, match=r"`input` must have shape \[seq_len, batch, 3\].*\[6, 4, 2\]"
+    ):
+        module(torch.randn(6, 4, 2))
+    with pytest.raises(RuntimeError, match=r"`input` must have shape \[seq_len, 3\].*\[6, 2\]"):
+        module(torch.randn(6, 2))
+    with pytest.raises(RuntimeError, match=r"`input` must have shape \[batch, seq_len, 3\]"):
+        lltm_ext.LLTMSequence(3, 5, batch_first=True)(torch.randn(4, 6, 2))
+    with pytest.raises(ValueError, match=r"`input` must be 3-D \(seq_len, batch, input_size\).*4"):
+        module(torch.randn(6, 4, 3, 1))
+    with pytest.raises(ValueError, match=r"3-D \(batch, seq_len, input_size\).*list"):
+        lltm_ext.LLTMSequence(3, 5, batch_first=True)([1.0])
+    good = torch.zeros(2, 4, 5)
+    message = r"`h_0` must have shape \[2, 4, 5\] \(num_layers \* num_directions, batch, hidden"
+    for bad in (
+        torch.zeros(4, 5),
+        torch.zeros(1, 4, 5),
+        torch.zeros(2, 3, 5),
+        torch.zeros(2, 4, 6),
+    ):
+        with pytest.raises(
+            RuntimeError, match=message + rf".*{list(bad.shape)}".replace("[", r"\[")
+        ):
+            module(x, (bad, good))
+    with pytest.raises(RuntimeError, match=r"`c_0` must have shape \[2, 4, 5\].*\[2, 4\]"):
+        module(x, (good, good[:, :, 0]))
+    with pytest.raises(RuntimeError, match=r"`h_0` must have shape \[2, 5\] \(num_layers \* num_"):
+        module(x[:, 0], (good, good))  # unbatched input: a 3-D state
+    with pytest.raises(TypeError, match=r"`hx` must be None or a pair \(h_0, c_0\).*tensor"):
+        module(x, good)
+    with pytest.raises(TypeError, match=r"`h_0` must be a tensor, but got int"):
+        module(x, (0, good))
+    with pytest.raises(RuntimeError, match=r"one dtype"):  # the operator's own checks remain
+        module(x, (good.double(), good.double()))
+
+
+@pytest.mark.parametrize("backend", ["aot_eager"])
+def test_torch_compile_fullgraph(backend):
+    """A two-layer bidirectional batch_first module with hx under torch.compile(fullgraph=True):
+    the eager loss and gradients of input, hx and the parameters."""
+    module = lltm_ext.LLTMSequence(3, 4, 2, bidirectional=True, batch_first=True)
+    x = torch.randn(2, 5, 3, requires_grad=True)
+    h0, c0 = (torch.randn(4, 2, 4, requires_grad=True) for _ in "hc")
+
+    def loss_fn(x, h0, c0):
+        output, (h_n, c_n) = module(x, (h0, c0))
+        return (output * 2).sum() + h_n.square().sum() + c_n.sum()
+
+    assert_compiled_matches_eager(
+        loss_fn, (x, h0, c0), backend, wrt=(x, h0, c0, *module.parameters())
+    )
