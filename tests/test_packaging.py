@@ -15,7 +15,7 @@ from lltm_ext.ops import MODULES
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # appended: the installed lltm_ext, if any, stays first
 
-from tools.build import check_dist  # noqa: E402
+from tools.packaging import check_dist  # noqa: E402
 
 
 def readme_command(marker: str) -> str:

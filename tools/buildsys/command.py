@@ -340,8 +340,8 @@ def _knobs() -> tuple[int | None, int | None]:
 
 
 def build_info_text(info: dict) -> str:
-    """The text of lltm_ext/_build_info.py for the build record `info` (tools/build/check_dist.py
-    reads it back with read_build_info)."""
+    """The text of lltm_ext/_build_info.py for the build record `info`
+    (tools/packaging/check_dist.py reads it back with read_build_info)."""
     purpose = (
         "Written by the build (setup.py build_ext): what this build of lltm_ext was made with."
     )
