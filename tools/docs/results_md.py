@@ -19,7 +19,7 @@ A block's name is ``MACHINE:VIEW[:OP]``:
   percentile, worst, median, points below 1.0x, errors against float64);
 * ``worst:OP``: a sweep's worst shapes, per dtype;
 * ``accuracy``: the float32 sequence's error against float64 at each precision setting;
-* ``pictures``: the machine's pictures, as image links.
+* ``pictures`` / ``pictures:bench`` / ``pictures:sweep``: the machine's pictures, as image links.
 
 A machine with no results file yet renders one line saying so and the command that makes it.
 Pictures (``docs/bench_<machine>.png``, ``docs/sweep_<machine>.png``) are drawn from the same files
@@ -192,14 +192,15 @@ def view_accuracy(data: dict[str, Any]) -> str:
     return _table(["T, B, I, S", *cols], rows) + f"\n\n`{acc['command']}`"
 
 
-def view_pictures(data: dict[str, Any], where: str = "docs/") -> str:
-    """The machine's pictures, as image links from a document in `where`'s folder."""
+def view_pictures(data: dict[str, Any], where: str = "docs/", only: str | None = None) -> str:
+    """The machine's pictures (`only`: "bench" or "sweep"), as image links from a document in
+    `where`'s folder."""
     machine, lines = data["machine"], []
-    if "bench" in data:
+    if "bench" in data and only in (None, "bench"):
         lines.append(
             f"![lltm_ext against PyTorch, every op, on {data['what']}]({where}bench_{machine}.png)"
         )
-    if data.get("sweeps"):
+    if data.get("sweeps") and only in (None, "sweep"):
         lines.append(
             f"![the ratios over random shapes on {data['what']}]({where}sweep_{machine}.png)"
         )
@@ -225,6 +226,8 @@ def render(name: str, doc: Path = ROOT / "README.md") -> str:
     if view not in VIEWS:
         raise ValueError(f"results block {name!r}: unknown view; known: {sorted(VIEWS)}")
     data = load(machine)
+    if data is None and view != "about":
+        return f"_(no {machine} results yet: see its `about` line)_\n"
     if data is None:
         return (
             f"_No {machine} results committed yet: run `{run_command(machine)}` on "
@@ -232,7 +235,7 @@ def render(name: str, doc: Path = ROOT / "README.md") -> str:
             "`python tools/docs/results_md.py --write`._\n"
         )
     if view == "pictures":  # image paths relative to the document
-        rest = ["" if doc.parent == ROOT / "docs" else "docs/"]
+        rest = ["" if doc.parent == ROOT / "docs" else "docs/", *rest]
     return VIEWS[view](data, *rest).rstrip("\n") + "\n"
 
 
