@@ -19,6 +19,7 @@ from every committed results file (tests/test_results.py holds the docs to them)
 Usage:
     python tools/measure/results.py run --machine cpu                      # CPU, one thread
     python tools/measure/results.py run --machine h200 --out /tmp/h200.json  # on the GPU
+    python tools/measure/results.py run --machine h200 --parts accuracy --out /tmp/h200.json
     python tools/measure/results.py plan [--machine NAME]                  # print the plan
 """
 
@@ -119,9 +120,10 @@ def _git(*args: str) -> str:
     return out.stdout.strip()
 
 
-def build_record(lltm_ext: Any) -> dict[str, Any]:
-    """What was timed: the commit of this tree, whether tracked files differed from it, and the
-    build record of the lltm_ext imported (version, torch, CUDA, architectures, compiler)."""
+def build_record(lltm_ext: Any, commit: str | None = None) -> dict[str, Any]:
+    """What was timed: the commit of this tree (`commit` where the tree has no git), whether
+    tracked files differed from it, and the build record of the lltm_ext imported (version,
+    torch, CUDA, architectures, compiler)."""
     try:
         from lltm_ext._build_info import BUILD_INFO
     except ImportError:
@@ -136,7 +138,7 @@ def build_record(lltm_ext: Any) -> dict[str, Any]:
         "debug",
     )
     return {
-        "git_commit": _git("rev-parse", "HEAD"),
+        "git_commit": commit or _git("rev-parse", "HEAD"),
         "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
         "lltm_ext": lltm_ext.__version__,
         "imported_from": str(Path(lltm_ext.__file__).parent),
@@ -185,7 +187,7 @@ def _accuracy_part(device: str) -> dict[str, Any]:
     }
 
 
-def run(machine: str, out: Path, parts: list[str] | None) -> int:
+def run(machine: str, out: Path, parts: list[str] | None, commit: str | None = None) -> int:
     device = MACHINES[machine]["device"] if machine in MACHINES else None
     if device is None:
         print(f"results: unknown machine {machine!r}; known: {sorted(MACHINES)}", file=sys.stderr)
@@ -200,19 +202,32 @@ def run(machine: str, out: Path, parts: list[str] | None) -> int:
     from lltm_ext.cli.bench import metadata
 
     env = metadata(torch.device(device))
+    build = build_record(lltm_ext, commit)
+    if len(build["git_commit"]) != 40:
+        print("results: no git commit found for this tree: pass --git-commit SHA", file=sys.stderr)
+        return 2
     doc: dict[str, Any] = {
         "machine": machine,
         "what": MACHINES[machine]["what"],
         "command": run_command(machine)
         + (f" --parts {','.join(parts)}" if parts is not None else ""),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "build": build_record(lltm_ext),
+        "build": build,
         "hardware": {
             k: env[k] for k in ("cpu", "cpu_isa", "gpu", "gpus", "sms", "cuda") if k in env
         },
         "versions": {k: env[k] for k in ("python", "torch", "platform") if k in env},
         "seconds": {},
     }
+    if parts is not None and out.is_file():  # more parts of the same build: merged into the file
+        with open(out) as f:
+            old = json.load(f)
+        if old.get("machine") != machine or old["build"]["git_commit"] != build["git_commit"]:
+            print(f"results: {out} is another machine's or build's; not merging", file=sys.stderr)
+            return 2
+        kept = {k: old[k] for k in ("bench", "sweeps", "accuracy") if k in old}
+        doc = {**doc, **kept, "seconds": old.get("seconds", {})}
+        doc["command"] = old["command"] + "; " + doc["command"]
     out.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     for step in plan:
@@ -250,7 +265,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--parts",
         help="comma-separated parts to run (default: all; bench, sweep:gemm, "
-        "sweep:lltm_sequence, accuracy)",
+        "sweep:lltm_sequence, accuracy); an existing --out file of the same machine and commit "
+        "keeps its other parts",
+    )
+    p.add_argument(
+        "--git-commit",
+        metavar="SHA",
+        help="the commit this tree is (default: git rev-parse HEAD; for a tree without git)",
     )
     p = sub.add_parser("plan", help="print what each machine's run measures")
     p.add_argument("--machine", help="only this machine")
@@ -264,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  {step['part']:<20} {what}")
         return 0
     parts = [p.strip() for p in args.parts.split(",")] if args.parts else None
-    return run(args.machine, args.out or results_path(args.machine), parts)
+    return run(args.machine, args.out or results_path(args.machine), parts, args.git_commit)
 
 
 if __name__ == "__main__":
