@@ -94,10 +94,10 @@ def test_settings_doc_states_the_default_list():
         assert f"`{archs.default_arch_list(cuda)}` with CUDA {cuda}" in text, cuda
 
 
-def test_release_tools_read_architectures_through_tools_build_archs():
+def test_release_tools_read_architectures_through_tools_buildsys_archs():
     for script in (
-        "tools/build/check_dist.py",
-        "tools/build/smoke_test.py",
+        "tools/packaging/check_dist.py",
+        "tools/packaging/smoke_test.py",
         "tools/ci/ci_wheel.sh",
     ):
         text = (ROOT / script).read_text()
@@ -105,12 +105,12 @@ def test_release_tools_read_architectures_through_tools_build_archs():
         assert "NAMED_ARCHS" not in text and '"Hopper"' not in text, f"{script} has its own table"
     assert (
         "tools/buildsys/archs.py default"
-        in (ROOT / "tools" / "build" / "build_wheel.sh").read_text()
+        in (ROOT / "tools" / "packaging" / "build_wheel.sh").read_text()
     )
 
 
 def test_the_release_tools_parse_like_the_build():
-    from tools.build import check_dist, smoke_test
+    from tools.packaging import check_dist, smoke_test
 
     for text in ("8.0,9.0", "7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX", "Hopper 8.0"):
         sass, ptx = check_dist.parse_arch_list(text)
@@ -120,8 +120,8 @@ def test_the_release_tools_parse_like_the_build():
 def test_check_dist_reads_the_build_record_the_build_writes():
     """check_dist reads _build_info.py as the build writes it (a typed assignment broke it once:
     CI's wheel check stopped with a bare StopIteration)."""
-    from tools.build import check_dist
     from tools.buildsys import command
+    from tools.packaging import check_dist
 
     info = {"version": "0.1.0+cu130torch2.13", "cuda_arch_list": "9.0+PTX", "ops": {"relu": {}}}
     assert check_dist.read_build_info(command.build_info_text(info)) == info
@@ -142,7 +142,7 @@ def test_build_wheel_reads_the_compile_count_that_the_build_logs(capsys, tmp_pat
     command.run_ninja(tmp_path, 1, False, tmp_path / "log")  # up to date: nothing to do
     logged = re.findall(r"^lltm_ext build: compiled (\d+) files", capsys.readouterr().out, re.M)
     assert logged == ["1", "0"]
-    script = (ROOT / "tools" / "build" / "build_wheel.sh").read_text()
+    script = (ROOT / "tools" / "packaging" / "build_wheel.sh").read_text()
     assert "s/^lltm_ext build: compiled \\([0-9]*\\) files.*/\\1/p" in script
 
 
@@ -152,7 +152,7 @@ def test_check_dist_compares_an_sdist_with_the_tree_a_wheel_is_built_in(tmp_path
     import io
     import tarfile
 
-    from tools.build import check_dist
+    from tools.packaging import check_dist
 
     tree = tmp_path / "tree"
     (tree / "src" / "relu").mkdir(parents=True)

@@ -15,7 +15,7 @@ from lltm_ext.ops import MODULES
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # appended: the installed lltm_ext, if any, stays first
 
-from tools.build import check_dist  # noqa: E402
+from tools.packaging import check_dist  # noqa: E402
 
 
 def readme_command(marker: str) -> str:
@@ -378,3 +378,20 @@ def test_architecture_map_matches_the_tree():
     )
     for path in ("src/lltm_sequence/", "src/lltm_sequence/small/", "src/common/", "tools/ci/"):
         assert f"\n{path}\n" in fresh
+
+
+# A newcomer reads the README in five minutes and a design note in one sitting: history lives in
+# git and in CHANGELOG.md's one line per change, not in these.
+README_MAX_LINES = 250
+DOC_MAX_LINES = 500
+
+
+def test_readme_and_docs_stay_short():
+    readme = len((ROOT / "README.md").read_text().splitlines())
+    assert readme <= README_MAX_LINES, f"README.md has {readme} lines (at most {README_MAX_LINES})"
+    long = {
+        p.name: n
+        for p in sorted((ROOT / "docs").glob("*.md"))
+        if (n := len(p.read_text().splitlines())) > DOC_MAX_LINES
+    }
+    assert not long, f"docs with more than {DOC_MAX_LINES} lines (split or cut them): {long}"

@@ -27,8 +27,8 @@ from lltm_ext import _extension
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # appended: the installed lltm_ext, if any, stays first
 
-from tools.build import check_dist  # noqa: E402
 from tools.buildsys import config  # noqa: E402
+from tools.packaging import check_dist  # noqa: E402
 from tools.release import find_links, wheel_matrix  # noqa: E402
 
 WORKFLOW = ROOT / ".github" / "workflows" / "wheels.yml"
@@ -188,7 +188,7 @@ def test_the_workflow_reads_its_cells_from_the_definition():
 def test_the_workflow_builds_in_torchs_manylinux_image():
     text = WORKFLOW.read_text()
     assert "quay.io/pypa/manylinux_2_28_x86_64" in text
-    script = (ROOT / "tools" / "build" / "manylinux_wheel.sh").read_text()
+    script = (ROOT / "tools" / "packaging" / "manylinux_wheel.sh").read_text()
     assert f"--plat {wheel_matrix.PLATFORM}" in script
     assert "tools/release/loopback_install.py" in text and "tools/release/find_links.py" in text
 
@@ -462,7 +462,7 @@ def test_what_torch_provides_is_excluded_and_nothing_else():
     for soname in ("libfoo.so.1", "libstdc++.so.6", "libgomp-a34b3233.so.1"):
         assert not check_dist.provided_by_torch(soname), soname
     out = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "build" / "check_dist.py"), "provided"],
+        [sys.executable, str(ROOT / "tools" / "packaging" / "check_dist.py"), "provided"],
         capture_output=True,
         text=True,
     )

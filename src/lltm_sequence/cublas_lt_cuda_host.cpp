@@ -5,8 +5,8 @@
 // pieces of one to a dozen elements, several times slower than one unsplit kernel. Where cuBLAS's
 // pick cut K into pieces shorter than kMinPieceDepth, the unsplit kernel was faster at almost all
 // LLTM shapes measured and never much slower; where the pieces were longer, it was mostly slower,
-// by far at worst. Figures: docs/decisions.md#cublaslt-min-piece-depth (docs/lltm_notes.md has
-// the measurements).
+// by far at worst. Figures: docs/decisions.md#cublaslt-min-piece-depth (more in
+// docs/lltm_sequence_kernels.md).
 #include <ATen/DynamicLibrary.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <cublasLt.h>

@@ -2,7 +2,7 @@
 // kernels run a call, decided from the device's facts (compute capability, shared memory, which
 // code images it runs, the kernels' occupancy, cached per device and shape), the dtype, the shape
 // and the LLTM_EXT_SEQUENCE_* settings. The measurements behind each rule are in
-// docs/lltm_notes.md.
+// docs/decisions.md and docs/lltm_sequence_kernels.md.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -499,8 +499,8 @@ bool step_gemm_sm90_runs(int device) {
 // Where auto takes Hopper's step product (float32 at full precision, on a GPU that runs it): S >
 // 1024, forward from B = 96, backward from B = 33 (against the cuBLAS path with cuBLAS's product
 // the other way; at S = 529 and 800 it was mostly slower). Figures:
-// docs/decisions.md#step-wgmma-auto. Its profile: "Float32's step products on Hopper's tensor
-// cores" in docs/lltm_notes.md.
+// docs/decisions.md#step-wgmma-auto. The kernel: "Long sequences on Hopper's
+// tensor cores" in docs/lltm_sequence_kernels.md.
 bool step_wgmma_auto(int64_t batch, int64_t state, bool backward) {
   return state > 1024 && batch >= (backward ? 33 : 96);
 }
@@ -511,7 +511,7 @@ bool step_wgmma_auto(int64_t batch, int64_t state, bool backward) {
 // memory): forward 3xTF32 at 5 <= B <= 32; backward 3xTF32 at 2 <= B <= 32 and on the SIMT cores at
 // 33 <= B <= 64; cuBLAS elsewhere (without the tensor-core kernel, backward on the SIMT cores at 2
 // <= B <= 64). Measured per product, forward and backward apart: docs/decisions.md#step-gemm-plan
-// (docs/lltm_notes.md has all 15 shapes).
+// (docs/lltm_sequence_kernels.md has all 15 shapes).
 // Splits: enough blocks for ~2 a SM, each split at least 64 k and splits x m at most k / 2 (the
 // partial sums' traffic, written and read once, then stays below W_h's);
 // LLTM_EXT_SEQUENCE_STEP_SPLITS (settings.h) forces them.

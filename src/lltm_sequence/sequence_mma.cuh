@@ -156,7 +156,7 @@ __device__ __forceinline__ void mma_chains_split(float (&acc)[4],
 // passes sum from zero and are added to acc on the SIMT cores: the tensor core truncates its
 // float32 sums, and chained over every k step of a product (and then over the sequence's steps,
 // through a cell state without a forget gate) that error drifts one way, well past cuBLAS's
-// float32 error (measurements beside this in docs/lltm_notes.md). There a warp takes kMmaChains
+// float32 error (measurements in docs/lltm_sequence_kernels.md). There a warp takes kMmaChains
 // of its k steps at a time, as independent chains of mma (one chain's latency hidden behind the
 // others'; k steps past ksteps read as zeros): float32 forward+backward faster on the wide and
 // the cluster kernels. One pass chains every k step into acc, one k step at a time: the four

@@ -1,10 +1,11 @@
 """GPU architectures: the one definition of what lltm_ext builds for, and how a list is read.
 
 Everything that names architectures reads this module: setup.py (the default list and the
-``TORCH_CUDA_ARCH_LIST`` it passes to torch), the wheel checks (``tools/build/check_dist.py``,
-``tools/build/smoke_test.py``), the wheels workflow (through ``tools/build/build_wheel.sh``, which
-asks ``python tools/buildsys/archs.py default``) and the README (whose default list a test compares
-with :func:`default_arch_list`). Pure functions of their arguments: no torch, no CUDA, no I/O.
+``TORCH_CUDA_ARCH_LIST`` it passes to torch), the wheel checks
+(``tools/packaging/check_dist.py``, ``tools/packaging/smoke_test.py``), the wheels workflow
+(through ``tools/packaging/build_wheel.sh``, which asks ``python tools/buildsys/archs.py
+default``) and the README (whose default list a test compares with :func:`default_arch_list`).
+Pure functions of their arguments: no torch, no CUDA, no I/O.
 
 Command line (for shell scripts)::
 

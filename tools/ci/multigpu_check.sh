@@ -31,7 +31,7 @@ nvidia-smi topo -m >>"$out/gpu.txt" 2>&1 || true
 build() {
   step "build (in place, visible GPUs, MAX_JOBS=${MAX_JOBS:-$(nproc)})"
   # A compiler that links libstdc++ statically is refused by the build, which then picks the
-  # system one (see README, Troubleshooting).
+  # system one (see docs/troubleshooting.md).
   MAX_JOBS=${MAX_JOBS:-$(nproc)} LLTM_EXT_CPU_TWIN=0 "$py" setup.py build_ext --inplace \
     >"$out/build.log" 2>&1 || { echo "build failed: $out/build.log"; tail -20 "$out/build.log"; return 1; }
   grep -E "^ *lltm_ext build:" "$out/build.log"

@@ -18,8 +18,8 @@ served over HTTP on 127.0.0.1, installed by `pip install lltm_ext -f <page>`.
    must install that wheel: pip's report names the served URL and its sha256, and nothing is
    built. --no-index: pip sees only the page, so it cannot fall back to an sdist of lltm_ext
    from the package index (or to another torch); --only-binary lltm_ext: not even an sdist on
-   the page could be built. Then tools/build/smoke_test.py runs against the install (from outside
-   the source tree), and `lltm-ext info` must name the same page for this torch.
+   the page could be built. Then tools/packaging/smoke_test.py runs against the install (from
+   outside the source tree), and `lltm-ext info` must name the same page for this torch.
 3. Another torch minor (--other-torch, e.g. 2.12.1: a fresh venv with that torch from the
    index, or from a torch wheel file, e.g. a CPU-only build on disk; with --torch-env, the build
    environment's other packages are seen behind it, so only torch itself is installed, without
@@ -237,10 +237,12 @@ def check_matching(args, work: Path, wheel: Path, page_url: str, served: str) ->
     text = out.stdout + out.stderr
     need("Building wheel" not in text and "setup.py" not in text, "nothing was built")
     version_installed = item["metadata"]["version"]
-    step("smoke test of the installed wheel (tools/build/smoke_test.py, outside the source tree)")
+    step(
+        "smoke test of the installed wheel (tools/packaging/smoke_test.py, outside the source tree)"
+    )
     cmd = [
         str(py),
-        str(ROOT / "tools" / "build" / "smoke_test.py"),
+        str(ROOT / "tools" / "packaging" / "smoke_test.py"),
         "--prefix",
         str(py.parent.parent),
     ]
@@ -314,7 +316,7 @@ def wheel_torch(wheel: Path) -> str:
     """The exact torch version the wheel was built with (its build record)."""
     import zipfile
 
-    from tools.build import check_dist
+    from tools.packaging import check_dist
 
     with zipfile.ZipFile(wheel) as zf:
         info = check_dist.read_build_info(zf.read("lltm_ext/_build_info.py").decode())

@@ -44,7 +44,7 @@ dim3 tiled_grid(int64_t batch, int64_t state, const TiledShape& shape) {
 // 3 cols outputs over K = S, backward cols over 3S, each n-tile of eight outputs, plus what every
 // m-tile costs apart from its n-tiles (its fragments of x read from L2 through the ring, and split:
 // kTiledRowCost n-tiles' worth per k), times the m-tiles. An estimate to rank shapes by; the
-// measurements behind it are in docs/lltm_notes.md.
+// measurements behind it are in docs/lltm_sequence_kernels.md.
 constexpr int kTiledRowCost = 2;
 int64_t tiled_cost(const TiledShape& shape) {
   const int forward_tiles = (3 * shape.cols + 7) / 8, backward_tiles = (shape.cols + 7) / 8;

@@ -223,7 +223,7 @@ def check_manylinux(args, problems: Problems, names, wheel_meta, tmp: Path, modu
     if not problems.need(
         not not_many,
         f"platform tag {'.'.join(sorted(file_plats))} is not a manylinux tag (repair the wheel "
-        "with auditwheel: tools/build/build_wheel.sh does unless --no-repair)",
+        "with auditwheel: tools/packaging/build_wheel.sh does unless --no-repair)",
     ):
         return
     best = min(g for g in glibcs.values() if g is not None)  # the oldest glibc it claims
@@ -635,7 +635,7 @@ def main(argv: list[str] | None = None) -> int:
         "--same-as",
         metavar="DIR",
         help="also check that every file of the sdist but its generated metadata is DIR's, byte "
-        "for byte (tools/build/build_wheel.sh --reuse-objects builds the wheel in DIR)",
+        "for byte (tools/packaging/build_wheel.sh --reuse-objects builds the wheel in DIR)",
     )
     sub.add_parser("provided", help="print the sonames torch's wheels provide, one per line")
     sub.add_parser("show", help="auditwheel show, and what its verdict rests on").add_argument(

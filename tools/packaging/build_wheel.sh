@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Build, check, install and smoke-test the lltm_ext wheel for the torch (and CUDA) installed.
 # The CI workflows call this same script: what CI builds is what a maintainer builds by hand.
-# `tools/build/build_wheel.sh --help` says how.
+# `tools/packaging/build_wheel.sh --help` says how.
 set -euo pipefail
 
 usage() {
   cat <<'EOF'
-Usage: tools/build/build_wheel.sh [options]
+Usage: tools/packaging/build_wheel.sh [options]
 
 Builds the lltm_ext wheel against the torch installed in the build Python (no build isolation:
 a wheel of PyTorch extensions only works with the torch, and CUDA major, it was built against),
@@ -15,9 +15,9 @@ then:
      compiled module holds device code for exactly the requested GPU architectures (cuobjdump
      --list-elf / --list-ptx against TORCH_CUDA_ARCH_LIST), or none in a CPU-only build;
   2. repairs it with auditwheel to a manylinux platform tag (torch's, CUDA's and OpenMP's
-     libraries excluded: they come from torch's wheels; `tools/build/check_dist.py provided` lists
+     libraries excluded: they come from torch's wheels; `tools/packaging/check_dist.py provided` lists
      them), prints `auditwheel show`, and checks the tag against what the modules need;
-  3. installs it into a fresh virtual environment and runs tools/build/smoke_test.py there, from
+  3. installs it into a fresh virtual environment and runs tools/packaging/smoke_test.py there, from
      outside the source tree (python -m lltm_ext info, ops vs pure PyTorch on CPU, and on CUDA
      where a GPU is visible);
   4. with --sdist: builds the sdist first, checks that it holds every source, header, test and
@@ -50,7 +50,7 @@ Options (the variable in brackets sets the same from the environment):
       --plat TAG         the manylinux tag to repair to: auto (the oldest glibc this machine's
                          build allows), or e.g. manylinux_2_28_x86_64 (torch's own; fails if the
                          modules need newer symbols: build in a manylinux_2_28 image, as
-                         tools/build/manylinux_wheel.sh does)                [LLTM_EXT_PLAT; auto]
+                         tools/packaging/manylinux_wheel.sh does)                [LLTM_EXT_PLAT; auto]
       --no-repair        keep the plain linux_x86_64 wheel (no auditwheel; for local use only)
       --test-env MODE    how the smoke-test environment gets torch          [LLTM_EXT_TEST_ENV]
                            fresh (default): a new venv; pip installs the build's exact torch
@@ -74,10 +74,10 @@ Other variables: MAX_JOBS, NVCC_THREADS, LLTM_EXT_DEBUG, LLTM_EXT_VERSION_SUFFIX
 CUDA_HOME, CUOBJDUMP (cuobjdump program; default: PATH, the toolkit, or the one triton ships).
 
 Examples:
-  tools/build/build_wheel.sh                                     # wheel for the installed torch
-  tools/build/build_wheel.sh --cuda 1 --archs "8.0;9.0" --sdist --pytest
-  tools/build/build_wheel.sh --cuda 0 -o wheelhouse              # CPU-only wheel
-  tools/build/build_wheel.sh --plat manylinux_2_28_x86_64         # in a manylinux_2_28 image
+  tools/packaging/build_wheel.sh                                     # wheel for the installed torch
+  tools/packaging/build_wheel.sh --cuda 1 --archs "8.0;9.0" --sdist --pytest
+  tools/packaging/build_wheel.sh --cuda 0 -o wheelhouse              # CPU-only wheel
+  tools/packaging/build_wheel.sh --plat manylinux_2_28_x86_64         # in a manylinux_2_28 image
 EOF
 }
 
@@ -214,7 +214,7 @@ if [[ $SDIST == 1 ]]; then
   SDIST_FILE=${sdists[0]}
   same_as=()
   [[ $REUSE == 0 ]] || same_as=(--same-as "$ROOT")
-  "$PY" "$ROOT/tools/build/check_dist.py" sdist "$SDIST_FILE" --source-root "$STAGE" "${same_as[@]}"
+  "$PY" "$ROOT/tools/packaging/check_dist.py" sdist "$SDIST_FILE" --source-root "$STAGE" "${same_as[@]}"
   "$PY" -m twine check --strict "$SDIST_FILE"
   # A build from an sdist keeps the sdist's plain version unless asked; a binary wheel carries
   # the torch/CUDA label like one built from the tree.
@@ -261,7 +261,7 @@ if [[ $REPAIR == 1 ]]; then
   log "Wheel: repair to a manylinux tag (auditwheel repair --plat $PLAT)"
   # torch's, CUDA's and OpenMP's libraries are left out: torch's wheels bring them and `import
   # torch` loads them first; a copy in our wheel would be a second libc10 / CUDA runtime.
-  provided=$("$PY" "$ROOT/tools/build/check_dist.py" provided)
+  provided=$("$PY" "$ROOT/tools/packaging/check_dist.py" provided)
   excludes=()
   while read -r lib; do excludes+=(--exclude "$lib"); done <<<"$provided"
   echo "excluded (torch's wheels bring them): $(tr '\n' ' ' <<<"$provided")"
@@ -272,7 +272,7 @@ if [[ $REPAIR == 1 ]]; then
   WHEEL=${wheels[0]}
   if [[ $PLAT == auto ]]; then EXPECT_PLAT=manylinux; else EXPECT_PLAT=$PLAT; fi
   log "auditwheel show $(basename "$WHEEL")"
-  "$PY" "$ROOT/tools/build/check_dist.py" show "$WHEEL"
+  "$PY" "$ROOT/tools/packaging/check_dist.py" show "$WHEEL"
 fi
 WHEEL_NAME=$(basename "$WHEEL")
 
@@ -302,7 +302,7 @@ CUOBJDUMP_BIN=$(find_cuobjdump)
 echo "cuobjdump: ${CUOBJDUMP_BIN:-none found}"
 label_args=()
 [[ -z ${LLTM_EXT_VERSION_SUFFIX:-} || ${LLTM_EXT_VERSION_SUFFIX:-} == auto ]] || label_args=(--any-label)
-"$PY" "$ROOT/tools/build/check_dist.py" wheel "$WHEEL" --source-root "$STAGE" \
+"$PY" "$ROOT/tools/packaging/check_dist.py" wheel "$WHEEL" --source-root "$STAGE" \
   --expect-cuda "$EXPECT_CUDA" --expect-plat "$EXPECT_PLAT" ${ARCHS:+--arch-list "$ARCHS"} \
   ${CUOBJDUMP_BIN:+--cuobjdump "$CUOBJDUMP_BIN"} "${label_args[@]}"
 
@@ -359,7 +359,7 @@ log "Smoke test (from $WORK, outside the source tree)"
 smoke_args=(--expect-version "$VERSION" --expect-cuda "$EXPECT_CUDA" --prefix "$TV")
 [[ -z $ARCHS ]] || smoke_args+=(--arch-list "$ARCHS")
 [[ $REQUIRE_GPU == 0 ]] || smoke_args+=(--require-gpu)
-(cd "$WORK" && "$TPY" "$ROOT/tools/build/smoke_test.py" "${smoke_args[@]}")
+(cd "$WORK" && "$TPY" "$ROOT/tools/packaging/smoke_test.py" "${smoke_args[@]}")
 (cd "$WORK" && "$TV/bin/lltm-ext" info >/dev/null) || die "the lltm-ext command does not run"
 
 if [[ $RUN_PYTEST == 1 ]]; then

@@ -4,14 +4,14 @@
 # that auditwheel tags it manylinux_2_28_x86_64 like torch's: it then installs wherever torch does.
 # A build on a newer system needs newer glibc symbols (on Debian 12, libstdc++'s headers make every
 # module need __libc_single_threaded@GLIBC_2.32: manylinux_2_34 at best).
-# `tools/build/manylinux_wheel.sh --help` says how; the wheels workflow runs it in `docker run`.
+# `tools/packaging/manylinux_wheel.sh --help` says how; the wheels workflow runs it in `docker run`.
 set -euo pipefail
 
 usage() {
   cat <<'EOF'
 Usage (inside quay.io/pypa/manylinux_2_28_x86_64, with the repository mounted):
   docker run --rm -v "$PWD:/io" -w /io quay.io/pypa/manylinux_2_28_x86_64 \
-    bash tools/build/manylinux_wheel.sh --torch 2.15 --cuda 13.2 --python 3.12 --out wheelhouse
+    bash tools/packaging/manylinux_wheel.sh --torch 2.15 --cuda 13.2 --python 3.12 --out wheelhouse
 
   --torch A.B        torch release (the newest A.B.* on the index is built against)
   --cuda X.Y|cpu     CUDA variant of torch (the toolkit of that version is installed here from
@@ -20,9 +20,9 @@ Usage (inside quay.io/pypa/manylinux_2_28_x86_64, with the repository mounted):
   --index-url URL    torch's index (default: https://download.pytorch.org/whl/<cuXYZ|cpu>)
   --out DIR          where the wheel and the sdist are written (default: wheelhouse)
 
-Then tools/build/build_wheel.sh --sdist --plat manylinux_2_28_x86_64 --no-install: the sdist built
+Then tools/packaging/build_wheel.sh --sdist --plat manylinux_2_28_x86_64 --no-install: the sdist built
 and checked, the wheel built from it, repaired with auditwheel (torch's and CUDA's libraries left
-out) and checked (tools/build/check_dist.py: tag, symbols, nothing vendored, device code). The
+out) and checked (tools/packaging/check_dist.py: tag, symbols, nothing vendored, device code). The
 smoke test runs outside the image, after a fresh install through the wheel's find-links page
 (tools/release/loopback_install.py), on the runner's own Linux.
 EOF
@@ -56,7 +56,7 @@ PYBIN=/opt/python/$PYTAG-$PYTAG/bin
 [[ -x $PYBIN/python ]] || die "no $PYBIN/python in this image (is it quay.io/pypa/manylinux_2_28_x86_64?)"
 echo "== manylinux_wheel: torch $TORCH ($VARIANT), Python $PYVER, glibc $(ldd --version | head -n1 | grep -o '[0-9.]*$')"
 # The checkout is mounted from the host (another owner): let git list its files for the build's
-# clean copy (tools/build/build_wheel.sh).
+# clean copy (tools/packaging/build_wheel.sh).
 git config --global --add safe.directory "$ROOT"
 
 if [[ $CUDA != cpu ]]; then
@@ -103,7 +103,7 @@ echo "torch $got (CUDA $got_cuda)"
 [[ $got == "$TORCH".* ]] || die "pip installed torch $got, not $TORCH.*"
 [[ $got_cuda == "$CUDA" ]] || die "torch $got is built for CUDA $got_cuda, not $CUDA"
 
-bash "$ROOT/tools/build/build_wheel.sh" --python "$VENV/bin/python" --cuda "$BUILD_CUDA" --sdist \
+bash "$ROOT/tools/packaging/build_wheel.sh" --python "$VENV/bin/python" --cuda "$BUILD_CUDA" --sdist \
   --plat manylinux_2_28_x86_64 --no-install --out "$OUT"
 shopt -s nullglob
 wheels=("$OUT"/lltm_ext-*+"${VARIANT}torch${TORCH}-${PYTAG}"-*manylinux_2_28_x86_64*.whl)

@@ -1,0 +1,292 @@
+"""One machine's results file: every figure the README and the design notes show, from one run.
+
+``run`` times the build that is installed (or built in place in this tree) on this machine and
+writes ``benchmarks/results/<machine>.json``: the command line, the build (git commit, version,
+architectures), the date, the hardware and versions, and every figure:
+
+* ``bench``: ``lltm-ext bench``'s fixed cases of every op (lltm_ext against PyTorch's own way);
+* ``sweeps``: ``lltm-ext bench --sweep``'s random shapes of GEMM and of ``lltm_sequence``, each
+  point and the distribution of the ratios;
+* ``accuracy`` (CUDA): the float32 sequence's error against float64 at each precision setting
+  (tools/measure/sequence_accuracy.py's rows).
+
+The plan (sizes, shape counts, time budgets) is fixed per device so that a results file is the same
+measurement each time: about 5 minutes on one CUDA GPU, about 4 on one CPU thread. The file is
+written after each part, so a run stopped early keeps what it measured. Then
+``python tools/docs/results_md.py --write`` renders the README's and the docs' tables and pictures
+from every committed results file (tests/test_results.py holds the docs to them).
+
+Usage:
+    python tools/measure/results.py run --machine cpu                      # CPU, one thread
+    python tools/measure/results.py run --machine h200 --out /tmp/h200.json  # on the GPU
+    python tools/measure/results.py run --machine h200 --parts accuracy --out /tmp/h200.json
+    python tools/measure/results.py plan [--machine NAME]                  # print the plan
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results"
+
+# The machines whose results the docs show: name -> the device it times and a line of what it is.
+MACHINES: dict[str, dict[str, str]] = {
+    "cpu": {"device": "cpu", "what": "one thread of the development machine's CPU"},
+    "h200": {"device": "cuda", "what": "one NVIDIA H200 GPU"},
+}
+
+# What a run measures, per device. Each part is one `lltm-ext bench` command (its arguments after
+# `bench`), or the accuracy table.
+PLANS: dict[str, list[dict[str, Any]]] = {
+    "cpu": [
+        {"part": "bench", "args": ["--device", "cpu", "--threads", "1", "--budget", "1"]},
+        {
+            "part": "sweep:gemm",
+            "args": ["--device", "cpu", "--threads", "1", "--ops", "gemm"]
+            + ["--sweep", "200", "--seed", "1"],
+        },
+        {
+            "part": "sweep:lltm_sequence",
+            "args": ["--device", "cpu", "--threads", "1", "--ops", "lltm_sequence"]
+            + ["--sweep", "12", "--seed", "1"],
+        },
+    ],
+    "cuda": [
+        {"part": "bench", "args": ["--device", "cuda", "--budget", "0.2"]},
+        {
+            "part": "sweep:gemm",
+            "args": ["--device", "cuda", "--ops", "gemm", "--sweep", "100", "--seed", "1"],
+        },
+        {
+            "part": "sweep:lltm_sequence",
+            "args": ["--device", "cuda", "--ops", "lltm_sequence", "--sweep", "40", "--seed", "1"],
+        },
+        {"part": "accuracy", "device": "cuda"},
+    ],
+}
+
+# The accuracy table's shapes (T, B, I, S): increasing states and lengths; the last three run the
+# sequence's tiled kernels on a GPU, the others its cluster, small-state and cuBLAS paths.
+ACCURACY_SHAPES = [
+    (64, 32, 64, 256),
+    (200, 16, 32, 64),
+    (128, 128, 256, 768),
+    (256, 4, 16, 2048),
+    (256, 16, 32, 1100),
+    (200, 2, 16, 1397),
+    (65, 261, 71, 285),
+]
+
+
+def run_command(machine: str) -> str:
+    """The command that writes `machine`'s results file (as the docs quote it)."""
+    return f"python tools/measure/results.py run --machine {machine}"
+
+
+def results_path(machine: str) -> Path:
+    return RESULTS / f"{machine}.json"
+
+
+def _import_lltm_ext() -> Any:
+    """lltm_ext as installed, else the source tree's in-place build (appended to the path, so an
+    install stays first)."""
+    try:
+        import lltm_ext
+    except ImportError:
+        sys.path.append(str(ROOT))
+        import lltm_ext
+    if str(ROOT) not in sys.path:
+        sys.path.append(str(ROOT))  # tools.measure.sequence_accuracy
+    return lltm_ext
+
+
+def _git(*args: str) -> str:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+    return out.stdout.strip()
+
+
+def build_record(lltm_ext: Any, commit: str | None = None) -> dict[str, Any]:
+    """What was timed: the commit of this tree (`commit` where the tree has no git), whether
+    tracked files differed from it, and the build record of the lltm_ext imported (version,
+    torch, CUDA, architectures, compiler)."""
+    try:
+        from lltm_ext._build_info import BUILD_INFO
+    except ImportError:
+        BUILD_INFO = {}
+    keep = (
+        "version",
+        "torch_version",
+        "cuda_version",
+        "cuda_arch_list",
+        "cuda_targets",
+        "compiler",
+        "debug",
+    )
+    return {
+        "git_commit": commit or _git("rev-parse", "HEAD"),
+        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "lltm_ext": lltm_ext.__version__,
+        "imported_from": str(Path(lltm_ext.__file__).parent),
+        **{k: BUILD_INFO.get(k) for k in keep},
+    }
+
+
+def _round(value: Any) -> Any:
+    """Floats to 4 significant digits (a results file is read by people and diffs)."""
+    if isinstance(value, float):
+        return float(f"{value:.4g}")
+    if isinstance(value, dict):
+        return {k: _round(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_round(v) for v in value]
+    return value
+
+
+def _bench_part(args: list[str]) -> dict[str, Any]:
+    from lltm_ext.cli.main import main
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "part.json")
+        argv = ["bench", *args, "--json", path]
+        code = main(argv)
+        if code != 0:
+            raise SystemExit(f"results: lltm-ext {' '.join(argv)} failed ({code})")
+        with open(path) as f:
+            data = json.load(f)
+    env = data.pop("environment")
+    return {"command": "lltm-ext bench " + " ".join(args), "environment": env, **data}
+
+
+def _accuracy_part(device: str) -> dict[str, Any]:
+    from tools.measure.sequence_accuracy import row
+
+    rows = []
+    for shape in ACCURACY_SHAPES:
+        rows.append({"shape": list(shape), **row(shape, device, [])})
+        print("accuracy", shape, rows[-1], flush=True)
+    shapes = " ".join(",".join(map(str, s)) for s in ACCURACY_SHAPES)
+    return {
+        "command": f"python tools/measure/sequence_accuracy.py --device {device} --shapes {shapes}",
+        "measure": "max |out - out64| / max |out64| of the forward output, from a zero state",
+        "rows": rows,
+    }
+
+
+def run(machine: str, out: Path, parts: list[str] | None, commit: str | None = None) -> int:
+    device = MACHINES[machine]["device"] if machine in MACHINES else None
+    if device is None:
+        print(f"results: unknown machine {machine!r}; known: {sorted(MACHINES)}", file=sys.stderr)
+        return 2
+    lltm_ext = _import_lltm_ext()
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        print("results: this machine's plan times CUDA, but torch sees no GPU", file=sys.stderr)
+        return 2
+    plan = [p for p in PLANS[device] if parts is None or p["part"] in parts]
+    from lltm_ext.cli.bench import metadata
+
+    env = metadata(torch.device(device))
+    build = build_record(lltm_ext, commit)
+    if len(build["git_commit"]) != 40:
+        print("results: no git commit found for this tree: pass --git-commit SHA", file=sys.stderr)
+        return 2
+    doc: dict[str, Any] = {
+        "machine": machine,
+        "what": MACHINES[machine]["what"],
+        "command": run_command(machine)
+        + (f" --parts {','.join(parts)}" if parts is not None else ""),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "build": build,
+        "hardware": {
+            k: env[k] for k in ("cpu", "cpu_isa", "gpu", "gpus", "sms", "cuda") if k in env
+        },
+        "versions": {k: env[k] for k in ("python", "torch", "platform") if k in env},
+        "seconds": {},
+    }
+    if parts is not None and out.is_file():  # more parts of the same build: merged into the file
+        with open(out) as f:
+            old = json.load(f)
+        if old.get("machine") != machine or old["build"]["git_commit"] != build["git_commit"]:
+            print(f"results: {out} is another machine's or build's; not merging", file=sys.stderr)
+            return 2
+        kept = {k: old[k] for k in ("bench", "sweeps", "accuracy") if k in old}
+        doc = {**doc, **kept, "seconds": old.get("seconds", {})}
+        doc["command"] = old["command"] + "; " + doc["command"]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    for step in plan:
+        t0 = time.perf_counter()
+        name = step["part"]
+        print(f"\n== results: {name} ==", flush=True)
+        if name == "accuracy":
+            result = _accuracy_part(step["device"])
+        else:
+            result = _bench_part(step["args"])
+        if name == "bench":
+            doc["bench"] = result
+        elif name.startswith("sweep:"):
+            doc.setdefault("sweeps", {})[name.split(":", 1)[1]] = result
+        else:
+            doc[name] = result
+        doc["seconds"][name] = round(time.perf_counter() - t0, 1)
+        with open(out, "w") as f:  # after each part: a run stopped early keeps what it measured
+            json.dump(_round(doc), f, indent=1)
+            f.write("\n")
+        print(f"results: {name} took {doc['seconds'][name]:.0f} s; wrote {out}", flush=True)
+    print(f"results: {time.perf_counter() - start:.0f} s in all; wrote {out}")
+    print("then: python tools/docs/results_md.py --write (the tables and pictures of the docs)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("run", help="time this machine's plan and write its results file")
+    p.add_argument("--machine", required=True, help=f"one of {sorted(MACHINES)}")
+    p.add_argument("--out", type=Path, help="where to write (default benchmarks/results/NAME.json)")
+    p.add_argument(
+        "--parts",
+        help="comma-separated parts to run (default: all; bench, sweep:gemm, "
+        "sweep:lltm_sequence, accuracy); an existing --out file of the same machine and commit "
+        "keeps its other parts",
+    )
+    p.add_argument(
+        "--git-commit",
+        metavar="SHA",
+        help="the commit this tree is (default: git rev-parse HEAD; for a tree without git)",
+    )
+    p = sub.add_parser("plan", help="print what each machine's run measures")
+    p.add_argument("--machine", help="only this machine")
+    args = parser.parse_args(argv)
+    if args.command == "plan":
+        for name, m in MACHINES.items():
+            if args.machine in (None, name):
+                print(f"{name} ({m['what']}): {run_command(name)}")
+                for step in PLANS[m["device"]]:
+                    what = "lltm-ext bench " + " ".join(step["args"]) if "args" in step else ""
+                    print(f"  {step['part']:<20} {what}")
+        return 0
+    parts = [p.strip() for p in args.parts.split(",")] if args.parts else None
+    return run(args.machine, args.out or results_path(args.machine), parts, args.git_commit)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
