@@ -316,7 +316,9 @@ def test_sequence_sweep_times_tf32_only_on_request(monkeypatch):
 
     tables = (_sweep.SEQ_DTYPES, _sweep.SEQ_EXTRA_DTYPES)
     assert "tf32" in {d for t in tables for ds in t.values() for d in ds}
-    monkeypatch.setattr(_sweep, "sequence_shapes", lambda n, seed, kind: [dict(T=3, B=2, I=4, S=5)])
+    monkeypatch.setattr(
+        _sweep, "sequence_shapes", lambda n, seed, kind, config="1": [dict(T=3, B=2, I=4, S=5)]
+    )
     timed = []
     real_timer = _sweep.time_interleaved
 
@@ -368,3 +370,32 @@ def test_every_ops_bench_cases_build_and_run_once(op):
     for case in cases[:4]:
         case.ours()
         case.ref()
+
+
+def test_sequence_sweep_configurations_against_nn_lstm_alike():
+    """--seq-configs: each configuration times LLTMSequence against nn.LSTM in the same one
+    (layers, bidirectional, a PackedSequence), both sides' errors against float64 small; an unknown
+    configuration is refused with the known ones named."""
+    from lltm_ext.cli import sweep as _sweep
+
+    pts = _sweep.run_sweep(
+        ["lltm_sequence"],
+        1,
+        3,
+        torch.device("cpu"),
+        dtypes=["float32"],
+        budget_s=1e-3,
+        echo=None,
+        seq_configs=["l2", "bi", "packed"],
+    )
+    assert [p.op for p in pts] == [
+        "lltm_sequence[l2]",
+        "lltm_sequence[bi]",
+        "lltm_sequence[packed]",
+    ]
+    for p in pts:
+        assert p.ratio > 0 and p.ours_err is not None and p.ref_err is not None
+        assert p.ref_err < 1e-4  # nn.LSTM in float32 against its float64 copy
+    assert pts[0].flops == 2 * _sweep.sequence_flops(pts[0].shape)
+    argv = ["bench", "--sweep", "1", "--ops", "lltm_sequence", "--seq-configs", "l9"]
+    assert main(argv, prog="lltm-ext") == 2
