@@ -63,3 +63,25 @@ def test_readme_example_runs_eager_and_compiled(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith("ok (16, 128) (16, 128)")
+
+
+def test_readme_swap_example_runs(tmp_path):
+    """The README's nn.LSTM swap (layers, bidirectional, a PackedSequence under autocast) runs as
+    written, and its results have nn.LSTM's shapes and a float32 gradient."""
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    match = re.search(r"<!-- readme-swap:.*?-->\s*```python\n(.+?)\n```", readme, re.S)
+    assert match, "README.md must mark its nn.LSTM swap example with <!-- readme-swap: ... -->"
+    script = tmp_path / "readme_swap.py"
+    script.write_text(
+        match.group(1)
+        + "\nassert h_n.shape == c_n.shape == (4, 8, 256), h_n.shape"
+        + "\nassert packed.data.shape == (int(lengths.sum()), 512) and h_n.dtype == torch.float32"
+        + "\nassert all(p.grad is not None and p.grad.dtype == torch.float32"
+        + " for p in rnn.parameters())"
+        + "\nprint('ok')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("ok")

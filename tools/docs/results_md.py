@@ -46,7 +46,7 @@ from tools.measure.results import MACHINES, results_path, run_command  # noqa: E
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(
-    r"(?P<open><!-- results:(?P<name>[\w.:-]+) -->\n)(?P<body>.*?)"
+    r"(?P<open><!-- results:(?P<name>[\w.:,-]+) -->\n)(?P<body>.*?)"
     r"(?P<close><!-- /results:(?P=name) -->)",
     re.S,
 )
@@ -143,7 +143,13 @@ def view_cases(data: dict[str, Any], op: str) -> str:
 
 
 def view_sweep(data: dict[str, Any], op: str | None = None) -> str:
-    sweeps = {k: v for k, v in data.get("sweeps", {}).items() if op is None or k == op}
+    wanted = None if op is None else op.split(",")  # sweep:a,b: those sweeps, in that order
+    all_sweeps = data.get("sweeps", {})
+    sweeps = (
+        dict(all_sweeps)
+        if wanted is None
+        else {k: all_sweeps[k] for k in wanted if k in all_sweeps}
+    )
     if not sweeps:
         return "_This results file has no sweep" + (f" of {op}._" if op else "._")
     head = ["op", "dtype", "shapes", "geometric mean", "10th percentile", "worst", "median"]
@@ -159,9 +165,11 @@ def view_sweep(data: dict[str, Any], op: str | None = None) -> str:
             err = ""
             if s.get("max_err") is not None:
                 err = f"{_err(s['max_err'])} / {_err(s['max_ref_err'])}"
+            # the op as timed (lltm_sequence[l2]: two layers), and the fixed large shapes named
+            label = s["op"] + (", large shapes" if name.endswith("_large") else "")
             rows.append(
                 [
-                    name,
+                    label,
                     s["dtype"],
                     str(s["points"]),
                     _x(s["geomean"]),

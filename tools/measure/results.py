@@ -71,6 +71,23 @@ PLANS: dict[str, list[dict[str, Any]]] = {
             "part": "sweep:lltm_sequence",
             "args": ["--device", "cuda", "--ops", "lltm_sequence", "--sweep", "40", "--seed", "1"],
         },
+        {
+            "part": "sweep:lltm_sequence_autocast",
+            "args": ["--sweep", "40", "--seed", "1", "--ops", "lltm_sequence"]
+            + ["--dtypes", "autocast", "--device", "cuda"],
+        },
+        {
+            "part": "sweep:lltm_sequence_large",
+            "args": ["--sweep", "1", "--seed", "1", "--seq-shapes", "large"]
+            + ["--dtypes", "float32,bfloat16,autocast", "--budget", "0.02", "--ops"]
+            + ["lltm_sequence"],
+        },
+        {
+            "part": "sweep:lltm_sequence_configs",
+            "args": ["--sweep", "20", "--seed", "1", "--seq-configs", "l2,l4,bi,packed"]
+            + ["--dtypes", "float32,bfloat16,autocast", "--budget", "0.02", "--ops"]
+            + ["lltm_sequence"],
+        },
         {"part": "accuracy", "device": "cuda"},
     ],
 }
@@ -121,8 +138,9 @@ def _git(*args: str) -> str:
 
 
 def build_record(lltm_ext: Any, commit: str | None = None) -> dict[str, Any]:
-    """What was timed: the commit of this tree (`commit` where the tree has no git), whether
-    tracked files differed from it, and the build record of the lltm_ext imported (version,
+    """What was timed: the commit of this tree (`commit` where the tree has no git of its own),
+    whether tracked files differed from it (None: not known, with `commit` given), and the build
+    record of the lltm_ext imported (version,
     torch, CUDA, architectures, compiler)."""
     try:
         from lltm_ext._build_info import BUILD_INFO
@@ -139,7 +157,11 @@ def build_record(lltm_ext: Any, commit: str | None = None) -> dict[str, Any]:
     )
     return {
         "git_commit": commit or _git("rev-parse", "HEAD"),
-        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        # With `commit` given, the tree's own .git (if any) is not that commit's (a copy of a
+        # working tree carries a stale one): whether the tree differs is not known here.
+        "git_dirty": None
+        if commit
+        else bool(_git("status", "--porcelain", "--untracked-files=no")),
         "lltm_ext": lltm_ext.__version__,
         "imported_from": str(Path(lltm_ext.__file__).parent),
         **{k: BUILD_INFO.get(k) for k in keep},
@@ -254,6 +276,45 @@ def run(machine: str, out: Path, parts: list[str] | None, commit: str | None = N
     return 0
 
 
+def import_part(machine: str, part: str, path: Path, out: Path, commit: str) -> int:
+    """Records the JSON that `lltm-ext bench ... --json PATH` wrote, run by hand as the plan's
+    part `part` on `machine`, into `out`, the machine's results file of build `commit`: the
+    command it ran must be the part's, and the file's build that commit (the run's tree)."""
+    device = MACHINES[machine]["device"] if machine in MACHINES else None
+    steps = [s for s in PLANS.get(device or "", []) if s["part"] == part and "args" in s]
+    if not steps:
+        print(f"results: {machine!r} has no bench part {part!r}", file=sys.stderr)
+        return 2
+    with open(path) as f:
+        data = json.load(f)
+    env = data.pop("environment")
+    argv = list(env.get("argv", [])[1:])
+    if "--json" in argv:  # where the run wrote its JSON is not part of what it measured
+        i = argv.index("--json")
+        del argv[i : i + 2]
+    if argv != ["bench", *steps[0]["args"]]:
+        print(
+            f"results: {path} ran {argv}, not the part's bench {steps[0]['args']}", file=sys.stderr
+        )
+        return 2
+    with open(out) as f:
+        doc = json.load(f)
+    if doc.get("machine") != machine or doc["build"]["git_commit"] != commit:
+        print(f"results: {out} is another machine's or build's than {commit}", file=sys.stderr)
+        return 2
+    doc.setdefault("sweeps", {})[part.split(":", 1)[1]] = {
+        "command": "lltm-ext " + " ".join(argv),
+        "environment": env,
+        **data,
+    }
+    doc["command"] += f"; lltm-ext {' '.join(argv)} (imported as {part})"
+    with open(out, "w") as f:
+        json.dump(_round(doc), f, indent=1)
+        f.write("\n")
+    print(f"results: {path} recorded as {part} in {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -273,6 +334,20 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SHA",
         help="the commit this tree is (default: git rev-parse HEAD; for a tree without git)",
     )
+    p = sub.add_parser(
+        "import",
+        help="record a part run by hand (lltm-ext bench ... --json FILE, the part's arguments) "
+        "into a results file of the same build",
+    )
+    p.add_argument("--machine", required=True, help=f"one of {sorted(MACHINES)}")
+    p.add_argument("--part", required=True, help="the plan's part it ran (see plan)")
+    p.add_argument("--json", required=True, type=Path, help="what the run wrote")
+    p.add_argument(
+        "--git-commit", required=True, metavar="SHA", help="the commit the run's tree was"
+    )
+    p.add_argument(
+        "--out", type=Path, help="the results file (default benchmarks/results/NAME.json)"
+    )
     p = sub.add_parser("plan", help="print what each machine's run measures")
     p.add_argument("--machine", help="only this machine")
     args = parser.parse_args(argv)
@@ -284,6 +359,9 @@ def main(argv: list[str] | None = None) -> int:
                     what = "lltm-ext bench " + " ".join(step["args"]) if "args" in step else ""
                     print(f"  {step['part']:<20} {what}")
         return 0
+    if args.command == "import":
+        out = args.out or results_path(args.machine)
+        return import_part(args.machine, args.part, args.json, out, args.git_commit)
     parts = [p.strip() for p in args.parts.split(",")] if args.parts else None
     return run(args.machine, args.out or results_path(args.machine), parts, args.git_commit)
 
