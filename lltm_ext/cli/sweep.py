@@ -363,9 +363,10 @@ def sequence_point(
     tdt = _TORCH_DTYPES[dtype]
     torch.manual_seed(seed)
     layers = config_work(config) if config.startswith("l") else 1
-    kw = dict(num_layers=layers, bidirectional=config == "bi")
-    seq = lltm_ext.LLTMSequence(i, s, **kw).to(device, tdt)
-    lstm = torch.nn.LSTM(i, s, **kw).to(device, tdt)
+    bidirectional = config == "bi"
+    seq = lltm_ext.LLTMSequence(i, s, num_layers=layers, bidirectional=bidirectional)
+    seq = seq.to(device, tdt)
+    lstm = torch.nn.LSTM(i, s, num_layers=layers, bidirectional=bidirectional).to(device, tdt)
     x: Any = torch.randn(t, b, i, device=device, dtype=tdt)
     if config == "packed":
         lengths = torch.randint(max(1, t // 4), t + 1, (b,))
