@@ -85,28 +85,36 @@ def register() -> bool:
         # An argument that is None (an optional state or gradient: zeros) has no placement.
         return [None if a is None else p for p, a in zip(placements, args, strict=True)]
 
-    def lltm_sequence_forward(
-        input: Any, weights: Any, bias: Any, h0: Any = None, c0: Any = None
-    ) -> list:
-        # -> (output, h_n, c_n, cells, gates)
-        args = (input, weights, bias, h0, c0)
+    def flags(args: tuple, tensors: int) -> list:
+        # A placement of None for each non-tensor argument the call passed (output_mask, tf32).
+        return [None] * (len(args) - tensors)
+
+    def lltm_sequence_forward(*args: Any) -> list:
+        # (input, weights, bias, h0, c0[, tf32]) -> (output, h_n, c_n, cells, gates)
+        tensors = (args + (None, None))[:5]
+        rest = flags(args, 5)
         return [
-            ([R] * 5, given([R] * 5, args)),
-            ([b1, b0, b0, b1, b1], given([b1, R, R, b0, b0], args)),
+            ([R] * 5, given([R] * 5, tensors) + rest),
+            ([b1, b0, b0, b1, b1], given([b1, R, R, b0, b0], tensors) + rest),
         ]
 
-    def lltm_sequence(input: Any, weights: Any, bias: Any, h0: Any = None, c0: Any = None) -> list:
-        # -> (output, h_n, c_n)
-        args = (input, weights, bias, h0, c0)
-        return [([R] * 3, given([R] * 5, args)), ([b1, b0, b0], given([b1, R, R, b0, b0], args))]
+    def lltm_sequence(*args: Any) -> list:
+        # (input, weights, bias, h0, c0[, tf32]) -> (output, h_n, c_n)
+        tensors = (args + (None, None))[:5]
+        rest = flags(args, 5)
+        return [
+            ([R] * 3, given([R] * 5, tensors) + rest),
+            ([b1, b0, b0], given([b1, R, R, b0, b0], tensors) + rest),
+        ]
 
     def lltm_sequence_backward(*args: Any) -> list:
-        # (grad_output, grad_h_n, grad_c_n, input, weights, bias, h0, output, cells, gates,
-        #  output_mask) -> (d_input, d_weights, d_bias, d_h0, d_c0), None where not wanted
+        # (grad_output, grad_h_n, grad_c_n, input, weights, bias, h0, output, cells, gates[,
+        #  output_mask[, tf32]]) -> (d_input, d_weights, d_bias, d_h0, d_c0), None where not wanted
         tensors = args[:10]
+        rest = flags(args, 10)
         return [
-            ([R] * 5, given([R] * 10, tensors) + [None]),
-            ([b1, P, P, b0, b0], given([b1, b0, b0, b1, R, R, b0, b1, b1, b1], tensors) + [None]),
+            ([R] * 5, given([R] * 10, tensors) + rest),
+            ([b1, P, P, b0, b0], given([b1, b0, b0, b1, R, R, b0, b1, b1, b1], tensors) + rest),
         ]
 
     rules = {

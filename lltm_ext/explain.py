@@ -76,6 +76,17 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def _autocast_dtype(x: Tensor) -> torch.dtype | None:
+    """The dtype torch.autocast casts `x` to in the current region on its device, or None where
+    autocast is off there or leaves `x` alone (float64, integers)."""
+    device = x.device.type
+    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        return None
+    if not torch.is_autocast_enabled(device):
+        return None
+    return torch.get_autocast_dtype(device)
+
+
 def _precision(dtype: torch.dtype, tf32: bool) -> str:
     """What the products and sums of a call in `dtype` are computed in (tf32: float32's products
     may use TF32, as torch's matmul precision "high" or "medium" allows)."""
@@ -102,7 +113,15 @@ def _sequence(
     from lltm_ext.ops.lltm_sequence import lltm_sequence
 
     x = input.transpose(0, 1) if batch_first else input
-    plan = load_extension("lltm_sequence")._explain(x, weights, bias.requires_grad)
+    # Under autocast a float32 state keeps float32 and its products run in TF32 on operands
+    # rounded to the autocast dtype (the operator's autocast kernel); a state in that dtype runs
+    # in it.
+    lower = _autocast_dtype(x)
+    state_dtype = x.dtype if state is None else state[1].dtype
+    tf32 = lower is not None and torch.promote_types(state_dtype, lower) == torch.float32
+    if lower is not None and not tf32:
+        x, weights = x.to(lower), weights.to(lower)
+    plan = load_extension("lltm_sequence")._explain(x, weights, bias.requires_grad, tf32)
     steps, batch, features = x.shape
     found = Explanation(
         op="lltm_sequence",
@@ -111,7 +130,12 @@ def _sequence(
         shape={"T": steps, "B": batch, "I": features, "S": weights.shape[0] // 3},
         path=plan["path"],
         detail=plan["detail"],
-        precision=_precision(x.dtype, bool(plan.get("tf32", False))),
+        precision=(
+            f"float32 state; products in {'TF32' if plan.get('tf32') else 'float32'} on the "
+            f"operands rounded to {_dtype_name(lower)} (autocast)"
+            if tf32 and lower is not None
+            else _precision(x.dtype, bool(plan.get("tf32", False)))
+        ),
         product=plan.get("product", ""),
         weight_gradient=plan.get("weight_gradient", ""),
         kernels=list(plan["kernels"]),

@@ -125,6 +125,94 @@ def test_sequence_matches_the_pure_cell_loop_under_autocast(device, lower, steps
     assert torch.isfinite(weights.grad).all()
 
 
+# Shapes for each CUDA kernel family whose float32 products TF32 changes (the small-state kernels
+# compute in float32 at every setting): (T, B, F, S).
+_TF32_SHAPES = [
+    pytest.param(24, 8, 32, 200, id="cluster"),
+    pytest.param(16, 16, 64, 520, id="wide"),
+    pytest.param(12, 128, 64, 1100, id="tiled"),
+    pytest.param(10, 4, 16, 1600, id="steps"),
+]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("lower", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("steps, batch, features, state", _TF32_SHAPES)
+def test_sequence_tf32_products_within_the_loops_error(lower, steps, batch, features, state):
+    # Under autocast a float32 state's products run in TF32 on the rounded operands; every kernel
+    # family must stay within 2x the pure loop's own error against float64, forward and the
+    # weights' gradient.
+    x, weights, bias, h0, c0 = _sequence_operands(
+        "cuda", steps, B=batch, F=features, S=state, state_scale=1.0
+    )
+    path = lltm_ext.explain(lltm_ext.lltm_sequence, x, weights, bias, (h0, c0)).path
+    x64, w64, b64, h64, c64 = (
+        t.detach().double().requires_grad_() for t in (x, weights, bias, h0, c0)
+    )
+    out64 = lltm_loop(lltm_reference, x64, w64, b64, h64, c64)
+    (g64,) = torch.autograd.grad(out64.sum(), w64)
+    with torch.autocast("cuda", dtype=lower):
+        out, _ = lltm_ext.lltm_sequence(x, weights, bias, (h0, c0))
+        loop = lltm_loop(lltm_reference, x, weights, bias, h0, c0)
+    (g,) = torch.autograd.grad(out.sum(), weights)
+    (g_loop,) = torch.autograd.grad(loop.float().sum(), weights)
+    err, loop_err = _max_error([out], [out64]), _max_error([loop], [out64])
+    assert err <= 2 * loop_err, (path, err, loop_err)
+    g_err, g_loop_err = _max_error([g], [g64]), _max_error([g_loop], [g64])
+    assert g_err <= 2 * g_loop_err, (path, g_err, g_loop_err)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("steps, batch, features, state", _TF32_SHAPES[:2])
+def test_sequence_under_autocast_is_the_tf32_op_on_rounded_operands(steps, batch, features, state):
+    # The autocast kernel's float32-state call, made by hand: the operands rounded to bfloat16,
+    # the operator's tf32 argument; the same bits forward and backward. And that argument runs
+    # what torch's "high" matmul precision runs.
+    x, weights, bias, h0, c0 = _sequence_operands(
+        "cuda", steps, B=batch, F=features, S=state, state_scale=1.0
+    )
+    op = torch.ops.lltm_ext.lltm_sequence
+
+    def grads(out):
+        return torch.autograd.grad(out[0].sum() + out[2].sum(), (weights, bias))
+
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        auto = lltm_ext.lltm_sequence(x, weights, bias, (h0, c0))
+        explained = lltm_ext.explain(lltm_ext.lltm_sequence, x, weights, bias, (h0, c0))
+    auto = (auto[0], *auto[1])
+    assert "TF32" in explained.precision, explained.precision
+
+    def r(t):
+        return t.to(torch.bfloat16).float()
+
+    by_hand = op(r(x), r(weights), r(bias), r(h0), c0, True)
+    for a, b in zip(auto, by_hand, strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(grads(auto), grads(by_hand), strict=True):
+        assert torch.equal(a, b)
+    exact = op(x, weights, bias, h0, c0)
+    tf32 = op(x, weights, bias, h0, c0, True)
+    saved = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        high = op(x, weights, bias, h0, c0)
+        high_grads = grads(high)
+    finally:
+        torch.set_float32_matmul_precision(saved)
+    assert not torch.equal(tf32[0], exact[0])  # TF32 ran: not full float32
+    for a, b in zip(tf32, high, strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(grads(tf32), high_grads, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_sequence_tf32_argument_changes_nothing_on_the_cpu():
+    x, weights, bias, h0, c0 = _sequence_operands("cpu", 5, state_scale=1.0)
+    op = torch.ops.lltm_ext.lltm_sequence
+    for a, b in zip(op(x, weights, bias, h0, c0, True), op(x, weights, bias, h0, c0), strict=True):
+        assert torch.equal(a, b)
+
+
 @pytest.mark.parametrize("device, lower", MODES)
 def test_sequence_in_the_autocast_dtype_stays_in_it(device, lower):
     # input already in the autocast dtype, no state: the loop's zeros are in that dtype, and so

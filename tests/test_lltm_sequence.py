@@ -296,6 +296,12 @@ def test_opcheck(device):
             _ops.lltm_sequence_backward.default,
             [torch.randn_like(output), None, None, *saved, mask],
         )
+    # The tf32 argument (TF32 products on CUDA whatever torch's setting; nothing on the CPU).
+    torch.library.opcheck(_ops.lltm_sequence.default, [*args, True])
+    torch.library.opcheck(_ops.lltm_sequence_forward.default, [*detached, True])
+    output, h_n, c_n, cells, gates = _ops.lltm_sequence_forward(*detached, True)
+    saved = [x, w, b, h0, output, cells, gates]
+    torch.library.opcheck(_ops.lltm_sequence_backward.default, [*grads, *saved, [True] * 5, True])
     # Gradients come from the C++ autograd of lltm_sequence; through the bare operator it raises.
     out = _ops.lltm_sequence_forward(*args)
     with pytest.raises(RuntimeError, match="not implemented"):

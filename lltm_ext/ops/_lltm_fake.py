@@ -123,7 +123,7 @@ def _check_sequence_shapes(
 
 
 @register_fake(_sequence_ops, "lltm_ext::lltm_sequence_forward")
-def _(input, weights, bias, h0=None, c0=None):
+def _(input, weights, bias, h0=None, c0=None, tf32=False):
     state = _check_sequence_shapes(input, weights, bias, h0, c0)
     steps, batch, _ = input.shape
     return (
@@ -148,6 +148,7 @@ def _(
     cells,
     gates,
     output_mask=(True,) * 5,
+    tf32=False,
 ):
     optional = {"grad_h_n": grad_h_n, "grad_c_n": grad_c_n, "h0": h0}  # None: zeros
     check_inputs(
@@ -170,7 +171,7 @@ def _(
 
 
 @register_fake(_sequence_ops, "lltm_ext::lltm_sequence")
-def _(input, weights, bias, h0=None, c0=None):
+def _(input, weights, bias, h0=None, c0=None, tf32=False):
     state = _check_sequence_shapes(input, weights, bias, h0, c0)
     steps, batch, _ = input.shape
     return (

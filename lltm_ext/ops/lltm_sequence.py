@@ -41,10 +41,12 @@ __all__ = ["LLTMSequence", "lltm_sequence"]
 
 _ops = load_ops("lltm_sequence")
 lltm_sequence_op = _ops.lltm_sequence.default
-"""``lltm_sequence(input (T, B, I), weights, bias, h0=None, c0=None) -> (output (T, B, S), h_n,
-c_n)``: the LLTM over all T steps, any layout, with its autograd (backward through time) in C++
-(``src/lltm_sequence/lltm_sequence.cpp``); h0 or c0 None is zeros, which the kernels read as such
-(no tensor of zeros made)."""
+"""``lltm_sequence(input (T, B, I), weights, bias, h0=None, c0=None, tf32=False) -> (output (T, B,
+S), h_n, c_n)``: the LLTM over all T steps, any layout, with its autograd (backward through time)
+in C++ (``src/lltm_sequence/lltm_sequence.cpp``); h0 or c0 None is zeros, which the kernels read as
+such (no tensor of zeros made); ``tf32`` runs float32's products in TF32 whatever torch's matmul
+precision (its autocast kernel sets it for a float32 state, whose operands it rounds to the
+autocast dtype)."""
 _lltm_sequence_call = operator_call("lltm_sequence", "lltm_sequence", lltm_sequence_op)
 
 
@@ -113,7 +115,7 @@ def lltm_sequence(
         h0, c0 = _state_pair(state, "lltm_ext.lltm_sequence", state_size)
         if c0 is h0:  # one tensor as both: torch.compile needs distinct tensors
             c0 = c0.view_as(c0)
-    output, h_n, c_n = _lltm_sequence_call(x, weights, bias, h0, c0)
+    output, h_n, c_n = _lltm_sequence_call(x, weights, bias, h0, c0, False)
     if batch_first:
         # A (B, T, S) copy, not a transposed view: FSDP2 warns of a view among a module's outputs
         # (an in-place op on it would drop FSDP2's pre-backward hook). One copy of the output,

@@ -35,8 +35,12 @@ namespace {
 // which torch.nn.LSTM follows and which is TF32 by default: the LLTM's cell state has no forget
 // gate, so TF32's rounding in the recurrent product adds up over the steps (at T = 200 an output
 // error of 2e-2 against float64; 2e-5 in full float32; docs/lltm_notes.md, "Precision").
-bool matmul_allows_tf32(const at::Tensor& t) {
-  return t.is_cuda() && t.scalar_type() == at::kFloat && at::globalContext().allowTF32CuBLAS();
+// `requested`: the operator's own `tf32` argument, which asks for TF32 whatever torch's setting
+// (the autocast kernel's, for a float32 state whose operands it rounded to bfloat16 or float16:
+// exact in TF32, so the products read what the loop's half-precision products read).
+bool matmul_allows_tf32(const at::Tensor& t, bool requested = false) {
+  return t.is_cuda() && t.scalar_type() == at::kFloat &&
+         (requested || at::globalContext().allowTF32CuBLAS());
 }
 
 // c = a @ b + beta c (beta 0 or 1) on the tensors' device: cuBLAS on CUDA (gemm_cuda), ATen on
@@ -143,10 +147,10 @@ using Backward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::
 // new_h, h_n, c_n (B, S), cells (T, B, S): every step's new_cell, gates (T, B, 3S): the
 // pre-activations without the bias, which the gate kernels add). Backward reads cells and gates.
 Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
-                const OptionalTensor& h0_in, const OptionalTensor& c0_in) {
+                const OptionalTensor& h0_in, const OptionalTensor& c0_in, bool tf32_requested) {
   const at::Tensor h0 = tensor_or_undefined(h0_in), c0 = tensor_or_undefined(c0_in);
   const auto [T, B, I, S] = check_forward_args(input, weights, bias, h0, c0);
-  const bool tf32 = matmul_allows_tf32(input);
+  const bool tf32 = matmul_allows_tf32(input, tf32_requested);
   const at::Tensor b = bias.reshape({3 * S});
   const at::Tensor w_h = weights.narrow(1, 0, S);  // (3S, S), rows S + I apart
   const at::Tensor w_i = weights.narrow(1, S, I);  // (3S, I)
@@ -191,12 +195,12 @@ using OutputMask = std::array<bool, 5>;
 // Backward through time from forward's saved tensors. grad_h_n, grad_c_n and h0 may be None
 // (zeros: the final state's gradients where autograd has none, a zero initial state). Returns
 // (d_input (T, B, I), d_weights (3S, S + I), d_bias (3S,), d_h0, d_c0 (B, S)), each undefined
-// where output_mask says it is not wanted.
+// where output_mask says it is not wanted. tf32_requested: as forward's.
 Backward backward(const at::Tensor& grad_output, const OptionalTensor& grad_h_n_in,
                   const OptionalTensor& grad_c_n_in, const at::Tensor& input,
                   const at::Tensor& weights, const at::Tensor& bias, const OptionalTensor& h0_in,
                   const at::Tensor& output, const at::Tensor& cells, const at::Tensor& gates,
-                  OutputMask output_mask) {
+                  OutputMask output_mask, bool tf32_requested) {
   const at::Tensor grad_h_n = tensor_or_undefined(grad_h_n_in);
   const at::Tensor grad_c_n = tensor_or_undefined(grad_c_n_in);
   const at::Tensor h0 = tensor_or_undefined(h0_in);
@@ -223,7 +227,7 @@ Backward backward(const at::Tensor& grad_output, const OptionalTensor& grad_h_n_
     CHECK_SHAPE(grad_c_n, B, S);
   }
   const auto [want_input, want_weights, want_bias, want_h0, want_c0] = output_mask;
-  const bool tf32 = matmul_allows_tf32(input);
+  const bool tf32 = matmul_allows_tf32(input, tf32_requested);
   const at::Tensor b = bias.reshape({3 * S});
   const at::Tensor w_h = weights.narrow(1, 0, S);
   const at::Tensor w_i = weights.narrow(1, S, I);
@@ -322,9 +326,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> sequence(const at::Tensor& input,
                                                         const at::Tensor& weights,
                                                         const at::Tensor& bias,
                                                         const OptionalTensor& h0,
-                                                        const OptionalTensor& c0) {
+                                                        const OptionalTensor& c0, bool tf32) {
   auto out = forward(input.contiguous(), weights.contiguous(), bias.contiguous(), contiguous(h0),
-                     contiguous(c0));
+                     contiguous(c0), tf32);
   return {std::get<0>(out), std::get<1>(out), std::get<2>(out)};
 }
 
@@ -349,7 +353,7 @@ using torch::autograd::variable_list;
 struct Sequence : torch::autograd::Function<Sequence> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& input,
                                const at::Tensor& weights, const at::Tensor& bias,
-                               const OptionalTensor& h0, const OptionalTensor& c0) {
+                               const OptionalTensor& h0, const OptionalTensor& c0, bool tf32) {
     const at::AutoDispatchBelowADInplaceOrView below_autograd;
     const at::Tensor x = input.contiguous();
     const at::Tensor w = weights.contiguous();
@@ -358,12 +362,13 @@ struct Sequence : torch::autograd::Function<Sequence> {
     const at::Tensor h = tensor_or_undefined(contiguous(h0));
     const at::Tensor c = tensor_or_undefined(contiguous(c0));
     auto [output, h_n, c_n, cells, gates] =
-        forward_op().call(x, w, b, as_optional(h), as_optional(c));
+        forward_op().call(x, w, b, as_optional(h), as_optional(c), tf32);
     ctx->save_for_backward({x, w, b, h, output, cells, gates});
     ctx->set_materialize_grads(false);  // h_n's and c_n's gradients go on as None where unused
     ctx->saved_data["bias_shape"] = bias.sizes().vec();
     ctx->saved_data["h0_given"] = h.defined();
     ctx->saved_data["c0_given"] = c.defined();
+    ctx->saved_data["tf32"] = tf32;  // backward's products at forward's precision
     return {output, h_n, c_n};
   }
 
@@ -387,27 +392,28 @@ struct Sequence : torch::autograd::Function<Sequence> {
     at::Tensor d_input, d_weights, d_bias, d_h0, d_c0;
     {
       const at::AutoDispatchBelowADInplaceOrView below_autograd;
-      std::tie(d_input, d_weights, d_bias, d_h0, d_c0) = backward_op().call(
-          grad(0), as_optional(grad(1)), as_optional(grad(2)), saved[0], saved[1], saved[2],
-          as_optional(saved[3]), output, saved[5], saved[6], mask);
+      std::tie(d_input, d_weights, d_bias, d_h0, d_c0) =
+          backward_op().call(grad(0), as_optional(grad(1)), as_optional(grad(2)), saved[0],
+                             saved[1], saved[2], as_optional(saved[3]), output, saved[5], saved[6],
+                             mask, ctx->saved_data["tf32"].toBool());
     }
     if (d_bias.defined()) {
       d_bias = d_bias.reshape(ctx->saved_data["bias_shape"].toIntVector());
     }
     if (at::GradMode::is_enabled()) {  // create_graph=True
-      return first_order_only("lltm_sequence", {d_input, d_weights, d_bias, d_h0, d_c0},
-                              {saved[5], saved[1]});
+      variable_list grads_out = first_order_only(
+          "lltm_sequence", {d_input, d_weights, d_bias, d_h0, d_c0}, {saved[5], saved[1]});
+      grads_out.emplace_back();  // tf32: not differentiable
+      return grads_out;
     }
-    return {d_input, d_weights, d_bias, d_h0, d_c0};
+    return {d_input, d_weights, d_bias, d_h0, d_c0, at::Tensor()};
   }
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> sequence_autograd(const at::Tensor& input,
-                                                                 const at::Tensor& weights,
-                                                                 const at::Tensor& bias,
-                                                                 const OptionalTensor& h0,
-                                                                 const OptionalTensor& c0) {
-  variable_list out = Sequence::apply(input, weights, bias, h0, c0);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> sequence_autograd(
+    const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
+    const OptionalTensor& h0, const OptionalTensor& c0, bool tf32) {
+  variable_list out = Sequence::apply(input, weights, bias, h0, c0, tf32);
   return {out[0], out[1], out[2]};
 }
 
@@ -416,33 +422,33 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> sequence_autograd(const at::Tenso
 // autocast::lltm_state_dtype of c0, or of the input where c0 is None, as the loop's zeros would
 // be). A state in `lower`: the sequence runs in `lower`. A float32 state: the sequence runs in
 // float32 on the operands rounded to `lower` (input, weights, bias, h0: the values the loop's
-// products read; the later steps' h stay float32), its products adding them up in float32, and
-// the state and outputs stay float32 as in the loop. Anything autocast leaves alone passes through.
+// products read), and the state and outputs stay float32 as in the loop. Its products run in TF32
+// (`tf32`), which holds `lower`'s values exactly; the later steps' h, which the loop rounds to
+// `lower` for its products, TF32 rounds less (docs/lltm_notes.md, "nn.LSTM's interface, autocast
+// and packed batches"). Anything autocast leaves alone passes through.
 template <c10::DeviceType device>
-std::tuple<at::Tensor, at::Tensor, at::Tensor> sequence_autocast(const at::Tensor& input,
-                                                                 const at::Tensor& weights,
-                                                                 const at::Tensor& bias,
-                                                                 const OptionalTensor& h0_in,
-                                                                 const OptionalTensor& c0_in) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> sequence_autocast(
+    const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
+    const OptionalTensor& h0_in, const OptionalTensor& c0_in, bool tf32) {
   static const auto op = c10::Dispatcher::singleton()
                              .findSchemaOrThrow("lltm_ext::lltm_sequence", "")
                              .typed<decltype(sequence)>();
   const autocast::Below<device> below;
   const at::Tensor h0 = tensor_or_undefined(h0_in), c0 = tensor_or_undefined(c0_in);
   if (!autocast::all_eligible<device>({&input, &weights, &bias, &h0, &c0})) {
-    return op.call(input, weights, bias, h0_in, c0_in);
+    return op.call(input, weights, bias, h0_in, c0_in, tf32);
   }
   const at::ScalarType lower = autocast::lower_dtype<device>();
   if (autocast::lltm_state_dtype(c0.defined() ? c0 : input, lower) == lower) {
     return op.call(
         autocast::to_lower<device>(input, lower), autocast::to_lower<device>(weights, lower),
         autocast::to_lower<device>(bias, lower), as_optional(autocast::to_lower<device>(h0, lower)),
-        as_optional(autocast::to_lower<device>(c0, lower)));
+        as_optional(autocast::to_lower<device>(c0, lower)), tf32);
   }
   return op.call(autocast::rounded<device>(input, lower), autocast::rounded<device>(weights, lower),
                  autocast::rounded<device>(bias, lower),
                  as_optional(autocast::rounded<device>(h0, lower)),
-                 as_optional(c0.defined() ? c0.to(at::kFloat) : c0));
+                 as_optional(c0.defined() ? c0.to(at::kFloat) : c0), /*tf32=*/true);
 }
 
 }  // namespace
@@ -450,15 +456,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> sequence_autocast(const at::Tenso
 
 TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
   m.def(
-      "lltm_sequence(Tensor input, Tensor weights, Tensor bias, Tensor? h0=None, Tensor? c0=None) "
-      "-> (Tensor output, Tensor h_n, Tensor c_n)");
+      "lltm_sequence(Tensor input, Tensor weights, Tensor bias, Tensor? h0=None, Tensor? c0=None, "
+      "bool tf32=False) -> (Tensor output, Tensor h_n, Tensor c_n)");
   m.def(
       "lltm_sequence_forward(Tensor input, Tensor weights, Tensor bias, Tensor? h0=None, "
-      "Tensor? c0=None) -> (Tensor output, Tensor h_n, Tensor c_n, Tensor cells, Tensor gates)");
+      "Tensor? c0=None, bool tf32=False) -> (Tensor output, Tensor h_n, Tensor c_n, Tensor cells, "
+      "Tensor gates)");
   m.def(
       "lltm_sequence_backward(Tensor grad_output, Tensor? grad_h_n, Tensor? grad_c_n, "
       "Tensor input, Tensor weights, Tensor bias, Tensor? h0, Tensor output, Tensor cells, "
-      "Tensor gates, bool[5] output_mask=[True, True, True, True, True]) -> "
+      "Tensor gates, bool[5] output_mask=[True, True, True, True, True], bool tf32=False) -> "
       "(Tensor d_input, Tensor d_weights, Tensor d_bias, Tensor d_h0, Tensor d_c0)");
   lltm_ext::impl_cpu_cuda(m, "lltm_sequence_forward", TORCH_FN(lltm_ext::lltm::forward));
   lltm_ext::impl_cpu_cuda(m, "lltm_sequence_backward", TORCH_FN(lltm_ext::lltm::backward));
@@ -480,16 +487,18 @@ namespace lltm_ext::lltm {
 namespace {
 
 // What a call of lltm_sequence on these tensors runs, and why (lltm_ext.explain): input (T, B, I)
-// and weights (3S, S + I), as the operator takes them. On CUDA the planner's choice for the time
-// steps (forward and backward take the same family), the step products of the cuBLAS path and the
-// weight gradient, with the planner's notes; on the CPU the one loop there is.
-py::dict explain(const at::Tensor& input, const at::Tensor& weights, bool bias_grad) {
+// and weights (3S, S + I), as the operator takes them; tf32_requested as the operator's `tf32`. On
+// CUDA the planner's choice for the time steps (forward and backward take the same family), the
+// step products of the cuBLAS path and the weight gradient, with the planner's notes; on the CPU
+// the one loop there is.
+py::dict explain(const at::Tensor& input, const at::Tensor& weights, bool bias_grad,
+                 bool tf32_requested) {
   TORCH_CHECK(input.dim() == 3 && weights.dim() == 2 && weights.size(0) % 3 == 0,
               "lltm_ext.explain(lltm_sequence): `input` must be (T, B, I) and `weights` (3S, S + "
               "I), but got ",
               describe(input), " and ", describe(weights), ".");
   const int64_t T = input.size(0), B = input.size(1), I = input.size(2), S = weights.size(0) / 3;
-  const bool tf32 = matmul_allows_tf32(input);
+  const bool tf32 = matmul_allows_tf32(input, tf32_requested);
   py::dict out;
   out["device"] = input.device().str();
   out["tf32"] = tf32;
@@ -604,12 +613,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "LLTM over whole sequences (time loops on the kernels its planner picks).";
   lltm_ext::bind_operator<std::tuple<at::Tensor, at::Tensor, at::Tensor>(
       const at::Tensor&, const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
-      const std::optional<at::Tensor>&)>(
+      const std::optional<at::Tensor>&, bool)>(
       m, "lltm_sequence",
-      "lltm_sequence(input, weights, bias, h0, c0) -> (output, h_n, c_n): the operator "
-      "lltm_ext::lltm_sequence (h0, c0: None for zeros)");
+      "lltm_sequence(input, weights, bias, h0, c0, tf32) -> (output, h_n, c_n): the operator "
+      "lltm_ext::lltm_sequence (h0, c0: None for zeros; tf32: float32 products in TF32 whatever "
+      "torch's matmul precision)");
   m.def("_explain", &lltm_ext::lltm::explain,
         "What a call on input (T, B, I) and weights (3S, S + I) runs, and why (lltm_ext.explain)",
-        py::arg("input"), py::arg("weights"), py::arg("bias_grad") = true);
+        py::arg("input"), py::arg("weights"), py::arg("bias_grad") = true, py::arg("tf32") = false);
   lltm_ext::bind_build_info(m);
 }
