@@ -75,16 +75,21 @@ SequencePath sequence_path_setting() {
 // How the cluster and wide-state kernels' recurrent product runs (Product), as
 // LLTM_EXT_SEQUENCE_PRODUCT says (settings.h), read at every call. Auto's tf32 pass for the half
 // types holds their values exactly; float32 takes one where `tf32` allows it (torch's float32
-// matmuls may use TF32), else three (3xTF32), as accurate as float32.
+// matmuls may use TF32) and the batch is past 64 rows, else three (3xTF32), as accurate as float32.
+// At small batches a step is one m-tile's chains of mma: the one pass chains every k step into its
+// sums, where the three passes run four independent chains, and under autocast (TF32) the one pass
+// was slower at every such point of the sweep (H200, T = 131, B = 25, S = 480: 2464 against 1923
+// us; T = 1174, B = 17, S = 339: 20.4 against 17.2 ms) and faster from B = 98 (T = 822, B = 98,
+// S = 518: 23.2 against 27.2 ms; T = 1190, B = 111, S = 1156: 58.0 against 84.2 ms).
 std::string sequence_product_setting() {
   return env_choice("LLTM_EXT_SEQUENCE_PRODUCT");
 }
 
-Product sequence_product(at::ScalarType dtype, bool tf32) {
+Product sequence_product(at::ScalarType dtype, bool tf32, int64_t batch) {
   if (sequence_product_setting() == "simt" || dtype == at::kDouble) {
     return Product::kSimt;
   }
-  return dtype == at::kFloat && !tf32 ? Product::kTf32x3 : Product::kTf32;
+  return dtype == at::kFloat && (!tf32 || batch <= 64) ? Product::kTf32x3 : Product::kTf32;
 }
 
 // Whether the sequence's steps run fused on `device` (the fused step kernels of
@@ -164,7 +169,7 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
   if (loaded && batch >= 1 && state >= 1 && state <= kClusterMaxState) {
     static std::mutex mutex;
     static std::map<std::tuple<int, int64_t, int, int, Product>, std::pair<int, int>> resident;
-    const Product product = sequence_product(c10::CppTypeToScalarType<T>::value, tf32);
+    const Product product = sequence_product(c10::CppTypeToScalarType<T>::value, tf32, batch);
     const int forced = env_number("LLTM_EXT_SEQUENCE_CLUSTER_ROWS");
     const int blocks = cluster_blocks(state, batch, cuda::sm_count(device));
     const bool blocks_forced = env_number("LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS") > 0;
@@ -277,7 +282,7 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
   // of the sweep's shapes with 256 < S <= 1024 that the kernels fit. Figures:
   // docs/decisions.md#wide-half-tensor-cores.
   const at::ScalarType dtype = c10::CppTypeToScalarType<T>::value;
-  const Product product = mma_loaded ? sequence_product(dtype, tf32) : Product::kSimt;
+  const Product product = mma_loaded ? sequence_product(dtype, tf32, batch) : Product::kSimt;
   if (setting == SequencePath::kAuto && product == Product::kSimt &&
       (state > 512 || state * state * batch > (int64_t{1} << 24))) {
     plan_note(
@@ -373,7 +378,7 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
   const int only_mt = env_number("LLTM_EXT_SEQUENCE_TILED_TILES");
   const int only_cols = env_number("LLTM_EXT_SEQUENCE_TILED_COLS");
   const Product product =
-      loaded ? sequence_product(c10::CppTypeToScalarType<T>::value, tf32) : Product::kSimt;
+      loaded ? sequence_product(c10::CppTypeToScalarType<T>::value, tf32, batch) : Product::kSimt;
   bool ruled_out = false;  // by auto's rules below (noted there)
   if (product != Product::kSimt) {
     static std::mutex mutex;
@@ -520,8 +525,12 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
                              bool backward) {
   StepGemmShape shape;
   const std::string setting = step_gemm_setting();
-  const bool applies = std::is_same_v<T, float> && !tf32;
-  TORCH_CHECK(applies || (setting != "own" && setting != "tensor" && setting != "wgmma"),
+  const bool full = std::is_same_v<T, float> && !tf32;
+  // With TF32 allowed, auto keeps ours (at full precision) at batches up to 32, where a product
+  // reads W_h once whatever its precision: cuBLAS's TF32 there took 0.81x nn.LSTM's time at T =
+  // 387, B = 2, S = 1397 under autocast against 1.04x with ours (docs/decisions.md#step-gemm-plan).
+  const bool applies = full || (std::is_same_v<T, float> && setting == "auto" && m <= 32);
+  TORCH_CHECK(full || (setting != "own" && setting != "tensor" && setting != "wgmma"),
               "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_STEP_GEMM=", setting,
               " needs float32 at full precision (torch's float32 matmul precision \"highest\"), "
               "but got dtype ",
