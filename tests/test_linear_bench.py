@@ -1,10 +1,13 @@
 """`lltm-ext bench --linear` (lltm_ext/cli/linear.py): the GEMM timed as linear layers call it, its
-summary's arithmetic and its refusals."""
+summary's arithmetic, its refusals, and its part of the results files (tools/measure/results.py,
+tools/docs/results_md.py)."""
 
 from __future__ import annotations
 
 import json
 import math
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,6 +15,12 @@ import torch
 from lltm_ext.cli import linear
 from lltm_ext.cli.linear import LinearPoint, summarize_linear
 from lltm_ext.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.append(str(ROOT))  # appended: the installed lltm_ext, if any, stays first
+
+from tools.docs import results_md  # noqa: E402
+from tools.measure import results  # noqa: E402
 
 
 def test_linear_runs_on_the_cpu_and_writes_every_field(tmp_path, capsys):
@@ -179,3 +188,95 @@ def test_linear_options_defaults_per_device():
     assert (8192, 28672) in cuda.layers and len(cuda.layers) == 8
     assert linear.linear_options("cuda", layers=" 8x16, 32X4,8x16").layers == [(8, 16), (32, 4)]
     assert linear.linear_options("cpu", ms="16,1,16").ms == [16, 1]
+
+
+def _results_with_linear() -> dict:
+    def summary(dtype, layout, m, geo, worst, bw):
+        return {
+            "dtype": dtype,
+            "layout": layout,
+            "M": m,
+            "layers": 2,
+            "geomean": geo,
+            "worst": worst,
+            "worst_layer": "4096x11008",
+            "ours_bw_fraction": bw,
+            "ref_bw_fraction": None if bw is None else bw + 0.1,
+        }
+
+    return {
+        "machine": "h200",
+        "what": "a GPU",
+        "command": results.run_command("h200"),
+        "date": "2026-01-01T00:00:00+00:00",
+        "build": {"git_commit": "a" * 40, "lltm_ext": "0.1.0"},
+        "hardware": {"gpu": "NVIDIA H200"},
+        "versions": {"torch": "2.15"},
+        "linear": {
+            "command": "lltm-ext bench --linear",
+            "copy": {"bytes": 8, "us": 1.0, "gbps": 4123.4},
+            "summary": [
+                summary("bfloat16", "t", 1, 1.234, 0.9, 0.81),
+                summary("bfloat16", "t", 512, 1.5, 1.25, None),
+                summary("bfloat16", "n", 1, 0.5, 0.25, 0.4),
+            ],
+            "points": [],
+        },
+    }
+
+
+def test_results_md_renders_the_linear_view(monkeypatch, tmp_path):
+    (tmp_path / "h200.json").write_text(json.dumps(_results_with_linear()))
+    monkeypatch.setattr(results_md, "results_path", lambda m: tmp_path / f"{m}.json")
+    text = results_md.render("h200:linear")
+    lines = text.splitlines()
+    assert lines[0] == (
+        "| M | bfloat16 t: geomean | worst (K x N) | bandwidth at M <= 16: ours / ref "
+        "| bfloat16 n: geomean | worst (K x N) | bandwidth at M <= 16: ours / ref |"
+    )
+    assert lines[2] == (
+        "| 1 | 1.23x | 0.90x (4096x11008) | 0.81 / 0.91 "
+        "| 0.50x | 0.25x (4096x11008) | 0.40 / 0.50 |"
+    )
+    assert lines[3] == "| 512 | 1.50x | 1.25x (4096x11008) | - |  |  |  |"
+    assert "4123 GB/s" in text and "`lltm-ext bench --linear`" in text
+    only_n = results_md.render("h200:linear:n")
+    assert "bfloat16 n: geomean" in only_n and "bfloat16 t" not in only_n
+    assert "| 512 |" not in only_n
+
+
+def test_results_md_linear_view_without_a_linear_part(monkeypatch, tmp_path):
+    data = _results_with_linear()
+    del data["linear"]
+    (tmp_path / "h200.json").write_text(json.dumps(data))
+    monkeypatch.setattr(results_md, "results_path", lambda m: tmp_path / f"{m}.json")
+    assert results_md.render("h200:linear") == (
+        "_This results file has no linear-layer GEMM table._\n"
+    )
+    for machine in results.MACHINES:  # the committed files, with or without one, render
+        assert results_md.render(f"{machine}:linear").strip()
+
+
+def test_every_plan_has_a_linear_part_and_import_records_it(tmp_path):
+    parts = {d: {s["part"]: s for s in plan} for d, plan in results.PLANS.items()}
+    cuda = parts["cuda"]["linear"]["args"]
+    assert cuda[:2] == ["--device", "cuda"] and "--linear" in cuda
+    assert cuda[cuda.index("--dtypes") + 1] == "bfloat16,float16"
+    assert cuda[cuda.index("--linear-layouts") + 1] == "t,n"
+    cpu = parts["cpu"]["linear"]["args"]
+    assert "--linear" in cpu and cpu[cpu.index("--threads") + 1] == "1"
+
+    commit = "b" * 40
+    out = tmp_path / "h200.json"
+    out.write_text(
+        json.dumps({"machine": "h200", "command": "run", "build": {"git_commit": commit}})
+    )
+    ran = tmp_path / "ran.json"
+    argv = ["lltm-ext", "bench", *cuda, "--json", str(ran)]
+    summary = _results_with_linear()["linear"]["summary"]
+    ran.write_text(json.dumps({"environment": {"argv": argv}, "summary": summary, "points": []}))
+    assert results.import_part("h200", "linear", ran, out, commit) == 0
+    doc = json.loads(out.read_text())
+    assert doc["linear"]["command"] == "lltm-ext bench " + " ".join(cuda)
+    assert doc["linear"]["summary"][0]["geomean"] == 1.234 and "sweeps" not in doc
+    assert "(imported as linear)" in doc["command"]
