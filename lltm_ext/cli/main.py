@@ -140,6 +140,13 @@ def _bench(args: argparse.Namespace) -> int:
         if folder and not os.path.isdir(folder):
             print(f"bench: {option} {path}: the folder {folder} does not exist", file=sys.stderr)
             return 2
+    from lltm_ext.cli.linear import check_args
+
+    try:
+        linear = check_args(args, device)
+    except ValueError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
     if args.plot:
         from lltm_ext.cli.plot import require_matplotlib
 
@@ -184,6 +191,11 @@ def _bench(args: argparse.Namespace) -> int:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     try:
+        if linear is not None:
+            from lltm_ext.cli.bench import metadata
+            from lltm_ext.cli.linear import run_cli
+
+            return run_cli(args, device, linear, metadata(device, timer, args.argv))
         if args.sweep is not None:
             return _run_sweep(args, device, sweep_ops, timer)
         return _run_bench(args, device, wanted, timer)
@@ -339,6 +351,15 @@ log-uniform in [1, 12000] under a FLOP cap, all four layouts, bfloat16, float16,
 lltm_sequence: T in [8, 2048], B in [1, 512], S in [32, 2048], I in [1, 2048], forward+backward
 against torch.nn.LSTM) and prints the distribution of the ratios: geometric mean, 10th percentile,
 minimum, median, maximum, and the worst shapes.
+
+--linear times lltm_ext.gemm(x, W.t()) against x @ W.t(), x (M, K) random normal and W (N, K) as
+nn.Linear stores and initializes it, over common layers (K, N) and numbers of tokens M, each M's
+ratios summarized over the layers (geometric mean, worst); small M is bound by reading W: its
+bandwidth (W bytes / time) is given as a fraction of a copy's, measured in the same run. Both
+sides are timed as --sweep times them (CUDA events, L2 flushed; medians of interleaved samples).
+  {prog} bench --linear                                   the defaults
+  {prog} bench --linear --linear-layouts t,n --json linear.json
+  {prog} bench --linear --device cpu --linear-ms 1,16,256 --linear-layers 512x1024,1024x512
 """
 
 
@@ -395,6 +416,13 @@ def _plan(args: argparse.Namespace) -> int:
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     """The argument parser of the command line (`prog`: the name shown in help and errors)."""
     import lltm_ext
+    from lltm_ext.cli.linear import (
+        CPU_MAX_M,
+        DEFAULT_LAYOUTS,
+        LINEAR_LAYERS,
+        LINEAR_LAYOUTS,
+        LINEAR_MS,
+    )
     from lltm_ext.ops import MODULES
 
     prog = prog or _prog()
@@ -454,7 +482,8 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         type=_positive_seconds,
         metavar="SECONDS",
         help="measuring time per case, lltm_ext and PyTorch together, after warm-up "
-        "(default: 0.4, or 0.1 with --quick); more gives tighter spreads",
+        "(default: 0.4, or 0.1 with --quick; per shape with --sweep or --linear: 0.05); more "
+        "gives tighter spreads",
     )
     p.add_argument(
         "--threads",
@@ -494,13 +523,16 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         type=int,
         default=0,
         metavar="S",
-        help="with --sweep: the seed of the shapes (default 0): a seed draws the same shapes",
+        help="with --sweep: the seed of the shapes (default 0): a seed draws the same shapes; "
+        "with --linear: the seed of the operands",
     )
     p.add_argument(
         "--dtypes",
         metavar="D[,D...]",
         help="with --sweep: the dtypes to time (default: bfloat16,float16,float32,tf32 on CUDA; "
-        "no tf32 on the CPU; lltm_sequence float32,bfloat16 on CUDA, and tf32 when named)",
+        "no tf32 on the CPU; lltm_sequence float32,bfloat16 on CUDA, and tf32 when named); "
+        "with --linear: of bfloat16,float16,float32,tf32 (tf32 on CUDA only; default "
+        "bfloat16,float16 on CUDA, bfloat16,float32 on the CPU)",
     )
     p.add_argument(
         "--seq-configs",
@@ -515,6 +547,34 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         default="random",
         help="with --sweep: large adds fixed large states with large batches (S >= 768, "
         "B >= 64, up to S 2048 x B 192) after the random shapes",
+    )
+    p.add_argument(
+        "--linear",
+        action="store_true",
+        help="time lltm_ext.gemm as linear layers call it, x (M, K) @ W.T with W (N, K) as "
+        "nn.Linear stores it (and, with --linear-layouts n, x @ W with W (K, N)), against "
+        "x @ W.t(), over common layers and numbers of tokens M; print per M the geometric mean "
+        "and the worst ratio over the layers, and the fraction of the copy bandwidth at M <= 16",
+    )
+    p.add_argument(
+        "--linear-ms",
+        metavar="M[,M...]",
+        help="with --linear: the numbers of tokens M (default: "
+        f"{','.join(map(str, LINEAR_MS))}; on the CPU those up to {CPU_MAX_M})",
+    )
+    p.add_argument(
+        "--linear-layers",
+        metavar="KxN[,KxN...]",
+        help="with --linear: the layers' weights, K inputs x N outputs (default on CUDA: "
+        f"{', '.join(f'{k}x{n}' for k, n in LINEAR_LAYERS['cuda'])}; on the CPU: "
+        f"{', '.join(f'{k}x{n}' for k, n in LINEAR_LAYERS['cpu'])})",
+    )
+    p.add_argument(
+        "--linear-layouts",
+        metavar="L[,L...]",
+        help="with --linear: how W is stored: "
+        + "; ".join(f"{k}: {v}" for k, v in LINEAR_LAYOUTS.items())
+        + f" (default {','.join(DEFAULT_LAYOUTS)})",
     )
     p.set_defaults(func=_bench)
 

@@ -257,28 +257,37 @@ class _CpuSampler:
         return out
 
 
-def time_interleaved(
-    ours: Callable[[], Any], ref: Callable[[], Any], device: torch.device, budget_s: float
-) -> tuple[float, float, int]:
-    """Median seconds per call of `ours` and `ref`, sampled alternately, and the samples per side.
+def time_medians(
+    fns: list[Callable[[], Any]], device: torch.device, budget_s: float
+) -> tuple[list[float], int]:
+    """Median seconds per call of each of `fns`, sampled in turn, and the samples per fn.
 
     One warm-up call each first (and a first sample to size the rest); then as many samples as fit
-    in about `budget_s` together, at least 5 and at most 100 per side.
+    in about `budget_s` together, at least 5 and at most 100 per fn.
     """
     sampler: _CudaSampler | _CpuSampler
     if device.type == "cuda":
         sampler = _CudaSampler(device)
-        ours()
-        ref()
+        for fn in fns:
+            fn()
         torch.cuda.synchronize()
-        sampler.cover([ours, ref])
+        sampler.cover(fns)
     else:
         sampler = _CpuSampler()
-    first = sampler.run([ours, ref], 1)
-    per_call = first[0][0] + first[1][0]
-    per_side = int(min(100, max(5, budget_s / max(per_call, 1e-9))))
-    a, b = sampler.run([ours, ref], per_side)
-    return statistics.median(a), statistics.median(b), per_side
+    first = sampler.run(fns, 1)
+    per_call = sum(s[0] for s in first)
+    per_fn = int(min(100, max(5, budget_s / max(per_call, 1e-9))))
+    samples = sampler.run(fns, per_fn)
+    return [statistics.median(s) for s in samples], per_fn
+
+
+def time_interleaved(
+    ours: Callable[[], Any], ref: Callable[[], Any], device: torch.device, budget_s: float
+) -> tuple[float, float, int]:
+    """Median seconds per call of `ours` and `ref`, sampled alternately, and the samples per side
+    (``time_medians`` of the two)."""
+    (a, b), per_side = time_medians([ours, ref], device, budget_s)
+    return a, b, per_side
 
 
 # ----------------------------------------------------------------------------------------------

@@ -18,6 +18,10 @@ A block's name is ``MACHINE:VIEW[:OP]``:
 * ``sweep`` / ``sweep:OP``: the random-shape sweeps' distributions (geometric mean, 10th
   percentile, worst, median, points below 1.0x, errors against float64);
 * ``worst:OP``: a sweep's worst shapes, per dtype;
+* ``linear`` / ``linear:LAYOUT``: GEMM as linear layers call it (``lltm-ext bench --linear``), a
+  row per number of tokens M; per dtype and layout (``t``: ``x @ W.T``; ``n``: W stored (K, N))
+  the geometric mean and the worst of the ratios over the layers, and at M <= 16 the median
+  fraction of the copy bandwidth of lltm_ext / of the reference;
 * ``accuracy``: the float32 sequence's error against float64 at each precision setting;
 * ``pictures`` / ``pictures:bench`` / ``pictures:sweep``: the machine's pictures, as image links.
 
@@ -191,6 +195,43 @@ def view_worst(data: dict[str, Any], op: str) -> str:
     return "\n".join(f"- {s['dtype']}: " + "; ".join(s["worst"]) for s in sweep["summary"])
 
 
+def view_linear(data: dict[str, Any], layout: str | None = None) -> str:
+    """The --linear part's per-M table: a row per M; per (dtype, layout) three columns: the
+    geometric mean of the ratios over the layers, the worst (its layer K x N), and at small M the
+    median fraction of the copy bandwidth, lltm_ext's / the reference's ("-" at larger M)."""
+    linear = data.get("linear") or {}
+    summary = [s for s in linear.get("summary", []) if layout in (None, s["layout"])]
+    if not summary:
+        what = f" of layout {layout}" if layout else ""
+        return f"_This results file has no linear-layer GEMM table{what}._"
+    groups = list(dict.fromkeys((s["dtype"], s["layout"]) for s in summary))
+    by = {(s["dtype"], s["layout"], s["M"]): s for s in summary}
+    head = ["M"]
+    for dtype, lay in groups:
+        head += [f"{dtype} {lay}: geomean", "worst (K x N)", "bandwidth at M <= 16: ours / ref"]
+    rows = []
+    for m in sorted({s["M"] for s in summary}):
+        row = [str(m)]
+        for dtype, lay in groups:
+            s = by.get((dtype, lay, m))
+            if s is None:
+                row += ["", "", ""]
+                continue
+            bw = "-"
+            if s.get("ours_bw_fraction") is not None:
+                bw = f"{s['ours_bw_fraction']:.2f} / {s['ref_bw_fraction']:.2f}"
+            row += [_x(s["geomean"]), f"{_x(s['worst'])} ({s['worst_layer']})", bw]
+        rows.append(row)
+    # As lltm_ext.cli.linear.LINEAR_LAYOUTS says (not imported: rendering needs no build).
+    layouts = {"t": "x @ W.T, W (N, K) as nn.Linear stores it", "n": "x @ W, W stored (K, N)"}
+    names = "; ".join(f"{k}: {v}" for k, v in layouts.items() if any(g[1] == k for g in groups))
+    copy = linear.get("copy", {})
+    note = f"{names}. Ratio: reference time / lltm_ext time over the layers."
+    if copy.get("gbps"):
+        note += f" Bandwidth: W bytes / time as a fraction of a copy's, {copy['gbps']:.0f} GB/s."
+    return _table(head, rows) + f"\n\n{note} `{linear['command']}`"
+
+
 def view_accuracy(data: dict[str, Any]) -> str:
     acc = data.get("accuracy")
     if acc is None:
@@ -221,6 +262,7 @@ VIEWS = {
     "cases": view_cases,
     "sweep": view_sweep,
     "worst": view_worst,
+    "linear": view_linear,
     "accuracy": view_accuracy,
     "pictures": view_pictures,
 }

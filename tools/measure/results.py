@@ -7,6 +7,9 @@ architectures), the date, the hardware and versions, and every figure:
 * ``bench``: ``lltm-ext bench``'s fixed cases of every op (lltm_ext against PyTorch's own way);
 * ``sweeps``: ``lltm-ext bench --sweep``'s random shapes of GEMM and of ``lltm_sequence``, each
   point and the distribution of the ratios;
+* ``linear``: ``lltm-ext bench --linear``: GEMM as linear layers call it (``x @ W.T``, and a
+  weight stored (K, N)) over common layers and numbers of tokens M, each point and the per-M
+  summary, with the copy bandwidth measured in the same run;
 * ``accuracy`` (CUDA): the float32 sequence's error against float64 at each precision setting
   (tools/measure/sequence_accuracy.py's rows).
 
@@ -60,6 +63,10 @@ PLANS: dict[str, list[dict[str, Any]]] = {
             "args": ["--device", "cpu", "--threads", "1", "--ops", "lltm_sequence"]
             + ["--sweep", "12", "--seed", "1"],
         },
+        {
+            "part": "linear",
+            "args": ["--device", "cpu", "--threads", "1", "--linear", "--linear-layouts", "t,n"],
+        },
     ],
     "cuda": [
         {"part": "bench", "args": ["--device", "cuda", "--budget", "0.2"]},
@@ -87,6 +94,11 @@ PLANS: dict[str, list[dict[str, Any]]] = {
             "args": ["--sweep", "20", "--seed", "1", "--seq-configs", "l2,l4,bi,packed"]
             + ["--dtypes", "float32,bfloat16,autocast", "--budget", "0.02", "--ops"]
             + ["lltm_sequence"],
+        },
+        {
+            "part": "linear",
+            "args": ["--device", "cuda", "--linear", "--dtypes", "bfloat16,float16"]
+            + ["--linear-layouts", "t,n"],
         },
         {"part": "accuracy", "device": "cuda"},
     ],
@@ -247,7 +259,7 @@ def run(machine: str, out: Path, parts: list[str] | None, commit: str | None = N
         if old.get("machine") != machine or old["build"]["git_commit"] != build["git_commit"]:
             print(f"results: {out} is another machine's or build's; not merging", file=sys.stderr)
             return 2
-        kept = {k: old[k] for k in ("bench", "sweeps", "accuracy") if k in old}
+        kept = {k: old[k] for k in ("bench", "sweeps", "linear", "accuracy") if k in old}
         doc = {**doc, **kept, "seconds": old.get("seconds", {})}
         doc["command"] = old["command"] + "; " + doc["command"]
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -302,11 +314,11 @@ def import_part(machine: str, part: str, path: Path, out: Path, commit: str) -> 
     if doc.get("machine") != machine or doc["build"]["git_commit"] != commit:
         print(f"results: {out} is another machine's or build's than {commit}", file=sys.stderr)
         return 2
-    doc.setdefault("sweeps", {})[part.split(":", 1)[1]] = {
-        "command": "lltm-ext " + " ".join(argv),
-        "environment": env,
-        **data,
-    }
+    record = {"command": "lltm-ext " + " ".join(argv), "environment": env, **data}
+    if part.startswith("sweep:"):
+        doc.setdefault("sweeps", {})[part.split(":", 1)[1]] = record
+    else:  # bench, linear: a key of their own, as `run` stores them
+        doc[part] = record
     doc["command"] += f"; lltm-ext {' '.join(argv)} (imported as {part})"
     with open(out, "w") as f:
         json.dump(_round(doc), f, indent=1)
@@ -326,8 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--parts",
         help="comma-separated parts to run (default: all; bench, sweep:gemm, "
-        "sweep:lltm_sequence, accuracy); an existing --out file of the same machine and commit "
-        "keeps its other parts",
+        "sweep:lltm_sequence, linear, accuracy); an existing --out file of the same machine and "
+        "commit keeps its other parts",
     )
     p.add_argument(
         "--git-commit",
