@@ -77,10 +77,8 @@ SequencePath sequence_path_setting() {
 // types holds their values exactly; float32 takes one where `tf32` allows it (torch's float32
 // matmuls may use TF32) and the batch is past 64 rows, else three (3xTF32), as accurate as float32.
 // At small batches a step is one m-tile's chains of mma: the one pass chains every k step into its
-// sums, where the three passes run four independent chains, and under autocast (TF32) the one pass
-// was slower at every such point of the sweep (H200, T = 131, B = 25, S = 480: 2464 against 1923
-// us; T = 1174, B = 17, S = 339: 20.4 against 17.2 ms) and faster from B = 98 (T = 822, B = 98,
-// S = 518: 23.2 against 27.2 ms; T = 1190, B = 111, S = 1156: 58.0 against 84.2 ms).
+// sums, where the three passes run four independent chains, so under TF32 the one pass lost below
+// 64 rows and won past them. Figures: docs/decisions.md#tf32-one-pass-batch.
 std::string sequence_product_setting() {
   return env_choice("LLTM_EXT_SEQUENCE_PRODUCT");
 }
@@ -527,8 +525,7 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
   const std::string setting = step_gemm_setting();
   const bool full = std::is_same_v<T, float> && !tf32;
   // With TF32 allowed, auto keeps ours (at full precision) at batches up to 32, where a product
-  // reads W_h once whatever its precision: cuBLAS's TF32 there took 0.81x nn.LSTM's time at T =
-  // 387, B = 2, S = 1397 under autocast against 1.04x with ours (docs/decisions.md#step-gemm-plan).
+  // reads W_h once whatever its precision. Figures: docs/decisions.md#tf32-one-pass-batch.
   const bool applies = full || (std::is_same_v<T, float> && setting == "auto" && m <= 32);
   TORCH_CHECK(full || (setting != "own" && setting != "tensor" && setting != "wgmma"),
               "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_STEP_GEMM=", setting,
