@@ -126,6 +126,14 @@ bool step_gemm(const StepGemmShape& shape, const T* a, int64_t lda, const StepWe
   return false;
 }
 
+// Whether cuBLAS's step products (the cuBLAS path, per step) take TF32 where `tf32` allows it:
+// past 32 batch rows only. Below, a product reads W_h once whatever its precision, and cuBLAS's
+// full-precision kernels there (its matrix-vector kernel at B = 2) were the faster. Figures:
+// docs/decisions.md#tf32-one-pass-batch.
+bool step_tf32(bool tf32, int64_t batch) {
+  return tf32 && batch > 32;
+}
+
 }  // namespace
 
 void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
@@ -195,6 +203,7 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
         }
         return;
       case Path::kCublas: {  // per step: h_{t-1} W_h^T (cuBLAS or split), then the gate kernel
+        const Blas step_blas(input.scalar_type(), step_tf32(tf32, B));
         const StepGemmShape& split = plan.forward_gemm;
         const at::Tensor sums = split_sums(input, split, B, 3 * S);
         const StepWeights step_w = step_weights(weights, S, split, /*backward=*/false);
@@ -208,8 +217,8 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
                                    /*accumulate=*/true, sums, B, 3 * S, S,
                                    /*after_gates=*/t > 0, stream);
             if (!split_done) {
-              blas.gemm(row_major(h_prev, B, S, S), transposed(w_h),
-                        row_major(g_t, B, 3 * S, 3 * S), 1);
+              step_blas.gemm(row_major(h_prev, B, S, S), transposed(w_h),
+                             row_major(g_t, B, 3 * S, 3 * S), 1);
             }
           }
           C10_CUDA_CHECK(launch_forward_gates<scalar_t>(
@@ -297,6 +306,7 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
         return;
       case Path::kCublas: {  // per step: the gate kernel, then d h_{t-1} = dG_t W_h (cuBLAS or
                              // split; d h0 itself through cuBLAS, whole)
+        const Blas step_blas(cells.scalar_type(), step_tf32(tf32, B));
         const StepGemmShape& split = plan.backward_gemm;
         const at::Tensor sums = split_sums(cells, split, B, S);
         const StepWeights step_w =
@@ -319,7 +329,7 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
                                  /*accumulate=*/false, sums, B, S, 3 * S, /*after_gates=*/true,
                                  stream)
                     : want_d_h0) {
-            blas.gemm(row_major(dg_t, B, 3 * S, 3 * S), w_h, row_major(dh, B, S, S), 0);
+            step_blas.gemm(row_major(dg_t, B, 3 * S, 3 * S), w_h, row_major(dh, B, S, S), 0);
           }
         }
         return;
