@@ -91,9 +91,11 @@ def lltm_sequence(
     that loop does: full float32 by default, TF32 under
     ``torch.set_float32_matmul_precision("high")`` (``torch.backends.cuda.matmul.allow_tf32``);
     not cuDNN's RNN setting, whose TF32 default the LLTM's cell state (no forget gate) would add
-    up over the steps. Dtypes and
-    devices as for :func:`lltm` (half types computed in float); differentiable in input, weights,
-    bias and state (first order).
+    up over the steps. Under ``torch.autocast`` it gives what a loop of the pure-PyTorch cell gives
+    there: a float32 state stays float32, its products read the operands rounded to the autocast
+    dtype (in TF32, which holds them exactly), and a state in the autocast dtype runs in it. Dtypes
+    and devices as for :func:`lltm` (half types computed in float); differentiable in input,
+    weights, bias and state (first order).
     """
     if not isinstance(input, Tensor) or input.dim() != 3:
         layout = (
