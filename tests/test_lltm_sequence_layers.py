@@ -434,6 +434,70 @@ def test_packed_runs_no_padding(monkeypatch):
     assert sum(t * b for t, b in shapes) == 4 * packed.data.shape[0]
 
 
+@pytest.mark.parametrize("device", devices())
+def test_packed_under_autocast_equals_each_sequence_alone(device):
+    """Under autocast (float32 module, input and hx) a packed batch gives each sequence what it
+    gets run alone there, outputs, final state and gradients: the operands are rounded once for all
+    stretches, and a stretch's start state is not rounded again (rounded at every stretch, as the
+    operator's autocast kernel would round its h_0, outputs moved by ~4e-4 here)."""
+    torch.manual_seed(0)
+    module = lltm_ext.LLTMSequence(8, 16, 2, bidirectional=True, device=device)
+    seqs = [torch.randn(n, 8, device=device, requires_grad=True) for n in (9, 3, 6, 6, 1)]
+    hx = tuple((0.5 * torch.randn(4, 5, 16, device=device)).requires_grad_() for _ in "hc")
+    params = list(module.parameters())
+    with torch.autocast(device, dtype=torch.bfloat16):
+        out, (h_n, c_n) = module(pack_sequence(seqs, enforce_sorted=False), hx)
+        padded, _ = pad_packed_sequence(out)
+        alone = [
+            module(q[:, None], (hx[0][:, i : i + 1], hx[1][:, i : i + 1]))
+            for i, q in enumerate(seqs)
+        ]
+    assert out.data.dtype == h_n.dtype == c_n.dtype == torch.float32
+    tol = {"rtol": 1e-4, "atol": 3e-5}
+    for i, (o, (h, c)) in enumerate(alone):
+        torch.testing.assert_close(padded[: len(seqs[i]), i], o[:, 0], **tol)
+        torch.testing.assert_close(h_n[:, i], h[:, 0], **tol)
+        torch.testing.assert_close(c_n[:, i], c[:, 0], **tol)
+    wrt = (*seqs, *hx, *params)
+    loss = padded.square().sum() + h_n.sum() + c_n.square().sum()
+    ref = sum(o.square().sum() + h.sum() + c.square().sum() for o, (h, c) in alone)
+    grads = zip(torch.autograd.grad(loss, wrt), torch.autograd.grad(ref, wrt), strict=True)
+    for k, (got, want) in enumerate(grads):
+        assert got.dtype == want.dtype == torch.float32
+        if k < len(seqs) + 2:  # each row's gradient through its own cast, in both
+            torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-4)
+        else:  # the parameters': summed over the stretches' calls and rounded to bfloat16 (the
+            # casts' backward) once, against once per sequence: bfloat16 apart
+            assert (got - want).norm() <= 1e-2 * want.norm()
+
+
+def test_packed_under_autocast_rounds_once(monkeypatch):
+    """Under autocast with a float32 state the stretches run below autocast on operands already
+    rounded to bfloat16, with TF32 products; a state in bfloat16 leaves each stretch's call to the
+    operator's autocast kernel (bfloat16 throughout)."""
+    import lltm_ext.ops.lltm_sequence as module_file
+
+    calls = []
+    real = module_file.lltm_sequence
+
+    def spy(x, weights, *args, **kwargs):
+        rounded = torch.equal(weights, weights.to(torch.bfloat16).float())
+        calls.append((kwargs.get("tf32"), torch.is_autocast_enabled("cpu"), rounded, x.dtype))
+        return real(x, weights, *args, **kwargs)
+
+    monkeypatch.setattr(module_file, "lltm_sequence", spy)
+    module = lltm_ext.LLTMSequence(3, 4)
+    packed = pack_sequence([torch.randn(n, 3) for n in (6, 1, 4)], enforce_sorted=False)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        module(packed)
+        assert calls and all(c == (True, False, True, torch.float32) for c in calls), calls
+        calls.clear()
+        state = tuple(torch.zeros(1, 3, 4, dtype=torch.bfloat16) for _ in "hc")
+        out, (h_n, _) = module(packed, state)
+    assert calls and all(c[:2] == (False, True) for c in calls), calls
+    assert out.data.dtype == h_n.dtype == torch.bfloat16
+
+
 def test_bad_packed_sequences():
     module = lltm_ext.LLTMSequence(3, 4)
     data = torch.randn(5, 3)

@@ -21,6 +21,7 @@ Python boxing; torch.compile sees the operator), whose autograd kernel is C++
 are in ``_lltm_fake.py`` with the cell's.
 """
 
+import contextlib
 import itertools
 import math
 import numbers
@@ -70,6 +71,7 @@ def lltm_sequence(
     state: tuple[Tensor, Tensor] | None = None,
     *,
     batch_first: bool = False,
+    tf32: bool = False,
 ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
     """The LLTM cell run over a whole sequence in one call, forward and backward through time.
 
@@ -79,6 +81,8 @@ def lltm_sequence(
         state: (h_0, c_0), each (B, S); zeros when None (read as zeros by the kernels, with no
             tensor of zeros made).
         batch_first: input and output are (B, T, ...) instead of (T, B, ...).
+        tf32: float32 products in TF32 on CUDA whatever torch's matmul precision (the kernels
+            still keep full precision where that is the faster); nothing on the CPU.
 
     Returns:
         ``(output, (h_n, c_n))``: output (T, B, S) (or (B, T, S)) holds every step's new_h; h_n and
@@ -117,7 +121,7 @@ def lltm_sequence(
         h0, c0 = _state_pair(state, "lltm_ext.lltm_sequence", state_size)
         if c0 is h0:  # one tensor as both: torch.compile needs distinct tensors
             c0 = c0.view_as(c0)
-    output, h_n, c_n = _lltm_sequence_call(x, weights, bias, h0, c0, False)
+    output, h_n, c_n = _lltm_sequence_call(x, weights, bias, h0, c0, tf32)
     if batch_first:
         # A (B, T, S) copy, not a transposed view: FSDP2 warns of a view among a module's outputs
         # (an in-place op on it would drop FSDP2's pre-backward hook). One copy of the output,
@@ -186,6 +190,7 @@ def _run_packed(
     bias: Tensor,
     state: tuple[Tensor, Tensor] | None,
     segments: list[tuple[int, int, int]],
+    tf32: bool = False,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """One layer and direction over packed rows `data` (N, I), segment by segment: each segment's
     rows are a zero-copy (steps, batch, I) view, run by :func:`lltm_sequence` from the first
@@ -199,7 +204,7 @@ def _run_packed(
     for k, (offset, steps, batch) in enumerate(segments):
         x = data[offset : offset + steps * batch].reshape(steps, batch, data.shape[1])
         segment_state = None if h is None or c is None else (h[:batch], c[:batch])
-        out, (h, c) = lltm_sequence(x, weights, bias, segment_state)
+        out, (h, c) = lltm_sequence(x, weights, bias, segment_state, tf32=tf32)
         outputs.append(out.reshape(steps * batch, out.shape[2]))
         # The sequences past the next segment's batch end with this segment.
         ending = segments[k + 1][2] if k + 1 < len(segments) else 0
@@ -208,6 +213,35 @@ def _run_packed(
     h_parts.reverse()  # the rows that end last are the first ones
     c_parts.reverse()
     return torch.cat(outputs), torch.cat(h_parts), torch.cat(c_parts)
+
+
+def _autocast_rounded(
+    x: Tensor, weights: Tensor, bias: Tensor, state: tuple[Tensor, Tensor] | None
+) -> tuple[Tensor, Tensor, Tensor, tuple[Tensor, Tensor] | None] | None:
+    """What the operator's autocast kernel hands its float32 op (``sequence_autocast`` in
+    src/lltm_sequence/lltm_sequence.cpp), made once for a whole packed batch instead of once per
+    stretch: under torch.autocast on x's device, with every tensor one autocast casts and the state
+    float32 (promote(c_0, or x, with the autocast dtype)), x, weights, bias and h_0 rounded to the
+    autocast dtype and held in float32, c_0 as it is. None where that rule does not apply
+    (autocast off, a state in the autocast dtype, float64, another device): the calls then go
+    through the operator's autocast kernel as they are."""
+    device = x.device.type
+    if not torch.is_autocast_enabled(device):
+        return None
+    tensors = [x, weights, bias, *(state or ())]
+    if not all(t.is_floating_point() and t.dtype != torch.float64 for t in tensors) or any(
+        t.device.type != device for t in tensors
+    ):
+        return None
+    lower = torch.get_autocast_dtype(device)
+    if torch.promote_types((state[1] if state else x).dtype, lower) != torch.float32:
+        return None
+
+    def rounded(t: Tensor) -> Tensor:
+        return t.to(lower).to(torch.float32)
+
+    kept = None if state is None else (rounded(state[0]), state[1].to(torch.float32))
+    return rounded(x), rounded(weights), rounded(bias), kept
 
 
 def _check_int(value: Any, name: str, minimum: int) -> int:
@@ -516,13 +550,27 @@ class LLTMSequence(nn.Module):
                 return output.flip(0), h, c
             output, (h, c) = lltm_sequence(x, weights, bias, state)
             return output, h, c
-        if reverse:
-            assert packing.reverse_index is not None
-            output, h, c = _run_packed(
-                x.index_select(0, packing.reverse_index), weights, bias, state, packing.segments
-            )
-            return output.index_select(0, packing.reverse_index), h, c
-        return _run_packed(x, weights, bias, state, packing.segments)
+        # Under autocast with a float32 state the operands are rounded once for all stretches (not
+        # in each stretch's call; nor h at a stretch's start, as a sequence run alone) and the
+        # stretches run below autocast with the TF32 products its kernel asks for.
+        rounded = _autocast_rounded(x, weights, bias, state)
+        tf32 = rounded is not None
+        if rounded is not None:
+            x, weights, bias, state = rounded
+        below = torch.autocast(x.device.type, enabled=False) if tf32 else contextlib.nullcontext()
+        with below:
+            if reverse:
+                assert packing.reverse_index is not None
+                output, h, c = _run_packed(
+                    x.index_select(0, packing.reverse_index),
+                    weights,
+                    bias,
+                    state,
+                    packing.segments,
+                    tf32,
+                )
+                return output.index_select(0, packing.reverse_index), h, c
+            return _run_packed(x, weights, bias, state, packing.segments, tf32)
 
     def extra_repr(self) -> str:
         """As nn.LSTM's: the sizes, then the settings that differ from the defaults."""
