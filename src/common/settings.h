@@ -50,10 +50,10 @@ inline constexpr std::array kSettings = {
     Setting{"LLTM_EXT_SEQUENCE_PRODUCT", "lltm_ext.lltm_sequence", Kind::kChoice,
             "auto|simt|tensor", "every call",
             "Where the cluster, wide-state and tiled kernels' recurrent product runs. auto: on the "
-            "tensor cores, one TF32 pass for the half types and for float32 where torch's float32 "
-            "matmuls may use TF32, else float32 in three passes (3xTF32), float64 on the SIMT "
-            "cores; simt: on the SIMT cores always; tensor: as auto (for measurements and "
-            "tests)."},
+            "tensor cores, one TF32 pass for the half types and for float32 past 64 batch rows "
+            "where TF32 is allowed (torch's float32 matmul precision, or the operator's tf32), "
+            "else float32 in three passes (3xTF32), float64 on the SIMT cores; simt: on the SIMT "
+            "cores always; tensor: as auto (for measurements and tests)."},
     // ---- lltm_sequence: the kernels' shapes ----
     Setting{"LLTM_EXT_SEQUENCE_SMALL_ROWS", "lltm_ext.lltm_sequence", Kind::kNumber, "1|2|4",
             "every call",
@@ -82,10 +82,11 @@ inline constexpr std::array kSettings = {
     // ---- lltm_sequence: the cuBLAS path's step products, the weight gradients ----
     Setting{"LLTM_EXT_SEQUENCE_STEP_GEMM", "lltm_ext.lltm_sequence", Kind::kChoice,
             "auto|cublas|own|tensor|wgmma", "every call",
-            "The step products of the cuBLAS path (float32 at full precision only; the other "
-            "dtypes take cuBLAS's). auto: per product, by batch and device; cublas: cuBLAS; own: "
-            "our split SIMT kernel; tensor: our 3xTF32 kernel; wgmma: our 3xTF32 kernel on "
-            "Hopper's tensor cores."},
+            "The step products of the cuBLAS path (float32; own, tensor and wgmma at full "
+            "precision only; the other dtypes take cuBLAS's). auto: per product, by batch and "
+            "device (with TF32 allowed, ours up to 32 rows, else cuBLAS); cublas: cuBLAS; own: our "
+            "split SIMT kernel; tensor: our 3xTF32 kernel; wgmma: our 3xTF32 kernel on Hopper's "
+            "tensor cores."},
     Setting{"LLTM_EXT_SEQUENCE_STEP_SPLITS", "lltm_ext.lltm_sequence", Kind::kNumber, "1..64",
             "every call",
             "K slices of our step-product kernels (LLTM_EXT_SEQUENCE_STEP_GEMM); unset: enough "

@@ -535,8 +535,9 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
   const char* which = backward ? "backward" : "forward";
   if (!applies || setting == "cublas") {
     plan_note("step product (", which, ", ", m, " x ", n, " x ", k, "): cuBLAS (",
-              setting == "cublas" ? "LLTM_EXT_SEQUENCE_STEP_GEMM=cublas"
-                                  : "ours serve float32 at full precision only",
+              setting == "cublas"        ? "LLTM_EXT_SEQUENCE_STEP_GEMM=cublas"
+              : std::is_same_v<T, float> ? "with TF32 allowed, ours serve batches up to 32 rows"
+                                         : "ours serve float32 only",
               ")");
     return shape;
   }
