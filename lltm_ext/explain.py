@@ -108,6 +108,7 @@ def _sequence(
     state: tuple[Tensor, Tensor] | None = None,
     *,
     batch_first: bool = False,
+    tf32: bool = False,
 ) -> tuple[Explanation, Callable[[], Any]]:
     from lltm_ext._extension import load_extension
     from lltm_ext.ops.lltm_sequence import lltm_sequence
@@ -118,10 +119,12 @@ def _sequence(
     # in it.
     lower = _autocast_dtype(x)
     state_dtype = x.dtype if state is None else state[1].dtype
-    tf32 = lower is not None and torch.promote_types(state_dtype, lower) == torch.float32
-    if lower is not None and not tf32:
+    autocast_tf32 = lower is not None and torch.promote_types(state_dtype, lower) == torch.float32
+    if lower is not None and not autocast_tf32:
         x, weights = x.to(lower), weights.to(lower)
-    plan = load_extension("lltm_sequence")._explain(x, weights, bias.requires_grad, tf32)
+    plan = load_extension("lltm_sequence")._explain(
+        x, weights, bias.requires_grad, tf32 or autocast_tf32
+    )
     steps, batch, features = x.shape
     found = Explanation(
         op="lltm_sequence",
@@ -133,7 +136,9 @@ def _sequence(
         precision=(
             f"float32 state; products in {'TF32' if plan.get('tf32') else 'float32'} on the "
             f"operands rounded to {_dtype_name(lower)} (autocast)"
-            if tf32 and lower is not None
+            if autocast_tf32 and lower is not None
+            else "float32, products in TF32 (the call's tf32=True)"
+            if tf32 and plan.get("tf32")
             else _precision(x.dtype, bool(plan.get("tf32", False)))
         ),
         product=plan.get("product", ""),
@@ -141,7 +146,9 @@ def _sequence(
         kernels=list(plan["kernels"]),
         notes=list(plan["notes"]),
     )
-    return found, lambda: lltm_sequence(input, weights, bias, state, batch_first=batch_first)
+    return found, lambda: lltm_sequence(
+        input, weights, bias, state, batch_first=batch_first, tf32=tf32
+    )
 
 
 def _cell(

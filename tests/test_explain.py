@@ -38,6 +38,29 @@ def test_cpu_paths():
     assert lltm_ext.explain("gemm", torch.randn(2, 2), torch.randn(2, 2)).as_dict()["op"] == "gemm"
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA_MARK)])
+def test_sequence_tf32_and_autocast_precision(device):
+    """The call's tf32=True and autocast's float32 state say TF32 on CUDA (the plan under TF32),
+    float32 products on the CPU (no TF32 there); a state in the autocast dtype runs in it."""
+    x, w, b = sequence_args(20, 96, 64, 512, device)
+    asked = lltm_ext.explain(lltm_ext.lltm_sequence, x, w, b, tf32=True, run=True)
+    assert ("products in TF32" in asked.precision) == (device == "cuda"), asked.precision
+    with torch.autocast(device, dtype=torch.bfloat16):
+        auto = lltm_ext.explain(lltm_ext.lltm_sequence, x, w, b)
+        lower = lltm_ext.explain(lltm_ext.lltm_sequence, x.to(torch.bfloat16), w, b)
+    assert auto.precision.startswith(
+        "float32 state; products in " + ("TF32" if device == "cuda" else "float32")
+    )
+    assert auto.dtype == "float32" and lower.dtype == "bfloat16"
+    if device == "cuda":  # the TF32 plan: one pass past 64 rows, as with torch's "high" precision
+        torch.set_float32_matmul_precision("high")
+        try:
+            high = lltm_ext.explain(lltm_ext.lltm_sequence, x, w, b)
+        finally:
+            torch.set_float32_matmul_precision("highest")
+        assert (auto.path, auto.product) == (high.path, high.product) == (asked.path, asked.product)
+
+
 def test_unknown_op():
     with pytest.raises(ValueError, match="`op` must be one of"):
         lltm_ext.explain("lstm", torch.randn(2, 2))
