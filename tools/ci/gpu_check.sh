@@ -20,6 +20,10 @@
 #   bench   python -m lltm_ext bench (BENCH_ARGS)
 #   sweep   python -m lltm_ext bench --sweep (SWEEP_ARGS, default "200 --seed 1 --ops gemm"), its
 #           output and JSON as OUT_DIR/sweep_SWEEP_TAG.{txt,json} (SWEEP_TAG default: gemm)
+#   linear  python -m lltm_ext bench --linear (LINEAR_ARGS, default "--linear-layouts t,n") as
+#           OUT_DIR/linear.{txt,json}; then every tensor-core plan, forced, at its layers' shapes
+#           (benchmarks/gemm_tc_plan/measure_plans.py, layout nt = x @ W.T, M in LINEAR_PLAN_MS,
+#           default 8 16 32 128 512) as OUT_DIR/linear_plans.{txt,json}
 #   accuracy  tools/measure/sequence_accuracy.py: the LLTM sequence's float32 error against float64
 #           at each precision setting (ACCURACY_ARGS), as OUT_DIR/accuracy.json
 #   sanitize  compute-sanitizer's memcheck, racecheck, initcheck and synccheck over
@@ -162,6 +166,22 @@ sweep() {
     --json "$out/sweep_$tag.json" >"$out/sweep_$tag.txt" 2>&1 ||
     status=1
   sed -n '/^op /,$p' "$out/sweep_$tag.txt"
+}
+
+linear() {
+  step "GEMM as linear layers call it (${LINEAR_ARGS:---linear-layouts t,n}), and every plan there"
+  # shellcheck disable=SC2086
+  "$py" -m lltm_ext bench --linear ${LINEAR_ARGS:---linear-layouts t,n} --json "$out/linear.json" \
+    >"$out/linear.txt" 2>&1 || status=1
+  tail -n 24 "$out/linear.txt"
+  local shapes=() k n m
+  for kn in 4096x4096 4096x11008 11008x4096 4096x14336 14336x4096 8192x28672 5120x13824 2048x8192; do
+    k=${kn%x*} n=${kn#*x}
+    for m in ${LINEAR_PLAN_MS:-8 16 32 128 512}; do shapes+=(--shape "${m}x${n}x${k}:nt"); done
+  done
+  "$py" benchmarks/gemm_tc_plan/measure_plans.py "$out/linear_plans.json" --dtypes bfloat16 \
+    "${shapes[@]}" >"$out/linear_plans.txt" 2>&1 || status=1
+  tail -n 40 "$out/linear_plans.txt"
 }
 
 accuracy() {
