@@ -135,6 +135,31 @@ at::Tensor gemm_short_k(const at::Tensor& a, const at::Tensor& b,
   return c;
 }
 
+// Tuning and test entry point (CUDA; float16, bfloat16): c = a @ b on the skinny kernel (a side
+// of at most 32, K a multiple of 8, both operands K-contiguous and 16-byte aligned), with its
+// warps and K splits, 0 for its own choice. out: contiguous, written (else a new tensor).
+at::Tensor gemm_skinny(const at::Tensor& a, const at::Tensor& b,
+                       const std::optional<at::Tensor>& out, int64_t warps, int64_t splits) {
+  check_operands(a, b);
+  TORCH_CHECK(a.is_cuda() && (a.scalar_type() == at::kHalf || a.scalar_type() == at::kBFloat16),
+              "lltm_ext.gemm: _gemm_skinny takes float16 or bfloat16 CUDA tensors, but got a ",
+              describe(a), ".");
+  at::Tensor c;
+  if (out.has_value()) {
+    check_out(*out, a, b);
+    TORCH_CHECK(out->is_contiguous(), "lltm_ext.gemm: _gemm_skinny's `out` must be contiguous.");
+    c = *out;
+  } else {
+    c = at::empty({a.size(0), b.size(1)}, a.options());
+  }
+#ifdef WITH_CUDA
+  gemm_cuda_skinny(a, b, c, static_cast<int>(warps), splits);
+#else
+  fail_not_compiled_with_cuda("gemm");
+#endif
+  return c;
+}
+
 // The operator's form of gemm_out: returns nothing (a mutating custom operator may not return an
 // alias of its input).
 void gemm_into(const at::Tensor& a, const at::Tensor& b, at::Tensor out) {
@@ -330,6 +355,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "'small' (the small-product kernel: float16 / bfloat16, K <= 512); out: contiguous, "
         "written (else a new tensor)",
         py::arg("a"), py::arg("b"), py::arg("out") = py::none(), py::arg("kernel") = "simt");
+  m.def("_gemm_skinny", &lltm_ext::gemm::gemm_skinny,
+        "CUDA GEMM on the skinny kernel (float16 / bfloat16, a side of at most 32, K a multiple of "
+        "8, both operands K-contiguous and 16-byte aligned; tuning, tests): warps (1 to 8) and "
+        "splits, 0 for its own choice; out: contiguous, written (else a new tensor)",
+        py::arg("a"), py::arg("b"), py::arg("out") = py::none(), py::arg("warps") = 0,
+        py::arg("splits") = 0);
   m.def(
       "_cuda_configs",
       [] {
@@ -363,6 +394,30 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "Force the float32 CUDA path: 'auto' (default: by the GPU code the device runs), 'async' or "
       "'staged' (as LLTM_EXT_GEMM_PATH does)",
       py::arg("path"));
+  m.def(
+      "_gemm_skinny_side",
+      [] {
+#ifdef WITH_CUDA
+        return lltm_ext::gemm::cuda_skinny_side();
+#else
+        TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
+        return 0;
+#endif
+      },
+      "The largest small side (min(M, N)) the bfloat16 / float16 auto path gives the skinny "
+      "kernel (0: never)");
+  m.def(
+      "_set_gemm_skinny_side",
+      [](int side) {
+#ifdef WITH_CUDA
+        lltm_ext::gemm::set_cuda_skinny_side(side);
+#else
+        TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
+#endif
+      },
+      "Set the largest small side the bfloat16 / float16 auto path gives the skinny kernel, 0 "
+      "(never) to 32 (tuning, tests; process-wide)",
+      py::arg("side"));
   m.def(
       "_gemm_half_path",
       [] {

@@ -15,6 +15,7 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -292,6 +293,79 @@ bool try_gemv(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cud
   return true;
 }
 
+// ------------------------------------------------------------------------------------------
+// Products with a side of at most kSkinnySide, both operands K-contiguous: the skinny kernel.
+// ------------------------------------------------------------------------------------------
+
+constexpr int64_t kSkinnySide = 32;
+// The largest small side the auto path gives the skinny kernel (set_cuda_skinny_side: tuning).
+std::atomic<int> g_skinny_side{static_cast<int>(kSkinnySide)};
+
+// Whether an operand's rows (rows of `elems` K-contiguous 16-bit elements, `ld` apart) suit the
+// skinny kernel's 16-byte loads: a 16-byte aligned base and a row stride of whole 16 bytes.
+bool skinny_rows(const void* data, int64_t ld, int64_t rows) {
+  return aligned(data, 16) && (rows <= 1 || ld % 8 == 0);
+}
+
+// c = a @ b as the skinny kernel's call (X the large operand, Y the small one, both K-contiguous),
+// or nullopt where the kernel cannot run it: a side past kSkinnySide, K not a multiple of 8, an
+// operand not K-contiguous or not 16-byte aligned, or no mma.sync here.
+std::optional<SkinnyCall> skinny_call(const at::Tensor& a, const at::Tensor& b,
+                                      const at::Tensor& c) {
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  if (std::min(M, N) > kSkinnySide || K % 8 != 0 || K == 0) return std::nullopt;
+  // K >= 8: a K-contiguous operand has unit stride along K.
+  if (a.stride(1) != 1 || b.stride(0) != 1) return std::nullopt;
+  SkinnyCall g;
+  if (M <= N) {  // l = n, s = m: X = b as (n, k), Y = a as (m, k)
+    g.x = b.const_data_ptr(), g.xs_l = N <= 1 ? 0 : b.stride(1);
+    g.y = a.const_data_ptr(), g.ys_s = M <= 1 ? 0 : a.stride(0);
+    g.L = N, g.S = static_cast<int>(M), g.os_l = 1, g.os_s = N;
+  } else {  // l = m, s = n: X = a as (m, k), Y = b as (n, k)
+    g.x = a.const_data_ptr(), g.xs_l = M <= 1 ? 0 : a.stride(0);
+    g.y = b.const_data_ptr(), g.ys_s = N <= 1 ? 0 : b.stride(1);
+    g.L = M, g.S = static_cast<int>(N), g.os_l = N, g.os_s = 1;
+  }
+  if (!skinny_rows(g.x, g.xs_l, g.L) || !skinny_rows(g.y, g.ys_s, g.S)) return std::nullopt;
+  if (!mma_runs_here()) return std::nullopt;
+  g.out = c.data_ptr();
+  g.K = K;
+  return g;
+}
+
+// Runs g (from skinny_call) into c with `warps` warps per block and `splits` K splits, each
+// chosen here where <= 0 (the rules measured best over the linear layers and random skinny
+// products on an H200: docs/decisions.md#skinny-tiles).
+template <typename T>
+void run_skinny(SkinnyCall g, const at::Tensor& c, cudaStream_t stream, int warps = 0,
+                int64_t splits = 0) {
+  const int sms = cuda::sm_count(c.get_device());
+  const int64_t blocks = (g.L + 15) / 16;
+  // K splits only where the blocks would leave most SMs idle and K is long: a split costs a
+  // second launch, which the short products cannot hide.
+  if (splits <= 0) {
+    splits = 4 * blocks >= sms ? 1 : std::min<int64_t>((sms + blocks - 1) / blocks, g.K / 2048);
+  }
+  splits = std::clamp<int64_t>(splits, 1, std::max<int64_t>(g.K / 8, 1));
+  g.k_split = ((g.K + splits - 1) / splits + 7) / 8 * 8;
+  splits = (g.K + g.k_split - 1) / g.k_split;
+  // Warps: 8 for a side of at most 8, else 4 (whose rings hold the wider Y rows at more blocks
+  // per SM), within what shared memory holds.
+  const int max_warps = skinny_max_warps(g);
+  g.warps = warps > 0 ? warps : std::min(g.S <= 8 ? 8 : 4, max_warps);
+  TORCH_CHECK(g.warps <= max_warps, "lltm_ext.gemm: the skinny kernel runs at most ", max_warps,
+              " warps per block with a small side of ", g.S, " on this device, but got ", g.warps,
+              ".");
+  at::Tensor workspace;
+  if (splits > 1) {
+    workspace = at::empty({splits, c.numel()}, c.options().dtype(at::kFloat));
+    g.partial = workspace.data_ptr();
+    g.slice = c.numel();
+  }
+  C10_CUDA_CHECK(launch_skinny<T>(g, stream));
+  if (splits > 1) reduce_splits<float, T>(workspace, c, static_cast<int>(splits), stream);
+}
+
 // The kernels that take a ShortKCall: the short-K kernel (gemm/tiles/short_k.cuh), its mma form
 // (gemm/tiles/short_k_mma.cuh; float16 / bfloat16, K <= 64) and the small-product kernel
 // (gemm/tiles/small_mma.cuh; float16 / bfloat16, K <= 512), the last two sm_80 on.
@@ -475,6 +549,47 @@ void gemm_cuda_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tenso
   }
 }
 
+int cuda_skinny_side() {
+  return g_skinny_side.load();
+}
+
+void set_cuda_skinny_side(int side) {
+  TORCH_CHECK(side >= 0 && side <= kSkinnySide,
+              "lltm_ext.gemm: the skinny kernel's side is 0 (never) to ", kSkinnySide, ", but got ",
+              side, ".");
+  g_skinny_side.store(side);
+}
+
+void gemm_cuda_skinny(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int warps,
+                      int64_t splits) {
+  const int64_t M = a.size(0), N = b.size(1);
+  TORCH_CHECK(a.scalar_type() == at::kHalf || a.scalar_type() == at::kBFloat16,
+              "lltm_ext.gemm: the skinny kernel takes float16 or bfloat16, but got ",
+              a.scalar_type(), ".");
+  TORCH_CHECK(warps >= 0 && warps <= 8,
+              "lltm_ext.gemm: _gemm_skinny's warps is 0 (auto) to 8, but got ", warps, ".");
+  const c10::cuda::CUDAGuard guard(a.device());
+  if (M == 0 || N == 0) return;
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  if (a.size(1) == 0) {
+    C10_CUDA_CHECK(cudaMemsetAsync(c.data_ptr(), 0, c.nbytes(), stream));
+    return;
+  }
+  const std::optional<SkinnyCall> g = skinny_call(a, b, c);
+  TORCH_CHECK(g.has_value(), "lltm_ext.gemm: the skinny kernel needs a side of at most ",
+              kSkinnySide,
+              ", K a multiple of 8, both operands K-contiguous (a row-major, b a transposed "
+              "row-major matrix) with 16-byte aligned data and rows, and mma.sync (sm_80 or "
+              "newer); got a ",
+              M, " x ", a.size(1), " by ", a.size(1), " x ", N, " product with strides (",
+              a.stride(0), ", ", a.stride(1), ") and (", b.stride(0), ", ", b.stride(1), ").");
+  if (a.scalar_type() == at::kHalf) {
+    run_skinny<at::Half>(*g, c, stream, warps, splits);
+  } else {
+    run_skinny<at::BFloat16>(*g, c, stream, warps, splits);
+  }
+}
+
 void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int config,
                int splits, int tail_tiles, int tail_splits) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
@@ -490,6 +605,17 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
   const Operand B = operand_of(b, /*is_a=*/false);
   if (config < 0 && splits <= 0) {  // not the tuning entry point, which names a float32 config
     bool done = false;
+    if ((a.scalar_type() == at::kHalf || a.scalar_type() == at::kBFloat16) &&
+        std::min(M, N) <= g_skinny_side.load() && !half_path_forced()) {
+      if (const std::optional<SkinnyCall> g = skinny_call(a, b, c)) {
+        if (a.scalar_type() == at::kHalf) {
+          run_skinny<at::Half>(*g, c, stream);
+        } else {
+          run_skinny<at::BFloat16>(*g, c, stream);
+        }
+        return;
+      }
+    }
     switch (a.scalar_type()) {
       case at::kFloat:
         done = try_gemv<float>(a, b, c, stream, /*cols=*/!tf32_allowed());

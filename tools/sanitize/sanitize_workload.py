@@ -22,7 +22,9 @@ and misaligned, unaligned operands falling back to the SIMT kernel, autograd's t
 skipped, with a line saying so, where the mma path cannot run), and the short-K kernel forced
 (gemm_short_k: float32, float16, bfloat16, every layout, K within and past one staged chunk, tile
 edges, operands and out= off by one element; its mma form for float16 and bfloat16 at K up to 64,
-C's rows shifted off their 16-byte boundaries).
+C's rows shifted off their 16-byte boundaries), and the skinny kernel (gemm_skinny: float16 and
+bfloat16, a side of 1 to 32 ending inside each tile, both orientations, 1, 3 and 8 warps with K
+splits and without, and through the public API).
 Under --prefilled-tma-outputs (initcheck without --check-tensor-ops, which does
 not see the copy engine's stores) the wgmma kernels write only into NaN-filled out= buffers, and
 the `gemm` section runs bfloat16 / float16 on the SIMT kernel.
@@ -789,6 +791,34 @@ def run_gemm_small_side(dtypes: list[torch.dtype]) -> None:
             check_gemm(out, a, b, dtype, f"gemm_small_side {m}x{n}x{k} {layout} {off} {dtype}")
 
 
+# The skinny kernel (a side of at most 32, both operands K-contiguous, 16-byte rows): a side of
+# 1, ending inside each 8-column tile (3, 9, 17) and at 32; the large side ending inside a 16-row
+# block; K of one run, inside a 64-k turn, and long enough for every warp's ring to wrap.
+SKINNY_SHAPES = ((1, 37, 8), (3, 300, 72), (9, 129, 1032), (17, 50, 264), (32, 1000, 4104))
+
+
+def run_gemm_skinny(dtypes: list[torch.dtype]) -> None:
+    """The skinny kernel, forced (_gemm_skinny) at 1, 3 and 8 warps with K splits or none, and
+    through the public API (x @ W.T and its mirror), for float16 / bfloat16, NaN-filled out=
+    (CUDA only: the CPU dry run skips it)."""
+    if DEVICE != "cuda":
+        print("  gemm_skinny: skipped, a CUDA kernel", flush=True)
+        return
+    ext = load_extension("gemm")
+    for dtype in (d for d in dtypes if d in HALF):
+        for (m, n, k), mirror in itertools.product(SKINNY_SHAPES, (False, True)):
+            x, w = randn(m, k, dtype=dtype), randn(n, k, dtype=dtype)
+            a, b = (w, x.t()) if mirror else (x, w.t())
+            for warps, splits in ((1, 1), (3, 3), (8, 0)):
+                out = torch.full((a.size(0), b.size(1)), math.nan, dtype=dtype, device=DEVICE)
+                ext._gemm_skinny(a, b, out=out, warps=warps, splits=splits)
+                what = f"{m}x{n}x{k} mirror={mirror} warps={warps} splits={splits} {dtype}"
+                check_gemm(out, a, b, dtype, f"gemm_skinny {what}")
+            out = torch.full((a.size(0), b.size(1)), math.nan, dtype=dtype, device=DEVICE)
+            assert lltm_ext.gemm(a, b, out=out) is out
+            check_gemm(out, a, b, dtype, f"gemm_skinny auto {m}x{n}x{k} {mirror} {dtype}")
+
+
 # A short K beside a larger output (the short-K kernel): K within one staged chunk, past it, of 1;
 # M / N at and past the 64 x 128 tile's edges.
 SHORT_K_SHAPES = ((65, 129, 33), (7, 300, 1), (130, 5, 64), (64, 128, 3))
@@ -833,7 +863,7 @@ def main() -> int:
     parser.add_argument(
         "--ops",
         default="relu,sigmoid,round_ste,lltm,lltm_module,lltm_sequence,gemm,gemm_configs,"
-        "gemm_wgmma,gemm_mma,gemm_tc_plans,gemm_small_side,gemm_short_k",
+        "gemm_wgmma,gemm_mma,gemm_tc_plans,gemm_small_side,gemm_short_k,gemm_skinny",
     )
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument(
@@ -889,6 +919,8 @@ def main() -> int:
             run_gemm_small_side(dtypes)
         elif op == "gemm_short_k":
             run_gemm_short_k(dtypes)
+        elif op == "gemm_skinny":
+            run_gemm_skinny(dtypes)
         else:
             for dtype in dtypes:
                 if op in ELEMENTWISE:

@@ -1,0 +1,81 @@
+// The GEMM's skinny kernel's launcher (gemm_launchers.h's launch_skinny): the instantiations of
+// gemm/tiles/skinny_mma.cuh for float16 and bfloat16 and small sides of at most 8, 16 and 32, at
+// one 16-row tile of the large operand per block (two measured slower on an H200, and spill at a
+// side of 9 to 16: docs/decisions.md#skinny-tiles).
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <type_traits>
+
+#include "gemm/gemm_launchers.h"
+#include "gemm/tiles/skinny_mma.cuh"
+
+namespace lltm_ext::gemm {
+namespace {
+
+namespace sk = lltm_ext::gemm_tiles::skinny;
+
+// The shared memory a block may opt in to on the current device (227 KB on sm_90, 163 KB on
+// sm_80).
+int smem_optin() {
+  int device = 0, bytes = 48 * 1024;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+          cudaSuccess) {
+    return 48 * 1024;
+  }
+  return bytes;
+}
+
+template <int DT, int ST, int RT>
+cudaError_t launch_tile(const SkinnyCall& g, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned int>((g.L + 16 * RT - 1) / (16 * RT)),
+                  static_cast<unsigned int>((g.K + g.k_split - 1) / g.k_split));
+  const int smem = g.warps * sk::ring_bytes_per_warp<ST, RT>();
+  if (smem > smem_optin()) return cudaErrorInvalidValue;
+  const auto kernel = sk::skinny_kernel<DT, ST, RT>;
+  if (smem > 48 * 1024) {
+    const cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return e;
+  }
+  kernel<<<grid, 32 * g.warps, smem, stream>>>(g);
+  return cudaGetLastError();
+}
+
+constexpr int kRT = 1;
+
+template <int ST, int RT>
+int max_warps_of() {
+  const int fit = smem_optin() / sk::ring_bytes_per_warp<ST, RT>();
+  return fit < 1 ? 1 : fit > sk::kMaxWarps ? sk::kMaxWarps : fit;
+}
+
+}  // namespace
+
+int skinny_max_warps(const SkinnyCall& g) {
+  return g.S <= 8    ? max_warps_of<1, kRT>()
+         : g.S <= 16 ? max_warps_of<2, kRT>()
+                     : max_warps_of<4, kRT>();
+}
+
+template <typename T>
+cudaError_t launch_skinny(const SkinnyCall& g, cudaStream_t stream) {
+  constexpr int DT =
+      std::is_same_v<T, c10::BFloat16> ? lltm_ext::cuda::kMmaBF16 : lltm_ext::cuda::kMmaF16;
+  if (g.L <= 0 || g.K <= 0 || g.S < 1 || g.S > 32 || g.K % 8 != 0 || g.k_split <= 0 ||
+      g.k_split % 8 != 0 || g.warps < 1 || g.warps > sk::kMaxWarps) {
+    return cudaErrorInvalidValue;
+  }
+  if ((g.L + 31) / 16 > 0x7fffffff || (g.K + g.k_split - 1) / g.k_split > 65535) {
+    return cudaErrorInvalidConfiguration;
+  }
+  if (g.S <= 8) return launch_tile<DT, 1, kRT>(g, stream);
+  if (g.S <= 16) return launch_tile<DT, 2, kRT>(g, stream);
+  return launch_tile<DT, 4, kRT>(g, stream);
+}
+
+template cudaError_t launch_skinny<c10::Half>(const SkinnyCall&, cudaStream_t);
+template cudaError_t launch_skinny<c10::BFloat16>(const SkinnyCall&, cudaStream_t);
+
+}  // namespace lltm_ext::gemm
