@@ -24,6 +24,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from lltm_ext.ops._autocast import autocast_dtype
+
 __all__ = ["Explanation", "explain"]
 
 
@@ -76,17 +78,6 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _autocast_dtype(x: Tensor) -> torch.dtype | None:
-    """The dtype torch.autocast casts `x` to in the current region on its device, or None where
-    autocast is off there or leaves `x` alone (float64, integers)."""
-    device = x.device.type
-    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
-        return None
-    if not torch.is_autocast_enabled(device):
-        return None
-    return torch.get_autocast_dtype(device)
-
-
 def _precision(dtype: torch.dtype, tf32: bool) -> str:
     """What the products and sums of a call in `dtype` are computed in (tf32: float32's products
     may use TF32, as torch's matmul precision "high" or "medium" allows)."""
@@ -117,7 +108,7 @@ def _sequence(
     # Under autocast a float32 state keeps float32 and its products run in TF32 on operands
     # rounded to the autocast dtype (the operator's autocast kernel); a state in that dtype runs
     # in it.
-    lower = _autocast_dtype(x)
+    lower = autocast_dtype(x)
     state_dtype = x.dtype if state is None else state[1].dtype
     autocast_tf32 = lower is not None and torch.promote_types(state_dtype, lower) == torch.float32
     if lower is not None and not autocast_tf32:

@@ -35,6 +35,7 @@ from torch.nn.utils.rnn import PackedSequence
 
 from lltm_ext._extension import load_ops, operator_call
 from lltm_ext.ops import _lltm_fake  # noqa: F401  (registers the operators' fake kernels)
+from lltm_ext.ops._autocast import autocast_dtype
 from lltm_ext.ops._checks import describe
 from lltm_ext.ops.lltm import _describe_state
 
@@ -225,15 +226,9 @@ def _autocast_rounded(
     autocast dtype and held in float32, c_0 as it is. None where that rule does not apply
     (autocast off, a state in the autocast dtype, float64, another device): the calls then go
     through the operator's autocast kernel as they are."""
-    device = x.device.type
-    if not torch.is_autocast_enabled(device):
+    lower = autocast_dtype(x, weights, bias, *(state or ()))
+    if lower is None:
         return None
-    tensors = [x, weights, bias, *(state or ())]
-    if not all(t.is_floating_point() and t.dtype != torch.float64 for t in tensors) or any(
-        t.device.type != device for t in tensors
-    ):
-        return None
-    lower = torch.get_autocast_dtype(device)
     if torch.promote_types((state[1] if state else x).dtype, lower) != torch.float32:
         return None
 
