@@ -91,6 +91,43 @@ def test_forced_tiles(needs_skinny, dtype, small_n):
         assert torch.equal(out, ext()._gemm_skinny(a, b))
 
 
+def weight_kn_operands(m, n, k, dtype, pad=0, small_n=False):
+    """x (m, k) and a weight stored (K, N) row-major, rows `pad` elements longer than n; returns
+    (a, b) for a @ b = x @ W, or with small_n the mirror W.T @ x.T (the large operand contiguous
+    along its side: the column kernel)."""
+    x = torch.randn(m, k, dtype=torch.float64).to("cuda", dtype)
+    w = torch.randn(k, n + pad, dtype=torch.float64).to("cuda", dtype)[:, :n]
+    return (w.t(), x.t()) if small_n else (x, w)
+
+
+# The column kernel's shapes: the large side a multiple of 8, ending inside a 64-column block.
+COLS_SHAPES = [(1, 8, 8), (3, 72, 40), (8, 136, 264), (9, 1000, 1000), (17, 512, 2056),
+               (32, 4040, 8192), (5, 3000, 776)]  # fmt: skip
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+@pytest.mark.parametrize("small_n", [False, True], ids=["small_m", "small_n"])
+def test_forced_tiles_weight_kn(needs_skinny, dtype, small_n):
+    """The column kernel (the large operand contiguous along its side: x @ W with W stored (K, N),
+    and the mirror) at 1, 3, 4 and 8 warps with K splits of its own choice, none and 3, rows padded
+    or not, into a NaN-poisoned output: within float accumulation's bound of float64, the same bits
+    twice; through lltm_ext.gemm too."""
+    for m, n, k in COLS_SHAPES:
+        for pad in (0, 8):
+            a, b = weight_kn_operands(m, n, k, dtype, pad=pad, small_n=small_n)
+            ref = ref_mm(a, b)
+            for warps in (1, 3, 4, 8):
+                for splits in (0, 1, 3):
+                    out = poisoned(a.size(0), b.size(1), dtype)
+                    ext()._gemm_skinny(a, b, out, warps=warps, splits=splits)
+                    err = rel_err(out, ref)
+                    where = f"{m}x{n}x{k} pad={pad} warps={warps} splits={splits}"
+                    assert err <= GEMV_BOUND[dtype], f"{where}: {err:.2e}"
+            assert torch.equal(ext()._gemm_skinny(a, b), ext()._gemm_skinny(a, b))
+            assert rel_err(lltm_ext.gemm(a, b), ref) <= GEMV_BOUND[dtype]
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
 def test_strided_rows_and_offsets(needs_skinny, dtype):
@@ -126,9 +163,10 @@ def test_linear_layer_through_gemm(dtype):
 
 @pytest.mark.cuda
 def test_what_it_cannot_run_is_an_error(needs_skinny):
-    """K not a multiple of 8, an operand not K-contiguous, a base off 16 bytes, a row stride off
-    16 bytes, a side past 32, float32, a bad knob: RuntimeErrors that say what the kernel needs;
-    lltm_ext.gemm runs each on another kernel, right."""
+    """K not a multiple of 8, the small operand not K-contiguous, the large one contiguous along a
+    side that is not a multiple of 8, a base off 16 bytes, a row stride off 16 bytes, a side past
+    32, float32, a bad knob: RuntimeErrors that say what the kernel needs; lltm_ext.gemm runs each
+    on another kernel, right."""
     bf = torch.bfloat16
     x = torch.randn(4, 64, device="cuda", dtype=bf)
     w = torch.randn(256, 64, device="cuda", dtype=bf)
@@ -136,8 +174,8 @@ def test_what_it_cannot_run_is_an_error(needs_skinny):
     assert rel_err(ok, ref_mm(x, w.t())) <= GEMV_BOUND[bf]
     bad = {
         "K % 8": (x[:, :60], w[:, :60].t()),
-        "b not K-contiguous": (x, w.t().contiguous()),
         "a not K-contiguous": (x.t().contiguous().t(), w.t()),
+        "b contiguous along N, N % 8": (x, torch.randn(64, 250, device="cuda", dtype=bf)),
         "base off 16 bytes": (
             torch.randn(4 * 64 + 1, device="cuda", dtype=bf)[1:].view(4, 64),
             w.t(),

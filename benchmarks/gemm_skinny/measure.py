@@ -40,10 +40,16 @@ def rel_err(c: torch.Tensor, c64: torch.Tensor) -> float:
     return float((c.double() - c64).norm() / c64.norm().clamp_min(1e-300))
 
 
-def point(x: torch.Tensor, w: torch.Tensor, small_n: bool, budget_s: float) -> dict[str, object]:
-    """x (S, K), w (L, K): the product x @ w.T (small M), or with small_n w @ x.T, timed."""
+def point(
+    x: torch.Tensor, w: torch.Tensor, small_n: bool, budget_s: float, layout: str = "t"
+) -> dict[str, object]:
+    """x (S, K), w (L, K) (layout t) or (K, L) (layout n): the product x @ w.T (small M), or with
+    small_n w @ x.T; layout n x @ w, or w.T @ x.T; timed."""
     gemm = load_extension("gemm")
-    a, b = (w, x.t()) if small_n else (x, w.t())
+    if layout == "n":
+        a, b = (w.t(), x.t()) if small_n else (x, w)
+    else:
+        a, b = (w, x.t()) if small_n else (x, w.t())
     c64 = a.double() @ b.double()
     side = gemm._gemm_skinny_side()
 
@@ -71,6 +77,7 @@ def point(x: torch.Tensor, w: torch.Tensor, small_n: bool, budget_s: float) -> d
         "N": b.size(1),
         "K": a.size(1),
         "small_n": small_n,
+        "layout": layout,
         "w_bytes": w.numel() * w.element_size(),
         "samples": samples,
         "us": {n: t * 1e6 for n, t in zip(names, times, strict=True)},
@@ -86,6 +93,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"])
     parser.add_argument("--budget", type=float, default=0.2, help="seconds of samples per point")
+    parser.add_argument(
+        "--layout", default="t", choices=["t", "n"], help="the weight stored (N, K) or (K, N)"
+    )
     args = parser.parse_args()
     dtype = getattr(torch, args.dtype)
     dev = torch.device("cuda")
@@ -115,18 +125,24 @@ def main() -> None:
     ms = [int(m) for m in args.ms.split(",")]
     for k, n in layers:
         w = (torch.rand(n, k, device=dev, generator=gen) * 2 - 1).mul_(k**-0.5).to(dtype)
+        if args.layout == "n":
+            w = w.t().contiguous()
         x_all = torch.randn(max(ms), k, device=dev, generator=gen).to(dtype)
         for m in ms:
-            record(point(x_all[:m], w, False, args.budget), "linear")
+            record(point(x_all[:m], w, False, args.budget, args.layout), "linear")
         del w, x_all
     rng = random.Random(args.seed)
     for _ in range(args.random):
         s = rng.randint(1, 32)
         k = 8 * int(math.exp(rng.uniform(math.log(8), math.log(2048))))
         big = int(math.exp(rng.uniform(math.log(64), math.log(32768))))
+        if args.layout == "n":  # the column kernel's side: a multiple of 8
+            big = max(8, big // 8 * 8)
         w = torch.randn(big, k, device=dev, generator=gen).to(dtype)
+        if args.layout == "n":
+            w = w.t().contiguous()
         x = torch.randn(s, k, device=dev, generator=gen).to(dtype)
-        record(point(x, w, rng.random() < 0.3, args.budget), "random")
+        record(point(x, w, rng.random() < 0.3, args.budget, args.layout), "random")
     print(f"wrote {len(rows)} rows to {args.json}")
 
 

@@ -1,6 +1,7 @@
 // mma.sync on the tensor cores (sm_80 and newer), shared by the GEMM's mma kernel
 // (gemm/tiles/kernel_sm80.cuh) and the LLTM sequence's cluster kernels: one 16 x 8 tile of float32
-// accumulators += A B from register fragments, and the rounding of float32 to tf32.
+// accumulators += A B from register fragments, ldmatrix (the fragments from shared memory), and
+// the rounding of float32 to tf32.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -35,6 +36,28 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
         "{%8, %9}, {%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+#else
+  __trap();
+#endif
+}
+
+// Four 8 x 8 matrices of 16-bit elements from shared memory, one row address per lane (lanes
+// 8j..8j+7 give matrix j's rows); TRANS: each matrix transposed on the way. A trap below sm_80.
+template <bool TRANS>
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  // "memory": ordered after the barrier or wait that publishes the data, like a plain shared load.
+  if constexpr (TRANS) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
   }
 #else
   __trap();

@@ -307,27 +307,39 @@ bool skinny_rows(const void* data, int64_t ld, int64_t rows) {
   return aligned(data, 16) && (rows <= 1 || ld % 8 == 0);
 }
 
-// c = a @ b as the skinny kernel's call (X the large operand, Y the small one, both K-contiguous),
-// or nullopt where the kernel cannot run it: a side past kSkinnySide, K not a multiple of 8, an
-// operand not K-contiguous or not 16-byte aligned, or no mma.sync here.
+// c = a @ b as the skinny kernel's call (X the large operand, Y the small one, K-contiguous; X
+// K-contiguous, or L-contiguous for the column kernel), or nullopt where the kernels cannot run it:
+// a side past kSkinnySide, K not a multiple of 8, Y not K-contiguous, X neither or (L-contiguous)
+// with L not a multiple of 8, an operand not 16-byte aligned, or no mma.sync here.
 std::optional<SkinnyCall> skinny_call(const at::Tensor& a, const at::Tensor& b,
                                       const at::Tensor& c) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   if (std::min(M, N) > kSkinnySide || K % 8 != 0 || K == 0) return std::nullopt;
-  // K >= 8: a K-contiguous operand has unit stride along K.
-  if (a.stride(1) != 1 || b.stride(0) != 1) return std::nullopt;
   SkinnyCall g;
+  // K >= 8: a K-contiguous operand has unit stride along K; X's other layout, unit stride along L
+  // (L >= 8 where it is a multiple of 8).
+  const at::Tensor& x = M <= N ? b : a;
+  const int64_t x_k = M <= N ? x.stride(0) : x.stride(1), x_l = M <= N ? x.stride(1) : x.stride(0);
   if (M <= N) {  // l = n, s = m: X = b as (n, k), Y = a as (m, k)
-    g.x = b.const_data_ptr(), g.xs_l = N <= 1 ? 0 : b.stride(1);
+    if (a.stride(1) != 1) return std::nullopt;
     g.y = a.const_data_ptr(), g.ys_s = M <= 1 ? 0 : a.stride(0);
     g.L = N, g.S = static_cast<int>(M), g.os_l = 1, g.os_s = N;
   } else {  // l = m, s = n: X = a as (m, k), Y = b as (n, k)
-    g.x = a.const_data_ptr(), g.xs_l = M <= 1 ? 0 : a.stride(0);
+    if (b.stride(0) != 1) return std::nullopt;
     g.y = b.const_data_ptr(), g.ys_s = N <= 1 ? 0 : b.stride(1);
     g.L = M, g.S = static_cast<int>(N), g.os_l = N, g.os_s = 1;
   }
-  if (!skinny_rows(g.x, g.xs_l, g.L) || !skinny_rows(g.y, g.ys_s, g.S)) return std::nullopt;
-  if (!mma_runs_here()) return std::nullopt;
+  g.x = x.const_data_ptr();
+  if (x_k == 1) {
+    g.xs_l = g.L <= 1 ? 0 : x_l;
+    if (!skinny_rows(g.x, g.xs_l, g.L)) return std::nullopt;
+  } else if (x_l == 1 && g.L % 8 == 0 && x_k % 8 == 0 && aligned(g.x, 16)) {
+    g.l_contig = true;
+    g.xs_k = x_k;
+  } else {
+    return std::nullopt;
+  }
+  if (!skinny_rows(g.y, g.ys_s, g.S) || !mma_runs_here()) return std::nullopt;
   g.out = c.data_ptr();
   g.K = K;
   return g;
@@ -340,7 +352,8 @@ template <typename T>
 void run_skinny(SkinnyCall g, const at::Tensor& c, cudaStream_t stream, int warps = 0,
                 int64_t splits = 0) {
   const int sms = cuda::sm_count(c.get_device());
-  const int64_t blocks = (g.L + 15) / 16;
+  const int64_t rows = g.l_contig ? 64 : 16;  // of X per block
+  const int64_t blocks = (g.L + rows - 1) / rows;
   // K splits only where the blocks would leave most SMs idle and K is long: a split costs a
   // second launch, which the short products cannot hide.
   if (splits <= 0) {
@@ -578,9 +591,9 @@ void gemm_cuda_skinny(const at::Tensor& a, const at::Tensor& b, const at::Tensor
   const std::optional<SkinnyCall> g = skinny_call(a, b, c);
   TORCH_CHECK(g.has_value(), "lltm_ext.gemm: the skinny kernel needs a side of at most ",
               kSkinnySide,
-              ", K a multiple of 8, both operands K-contiguous (a row-major, b a transposed "
-              "row-major matrix) with 16-byte aligned data and rows, and mma.sync (sm_80 or "
-              "newer); got a ",
+              ", K a multiple of 8, the small operand K-contiguous and the large one K-contiguous "
+              "or (its side a multiple of 8) contiguous along its side, with 16-byte aligned data "
+              "and rows, and mma.sync (sm_80 or newer); got a ",
               M, " x ", a.size(1), " by ", a.size(1), " x ", N, " product with strides (",
               a.stride(0), ", ", a.stride(1), ") and (", b.stride(0), ", ", b.stride(1), ").");
   if (a.scalar_type() == at::kHalf) {

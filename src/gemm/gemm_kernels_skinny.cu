@@ -1,7 +1,8 @@
 // The GEMM's skinny kernel's launcher (gemm_launchers.h's launch_skinny): the instantiations of
-// gemm/tiles/skinny_mma.cuh for float16 and bfloat16 and small sides of at most 8, 16 and 32, at
-// one 16-row tile of the large operand per block (two measured slower on an H200, and spill at a
-// side of 9 to 16: docs/decisions.md#skinny-tiles).
+// gemm/tiles/skinny_mma.cuh for float16 and bfloat16 and small sides of at most 8, 16 and 32, the
+// large operand K-contiguous (one 16-row tile of it per block: two measured slower on an H200,
+// and spill at a side of 9 to 16, docs/decisions.md#skinny-tiles) or L-contiguous (the column
+// kernel).
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
@@ -27,13 +28,19 @@ int smem_optin() {
   return bytes;
 }
 
+template <int ST, int RT>
+int ring_bytes(const SkinnyCall& g) {
+  return g.l_contig ? sk::cols_ring_bytes_per_warp<ST>() : sk::ring_bytes_per_warp<ST, RT>();
+}
+
 template <int DT, int ST, int RT>
 cudaError_t launch_tile(const SkinnyCall& g, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned int>((g.L + 16 * RT - 1) / (16 * RT)),
+  const int rows = 16 * (g.l_contig ? sk::kColsRT : RT);
+  const dim3 grid(static_cast<unsigned int>((g.L + rows - 1) / rows),
                   static_cast<unsigned int>((g.K + g.k_split - 1) / g.k_split));
-  const int smem = g.warps * sk::ring_bytes_per_warp<ST, RT>();
+  const int smem = g.warps * ring_bytes<ST, RT>(g);
   if (smem > smem_optin()) return cudaErrorInvalidValue;
-  const auto kernel = sk::skinny_kernel<DT, ST, RT>;
+  const auto kernel = g.l_contig ? sk::skinny_cols_kernel<DT, ST> : sk::skinny_kernel<DT, ST, RT>;
   if (smem > 48 * 1024) {
     const cudaError_t e =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -46,17 +53,17 @@ cudaError_t launch_tile(const SkinnyCall& g, cudaStream_t stream) {
 constexpr int kRT = 1;
 
 template <int ST, int RT>
-int max_warps_of() {
-  const int fit = smem_optin() / sk::ring_bytes_per_warp<ST, RT>();
+int max_warps_of(const SkinnyCall& g) {
+  const int fit = smem_optin() / ring_bytes<ST, RT>(g);
   return fit < 1 ? 1 : fit > sk::kMaxWarps ? sk::kMaxWarps : fit;
 }
 
 }  // namespace
 
 int skinny_max_warps(const SkinnyCall& g) {
-  return g.S <= 8    ? max_warps_of<1, kRT>()
-         : g.S <= 16 ? max_warps_of<2, kRT>()
-                     : max_warps_of<4, kRT>();
+  return g.S <= 8    ? max_warps_of<1, kRT>(g)
+         : g.S <= 16 ? max_warps_of<2, kRT>(g)
+                     : max_warps_of<4, kRT>(g);
 }
 
 template <typename T>
@@ -64,7 +71,8 @@ cudaError_t launch_skinny(const SkinnyCall& g, cudaStream_t stream) {
   constexpr int DT =
       std::is_same_v<T, c10::BFloat16> ? lltm_ext::cuda::kMmaBF16 : lltm_ext::cuda::kMmaF16;
   if (g.L <= 0 || g.K <= 0 || g.S < 1 || g.S > 32 || g.K % 8 != 0 || g.k_split <= 0 ||
-      g.k_split % 8 != 0 || g.warps < 1 || g.warps > sk::kMaxWarps) {
+      g.k_split % 8 != 0 || g.warps < 1 || g.warps > sk::kMaxWarps ||
+      (g.l_contig && (g.L % 8 != 0 || g.xs_k % 8 != 0))) {
     return cudaErrorInvalidValue;
   }
   if ((g.L + 31) / 16 > 0x7fffffff || (g.K + g.k_split - 1) / g.k_split > 65535) {

@@ -83,11 +83,12 @@ cudaError_t launch_gemv(const GemvCall& g, cudaStream_t stream);
 // ---- The skinny kernel (gemm_kernels_skinny.cu; float16, bfloat16, sm_80 on) ----
 
 // out[l, s] = sum over k of X[l, k] Y[s, k] (l < L, s < S <= 32, k < K; see
-// gemm/tiles/skinny_mma.cuh), X and Y K-contiguous with 16-byte aligned bases and row strides
-// (xs_l, ys_s) that are multiples of 8 elements, K a multiple of 8; a block per 16 rows of X and
-// K split, `warps` warps per block (1 to skinny_max_warps). k_split (a multiple of 8): K elements
-// per split; more than one split writes float partials into `partial`, one `slice`-element slice
-// per split, indexed as out (os_l, os_s).
+// gemm/tiles/skinny_mma.cuh), Y K-contiguous, X K-contiguous (row stride xs_l) or, with
+// l_contig, L-contiguous (X[l, k] at x + k xs_k + l; L a multiple of 8), all bases 16-byte aligned
+// and strides multiples of 8 elements, K a multiple of 8; a block per 16 rows of X (64 with
+// l_contig) and K split, `warps` warps per block (1 to skinny_max_warps). k_split (a multiple of
+// 8): K elements per split; more than one split writes float partials into `partial`, one
+// `slice`-element slice per split, indexed as out (os_l, os_s).
 struct SkinnyCall {
   const void* x;
   const void* y;
@@ -98,13 +99,15 @@ struct SkinnyCall {
   int64_t xs_l, ys_s, os_l, os_s;
   int64_t slice = 0;
   int warps = 8;
+  bool l_contig = false;
+  int64_t xs_k = 0;
 };
 
 template <typename T>
 cudaError_t launch_skinny(const SkinnyCall& g, cudaStream_t stream);
 
-// The most warps per block whose shared memory (each warp's ring, for g's S) the current device
-// holds, at most 8.
+// The most warps per block whose shared memory (each warp's ring, for g's S and X's layout) the
+// current device holds, at most 8.
 int skinny_max_warps(const SkinnyCall& g);
 
 // ---- The short-K kernel (gemm_kernels_short_k.cu; float32, float16, bfloat16) ----

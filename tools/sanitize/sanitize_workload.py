@@ -23,7 +23,8 @@ skipped, with a line saying so, where the mma path cannot run), and the short-K 
 (gemm_short_k: float32, float16, bfloat16, every layout, K within and past one staged chunk, tile
 edges, operands and out= off by one element; its mma form for float16 and bfloat16 at K up to 64,
 C's rows shifted off their 16-byte boundaries), and the skinny kernel (gemm_skinny: float16 and
-bfloat16, a side of 1 to 32 ending inside each tile, both orientations, 1, 3 and 8 warps with K
+bfloat16, a side of 1 to 32 ending inside each tile, both orientations, the weight stored (N, K)
+and (K, N), 1, 3 and 8 warps with K
 splits and without, and through the public API).
 Under --prefilled-tma-outputs (initcheck without --check-tensor-ops, which does
 not see the copy engine's stores) the wgmma kernels write only into NaN-filled out= buffers, and
@@ -795,6 +796,9 @@ def run_gemm_small_side(dtypes: list[torch.dtype]) -> None:
 # 1, ending inside each 8-column tile (3, 9, 17) and at 32; the large side ending inside a 16-row
 # block; K of one run, inside a 64-k turn, and long enough for every warp's ring to wrap.
 SKINNY_SHAPES = ((1, 37, 8), (3, 300, 72), (9, 129, 1032), (17, 50, 264), (32, 1000, 4104))
+# Its column kernel (the large operand contiguous along its side, a multiple of 8): inside and past
+# one 64-column block.
+SKINNY_COLS_SHAPES = ((1, 8, 8), (3, 296, 72), (9, 136, 1032), (17, 64, 264), (32, 1000, 4104))
 
 
 def run_gemm_skinny(dtypes: list[torch.dtype]) -> None:
@@ -805,18 +809,24 @@ def run_gemm_skinny(dtypes: list[torch.dtype]) -> None:
         print("  gemm_skinny: skipped, a CUDA kernel", flush=True)
         return
     ext = load_extension("gemm")
+    cases = [(shape, "t") for shape in SKINNY_SHAPES] + [(s, "n") for s in SKINNY_COLS_SHAPES]
     for dtype in (d for d in dtypes if d in HALF):
-        for (m, n, k), mirror in itertools.product(SKINNY_SHAPES, (False, True)):
-            x, w = randn(m, k, dtype=dtype), randn(n, k, dtype=dtype)
-            a, b = (w, x.t()) if mirror else (x, w.t())
+        for ((m, n, k), layout), mirror in itertools.product(cases, (False, True)):
+            x = randn(m, k, dtype=dtype)
+            if layout == "t":  # W (N, K): x @ W.T, or W @ x.T
+                w = randn(n, k, dtype=dtype)
+                a, b = (w, x.t()) if mirror else (x, w.t())
+            else:  # W (K, N): x @ W, or W.T @ x.T
+                w = randn(k, n, dtype=dtype)
+                a, b = (w.t(), x.t()) if mirror else (x, w)
             for warps, splits in ((1, 1), (3, 3), (8, 0)):
                 out = torch.full((a.size(0), b.size(1)), math.nan, dtype=dtype, device=DEVICE)
                 ext._gemm_skinny(a, b, out=out, warps=warps, splits=splits)
-                what = f"{m}x{n}x{k} mirror={mirror} warps={warps} splits={splits} {dtype}"
+                what = f"{m}x{n}x{k} {layout} mirror={mirror} warps={warps} splits={splits} {dtype}"
                 check_gemm(out, a, b, dtype, f"gemm_skinny {what}")
             out = torch.full((a.size(0), b.size(1)), math.nan, dtype=dtype, device=DEVICE)
             assert lltm_ext.gemm(a, b, out=out) is out
-            check_gemm(out, a, b, dtype, f"gemm_skinny auto {m}x{n}x{k} {mirror} {dtype}")
+            check_gemm(out, a, b, dtype, f"gemm_skinny auto {m}x{n}x{k} {layout} {mirror} {dtype}")
 
 
 # A short K beside a larger output (the short-K kernel): K within one staged chunk, past it, of 1;

@@ -140,23 +140,7 @@ __device__ __forceinline__ uint32_t swizzle_mn_tf32(int k, int chunk) {
 }
 
 #ifndef LLTM_EXT_NO_CP_ASYNC
-// Four 8 x 8 matrices of 16-bit elements from shared memory, one row address per lane (lanes
-// 8j..8j+7 give matrix j's rows); TRANS: each matrix transposed on the way.
-template <bool TRANS>
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  // "memory": ordered after the barrier that publishes the stage, like a plain shared load.
-  if constexpr (TRANS) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr)
-                 : "memory");
-  } else {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr)
-                 : "memory");
-  }
-}
+using lltm_ext::cuda::ldmatrix_x4;
 
 // One 32-bit word from shared memory (tf32's M- / N-major fragments).
 __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
