@@ -24,6 +24,10 @@
 #           OUT_DIR/linear.{txt,json}; then every tensor-core plan, forced, at its layers' shapes
 #           (benchmarks/gemm_tc_plan/measure_plans.py, layout nt = x @ W.T, M in LINEAR_PLAN_MS,
 #           default 8 16 32 128 512) as OUT_DIR/linear_plans.{txt,json}
+#   skinny  the skinny GEMM kernels: tests/test_gemm_skinny.py, the sanitizers over the workload's
+#           gemm_skinny section (from the install's in-place build), and
+#           benchmarks/gemm_skinny/measure.py for weights stored (N, K) and (K, N), as
+#           OUT_DIR/skinny_{t,n}.json
 #   accuracy  tools/measure/sequence_accuracy.py: the LLTM sequence's float32 error against float64
 #           at each precision setting (ACCURACY_ARGS), as OUT_DIR/accuracy.json
 #   sanitize  compute-sanitizer's memcheck, racecheck, initcheck and synccheck over
@@ -182,6 +186,19 @@ linear() {
   "$py" benchmarks/gemm_tc_plan/measure_plans.py "$out/linear_plans.json" --dtypes bfloat16 \
     "${shapes[@]}" >"$out/linear_plans.txt" 2>&1 || status=1
   tail -n 40 "$out/linear_plans.txt"
+}
+
+skinny() {
+  step "the skinny kernels: their tests, their sanitizer section, their tile grid at the linear layers"
+  timed skinny_tests env LLTM_EXT_REQUIRE_CUDA=1 "$py" -m pytest -q -p no:cacheprovider \
+    tests/test_gemm_skinny.py
+  timed skinny_sanitize env SANITIZE_TIMEOUT=150 WORKLOAD_ARGS="--ops gemm_skinny" \
+    OUT_DIR="$out/sanitize_skinny" PYTHON="$py" bash tools/sanitize/sanitize.sh
+  cat "$out/sanitize_skinny/summary.txt" 2>/dev/null
+  for layout in t n; do
+    timed "skinny_measure_$layout" "$py" benchmarks/gemm_skinny/measure.py \
+      "$out/skinny_$layout.json" --layout "$layout" --ms 1,8,16,32 --random 20 --budget 0.1
+  done
 }
 
 accuracy() {
