@@ -34,11 +34,13 @@ using lltm_ext::gemm::SkinnyCall;
 constexpr int kRingStages = 4;  // the turns in flight per warp, plus the one read
 constexpr int kMaxWarps = 8;
 
+// A 16-byte shared load; "memory": kept after the cp.async wait that publishes the slot.
 __device__ __forceinline__ uint4 load_shared(uint32_t addr) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(addr));
+               : "r"(addr)
+               : "memory");
   return v;
 }
 
