@@ -102,6 +102,15 @@ def test_plan_splits_k_for_skinny_products():
             assert p["kernel"] == "mma" and p["splits"] >= 8, (m, n, k, aligned, p)
 
 
+@pytest.mark.parametrize("n, k", [(4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096)])
+@pytest.mark.parametrize("m", [128, 512])
+def test_plan_reads_weights_with_wgmma(m, n, k):
+    """Linear layers past the skinny kernel's sides (x @ W.T, both operands aligned and
+    K-major), bound by reading W: the wgmma kernel, whose copies read it fastest (the model's
+    kMmaMemoryShare), where the Hopper kernel runs."""
+    assert plan(m, n, k)["kernel"] == "wgmma", plan(m, n, k)
+
+
 def test_plan_copies_for_wgmma_only_where_it_pays():
     """A large product with unaligned rows copies its operands for the wgmma kernel (the copies
     are a small share of the work); a small one stays on the mma kernel, which reads them in

@@ -21,7 +21,7 @@ P = dict(
     t64=140e12, t128=141e12, t256=139e12, mu16=160e12, mutf=80e12,
     mw64=98e12, mw128=130e12, tw64=43e12, tw128=48e12,
     wstep=0.25, mstep=0.12, mustep=0.45, mwstep=0.46,
-    wblock=1.4, mblock=1.0, mublock=1.5, mwblock=0.67,
+    wblock=1.4, mblock=1.0, mublock=1.5, mwblock=0.67, mshare=0.7,
 )  # fmt: skip
 
 
@@ -103,7 +103,8 @@ def cost(P, pr, plan, sms=132):
         by_active=not plan["aligned"] and plan["words"],
     )  # fmt: skip
     pb = 4.0 * s * M * N if s > 1 else 0.0
-    me = mem_us(P, ab + bb + (pb if s > 1 else cb), min(blocks, sms * res), sms)
+    share = P["mshare"] if plan["aligned"] else 1.0  # the 16-byte copies' share of bw
+    me = mem_us(P, ab + bb + (pb if s > 1 else cb), min(blocks, sms * res), sms) / share
     us = P["mbase"] + max(m, me)
     if s > 1:
         us += P["launch"] + (pb + cb) / P["bw"] * 1e6

@@ -345,6 +345,14 @@ std::optional<SkinnyCall> skinny_call(const at::Tensor& a, const at::Tensor& b,
   return g;
 }
 
+// Whether the auto path runs g on the skinny kernel rather than the paths after it, as measured
+// (docs/decisions.md#skinny-tiles): the column kernel from a large side and K of 2048 on; the row
+// kernel at any K for a side of at most 16, from K = 1024 on past that.
+bool skinny_auto_takes(const SkinnyCall& g) {
+  if (g.l_contig) return g.L >= 2048 && g.K >= 2048;
+  return g.S <= 16 || g.K >= 1024;
+}
+
 // Runs g (from skinny_call) into c with `warps` warps per block and `splits` K splits, each
 // chosen here where <= 0 (the rules measured best over the linear layers and random skinny
 // products on an H200: docs/decisions.md#skinny-tiles).
@@ -355,17 +363,23 @@ void run_skinny(SkinnyCall g, const at::Tensor& c, cudaStream_t stream, int warp
   const int64_t rows = g.l_contig ? 64 : 16;  // of X per block
   const int64_t blocks = (g.L + rows - 1) / rows;
   // K splits only where the blocks would leave most SMs idle and K is long: a split costs a
-  // second launch, which the short products cannot hide.
-  if (splits <= 0) {
+  // second launch, which the short products cannot hide. The column kernel's blocks (64 columns)
+  // split in two only for a side past 16 at a long K with at most half the SMs busy.
+  if (splits <= 0 && g.l_contig) {
+    splits = g.S > 16 && 2 * blocks <= sms && g.K >= 8192 ? 2 : 1;
+  } else if (splits <= 0) {
     splits = 4 * blocks >= sms ? 1 : std::min<int64_t>((sms + blocks - 1) / blocks, g.K / 2048);
   }
   splits = std::clamp<int64_t>(splits, 1, std::max<int64_t>(g.K / 8, 1));
   g.k_split = ((g.K + splits - 1) / splits + 7) / 8 * 8;
   splits = (g.K + g.k_split - 1) / g.k_split;
   // Warps: 8 for a side of at most 8, else 4 (whose rings hold the wider Y rows at more blocks
-  // per SM), within what shared memory holds.
+  // per SM), within what shared memory holds. The column kernel: 8 while its blocks leave SMs
+  // idle, 2 for a side of at most 8 over three rounds of blocks, else 4.
   const int max_warps = skinny_max_warps(g);
-  g.warps = warps > 0 ? warps : std::min(g.S <= 8 ? 8 : 4, max_warps);
+  int auto_warps = g.S <= 8 ? 8 : 4;
+  if (g.l_contig) auto_warps = blocks < sms ? 8 : g.S <= 8 && blocks >= 3 * sms ? 2 : 4;
+  g.warps = warps > 0 ? warps : std::min(auto_warps, max_warps);
   TORCH_CHECK(g.warps <= max_warps, "lltm_ext.gemm: the skinny kernel runs at most ", max_warps,
               " warps per block with a small side of ", g.S, " on this device, but got ", g.warps,
               ".");
@@ -620,7 +634,8 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
     bool done = false;
     if ((a.scalar_type() == at::kHalf || a.scalar_type() == at::kBFloat16) &&
         std::min(M, N) <= g_skinny_side.load() && !half_path_forced()) {
-      if (const std::optional<SkinnyCall> g = skinny_call(a, b, c)) {
+      const std::optional<SkinnyCall> g = skinny_call(a, b, c);
+      if (g && skinny_auto_takes(*g)) {
         if (a.scalar_type() == at::kHalf) {
           run_skinny<at::Half>(*g, c, stream);
         } else {

@@ -31,6 +31,12 @@ constexpr double kMmaBaseUs = 2.5;       // an mma call's
 constexpr double kCopyEfficiency = 1.2;  // an operand copy's traffic relative to kBandwidth
 constexpr double kBusyShare = 0.5;  // below this share of SMs busy, memory slows proportionally
 constexpr int64_t kMaxWorkspace = int64_t{256} << 20;  // split-K float32 partials, bytes
+// The share of kBandwidth the mma kernel's 16-byte cp.async copies reach where the product is
+// bound by reading its operands (wgmma's TMA copies: all of it); set on an H200 at the linear
+// layers' M = 128 and 512, where the model without it ran mma at up to 1.8x wgmma's time. The
+// 4-byte copies and register-staged loads keep their fitted rates: the share there moved their
+// K splits off the measured best (docs/decisions.md#tc-plan-mma-memory).
+constexpr double kMmaMemoryShare = 0.7;
 
 // Dense rates at full waves, FLOP/s: wgmma per tile width (64, 128, 256), bfloat16 / float16
 // (TF32 at half); mma per tile (64, 128, 256), 16-bit and TF32, aligned (cp.async) operands; the
@@ -144,7 +150,8 @@ double tc_cost_us(const TcProblem& p, const TcDevice& dev, const TcPlan& plan) {
     const double part_bytes = splits > 1 ? 4.0 * splits * static_cast<double>(p.M) * p.N : 0.0;
     const double mem =
         memory_us(a_bytes + b_bytes + (splits > 1 ? part_bytes : c_bytes),
-                  std::min<int64_t>(blocks, static_cast<int64_t>(sms) * resident), sms);
+                  std::min<int64_t>(blocks, static_cast<int64_t>(sms) * resident), sms) /
+        (plan.aligned ? kMmaMemoryShare : 1.0);
     double us = kMmaBaseUs + std::max(math, mem);
     if (splits > 1) us += kLaunchUs + (part_bytes + c_bytes) / kBandwidth * 1e6;
     return us;
