@@ -132,3 +132,34 @@ def test_rendering_a_results_file(monkeypatch, tmp_path):
     assert "(sweep_h200.png)" in results_md.render("h200:pictures", ROOT / "docs" / "x.md")
     with pytest.raises(ValueError, match="unknown view"):
         results_md.render("h200:nothing")
+    # A part kept from an earlier build (results.py run --keep-older) names that build.
+    data["part_builds"] = {"sweep:gemm": {"git_commit": "b" * 40, "date": "2025-12-31T00:00"}}
+    (tmp_path / "h200.json").write_text(json.dumps(data))
+    older = "(build `bbbbbbbbbb`, 2025-12-31)"
+    assert f"`lltm-ext bench --sweep 1` {older}" in results_md.render("h200:sweep:gemm")
+    assert f"from earlier builds: sweep:gemm {older}" in results_md.render("h200:about")
+    assert "earlier build" not in results_md.render("h200:ops")
+
+
+def test_merging_parts_of_an_earlier_build():
+    """results.py run --parts P --keep-older: the new build's parts, the earlier file's others,
+    each of those marked with its own build; a part run again loses its mark."""
+
+    def doc(commit, date, **parts):
+        return {"build": {"git_commit": commit, "lltm_ext": "0.1"}, "date": date,
+                "command": f"run {commit[0]}", "seconds": {}, **parts}  # fmt: skip
+
+    a, b, c = "a" * 40, "b" * 40, "c" * 40
+    first = doc(a, "d1", bench=1, linear=2, sweeps={"gemm": 3, "seq": 4})
+    second = results.merge_parts(first, doc(b, "d2"), ["linear", "sweep:gemm"])
+    assert second["bench"] == 1 and "linear" not in second and second["sweeps"] == {"seq": 4}
+    mark_a = {"git_commit": a, "lltm_ext": "0.1", "date": "d1"}
+    assert second["part_builds"] == {"bench": mark_a, "sweep:seq": mark_a}
+    second.update(linear=5, sweeps={**second["sweeps"], "gemm": 6})
+    third = results.merge_parts(second, doc(c, "d3"), ["bench"])
+    mark_b = {"git_commit": b, "lltm_ext": "0.1", "date": "d2"}
+    assert third["part_builds"] == {"sweep:seq": mark_a, "linear": mark_b, "sweep:gemm": mark_b}
+    assert third["command"] == "run a; run b; run c"
+    # More parts of the same build: nothing marked but what was already older.
+    same = results.merge_parts(third, doc(c, "d3"), ["linear"])
+    assert same["part_builds"] == {"sweep:seq": mark_a, "sweep:gemm": mark_b}

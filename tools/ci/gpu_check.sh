@@ -5,6 +5,8 @@
 #
 # Usage: bash tools/ci/gpu_check.sh [PHASE...]   (default: readme paths)
 #   readme  install, then tests:
+#   dev     an editable install for development (pip install -e ., no bench): the compiled modules
+#           land in the source tree, so the phases below also run from the repository root
 #   install README install command, in this clone,
 #           as README.md spells them from the lltm_ext build on, with the machine's own PATH and
 #           environment (its CXX too): the venv and the tools' install are left out (no network
@@ -23,11 +25,12 @@
 #   linear  python -m lltm_ext bench --linear (LINEAR_ARGS, default "--linear-layouts t,n") as
 #           OUT_DIR/linear.{txt,json}; then every tensor-core plan, forced, at its layers' shapes
 #           (benchmarks/gemm_tc_plan/measure_plans.py, layout nt = x @ W.T, M in LINEAR_PLAN_MS,
-#           default 8 16 32 128 512) as OUT_DIR/linear_plans.{txt,json}
+#           default 8 16 32 128 512) as OUT_DIR/linear_plans.{txt,json}; LINEAR_PLANS=0: the
+#           table alone
 #   skinny  the skinny GEMM kernels: tests/test_gemm_skinny.py, the sanitizers over the workload's
 #           gemm_skinny section (from the install's in-place build), and
 #           benchmarks/gemm_skinny/measure.py for weights stored (N, K) and (K, N), as
-#           OUT_DIR/skinny_{t,n}.json
+#           OUT_DIR/skinny_{t,n}.json (SKINNY_MEASURE=0: tests and sanitizers alone)
 #   accuracy  tools/measure/sequence_accuracy.py: the LLTM sequence's float32 error against float64
 #           at each precision setting (ACCURACY_ARGS), as OUT_DIR/accuracy.json
 #   sanitize  compute-sanitizer's memcheck, racecheck, initcheck and synccheck over
@@ -87,6 +90,16 @@ readme() {
   tests
 }
 
+dev() {
+  step "editable install (pip install --no-build-isolation -e .)"
+  timed dev_install "$py" -m pip install -v --no-build-isolation -e .
+  grep -E "^ *lltm_ext build:" "$out/dev_install.log"
+}
+
+# python -m lltm_ext from OUT_DIR: a non-editable install (the README's) leaves the source tree
+# without compiled modules, and Python started in the repository root would import that tree.
+lltm() { (cd "$out" && "$py" -m lltm_ext "$@"); }
+
 install() {
   step "README install command: $(readme_command install-command)"
   timed readme_install bash -euo pipefail -c "$(readme_command install-command)"
@@ -107,9 +120,9 @@ explain() {
     "20,256,64,1024 float32" "10,4,32,2048 float32"; do
     # shellcheck disable=SC2086
     set -- $spec
-    "$py" -m lltm_ext plan lltm_sequence --shape "$1" --dtype "$2" --run | tee -a "$out/plan.txt" ||
+    lltm plan lltm_sequence --shape "$1" --dtype "$2" --run | tee -a "$out/plan.txt" ||
       status=1
-    "$py" -m lltm_ext plan lltm_sequence --shape "$1" --dtype "$2" --json >"$out/plan_${1//,/x}_$2.json" ||
+    lltm plan lltm_sequence --shape "$1" --dtype "$2" --json >"$out/plan_${1//,/x}_$2.json" ||
       status=1
   done
 }
@@ -159,14 +172,14 @@ cpuonly() {
 
 bench() {
   step "bench"
-  "$py" -m lltm_ext bench --json "$out/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt" || status=1
+  lltm bench --json "$out/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt" || status=1
 }
 
 sweep() {
   local tag=${SWEEP_TAG:-gemm}
   step "sweep $tag: bench --sweep ${SWEEP_ARGS:-200 --seed 1 --ops gemm}"
   # shellcheck disable=SC2086
-  "$py" -m lltm_ext bench --sweep ${SWEEP_ARGS:-200 --seed 1 --ops gemm} \
+  lltm bench --sweep ${SWEEP_ARGS:-200 --seed 1 --ops gemm} \
     --json "$out/sweep_$tag.json" >"$out/sweep_$tag.txt" 2>&1 ||
     status=1
   sed -n '/^op /,$p' "$out/sweep_$tag.txt"
@@ -175,9 +188,10 @@ sweep() {
 linear() {
   step "GEMM as linear layers call it (${LINEAR_ARGS:---linear-layouts t,n}), and every plan there"
   # shellcheck disable=SC2086
-  "$py" -m lltm_ext bench --linear ${LINEAR_ARGS:---linear-layouts t,n} --json "$out/linear.json" \
+  lltm bench --linear ${LINEAR_ARGS:---linear-layouts t,n} --json "$out/linear.json" \
     >"$out/linear.txt" 2>&1 || status=1
   tail -n 24 "$out/linear.txt"
+  [[ ${LINEAR_PLANS:-1} == 0 ]] && return
   local shapes=() k n m
   for kn in 4096x4096 4096x11008 11008x4096 4096x14336 14336x4096 8192x28672 5120x13824 2048x8192; do
     k=${kn%x*} n=${kn#*x}
@@ -191,10 +205,11 @@ linear() {
 skinny() {
   step "the skinny kernels: their tests, their sanitizer section, their tile grid at the linear layers"
   timed skinny_tests env LLTM_EXT_REQUIRE_CUDA=1 "$py" -m pytest -q -p no:cacheprovider \
-    tests/test_gemm_skinny.py
+    tests/test_gemm_skinny.py ${PYTEST_ARGS:-}
   timed skinny_sanitize env SANITIZE_TIMEOUT=150 WORKLOAD_ARGS="--ops gemm_skinny" \
     OUT_DIR="$out/sanitize_skinny" PYTHON="$py" bash tools/sanitize/sanitize.sh
   cat "$out/sanitize_skinny/summary.txt" 2>/dev/null
+  [[ ${SKINNY_MEASURE:-1} == 0 ]] && return
   for layout in t n; do
     timed "skinny_measure_$layout" "$py" benchmarks/gemm_skinny/measure.py \
       "$out/skinny_$layout.json" --layout "$layout" --ms 1,8,16,32 --random 20 --budget 0.1

@@ -11,7 +11,8 @@ markers, written by this script and never by hand::
 A block's name is ``MACHINE:VIEW[:OP]``:
 
 * ``about``: one line: the hardware, the build (version, commit, architectures), the date, the
-  command that measured it;
+  parts measured at earlier builds (``results.py run --keep-older``; each part's figures name
+  that build too), the command that measured it;
 * ``ops``: the fixed cases of every op, one row per op, case, dtype and reference, the ratio's
   range over the sizes;
 * ``cases:OP``: every fixed case of one op, with its times and each reference's ratio;
@@ -90,15 +91,26 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
 # ----------------------------------------------------------------------------------------------
 
 
+def older_build(data: dict[str, Any], part: str) -> str:
+    """Where the file's part `part` (bench, sweep:NAME, linear, accuracy) was measured at an
+    earlier build than the file's (results.py run --keep-older): " (build `COMMIT`, DATE)"."""
+    b = data.get("part_builds", {}).get(part)
+    return f" (build `{b['git_commit'][:10]}`, {b['date'][:10]})" if b else ""
+
+
 def view_about(data: dict[str, Any]) -> str:
     b, hw = data["build"], data["hardware"]
     where = hw.get("gpu") or f"{hw.get('cpu', '?')} ({hw.get('cpu_isa', '?')})"
     archs = f", architectures {b['cuda_arch_list']}" if b.get("cuda_arch_list") else ""
     dirty = " with local changes" if b.get("git_dirty") else ""
+    older = ""
+    if data.get("part_builds"):
+        parts = ", ".join(f"{k}{older_build(data, k)}" for k in data["part_builds"])
+        older = f"; from earlier builds: {parts}"
     return (
         f"{data['what']}: {where}; lltm_ext {b['lltm_ext']} at commit "
         f"`{(b.get('git_commit') or '?')[:10]}`{dirty}{archs}, torch {data['versions']['torch']}; "
-        f"{data['date'][:10]}; `{data['command']}`"
+        f"{data['date'][:10]}{older}; `{data['command']}`"
     )
 
 
@@ -120,7 +132,12 @@ def view_ops(data: dict[str, Any], op: str | None = None) -> str:
         )
         rows.append([name, case, dtype, sizes, ref, _range([r["speedup"] for r in rs]), also])
     head = ["op", "case", "dtype", "sizes", "reference", "ratio", "other references: ratio"]
-    return _table(head, rows)
+    return _table(head, rows) + _bench_older(data)
+
+
+def _bench_older(data: dict[str, Any]) -> str:
+    older = older_build(data, "bench")
+    return f"\n\nMeasured at an earlier build{older}." if older else ""
 
 
 def view_cases(data: dict[str, Any], op: str) -> str:
@@ -143,7 +160,7 @@ def view_cases(data: dict[str, Any], op: str) -> str:
         ]
         line += [_x(r["also"][n]["speedup"]) if n in r.get("also", {}) else "" for n in others]
         out.append(line)
-    return _table(head, out)
+    return _table(head, out) + _bench_older(data)
 
 
 def view_sweep(data: dict[str, Any], op: str | None = None) -> str:
@@ -184,7 +201,10 @@ def view_sweep(data: dict[str, Any], op: str | None = None) -> str:
                     err,
                 ]
             )
-    commands = "; ".join(f"`{sweep['command']}`" for sweep in sweeps.values())
+    commands = "; ".join(
+        f"`{sweep['command']}`{older_build(data, f'sweep:{name}')}"
+        for name, sweep in sweeps.items()
+    )
     return _table(head, rows) + f"\n\n{commands}"
 
 
@@ -229,7 +249,7 @@ def view_linear(data: dict[str, Any], layout: str | None = None) -> str:
     note = f"{names}. Ratio: reference time / lltm_ext time over the layers."
     if copy.get("gbps"):
         note += f" Bandwidth: W bytes / time as a fraction of a copy's, {copy['gbps']:.0f} GB/s."
-    return _table(head, rows) + f"\n\n{note} `{linear['command']}`"
+    return _table(head, rows) + f"\n\n{note} `{linear['command']}`{older_build(data, 'linear')}"
 
 
 def view_accuracy(data: dict[str, Any]) -> str:
@@ -238,7 +258,9 @@ def view_accuracy(data: dict[str, Any]) -> str:
         return "_This results file has no accuracy table._"
     cols = [c for c in acc["rows"][0] if c != "shape"]
     rows = [[", ".join(map(str, r["shape"]))] + [_err(r[c]) for c in cols] for r in acc["rows"]]
-    return _table(["T, B, I, S", *cols], rows) + f"\n\n`{acc['command']}`"
+    return _table(["T, B, I, S", *cols], rows) + (
+        f"\n\n`{acc['command']}`{older_build(data, 'accuracy')}"
+    )
 
 
 def view_pictures(data: dict[str, Any], where: str = "docs/", only: str | None = None) -> str:

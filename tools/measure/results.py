@@ -23,6 +23,7 @@ Usage:
     python tools/measure/results.py run --machine cpu                      # CPU, one thread
     python tools/measure/results.py run --machine h200 --out /tmp/h200.json  # on the GPU
     python tools/measure/results.py run --machine h200 --parts accuracy --out /tmp/h200.json
+    python tools/measure/results.py run --machine h200 --parts linear --keep-older  # a newer build
     python tools/measure/results.py plan [--machine NAME]                  # print the plan
 """
 
@@ -221,7 +222,48 @@ def _accuracy_part(device: str) -> dict[str, Any]:
     }
 
 
-def run(machine: str, out: Path, parts: list[str] | None, commit: str | None = None) -> int:
+def part_names(doc: dict[str, Any]) -> list[str]:
+    """The plan's parts a results file holds (bench, sweep:NAME, linear, accuracy)."""
+    names = [k for k in ("bench", "linear", "accuracy") if k in doc]
+    return names + [f"sweep:{k}" for k in doc.get("sweeps", {})]
+
+
+def merge_parts(old: dict[str, Any], doc: dict[str, Any], running: list[str]) -> dict[str, Any]:
+    """The new file `doc` (about to run the parts `running`) with the other parts of the file
+    `old`. A part kept from another build than doc's names that build (commit, version, date) in
+    ``part_builds``, where the docs show it beside the part's figures; a part run again drops it."""
+    kept = {k: old[k] for k in ("bench", "linear", "accuracy") if k in old}
+    sweeps = {k: v for k, v in old.get("sweeps", {}).items() if f"sweep:{k}" not in running}
+    if sweeps:
+        kept["sweeps"] = sweeps
+    for k in ("bench", "linear", "accuracy"):
+        if k in running:
+            kept.pop(k, None)
+    builds = dict(old.get("part_builds", {}))
+    if old["build"]["git_commit"] != doc["build"]["git_commit"]:
+        mine = {
+            "git_commit": old["build"]["git_commit"],
+            "lltm_ext": old["build"].get("lltm_ext"),
+            "date": old["date"],
+        }
+        for name in part_names(old):
+            builds.setdefault(name, mine)
+    builds = {k: v for k, v in builds.items() if k not in running and k in part_names(kept)}
+    builds = {k: v for k, v in builds.items() if v["git_commit"] != doc["build"]["git_commit"]}
+    merged = {**doc, **kept, "seconds": {**old.get("seconds", {})}}
+    if builds:
+        merged["part_builds"] = builds
+    merged["command"] = old["command"] + "; " + doc["command"]
+    return merged
+
+
+def run(
+    machine: str,
+    out: Path,
+    parts: list[str] | None,
+    commit: str | None = None,
+    keep_older: bool = False,
+) -> int:
     device = MACHINES[machine]["device"] if machine in MACHINES else None
     if device is None:
         print(f"results: unknown machine {machine!r}; known: {sorted(MACHINES)}", file=sys.stderr)
@@ -253,15 +295,18 @@ def run(machine: str, out: Path, parts: list[str] | None, commit: str | None = N
         "versions": {k: env[k] for k in ("python", "torch", "platform") if k in env},
         "seconds": {},
     }
-    if parts is not None and out.is_file():  # more parts of the same build: merged into the file
+    if parts is not None and out.is_file():  # more parts: merged into the file
         with open(out) as f:
             old = json.load(f)
-        if old.get("machine") != machine or old["build"]["git_commit"] != build["git_commit"]:
-            print(f"results: {out} is another machine's or build's; not merging", file=sys.stderr)
+        same = old["build"]["git_commit"] == build["git_commit"]
+        if old.get("machine") != machine or not (same or keep_older):
+            print(
+                f"results: {out} is another machine's or build's; not merging (--keep-older "
+                "keeps an earlier build's other parts, each marked with its build)",
+                file=sys.stderr,
+            )
             return 2
-        kept = {k: old[k] for k in ("bench", "sweeps", "linear", "accuracy") if k in old}
-        doc = {**doc, **kept, "seconds": old.get("seconds", {})}
-        doc["command"] = old["command"] + "; " + doc["command"]
+        doc = merge_parts(old, doc, [p["part"] for p in plan])
     out.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     for step in plan:
@@ -342,6 +387,12 @@ def main(argv: list[str] | None = None) -> int:
         "commit keeps its other parts",
     )
     p.add_argument(
+        "--keep-older",
+        action="store_true",
+        help="with --parts: an existing --out file of an earlier build keeps its other parts too, "
+        "each marked with its build (the docs show it beside the part's figures)",
+    )
+    p.add_argument(
         "--git-commit",
         metavar="SHA",
         help="the commit this tree is (default: git rev-parse HEAD; for a tree without git)",
@@ -375,7 +426,8 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out or results_path(args.machine)
         return import_part(args.machine, args.part, args.json, out, args.git_commit)
     parts = [p.strip() for p in args.parts.split(",")] if args.parts else None
-    return run(args.machine, args.out or results_path(args.machine), parts, args.git_commit)
+    out = args.out or results_path(args.machine)
+    return run(args.machine, out, parts, args.git_commit, keep_older=args.keep_older)
 
 
 if __name__ == "__main__":
