@@ -33,9 +33,9 @@ constexpr double kBusyShare = 0.5;  // below this share of SMs busy, memory slow
 constexpr int64_t kMaxWorkspace = int64_t{256} << 20;  // split-K float32 partials, bytes
 // The share of kBandwidth the mma kernel's 16-byte cp.async copies reach where the product is
 // bound by reading its operands (wgmma's TMA copies: all of it); set on an H200 at the linear
-// layers' M = 128 and 512, where the model without it ran mma at up to 1.8x wgmma's time. The
-// 4-byte copies and register-staged loads keep their fitted rates: the share there moved their
-// K splits off the measured best (docs/decisions.md#tc-plan-mma-memory).
+// layers' M = 128 and 512, where the model without it picked mma tiles that ran well behind
+// wgmma. The 4-byte copies and register-staged loads keep their fitted rates: the share there
+// moved their K splits off the measured best (docs/decisions.md#tc-plan-mma-memory).
 constexpr double kMmaMemoryShare = 0.7;
 
 // Dense rates at full waves, FLOP/s: wgmma per tile width (64, 128, 256), bfloat16 / float16
