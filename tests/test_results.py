@@ -137,7 +137,9 @@ def test_rendering_a_results_file(monkeypatch, tmp_path):
     (tmp_path / "h200.json").write_text(json.dumps(data))
     older = "(build `bbbbbbbbbb`, 2025-12-31)"
     assert f"`lltm-ext bench --sweep 1` {older}" in results_md.render("h200:sweep:gemm")
-    assert f"from earlier builds: sweep:gemm {older}" in results_md.render("h200:about")
+    assert "from earlier builds: `bbbbbbbbbb` (2025-12-31): sweep:gemm;" in (
+        results_md.render("h200:about")
+    )
     assert "earlier build" not in results_md.render("h200:ops")
 
 

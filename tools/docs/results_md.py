@@ -104,9 +104,13 @@ def view_about(data: dict[str, Any]) -> str:
     archs = f", architectures {b['cuda_arch_list']}" if b.get("cuda_arch_list") else ""
     dirty = " with local changes" if b.get("git_dirty") else ""
     older = ""
-    if data.get("part_builds"):
-        parts = ", ".join(f"{k}{older_build(data, k)}" for k in data["part_builds"])
-        older = f"; from earlier builds: {parts}"
+    if data.get("part_builds"):  # grouped by build: "`COMMIT` (DATE): part, part; ..."
+        groups: dict[tuple[str, str], list[str]] = {}
+        for k, v in data["part_builds"].items():
+            groups.setdefault((v["git_commit"][:10], v["date"][:10]), []).append(k)
+        older = "; from earlier builds: " + "; ".join(
+            f"`{c}` ({d}): {', '.join(ks)}" for (c, d), ks in groups.items()
+        )
     return (
         f"{data['what']}: {where}; lltm_ext {b['lltm_ext']} at commit "
         f"`{(b.get('git_commit') or '?')[:10]}`{dirty}{archs}, torch {data['versions']['torch']}; "
