@@ -286,7 +286,8 @@ def run(
         "machine": machine,
         "what": MACHINES[machine]["what"],
         "command": run_command(machine)
-        + (f" --parts {','.join(parts)}" if parts is not None else ""),
+        + (f" --parts {','.join(parts)}" if parts is not None else "")
+        + (" --keep-older" if keep_older and parts is not None else ""),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "build": build,
         "hardware": {
