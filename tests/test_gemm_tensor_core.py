@@ -92,6 +92,11 @@ def test_plan_invariants_over_random_shapes():
             assert wgmma and p["tile"] in (64, 128, 256), where
             assert p["copy_a"] == (not a_al or (tf32 and not a_k)), where
             assert p["copy_b"] == (not b_al or (tf32 and not b_k)), where
+            if p["splits"] > 1:  # only for grids short of the SMs, in whole 64-element steps
+                assert math.ceil(m / 128) * math.ceil(n / p["tile"]) < 132, where
+                assert p["k_split"] % 64 == 0, where
+                assert (p["splits"] - 1) * p["k_split"] < k <= p["splits"] * p["k_split"], where
+                assert 4 * p["splits"] * m * n <= 256 << 20, where
 
 
 def test_plan_splits_k_for_skinny_products():
@@ -109,6 +114,16 @@ def test_plan_reads_weights_with_wgmma(m, n, k):
     K-major), bound by reading W: the wgmma kernel, whose copies read it fastest (the model's
     kMmaMemoryShare), where the Hopper kernel runs."""
     assert plan(m, n, k)["kernel"] == "wgmma", plan(m, n, k)
+
+
+@pytest.mark.parametrize("n, k", [(4096, 11008), (4096, 14336), (2048, 8192)])
+def test_plan_splits_wgmma_where_its_tiles_leave_sms_idle(n, k):
+    """x @ W.T at M = 128 with a long K and a narrow layer: fewer tiles than SMs, each reading
+    its panel of W alone; K splits spread the read over the GPU. A grid that fills the SMs is not
+    split."""
+    p = plan(128, n, k)
+    assert p["kernel"] == "wgmma" and p["splits"] > 1, p
+    assert plan(4096, 4096, 4096)["splits"] == 1
 
 
 def test_plan_copies_for_wgmma_only_where_it_pays():
@@ -304,6 +319,35 @@ def test_mma_split_k(dtype, tile):
                     assert_like_torch(out, a, b)
                     twice = ext()._gemm_tensor_core(a, b, "mma", tile=tile, splits=splits)
                     assert torch.equal(out, twice)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", TC_DTYPES.values(), ids=TC_DTYPES.keys())
+@pytest.mark.parametrize("tile", [64, 128, 256])
+def test_wgmma_split_k(dtype, tile):
+    """The wgmma kernel with K splits (float32 partial tiles, summed in split order): every
+    layout (tf32's non-K-major operands copied first), K a multiple of the split or not, a last
+    split of one partial step, more splits asked for than K has steps (fewer then), tiles cut by
+    M and N, odd N (single stores of the partials); a NaN-poisoned output fully written, the
+    same bits twice."""
+    if not tc_runs("wgmma"):
+        pytest.skip("the wgmma kernel does not run here (a Hopper GPU and sm_90a code)")
+    with tf32_if(dtype):
+        for layout in LAYOUTS:
+            # Rows of whole 16-byte chunks in every layout (TMA) but the last shape's N: odd (its
+            # B copied where N-major, its partials stored one element at a time).
+            for m, n, k in [(128, 512, 4096), (136, 72, 1000), (8, 264, 104), (200, 87, 2120)]:
+                a, b = operands(m, n, k, layout, dtype)
+                for splits in (2, 7, 32):
+                    out = poisoned(m, n, dtype)
+                    ext()._gemm_tensor_core(a, b, "wgmma", tile=tile, splits=splits, out=out)
+                    assert_like_torch(out, a, b)
+                    twice = ext()._gemm_tensor_core(a, b, "wgmma", tile=tile, splits=splits)
+                    assert torch.equal(out, twice)
+            a, b = operands(40, 33, 3000, layout, dtype, 3)  # unaligned: copies, then splits
+            out = poisoned(40, 33, dtype)
+            ext()._gemm_tensor_core(a, b, "wgmma", tile=tile, splits=3, out=out)
+            assert_like_torch(out, a, b)
 
 
 @pytest.mark.cuda

@@ -21,7 +21,7 @@ P = dict(
     t64=140e12, t128=141e12, t256=139e12, mu16=160e12, mutf=80e12,
     mw64=98e12, mw128=130e12, tw64=43e12, tw128=48e12,
     wstep=0.25, mstep=0.12, mustep=0.45, mwstep=0.46,
-    wblock=1.4, mblock=1.0, mublock=1.5, mwblock=0.67, mshare=0.7,
+    wblock=1.4, mblock=1.0, mublock=1.5, mwblock=0.67, mshare=0.7, wbusy=1.0,
 )  # fmt: skip
 
 
@@ -49,8 +49,8 @@ def math_us(P, blocks, steps, res, sms, flops, rate, step, block, by_active=Fals
     return rounds * (steps * per + block)
 
 
-def mem_us(P, bytes_, blocks, sms):
-    busy = min(1.0, blocks / (P["busy"] * sms))
+def mem_us(P, bytes_, blocks, sms, share=None):
+    busy = min(1.0, blocks / ((P["busy"] if share is None else share) * sms))
     return bytes_ / (P["bw"] * max(busy, 0.02)) * 1e6
 
 
@@ -60,14 +60,19 @@ def cost(P, pr, plan, sms=132):
     ab, bb, cb = e * M * K, e * K * N, e * M * N
     if plan["kernel"] == "wgmma":
         bn = plan["tile"]
-        tiles = cdiv(M, 128) * cdiv(N, bn)
+        s = plan.get("splits", 1)
+        ks = plan["k_split"] if s > 1 else K
+        items = cdiv(M, 128) * cdiv(N, bn) * s
         bk = 32 if tf32 else 64
         rate = P[{64: "w64", 128: "w128", 256: "w256"}[bn]] * (0.5 if tf32 else 1.0)
         m = math_us(
-            P, tiles, cdiv(K, bk), 1, sms, 2.0 * 128 * bn * bk, rate, P["wstep"], P["wblock"]
+            P, items, cdiv(ks, bk), 1, sms, 2.0 * 128 * bn * bk, rate, P["wstep"], P["wblock"]
         )
-        me = mem_us(P, ab + bb + cb, min(tiles, sms), sms)
+        pb = 4.0 * s * M * N if s > 1 else 0.0
+        me = mem_us(P, ab + bb + (pb if s > 1 else cb), min(items, sms), sms, P["wbusy"])
         us = P["wbase"] + max(m, me)
+        if s > 1:
+            us += P["launch"] + (pb + cb) / P["bw"] * 1e6
 
         def cp(b):
             return P["launch"] + 2 * b / (P["bw"] * P["copyeff"]) * 1e6
@@ -142,12 +147,16 @@ def measured_plans(r):
         # only where the operands allow no copies (it is "a" then).
         if (u == "u" and a_al and b_al) or (u == "r" and ((a_al and b_al) or (a_w and b_w))):
             continue
-        if kern == "wgmma":
+        if kern == "wgmma":  # splits 0 (files before the wgmma K splits) or 1: one split
+            ks = cdiv(cdiv(r["K"], max(sp, 1)), 64) * 64
+            s = cdiv(r["K"], ks)
             plan = dict(
                 kernel="wgmma",
                 tile=wgmma_width(r["M"], r["N"], 132),
                 copy_a=(not a_al) or (tf32 and not a_k),
                 copy_b=(not b_al) or (tf32 and not b_k),
+                splits=s,
+                k_split=ks if s > 1 else 0,
             )
         else:
             aligned = a_al and b_al

@@ -3,8 +3,8 @@ fit_plan_model.py fits the planner's constants to (src/gemm/gemm_tc_plan.cpp).
 
 For each of N shapes drawn as `lltm-ext bench --sweep` draws them (lltm_ext.cli.sweep.gemm_shapes,
 this seed), or the shapes given, and each dtype: the wgmma kernel (with the copies the operands
-need), the mma kernel at each block tile and number of K splits with each way of loading its
-stages the operands allow, each timed against torch.mm interleaved (keys kernel/tile/splits/loads;
+need) at each number of K splits, the mma kernel at each block tile and number of K splits with
+each way of loading its stages the operands allow, each timed against torch.mm interleaved (keys kernel/tile/splits/loads;
 loads "a": the copies the operands allow (16-byte, else 4-byte, else registers), "u": not the
 16-byte ones, "r": the register-staged loads); also what the planner picks and its time. Writes
 one JSON row per shape and dtype (rewritten every 10 rows, so a run cut short keeps what it
@@ -83,7 +83,7 @@ def main() -> None:
             )
             # (kernel, tile, splits, unaligned, registers): the loads the operands allow (16-byte
             # copies, else 4-byte ones, else registers), not the 16-byte ones, the registers.
-            candidates = [("wgmma", 0, 0, False, False)]
+            candidates = [("wgmma", 0, sp, False, False) for sp in (1, *SPLITS[1:])]
             candidates += [("mma", t, sp, False, False) for t in (64, 128, 256) for sp in SPLITS]
             candidates += [("mma", t, sp, True, False) for t in (64, 128) for sp in (*SPLITS, 128)]
             candidates += [("mma", 64, sp, True, True) for sp in (*SPLITS, 128)]

@@ -157,8 +157,20 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   p.pairs = g.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(g.c) % (2 * elem) == 0;
   p.tiles_m = static_cast<int>((g.M + BM - 1) / BM);
   p.tiles_n = static_cast<int>((g.N + g.bn - 1) / g.bn);
-  const int64_t tiles = static_cast<int64_t>(p.tiles_m) * p.tiles_n;
-  const unsigned int blocks = static_cast<unsigned int>(std::min<int64_t>(tiles, g.sms));
+  if (g.splits > 1) {
+    // K steps of 128 bytes: 64 16-bit elements, 32 tf32 ones; every split at least one step.
+    const int64_t bk = 128 / elem;
+    *step = "checking the K splits (k_split a multiple of 64, splits = ceil(K / k_split))";
+    if (g.k_split <= 0 || g.k_split % 64 != 0 || g.partial == nullptr ||
+        (g.K + g.k_split - 1) / g.k_split != g.splits) {
+      return cudaErrorInvalidValue;
+    }
+    p.splits = g.splits;
+    p.k_tiles_split = static_cast<int>(g.k_split / bk);
+    p.partial = g.partial;
+  }
+  const int64_t items = static_cast<int64_t>(p.tiles_m) * p.tiles_n * p.splits;
+  const unsigned int blocks = static_cast<unsigned int>(std::min<int64_t>(items, g.sms));
   *step = "the kernel launch";
   kernel<<<blocks, sm90::Sm90Tile<128>::THREADS, smem, stream>>>(map_a, map_b, map_c, p);
   return cudaGetLastError();

@@ -163,6 +163,12 @@ struct Sm90Gemm : GemmProblem {
   Sm90Type type;
   int bn;   // block tile width: 64, 128 or 256
   int sms;  // the device's SM count (the persistent grid's upper bound)
+  // Split-K: splits > 1 splits K into parts of k_split elements (a multiple of 64, and
+  // splits = ceil(K / k_split)); each writes its float32 partial products to `partial`, splits
+  // row-major M x N slices, instead of C (summed into C by launch_splitk_reduce).
+  int splits = 1;
+  int64_t k_split = 0;
+  float* partial = nullptr;
 };
 
 // Launches the kernel for g on `stream`; returns the launch's error, or cudaErrorNotSupported

@@ -233,11 +233,30 @@ void run_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, co
   g.type = tf32 ? kSm90Tf32 : a.scalar_type() == at::kBFloat16 ? kSm90BFloat16 : kSm90Half;
   g.sms = cuda::sm_count(c.get_device());
   g.bn = plan.tile;
+  at::Tensor workspace;
+  if (plan.splits > 1) {
+    workspace = at::empty({plan.splits, M, N}, c.options().dtype(at::kFloat));
+    g.splits = plan.splits;
+    g.k_split = plan.k_split;
+    g.partial = workspace.data_ptr<float>();
+  }
   const char* step = "";
   const cudaError_t err = launch_sm90(g, stream, &step);
   TORCH_CHECK(err == cudaSuccess, "lltm_ext.gemm: the wgmma GEMM (", M, " x ", N, " x ", K,
-              ", block tile 128 x ", g.bn, ") failed at ", step, ": ", cudaGetErrorString(err),
-              ".");
+              ", block tile 128 x ", g.bn, ", ", plan.splits, " K splits) failed at ", step, ": ",
+              cudaGetErrorString(err), ".");
+  if (plan.splits > 1) {
+    switch (c.scalar_type()) {
+      case at::kFloat:
+        reduce_splits<float, float>(workspace, c, plan.splits, stream);
+        break;
+      case at::kBFloat16:
+        reduce_splits<float, at::BFloat16>(workspace, c, plan.splits, stream);
+        break;
+      default:
+        reduce_splits<float, at::Half>(workspace, c, plan.splits, stream);
+    }
+  }
 }
 
 // c = a @ b on the mma.sync kernel as planned: block tile, stages copied 16 or 4 bytes at a time

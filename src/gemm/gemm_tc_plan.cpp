@@ -30,6 +30,10 @@ constexpr double kWgmmaBaseUs = 3.5;     // a wgmma call's fixed cost (maps, pro
 constexpr double kMmaBaseUs = 2.5;       // an mma call's
 constexpr double kCopyEfficiency = 1.2;  // an operand copy's traffic relative to kBandwidth
 constexpr double kBusyShare = 0.5;  // below this share of SMs busy, memory slows proportionally
+// The same for the wgmma kernel, one block per SM: each block's TMA copies reach a bounded share
+// of the bandwidth, so a grid of fewer tiles than SMs reads at about its share of the SMs (H200,
+// linear layers at M = 128: docs/decisions.md#wgmma-split-k). Its K splits fill the SMs.
+constexpr double kWgmmaBusyShare = 1.0;
 constexpr int64_t kMaxWorkspace = int64_t{256} << 20;  // split-K float32 partials, bytes
 // The share of kBandwidth the mma kernel's 16-byte cp.async copies reach where the product is
 // bound by reading its operands (wgmma's TMA copies: all of it); set on an H200 at the linear
@@ -83,8 +87,8 @@ double math_us(int64_t blocks, int64_t steps, int resident, int sms, double flop
 
 // Time to move `bytes` with `blocks` blocks running on `sms` SMs (fewer than half the SMs busy
 // reach a proportionally lower bandwidth).
-double memory_us(double bytes, int64_t blocks, int sms) {
-  const double busy = std::min(1.0, static_cast<double>(blocks) / (kBusyShare * sms));
+double memory_us(double bytes, int64_t blocks, int sms, double busy_share = kBusyShare) {
+  const double busy = std::min(1.0, static_cast<double>(blocks) / (busy_share * sms));
   return bytes / (kBandwidth * std::max(busy, 0.02)) * 1e6;
 }
 
@@ -112,13 +116,18 @@ double tc_cost_us(const TcProblem& p, const TcDevice& dev, const TcPlan& plan) {
   const int sms = std::max(dev.sms, 1);
   if (plan.kernel == TcKernel::kWgmma) {
     const int bn = plan.tile;
-    const int64_t tiles = ceil_div(p.M, 128) * ceil_div(p.N, bn);
+    const int splits = std::max(plan.splits, 1);
+    const int64_t k_split = splits > 1 ? plan.k_split : p.K;
+    const int64_t items = ceil_div(p.M, 128) * ceil_div(p.N, bn) * splits;
     const int64_t bk = p.tf32 ? 32 : 64;
     const double rate = kWgmmaRate[tile_index(bn)] * (p.tf32 ? 0.5 : 1.0);
-    const double math = math_us(tiles, ceil_div(p.K, bk), 1, sms, 2.0 * 128 * bn * bk, rate,
+    const double math = math_us(items, ceil_div(k_split, bk), 1, sms, 2.0 * 128 * bn * bk, rate,
                                 kWgmmaStepUs, kWgmmaBlockUs);
-    const double mem = memory_us(a_bytes + b_bytes + c_bytes, std::min<int64_t>(tiles, sms), sms);
+    const double part_bytes = splits > 1 ? 4.0 * splits * static_cast<double>(p.M) * p.N : 0.0;
+    const double mem = memory_us(a_bytes + b_bytes + (splits > 1 ? part_bytes : c_bytes),
+                                 std::min<int64_t>(items, sms), sms, kWgmmaBusyShare);
     double us = kWgmmaBaseUs + std::max(math, mem);
+    if (splits > 1) us += kLaunchUs + (part_bytes + c_bytes) / kBandwidth * 1e6;
     if (plan.copy_a) us += copy_us(a_bytes);
     if (plan.copy_b) us += copy_us(b_bytes);
     return us;
@@ -159,6 +168,9 @@ double tc_cost_us(const TcProblem& p, const TcDevice& dev, const TcPlan& plan) {
   return std::numeric_limits<double>::infinity();
 }
 
+// The K splits a plan may take (fewer where K is short: splits of whole steps).
+constexpr std::array<int, 14> kSplits = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128};
+
 TcPlan plan_tensor_core(const TcProblem& p, const TcDevice& dev, const TcForce& force) {
   TcPlan best;
   best.us = std::numeric_limits<double>::infinity();
@@ -175,7 +187,29 @@ TcPlan plan_tensor_core(const TcProblem& p, const TcDevice& dev, const TcForce& 
     plan.copy_a = force.copy || !p.a_aligned || (p.tf32 && !p.a_kcontig);
     plan.copy_b = force.copy || !p.b_aligned || (p.tf32 && !p.b_kcontig);
     plan.tile = force.tile > 0 ? force.tile : wgmma_width(p.M, p.N, std::max(dev.sms, 1));
-    consider(plan);
+    // K splits (whole 64-element steps) only where the tiles leave SMs idle, or as forced.
+    const int64_t tiles = ceil_div(p.M, 128) * ceil_div(p.N, plan.tile);
+    const std::array<int, 1> forced = {force.splits};
+    const bool split = force.splits > 0 || tiles < dev.sms;
+    const int* first = force.splits > 0 ? forced.data() : kSplits.data();
+    const int* end = force.splits > 0 ? forced.data() + 1
+                     : split          ? kSplits.data() + kSplits.size()
+                                      : first + 1;
+    int last = 0;
+    for (const int* it = first; it != end; ++it) {
+      const int s = *it;
+      const int64_t k_split = ceil_div(ceil_div(p.K, s), 64) * 64;
+      const int splits = static_cast<int>(ceil_div(p.K, k_split));
+      if (splits == last) continue;  // the same split as the last one
+      last = splits;
+      if (splits > 1 && 4.0 * splits * static_cast<double>(p.M) * static_cast<double>(p.N) >
+                            static_cast<double>(kMaxWorkspace)) {
+        continue;
+      }
+      plan.splits = splits;
+      plan.k_split = splits > 1 ? k_split : 0;
+      consider(plan);
+    }
   }
   if (dev.mma && want_mma) {
     const bool aligned = p.a_aligned && p.b_aligned && !force.unaligned && !force.registers;
@@ -184,8 +218,6 @@ TcPlan plan_tensor_core(const TcProblem& p, const TcDevice& dev, const TcForce& 
       // Register-staged loads in the 64 x 64 tile only, 4-byte copies in the 64 and 128 ones.
       const int widest = aligned ? 256 : words ? 128 : 64;
       if (tile > widest || (force.tile > 0 && tile != force.tile)) continue;
-      static constexpr std::array<int, 14> kSplits = {1,  2,  3,  4,  6,  8,  12,
-                                                      16, 24, 32, 48, 64, 96, 128};
       const std::array<int, 1> forced = {force.splits};
       const int* first = force.splits > 0 ? forced.data() : kSplits.data();
       const int* last_split =

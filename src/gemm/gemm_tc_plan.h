@@ -34,8 +34,8 @@ struct TcPlan {
   int tile = 0;         // wgmma: block tile width 64 / 128 / 256; mma: 64 / 128 / 256
   bool aligned = true;  // mma: 16-byte cp.async copies (both operands aligned), else ...
   bool words = false;   // ... 4-byte cp.async copies (both 4-byte aligned), else registers
-  int splits = 1;       // mma: K splits (more than one: float32 partials and a reduction)
-  int64_t k_split = 0;  // mma: K elements per split (a multiple of 32), splits > 1 only
+  int splits = 1;       // K splits (more than one: float32 partials and a reduction)
+  int64_t k_split = 0;  // K elements per split (mma: a multiple of 32, wgmma: of 64), splits > 1
   double us = 0;        // the cost model's estimate, microseconds
 };
 

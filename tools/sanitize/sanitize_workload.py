@@ -718,8 +718,8 @@ def run_gemm_tc_plans(dtypes: list[torch.dtype]) -> None:
     """Each tensor-core plan forced through _gemm_tensor_core, bfloat16, float16 and float32 as
     TF32: the mma kernel's register-staged loads (unaligned rows, a base off 16 bytes), its 4-byte
     copies (rows 4-byte aligned only) and its 16-byte copies, each with and without K splits, and
-    the wgmma kernel after operand copies; every layout, NaN-filled outputs. Plans that cannot run
-    here are said to be skipped."""
+    the wgmma kernel after operand copies and with K splits; every layout, NaN-filled outputs.
+    Plans that cannot run here are said to be skipped."""
     if DEVICE != "cuda":
         print("  gemm_tc_plans: skipped (no CUDA device)", flush=True)
         return
@@ -736,6 +736,7 @@ def run_gemm_tc_plans(dtypes: list[torch.dtype]) -> None:
             plans += [("mma", t, s, True, False, -1, False) for t in (64, 128) for s in (1, 3)]
             plans += [("mma", t, s, False, False, 0, False) for t in (64, 128, 256) for s in (1, 5)]
             plans += [("wgmma", 0, 0, False, True, off, False) for off in (0, 1)]
+            plans += [("wgmma", 0, s, False, False, 0, False) for s in (2, 5)]  # K splits
             for kernel, tile, splits, unaligned, copy, off, registers in plans:
                 for (m, n, k), layout in itertools.product(TC_PLAN_SHAPES, LAYOUTS):
                     if off < 0:  # the 4-byte copies

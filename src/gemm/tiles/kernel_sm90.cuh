@@ -19,6 +19,10 @@
 //   - persistent: gridDim.x <= the SM count, each block walks tiles blockIdx.x, + gridDim.x, ...
 //     in groups of GROUP_M tile rows (neighbours share A and B panels in L2); the producer runs
 //     ahead into the next tile while the consumers store the last one;
+//   - split-K (p.splits > 1, for grids of fewer tiles than SMs): the work items are the tiles of
+//     each K split in turn (split-major: the blocks running together read the same K range), a
+//     split k_tiles_split K steps; each item writes its float32 partial tile to its split's slice
+//     of p.partial (row-major M x N) by direct stores, which the split-K reduction sums into C;
 //   - epilogue: accumulators converted to the output type, written to a shared staging buffer in
 //     TMA's swizzled layout and stored by TMA, asynchronously (the next tile's main loop overlaps
 //     the writes of C); where C's base or stride does not suit TMA, stored by each thread
@@ -72,7 +76,26 @@ struct Sm90Params {
   int tiles_m, tiles_n;
   bool tma_store;  // C through shared memory and map_c (16-byte aligned base and rows)
   bool pairs;      // else direct stores; C's base 2-element aligned and ldc even: two per store
+  // Split-K: splits K ranges of k_tiles_split K steps (splits = ceil(K steps / k_tiles_split)),
+  // each into its M x N slice of `partial` (float32, row-major) instead of C; 1: C written.
+  int splits = 1, k_tiles_split = 0;
+  float* partial = nullptr;
 };
+
+// Work item u's tile and K steps [kt_begin, kt_end): the tiles of split 0, then of split 1, ...
+__device__ __forceinline__ void sm90_work(const Sm90Params& p, int u, int tiles, int k_tiles,
+                                          int& t, int& kt_begin, int& kt_end) {
+  if (p.splits <= 1) {
+    t = u;
+    kt_begin = 0;
+    kt_end = k_tiles;
+    return;
+  }
+  const int split = u / tiles;
+  t = u - split * tiles;
+  kt_begin = split * p.k_tiles_split;
+  kt_end = min(k_tiles, kt_begin + p.k_tiles_split);
+}
 
 // Tile t's (row, column) of tiles: column-major within groups of `group` tile rows.
 __device__ __forceinline__ void sm90_tile_coords(int t, int tiles_m, int tiles_n, int group,
@@ -144,6 +167,7 @@ __global__ void __launch_bounds__(384, 1)
 
   const int tiles = p.tiles_m * p.tiles_n;
   const int k_tiles = (p.K + BK - 1) / BK;
+  const int items = tiles * max(p.splits, 1);
 
   if (warpgroup == 0) {  // producer
     setmaxnreg_dec<40>();
@@ -152,11 +176,12 @@ __global__ void __launch_bounds__(384, 1)
       prefetch_tensor_map(&map_b);
       int stage = 0;
       uint32_t phase = 0;
-      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        int tm, tn;
+      for (int u = blockIdx.x; u < items; u += gridDim.x) {
+        int t, kt_begin, kt_end, tm, tn;
+        sm90_work(p, u, tiles, k_tiles, t, kt_begin, kt_end);
         sm90_tile_coords(t, p.tiles_m, p.tiles_n, Tile::GROUP_M, tm, tn);
         const int m0 = tm * BM, n0 = tn * BN;
-        for (int kt = 0; kt < k_tiles; ++kt) {
+        for (int kt = kt_begin; kt < kt_end; ++kt) {
           mbar_wait(&empty[stage], phase ^ 1);
           uint8_t* const sa = smem + stage * Tile::STAGE_BYTES;
           uint8_t* const sb = sa + Tile::A_BYTES;
@@ -194,11 +219,12 @@ __global__ void __launch_bounds__(384, 1)
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
     int stage = 0;
     uint32_t phase = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      int tm, tn;
+    for (int u = blockIdx.x; u < items; u += gridDim.x) {
+      int t, kt_begin, kt_end, tm, tn;
+      sm90_work(p, u, tiles, k_tiles, t, kt_begin, kt_end);
       sm90_tile_coords(t, p.tiles_m, p.tiles_n, Tile::GROUP_M, tm, tn);
       const int m0 = tm * BM, n0 = tn * BN;
-      for (int kt = 0; kt < k_tiles; ++kt) {
+      for (int kt = kt_begin; kt < kt_end; ++kt) {
         mbar_wait(&full[stage], phase);
         // A: the consumer's 64 rows are 64 K-major rows of 128 bytes, or one atom column: both
         // start ATOM_BYTES * w into the stage. B: the whole stage part.
@@ -213,7 +239,7 @@ __global__ void __launch_bounds__(384, 1)
               desc_sw128(a_addr + (A_K ? 32 * kk : 2048 * kk), A_K ? 16 : Tile::ATOM_BYTES, 1024);
           const uint64_t db =
               desc_sw128(b_addr + (B_K ? 32 * kk : 2048 * kk), B_K ? 16 : Tile::ATOM_BYTES, 1024);
-          const int scale_d = (kt > 0 || kk > 0) ? 1 : 0;
+          const int scale_d = (kt > kt_begin || kk > 0) ? 1 : 0;
           if constexpr (DT == kSm90TF32) {
             WgmmaTf32<BN>::mma(acc, da, db, scale_d);
           } else {
@@ -234,7 +260,31 @@ __global__ void __launch_bounds__(384, 1)
       // Epilogue: the m64nBN accumulator fragment: per 8 columns j, a thread holds (row r,
       // columns c, c + 1) and (row r + 8, the same columns), r = 16 warp + lane / 4,
       // c = 8 j + 2 (lane % 4).
-      if (p.tma_store) {
+      if (p.splits > 1) {
+        // A K split's partial tile: float32, to its slice, by direct stores (pairs where N is
+        // even: every column this thread writes first is even).
+        float* const slice = p.partial + static_cast<int64_t>(u / tiles) * p.M * p.N;
+        const int row = m0 + 64 * w + 16 * warp + lane / 4;
+        const int col0 = n0 + 2 * (lane % 4);
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+          const int col = col0 + 8 * j;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int r = row + 8 * h;
+            if (r < p.M && col < p.N) {
+              float* const dst = slice + static_cast<int64_t>(r) * p.N + col;
+              const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+              if (p.N % 2 == 0) {
+                *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+              } else {
+                dst[0] = v0;
+                if (col + 1 < p.N) dst[1] = v1;
+              }
+            }
+          }
+        }
+      } else if (p.tma_store) {
         // Through shared memory, PASS_COLS columns at a time: 64-row boxes of 128-byte rows (CB
         // columns) in TMA's 128-byte swizzle (16-byte chunk index ^ row % 8: conflict-free for
         // this fragment), then one thread stores them with TMA (clipped at M and N) and the
