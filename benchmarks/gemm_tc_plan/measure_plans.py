@@ -4,11 +4,11 @@ fit_plan_model.py fits the planner's constants to (src/gemm/gemm_tc_plan.cpp).
 For each of N shapes drawn as `lltm-ext bench --sweep` draws them (lltm_ext.cli.sweep.gemm_shapes,
 this seed), or the shapes given, and each dtype: the wgmma kernel (with the copies the operands
 need) at each number of K splits, the mma kernel at each block tile and number of K splits with
-each way of loading its stages the operands allow, each timed against torch.mm interleaved (keys kernel/tile/splits/loads;
-loads "a": the copies the operands allow (16-byte, else 4-byte, else registers), "u": not the
-16-byte ones, "r": the register-staged loads); also what the planner picks and its time. Writes
-one JSON row per shape and dtype (rewritten every 10 rows, so a run cut short keeps what it
-measured).
+each way of loading its stages the operands allow, each timed against torch.mm interleaved
+(keys kernel/tile/splits/loads; loads "a": the copies the operands allow (16-byte, else 4-byte,
+else registers), "u": not the 16-byte ones, "r": the register-staged loads); also what the planner
+picks and its time. Writes one JSON row per shape and dtype (rewritten every 10 rows, so a run
+cut short keeps what it measured).
 
     python benchmarks/gemm_tc_plan/measure_plans.py plans.json --shapes 120 --seed 2 \\
         --dtypes bfloat16,tf32
