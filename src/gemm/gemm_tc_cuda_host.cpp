@@ -206,6 +206,33 @@ void fill_problem(GemmProblem* g, const Operand& A, const Operand& B, const at::
   g->b_kcontig = B.k_contig;
 }
 
+// Where the plan splits K: the float32 partials (splits x M x N) its kernel writes, pointed at by
+// *g's split fields; else an undefined tensor.
+template <typename G>
+at::Tensor split_workspace(const TcPlan& plan, const at::Tensor& c, G* g) {
+  if (plan.splits <= 1) return {};
+  at::Tensor workspace = at::empty({plan.splits, g->M, g->N}, c.options().dtype(at::kFloat));
+  g->splits = plan.splits;
+  g->k_split = plan.k_split;
+  g->partial = workspace.data_ptr<float>();
+  return workspace;
+}
+
+// c = the sum of the workspace's slices in split order (the split-K reduction), in c's type.
+void reduce_workspace(const at::Tensor& workspace, const at::Tensor& c, int splits,
+                      cudaStream_t stream) {
+  switch (c.scalar_type()) {
+    case at::kFloat:
+      reduce_splits<float, float>(workspace, c, splits, stream);
+      break;
+    case at::kBFloat16:
+      reduce_splits<float, at::BFloat16>(workspace, c, splits, stream);
+      break;
+    default:
+      reduce_splits<float, at::Half>(workspace, c, splits, stream);
+  }
+}
+
 // c = a @ b on the wgmma kernel with block tile width plan.tile, after the plan's copies (tf32
 // operands that are not K-major through lltm_ext's transpose kernel, others through aligned_copy).
 void run_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const TcPlan& plan,
@@ -233,36 +260,18 @@ void run_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, co
   g.type = tf32 ? kSm90Tf32 : a.scalar_type() == at::kBFloat16 ? kSm90BFloat16 : kSm90Half;
   g.sms = cuda::sm_count(c.get_device());
   g.bn = plan.tile;
-  at::Tensor workspace;
-  if (plan.splits > 1) {
-    workspace = at::empty({plan.splits, M, N}, c.options().dtype(at::kFloat));
-    g.splits = plan.splits;
-    g.k_split = plan.k_split;
-    g.partial = workspace.data_ptr<float>();
-  }
+  const at::Tensor workspace = split_workspace(plan, c, &g);
   const char* step = "";
   const cudaError_t err = launch_sm90(g, stream, &step);
   TORCH_CHECK(err == cudaSuccess, "lltm_ext.gemm: the wgmma GEMM (", M, " x ", N, " x ", K,
               ", block tile 128 x ", g.bn, ", ", plan.splits, " K splits) failed at ", step, ": ",
               cudaGetErrorString(err), ".");
-  if (plan.splits > 1) {
-    switch (c.scalar_type()) {
-      case at::kFloat:
-        reduce_splits<float, float>(workspace, c, plan.splits, stream);
-        break;
-      case at::kBFloat16:
-        reduce_splits<float, at::BFloat16>(workspace, c, plan.splits, stream);
-        break;
-      default:
-        reduce_splits<float, at::Half>(workspace, c, plan.splits, stream);
-    }
-  }
+  if (plan.splits > 1) reduce_workspace(workspace, c, plan.splits, stream);
 }
 
 // c = a @ b on the mma.sync kernel as planned: block tile, stages copied 16 or 4 bytes at a time
 // (cp.async) or register-staged, and K splits, whose float32 partials the split-K reduction sums
 // into c in split order.
-template <typename T>
 void run_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const TcPlan& plan,
              cudaStream_t stream) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
@@ -272,13 +281,7 @@ void run_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cons
            : a.scalar_type() == at::kBFloat16 ? kMmaBFloat16
                                               : kMmaHalf;
   g.tile = plan.tile;
-  at::Tensor workspace;
-  if (plan.splits > 1) {
-    workspace = at::empty({plan.splits, M, N}, c.options().dtype(at::kFloat));
-    g.splits = plan.splits;
-    g.k_split = plan.k_split;
-    g.partial = workspace.data_ptr<float>();
-  }
+  const at::Tensor workspace = split_workspace(plan, c, &g);
   const cudaError_t err = plan.aligned ? launch_mma(g, stream)
                           : plan.words ? launch_mma_words(g, stream)
                                        : launch_mma_unaligned(g, stream);
@@ -288,7 +291,7 @@ void run_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cons
               : plan.words ? "4-byte copies"
                            : "register-staged",
               ", ", plan.splits, " K splits) failed to launch: ", cudaGetErrorString(err), ".");
-  if (plan.splits > 1) reduce_splits<float, T>(workspace, c, plan.splits, stream);
+  if (plan.splits > 1) reduce_workspace(workspace, c, plan.splits, stream);
 }
 
 }  // namespace
@@ -307,16 +310,7 @@ bool run_tensor_core(const at::Tensor& a, const at::Tensor& b, const at::Tensor&
       run_wgmma(a, b, c, plan, stream);
       return true;
     case TcKernel::kMma:
-      switch (a.scalar_type()) {
-        case at::kFloat:
-          run_mma<float>(a, b, c, plan, stream);
-          break;
-        case at::kBFloat16:
-          run_mma<at::BFloat16>(a, b, c, plan, stream);
-          break;
-        default:
-          run_mma<at::Half>(a, b, c, plan, stream);
-      }
+      run_mma(a, b, c, plan, stream);
       return true;
     default:
       return false;

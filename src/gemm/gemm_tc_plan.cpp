@@ -171,6 +171,31 @@ double tc_cost_us(const TcProblem& p, const TcDevice& dev, const TcPlan& plan) {
 // The K splits a plan may take (fewer where K is short: splits of whole steps).
 constexpr std::array<int, 14> kSplits = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128};
 
+// Calls plan_with(splits, k_split) for each distinct split of K into parts of whole `step`
+// elements: the forced count alone, else those of kSplits (only one split unless `split`); none
+// whose float32 partials would pass kMaxWorkspace.
+template <typename F>
+void for_each_split(const TcProblem& p, const TcForce& force, int64_t step, bool split,
+                    F plan_with) {
+  const std::array<int, 1> forced = {force.splits};
+  const int* first = force.splits > 0 ? forced.data() : kSplits.data();
+  const int* end = force.splits > 0 ? forced.data() + 1
+                   : split          ? kSplits.data() + kSplits.size()
+                                    : first + 1;
+  int last = 0;
+  for (const int* it = first; it != end; ++it) {
+    const int64_t k_split = ceil_div(ceil_div(p.K, *it), step) * step;
+    const int splits = static_cast<int>(ceil_div(p.K, k_split));
+    if (splits == last && force.splits <= 0) continue;  // the same split as the last one
+    last = splits;
+    if (splits > 1 && 4.0 * splits * static_cast<double>(p.M) * static_cast<double>(p.N) >
+                          static_cast<double>(kMaxWorkspace)) {
+      continue;
+    }
+    plan_with(splits, splits > 1 ? k_split : 0);
+  }
+}
+
 TcPlan plan_tensor_core(const TcProblem& p, const TcDevice& dev, const TcForce& force) {
   TcPlan best;
   best.us = std::numeric_limits<double>::infinity();
@@ -189,27 +214,11 @@ TcPlan plan_tensor_core(const TcProblem& p, const TcDevice& dev, const TcForce& 
     plan.tile = force.tile > 0 ? force.tile : wgmma_width(p.M, p.N, std::max(dev.sms, 1));
     // K splits (whole 64-element steps) only where the tiles leave SMs idle, or as forced.
     const int64_t tiles = ceil_div(p.M, 128) * ceil_div(p.N, plan.tile);
-    const std::array<int, 1> forced = {force.splits};
-    const bool split = force.splits > 0 || tiles < dev.sms;
-    const int* first = force.splits > 0 ? forced.data() : kSplits.data();
-    const int* end = force.splits > 0 ? forced.data() + 1
-                     : split          ? kSplits.data() + kSplits.size()
-                                      : first + 1;
-    int last = 0;
-    for (const int* it = first; it != end; ++it) {
-      const int s = *it;
-      const int64_t k_split = ceil_div(ceil_div(p.K, s), 64) * 64;
-      const int splits = static_cast<int>(ceil_div(p.K, k_split));
-      if (splits == last) continue;  // the same split as the last one
-      last = splits;
-      if (splits > 1 && 4.0 * splits * static_cast<double>(p.M) * static_cast<double>(p.N) >
-                            static_cast<double>(kMaxWorkspace)) {
-        continue;
-      }
+    for_each_split(p, force, 64, tiles < dev.sms, [&](int splits, int64_t k_split) {
       plan.splits = splits;
-      plan.k_split = splits > 1 ? k_split : 0;
+      plan.k_split = k_split;
       consider(plan);
-    }
+    });
   }
   if (dev.mma && want_mma) {
     const bool aligned = p.a_aligned && p.b_aligned && !force.unaligned && !force.registers;
@@ -218,31 +227,17 @@ TcPlan plan_tensor_core(const TcProblem& p, const TcDevice& dev, const TcForce& 
       // Register-staged loads in the 64 x 64 tile only, 4-byte copies in the 64 and 128 ones.
       const int widest = aligned ? 256 : words ? 128 : 64;
       if (tile > widest || (force.tile > 0 && tile != force.tile)) continue;
-      const std::array<int, 1> forced = {force.splits};
-      const int* first = force.splits > 0 ? forced.data() : kSplits.data();
-      const int* last_split =
-          force.splits > 0 ? forced.data() + 1 : kSplits.data() + kSplits.size();
-      int last = 0;
-      for (const int* it = first; it != last_split; ++it) {
-        const int s = *it;
+      // Splits of whole stages (32 K elements: one 16-bit stage, two tf32 ones).
+      for_each_split(p, force, 32, true, [&](int splits, int64_t k_split) {
         TcPlan plan;
         plan.kernel = TcKernel::kMma;
         plan.tile = tile;
         plan.aligned = aligned;
         plan.words = words;
-        // Splits of whole stages (32 K elements: one 16-bit stage, two tf32 ones).
-        const int64_t k_split = ceil_div(ceil_div(p.K, s), 32) * 32;
-        const int splits = static_cast<int>(ceil_div(p.K, k_split));
-        if (splits == last && force.splits <= 0) continue;  // the same split as the last one
-        last = splits;
-        if (splits > 1 && 4.0 * splits * static_cast<double>(p.M) * static_cast<double>(p.N) >
-                              static_cast<double>(kMaxWorkspace)) {
-          continue;
-        }
         plan.splits = splits;
-        plan.k_split = splits > 1 ? k_split : 0;
+        plan.k_split = k_split;
         consider(plan);
-      }
+      });
     }
   }
   if (best.kernel == TcKernel::kNone) best.us = 0;

@@ -259,11 +259,9 @@ __global__ void __launch_bounds__(384, 1)
       }
       // Epilogue: the m64nBN accumulator fragment: per 8 columns j, a thread holds (row r,
       // columns c, c + 1) and (row r + 8, the same columns), r = 16 warp + lane / 4,
-      // c = 8 j + 2 (lane % 4).
-      if (p.splits > 1) {
-        // A K split's partial tile: float32, to its slice, by direct stores (pairs where N is
-        // even: every column this thread writes first is even).
-        float* const slice = p.partial + static_cast<int64_t>(u / tiles) * p.M * p.N;
+      // c = 8 j + 2 (lane % 4). each_pair(store): store(r, c, v0, v1) for each such pair of the
+      // tile's elements whose row and first column lie inside M x N.
+      auto each_pair = [&](auto&& store) {
         const int row = m0 + 64 * w + 16 * warp + lane / 4;
         const int col0 = n0 + 2 * (lane % 4);
 #pragma unroll
@@ -272,18 +270,23 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int r = row + 8 * h;
-            if (r < p.M && col < p.N) {
-              float* const dst = slice + static_cast<int64_t>(r) * p.N + col;
-              const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-              if (p.N % 2 == 0) {
-                *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
-              } else {
-                dst[0] = v0;
-                if (col + 1 < p.N) dst[1] = v1;
-              }
-            }
+            if (r < p.M && col < p.N) store(r, col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
           }
         }
+      };
+      if (p.splits > 1) {
+        // A K split's partial tile: float32, to its slice, by direct stores (pairs where N is
+        // even: every column this thread writes first is even).
+        float* const slice = p.partial + static_cast<int64_t>(u / tiles) * p.M * p.N;
+        each_pair([&](int r, int col, float v0, float v1) {
+          float* const dst = slice + static_cast<int64_t>(r) * p.N + col;
+          if (p.N % 2 == 0) {
+            *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+          } else {
+            dst[0] = v0;
+            if (col + 1 < p.N) dst[1] = v1;
+          }
+        });
       } else if (p.tma_store) {
         // Through shared memory, PASS_COLS columns at a time: 64-row boxes of 128-byte rows (CB
         // columns) in TMA's 128-byte swizzle (16-byte chunk index ^ row % 8: conflict-free for
@@ -327,21 +330,11 @@ __global__ void __launch_bounds__(384, 1)
           }
         }
       } else {
-        const int row = m0 + 64 * w + 16 * warp + lane / 4;
-        const int col0 = n0 + 2 * (lane % 4);
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-          const int col = col0 + 8 * j;
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int r = row + 8 * h;
-            if (r < p.M && col < p.N) {
-              const bool second = col + 1 < p.N;
-              store_two<DT>(p.c, static_cast<int64_t>(r) * p.ldc + col, acc[4 * j + 2 * h],
-                            acc[4 * j + 2 * h + 1], p.pairs && second, second);
-            }
-          }
-        }
+        each_pair([&](int r, int col, float v0, float v1) {
+          const bool second = col + 1 < p.N;
+          store_two<DT>(p.c, static_cast<int64_t>(r) * p.ldc + col, v0, v1, p.pairs && second,
+                        second);
+        });
       }
     }
     if (p.tma_store && tid == 0) bulk_wait<0>();  // C written before the block exits
