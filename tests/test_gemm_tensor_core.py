@@ -352,6 +352,30 @@ def test_wgmma_split_k(dtype, tile):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", TC_DTYPES.values(), ids=TC_DTYPES.keys())
+def test_wgmma_overlap_changes_no_bit(dtype):
+    """The wgmma consumers with one group in flight across K steps (the default) and waiting for
+    each step's: the same products in the same order, so the same bits; every tile width and
+    layout, K of one step and of many, with and without K splits."""
+    if not tc_runs("wgmma"):
+        pytest.skip("the wgmma kernel does not run here (a Hopper GPU and sm_90a code)")
+    with tf32_if(dtype):
+        for layout in LAYOUTS:
+            for m, n, k in [(256, 512, 64), (136, 72, 1000), (1000, 1100, 4096)]:
+                a, b = operands(m, n, k, layout, dtype)
+                for tile, splits in [(64, 1), (128, 1), (256, 1), (128, 3)]:
+                    run = dict(tile=tile, splits=splits)
+                    on = ext()._gemm_tensor_core(a, b, "wgmma", **run)
+                    ext()._set_gemm_wgmma_overlap(False)
+                    try:
+                        off = ext()._gemm_tensor_core(a, b, "wgmma", **run)
+                    finally:
+                        ext()._set_gemm_wgmma_overlap(True)
+                    assert torch.equal(on, off), (m, n, k, layout, tile, splits)
+                    assert_like_torch(on, a, b)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", TC_DTYPES.values(), ids=TC_DTYPES.keys())
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_wgmma_after_copies(dtype, layout):
     """The wgmma kernel on operands TMA cannot read as they are: copied first (aligned rows;

@@ -447,6 +447,18 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "LLTM_EXT_GEMM_HALF_PATH does",
       py::arg("path"));
   m.def(
+      "_set_gemm_wgmma_overlap",
+      [](bool on) {
+#ifdef WITH_CUDA
+        lltm_ext::gemm::set_cuda_wgmma_overlap(on);
+#else
+        TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
+#endif
+      },
+      "Whether the wgmma kernel keeps one group of tensor-core ops in flight across K steps "
+      "(default) or waits for each step's (tuning, tests; process-wide)",
+      py::arg("on"));
+  m.def(
       "_cuda_choose",
       [](int64_t M, int64_t N, int64_t K, bool b_k_contig) {
 #ifdef WITH_CUDA

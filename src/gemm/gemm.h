@@ -108,6 +108,10 @@ void set_cuda_path(const std::string& path);
 std::string cuda_half_path();
 void set_cuda_half_path(const std::string& path);
 
+// Whether the wgmma kernel's consumers keep one group in flight across K steps (default) or wait
+// for each step's group; process-wide, for tuning and tests.
+void set_cuda_wgmma_overlap(bool on);
+
 // What the tile heuristic is told about the current CUDA device: its SM count, its float32 path,
 // the occupancy of each config (read once per device; 0 for configs its path does not run).
 GpuFacts cuda_gpu_facts();

@@ -155,6 +155,7 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   p.ldc = g.ldc;
   p.tma_store = tma_store;
   p.pairs = g.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(g.c) % (2 * elem) == 0;
+  p.overlap = g.overlap;
   p.tiles_m = static_cast<int>((g.M + BM - 1) / BM);
   p.tiles_n = static_cast<int>((g.N + g.bn - 1) / g.bn);
   if (g.splits > 1) {

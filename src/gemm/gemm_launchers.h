@@ -169,6 +169,7 @@ struct Sm90Gemm : GemmProblem {
   int splits = 1;
   int64_t k_split = 0;
   float* partial = nullptr;
+  bool overlap = true;  // one wgmma group left in flight across K steps (else none)
 };
 
 // Launches the kernel for g on `stream`; returns the launch's error, or cudaErrorNotSupported

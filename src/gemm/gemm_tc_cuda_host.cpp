@@ -64,6 +64,9 @@ static_assert(half_paths_match_the_table(),
 // kHalfPaths; -1: not read yet.
 std::atomic<int> g_half_path{-1};
 
+// set_cuda_wgmma_overlap(): the wgmma kernel's Sm90Gemm::overlap.
+std::atomic<bool> g_wgmma_overlap{true};
+
 int parse_half_path(const std::string& value, const char* what) {
   return settings::choice_index(kHalfPathSetting, value, what);
 }
@@ -260,6 +263,7 @@ void run_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, co
   g.type = tf32 ? kSm90Tf32 : a.scalar_type() == at::kBFloat16 ? kSm90BFloat16 : kSm90Half;
   g.sms = cuda::sm_count(c.get_device());
   g.bn = plan.tile;
+  g.overlap = g_wgmma_overlap.load();
   const at::Tensor workspace = split_workspace(plan, c, &g);
   const char* step = "";
   const cudaError_t err = launch_sm90(g, stream, &step);
@@ -336,6 +340,10 @@ std::string cuda_half_path() {
 
 void set_cuda_half_path(const std::string& path) {
   g_half_path.store(parse_half_path(path, "the half-precision GEMM path"));
+}
+
+void set_cuda_wgmma_overlap(bool on) {
+  g_wgmma_overlap.store(on);
 }
 
 }  // namespace lltm_ext::gemm

@@ -31,6 +31,10 @@
 #           gemm_skinny section (from the install's in-place build), and
 #           benchmarks/gemm_skinny/measure.py for weights stored (N, K) and (K, N), as
 #           OUT_DIR/skinny_{t,n}.json (SKINNY_MEASURE=0: tests and sanitizers alone)
+#   wgmma   the wgmma kernel: tests/test_gemm_tensor_core.py (PYTEST_ARGS), the sanitizers over
+#           the workload's gemm_wgmma and gemm_tc_plans sections, and
+#           benchmarks/gemm_tc_plan/measure_wgmma.py (its K splits and overlap against cuBLAS) per
+#           dtype of WGMMA_DTYPES (default bfloat16) as OUT_DIR/wgmma_DTYPE.json
 #   accuracy  tools/measure/sequence_accuracy.py: the LLTM sequence's float32 error against float64
 #           at each precision setting (ACCURACY_ARGS), as OUT_DIR/accuracy.json
 #   sanitize  compute-sanitizer's memcheck, racecheck, initcheck and synccheck over
@@ -213,6 +217,20 @@ skinny() {
   for layout in t n; do
     timed "skinny_measure_$layout" "$py" benchmarks/gemm_skinny/measure.py \
       "$out/skinny_$layout.json" --layout "$layout" --ms 1,8,16,32 --random 20 --budget 0.1
+  done
+}
+
+wgmma() {
+  step "the wgmma kernel: its tests, its sanitizer sections, its K splits and overlap measured"
+  timed wgmma_tests env LLTM_EXT_REQUIRE_CUDA=1 LLTM_EXT_REQUIRE_WGMMA=1 "$py" -m pytest -q \
+    -p no:cacheprovider tests/test_gemm_tensor_core.py ${PYTEST_ARGS:-}
+  timed wgmma_sanitize env SANITIZE_TIMEOUT=200 WORKLOAD_ARGS="--ops gemm_wgmma,gemm_tc_plans" \
+    OUT_DIR="$out/sanitize_wgmma" PYTHON="$py" bash tools/sanitize/sanitize.sh
+  cat "$out/sanitize_wgmma/summary.txt" 2>/dev/null
+  for dtype in ${WGMMA_DTYPES:-bfloat16}; do
+    timed "wgmma_measure_$dtype" "$py" benchmarks/gemm_tc_plan/measure_wgmma.py \
+      "$out/wgmma_$dtype.json" --dtype "$dtype"
+    tail -n 4 "$out/wgmma_measure_$dtype.log"
   done
 }
 

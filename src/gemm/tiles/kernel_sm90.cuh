@@ -12,7 +12,8 @@
 //     the TMA loads; out-of-bounds rows / columns (M, N, K tails) arrive as zeros;
 //   - warpgroups 1 and 2 are consumers, each owning 64 rows of the block tile (64 x BN float32
 //     accumulators, BN / 2 registers per thread): per stage, four wgmma m64nBNk16 (k8 for tf32)
-//     straight from shared memory, then a release of the stage (one arrival per warp);
+//     straight from shared memory, then a release of the stage (one arrival per warp) once
+//     they are done: with p.overlap, a step later, one group left in flight meanwhile;
 //   - operands of either major-ness for 16-bit types: a K-major operand is one box of 128 bytes
 //     of K x rows; an M- / N-major one is boxes of (64 M or N) x (64 K), each a 128-byte-swizzled
 //     atom column, read by wgmma with its transpose bit set (tf32: K-major only);
@@ -80,6 +81,9 @@ struct Sm90Params {
   // each into its M x N slice of `partial` (float32, row-major) instead of C; 1: C written.
   int splits = 1, k_tiles_split = 0;
   float* partial = nullptr;
+  // The consumers keep one wgmma group in flight across K steps (its stage released a step
+  // later), else wait for each step's group before the next.
+  bool overlap = true;
 };
 
 // Work item u's tile and K steps [kt_begin, kt_end): the tiles of split 0, then of split 1, ...
@@ -224,6 +228,7 @@ __global__ void __launch_bounds__(384, 1)
       sm90_work(p, u, tiles, k_tiles, t, kt_begin, kt_end);
       sm90_tile_coords(t, p.tiles_m, p.tiles_n, Tile::GROUP_M, tm, tn);
       const int m0 = tm * BM, n0 = tn * BN;
+      int held = -1;  // p.overlap: the stage the group still in flight may be reading
       for (int kt = kt_begin; kt < kt_end; ++kt) {
         mbar_wait(&full[stage], phase);
         // A: the consumer's 64 rows are 64 K-major rows of 128 bytes, or one atom column: both
@@ -248,14 +253,30 @@ __global__ void __launch_bounds__(384, 1)
           }
         }
         wgmma_commit();
-        wgmma_wait<0>();
+        if (p.overlap) {
+          // This step's group runs on while the last one's stage goes back to the producer (the
+          // groups on one accumulator keep their order).
+          wgmma_wait<1>();
 #pragma unroll
-        for (int i = 0; i < BN / 2; ++i) fence_operand(acc[i]);
-        if (lane == 0) mbar_arrive(&empty[stage]);
+          for (int i = 0; i < BN / 2; ++i) fence_operand(acc[i]);
+          if (held >= 0 && lane == 0) mbar_arrive(&empty[held]);
+          held = stage;
+        } else {
+          wgmma_wait<0>();
+#pragma unroll
+          for (int i = 0; i < BN / 2; ++i) fence_operand(acc[i]);
+          if (lane == 0) mbar_arrive(&empty[stage]);
+        }
         if (++stage == STAGES) {
           stage = 0;
           phase ^= 1;
         }
+      }
+      if (p.overlap) {
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) fence_operand(acc[i]);
+        if (held >= 0 && lane == 0) mbar_arrive(&empty[held]);
       }
       // Epilogue: the m64nBN accumulator fragment: per 8 columns j, a thread holds (row r,
       // columns c, c + 1) and (row r + 8, the same columns), r = 16 warp + lane / 4,

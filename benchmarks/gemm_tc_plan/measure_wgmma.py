@@ -1,0 +1,132 @@
+"""Times the wgmma kernel's two switches against cuBLAS: its consumers with one group of
+tensor-core ops in flight across K steps or none (``_set_gemm_wgmma_overlap``), and its K splits
+as the planner picks them or none. The data behind kWgmmaBusyShare (src/gemm/gemm_tc_plan.cpp) and
+the overlap's default (src/gemm/tiles/kernel_sm90.cuh).
+
+Points: the linear layers of ``lltm-ext bench --linear`` (x @ W.T, W (N, K) as nn.Linear stores
+it) at each M of --ms; the issue's 3000 x 5000 x 2000 in both weight layouts; and --random shapes
+drawn as ``lltm-ext bench --sweep`` draws them (layouts, unaligned rows). At each point, in one
+interleaved timing (``lltm_ext.cli.sweep.time_medians``: L2 flushed before every call): cuBLAS,
+then the wgmma path forced (``_gemm_tensor_core(a, b, "wgmma", ...)``) at the planner's splits and
+at one split, each with the overlap on and off; each checked against float64 first. One JSON row
+per point.
+
+    python benchmarks/gemm_tc_plan/measure_wgmma.py wgmma.json --dtype bfloat16 --random 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+import torch
+
+from lltm_ext._extension import load_extension
+from lltm_ext.cli.linear import LINEAR_LAYERS
+from lltm_ext.cli.sweep import gemm_shapes, time_medians
+
+
+def rel_err(c: torch.Tensor, c64: torch.Tensor) -> float:
+    return float((c.double() - c64).norm() / c64.norm().clamp_min(1e-300))
+
+
+def point(a: torch.Tensor, b: torch.Tensor, budget_s: float) -> dict[str, object]:
+    """The timings of a @ b: cuBLAS and the four wgmma variants (us), their errors, the plan."""
+    gemm = load_extension("gemm")
+    plan = list(gemm._cuda_tc_plan(a, b))
+    splits = plan[3] if plan[0] == "wgmma" else 1
+
+    def wgmma(s: int, overlap: bool) -> torch.Tensor:
+        gemm._set_gemm_wgmma_overlap(overlap)
+        try:
+            return gemm._gemm_tensor_core(a, b, "wgmma", splits=s)
+        finally:
+            gemm._set_gemm_wgmma_overlap(True)
+
+    variants = {"cublas": lambda: a @ b}
+    for s in dict.fromkeys((splits, 1)):
+        for overlap in (True, False):
+            variants[f"s{s}{'o' if overlap else 'w'}"] = lambda s=s, o=overlap: wgmma(s, o)
+    c64 = a.double() @ b.double()
+    errs = {name: rel_err(fn(), c64) for name, fn in variants.items()}
+    times, samples = time_medians(list(variants.values()), a.device, budget_s)
+    return {
+        "M": a.size(0),
+        "N": b.size(1),
+        "K": a.size(1),
+        "plan": plan,
+        "splits": splits,
+        "samples": samples,
+        "us": {n: t * 1e6 for n, t in zip(variants, times, strict=True)},
+        "err": errs,
+    }
+
+
+def make(rows: int, cols: int, transposed: bool, dtype: torch.dtype) -> torch.Tensor:
+    """A (rows, cols) operand: row-major, or (transposed) a transposed view of a row-major one."""
+    t = (
+        torch.randn(cols, rows, device="cuda")
+        if transposed
+        else torch.randn(rows, cols, device="cuda")
+    )
+    t = t.to(dtype)
+    return t.t() if transposed else t
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("json", help="where to write the rows")
+    parser.add_argument("--ms", default="128,512,2048")
+    parser.add_argument("--random", type=int, default=30, help="random shapes (the sweep's draw)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "tf32"])
+    parser.add_argument("--budget", type=float, default=0.1, help="seconds of samples per point")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("measure_wgmma.py: times CUDA kernels, but torch sees no GPU")
+    dtype = torch.float32 if args.dtype == "tf32" else getattr(torch, args.dtype)
+    torch.backends.cuda.matmul.allow_tf32 = args.dtype == "tf32"
+    gemm = load_extension("gemm")
+    try:
+        gemm._gemm_tensor_core(torch.ones(8, 8, device="cuda", dtype=dtype), torch.ones(
+            8, 8, device="cuda", dtype=dtype), "wgmma")  # fmt: skip
+    except RuntimeError as e:
+        raise SystemExit(f"measure_wgmma.py: the wgmma kernel does not run here ({e})") from e
+    rows: list[dict[str, object]] = []
+
+    def record(row: dict[str, object], what: str) -> None:
+        row["what"] = what
+        rows.append(row)
+        us = row["us"]
+        cells = " ".join(f"{n} {v:.1f}" for n, v in us.items())
+        ratios = " ".join(f"{n} {us['cublas'] / v:.2f}x" for n, v in us.items() if n != "cublas")
+        print(f"{what} {row['M']}x{row['N']}x{row['K']} {row['plan'][:5]}: {cells} us; {ratios}")
+        with open(args.json, "w") as f:
+            json.dump(rows, f)
+
+    for k, n in LINEAR_LAYERS["cuda"]:
+        w = make(n, k, False, dtype)
+        for m in (int(v) for v in args.ms.split(",")):
+            record(point(make(m, k, False, dtype), w.t(), args.budget), "linear")
+    for transposed in (True, False):  # x @ W.T (W (N, K)) and x @ W (W (K, N))
+        b = make(2000, 5000, False, dtype) if not transposed else make(5000, 2000, False, dtype).t()
+        record(point(make(3000, 2000, False, dtype), b, args.budget), "grid")
+    for s in gemm_shapes(args.random, args.seed, "cuda"):
+        a = make(s["M"], s["K"], s["layout"][0] == "t", dtype)
+        b = make(s["K"], s["N"], s["layout"][1] == "t", dtype)
+        record(point(a, b, args.budget), f"random {s['layout']}")
+    # Per variant: the planner's splits / one split, overlap on (o) / off (w); cuBLAS time / ours.
+    ratios: dict[str, list[float]] = {}
+    for row in rows:
+        us, planned = row["us"], row["splits"]
+        for key, name in [("planned, overlap", f"s{planned}o"), ("planned, wait", f"s{planned}w"),
+                          ("one split, overlap", "s1o"), ("one split, wait", "s1w")]:  # fmt: skip
+            ratios.setdefault(key, []).append(us["cublas"] / us[name])
+    for key, vals in ratios.items():
+        geo = math.exp(sum(math.log(v) for v in vals) / len(vals))
+        print(f"{key}: geomean {geo:.3f}x over {len(vals)} points, worst {min(vals):.3f}x")
+
+
+if __name__ == "__main__":
+    main()
