@@ -21,7 +21,7 @@ P = dict(
     t64=140e12, t128=141e12, t256=139e12, mu16=160e12, mutf=80e12,
     mw64=98e12, mw128=130e12, tw64=43e12, tw128=48e12,
     wstep=0.25, mstep=0.12, mustep=0.45, mwstep=0.46,
-    wblock=1.4, mblock=1.0, mublock=1.5, mwblock=0.67, mshare=0.7, wbusy=1.0,
+    wblock=1.4, mblock=1.0, mublock=1.5, mwblock=0.67, mshare=0.45, wbusy=1.0,
 )  # fmt: skip
 
 
@@ -150,9 +150,13 @@ def measured_plans(r):
         if kern == "wgmma":  # splits 0 (files before the wgmma K splits) or 1: one split
             ks = cdiv(cdiv(r["K"], max(sp, 1)), 64) * 64
             s = cdiv(r["K"], ks)
+            tile = tile or wgmma_width(r["M"], r["N"], 132)
+            tiles = cdiv(r["M"], 128) * cdiv(r["N"], tile)
+            if s > 1 and not (tiles < 132 and tiles * s <= 132):
+                continue  # a split the planner never weighs
             plan = dict(
                 kernel="wgmma",
-                tile=wgmma_width(r["M"], r["N"], 132),
+                tile=tile,
                 copy_a=(not a_al) or (tf32 and not a_k),
                 copy_b=(not b_al) or (tf32 and not b_k),
                 splits=s,

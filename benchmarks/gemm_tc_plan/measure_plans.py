@@ -83,7 +83,15 @@ def main() -> None:
             )
             # (kernel, tile, splits, unaligned, registers): the loads the operands allow (16-byte
             # copies, else 4-byte ones, else registers), not the 16-byte ones, the registers.
-            candidates = [("wgmma", 0, sp, False, False) for sp in (1, *SPLITS[1:])]
+            # wgmma: unsplit at its own width; split at each width whose tiles leave SMs idle
+            # (where the planner weighs splits: gemm_tc_plan.cpp).
+            candidates = [("wgmma", 0, 1, False, False)]
+            candidates += [
+                ("wgmma", t, sp, False, False)
+                for t in (64, 128, 256)
+                for sp in SPLITS[1:]
+                if -(-m // 128) * -(-n // t) < 132
+            ]
             candidates += [("mma", t, sp, False, False) for t in (64, 128, 256) for sp in SPLITS]
             candidates += [("mma", t, sp, True, False) for t in (64, 128) for sp in (*SPLITS, 128)]
             candidates += [("mma", 64, sp, True, True) for sp in (*SPLITS, 128)]

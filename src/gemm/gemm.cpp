@@ -503,7 +503,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "gives them to the heuristic (0 for configs its path does not run)");
   m.def("_gemm_tensor_core", &lltm_ext::gemm::gemm_tensor_core,
         "CUDA GEMM on the tensor cores with forced choices (tuning, tests): kernel 'auto' / "
-        "'wgmma' / 'mma', tile (0: the planner's), splits (mma; 0: the planner's), unaligned (mma: "
+        "'wgmma' / 'mma', tile (0: the planner's), splits (0: the planner's), unaligned (mma: "
         "not the 16-byte copies even for aligned operands: the 4-byte ones where the operands "
         "allow, else register-staged loads), copy (wgmma: copy both operands first), out "
         "(contiguous, written; else a new tensor), registers (mma: the register-staged loads)",

@@ -40,7 +40,7 @@ constexpr int64_t kMaxWorkspace = int64_t{256} << 20;  // split-K float32 partia
 // layers' M = 128 and 512, where the model without it picked mma tiles that ran well behind
 // wgmma. The 4-byte copies and register-staged loads keep their fitted rates: the share there
 // moved their K splits off the measured best (docs/decisions.md#tc-plan-mma-memory).
-constexpr double kMmaMemoryShare = 0.7;
+constexpr double kMmaMemoryShare = 0.45;
 
 // Dense rates at full waves, FLOP/s: wgmma per tile width (64, 128, 256), bfloat16 / float16
 // (TF32 at half); mma per tile (64, 128, 256), 16-bit and TF32, aligned (cp.async) operands; the
@@ -168,15 +168,21 @@ double tc_cost_us(const TcProblem& p, const TcDevice& dev, const TcPlan& plan) {
   return std::numeric_limits<double>::infinity();
 }
 
+namespace {
+
 // The K splits a plan may take (fewer where K is short: splits of whole steps).
 constexpr std::array<int, 14> kSplits = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128};
 
 // Calls plan_with(splits, k_split) for each distinct split of K into parts of whole `step`
-// elements: the forced count alone, else those of kSplits (only one split unless `split`); none
-// whose float32 partials would pass kMaxWorkspace.
+// elements: the forced count alone, else those of kSplits (one split only unless `split`). An
+// unforced split whose float32 partials would pass kMaxWorkspace is left out; K <= 0 is one split.
 template <typename F>
 void for_each_split(const TcProblem& p, const TcForce& force, int64_t step, bool split,
                     F plan_with) {
+  if (p.K <= 0) {
+    plan_with(1, 0);
+    return;
+  }
   const std::array<int, 1> forced = {force.splits};
   const int* first = force.splits > 0 ? forced.data() : kSplits.data();
   const int* end = force.splits > 0 ? forced.data() + 1
@@ -188,13 +194,16 @@ void for_each_split(const TcProblem& p, const TcForce& force, int64_t step, bool
     const int splits = static_cast<int>(ceil_div(p.K, k_split));
     if (splits == last && force.splits <= 0) continue;  // the same split as the last one
     last = splits;
-    if (splits > 1 && 4.0 * splits * static_cast<double>(p.M) * static_cast<double>(p.N) >
-                          static_cast<double>(kMaxWorkspace)) {
+    if (splits > 1 && force.splits <= 0 &&
+        4.0 * splits * static_cast<double>(p.M) * static_cast<double>(p.N) >
+            static_cast<double>(kMaxWorkspace)) {
       continue;
     }
     plan_with(splits, splits > 1 ? k_split : 0);
   }
 }
+
+}  // namespace
 
 TcPlan plan_tensor_core(const TcProblem& p, const TcDevice& dev, const TcForce& force) {
   TcPlan best;
@@ -211,14 +220,29 @@ TcPlan plan_tensor_core(const TcProblem& p, const TcDevice& dev, const TcForce& 
     // TMA needs aligned operands, and tf32 wgmma K-major ones: others are copied first.
     plan.copy_a = force.copy || !p.a_aligned || (p.tf32 && !p.a_kcontig);
     plan.copy_b = force.copy || !p.b_aligned || (p.tf32 && !p.b_kcontig);
-    plan.tile = force.tile > 0 ? force.tile : wgmma_width(p.M, p.N, std::max(dev.sms, 1));
-    // K splits (whole 64-element steps) only where the tiles leave SMs idle, or as forced.
-    const int64_t tiles = ceil_div(p.M, 128) * ceil_div(p.N, plan.tile);
-    for_each_split(p, force, 64, tiles < dev.sms, [&](int splits, int64_t k_split) {
+    // Unsplit, at the width whose tiles take the SMs the fewest rounds; and split (whole
+    // 64-element steps) at each width whose tiles leave SMs idle, into at most one round of
+    // items. Forced splits: at the forced width, else that first width.
+    const int sms = std::max(dev.sms, 1);
+    plan.tile = force.tile > 0 ? force.tile : wgmma_width(p.M, p.N, sms);
+    auto with_split = [&](int splits, int64_t k_split) {
       plan.splits = splits;
       plan.k_split = k_split;
       consider(plan);
-    });
+    };
+    if (force.splits > 0) {
+      for_each_split(p, force, 64, true, with_split);
+    } else {
+      consider(plan);
+      for (const int tile : {64, 128, 256}) {
+        const int64_t tiles = ceil_div(p.M, 128) * ceil_div(p.N, tile);
+        if ((force.tile > 0 && tile != force.tile) || tiles >= sms) continue;
+        plan.tile = tile;
+        for_each_split(p, force, 64, true, [&](int splits, int64_t k_split) {
+          if (splits > 1 && tiles * splits <= sms) with_split(splits, k_split);
+        });
+      }
+    }
   }
   if (dev.mma && want_mma) {
     const bool aligned = p.a_aligned && p.b_aligned && !force.unaligned && !force.registers;

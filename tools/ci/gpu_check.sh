@@ -230,7 +230,6 @@ wgmma() {
   for dtype in ${WGMMA_DTYPES:-bfloat16}; do
     timed "wgmma_measure_$dtype" "$py" benchmarks/gemm_tc_plan/measure_wgmma.py \
       "$out/wgmma_$dtype.json" --dtype "$dtype"
-    tail -n 4 "$out/wgmma_measure_$dtype.log"
   done
 }
 

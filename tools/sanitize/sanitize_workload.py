@@ -736,7 +736,9 @@ def run_gemm_tc_plans(dtypes: list[torch.dtype]) -> None:
             plans += [("mma", t, s, True, False, -1, False) for t in (64, 128) for s in (1, 3)]
             plans += [("mma", t, s, False, False, 0, False) for t in (64, 128, 256) for s in (1, 5)]
             plans += [("wgmma", 0, 0, False, True, off, False) for off in (0, 1)]
-            plans += [("wgmma", 0, s, False, False, 0, False) for s in (2, 5)]  # K splits
+            # K splits: aligned rows (N padded to 8), and after copies (odd N: single stores)
+            plans += [("wgmma", 0, s, False, False, 0, False) for s in (2, 5)]
+            plans += [("wgmma", 0, 3, False, True, 0, False)]
             for kernel, tile, splits, unaligned, copy, off, registers in plans:
                 for (m, n, k), layout in itertools.product(TC_PLAN_SHAPES, LAYOUTS):
                     if off < 0:  # the 4-byte copies

@@ -17,9 +17,10 @@
 //   - operands of either major-ness for 16-bit types: a K-major operand is one box of 128 bytes
 //     of K x rows; an M- / N-major one is boxes of (64 M or N) x (64 K), each a 128-byte-swizzled
 //     atom column, read by wgmma with its transpose bit set (tf32: K-major only);
-//   - persistent: gridDim.x <= the SM count, each block walks tiles blockIdx.x, + gridDim.x, ...
-//     in groups of GROUP_M tile rows (neighbours share A and B panels in L2); the producer runs
-//     ahead into the next tile while the consumers store the last one;
+//   - persistent: gridDim.x <= the SM count, each block walks work items (tiles, or with K splits
+//     the tiles of each split) blockIdx.x, + gridDim.x, ... in groups of GROUP_M tile rows
+//     (neighbours share A and B panels in L2); the producer runs ahead into the next item while
+//     the consumers store the last one;
 //   - split-K (p.splits > 1, for grids of fewer tiles than SMs): the work items are the tiles of
 //     each K split in turn (split-major: the blocks running together read the same K range), a
 //     split k_tiles_split K steps; each item writes its float32 partial tile to its split's slice
@@ -140,7 +141,7 @@ __device__ __forceinline__ void store_two(void* c, int64_t idx, float v0, float 
 // C = A B for A (M x K) and B (K x N) of type DT described by map_a / map_b (A_K: A is K-major,
 // its map's dims (K, M), else (M, K); B_K: B is K-major, dims (K, N), else (N, K); TF32: both
 // K-major, as wgmma's tf32 form requires); C in the same type. 384 threads,
-// Sm90Tile<BN>::SMEM_BYTES of dynamic shared memory, gridDim.x <= tiles.
+// Sm90Tile<BN>::SMEM_BYTES of dynamic shared memory, gridDim.x <= tiles x splits.
 template <int BN, int DT, bool A_K, bool B_K>
 __global__ void __launch_bounds__(384, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
