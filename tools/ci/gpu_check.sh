@@ -34,7 +34,8 @@
 #   wgmma   the wgmma kernel: tests/test_gemm_tensor_core.py (PYTEST_ARGS), the sanitizers over
 #           the workload's gemm_wgmma and gemm_tc_plans sections, and
 #           benchmarks/gemm_tc_plan/measure_wgmma.py (its K splits and overlap against cuBLAS) per
-#           dtype of WGMMA_DTYPES (default bfloat16) as OUT_DIR/wgmma_DTYPE.json
+#           dtype of WGMMA_DTYPES (default bfloat16) as OUT_DIR/wgmma_DTYPE.json; and
+#           benchmarks/gemm_tc_plan/measure_pitch.py (an N-major B at several row pitches)
 #   accuracy  tools/measure/sequence_accuracy.py: the LLTM sequence's float32 error against float64
 #           at each precision setting (ACCURACY_ARGS), as OUT_DIR/accuracy.json
 #   sanitize  compute-sanitizer's memcheck, racecheck, initcheck and synccheck over
@@ -231,6 +232,8 @@ wgmma() {
     timed "wgmma_measure_$dtype" "$py" benchmarks/gemm_tc_plan/measure_wgmma.py \
       "$out/wgmma_$dtype.json" --dtype "$dtype"
   done
+  timed wgmma_pitch "$py" benchmarks/gemm_tc_plan/measure_pitch.py "$out/wgmma_pitch.json"
+  cat "$out/wgmma_pitch.log"
 }
 
 accuracy() {
