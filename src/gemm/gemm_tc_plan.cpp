@@ -36,10 +36,10 @@ constexpr double kBusyShare = 0.5;  // below this share of SMs busy, memory slow
 constexpr double kWgmmaBusyShare = 1.0;
 constexpr int64_t kMaxWorkspace = int64_t{256} << 20;  // split-K float32 partials, bytes
 // The share of kBandwidth the mma kernel's 16-byte cp.async copies reach where the product is
-// bound by reading its operands (wgmma's TMA copies: all of it); set on an H200 at the linear
-// layers' M = 128 and 512, where the model without it picked mma tiles that ran well behind
-// wgmma. The 4-byte copies and register-staged loads keep their fitted rates: the share there
-// moved their K splits off the measured best (docs/decisions.md#tc-plan-mma-memory).
+// bound by reading its operands (a full grid of wgmma's TMA copies: all of it); set from the
+// linear layers at M = 128 on an H200, where the model without it picked mma tiles that ran well
+// behind wgmma. The 4-byte copies and register-staged loads keep their fitted rates: the share
+// there moved their K splits off the measured best (docs/decisions.md#tc-plan-mma-memory).
 constexpr double kMmaMemoryShare = 0.45;
 
 // Dense rates at full waves, FLOP/s: wgmma per tile width (64, 128, 256), bfloat16 / float16
