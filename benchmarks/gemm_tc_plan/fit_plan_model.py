@@ -21,7 +21,7 @@ P = dict(
     t64=140e12, t128=141e12, t256=139e12, mu16=160e12, mutf=80e12,
     mw64=98e12, mw128=130e12, tw64=43e12, tw128=48e12,
     wstep=0.25, mstep=0.12, mustep=0.45, mwstep=0.46,
-    wblock=1.4, mblock=1.0, mublock=1.5, mwblock=0.67, mshare=0.45, wbusy=1.0,
+    wblock=1.4, mblock=1.0, mublock=1.5, mwblock=0.67, mshare=0.45, wbusy=0.7,
 )  # fmt: skip
 
 

@@ -31,9 +31,9 @@ constexpr double kMmaBaseUs = 2.5;       // an mma call's
 constexpr double kCopyEfficiency = 1.2;  // an operand copy's traffic relative to kBandwidth
 constexpr double kBusyShare = 0.5;  // below this share of SMs busy, memory slows proportionally
 // The same for the wgmma kernel, one block per SM: each block's TMA copies reach a bounded share
-// of the bandwidth, so a grid of fewer tiles than SMs reads at about its share of the SMs (H200,
-// linear layers at M = 128: docs/decisions.md#wgmma-split-k). Its K splits fill the SMs.
-constexpr double kWgmmaBusyShare = 1.0;
+// of the bandwidth, so a grid of fewer blocks than this share of the SMs reads at about its share
+// of them (H200, linear layers at M = 128: docs/decisions.md#wgmma-split-k). K splits fill them.
+constexpr double kWgmmaBusyShare = 0.7;
 constexpr int64_t kMaxWorkspace = int64_t{256} << 20;  // split-K float32 partials, bytes
 // The share of kBandwidth the mma kernel's 16-byte cp.async copies reach where the product is
 // bound by reading its operands (a full grid of wgmma's TMA copies: all of it); set from the
