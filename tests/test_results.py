@@ -165,3 +165,11 @@ def test_merging_parts_of_an_earlier_build():
     # More parts of the same build: nothing marked but what was already older.
     same = results.merge_parts(third, doc(c, "d3"), ["linear"])
     assert same["part_builds"] == {"sweep:seq": mark_a, "sweep:gemm": mark_b}
+
+
+def test_a_part_not_in_the_plan_is_an_error(tmp_path, capsys):
+    """results.py run --parts with a name the machine's plan lacks stops before timing anything
+    (a misspelt part would otherwise be left out without a word)."""
+    out = tmp_path / "h200.json"
+    assert results.run("h200", out, ["linear", "autocast"]) == 2
+    assert "no part ['autocast']" in capsys.readouterr().err and not out.exists()

@@ -268,6 +268,13 @@ def run(
     if device is None:
         print(f"results: unknown machine {machine!r}; known: {sorted(MACHINES)}", file=sys.stderr)
         return 2
+    unknown = sorted(set(parts or ()) - {p["part"] for p in PLANS[device]})
+    if unknown:
+        known = ", ".join(p["part"] for p in PLANS[device])
+        print(
+            f"results: no part {unknown} in {machine}'s plan; its parts: {known}", file=sys.stderr
+        )
+        return 2
     lltm_ext = _import_lltm_ext()
     import torch
 
