@@ -197,6 +197,20 @@ def poisoned(m, n, dtype, offset=0) -> torch.Tensor:
     return flat[offset:].view(m, n)
 
 
+def assert_splits_run(kernel, dtype, tile, shapes, counts) -> None:
+    """The forced kernel at the tile width with each K split count of `counts`, every layout and
+    shape (m, n, k): like torch into a NaN-poisoned output, the same bits twice."""
+    for layout in LAYOUTS:
+        for m, n, k in shapes:
+            a, b = operands(m, n, k, layout, dtype)
+            for splits in counts:
+                out = poisoned(m, n, dtype)
+                ext()._gemm_tensor_core(a, b, kernel, tile=tile, splits=splits, out=out)
+                assert_like_torch(out, a, b)
+                twice = ext()._gemm_tensor_core(a, b, kernel, tile=tile, splits=splits)
+                assert torch.equal(out, twice), (kernel, m, n, k, layout, splits)
+
+
 def tc_runs(kernel: str) -> bool:
     """Whether the forced kernel runs here (the device and the build); under
     LLTM_EXT_REQUIRE_WGMMA=1 / LLTM_EXT_REQUIRE_MMA=1 a kernel that does not is a failure."""
@@ -312,18 +326,11 @@ def test_mma_split_k(dtype, tile):
     multiple of the split or not, splits of one stage, every layout; deterministic."""
     if not tc_runs("mma"):
         pytest.skip("the mma.sync kernel does not run here")
+    # Sizes of whole 16-byte chunks (aligned rows in every layout); K not a multiple of a stage,
+    # of the split, or shorter than the splits asked for (fewer splits then).
+    shapes = [(64, 128, 4096), (136, 72, 1000), (8, 256, 104), (128, 8, 2088)]
     with tf32_if(dtype):
-        for layout in LAYOUTS:
-            # Sizes of whole 16-byte chunks (aligned rows in every layout); K not a multiple of a
-            # stage, of the split, or shorter than the splits asked for (fewer splits then).
-            for m, n, k in [(64, 128, 4096), (136, 72, 1000), (8, 256, 104), (128, 8, 2088)]:
-                a, b = operands(m, n, k, layout, dtype)
-                for splits in (2, 7, 32, 128):
-                    out = poisoned(m, n, dtype)
-                    ext()._gemm_tensor_core(a, b, "mma", tile=tile, splits=splits, out=out)
-                    assert_like_torch(out, a, b)
-                    twice = ext()._gemm_tensor_core(a, b, "mma", tile=tile, splits=splits)
-                    assert torch.equal(out, twice)
+        assert_splits_run("mma", dtype, tile, shapes, (2, 7, 32, 128))
 
 
 @pytest.mark.cuda
@@ -337,18 +344,12 @@ def test_wgmma_split_k(dtype, tile):
     same bits twice."""
     if not tc_runs("wgmma"):
         pytest.skip("the wgmma kernel does not run here (a Hopper GPU and sm_90a code)")
+    # Rows of whole 16-byte chunks in every layout (TMA) but the last shape's N: odd (its B
+    # copied where N-major, its partials stored one element at a time).
+    shapes = [(128, 512, 4096), (136, 72, 1000), (8, 264, 104), (200, 87, 2120)]
     with tf32_if(dtype):
+        assert_splits_run("wgmma", dtype, tile, shapes, (2, 7, 32))
         for layout in LAYOUTS:
-            # Rows of whole 16-byte chunks in every layout (TMA) but the last shape's N: odd (its
-            # B copied where N-major, its partials stored one element at a time).
-            for m, n, k in [(128, 512, 4096), (136, 72, 1000), (8, 264, 104), (200, 87, 2120)]:
-                a, b = operands(m, n, k, layout, dtype)
-                for splits in (2, 7, 32):
-                    out = poisoned(m, n, dtype)
-                    ext()._gemm_tensor_core(a, b, "wgmma", tile=tile, splits=splits, out=out)
-                    assert_like_torch(out, a, b)
-                    twice = ext()._gemm_tensor_core(a, b, "wgmma", tile=tile, splits=splits)
-                    assert torch.equal(out, twice)
             a, b = operands(40, 33, 3000, layout, dtype, 3)  # unaligned: copies, then splits
             out = poisoned(40, 33, dtype)
             ext()._gemm_tensor_core(a, b, "wgmma", tile=tile, splits=3, out=out)
