@@ -177,10 +177,19 @@ class _CudaSampler:
     per call (Python, dispatch, autograd) stays out of both sides' figures, as in a training loop
     that keeps the GPU busy. The spin is ~50 us unless `cover` sizes it to the callables' host
     time (an LLTM sequence's forward+backward takes the host a few hundred microseconds, past
-    what the flush and 50 us hide: short sequences then timed the host)."""
+    what the flush and 50 us hide: short sequences then timed the host).
 
-    def __init__(self, device: torch.device) -> None:
-        self.flush = torch.empty(256 * 2**20, dtype=torch.int8, device=device)
+    `flush`: "write" zeroes the 256 MB (L2 is left full of dirty lines, which the timed call
+    writes back to memory as it evicts them: up to L2's 50 MB of writes charged to every call, as
+    ``triton.testing.do_bench`` does); "read" sums it (L2 left holding clean lines: the timed call
+    moves only its own bytes)."""
+
+    def __init__(self, device: torch.device, flush: str = "write") -> None:
+        if flush not in ("write", "read"):
+            raise ValueError(f"flush must be 'write' or 'read', not {flush!r}")
+        self.flush = torch.zeros(256 * 2**20, dtype=torch.int8, device=device)
+        self._flush_words = self.flush.view(torch.float32)
+        self.flush_mode = flush
         self.spin_cycles = 100_000  # ~50 us at the H100's clock
         self._cycles_per_us = 0.0
 
@@ -222,7 +231,10 @@ class _CudaSampler:
         events = [[] for _ in fns]  # type: list[list[tuple[torch.cuda.Event, torch.cuda.Event]]]
         for _ in range(per_side):
             for fn, ev in zip(fns, events, strict=True):
-                self.flush.zero_()
+                if self.flush_mode == "write":
+                    self.flush.zero_()
+                else:
+                    self._flush_words.sum()
                 torch.cuda._sleep(self.spin_cycles)
                 start = torch.cuda.Event(enable_timing=True)
                 end = torch.cuda.Event(enable_timing=True)
@@ -258,16 +270,17 @@ class _CpuSampler:
 
 
 def time_medians(
-    fns: list[Callable[[], Any]], device: torch.device, budget_s: float
+    fns: list[Callable[[], Any]], device: torch.device, budget_s: float, flush: str = "write"
 ) -> tuple[list[float], int]:
     """Median seconds per call of each of `fns`, sampled in turn, and the samples per fn.
 
     One warm-up call each first (and a first sample to size the rest); then as many samples as fit
-    in about `budget_s` together, at least 5 and at most 100 per fn.
+    in about `budget_s` together, at least 5 and at most 100 per fn. `flush`: how L2 is emptied
+    before each CUDA sample (`_CudaSampler`).
     """
     sampler: _CudaSampler | _CpuSampler
     if device.type == "cuda":
-        sampler = _CudaSampler(device)
+        sampler = _CudaSampler(device, flush)
         for fn in fns:
             fn()
         torch.cuda.synchronize()
