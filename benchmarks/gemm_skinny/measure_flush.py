@@ -26,9 +26,9 @@ from lltm_ext.cli.sweep import time_medians
 FLUSHES = ("write", "read")
 
 
-def copy_gbps(nbytes: int, flush: str, budget_s: float) -> float:
+def copy_gbps(nbytes: int, flush: str, budget_s: float, device: str) -> float:
     """dst.copy_(src) of `nbytes`, 2 bytes / median time in GB/s, under `flush`."""
-    src = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, device="cuda")
+    src = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
     (t,), _ = time_medians([lambda: dst.copy_(src)], src.device, budget_s, flush=flush)
     return 2 * nbytes / t / 1e9
@@ -38,18 +38,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("json", help="where to write the rows")
     parser.add_argument("--ms", default="1,16")
+    parser.add_argument("--device", default="cuda", help="cpu: a dry run (nothing flushed)")
     parser.add_argument("--budget", type=float, default=0.1, help="seconds of samples per point")
     args = parser.parse_args()
     ms = [int(m) for m in args.ms.split(",")]
-    largest = max(k * n * 2 for k, n in LINEAR_LAYERS)
-    copies = {f: copy_gbps(largest, f, args.budget) for f in FLUSHES}
+    layers = LINEAR_LAYERS[args.device]
+    largest = max(k * n * 2 for k, n in layers)
+    copies = {f: copy_gbps(largest, f, args.budget, args.device) for f in FLUSHES}
     print("copy GB/s:", {f: round(g) for f, g in copies.items()}, flush=True)
     rows = []
-    for k, n in LINEAR_LAYERS:
-        w = torch.rand(n, k, device="cuda").sub_(0.5).to(torch.bfloat16)
+    for k, n in layers:
+        w = torch.rand(n, k, device=args.device).sub_(0.5).to(torch.bfloat16)
         w_bytes = w.numel() * 2
         for m in ms:
-            x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+            x = torch.randn(m, k, device=args.device).to(torch.bfloat16)
             fns = {
                 "ours": lambda x=x, w=w: lltm_ext.gemm(x, w.t()),
                 "cublas": lambda x=x, w=w: x @ w.t(),
