@@ -358,24 +358,29 @@ def test_wgmma_split_k(dtype, tile):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", TC_DTYPES.values(), ids=TC_DTYPES.keys())
-def test_wgmma_overlap_changes_no_bit(dtype):
-    """The wgmma consumers with one group in flight across K steps (the default) and waiting for
-    each step's: the same products in the same order, so the same bits; every tile width and
-    layout, K of one step and of many, with and without K splits."""
+@pytest.mark.parametrize("switch", ["overlap", "short_a"])
+def test_wgmma_switches_change_no_bit(dtype, switch):
+    """The wgmma kernel's switches on (the default) and off: the consumers with one group in
+    flight across K steps or waiting for each step's; stages of 64 rows of A where M <= 64 (the
+    second consumer idle) or 128. The same products in the same order, so the same bits; every
+    tile width and layout, K of one step and of many, with and without K splits, M of 1 to 64
+    and past it."""
     if not tc_runs("wgmma"):
         pytest.skip("the wgmma kernel does not run here (a Hopper GPU and sm_90a code)")
+    shapes = [(256, 512, 64), (136, 72, 1000), (1000, 1100, 1024), (1, 264, 520), (40, 200, 1000)]
+    shapes += [(64, 512, 4096), (65, 136, 200)]
     with tf32_if(dtype):
         for layout in LAYOUTS:
-            for m, n, k in [(256, 512, 64), (136, 72, 1000), (1000, 1100, 1024)]:
+            for m, n, k in shapes:
                 a, b = operands(m, n, k, layout, dtype)
                 for tile, splits in [(64, 1), (128, 1), (256, 1), (128, 3)]:
                     run = dict(tile=tile, splits=splits)
                     on = ext()._gemm_tensor_core(a, b, "wgmma", **run)
-                    ext()._set_gemm_wgmma_overlap(False)
+                    ext()._set_gemm_wgmma_knobs(**{switch: False})
                     try:
                         off = ext()._gemm_tensor_core(a, b, "wgmma", **run)
                     finally:
-                        ext()._set_gemm_wgmma_overlap(True)
+                        ext()._set_gemm_wgmma_knobs()
                     assert torch.equal(on, off), (m, n, k, layout, tile, splits)
                     assert_like_torch(on, a, b)
 

@@ -1,17 +1,18 @@
-"""Times the wgmma kernel's two switches against cuBLAS: its consumers with one group of
-tensor-core ops in flight across K steps or none (``_set_gemm_wgmma_overlap``), and its K splits
-as the planner picks them or none. The data behind kWgmmaBusyShare (src/gemm/gemm_tc_plan.cpp) and
-the overlap's default (src/gemm/tiles/kernel_sm90.cuh).
+"""Times the wgmma kernel's switches against cuBLAS and lltm_ext's routed call: its K splits (as
+the planner picks them, or none), and where M <= 64 its stages of 64 rows of A against 128 (the
+rows past M filled with zeros by TMA: ``_set_gemm_wgmma_knobs(short_a=False)``). The data behind
+kWgmmaBusyShare (src/gemm/gemm_tc_plan.cpp), the short A stages (src/gemm/tiles/kernel_sm90.cuh)
+and, at M of 17 to 64, whether the wgmma kernel or the skinny one should take a linear layer.
 
 Points: the linear layers of ``lltm-ext bench --linear`` (x @ W.T, W (N, K) as nn.Linear stores
 it) at each M of --ms; the issue's 3000 x 5000 x 2000 in both weight layouts; and --random shapes
 drawn as ``lltm-ext bench --sweep`` draws them (layouts, unaligned rows). At each point, in one
-interleaved timing (``lltm_ext.cli.sweep.time_medians``: L2 flushed before every call): cuBLAS,
-then the wgmma path forced (``_gemm_tensor_core(a, b, "wgmma", ...)``) at the planner's splits and
-at one split, each with the overlap on and off; each checked against float64 first. One JSON row
-per point.
+interleaved timing (``lltm_ext.cli.sweep.time_medians``: L2 flushed before every call): cuBLAS
+("cublas"), ``lltm_ext.gemm`` ("auto"), the wgmma kernel forced at the planner's splits ("sP")
+and at one ("s1"), and with M <= 64 the same with 128-row A stages ("sPlong"), each checked
+against float64 first. One JSON row per point.
 
-    python benchmarks/gemm_tc_plan/measure_wgmma.py wgmma.json --dtype bfloat16 --random 30
+    python benchmarks/gemm_tc_plan/measure_wgmma.py wgmma.json --dtype bfloat16 --random 10
 """
 
 from __future__ import annotations
@@ -32,22 +33,24 @@ def rel_err(c: torch.Tensor, c64: torch.Tensor) -> float:
 
 
 def point(a: torch.Tensor, b: torch.Tensor, budget_s: float) -> dict[str, object]:
-    """The timings of a @ b: cuBLAS and the four wgmma variants (us), their errors, the plan."""
+    """The timings of a @ b (us): cuBLAS, the routed call and the wgmma variants; their errors;
+    the plan."""
     gemm = load_extension("gemm")
     plan = list(gemm._cuda_tc_plan(a, b))
     splits = plan[3] if plan[0] == "wgmma" else 1
 
-    def wgmma(s: int, overlap: bool) -> torch.Tensor:
-        gemm._set_gemm_wgmma_overlap(overlap)
+    def wgmma(s: int, short_a: bool) -> torch.Tensor:
+        gemm._set_gemm_wgmma_knobs(short_a=short_a)
         try:
             return gemm._gemm_tensor_core(a, b, "wgmma", splits=s)
         finally:
-            gemm._set_gemm_wgmma_overlap(True)
+            gemm._set_gemm_wgmma_knobs()
 
-    variants = {"cublas": lambda: a @ b}
+    variants = {"cublas": lambda: a @ b, "auto": lambda: gemm.gemm(a, b)}
     for s in dict.fromkeys((splits, 1)):
-        for overlap in (True, False):
-            variants[f"s{s}{'o' if overlap else 'w'}"] = lambda s=s, o=overlap: wgmma(s, o)
+        variants[f"s{s}"] = lambda s=s: wgmma(s, True)
+    if a.size(0) <= 64:
+        variants[f"s{splits}long"] = lambda: wgmma(splits, False)
     c64 = a.double() @ b.double()
     errs = {name: rel_err(fn(), c64) for name, fn in variants.items()}
     times, samples = time_medians(list(variants.values()), a.device, budget_s)
@@ -77,8 +80,8 @@ def make(rows: int, cols: int, transposed: bool, dtype: torch.dtype) -> torch.Te
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("json", help="where to write the rows")
-    parser.add_argument("--ms", default="128,512,2048")
-    parser.add_argument("--random", type=int, default=30, help="random shapes (the sweep's draw)")
+    parser.add_argument("--ms", default="16,32,64,128,512")
+    parser.add_argument("--random", type=int, default=10, help="random shapes (the sweep's draw)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "tf32"])
     parser.add_argument("--budget", type=float, default=0.1, help="seconds of samples per point")
@@ -116,13 +119,14 @@ def main() -> None:
         a = make(s["M"], s["K"], s["layout"][0] == "t", dtype)
         b = make(s["K"], s["N"], s["layout"][1] == "t", dtype)
         record(point(a, b, args.budget), f"random {s['layout']}")
-    # Per variant: the planner's splits / one split, overlap on (o) / off (w); cuBLAS time / ours.
+    # Per variant: cuBLAS time / ours over the points that have it.
     ratios: dict[str, list[float]] = {}
     for row in rows:
         us, planned = row["us"], row["splits"]
-        for key, name in [("planned, overlap", f"s{planned}o"), ("planned, wait", f"s{planned}w"),
-                          ("one split, overlap", "s1o"), ("one split, wait", "s1w")]:  # fmt: skip
-            ratios.setdefault(key, []).append(us["cublas"] / us[name])
+        for name, v in us.items():
+            key = name.replace(f"s{planned}", "planned") if name != "s1" else name
+            if name != "cublas":
+                ratios.setdefault(key, []).append(us["cublas"] / v)
     for key, vals in ratios.items():
         geo = math.exp(sum(math.log(v) for v in vals) / len(vals))
         print(f"{key}: geomean {geo:.3f}x over {len(vals)} points, worst {min(vals):.3f}x")

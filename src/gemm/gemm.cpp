@@ -447,17 +447,18 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "LLTM_EXT_GEMM_HALF_PATH does",
       py::arg("path"));
   m.def(
-      "_set_gemm_wgmma_overlap",
-      [](bool on) {
+      "_set_gemm_wgmma_knobs",
+      [](bool overlap, bool short_a) {
 #ifdef WITH_CUDA
-        lltm_ext::gemm::set_cuda_wgmma_overlap(on);
+        lltm_ext::gemm::set_cuda_wgmma_knobs(overlap, short_a);
 #else
         TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
 #endif
       },
-      "Whether the wgmma kernel keeps one group of tensor-core ops in flight across K steps "
-      "(default) or waits for each step's (tuning, tests; process-wide)",
-      py::arg("on"));
+      "The wgmma kernel's switches (tuning, tests; process-wide): overlap, one group of "
+      "tensor-core ops in flight across K steps (else it waits for each step's); short_a, stages "
+      "of 64 rows of A where M <= 64 (else 128, the rows past M filled with zeros)",
+      py::arg("overlap") = true, py::arg("short_a") = true);
   m.def(
       "_cuda_choose",
       [](int64_t M, int64_t N, int64_t K, bool b_k_contig) {

@@ -108,9 +108,10 @@ void set_cuda_path(const std::string& path);
 std::string cuda_half_path();
 void set_cuda_half_path(const std::string& path);
 
-// Whether the wgmma kernel's consumers keep one group in flight across K steps (default) or wait
-// for each step's group; process-wide, for tuning and tests.
-void set_cuda_wgmma_overlap(bool on);
+// The wgmma kernel's switches, process-wide, for tuning and tests: whether its consumers keep one
+// group in flight across K steps (default) or wait for each step's group; whether a product of
+// M <= 64 loads stages of 64 rows of A (default) or 128.
+void set_cuda_wgmma_knobs(bool overlap, bool short_a);
 
 // What the tile heuristic is told about the current CUDA device: its SM count, its float32 path,
 // the occupancy of each config (read once per device; 0 for configs its path does not run).

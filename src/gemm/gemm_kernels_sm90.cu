@@ -132,8 +132,10 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   if (encode == nullptr) return cudaErrorNotSupported;
   // A (M x K): K-major rows of K, else M-major rows of M; boxes of 64 K x 128 M, resp. 64 M x
   // 64 K. B (K x N): K-major rows of K, else N-major rows of N; 64 K x BN, resp. 64 N x 64 K.
+  // With M <= 64 (g.short_a) A's K-major boxes are 64 rows deep, and one M-major box is loaded.
+  const int a_rows = g.short_a && g.M <= 64 ? 64 : BM;
   CUtensorMap map_a, map_b;
-  err = g.a_kcontig ? make_map(encode, &map_a, g.a, g.type, g.K, g.M, g.lda, BM, step)
+  err = g.a_kcontig ? make_map(encode, &map_a, g.a, g.type, g.K, g.M, g.lda, a_rows, step)
                     : make_map(encode, &map_a, g.a, g.type, g.M, g.K, g.lda, 64, step);
   if (err != cudaSuccess) return err;
   err = g.b_kcontig ? make_map(encode, &map_b, g.b, g.type, g.K, g.N, g.ldb, g.bn, step)
@@ -156,6 +158,7 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   p.tma_store = tma_store;
   p.pairs = g.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(g.c) % (2 * elem) == 0;
   p.overlap = g.overlap;
+  p.a_rows = a_rows;
   p.tiles_m = static_cast<int>((g.M + BM - 1) / BM);
   p.tiles_n = static_cast<int>((g.N + g.bn - 1) / g.bn);
   if (g.splits > 1) {

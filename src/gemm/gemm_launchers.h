@@ -170,6 +170,7 @@ struct Sm90Gemm : GemmProblem {
   int64_t k_split = 0;
   float* partial = nullptr;
   bool overlap = true;  // one wgmma group left in flight across K steps (else none)
+  bool short_a = true;  // M <= 64: stages of 64 rows of A (Sm90Params::a_rows), else 128
 };
 
 // Launches the kernel for g on `stream`; returns the launch's error, or cudaErrorNotSupported

@@ -64,8 +64,8 @@ static_assert(half_paths_match_the_table(),
 // kHalfPaths; -1: not read yet.
 std::atomic<int> g_half_path{-1};
 
-// set_cuda_wgmma_overlap(): the wgmma kernel's Sm90Gemm::overlap.
-std::atomic<bool> g_wgmma_overlap{true};
+// set_cuda_wgmma_knobs(): the wgmma kernel's Sm90Gemm::overlap and ::short_a.
+std::atomic<bool> g_wgmma_overlap{true}, g_wgmma_short_a{true};
 
 int parse_half_path(const std::string& value, const char* what) {
   return settings::choice_index(kHalfPathSetting, value, what);
@@ -264,6 +264,7 @@ void run_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, co
   g.sms = cuda::sm_count(c.get_device());
   g.bn = plan.tile;
   g.overlap = g_wgmma_overlap.load();
+  g.short_a = g_wgmma_short_a.load();
   const at::Tensor workspace = split_workspace(plan, c, &g);
   const char* step = "";
   const cudaError_t err = launch_sm90(g, stream, &step);
@@ -342,8 +343,9 @@ void set_cuda_half_path(const std::string& path) {
   g_half_path.store(parse_half_path(path, "the half-precision GEMM path"));
 }
 
-void set_cuda_wgmma_overlap(bool on) {
-  g_wgmma_overlap.store(on);
+void set_cuda_wgmma_knobs(bool overlap, bool short_a) {
+  g_wgmma_overlap.store(overlap);
+  g_wgmma_short_a.store(short_a);
 }
 
 }  // namespace lltm_ext::gemm

@@ -33,7 +33,7 @@
 #           OUT_DIR/skinny_{t,n}.json (SKINNY_MEASURE=0: tests and sanitizers alone)
 #   wgmma   the wgmma kernel: tests/test_gemm_tensor_core.py (PYTEST_ARGS), the sanitizers over
 #           the workload's gemm_wgmma and gemm_tc_plans sections, and
-#           benchmarks/gemm_tc_plan/measure_wgmma.py (its K splits and overlap against cuBLAS) per
+#           benchmarks/gemm_tc_plan/measure_wgmma.py (K splits, short A stages, against cuBLAS) per
 #           dtype of WGMMA_DTYPES (default bfloat16) as OUT_DIR/wgmma_DTYPE.json; and
 #           benchmarks/gemm_tc_plan/measure_pitch.py (an N-major B at several row pitches)
 #   accuracy  tools/measure/sequence_accuracy.py: the LLTM sequence's float32 error against float64

@@ -85,6 +85,10 @@ struct Sm90Params {
   // The consumers keep one wgmma group in flight across K steps (its stage released a step
   // later), else wait for each step's group before the next.
   bool overlap = true;
+  // Rows of A a stage holds: 128, or 64 where M <= 64 (map_a's boxes then 64 rows deep; the
+  // second consumer, whose rows all lie past M, only releases the stages): TMA boxes reaching
+  // past M cost load time for the rows they fill with zeros.
+  int a_rows = 128;
 };
 
 // Work item u's tile and K steps [kt_begin, kt_end): the tiles of split 0, then of split 1, ...
@@ -190,13 +194,12 @@ __global__ void __launch_bounds__(384, 1)
           mbar_wait(&empty[stage], phase ^ 1);
           uint8_t* const sa = smem + stage * Tile::STAGE_BYTES;
           uint8_t* const sb = sa + Tile::A_BYTES;
-          mbar_arrive_expect_tx(&full[stage], Tile::STAGE_BYTES);
+          mbar_arrive_expect_tx(&full[stage], p.a_rows * 128 + Tile::B_BYTES);
           const int k0 = kt * BK;
           if constexpr (A_K) {
-            tma_load_2d(sa, &map_a, &full[stage], k0, m0);
+            tma_load_2d(sa, &map_a, &full[stage], k0, m0);  // a box of p.a_rows rows
           } else {
-#pragma unroll
-            for (int j = 0; j < BM / 64; ++j) {
+            for (int j = 0; j < p.a_rows / 64; ++j) {
               tma_load_2d(sa + j * Tile::ATOM_BYTES, &map_a, &full[stage], m0 + 64 * j, k0);
             }
           }
@@ -218,6 +221,7 @@ __global__ void __launch_bounds__(384, 1)
   } else {  // consumers
     setmaxnreg_inc<232>();
     const int w = warpgroup - 1;  // rows 64 w .. 64 w + 63 of the block tile
+    const bool idle = 64 * w >= p.a_rows;  // its rows are not loaded (all past M): no math
     const int warp = tid / 32, lane = tid % 32;
     float acc[BN / 2];
 #pragma unroll
@@ -232,6 +236,14 @@ __global__ void __launch_bounds__(384, 1)
       int held = -1;  // p.overlap: the stage the group still in flight may be reading
       for (int kt = kt_begin; kt < kt_end; ++kt) {
         mbar_wait(&full[stage], phase);
+        if (idle) {
+          if (lane == 0) mbar_arrive(&empty[stage]);
+          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+          }
+          continue;
+        }
         // A: the consumer's 64 rows are 64 K-major rows of 128 bytes, or one atom column: both
         // start ATOM_BYTES * w into the stage. B: the whole stage part.
         const uint32_t a_addr = smem_u32(smem + stage * Tile::STAGE_BYTES) + w * Tile::ATOM_BYTES;
@@ -273,6 +285,7 @@ __global__ void __launch_bounds__(384, 1)
           phase ^= 1;
         }
       }
+      if (idle) continue;  // nothing of this consumer's rows to store
       if (p.overlap) {
         wgmma_wait<0>();
 #pragma unroll
