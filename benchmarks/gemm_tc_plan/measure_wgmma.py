@@ -119,14 +119,19 @@ def main() -> None:
         a = make(s["M"], s["K"], s["layout"][0] == "t", dtype)
         b = make(s["K"], s["N"], s["layout"][1] == "t", dtype)
         record(point(a, b, args.budget), f"random {s['layout']}")
-    # Per variant: cuBLAS time / ours over the points that have it.
+    # cuBLAS time / ours: the routed call, the planner's splits, one split; and where M <= 64 the
+    # planner's splits with 64- and with 128-row A stages.
     ratios: dict[str, list[float]] = {}
     for row in rows:
-        us, planned = row["us"], row["splits"]
-        for name, v in us.items():
-            key = name.replace(f"s{planned}", "planned") if name != "s1" else name
-            if name != "cublas":
-                ratios.setdefault(key, []).append(us["cublas"] / v)
+        us, planned = row["us"], f"s{row['splits']}"
+        pairs = [("auto", us["auto"]), ("planned splits", us[planned]), ("one split", us["s1"])]
+        if f"{planned}long" in us:
+            pairs += [
+                ("M <= 64, 64-row A", us[planned]),
+                ("M <= 64, 128-row A", us[f"{planned}long"]),
+            ]
+        for key, v in pairs:
+            ratios.setdefault(key, []).append(us["cublas"] / v)
     for key, vals in ratios.items():
         geo = math.exp(sum(math.log(v) for v in vals) / len(vals))
         print(f"{key}: geomean {geo:.3f}x over {len(vals)} points, worst {min(vals):.3f}x")

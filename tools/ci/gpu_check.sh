@@ -222,7 +222,7 @@ skinny() {
 }
 
 wgmma() {
-  step "the wgmma kernel: its tests, its sanitizer sections, its K splits and overlap measured"
+  step "the wgmma kernel: its tests, its sanitizer sections, its K splits and A stages measured"
   timed wgmma_tests env LLTM_EXT_REQUIRE_CUDA=1 LLTM_EXT_REQUIRE_WGMMA=1 "$py" -m pytest -q \
     -p no:cacheprovider tests/test_gemm_tensor_core.py ${PYTEST_ARGS:-}
   timed wgmma_sanitize env SANITIZE_TIMEOUT=200 WORKLOAD_ARGS="--ops gemm_wgmma,gemm_tc_plans" \

@@ -13,7 +13,8 @@
 //   - warpgroups 1 and 2 are consumers, each owning 64 rows of the block tile (64 x BN float32
 //     accumulators, BN / 2 registers per thread): per stage, four wgmma m64nBNk16 (k8 for tf32)
 //     straight from shared memory, then a release of the stage (one arrival per warp) once
-//     they are done: with p.overlap, a step later, one group left in flight meanwhile;
+//     they are done: with p.overlap, a step later, one group left in flight meanwhile; where
+//     M <= 64 (p.a_rows 64) stages hold 64 rows of A and the second consumer only releases them;
 //   - operands of either major-ness for 16-bit types: a K-major operand is one box of 128 bytes
 //     of K x rows; an M- / N-major one is boxes of (64 M or N) x (64 K), each a 128-byte-swizzled
 //     atom column, read by wgmma with its transpose bit set (tf32: K-major only);
