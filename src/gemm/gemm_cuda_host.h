@@ -69,6 +69,9 @@ bool half_path_forced();
 // Whether the current device runs this module's mma.sync code (its loaded image is sm_80 or newer).
 bool mma_runs_here();
 
+// Whether the current device runs this module's wgmma code (a Hopper GPU and its sm_90a image).
+bool wgmma_runs_here();
+
 // The plan run_tensor_core would run for a @ b on the current device (kernel kNone: none).
 TcPlan cuda_tc_plan(const at::Tensor& a, const at::Tensor& b, const TcForce& force = {});
 

@@ -330,6 +330,10 @@ bool mma_runs_here() {
   return mma_ptx(c10::cuda::current_device()) >= 80;
 }
 
+bool wgmma_runs_here() {
+  return sm90_loaded(c10::cuda::current_device());
+}
+
 std::string cuda_half_path() {
   TcForce force;
   const TcDevice dev = device_facts(&force);

@@ -14,7 +14,9 @@
 //     accumulators, BN / 2 registers per thread): per stage, four wgmma m64nBNk16 (k8 for tf32)
 //     straight from shared memory, then a release of the stage (one arrival per warp) once
 //     they are done: with p.overlap, a step later, one group left in flight meanwhile; where
-//     M <= 64 (p.a_rows 64) stages hold 64 rows of A and the second consumer only releases them;
+//     M <= 64 (p.a_rows 64) stages hold 64 rows of A, and the second consumer's math reads rows
+//     that no load wrote and stores none of its results (a branch around its math instead would
+//     serialize every consumer's wgmmas: ptxas C7518);
 //   - operands of either major-ness for 16-bit types: a K-major operand is one box of 128 bytes
 //     of K x rows; an M- / N-major one is boxes of (64 M or N) x (64 K), each a 128-byte-swizzled
 //     atom column, read by wgmma with its transpose bit set (tf32: K-major only);
@@ -87,8 +89,9 @@ struct Sm90Params {
   // later), else wait for each step's group before the next.
   bool overlap = true;
   // Rows of A a stage holds: 128, or 64 where M <= 64 (map_a's boxes then 64 rows deep; the
-  // second consumer, whose rows all lie past M, only releases the stages): TMA boxes reaching
-  // past M cost load time for the rows they fill with zeros.
+  // second consumer's rows all lie past M, so that it stores nothing of what it computes from
+  // the stage's unloaded rows): TMA boxes reaching past M cost load time for the rows they
+  // fill with zeros.
   int a_rows = 128;
 };
 
@@ -222,7 +225,6 @@ __global__ void __launch_bounds__(384, 1)
   } else {  // consumers
     setmaxnreg_inc<232>();
     const int w = warpgroup - 1;  // rows 64 w .. 64 w + 63 of the block tile
-    const bool idle = 64 * w >= p.a_rows;  // its rows are not loaded (all past M): no math
     const int warp = tid / 32, lane = tid % 32;
     float acc[BN / 2];
 #pragma unroll
@@ -237,14 +239,6 @@ __global__ void __launch_bounds__(384, 1)
       int held = -1;  // p.overlap: the stage the group still in flight may be reading
       for (int kt = kt_begin; kt < kt_end; ++kt) {
         mbar_wait(&full[stage], phase);
-        if (idle) {
-          if (lane == 0) mbar_arrive(&empty[stage]);
-          if (++stage == STAGES) {
-            stage = 0;
-            phase ^= 1;
-          }
-          continue;
-        }
         // A: the consumer's 64 rows are 64 K-major rows of 128 bytes, or one atom column: both
         // start ATOM_BYTES * w into the stage. B: the whole stage part.
         const uint32_t a_addr = smem_u32(smem + stage * Tile::STAGE_BYTES) + w * Tile::ATOM_BYTES;
@@ -286,7 +280,6 @@ __global__ void __launch_bounds__(384, 1)
           phase ^= 1;
         }
       }
-      if (idle) continue;  // nothing of this consumer's rows to store
       if (p.overlap) {
         wgmma_wait<0>();
 #pragma unroll
