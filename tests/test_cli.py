@@ -399,3 +399,12 @@ def test_sequence_sweep_configurations_against_nn_lstm_alike():
     assert pts[0].flops == 2 * _sweep.sequence_flops(pts[0].shape)
     argv = ["bench", "--sweep", "1", "--ops", "lltm_sequence", "--seq-configs", "l9"]
     assert main(argv, prog="lltm-ext") == 2
+
+
+def test_sweep_sampler_names_its_flushes():
+    """The CUDA sampler empties L2 by a write ("write", the zero fill) or a read ("read", L2 left
+    clean); anything else is an error, raised before any memory is taken."""
+    from lltm_ext.cli.sweep import _CudaSampler
+
+    with pytest.raises(ValueError, match="flush must be 'write' or 'read'"):
+        _CudaSampler(torch.device("cpu"), flush="zero")

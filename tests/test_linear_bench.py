@@ -50,6 +50,8 @@ def test_linear_runs_on_the_cpu_and_writes_every_field(tmp_path, capsys):
         assert p["w_bytes"] == p["K"] * p["N"] * size
         assert p["ratio"] == pytest.approx(p["ref_us"] / p["ours_us"])
         for side in ("ours", "ref"):
+            # On the CPU nothing is flushed, so the bandwidth is of the ratio's own times.
+            assert p[f"{side}_bw_us"] == p[f"{side}_us"]
             gbps = p["w_bytes"] / p[f"{side}_us"] / 1e3
             assert p[f"{side}_gbps"] == pytest.approx(gbps)
             assert p[f"{side}_bw_fraction"] == pytest.approx(gbps / copy["gbps"])

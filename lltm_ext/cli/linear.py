@@ -16,9 +16,13 @@ CPU the mean of a block of calls by the host clock; a side's time is its median.
 Small M reads the whole weight for little arithmetic: the GEMM is bound by memory bandwidth there.
 Each point records the effective bandwidth W bytes / time of both sides and its fraction of the
 copy bandwidth, measured in the same run by the same method: a device-to-device copy of a buffer
-as large as the largest weight timed, copy bandwidth = 2 bytes / time (read and write). On the
-CPU nothing is flushed: the blocks of calls keep weights that fit in cache there, the copy too, so
-a weight smaller than the copy's buffer can read faster than the copy (a fraction above 1).
+as large as the largest weight timed, copy bandwidth = 2 bytes / time (read and write). On CUDA,
+at M <= 16 the bandwidth's times (``*_bw_us``) are a second interleaved timing whose flush leaves
+L2 clean (``time_medians(flush="read")``), the copy's too: the ratios' flush, a zero fill, leaves
+L2 full of dirty lines that the timed call writes back as it reads W (3-8 us a call on the H200,
+benchmarks/gemm_skinny/measure_flush.py), bytes that are not the call's. On the CPU nothing is
+flushed: the blocks of calls keep weights that fit in cache there, the copy too, so a weight
+smaller than the copy's buffer can read faster than the copy (a fraction above 1).
 
 Each point also records both sides' error against float64 (``|c - c64| / |c64|``, Frobenius
 norm; c64 the product of the same rounded operands in float64), from one untimed call.
@@ -85,7 +89,7 @@ class LinearPoint:
     ref_us: float
     ratio: float  # ref_us / ours_us: > 1, lltm_ext is faster
     w_bytes: int
-    ours_gbps: float  # w_bytes / ours time
+    ours_gbps: float  # w_bytes / ours_bw_us
     ref_gbps: float
     ours_bw_fraction: float  # ours_gbps / the copy bandwidth
     ref_bw_fraction: float
@@ -93,6 +97,10 @@ class LinearPoint:
     flops: float = 0.0
     ours_err: float | None = None
     ref_err: float | None = None
+    # The times the bandwidth is of: on CUDA at M <= BANDWIDTH_MAX_M timed again with L2 left
+    # clean by the flush, else ours_us / ref_us.
+    ours_bw_us: float | None = None
+    ref_bw_us: float | None = None
 
     def layer(self) -> str:
         """The weight's (K, N) as ``KxN``."""
@@ -123,6 +131,7 @@ class CopyBandwidth:
     gbps: float
     samples: int
     what: str = "dst.copy_(src) of one buffer, same device, timed as the GEMMs; 2 bytes / time"
+    flush: str = "write"  # time_medians' flush: "read" (L2 left clean) on CUDA
 
 
 @dataclass
@@ -229,14 +238,19 @@ def _element_size(dtype: str) -> int:
     return torch.empty((), dtype=_TORCH_DTYPES[dtype]).element_size()
 
 
-def copy_bandwidth(nbytes: int, device: torch.device, budget_s: float) -> CopyBandwidth:
+def copy_bandwidth(
+    nbytes: int, device: torch.device, budget_s: float, flush: str = "write"
+) -> CopyBandwidth:
     """Times ``dst.copy_(src)`` of two `nbytes` buffers on `device` (random bytes) as the GEMMs
-    are timed; bandwidth = 2 nbytes / median time (read and write)."""
+    are timed, L2 emptied by `flush` (``time_medians``); bandwidth = 2 nbytes / median time (read
+    and write)."""
     gen = torch.Generator(device=device).manual_seed(0)
     src = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, device=device, generator=gen)
     dst = torch.empty_like(src)
-    (t,), samples = time_medians([lambda: dst.copy_(src)], device, budget_s)
-    return CopyBandwidth(bytes=nbytes, us=t * 1e6, gbps=2 * nbytes / t / 1e9, samples=samples)
+    (t,), samples = time_medians([lambda: dst.copy_(src)], device, budget_s, flush=flush)
+    return CopyBandwidth(
+        bytes=nbytes, us=t * 1e6, gbps=2 * nbytes / t / 1e9, samples=samples, flush=flush
+    )
 
 
 def _operands(
@@ -274,7 +288,8 @@ def run_linear(
     """Time every (layer, dtype, M, layout) of `options`; the points, and the copy bandwidth
     (measured first, on a buffer as large as the largest weight)."""
     largest = max(k * n * _element_size(d) for k, n in options.layers for d in options.dtypes)
-    copy = copy_bandwidth(largest, device, budget_s)
+    bw_flush = "read" if device.type == "cuda" else "write"  # the bandwidth's timing: L2 clean
+    copy = copy_bandwidth(largest, device, budget_s, flush=bw_flush)
     if echo:
         echo(
             f"copy bandwidth: {copy.gbps:.1f} GB/s (2 x {copy.bytes / 1e6:.1f} MB in "
@@ -296,6 +311,11 @@ def run_linear(
                         ours, ref = _calls(x, weights[layout], layout)
                         ours_err, ref_err = _rel_err(ours(), c64), _rel_err(ref(), c64)
                         (t_ours, t_ref), samples = time_medians([ours, ref], device, budget_s)
+                        bw_ours, bw_ref = t_ours, t_ref
+                        if m <= BANDWIDTH_MAX_M and bw_flush != "write":
+                            (bw_ours, bw_ref), _ = time_medians(
+                                [ours, ref], device, budget_s, flush=bw_flush
+                            )
                         p = LinearPoint(
                             M=m,
                             K=k,
@@ -306,14 +326,16 @@ def run_linear(
                             ref_us=t_ref * 1e6,
                             ratio=t_ref / t_ours,
                             w_bytes=w_bytes,
-                            ours_gbps=w_bytes / t_ours / 1e9,
-                            ref_gbps=w_bytes / t_ref / 1e9,
-                            ours_bw_fraction=w_bytes / t_ours / 1e9 / copy.gbps,
-                            ref_bw_fraction=w_bytes / t_ref / 1e9 / copy.gbps,
+                            ours_gbps=w_bytes / bw_ours / 1e9,
+                            ref_gbps=w_bytes / bw_ref / 1e9,
+                            ours_bw_fraction=w_bytes / bw_ours / 1e9 / copy.gbps,
+                            ref_bw_fraction=w_bytes / bw_ref / 1e9 / copy.gbps,
                             samples=samples,
                             flops=2.0 * m * k * n,
                             ours_err=ours_err,
                             ref_err=ref_err,
+                            ours_bw_us=bw_ours * 1e6,
+                            ref_bw_us=bw_ref * 1e6,
                         )
                         points.append(p)
                         if echo:
@@ -484,12 +506,13 @@ def run_cli(args: Any, device: torch.device, options: LinearOptions, meta: dict[
     )
     points, copy = run_linear(device, options, budget_s=budget, seed=args.seed)
     summaries = summarize_linear(points)
+    clean = ", both timed with L2 left clean" if copy.flush == "read" else ""
     for layout in options.layouts:
         print()
         print(
             f"layout {layout}: {LINEAR_LAYOUTS[layout]}; geomean and worst of the ratios over the "
             f"layers; bw at M <= {BANDWIDTH_MAX_M}: median fraction of the copy bandwidth "
-            f"({copy.gbps:.1f} GB/s)"
+            f"({copy.gbps:.1f} GB/s{clean})"
         )
         for line in format_table(summaries, layout):
             print(line)

@@ -252,7 +252,10 @@ def view_linear(data: dict[str, Any], layout: str | None = None) -> str:
     copy = linear.get("copy", {})
     note = f"{names}. Ratio: reference time / lltm_ext time over the layers."
     if copy.get("gbps"):
-        note += f" Bandwidth: W bytes / time as a fraction of a copy's, {copy['gbps']:.0f} GB/s."
+        clean = " (both timed with L2 left clean)" if copy.get("flush") == "read" else ""
+        note += (
+            f" Bandwidth: W bytes / time as a fraction of a copy's, {copy['gbps']:.0f} GB/s{clean}."
+        )
     return _table(head, rows) + f"\n\n{note} `{linear['command']}`{older_build(data, 'linear')}"
 
 
