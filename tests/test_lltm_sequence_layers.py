@@ -464,8 +464,14 @@ def test_packed_under_autocast_equals_each_sequence_alone(device):
     grads = zip(torch.autograd.grad(loss, wrt), torch.autograd.grad(ref, wrt), strict=True)
     for k, (got, want) in enumerate(grads):
         assert got.dtype == want.dtype == torch.float32
-        if k < len(seqs) + 2:  # each row's gradient through its own cast, in both
+        if k < len(seqs) + 2 and device == "cpu":  # each row's gradient through its own cast
             torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-4)
+        elif k < len(seqs) + 2:  # CUDA: a product's kernel and its order of sums depend on its
+            # rows (a packed step has more than a sequence alone), so a bfloat16 result can round
+            # an ulp apart; an input's gradient adds two directions' in bfloat16 (measured on the
+            # H200: 3 of 48 elements 2^-9 apart, an ulp of an addend in [0.25, 0.5)); atol: an
+            # ulp of an addend below 2
+            torch.testing.assert_close(got, want, rtol=1e-3, atol=2**-7)
         else:  # the parameters': summed over the stretches' calls and rounded to bfloat16 (the
             # casts' backward) once, against once per sequence: bfloat16 apart
             assert (got - want).norm() <= 1e-2 * want.norm()
