@@ -2,11 +2,12 @@
 the planner picks them, or none), and where M <= 64 its stages of 64 rows of A against 128 (the
 rows past M filled with zeros by TMA: ``_set_gemm_wgmma_knobs(short_a=False)``). The data behind
 kWgmmaBusyShare (src/gemm/gemm_tc_plan.cpp), the short A stages (src/gemm/tiles/kernel_sm90.cuh)
-and, at M of 17 to 64, whether the wgmma kernel or the skinny one should take a linear layer.
+and, at M of 8 to 64, whether the wgmma kernel or the skinny one should take a linear layer.
 
-Points: the linear layers of ``lltm-ext bench --linear`` (x @ W.T, W (N, K) as nn.Linear stores
-it) at each M of --ms; the issue's 3000 x 5000 x 2000 in both weight layouts; and --random shapes
-drawn as ``lltm-ext bench --sweep`` draws them (layouts, unaligned rows). At each point, in one
+Points: the linear layers of ``lltm-ext bench --linear`` at each M of --ms, in each weight layout
+of --layouts (t: x @ W.T, W (N, K) as nn.Linear stores it; n: x @ W, W stored (K, N)); the
+issue's 3000 x 5000 x 2000 in both weight layouts; and --random shapes drawn as ``lltm-ext bench
+--sweep`` draws them (layouts, unaligned rows). At each point, in one
 interleaved timing (``lltm_ext.cli.sweep.time_medians``: L2 flushed before every call): cuBLAS
 ("cublas"), ``lltm_ext.gemm`` ("auto"), the wgmma kernel forced at the planner's splits ("sP")
 and at one ("s1"), and with M <= 64 the same with 128-row A stages ("sPlong"), each checked
@@ -80,7 +81,8 @@ def make(rows: int, cols: int, transposed: bool, dtype: torch.dtype) -> torch.Te
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("json", help="where to write the rows")
-    parser.add_argument("--ms", default="16,32,64,128,512")
+    parser.add_argument("--ms", default="8,16,32,64,128,512")
+    parser.add_argument("--layouts", default="t,n", help="the linear layers' weight layouts")
     parser.add_argument("--random", type=int, default=10, help="random shapes (the sweep's draw)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "tf32"])
@@ -108,10 +110,14 @@ def main() -> None:
         with open(args.json, "w") as f:
             json.dump(rows, f)
 
+    layouts = args.layouts.split(",")
+    if not set(layouts) <= {"t", "n"}:
+        raise SystemExit(f"measure_wgmma.py: --layouts takes t and n, not {args.layouts}")
     for k, n in LINEAR_LAYERS["cuda"]:
-        w = make(n, k, False, dtype)
-        for m in (int(v) for v in args.ms.split(",")):
-            record(point(make(m, k, False, dtype), w.t(), args.budget), "linear")
+        for layout in layouts:
+            w = make(n, k, False, dtype).t() if layout == "t" else make(k, n, False, dtype)
+            for m in (int(v) for v in args.ms.split(",")):
+                record(point(make(m, k, False, dtype), w, args.budget), f"linear {layout}")
     for transposed in (True, False):  # x @ W.T (W (N, K)) and x @ W (W (K, N))
         b = make(2000, 5000, False, dtype) if not transposed else make(5000, 2000, False, dtype).t()
         record(point(make(3000, 2000, False, dtype), b, args.budget), "grid")
