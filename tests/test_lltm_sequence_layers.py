@@ -412,34 +412,32 @@ def test_packed_without_hx_and_batch_first_ignored(device):
 
 
 def test_packed_runs_no_padding(monkeypatch):
-    """Each lltm_sequence call of a packed forward gets rows of data only, as views into it (no
-    copy, no padding): the rows run add up to the packed rows, once per layer and direction."""
+    """A packed forward makes one operator call per layer and direction over the packed rows
+    themselves (no padding, no copy in the forward direction), with the batch of each step."""
     import lltm_ext.ops.lltm_sequence as module_file
 
     calls = []
-    real = module_file.lltm_sequence
+    real = module_file.lltm_sequence_packed_op
 
-    def spy(x, *args, **kwargs):
-        calls.append((tuple(x.shape), x._base is not None))
-        return real(x, *args, **kwargs)
+    def spy(x, sizes, *args):
+        calls.append((x, list(sizes)))
+        return real(x, sizes, *args)
 
-    monkeypatch.setattr(module_file, "lltm_sequence", spy)
+    monkeypatch.setattr(module_file, "lltm_sequence_packed_op", spy)
     module = lltm_ext.LLTMSequence(3, 4, 2, bidirectional=True)
     packed = pack_sequence([torch.randn(n, 3) for n in (6, 1, 4, 4)], enforce_sorted=False)
     module(packed)
-    # batch_sizes 4, 3, 3, 3, 1, 1: three segments (1 x 4, 3 x 3, 2 x 1) per layer and direction.
-    shapes = [shape[:2] for shape, _ in calls]
-    assert shapes == [(1, 4), (3, 3), (2, 1)] * 4
-    assert all(is_view for _, is_view in calls)
-    assert sum(t * b for t, b in shapes) == 4 * packed.data.shape[0]
+    assert [sizes for _, sizes in calls] == [[4, 3, 3, 3, 1, 1]] * 4
+    assert all(x.shape[0] == packed.data.shape[0] for x, _ in calls)
+    assert calls[0][0] is packed.data  # layer 0, forward: the data itself
 
 
 @pytest.mark.parametrize("device", devices())
 def test_packed_under_autocast_equals_each_sequence_alone(device):
     """Under autocast (float32 module, input and hx) a packed batch gives each sequence what it
-    gets run alone there, outputs, final state and gradients: the operands are rounded once for all
-    stretches, and a stretch's start state is not rounded again (rounded at every stretch, as the
-    operator's autocast kernel would round its h_0, outputs moved by ~4e-4 here)."""
+    gets run alone there, outputs, final state and gradients: the packed operator's autocast kernel
+    rounds the operands once for all rows, and no state is rounded past h_0 (a stretch of steps
+    whose start state were rounded again moved outputs by ~4e-4 here)."""
     torch.manual_seed(0)
     module = lltm_ext.LLTMSequence(8, 16, 2, bidirectional=True, device=device)
     seqs = [torch.randn(n, 8, device=device, requires_grad=True) for n in (9, 3, 6, 6, 1)]
@@ -472,36 +470,103 @@ def test_packed_under_autocast_equals_each_sequence_alone(device):
             # H200: 3 of 48 elements 2^-9 apart, an ulp of an addend in [0.25, 0.5)); atol: an
             # ulp of an addend below 2
             torch.testing.assert_close(got, want, rtol=1e-3, atol=2**-7)
-        else:  # the parameters': summed over the stretches' calls and rounded to bfloat16 (the
-            # casts' backward) once, against once per sequence: bfloat16 apart
+        else:  # the parameters': summed over all rows and rounded to bfloat16 (the cast's
+            # backward) once, against once per sequence: bfloat16 apart
             assert (got - want).norm() <= 1e-2 * want.norm()
 
 
-def test_packed_under_autocast_rounds_once(monkeypatch):
-    """Under autocast with a float32 state the stretches run below autocast on operands already
-    rounded to bfloat16, with TF32 products; a state in bfloat16 leaves each stretch's call to the
-    operator's autocast kernel (bfloat16 throughout)."""
-    import lltm_ext.ops.lltm_sequence as module_file
+def packed_reference(data, sizes, weights, bias, h0, c0):
+    """The packed operator's semantics by hand: each sequence j (rows j of the steps whose batch
+    exceeds j) through a loop of the pure-PyTorch cell from its own state -> (output (N, S), h_n,
+    c_n (B, S))."""
+    offsets = [sum(sizes[:t]) for t in range(len(sizes))]
+    out = [None] * data.shape[0]
+    h_n, c_n = [], []
+    for j in range(sizes[0]):
+        h, c = h0[j : j + 1], c0[j : j + 1]
+        for t in range(len(sizes)):
+            if sizes[t] <= j:
+                break
+            h, c = lltm_reference(data[offsets[t] + j : offsets[t] + j + 1], weights, bias, h, c)
+            out[offsets[t] + j] = h[0]
+        h_n.append(h[0])
+        c_n.append(c[0])
+    return torch.stack(out), torch.stack(h_n), torch.stack(c_n)
 
-    calls = []
-    real = module_file.lltm_sequence
 
-    def spy(x, weights, *args, **kwargs):
-        rounded = torch.equal(weights, weights.to(torch.bfloat16).float())
-        calls.append((kwargs.get("tf32"), torch.is_autocast_enabled("cpu"), rounded, x.dtype))
-        return real(x, weights, *args, **kwargs)
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [F64, torch.float32])
+@pytest.mark.parametrize(
+    ("state", "lengths"),
+    [
+        (5, [7, 7, 5, 2, 2, 2, 1]),
+        (48, [9, 8, 8, 6, 5, 3, 3, 2] * 3),
+        (160, [12, 11, 9, 9, 4, 4, 4, 1] * 5),
+        (300, [6, 5, 5, 5, 2, 1]),
+    ],
+)
+def test_packed_operator_against_the_cell_loop(device, dtype, state, lengths):
+    """lltm_sequence_packed against each sequence's loop of the pure-PyTorch cell in float64,
+    outputs, final states and every gradient; batches that shrink step by step and in long
+    stretches (on CUDA each stretch of one batch runs on the kernels planned for it)."""
+    torch.manual_seed(state)
+    from lltm_ext.ops.lltm_sequence import lltm_sequence_packed_op as op
 
-    monkeypatch.setattr(module_file, "lltm_sequence", spy)
-    module = lltm_ext.LLTMSequence(3, 4)
-    packed = pack_sequence([torch.randn(n, 3) for n in (6, 1, 4)], enforce_sorted=False)
+    features, batch = 6, len(lengths)
+    sizes = [sum(n > t for n in lengths) for t in range(max(lengths))]
+    rows = sum(sizes)
+    scale = state**-0.5
+
+    def leaf(*shape, s=1.0):
+        return (s * torch.randn(*shape, dtype=F64)).requires_grad_()
+
+    args64 = [
+        leaf(rows, features),
+        leaf(3 * state, state + features, s=scale),
+        leaf(3 * state, s=scale),
+        leaf(batch, state, s=0.5),
+        leaf(batch, state, s=0.5),
+    ]
+    args = [a.detach().to(device, dtype).requires_grad_() for a in args64]
+    got = op(args[0], sizes, *args[1:])
+    want = packed_reference(args64[0], sizes, *args64[1:])
+    seeds = [torch.randn_like(w) for w in want]
+    tol = {"rtol": 1e-10, "atol": 1e-12} if dtype == F64 else {"rtol": 1e-4, "atol": 1e-5}
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g.double().cpu(), w, **tol)
+    got_grads = torch.autograd.grad(got, args, [s.to(device, dtype) for s in seeds])
+    want_grads = torch.autograd.grad(want, args64, seeds)
+    for g, w in zip(got_grads, want_grads, strict=True):
+        error = (g.double().cpu() - w).norm() / w.norm()
+        assert error <= (1e-12 if dtype == F64 else 1e-5), error
+
+
+def test_packed_operator_under_autocast():
+    """The packed operator's autocast kernel: with a float32 state, exactly what the operator gives
+    below autocast on the operands rounded to bfloat16 (one cast of all rows) with TF32 products;
+    with a bfloat16 state, bfloat16 throughout."""
+    from lltm_ext.ops.lltm_sequence import lltm_sequence_packed_op as op
+
+    torch.manual_seed(0)
+    sizes = [3, 3, 3, 2, 1, 1]
+    data, weights, bias = torch.randn(13, 3), torch.randn(12, 7), torch.randn(12)
+    state = [torch.randn(3, 4) for _ in "hc"]
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        module(packed)
-        assert calls and all(c == (True, False, True, torch.float32) for c in calls), calls
-        calls.clear()
-        state = tuple(torch.zeros(1, 3, 4, dtype=torch.bfloat16) for _ in "hc")
-        out, (h_n, _) = module(packed, state)
-    assert calls and all(c[:2] == (False, True) for c in calls), calls
-    assert out.data.dtype == h_n.dtype == torch.bfloat16
+        got = op(data, sizes, weights, bias, *state)
+        got_half = op(data, sizes, weights, bias, *(t.bfloat16() for t in state))
+
+    def rounded(t):
+        return t.bfloat16().float()
+
+    want = op(rounded(data), sizes, rounded(weights), rounded(bias), rounded(state[0]), state[1])
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == torch.float32
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
+    half = [t.bfloat16() for t in (data, weights, bias, *state)]
+    want_half = op(half[0], sizes, *half[1:])
+    for g, w in zip(got_half, want_half, strict=True):
+        assert g.dtype == torch.bfloat16
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
 
 
 def test_bad_packed_sequences():
@@ -653,3 +718,20 @@ def test_torch_compile_fullgraph(backend):
     assert_compiled_matches_eager(
         loss_fn, (x, h0, c0), backend, wrt=(x, h0, c0, *module.parameters())
     )
+
+
+@pytest.mark.parametrize("backend", ["aot_eager"])
+def test_packed_operator_torch_compile_fullgraph(backend):
+    """The packed operator under torch.compile(fullgraph=True) (its fake kernels: shapes from
+    batch_sizes): the eager loss and gradients of data, weights, bias and the state."""
+    from lltm_ext.ops.lltm_sequence import lltm_sequence_packed_op as op
+
+    sizes = [3, 3, 2, 1]
+    args = [torch.randn(*shape, requires_grad=True) for shape in ((9, 3), (12, 7), (12,))]
+    args += [torch.randn(3, 4, requires_grad=True) for _ in "hc"]
+
+    def loss_fn(data, weights, bias, h0, c0):
+        output, h_n, c_n = op(data, sizes, weights, bias, h0, c0)
+        return output.square().sum() + h_n.sum() + (c_n * 3).sum()
+
+    assert_compiled_matches_eager(loss_fn, args, backend)

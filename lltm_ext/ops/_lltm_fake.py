@@ -7,6 +7,7 @@ describe (the two ops share their checks).
 """
 
 import functools
+import itertools
 
 import torch
 from torch import Tensor
@@ -178,4 +179,100 @@ def _(input, weights, bias, h0=None, c0=None, tf32=False):
         input.new_empty((steps, batch, state)),
         input.new_empty((batch, state)),
         input.new_empty((batch, state)),
+    )
+
+
+def _check_packed_shapes(
+    data: Tensor,
+    batch_sizes: list[int],
+    weights: Tensor,
+    bias: Tensor,
+    h0: Tensor | None,
+    c0: Tensor | None,
+) -> tuple[int, int]:
+    """The packed sequence's checks (``src/lltm_sequence/lltm_sequence.cpp``: data (N, I), the
+    state (batch_sizes[0], S)), for the fake kernels. Returns (B, S)."""
+    sizes = list(batch_sizes)
+    torch._check(
+        len(sizes) > 0
+        and all(b > 0 for b in sizes)
+        and all(b <= a for a, b in itertools.pairwise(sizes))
+        and data.dim() == 2
+        and sum(sizes) == data.shape[0],
+        lambda: (
+            "lltm_ext.lltm_sequence_packed: `batch_sizes` must be positive, non-increasing "
+            f"counts that add up to `data`'s rows, but got {sizes[:8]} for a {describe(data)}."
+        ),
+    )
+    # data's rows as one step of a sequence (T = 1, B = N), the state apart.
+    _check_sequence_shapes(data.unsqueeze(0), weights, bias, None, None)
+    state = weights.shape[0] // 3
+    for name, t in (("h_0", h0), ("c_0", c0)):
+        torch._check(
+            t is None or tuple(t.shape) == (sizes[0], state),
+            lambda name=name, t=t: (
+                f"lltm_ext.lltm_sequence_packed: the state's `{name}` must "
+                f"have shape [{sizes[0]}, {state}], but got a {describe(t)}."
+            ),
+        )
+    return sizes[0], state
+
+
+@register_fake(_sequence_ops, "lltm_ext::lltm_sequence_packed_forward")
+def _(data, batch_sizes, weights, bias, h0=None, c0=None, tf32=False):
+    batch, state = _check_packed_shapes(data, batch_sizes, weights, bias, h0, c0)
+    rows = data.shape[0]
+    return (
+        data.new_empty((rows, state)),
+        data.new_empty((batch, state)),
+        data.new_empty((batch, state)),
+        data.new_empty((rows, state)),
+        data.new_empty((rows, 3 * state)),
+    )
+
+
+@register_fake(_sequence_ops, "lltm_ext::lltm_sequence_packed_backward")
+def _(
+    grad_output,
+    grad_h_n,
+    grad_c_n,
+    data,
+    batch_sizes,
+    weights,
+    bias,
+    h0,
+    output,
+    cells,
+    gates,
+    output_mask=(True,) * 5,
+    tf32=False,
+):
+    batch, state = _check_packed_shapes(data, batch_sizes, weights, bias, h0, None)
+    optional = {"grad_h_n": grad_h_n, "grad_c_n": grad_c_n, "h0": h0}
+    check_inputs(
+        data=data,
+        grad_output=grad_output,
+        weights=weights,
+        bias=bias,
+        output=output,
+        cells=cells,
+        gates=gates,
+        **{k: t for k, t in optional.items() if t is not None},
+    )
+    shapes = (tuple(data.shape), tuple(weights.shape), (weights.shape[0],), (batch, state))
+    shapes += ((batch, state),)
+    return tuple(
+        data.new_empty(tuple(shape)) if wanted else None
+        for shape, wanted in zip(shapes, output_mask, strict=True)
+    )
+
+
+@register_fake(_sequence_ops, "lltm_ext::lltm_sequence_packed")
+def _(data, batch_sizes, weights, bias, h0=None, c0=None, tf32=False):
+    batch, state = _check_packed_shapes(data, batch_sizes, weights, bias, h0, c0)
+    rows = data.shape[0]
+    return (
+        data.new_empty((rows, state)),
+        data.new_empty((batch, state)),
+        data.new_empty((batch, state)),
     )

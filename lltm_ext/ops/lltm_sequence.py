@@ -10,8 +10,8 @@ layers)::
     LLTMSequence:  input (T, B, I), (T, I) or a PackedSequence; h_0, c_0 (D * L, B, S)
                    -> output (T, B, D * S) (or packed);  h_n, c_n (D * L, B, S), as nn.LSTM's
 
-The path of a call: ``lltm_sequence(...)`` (``LLTMSequence``: one call per layer and direction,
-or per stretch of steps of a packed sequence with the same batch) -> the operator
+The path of a call: ``lltm_sequence(...)`` (``LLTMSequence``: one call per layer and direction;
+a packed sequence's go to ``lltm_sequence_packed``, whose operators mirror these) -> the operator
 ``torch.ops.lltm_ext.lltm_sequence``, called through its module's binding
 (``lltm_ext._lltm_sequence.lltm_sequence``: PyTorch's C++ dispatcher without ``torch.ops``'s
 Python boxing; torch.compile sees the operator), whose autograd kernel is C++
@@ -21,7 +21,6 @@ Python boxing; torch.compile sees the operator), whose autograd kernel is C++
 are in ``_lltm_fake.py`` with the cell's.
 """
 
-import contextlib
 import itertools
 import math
 import numbers
@@ -35,7 +34,6 @@ from torch.nn.utils.rnn import PackedSequence
 
 from lltm_ext._extension import load_ops, operator_call
 from lltm_ext.ops import _lltm_fake  # noqa: F401  (registers the operators' fake kernels)
-from lltm_ext.ops._autocast import autocast_dtype
 from lltm_ext.ops._checks import describe
 from lltm_ext.ops.lltm import _describe_state
 
@@ -50,6 +48,13 @@ such (no tensor of zeros made); ``tf32`` runs float32's products in TF32 whateve
 precision (its autocast kernel sets it for a float32 state, whose operands it rounds to the
 autocast dtype)."""
 _lltm_sequence_call = operator_call("lltm_sequence", "lltm_sequence", lltm_sequence_op)
+lltm_sequence_packed_op = _ops.lltm_sequence_packed.default
+"""``lltm_sequence_packed(data (N, I), batch_sizes: list[int], weights, bias, h0=None, c0=None,
+tf32=False) -> (output (N, S), h_n, c_n (batch_sizes[0], S))``: the LLTM over the rows of a
+PackedSequence (step t's ``batch_sizes[t]`` rows in turn, non-increasing; row j of a step is
+sequence j's), in one call: one product for the input projections of all rows, the time loop over
+real rows only (on CUDA a stretch of steps with one batch at a time, on the sequence's kernels),
+one weight gradient over all rows. h_n, c_n: each sequence's state after its own last step."""
 
 
 def _state_pair(
@@ -135,19 +140,19 @@ def lltm_sequence(
 
 
 class _Packing(NamedTuple):
-    """How a forward walks a PackedSequence (from its ``batch_sizes``, once per forward): the
-    segments of steps where the batch stays the same, each ``(offset, steps, batch)`` (its rows
-    ``data[offset : offset + steps * batch]`` are a (steps, batch, I) sequence, time-major), and,
-    for the reverse direction, the permutation of the rows that reverses each sequence within its
-    own length (None when not needed). Its own inverse: the same index gathers the results back."""
+    """How a forward walks a PackedSequence (from its ``batch_sizes``, once per forward): each
+    step's batch (``sizes``, non-increasing: step t's rows are ``data[sum(sizes[:t]) :][:
+    sizes[t]]``, row j of a step sequence j's) and, for the reverse direction, the permutation of
+    the rows that reverses each sequence within its own length (None when not needed). Its own
+    inverse: the same index gathers the results back."""
 
-    segments: list[tuple[int, int, int]]
+    sizes: list[int]
     max_batch: int
     reverse_index: Tensor | None
 
 
 def _packing(batch_sizes: Tensor, rows: int, device: torch.device, reverse: bool) -> _Packing:
-    """The segments of a PackedSequence with `rows` rows of data and these `batch_sizes` (a CPU
+    """The steps of a PackedSequence with `rows` rows of data and these `batch_sizes` (a CPU
     tensor, non-increasing, as torch's packing makes them), and its reversing index on `device`
     if `reverse`."""
     sizes = [int(b) for b in batch_sizes.tolist()] if batch_sizes.dim() == 1 else []
@@ -163,15 +168,6 @@ def _packing(batch_sizes: Tensor, rows: int, device: torch.device, reverse: bool
             "torch.nn.utils.rnn.pack_padded_sequence / pack_sequence make them), but got "
             f"{sizes[:8]}{' ...' if len(sizes) > 8 else ''}."
         )
-    segments = []
-    offset, step = 0, 0
-    while step < len(sizes):
-        end = step
-        while end < len(sizes) and sizes[end] == sizes[step]:
-            end += 1
-        segments.append((offset, end - step, sizes[step]))
-        offset += (end - step) * sizes[step]
-        step = end
     reverse_index = None
     if reverse:
         # Row r holds step t[r] of (sorted) sequence j[r]; reversed within its length L[j], that
@@ -181,62 +177,12 @@ def _packing(batch_sizes: Tensor, rows: int, device: torch.device, reverse: bool
         t = torch.repeat_interleave(torch.arange(len(sizes)), counts)
         j = torch.arange(rows) - offsets[t]
         lengths = torch.bincount(j, minlength=sizes[0])
-        reverse_index = (offsets[lengths[j] - 1 - t] + j).to(device)
-    return _Packing(segments, sizes[0], reverse_index)
-
-
-def _run_packed(
-    data: Tensor,
-    weights: Tensor,
-    bias: Tensor,
-    state: tuple[Tensor, Tensor] | None,
-    segments: list[tuple[int, int, int]],
-    tf32: bool = False,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """One layer and direction over packed rows `data` (N, I), segment by segment: each segment's
-    rows are a zero-copy (steps, batch, I) view, run by :func:`lltm_sequence` from the first
-    `batch` rows of the state the previous segment left. Returns (output (N, S): the packed
-    output's rows, h_n, c_n (max_batch, S): each sequence's state after its last step, in the
-    packed (sorted) order). No work on padding: every row run is a row of data."""
-    outputs, h_parts, c_parts = [], [], []
-    h = c = None
-    if state is not None:
-        h, c = state
-    for k, (offset, steps, batch) in enumerate(segments):
-        x = data[offset : offset + steps * batch].reshape(steps, batch, data.shape[1])
-        segment_state = None if h is None or c is None else (h[:batch], c[:batch])
-        out, (h, c) = lltm_sequence(x, weights, bias, segment_state, tf32=tf32)
-        outputs.append(out.reshape(steps * batch, out.shape[2]))
-        # The sequences past the next segment's batch end with this segment.
-        ending = segments[k + 1][2] if k + 1 < len(segments) else 0
-        h_parts.append(h[ending:])
-        c_parts.append(c[ending:])
-    h_parts.reverse()  # the rows that end last are the first ones
-    c_parts.reverse()
-    return torch.cat(outputs), torch.cat(h_parts), torch.cat(c_parts)
-
-
-def _autocast_rounded(
-    x: Tensor, weights: Tensor, bias: Tensor, state: tuple[Tensor, Tensor] | None
-) -> tuple[Tensor, Tensor, Tensor, tuple[Tensor, Tensor] | None] | None:
-    """What the operator's autocast kernel hands its float32 op (``sequence_autocast`` in
-    src/lltm_sequence/lltm_sequence.cpp), made once for a whole packed batch instead of once per
-    stretch: under torch.autocast on x's device, with every tensor one autocast casts and the state
-    float32 (promote(c_0, or x, with the autocast dtype)), x, weights, bias and h_0 rounded to the
-    autocast dtype and held in float32, c_0 as it is. None where that rule does not apply
-    (autocast off, a state in the autocast dtype, float64, another device): the calls then go
-    through the operator's autocast kernel as they are."""
-    lower = autocast_dtype(x, weights, bias, *(state or ()))
-    if lower is None:
-        return None
-    if torch.promote_types((state[1] if state else x).dtype, lower) != torch.float32:
-        return None
-
-    def rounded(t: Tensor) -> Tensor:
-        return t.to(lower).to(torch.float32)
-
-    kept = None if state is None else (rounded(state[0]), state[1].to(torch.float32))
-    return rounded(x), rounded(weights), rounded(bias), kept
+        reverse_index = offsets[lengths[j] - 1 - t] + j
+        if device.type == "cuda":  # from page-locked memory: the copy does not wait for the GPU
+            reverse_index = reverse_index.pin_memory().to(device, non_blocking=True)
+        else:
+            reverse_index = reverse_index.to(device)
+    return _Packing(sizes, sizes[0], reverse_index)
 
 
 def _check_int(value: Any, name: str, minimum: int) -> int:
@@ -291,8 +237,9 @@ class LLTMSequence(nn.Module):
     concatenated, the forward one first, as nn.LSTM); with ``dropout`` > 0, in training mode,
     dropout is applied to each layer's output but the last's. The reverse direction runs the
     sequence reversed in time (each packed sequence within its own length). Each layer and
-    direction is one :func:`lltm_sequence` call (a packed sequence: one per stretch of steps with
-    the same batch, no work on padding); all of it is differentiable in input, hx and parameters.
+    direction is one :func:`lltm_sequence` call (a packed sequence: one call of the operator
+    ``lltm_sequence_packed`` over its rows, no work on padding); all of it is differentiable in
+    input, hx and parameters.
 
     Parameters, per layer k and direction, initialized as :class:`LLTM`'s (Uniform(-1/sqrt(S),
     1/sqrt(S))): ``weights_l{k}`` (3S, S + I_k) and ``bias_l{k}`` (3S,), ``_reverse`` appended for
@@ -545,27 +492,15 @@ class LLTMSequence(nn.Module):
                 return output.flip(0), h, c
             output, (h, c) = lltm_sequence(x, weights, bias, state)
             return output, h, c
-        # Under autocast with a float32 state the operands are rounded once for all stretches (not
-        # in each stretch's call; nor h at a stretch's start, as a sequence run alone) and the
-        # stretches run below autocast with the TF32 products its kernel asks for.
-        rounded = _autocast_rounded(x, weights, bias, state)
-        tf32 = rounded is not None
-        if rounded is not None:
-            x, weights, bias, state = rounded
-        below = torch.autocast(x.device.type, enabled=False) if tf32 else contextlib.nullcontext()
-        with below:
-            if reverse:
-                assert packing.reverse_index is not None
-                output, h, c = _run_packed(
-                    x.index_select(0, packing.reverse_index),
-                    weights,
-                    bias,
-                    state,
-                    packing.segments,
-                    tf32,
-                )
-                return output.index_select(0, packing.reverse_index), h, c
-            return _run_packed(x, weights, bias, state, packing.segments, tf32)
+        # One operator call for all the packed rows (its autocast kernel casts them once).
+        h0, c0 = (None, None) if state is None else state
+        if reverse:
+            assert packing.reverse_index is not None
+            output, h, c = lltm_sequence_packed_op(
+                x.index_select(0, packing.reverse_index), packing.sizes, weights, bias, h0, c0
+            )
+            return output.index_select(0, packing.reverse_index), h, c
+        return lltm_sequence_packed_op(x, packing.sizes, weights, bias, h0, c0)
 
     def extra_repr(self) -> str:
         """As nn.LSTM's: the sizes, then the settings that differ from the defaults."""

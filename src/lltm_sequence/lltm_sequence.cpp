@@ -12,6 +12,7 @@
 #include <optional>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "common/autocast.h"
 #include "common/checks.h"
@@ -165,7 +166,8 @@ Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Te
   at::Tensor c_n = at::empty({B, S}, input.options());
   if (input.is_cuda()) {
 #ifdef WITH_CUDA
-    sequence_forward_cuda(input, weights, b, h0, c0, output, h_n, c_n, cells, gates, tf32);
+    sequence_forward_cuda(input, weights, b, h0, c0, output, h_n, c_n, cells, gates, tf32,
+                          /*projected=*/false);
 #else
     fail_not_compiled_with_cuda("lltm_sequence");
 #endif
@@ -417,6 +419,377 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> sequence_autograd(
   return {out[0], out[1], out[2]};
 }
 
+// --- Packed batches: the sequences of a PackedSequence in one call ---------------------------
+//
+// data (N, I): the rows of T steps, step t's batch_sizes[t] rows in turn (non-increasing: row j of
+// a step is sequence j, sorted longest first), as torch.nn.utils.rnn packs them. One product for
+// the input projections of all N rows and one for the weight gradient (and d data) over them all;
+// between them, the time loop walks only real rows. On the CPU a step at a time (the recurrent
+// product of its rows, its gate pass); on CUDA a stretch of steps with the same batch at a time,
+// on the kernels the planner picks for that stretch (sequence_forward_cuda on views of the
+// packed tensors, the input projection already made). A stretch's initial state is the rows of
+// the step before it, read in place from output and cells. h_n, c_n (B = batch_sizes[0], S):
+// each sequence's state after its own last step, rows in the packed (sorted) order.
+
+// The packed layout: T steps, each step's first row, the batch.
+struct Packing {
+  std::vector<int64_t> sizes, offsets;
+  int64_t rows = 0, batch = 0;
+  int64_t steps() const { return static_cast<int64_t>(sizes.size()); }
+  // The stretches of steps with one batch: (first step, steps), in order.
+  std::vector<std::pair<int64_t, int64_t>> stretches() const {
+    std::vector<std::pair<int64_t, int64_t>> out;
+    for (int64_t t = 0; t < steps();) {
+      int64_t end = t;
+      while (end < steps() && sizes[end] == sizes[t]) {
+        ++end;
+      }
+      out.emplace_back(t, end - t);
+      t = end;
+    }
+    return out;
+  }
+};
+
+Packing check_packing(at::IntArrayRef batch_sizes, int64_t rows) {
+  Packing p;
+  p.sizes = batch_sizes.vec();
+  int64_t total = 0;
+  bool ok = !p.sizes.empty();
+  for (size_t t = 0; t < p.sizes.size() && ok; ++t) {
+    ok = p.sizes[t] > 0 && (t == 0 || p.sizes[t] <= p.sizes[t - 1]);
+    p.offsets.push_back(total);
+    total += p.sizes[t];
+  }
+  TORCH_CHECK(ok && total == rows,
+              "lltm_ext.lltm_sequence_packed: `batch_sizes` must be positive, non-increasing "
+              "counts (at least one step, as torch.nn.utils.rnn.pack_sequence makes them) that "
+              "add up to `data`'s ",
+              rows, " rows, but got ", batch_sizes.size(), " counts ",
+              batch_sizes.slice(0, std::min<size_t>(batch_sizes.size(), 8)),
+              batch_sizes.size() > 8 ? " ..." : "", " (sum ", total, ").");
+  p.rows = rows;
+  p.batch = p.sizes[0];
+  return p;
+}
+
+// The packed arguments' checks: data (N, I) and the state (B, S) against weights (3S, S + I).
+Dims check_packed_args(const at::Tensor& data, const Packing& p, const at::Tensor& weights,
+                       const at::Tensor& bias, const at::Tensor& h0, const at::Tensor& c0) {
+  TORCH_CHECK(data.dim() == 2,
+              "lltm_ext.lltm_sequence_packed: `data` must be 2-D (rows, input_features), a "
+              "PackedSequence's data, but got a ",
+              describe(data), ".");
+  const int64_t S = weights.dim() == 2 ? weights.size(0) / 3 : 0;
+  TORCH_CHECK(weights.dim() != 2 || data.size(1) == weights.size(1) - S,
+              "lltm_ext.lltm_sequence_packed: `data` must have shape [rows, ", weights.size(1) - S,
+              "] (input_features = weights.size(1) - state_size), but got a ", describe(data), ".");
+  // The sequence's checks on data as one step of N rows; the state's apart (B rows).
+  check_forward_args(data.unsqueeze(0), weights, bias, at::Tensor(), at::Tensor());
+  for (const auto& [t, name] : {std::pair<const at::Tensor&, const char*>{h0, "h_0"},
+                                std::pair<const at::Tensor&, const char*>{c0, "c_0"}}) {
+    if (t.defined()) {
+      CHECK_INPUT(t);
+      check_like(t, name, data, "data");
+      TORCH_CHECK(t.dim() == 2 && t.size(0) == p.batch && t.size(1) == S,
+                  "lltm_ext.lltm_sequence_packed: the state's `", name, "` must have shape [",
+                  p.batch, ", ", S, "] ([batch_sizes[0], state_size]), but got a ", describe(t),
+                  ".");
+    }
+  }
+  return {p.steps(), p.batch, weights.size(1) - S, S};
+}
+
+// Forward over the packed rows. Returns (output (N, S), h_n, c_n (B, S), cells (N, S), gates
+// (N, 3S): the pre-activations without the bias), as forward's.
+Forward packed_forward(const at::Tensor& data, at::IntArrayRef batch_sizes,
+                       const at::Tensor& weights, const at::Tensor& bias,
+                       const OptionalTensor& h0_in, const OptionalTensor& c0_in,
+                       bool tf32_requested) {
+  const at::Tensor h0 = tensor_or_undefined(h0_in), c0 = tensor_or_undefined(c0_in);
+  const Packing p = check_packing(batch_sizes, data.dim() == 2 ? data.size(0) : -1);
+  const auto [T, B, I, S] = check_packed_args(data, p, weights, bias, h0, c0);
+  const bool tf32 = matmul_allows_tf32(data, tf32_requested);
+  const int64_t N = p.rows;
+  const at::Tensor b = bias.reshape({3 * S});
+  const at::Tensor w_h = weights.narrow(1, 0, S), w_i = weights.narrow(1, S, I);
+  at::Tensor output = at::empty({N, S}, data.options());
+  at::Tensor cells = at::empty({N, S}, data.options());
+  at::Tensor gates = at::empty({N, 3 * S}, data.options());
+  at::Tensor h_n = at::empty({B, S}, data.options());
+  at::Tensor c_n = at::empty({B, S}, data.options());
+  // The input projections of all rows, one product: gates = data W_i^T.
+  gemm(data, w_i.t(), gates, 0, tf32);
+  if (data.is_cuda()) {
+#ifdef WITH_CUDA
+    int64_t before = -1;  // the first row of the step before a stretch
+    for (const auto& [t0, steps] : p.stretches()) {
+      const int64_t bs = p.sizes[t0], first = p.offsets[t0], n = steps * bs;
+      const at::Tensor h_prev = before < 0 ? h0 : output.narrow(0, before, bs);
+      const at::Tensor c_prev = before < 0 ? c0 : cells.narrow(0, before, bs);
+      // h_n, c_n's first bs rows get the stretch's last state; the later stretches overwrite the
+      // rows of the sequences that go on.
+      sequence_forward_cuda(data.narrow(0, first, n).view({steps, bs, I}), weights, b, h_prev,
+                            c_prev, output.narrow(0, first, n).view({steps, bs, S}),
+                            h_n.narrow(0, 0, bs), c_n.narrow(0, 0, bs),
+                            cells.narrow(0, first, n).view({steps, bs, S}),
+                            gates.narrow(0, first, n).view({steps, bs, 3 * S}), tf32,
+                            /*projected=*/true);
+      before = p.offsets[t0 + steps - 1];
+    }
+#else
+    fail_not_compiled_with_cuda("lltm_sequence_packed");
+#endif
+  } else {
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t bs = p.sizes[t], first = p.offsets[t];
+      const at::Tensor g = gates.narrow(0, first, bs);
+      if (t > 0 || h0.defined()) {  // + h_{t-1} W_h^T
+        gemm(t == 0 ? h0 : output.narrow(0, p.offsets[t - 1], bs), w_h.t(), g, 1, tf32);
+      }
+      forward_gates_cpu(g, b,
+                        t == 0 ? or_zeros(c0, data, B, S) : cells.narrow(0, p.offsets[t - 1], bs),
+                        output.narrow(0, first, bs), cells.narrow(0, first, bs));
+      // The sequences whose last step this is: rows [next, bs).
+      const int64_t next = t + 1 < T ? p.sizes[t + 1] : 0;
+      if (next < bs) {
+        h_n.narrow(0, next, bs - next).copy_(output.narrow(0, first + next, bs - next));
+        c_n.narrow(0, next, bs - next).copy_(cells.narrow(0, first + next, bs - next));
+      }
+    }
+  }
+  return {output, h_n, c_n, cells, gates};
+}
+
+// Backward through the packed rows from packed_forward's saved tensors, as backward's: (d_data
+// (N, I), d_weights, d_bias, d_h0, d_c0), each undefined where output_mask says it is not wanted.
+Backward packed_backward(const at::Tensor& grad_output, const OptionalTensor& grad_h_n_in,
+                         const OptionalTensor& grad_c_n_in, const at::Tensor& data,
+                         at::IntArrayRef batch_sizes, const at::Tensor& weights,
+                         const at::Tensor& bias, const OptionalTensor& h0_in,
+                         const at::Tensor& output, const at::Tensor& cells, const at::Tensor& gates,
+                         OutputMask output_mask, bool tf32_requested) {
+  const at::Tensor grad_h_n = tensor_or_undefined(grad_h_n_in);
+  const at::Tensor grad_c_n = tensor_or_undefined(grad_c_n_in);
+  const at::Tensor h0 = tensor_or_undefined(h0_in);
+  const Packing p = check_packing(batch_sizes, data.dim() == 2 ? data.size(0) : -1);
+  const auto [T, B, I, S] = check_packed_args(data, p, weights, bias, h0, at::Tensor());
+  const int64_t N = p.rows;
+  for (const at::Tensor* t : {&grad_output, &output, &cells, &gates}) {
+    CHECK_INPUT(*t);
+    check_like(*t, "a saved tensor or gradient", data, "data");
+  }
+  CHECK_SHAPE(grad_output, N, S);
+  CHECK_SHAPE(output, N, S);
+  CHECK_SHAPE(cells, N, S);
+  CHECK_SHAPE(gates, N, 3 * S);
+  for (const at::Tensor* t : {&grad_h_n, &grad_c_n}) {
+    if (t->defined()) {
+      CHECK_INPUT(*t);
+      check_like(*t, "a saved tensor or gradient", data, "data");
+      check_shape(*t, "a final state's gradient", {B, S});
+    }
+  }
+  const auto [want_data, want_weights, want_bias, want_h0, want_c0] = output_mask;
+  at::Tensor d_data, d_weights, d_bias, d_h0, d_c0;
+  if (!(want_data || want_weights || want_bias || want_h0 || want_c0)) {
+    return {d_data, d_weights, d_bias, d_h0, d_c0};
+  }
+  const bool tf32 = matmul_allows_tf32(data, tf32_requested);
+  const at::Tensor b = bias.reshape({3 * S});
+  const at::Tensor w_h = weights.narrow(1, 0, S), w_i = weights.narrow(1, S, I);
+  const auto given_or_zeros = [&](const at::Tensor& t) {
+    return t.defined() ? t.clone() : at::zeros({B, S}, data.options());
+  };
+  // dL/dh of each sequence's rows, carried from step to step: a step (or stretch) of bs rows
+  // reads the first bs rows of one buffer and writes its d h_{t-1} into the other's. Both start as
+  // grad_h_n: rows past a step's batch are never written before the step whose batch reaches
+  // them reads them, so there they hold the final state's gradient of the sequences that end
+  // there. dL/dc likewise.
+  const at::Tensor dh[2] = {given_or_zeros(grad_h_n), given_or_zeros(grad_h_n)};
+  at::Tensor d_gates = at::empty({N, 3 * S}, data.options());
+  if (data.is_cuda()) {
+#ifdef WITH_CUDA
+    // dL/dc: the stretch's gate kernels carry it in d_c (two buffers of its batch, in turn; dL/dc
+    // before the stretch in the first), copied into `carried` for the stretch before.
+    const at::Tensor carried = given_or_zeros(grad_c_n);
+    const at::Tensor d_c = at::empty({2 * B * S}, data.options());
+    const auto stretches = p.stretches();
+    for (int64_t k = static_cast<int64_t>(stretches.size()) - 1; k >= 0; --k) {
+      const auto [t0, steps] = stretches[k];
+      const int64_t bs = p.sizes[t0], first = p.offsets[t0], n = steps * bs;
+      const at::Tensor dc = d_c.narrow(0, 0, 2 * bs * S).view({2, bs, S});
+      sequence_backward_cuda(grad_output.narrow(0, first, n).view({steps, bs, S}),
+                             dh[(k + 1) % 2].narrow(0, 0, bs), carried.narrow(0, 0, bs), weights, b,
+                             cells.narrow(0, first, n).view({steps, bs, S}),
+                             gates.narrow(0, first, n).view({steps, bs, 3 * S}),
+                             d_gates.narrow(0, first, n).view({steps, bs, 3 * S}),
+                             dh[k % 2].narrow(0, 0, bs), dc, k > 0 || want_h0, tf32);
+      if (k > 0) {
+        carried.narrow(0, 0, bs).copy_(dc[0]);
+      } else if (want_c0) {
+        d_c0 = dc[0];
+      }
+    }
+    if (want_h0) {
+      d_h0 = dh[0];
+    }
+#else
+    fail_not_compiled_with_cuda("lltm_sequence_packed");
+#endif
+  } else {
+    const at::Tensor dc[2] = {given_or_zeros(grad_c_n), given_or_zeros(grad_c_n)};
+    for (int64_t t = T - 1; t >= 0; --t) {
+      const int64_t bs = p.sizes[t], first = p.offsets[t];
+      // Step t reads buffer (t + 1) % 2 and writes buffer t % 2.
+      const at::Tensor grad_h = dh[(t + 1) % 2].narrow(0, 0, bs);
+      const at::Tensor dg = d_gates.narrow(0, first, bs);
+      backward_gates_cpu(grad_h, S, grad_output.narrow(0, first, bs),
+                         dc[(t + 1) % 2].narrow(0, 0, bs), cells.narrow(0, first, bs),
+                         gates.narrow(0, first, bs), b, dg, dc[t % 2].narrow(0, 0, bs));
+      if (t > 0 || want_h0) {
+        gemm(dg, w_h, dh[t % 2].narrow(0, 0, bs), 0, tf32);  // d h_{t-1} = dG_t W_h
+      }
+    }
+    d_h0 = want_h0 ? dh[0] : at::Tensor();
+    d_c0 = want_c0 ? dc[0] : at::Tensor();
+  }
+  if (want_data) {
+    d_data = at::empty({N, I}, data.options());
+    gemm(d_gates, w_i, d_data, 0, tf32);
+  }
+  bool bias_done = false;
+  if (want_weights) {
+    // d W = dG^T [h_prev | data] over all rows: h_prev, each row's h_{t-1} (h0's rows, or zeros,
+    // at step 0; the same sequence's row of the step before), gathered once.
+    at::Tensor h_prev = at::empty({N, S}, data.options());
+    if (h0.defined()) {
+      h_prev.narrow(0, 0, B).copy_(h0);
+    } else {
+      h_prev.narrow(0, 0, B).zero_();
+    }
+    if (N > B) {
+      // The rows' index, made on the host: in page-locked memory for CUDA, whose copy then does
+      // not wait for the stream (a copy from pageable memory would, and stall the launches).
+      at::Tensor index =
+          at::empty({N - B}, at::TensorOptions().dtype(at::kLong).pinned_memory(data.is_cuda()));
+      int64_t* row = index.mutable_data_ptr<int64_t>();
+      for (int64_t t = 1; t < T; ++t) {
+        for (int64_t j = 0; j < p.sizes[t]; ++j) {
+          *row++ = p.offsets[t - 1] + j;
+        }
+      }
+      at::Tensor rest = h_prev.narrow(0, B, N - B);
+      at::index_select_out(rest, output, 0, index.to(data.device(), /*non_blocking=*/true));
+    }
+    d_weights = at::empty({3 * S, S + I}, weights.options());
+    const at::Tensor bias_out = want_bias ? at::empty({3 * S}, b.options()) : at::Tensor();
+    // The sequence's kernel, on the rows as one step of N: its h0 is h_prev.
+    if (weight_grad_in_one_kernel(d_gates.unsqueeze(0), h_prev, output.unsqueeze(0),
+                                  data.unsqueeze(0), d_weights, bias_out, tf32)) {
+      d_bias = bias_out;
+      bias_done = true;
+    } else {
+      gemm(d_gates.t(), data, d_weights.narrow(1, S, I), 0, tf32);
+      gemm(d_gates.t(), h_prev, d_weights.narrow(1, 0, S), 0, tf32);
+    }
+  }
+  if (want_bias && !bias_done) {
+    d_bias = d_gates.sum(0);
+  }
+  return {d_data, d_weights, d_bias, d_h0, d_c0};
+}
+
+const auto& packed_forward_op() {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("lltm_ext::lltm_sequence_packed_forward", "")
+                             .typed<decltype(packed_forward)>();
+  return op;
+}
+const auto& packed_backward_op() {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("lltm_ext::lltm_sequence_packed_backward", "")
+                             .typed<decltype(packed_backward)>();
+  return op;
+}
+
+// The packed sequence without autograd.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> packed(
+    const at::Tensor& data, at::IntArrayRef batch_sizes, const at::Tensor& weights,
+    const at::Tensor& bias, const OptionalTensor& h0, const OptionalTensor& c0, bool tf32) {
+  auto out = packed_forward(data.contiguous(), batch_sizes, weights.contiguous(), bias.contiguous(),
+                            contiguous(h0), contiguous(c0), tf32);
+  return {std::get<0>(out), std::get<1>(out), std::get<2>(out)};
+}
+
+// Autograd for the packed sequence, as Sequence's.
+struct PackedFunction : torch::autograd::Function<PackedFunction> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& data,
+                               at::IntArrayRef batch_sizes, const at::Tensor& weights,
+                               const at::Tensor& bias, const OptionalTensor& h0,
+                               const OptionalTensor& c0, bool tf32) {
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;
+    const at::Tensor x = data.contiguous();
+    const at::Tensor w = weights.contiguous();
+    const at::Tensor b = bias.contiguous();
+    const at::Tensor h = tensor_or_undefined(contiguous(h0));
+    const at::Tensor c = tensor_or_undefined(contiguous(c0));
+    auto [output, h_n, c_n, cells, gates] =
+        packed_forward_op().call(x, batch_sizes, w, b, as_optional(h), as_optional(c), tf32);
+    ctx->save_for_backward({x, w, b, h, output, cells, gates});
+    ctx->set_materialize_grads(false);
+    ctx->saved_data["batch_sizes"] = batch_sizes.vec();
+    ctx->saved_data["bias_shape"] = bias.sizes().vec();
+    ctx->saved_data["h0_given"] = h.defined();
+    ctx->saved_data["c0_given"] = c.defined();
+    ctx->saved_data["tf32"] = tf32;
+    return {output, h_n, c_n};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor& output = saved[4];
+    const auto grad = [&](size_t i) {
+      if (grads[i].defined()) {
+        return grads[i].contiguous();
+      }
+      return i == 0 ? at::zeros_like(output) : at::Tensor();
+    };
+    // The graph's edges: data, weights, bias, then h0 and c0 where given (batch_sizes and tf32
+    // are none); the gradients returned: one for each argument of forward.
+    const bool h0_given = ctx->saved_data["h0_given"].toBool();
+    const bool c0_given = ctx->saved_data["c0_given"].toBool();
+    const OutputMask mask = {ctx->needs_input_grad(0), ctx->needs_input_grad(1),
+                             ctx->needs_input_grad(2), h0_given && ctx->needs_input_grad(3),
+                             c0_given && ctx->needs_input_grad(h0_given ? 4 : 3)};
+    const std::vector<int64_t> sizes = ctx->saved_data["batch_sizes"].toIntVector();
+    at::Tensor d_data, d_weights, d_bias, d_h0, d_c0;
+    {
+      const at::AutoDispatchBelowADInplaceOrView below_autograd;
+      std::tie(d_data, d_weights, d_bias, d_h0, d_c0) =
+          packed_backward_op().call(grad(0), as_optional(grad(1)), as_optional(grad(2)), saved[0],
+                                    sizes, saved[1], saved[2], as_optional(saved[3]), output,
+                                    saved[5], saved[6], mask, ctx->saved_data["tf32"].toBool());
+    }
+    if (d_bias.defined()) {
+      d_bias = d_bias.reshape(ctx->saved_data["bias_shape"].toIntVector());
+    }
+    variable_list out = {d_data, at::Tensor(), d_weights, d_bias, d_h0, d_c0};
+    if (at::GradMode::is_enabled()) {  // create_graph=True
+      out = first_order_only("lltm_sequence_packed", out, {saved[5], saved[1]});
+    }
+    out.emplace_back();  // tf32: not differentiable
+    return out;
+  }
+};
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> packed_autograd(
+    const at::Tensor& data, at::IntArrayRef batch_sizes, const at::Tensor& weights,
+    const at::Tensor& bias, const OptionalTensor& h0, const OptionalTensor& c0, bool tf32) {
+  variable_list out = PackedFunction::apply(data, batch_sizes, weights, bias, h0, c0, tf32);
+  return {out[0], out[1], out[2]};
+}
+
 // The sequence under torch.autocast on `device`: what a Python loop of the pure-PyTorch cell gives
 // there (each step's product in the autocast dtype `lower`; the state in
 // autocast::lltm_state_dtype of c0, or of the input where c0 is None, as the loop's zeros would
@@ -426,29 +799,66 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> sequence_autograd(
 // (`tf32`), which holds `lower`'s values exactly; the later steps' h, which the loop rounds to
 // `lower` for its products, TF32 rounds less (docs/lltm_notes.md, "nn.LSTM's interface, autocast
 // and packed batches"). Anything autocast leaves alone passes through.
+// The operands an autocast kernel hands the operator below autocast, by the rule above; none where
+// autocast leaves the call alone (the operator then takes its arguments as they are).
+struct AutocastOperands {
+  at::Tensor input, weights, bias, h0, c0;
+  bool tf32;
+};
+template <c10::DeviceType device>
+std::optional<AutocastOperands> autocast_operands(const at::Tensor& input,
+                                                  const at::Tensor& weights, const at::Tensor& bias,
+                                                  const at::Tensor& h0, const at::Tensor& c0,
+                                                  bool tf32) {
+  if (!autocast::all_eligible<device>({&input, &weights, &bias, &h0, &c0})) {
+    return std::nullopt;
+  }
+  const at::ScalarType lower = autocast::lower_dtype<device>();
+  if (autocast::lltm_state_dtype(c0.defined() ? c0 : input, lower) == lower) {
+    return AutocastOperands{
+        autocast::to_lower<device>(input, lower), autocast::to_lower<device>(weights, lower),
+        autocast::to_lower<device>(bias, lower),  autocast::to_lower<device>(h0, lower),
+        autocast::to_lower<device>(c0, lower),    tf32};
+  }
+  return AutocastOperands{
+      autocast::rounded<device>(input, lower), autocast::rounded<device>(weights, lower),
+      autocast::rounded<device>(bias, lower),  autocast::rounded<device>(h0, lower),
+      c0.defined() ? c0.to(at::kFloat) : c0,   /*tf32=*/true};
+}
+
 template <c10::DeviceType device>
 std::tuple<at::Tensor, at::Tensor, at::Tensor> sequence_autocast(
     const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
-    const OptionalTensor& h0_in, const OptionalTensor& c0_in, bool tf32) {
+    const OptionalTensor& h0, const OptionalTensor& c0, bool tf32) {
   static const auto op = c10::Dispatcher::singleton()
                              .findSchemaOrThrow("lltm_ext::lltm_sequence", "")
                              .typed<decltype(sequence)>();
   const autocast::Below<device> below;
-  const at::Tensor h0 = tensor_or_undefined(h0_in), c0 = tensor_or_undefined(c0_in);
-  if (!autocast::all_eligible<device>({&input, &weights, &bias, &h0, &c0})) {
-    return op.call(input, weights, bias, h0_in, c0_in, tf32);
+  const auto cast = autocast_operands<device>(input, weights, bias, tensor_or_undefined(h0),
+                                              tensor_or_undefined(c0), tf32);
+  if (!cast) {
+    return op.call(input, weights, bias, h0, c0, tf32);
   }
-  const at::ScalarType lower = autocast::lower_dtype<device>();
-  if (autocast::lltm_state_dtype(c0.defined() ? c0 : input, lower) == lower) {
-    return op.call(
-        autocast::to_lower<device>(input, lower), autocast::to_lower<device>(weights, lower),
-        autocast::to_lower<device>(bias, lower), as_optional(autocast::to_lower<device>(h0, lower)),
-        as_optional(autocast::to_lower<device>(c0, lower)), tf32);
+  return op.call(cast->input, cast->weights, cast->bias, as_optional(cast->h0),
+                 as_optional(cast->c0), cast->tf32);
+}
+
+// The packed sequence under torch.autocast, by the same rule (one cast of every row).
+template <c10::DeviceType device>
+std::tuple<at::Tensor, at::Tensor, at::Tensor> packed_autocast(
+    const at::Tensor& data, at::IntArrayRef batch_sizes, const at::Tensor& weights,
+    const at::Tensor& bias, const OptionalTensor& h0, const OptionalTensor& c0, bool tf32) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("lltm_ext::lltm_sequence_packed", "")
+                             .typed<decltype(packed)>();
+  const autocast::Below<device> below;
+  const auto cast = autocast_operands<device>(data, weights, bias, tensor_or_undefined(h0),
+                                              tensor_or_undefined(c0), tf32);
+  if (!cast) {
+    return op.call(data, batch_sizes, weights, bias, h0, c0, tf32);
   }
-  return op.call(autocast::rounded<device>(input, lower), autocast::rounded<device>(weights, lower),
-                 autocast::rounded<device>(bias, lower),
-                 as_optional(autocast::rounded<device>(h0, lower)),
-                 as_optional(c0.defined() ? c0.to(at::kFloat) : c0), /*tf32=*/true);
+  return op.call(cast->input, batch_sizes, cast->weights, cast->bias, as_optional(cast->h0),
+                 as_optional(cast->c0), cast->tf32);
 }
 
 }  // namespace
@@ -467,6 +877,20 @@ TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
       "Tensor input, Tensor weights, Tensor bias, Tensor? h0, Tensor output, Tensor cells, "
       "Tensor gates, bool[5] output_mask=[True, True, True, True, True], bool tf32=False) -> "
       "(Tensor d_input, Tensor d_weights, Tensor d_bias, Tensor d_h0, Tensor d_c0)");
+  m.def(
+      "lltm_sequence_packed(Tensor data, int[] batch_sizes, Tensor weights, Tensor bias, "
+      "Tensor? h0=None, Tensor? c0=None, bool tf32=False) -> (Tensor output, Tensor h_n, "
+      "Tensor c_n)");
+  m.def(
+      "lltm_sequence_packed_forward(Tensor data, int[] batch_sizes, Tensor weights, Tensor bias, "
+      "Tensor? h0=None, Tensor? c0=None, bool tf32=False) -> (Tensor output, Tensor h_n, "
+      "Tensor c_n, Tensor cells, Tensor gates)");
+  m.def(
+      "lltm_sequence_packed_backward(Tensor grad_output, Tensor? grad_h_n, Tensor? grad_c_n, "
+      "Tensor data, int[] batch_sizes, Tensor weights, Tensor bias, Tensor? h0, Tensor output, "
+      "Tensor cells, Tensor gates, bool[5] output_mask=[True, True, True, True, True], "
+      "bool tf32=False) -> (Tensor d_data, Tensor d_weights, Tensor d_bias, Tensor d_h0, "
+      "Tensor d_c0)");
   lltm_ext::impl_cpu_cuda(m, "lltm_sequence_forward", TORCH_FN(lltm_ext::lltm::forward));
   lltm_ext::impl_cpu_cuda(m, "lltm_sequence_backward", TORCH_FN(lltm_ext::lltm::backward));
   m.impl("lltm_sequence",
@@ -481,6 +905,22 @@ TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
   m.impl("lltm_sequence",
          torch::dispatch(c10::DispatchKey::AutocastCUDA,
                          TORCH_FN(lltm_ext::lltm::sequence_autocast<c10::DeviceType::CUDA>)));
+  lltm_ext::impl_cpu_cuda(m, "lltm_sequence_packed_forward",
+                          TORCH_FN(lltm_ext::lltm::packed_forward));
+  lltm_ext::impl_cpu_cuda(m, "lltm_sequence_packed_backward",
+                          TORCH_FN(lltm_ext::lltm::packed_backward));
+  m.impl("lltm_sequence_packed",
+         torch::dispatch(c10::DispatchKey::CPU, TORCH_FN(lltm_ext::lltm::packed)));
+  m.impl("lltm_sequence_packed",
+         torch::dispatch(c10::DispatchKey::CUDA, TORCH_FN(lltm_ext::lltm::packed)));
+  m.impl("lltm_sequence_packed",
+         torch::dispatch(c10::DispatchKey::Autograd, TORCH_FN(lltm_ext::lltm::packed_autograd)));
+  m.impl("lltm_sequence_packed",
+         torch::dispatch(c10::DispatchKey::AutocastCPU,
+                         TORCH_FN(lltm_ext::lltm::packed_autocast<c10::DeviceType::CPU>)));
+  m.impl("lltm_sequence_packed",
+         torch::dispatch(c10::DispatchKey::AutocastCUDA,
+                         TORCH_FN(lltm_ext::lltm::packed_autocast<c10::DeviceType::CUDA>)));
 }
 
 namespace lltm_ext::lltm {

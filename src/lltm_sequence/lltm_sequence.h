@@ -28,11 +28,14 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, do
 // Backward: per step t = T-1..0 the gate kernel -> d_gates[t] and dL/dc_{t-1} (d_c (2, B, S): two
 // buffers in turn, d c0 in d_c[0] at the end), then d_h = d_gates[t] W_h (d h0 at the end, where
 // want_d_h0). Contiguous tensors of one dtype on one GPU; h0, c0, grad_h_n and grad_c_n may be
-// undefined (zeros, read as such by the kernels: no tensor of zeros is made).
+// undefined (zeros, read as such by the kernels: no tensor of zeros is made). `projected`: gates
+// holds the input projection already (a packed batch's, made for all its rows at once); input
+// then gives only the shape. The tensors may be views of larger ones, each contiguous itself.
 void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
                            const at::Tensor& bias, const at::Tensor& h0, const at::Tensor& c0,
                            const at::Tensor& output, const at::Tensor& h_n, const at::Tensor& c_n,
-                           const at::Tensor& cells, const at::Tensor& gates, bool tf32);
+                           const at::Tensor& cells, const at::Tensor& gates, bool tf32,
+                           bool projected);
 void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
                             const at::Tensor& grad_c_n, const at::Tensor& weights,
                             const at::Tensor& bias, const at::Tensor& cells,

@@ -139,7 +139,8 @@ bool step_tf32(bool tf32, int64_t batch) {
 void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
                            const at::Tensor& bias, const at::Tensor& h0, const at::Tensor& c0,
                            const at::Tensor& output, const at::Tensor& h_n, const at::Tensor& c_n,
-                           const at::Tensor& cells, const at::Tensor& gates, bool tf32) {
+                           const at::Tensor& cells, const at::Tensor& gates, bool tf32,
+                           bool projected) {
   const c10::cuda::CUDAGuard guard(input.device());
   const int sms = cuda::sm_count(input.get_device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
@@ -149,9 +150,12 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
   bool final_state_written = false;  // by the kernels that run all steps, at their last
   const Mat w = row_major(weights.const_data_ptr(), 3 * S, S + I, S + I);
   const Mat w_h = col_block(w, 0, S, es), w_i = col_block(w, S, I, es);
-  // The input projections of all steps, one product: gates = input W_i^T.
-  blas.gemm(row_major(input.const_data_ptr(), T * B, I, I), transposed(w_i),
-            row_major(gates.const_data_ptr(), T * B, 3 * S, 3 * S), 0);
+  // The input projections of all steps, one product: gates = input W_i^T (unless the caller's
+  // product made them, over a whole packed batch).
+  if (!projected) {
+    blas.gemm(row_major(input.const_data_ptr(), T * B, I, I), transposed(w_i),
+              row_major(gates.const_data_ptr(), T * B, 3 * S, 3 * S), 0);
+  }
   LLTM_EXT_DISPATCH_FLOATING(input.scalar_type(), "lltm_sequence_forward_cuda", [&] {
     const scalar_t* b = bias.const_data_ptr<scalar_t>();
     scalar_t* out = output.mutable_data_ptr<scalar_t>();

@@ -294,9 +294,12 @@ SEQUENCE_SIZES = (
 )
 
 
-def run_lltm_sequence(dtype: torch.dtype, only: list[str] | None = None) -> None:
+def run_lltm_sequence(
+    dtype: torch.dtype, only: list[str] | None = None, packed: bool = False
+) -> None:
     """lltm_sequence forward and backward through time, states given (and None: zeros, with the
-    output's gradient alone), misaligned (offset) views, time-major and batch-first, against a
+    output's gradient alone), misaligned (offset) views, time-major and batch-first (`packed`:
+    lltm_sequence_packed over packed batches instead), against a
     loop of the float64 pure-PyTorch cell. float32 products
     at torch's default full float32 precision (the cluster and wide kernels' tensor cores in three
     TF32 passes), then on CUDA the tensor-core paths again with TF32 allowed (one pass), at
@@ -331,6 +334,7 @@ def run_lltm_sequence(dtype: torch.dtype, only: list[str] | None = None) -> None
         "LLTM_EXT_SEQUENCE_STEP_GEMM",
     )
     old = {k: os.environ.get(k) for k in keys}
+    run = _run_lltm_sequence_packed if packed else _run_lltm_sequence
     try:
         for path in paths:
             base, _, product = path.partition("-")
@@ -348,7 +352,7 @@ def run_lltm_sequence(dtype: torch.dtype, only: list[str] | None = None) -> None
             os.environ["LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS"] = "4" if few_blocks else ""
             if few_blocks:
                 os.environ["LLTM_EXT_SEQUENCE_CLUSTER_ROWS"] = "2"
-            _run_lltm_sequence(dtype, path)
+            run(dtype, path)
         if dtype == torch.float32 and DEVICE == "cuda":  # the float32 tensor-core products
             matmul.allow_tf32 = True
             os.environ["LLTM_EXT_SEQUENCE_PRODUCT"] = "auto"
@@ -357,7 +361,7 @@ def run_lltm_sequence(dtype: torch.dtype, only: list[str] | None = None) -> None
                 os.environ["LLTM_EXT_SEQUENCE_TILED_TILES"] = ""
                 os.environ["LLTM_EXT_SEQUENCE_CLUSTER_ROWS"] = "16" if path == "cluster" else ""
                 os.environ["LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS"] = ""
-                _run_lltm_sequence(dtype, path + "-tf32")
+                run(dtype, path + "-tf32")
     finally:
         matmul.allow_tf32 = allow_tf32
         for key, value in old.items():
@@ -435,6 +439,62 @@ def _run_lltm_sequence(dtype: torch.dtype, path: str) -> None:
         names = ("input", "weights", "bias", "h0", "c0")
         for name, got, want, arg in zip(names, ours, refs, args64, strict=False):  # 3: no state
             check(got, torch.zeros_like(arg) if want is None else want, tol, f"{what} d_{name}")
+
+
+# Packed batches (sequence lengths, input features, state size): every stretch of steps with one
+# batch runs on the path forced (or planned), from the rows of the stretch before; lengths that
+# shrink step by step, long stretches, one sequence, and sizes as above.
+PACKED_SIZES = (
+    ((5, 5, 3, 2, 2, 1), 3, 9),
+    ((1,), 2, 4),
+    ((7, 6, 6, 6, 3, 3, 1, 1, 1) * 2, 5, 65),
+    ((4, 4, 4, 2, 1) * 4, 3, 132),
+    ((3, 2, 2), 4, 518),
+)
+
+
+def _run_lltm_sequence_packed(dtype: torch.dtype, path: str) -> None:
+    tol = torch.float16 if path.endswith("-tf32") else dtype
+    for unsorted, features, state in PACKED_SIZES:
+        lengths = sorted(unsorted, reverse=True)  # row j of a step: the j-th longest sequence
+        if (
+            (path.startswith("cluster") and state > 256)
+            or (path == "small" and state > (96 if dtype == torch.float32 else 88))
+            or (path.startswith("wide") and state > 1024)
+        ):
+            continue
+        sizes = [sum(n > t for n in lengths) for t in range(max(lengths))]
+        stdv = 1.0 / math.sqrt(state)
+        args = [
+            randn(sum(sizes), features, dtype=dtype),
+            randn(3 * state, state + features, dtype=dtype, scale=stdv),
+            randn(3 * state, dtype=dtype, scale=stdv),
+            randn(len(lengths), state, dtype=dtype),
+            randn(len(lengths), state, dtype=dtype),
+        ]
+        args = [a.requires_grad_() for a in args]
+        got = torch.ops.lltm_ext.lltm_sequence_packed(args[0], sizes, *args[1:])
+        args64 = [a.detach().double().cpu().requires_grad_() for a in args]
+        data, w, b, h0, c0 = args64
+        offsets = [sum(sizes[:t]) for t in range(len(sizes))]
+        rows: list = [None] * data.shape[0]
+        h_n, c_n = [], []
+        for j in range(len(lengths)):
+            h, c = h0[j : j + 1], c0[j : j + 1]
+            for t in range(lengths[j]):
+                h, c = lltm_reference(data[offsets[t] + j : offsets[t] + j + 1], w, b, h, c)
+                rows[offsets[t] + j] = h[0]
+            h_n.append(h[0])
+            c_n.append(c[0])
+        want = (torch.stack(rows), torch.stack(h_n), torch.stack(c_n))
+        what = f"lltm_sequence_packed {path} lengths={lengths[:9]} I={features} S={state}"
+        for name, g, r in zip(("output", "h_n", "c_n"), got, want, strict=True):
+            check(g, r, tol, f"{what} {name}")
+        seeds = [randn(*r.shape, dtype=dtype) for r in want]
+        ours = torch.autograd.grad(got, args, seeds)
+        refs = torch.autograd.grad(want, args64, [g.double().cpu() for g in seeds])
+        for name, g, r in zip(("data", "weights", "bias", "h0", "c0"), ours, refs, strict=True):
+            check(g, r, tol, f"{what} d_{name}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -875,7 +935,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--ops",
-        default="relu,sigmoid,round_ste,lltm,lltm_module,lltm_sequence,gemm,gemm_configs,"
+        default="relu,sigmoid,round_ste,lltm,lltm_module,lltm_sequence,lltm_sequence_packed,gemm,"
+        "gemm_configs,"
         "gemm_wgmma,gemm_mma,gemm_tc_plans,gemm_small_side,gemm_short_k,gemm_skinny",
     )
     parser.add_argument("--dtypes", default=",".join(DTYPES))
@@ -947,6 +1008,9 @@ def main() -> int:
                 elif op == "lltm_sequence":
                     only = args.sequence_paths.split(",") if args.sequence_paths else None
                     run_lltm_sequence(dtype, only)
+                elif op == "lltm_sequence_packed":
+                    only = args.sequence_paths.split(",") if args.sequence_paths else None
+                    run_lltm_sequence(dtype, only, packed=True)
                 elif op == "gemm" and simt_halves and dtype in HALF:
                     load_extension("gemm")._set_gemm_half_path("simt")
                     try:
