@@ -522,20 +522,36 @@ Forward packed_forward(const at::Tensor& data, at::IntArrayRef batch_sizes,
   gemm(data, w_i.t(), gates, 0, tf32);
   if (data.is_cuda()) {
 #ifdef WITH_CUDA
+    const auto stretches = p.stretches();
+    // One stretch writes the final state itself; more leave it to one gather at the end (a
+    // stretch's last state is final only in its rows past the next stretch's batch).
+    const bool one = stretches.size() == 1;
     int64_t before = -1;  // the first row of the step before a stretch
-    for (const auto& [t0, steps] : p.stretches()) {
+    for (const auto& [t0, steps] : stretches) {
       const int64_t bs = p.sizes[t0], first = p.offsets[t0], n = steps * bs;
       const at::Tensor h_prev = before < 0 ? h0 : output.narrow(0, before, bs);
       const at::Tensor c_prev = before < 0 ? c0 : cells.narrow(0, before, bs);
-      // h_n, c_n's first bs rows get the stretch's last state; the later stretches overwrite the
-      // rows of the sequences that go on.
       sequence_forward_cuda(data.narrow(0, first, n).view({steps, bs, I}), weights, b, h_prev,
                             c_prev, output.narrow(0, first, n).view({steps, bs, S}),
-                            h_n.narrow(0, 0, bs), c_n.narrow(0, 0, bs),
+                            one ? h_n : at::Tensor(), one ? c_n : at::Tensor(),
                             cells.narrow(0, first, n).view({steps, bs, S}),
                             gates.narrow(0, first, n).view({steps, bs, 3 * S}), tf32,
                             /*projected=*/true);
       before = p.offsets[t0 + steps - 1];
+    }
+    if (!one) {
+      // Sequence j's last row: offsets[t] + j at the last step t whose batch exceeds j. The
+      // index in page-locked memory: its copy does not wait for the stream.
+      at::Tensor index = at::empty({B}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
+      int64_t* last = index.mutable_data_ptr<int64_t>();
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t j = t + 1 < T ? p.sizes[t + 1] : 0; j < p.sizes[t]; ++j) {
+          last[j] = p.offsets[t] + j;
+        }
+      }
+      const at::Tensor rows = index.to(data.device(), /*non_blocking=*/true);
+      at::index_select_out(h_n, output, 0, rows);
+      at::index_select_out(c_n, cells, 0, rows);
     }
 #else
     fail_not_compiled_with_cuda("lltm_sequence_packed");

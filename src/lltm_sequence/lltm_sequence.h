@@ -30,7 +30,8 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, do
 // want_d_h0). Contiguous tensors of one dtype on one GPU; h0, c0, grad_h_n and grad_c_n may be
 // undefined (zeros, read as such by the kernels: no tensor of zeros is made). `projected`: gates
 // holds the input projection already (a packed batch's, made for all its rows at once); input
-// then gives only the shape. The tensors may be views of larger ones, each contiguous itself.
+// then gives only the shape. The tensors may be views of larger ones, each contiguous itself;
+// h_n and c_n both undefined: the final state is not written.
 void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
                            const at::Tensor& bias, const at::Tensor& h0, const at::Tensor& c0,
                            const at::Tensor& output, const at::Tensor& h_n, const at::Tensor& c_n,

@@ -165,18 +165,19 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
     const scalar_t* h_0 = data_or_null<scalar_t>(h0);
     const scalar_t* c_0 = data_or_null<scalar_t>(c0);
     const int64_t n = B * S;
+    // The final state, where wanted (a packed batch's stretches leave it to their caller).
+    scalar_t* h_n_out = h_n.defined() ? h_n.mutable_data_ptr<scalar_t>() : nullptr;
+    scalar_t* c_n_out = c_n.defined() ? c_n.mutable_data_ptr<scalar_t>() : nullptr;
     const SequencePlan plan = plan_sequence<scalar_t>(input.get_device(), T, B, S, tf32);
     switch (plan.path) {
       case Path::kSmall:  // all steps in one launch, a block per 1, 2 or 4 batch rows
-        C10_CUDA_CHECK(launch_small_forward<scalar_t>(
-            g, b, h_0, c_0, wp, S + I, out, cell, h_n.mutable_data_ptr<scalar_t>(),
-            c_n.mutable_data_ptr<scalar_t>(), B, S, T, plan.small_rows, stream));
+        C10_CUDA_CHECK(launch_small_forward<scalar_t>(g, b, h_0, c_0, wp, S + I, out, cell, h_n_out,
+                                                      c_n_out, B, S, T, plan.small_rows, stream));
         final_state_written = true;
         return;
       case Path::kCluster:  // all steps in one launch of thread-block clusters (sm_90)
         C10_CUDA_CHECK(launch_cluster_forward<scalar_t>(
-            g, b, h_0, c_0, wp, S + I, out, cell, h_n.mutable_data_ptr<scalar_t>(),
-            c_n.mutable_data_ptr<scalar_t>(), B, T, plan.cluster, stream));
+            g, b, h_0, c_0, wp, S + I, out, cell, h_n_out, c_n_out, B, T, plan.cluster, stream));
         final_state_written = true;
         return;
       case Path::kWide: {  // all steps in one cooperative launch over the GPU
@@ -233,7 +234,7 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
       }
     }
   });
-  if (!final_state_written && T > 0) {  // both copies in one launch
+  if (!final_state_written && T > 0 && h_n.defined()) {  // both copies in one launch
     at::_foreach_copy_({h_n, c_n}, {output[T - 1], cells[T - 1]});
   }
 }
