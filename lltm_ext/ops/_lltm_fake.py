@@ -123,17 +123,62 @@ def _check_sequence_shapes(
     return weights.shape[0] // 3
 
 
+def _sequence_outputs(
+    like: Tensor, rows: tuple[int, ...], batch: int, state: int, saved: bool
+) -> tuple[Tensor, ...]:
+    """The sequence operators' outputs: output rows + (S,), h_n, c_n (B, S) and, where `saved`,
+    cells rows + (S,) and gates rows + (3S,); rows (T, B) for a sequence, (N,) for packed rows."""
+    out = (
+        like.new_empty((*rows, state)),
+        like.new_empty((batch, state)),
+        like.new_empty((batch, state)),
+    )
+    if saved:
+        out += (like.new_empty((*rows, state)), like.new_empty((*rows, 3 * state)))
+    return out
+
+
+_BACKWARD_TENSORS = (
+    "grad_output",
+    "grad_h_n",
+    "grad_c_n",
+    "weights",
+    "bias",
+    "h0",
+    "output",
+    "cells",
+    "gates",
+)
+
+
+def _sequence_gradients(
+    input_name: str,
+    input: Tensor,
+    batch: int,
+    tensors: tuple[Tensor | None, ...],
+    output_mask: tuple[bool, ...],
+) -> tuple[Tensor | None, ...]:
+    """The backward operators' results after their checks (input under `input_name`; `tensors`:
+    the other tensor arguments in the schemas' order, _BACKWARD_TENSORS, None for an absent one,
+    which reads as zeros): d_input like input, d_weights, d_bias,
+    d_h0, d_c0 (B, S); None (undefined) where output_mask says not wanted, as the operators
+    return them."""
+    named = dict(zip(_BACKWARD_TENSORS, tensors, strict=True))
+    check_inputs(**{input_name: input}, **{k: t for k, t in named.items() if t is not None})
+    weights = named["weights"]
+    assert weights is not None
+    state = (batch, weights.shape[0] // 3)
+    shapes = (tuple(input.shape), tuple(weights.shape), (weights.shape[0],), state, state)
+    return tuple(
+        input.new_empty(tuple(shape)) if wanted else None
+        for shape, wanted in zip(shapes, output_mask, strict=True)
+    )
+
+
 @register_fake(_sequence_ops, "lltm_ext::lltm_sequence_forward")
 def _(input, weights, bias, h0=None, c0=None, tf32=False):
     state = _check_sequence_shapes(input, weights, bias, h0, c0)
-    steps, batch, _ = input.shape
-    return (
-        input.new_empty((steps, batch, state)),
-        input.new_empty((batch, state)),
-        input.new_empty((batch, state)),
-        input.new_empty((steps, batch, state)),
-        input.new_empty((steps, batch, 3 * state)),
-    )
+    return _sequence_outputs(input, tuple(input.shape[:2]), input.shape[1], state, saved=True)
 
 
 @register_fake(_sequence_ops, "lltm_ext::lltm_sequence_backward")
@@ -151,35 +196,14 @@ def _(
     output_mask=(True,) * 5,
     tf32=False,
 ):
-    optional = {"grad_h_n": grad_h_n, "grad_c_n": grad_c_n, "h0": h0}  # None: zeros
-    check_inputs(
-        input=input,
-        grad_output=grad_output,
-        weights=weights,
-        bias=bias,
-        output=output,
-        cells=cells,
-        gates=gates,
-        **{k: t for k, t in optional.items() if t is not None},
-    )
-    state = (input.shape[1], weights.shape[0] // 3)
-    shapes = (tuple(input.shape), tuple(weights.shape), (weights.shape[0],), state, state)
-    # The results not wanted are not computed: None (undefined), as the operator returns them.
-    return tuple(
-        input.new_empty(tuple(shape)) if wanted else None
-        for shape, wanted in zip(shapes, output_mask, strict=True)
-    )
+    tensors = (grad_output, grad_h_n, grad_c_n, weights, bias, h0, output, cells, gates)
+    return _sequence_gradients("input", input, input.shape[1], tensors, output_mask)
 
 
 @register_fake(_sequence_ops, "lltm_ext::lltm_sequence")
 def _(input, weights, bias, h0=None, c0=None, tf32=False):
     state = _check_sequence_shapes(input, weights, bias, h0, c0)
-    steps, batch, _ = input.shape
-    return (
-        input.new_empty((steps, batch, state)),
-        input.new_empty((batch, state)),
-        input.new_empty((batch, state)),
-    )
+    return _sequence_outputs(input, tuple(input.shape[:2]), input.shape[1], state, saved=False)
 
 
 def _check_packed_shapes(
@@ -221,14 +245,7 @@ def _check_packed_shapes(
 @register_fake(_sequence_ops, "lltm_ext::lltm_sequence_packed_forward")
 def _(data, batch_sizes, weights, bias, h0=None, c0=None, tf32=False):
     batch, state = _check_packed_shapes(data, batch_sizes, weights, bias, h0, c0)
-    rows = data.shape[0]
-    return (
-        data.new_empty((rows, state)),
-        data.new_empty((batch, state)),
-        data.new_empty((batch, state)),
-        data.new_empty((rows, state)),
-        data.new_empty((rows, 3 * state)),
-    )
+    return _sequence_outputs(data, (data.shape[0],), batch, state, saved=True)
 
 
 @register_fake(_sequence_ops, "lltm_ext::lltm_sequence_packed_backward")
@@ -247,32 +264,12 @@ def _(
     output_mask=(True,) * 5,
     tf32=False,
 ):
-    batch, state = _check_packed_shapes(data, batch_sizes, weights, bias, h0, None)
-    optional = {"grad_h_n": grad_h_n, "grad_c_n": grad_c_n, "h0": h0}
-    check_inputs(
-        data=data,
-        grad_output=grad_output,
-        weights=weights,
-        bias=bias,
-        output=output,
-        cells=cells,
-        gates=gates,
-        **{k: t for k, t in optional.items() if t is not None},
-    )
-    shapes = (tuple(data.shape), tuple(weights.shape), (weights.shape[0],), (batch, state))
-    shapes += ((batch, state),)
-    return tuple(
-        data.new_empty(tuple(shape)) if wanted else None
-        for shape, wanted in zip(shapes, output_mask, strict=True)
-    )
+    batch, _ = _check_packed_shapes(data, batch_sizes, weights, bias, h0, None)
+    tensors = (grad_output, grad_h_n, grad_c_n, weights, bias, h0, output, cells, gates)
+    return _sequence_gradients("data", data, batch, tensors, output_mask)
 
 
 @register_fake(_sequence_ops, "lltm_ext::lltm_sequence_packed")
 def _(data, batch_sizes, weights, bias, h0=None, c0=None, tf32=False):
     batch, state = _check_packed_shapes(data, batch_sizes, weights, bias, h0, c0)
-    rows = data.shape[0]
-    return (
-        data.new_empty((rows, state)),
-        data.new_empty((batch, state)),
-        data.new_empty((batch, state)),
-    )
+    return _sequence_outputs(data, (data.shape[0],), batch, state, saved=False)

@@ -350,65 +350,101 @@ const auto& backward_op() {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Autograd for the sequence: forward saves what backward through time reads. h0, c0: None for a
-// zero state (then not an input of the graph: autograd's edges are the given tensors only).
+// What the sequence's autograd Functions (Sequence, PackedFunction) share. Forward saves the
+// operator's contiguous inputs (x, w, b, h0: undefined for None) and its saved outputs (output,
+// cells, gates), in that order; h0, c0 None for a zero state are no inputs of the graph
+// (autograd's edges are the given tensors only).
+struct Inputs {
+  at::Tensor x, w, b, h, c;
+};
+Inputs contiguous_inputs(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
+                         const OptionalTensor& h0, const OptionalTensor& c0) {
+  return {input.contiguous(), weights.contiguous(), bias.contiguous(),
+          tensor_or_undefined(contiguous(h0)), tensor_or_undefined(contiguous(c0))};
+}
+variable_list save_forward(AutogradContext* ctx, const Inputs& in, const Forward& out,
+                           const at::Tensor& bias, bool tf32) {
+  const auto& [output, h_n, c_n, cells, gates] = out;
+  ctx->save_for_backward({in.x, in.w, in.b, in.h, output, cells, gates});
+  ctx->set_materialize_grads(false);  // h_n's and c_n's gradients go on as None where unused
+  ctx->saved_data["bias_shape"] = bias.sizes().vec();
+  ctx->saved_data["h0_given"] = in.h.defined();
+  ctx->saved_data["c0_given"] = in.c.defined();
+  ctx->saved_data["tf32"] = tf32;  // backward's products at forward's precision
+  return {output, h_n, c_n};
+}
+
+// Backward's arguments: the saved tensors, the gradients that autograd left undefined made zeros
+// for the output's and None (read as zeros by the kernels) for the final state's, and which
+// results are wanted (needs_input_grad counts the graph's edges: the input, weights, bias, then
+// h0 and c0 where given).
+struct BackwardArgs {
+  variable_list saved;
+  at::Tensor grad_output;
+  OptionalTensor grad_h_n, grad_c_n;
+  OutputMask mask;
+  bool tf32;
+};
+BackwardArgs backward_args(AutogradContext* ctx, const variable_list& grads) {
+  BackwardArgs a;
+  a.saved = ctx->get_saved_variables();
+  a.grad_output = grads[0].defined() ? grads[0].contiguous() : at::zeros_like(a.saved[4]);
+  const auto optional = [&](size_t i) {
+    return grads[i].defined() ? OptionalTensor(grads[i].contiguous()) : std::nullopt;
+  };
+  a.grad_h_n = optional(1);
+  a.grad_c_n = optional(2);
+  const bool h0_given = ctx->saved_data["h0_given"].toBool();
+  const bool c0_given = ctx->saved_data["c0_given"].toBool();
+  a.mask = {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2),
+            h0_given && ctx->needs_input_grad(3),
+            c0_given && ctx->needs_input_grad(h0_given ? 4 : 3)};
+  a.tf32 = ctx->saved_data["tf32"].toBool();
+  return a;
+}
+
+// The gradients autograd takes back, one for each argument of forward: the backward operator's
+// results (d_bias in the bias's own shape), undefined for `extra` (the packed operator's
+// batch_sizes, after the input) and tf32; first order only under create_graph.
+variable_list gradients(AutogradContext* ctx, const BackwardArgs& a, const char* op,
+                        const Backward& results, bool extra) {
+  auto [d_input, d_weights, d_bias, d_h0, d_c0] = results;
+  if (d_bias.defined()) {
+    d_bias = d_bias.reshape(ctx->saved_data["bias_shape"].toIntVector());
+  }
+  variable_list out = {d_input, d_weights, d_bias, d_h0, d_c0};
+  if (at::GradMode::is_enabled()) {  // create_graph=True
+    out = first_order_only(op, out, {a.saved[5], a.saved[1]});
+  }
+  if (extra) {
+    out.insert(out.begin() + 1, at::Tensor());
+  }
+  out.emplace_back();  // tf32: not differentiable
+  return out;
+}
+
+// Autograd for the sequence: forward saves what backward through time reads.
 struct Sequence : torch::autograd::Function<Sequence> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& input,
                                const at::Tensor& weights, const at::Tensor& bias,
                                const OptionalTensor& h0, const OptionalTensor& c0, bool tf32) {
     const at::AutoDispatchBelowADInplaceOrView below_autograd;
-    const at::Tensor x = input.contiguous();
-    const at::Tensor w = weights.contiguous();
-    const at::Tensor b = bias.contiguous();
-    // Undefined where None (or an undefined tensor, which autograd counts as no input either).
-    const at::Tensor h = tensor_or_undefined(contiguous(h0));
-    const at::Tensor c = tensor_or_undefined(contiguous(c0));
-    auto [output, h_n, c_n, cells, gates] =
-        forward_op().call(x, w, b, as_optional(h), as_optional(c), tf32);
-    ctx->save_for_backward({x, w, b, h, output, cells, gates});
-    ctx->set_materialize_grads(false);  // h_n's and c_n's gradients go on as None where unused
-    ctx->saved_data["bias_shape"] = bias.sizes().vec();
-    ctx->saved_data["h0_given"] = h.defined();
-    ctx->saved_data["c0_given"] = c.defined();
-    ctx->saved_data["tf32"] = tf32;  // backward's products at forward's precision
-    return {output, h_n, c_n};
+    const Inputs in = contiguous_inputs(input, weights, bias, h0, c0);
+    return save_forward(
+        ctx, in, forward_op().call(in.x, in.w, in.b, as_optional(in.h), as_optional(in.c), tf32),
+        bias, tf32);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
-    const at::Tensor& output = saved[4];
-    // Gradients that autograd left undefined: zeros for the output's, None (read as zeros by the
-    // kernels) for the final state's.
-    const auto grad = [&](size_t i) {
-      if (grads[i].defined()) {
-        return grads[i].contiguous();
-      }
-      return i == 0 ? at::zeros_like(output) : at::Tensor();
-    };
-    // needs_input_grad counts the graph's edges, which skip a state that was None.
-    const bool h0_given = ctx->saved_data["h0_given"].toBool();
-    const bool c0_given = ctx->saved_data["c0_given"].toBool();
-    const OutputMask mask = {ctx->needs_input_grad(0), ctx->needs_input_grad(1),
-                             ctx->needs_input_grad(2), h0_given && ctx->needs_input_grad(3),
-                             c0_given && ctx->needs_input_grad(h0_given ? 4 : 3)};
-    at::Tensor d_input, d_weights, d_bias, d_h0, d_c0;
+    const BackwardArgs a = backward_args(ctx, grads);
+    const variable_list& v = a.saved;
+    Backward results;
     {
       const at::AutoDispatchBelowADInplaceOrView below_autograd;
-      std::tie(d_input, d_weights, d_bias, d_h0, d_c0) =
-          backward_op().call(grad(0), as_optional(grad(1)), as_optional(grad(2)), saved[0],
-                             saved[1], saved[2], as_optional(saved[3]), output, saved[5], saved[6],
-                             mask, ctx->saved_data["tf32"].toBool());
+      results = backward_op().call(a.grad_output, a.grad_h_n, a.grad_c_n, v[0], v[1], v[2],
+                                   as_optional(v[3]), v[4], v[5], v[6], a.mask, a.tf32);
     }
-    if (d_bias.defined()) {
-      d_bias = d_bias.reshape(ctx->saved_data["bias_shape"].toIntVector());
-    }
-    if (at::GradMode::is_enabled()) {  // create_graph=True
-      variable_list grads_out = first_order_only(
-          "lltm_sequence", {d_input, d_weights, d_bias, d_h0, d_c0}, {saved[5], saved[1]});
-      grads_out.emplace_back();  // tf32: not differentiable
-      return grads_out;
-    }
-    return {d_input, d_weights, d_bias, d_h0, d_c0, at::Tensor()};
+    return gradients(ctx, a, "lltm_sequence", results, /*extra=*/false);
   }
 };
 
@@ -738,64 +774,33 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> packed(
   return {std::get<0>(out), std::get<1>(out), std::get<2>(out)};
 }
 
-// Autograd for the packed sequence, as Sequence's.
+// Autograd for the packed sequence, as Sequence's (batch_sizes saved beside).
 struct PackedFunction : torch::autograd::Function<PackedFunction> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& data,
                                at::IntArrayRef batch_sizes, const at::Tensor& weights,
                                const at::Tensor& bias, const OptionalTensor& h0,
                                const OptionalTensor& c0, bool tf32) {
     const at::AutoDispatchBelowADInplaceOrView below_autograd;
-    const at::Tensor x = data.contiguous();
-    const at::Tensor w = weights.contiguous();
-    const at::Tensor b = bias.contiguous();
-    const at::Tensor h = tensor_or_undefined(contiguous(h0));
-    const at::Tensor c = tensor_or_undefined(contiguous(c0));
-    auto [output, h_n, c_n, cells, gates] =
-        packed_forward_op().call(x, batch_sizes, w, b, as_optional(h), as_optional(c), tf32);
-    ctx->save_for_backward({x, w, b, h, output, cells, gates});
-    ctx->set_materialize_grads(false);
+    const Inputs in = contiguous_inputs(data, weights, bias, h0, c0);
     ctx->saved_data["batch_sizes"] = batch_sizes.vec();
-    ctx->saved_data["bias_shape"] = bias.sizes().vec();
-    ctx->saved_data["h0_given"] = h.defined();
-    ctx->saved_data["c0_given"] = c.defined();
-    ctx->saved_data["tf32"] = tf32;
-    return {output, h_n, c_n};
+    return save_forward(ctx, in,
+                        packed_forward_op().call(in.x, batch_sizes, in.w, in.b, as_optional(in.h),
+                                                 as_optional(in.c), tf32),
+                        bias, tf32);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
-    const at::Tensor& output = saved[4];
-    const auto grad = [&](size_t i) {
-      if (grads[i].defined()) {
-        return grads[i].contiguous();
-      }
-      return i == 0 ? at::zeros_like(output) : at::Tensor();
-    };
-    // The graph's edges: data, weights, bias, then h0 and c0 where given (batch_sizes and tf32
-    // are none); the gradients returned: one for each argument of forward.
-    const bool h0_given = ctx->saved_data["h0_given"].toBool();
-    const bool c0_given = ctx->saved_data["c0_given"].toBool();
-    const OutputMask mask = {ctx->needs_input_grad(0), ctx->needs_input_grad(1),
-                             ctx->needs_input_grad(2), h0_given && ctx->needs_input_grad(3),
-                             c0_given && ctx->needs_input_grad(h0_given ? 4 : 3)};
+    const BackwardArgs a = backward_args(ctx, grads);
+    const variable_list& v = a.saved;
     const std::vector<int64_t> sizes = ctx->saved_data["batch_sizes"].toIntVector();
-    at::Tensor d_data, d_weights, d_bias, d_h0, d_c0;
+    Backward results;
     {
       const at::AutoDispatchBelowADInplaceOrView below_autograd;
-      std::tie(d_data, d_weights, d_bias, d_h0, d_c0) =
-          packed_backward_op().call(grad(0), as_optional(grad(1)), as_optional(grad(2)), saved[0],
-                                    sizes, saved[1], saved[2], as_optional(saved[3]), output,
-                                    saved[5], saved[6], mask, ctx->saved_data["tf32"].toBool());
+      results =
+          packed_backward_op().call(a.grad_output, a.grad_h_n, a.grad_c_n, v[0], sizes, v[1], v[2],
+                                    as_optional(v[3]), v[4], v[5], v[6], a.mask, a.tf32);
     }
-    if (d_bias.defined()) {
-      d_bias = d_bias.reshape(ctx->saved_data["bias_shape"].toIntVector());
-    }
-    variable_list out = {d_data, at::Tensor(), d_weights, d_bias, d_h0, d_c0};
-    if (at::GradMode::is_enabled()) {  // create_graph=True
-      out = first_order_only("lltm_sequence_packed", out, {saved[5], saved[1]});
-    }
-    out.emplace_back();  // tf32: not differentiable
-    return out;
+    return gradients(ctx, a, "lltm_sequence_packed", results, /*extra=*/true);
   }
 };
 
