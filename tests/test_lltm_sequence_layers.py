@@ -735,3 +735,26 @@ def test_packed_operator_torch_compile_fullgraph(backend):
         return output.square().sum() + h_n.sum() + (c_n * 3).sum()
 
     assert_compiled_matches_eager(loss_fn, args, backend)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_packed_operators_opcheck(device):
+    """torch.library.opcheck over the packed operators: schema, fake kernels (shapes from
+    batch_sizes), autograd registration; with a state and with None, every backward mask."""
+    ops = torch.ops.lltm_ext
+    sizes = [3, 3, 2, 1]
+    torch.manual_seed(0)
+    data, weights, bias = (torch.randn(*s, device=device) for s in ((9, 3), (12, 7), (12,)))
+    state = [torch.randn(3, 4, device=device) for _ in "hc"]
+    for h0, c0 in (state, (None, None)):
+        args = [data, sizes, weights, bias, h0, c0]
+        grad_args = [t.requires_grad_() if isinstance(t, torch.Tensor) else t for t in args]
+        torch.library.opcheck(ops.lltm_sequence_packed.default, grad_args)
+        detached = [t.detach() if isinstance(t, torch.Tensor) else t for t in args]
+        torch.library.opcheck(ops.lltm_sequence_packed_forward.default, detached)
+        output, h_n, c_n, cells, gates = ops.lltm_sequence_packed_forward(*detached)
+        grads = [torch.randn_like(output), torch.randn_like(h_n), torch.randn_like(c_n)]
+        saved = [detached[0], sizes, detached[2], detached[3], detached[4], output, cells, gates]
+        masks = ([True] * 5, [False, True, True, False, False], [True, False, False, True, True])
+        for mask in masks:
+            torch.library.opcheck(ops.lltm_sequence_packed_backward.default, [*grads, *saved, mask])
