@@ -128,7 +128,7 @@ def _sequence_outputs(
 ) -> tuple[Tensor, ...]:
     """The sequence operators' outputs: output rows + (S,), h_n, c_n (B, S) and, where `saved`,
     cells rows + (S,) and gates rows + (3S,); rows (T, B) for a sequence, (N,) for packed rows."""
-    out = (
+    out: tuple[Tensor, ...] = (
         like.new_empty((*rows, state)),
         like.new_empty((batch, state)),
         like.new_empty((batch, state)),
