@@ -758,3 +758,26 @@ def test_packed_operators_opcheck(device):
         masks = ([True] * 5, [False, True, True, False, False], [True, False, False, True, True])
         for mask in masks:
             torch.library.opcheck(ops.lltm_sequence_packed_backward.default, [*grads, *saved, mask])
+
+
+def test_bad_packed_operator_arguments():
+    """The packed operator's checks name its own arguments (data, batch_sizes, the state)."""
+    op = torch.ops.lltm_ext.lltm_sequence_packed
+    data, weights, bias = torch.randn(9, 3), torch.randn(12, 7), torch.randn(12)
+    sizes = [3, 3, 2, 1]
+    bad = [
+        ((torch.randn(9), sizes, weights, bias), r"`data` must be 2-D .*shape \[9\]"),
+        ((torch.randn(9, 4), sizes, weights, bias), r"`data` must have shape \[rows, 3\]"),
+        ((data.double(), sizes, weights, bias), r"one dtype.*`weights` is Float and `data`"),
+        ((data, sizes, weights, torch.randn(11)), r"`bias` must have shape \[12\] or \[1, 12\]"),
+        ((data, [3, 3, 2], weights, bias), r"add up to `data`'s 9 rows.*\[3, 3, 2\] \(sum 8\)"),
+        ((data, [2, 3, 3, 1], weights, bias), r"non-increasing.*\[2, 3, 3, 1\] \(sum 9\)"),
+        ((data, [9, 0], weights, bias), r"positive.*\[9, 0\]"),
+        ((data, [], weights, bias), r"at least one step"),
+        ((data, sizes, weights, bias, torch.randn(2, 4)), r"`h_0` must have shape \[3, 4\]"),
+        ((data, sizes, weights, bias, None, torch.randn(3, 4).double()), r"`c_0` is Double"),
+        ((data.long(), sizes, weights.long(), bias.long()), r"`data` must have a floating-point"),
+    ]
+    for args, message in bad:
+        with pytest.raises(RuntimeError, match=message):
+            op(*args)

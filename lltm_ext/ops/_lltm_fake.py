@@ -218,18 +218,24 @@ def _check_packed_shapes(
     state (batch_sizes[0], S)), for the fake kernels. Returns (B, S)."""
     sizes = list(batch_sizes)
     torch._check(
-        len(sizes) > 0
-        and all(b > 0 for b in sizes)
-        and all(b <= a for a, b in itertools.pairwise(sizes))
-        and data.dim() == 2
-        and sum(sizes) == data.shape[0],
+        data.dim() == 2,
         lambda: (
-            "lltm_ext.lltm_sequence_packed: `batch_sizes` must be positive, non-increasing "
-            f"counts that add up to `data`'s rows, but got {sizes[:8]} for a {describe(data)}."
+            "lltm_ext.lltm_sequence_packed: `data` must be 2-D (rows, input_features), a "
+            f"PackedSequence's data, but got a {describe(data)}."
         ),
     )
     # data's rows as one step of a sequence (T = 1, B = N), the state apart.
     _check_sequence_shapes(data.unsqueeze(0), weights, bias, None, None)
+    torch._check(
+        len(sizes) > 0
+        and all(b > 0 for b in sizes)
+        and all(b <= a for a, b in itertools.pairwise(sizes))
+        and sum(sizes) == data.shape[0],
+        lambda: (
+            "lltm_ext.lltm_sequence_packed: `batch_sizes` must be positive, non-increasing "
+            f"counts that add up to `data`'s {data.shape[0]} rows, but got {sizes[:8]}."
+        ),
+    )
     state = weights.shape[0] // 3
     for name, t in (("h_0", h0), ("c_0", c0)):
         torch._check(

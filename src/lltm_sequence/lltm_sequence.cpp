@@ -492,8 +492,8 @@ Packing check_packing(at::IntArrayRef batch_sizes, int64_t rows) {
   p.sizes = batch_sizes.vec();
   int64_t total = 0;
   bool ok = !p.sizes.empty();
-  for (size_t t = 0; t < p.sizes.size() && ok; ++t) {
-    ok = p.sizes[t] > 0 && (t == 0 || p.sizes[t] <= p.sizes[t - 1]);
+  for (size_t t = 0; t < p.sizes.size(); ++t) {
+    ok = ok && p.sizes[t] > 0 && (t == 0 || p.sizes[t] <= p.sizes[t - 1]);
     p.offsets.push_back(total);
     total += p.sizes[t];
   }
@@ -509,19 +509,33 @@ Packing check_packing(at::IntArrayRef batch_sizes, int64_t rows) {
   return p;
 }
 
-// The packed arguments' checks: data (N, I) and the state (B, S) against weights (3S, S + I).
-Dims check_packed_args(const at::Tensor& data, const Packing& p, const at::Tensor& weights,
-                       const at::Tensor& bias, const at::Tensor& h0, const at::Tensor& c0) {
+// The packed arguments' checks: data (N, I), weights (3S, S + I), bias (3S) or (1, 3S), the
+// state (B, S) and batch_sizes; returns the packing and (T, B, I, S).
+std::pair<Packing, Dims> check_packed_args(const at::Tensor& data, at::IntArrayRef batch_sizes,
+                                           const at::Tensor& weights, const at::Tensor& bias,
+                                           const at::Tensor& h0, const at::Tensor& c0) {
+  CHECK_INPUT(data);
+  CHECK_INPUT(weights);
+  CHECK_INPUT(bias);
+  CHECK_LIKE(weights, data);
+  CHECK_LIKE(bias, data);
+  check_backend(data, "lltm_sequence_packed");
   TORCH_CHECK(data.dim() == 2,
               "lltm_ext.lltm_sequence_packed: `data` must be 2-D (rows, input_features), a "
               "PackedSequence's data, but got a ",
               describe(data), ".");
-  const int64_t S = weights.dim() == 2 ? weights.size(0) / 3 : 0;
-  TORCH_CHECK(weights.dim() != 2 || data.size(1) == weights.size(1) - S,
-              "lltm_ext.lltm_sequence_packed: `data` must have shape [rows, ", weights.size(1) - S,
+  TORCH_CHECK(
+      weights.dim() == 2 && weights.size(0) % 3 == 0 && weights.size(1) >= weights.size(0) / 3,
+      "lltm_ext.lltm_sequence_packed: `weights` must have shape [3 * state_size, state_size + "
+      "input_features], but got a ",
+      describe(weights), ".");
+  const int64_t S = weights.size(0) / 3, I = weights.size(1) - S;
+  TORCH_CHECK(data.size(1) == I, "lltm_ext.lltm_sequence_packed: `data` must have shape [rows, ", I,
               "] (input_features = weights.size(1) - state_size), but got a ", describe(data), ".");
-  // The sequence's checks on data as one step of N rows; the state's apart (B rows).
-  check_forward_args(data.unsqueeze(0), weights, bias, at::Tensor(), at::Tensor());
+  TORCH_CHECK(bias.numel() == 3 * S && (bias.dim() == 1 || (bias.dim() == 2 && bias.size(0) == 1)),
+              "lltm_ext.lltm_sequence_packed: `bias` must have shape [", 3 * S, "] or [1, ", 3 * S,
+              "] (3 * state_size), but got a ", describe(bias), ".");
+  const Packing p = check_packing(batch_sizes, data.size(0));
   for (const auto& [t, name] : {std::pair<const at::Tensor&, const char*>{h0, "h_0"},
                                 std::pair<const at::Tensor&, const char*>{c0, "c_0"}}) {
     if (t.defined()) {
@@ -533,7 +547,7 @@ Dims check_packed_args(const at::Tensor& data, const Packing& p, const at::Tenso
                   ".");
     }
   }
-  return {p.steps(), p.batch, weights.size(1) - S, S};
+  return {p, Dims{p.steps(), p.batch, I, S}};
 }
 
 // Forward over the packed rows. Returns (output (N, S), h_n, c_n (B, S), cells (N, S), gates
@@ -543,8 +557,8 @@ Forward packed_forward(const at::Tensor& data, at::IntArrayRef batch_sizes,
                        const OptionalTensor& h0_in, const OptionalTensor& c0_in,
                        bool tf32_requested) {
   const at::Tensor h0 = tensor_or_undefined(h0_in), c0 = tensor_or_undefined(c0_in);
-  const Packing p = check_packing(batch_sizes, data.dim() == 2 ? data.size(0) : -1);
-  const auto [T, B, I, S] = check_packed_args(data, p, weights, bias, h0, c0);
+  const auto [p, dims] = check_packed_args(data, batch_sizes, weights, bias, h0, c0);
+  const auto [T, B, I, S] = dims;
   const bool tf32 = matmul_allows_tf32(data, tf32_requested);
   const int64_t N = p.rows;
   const at::Tensor b = bias.reshape({3 * S});
@@ -624,8 +638,8 @@ Backward packed_backward(const at::Tensor& grad_output, const OptionalTensor& gr
   const at::Tensor grad_h_n = tensor_or_undefined(grad_h_n_in);
   const at::Tensor grad_c_n = tensor_or_undefined(grad_c_n_in);
   const at::Tensor h0 = tensor_or_undefined(h0_in);
-  const Packing p = check_packing(batch_sizes, data.dim() == 2 ? data.size(0) : -1);
-  const auto [T, B, I, S] = check_packed_args(data, p, weights, bias, h0, at::Tensor());
+  const auto [p, dims] = check_packed_args(data, batch_sizes, weights, bias, h0, at::Tensor());
+  const auto [T, B, I, S] = dims;
   const int64_t N = p.rows;
   for (const at::Tensor* t : {&grad_output, &output, &cells, &gates}) {
     CHECK_INPUT(*t);
