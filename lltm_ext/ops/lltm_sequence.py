@@ -178,7 +178,10 @@ def _packing(batch_sizes: Tensor, rows: int, device: torch.device, reverse: bool
         j = torch.arange(rows) - offsets[t]
         lengths = torch.bincount(j, minlength=sizes[0])
         reverse_index = offsets[lengths[j] - 1 - t] + j
-        if device.type == "cuda":  # from page-locked memory: the copy does not wait for the GPU
+        if device.type == "cuda" and not torch.cuda.is_current_stream_capturing():
+            # From page-locked memory the copy does not wait for the GPU. (Under CUDA graph
+            # capture a graph would read that buffer at every replay, after it was freed: there
+            # the blocking copy stays, which capture refuses with CUDA's error.)
             reverse_index = reverse_index.pin_memory().to(device, non_blocking=True)
         else:
             reverse_index = reverse_index.to(device)

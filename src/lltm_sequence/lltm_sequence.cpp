@@ -550,6 +550,38 @@ std::pair<Packing, Dims> check_packed_args(const at::Tensor& data, at::IntArrayR
   return {p, Dims{p.steps(), p.batch, I, S}};
 }
 
+// Each sequence's last row of x (N, S: output or cells), in the packed order: sequence j ends at
+// the last step whose batch exceeds j. Pieces of x from the last step back, in one at::cat (no
+// index copied to the device: nothing to wait for, nothing a CUDA graph would read later).
+at::Tensor last_rows(const at::Tensor& x, const Packing& p) {
+  std::vector<at::Tensor> pieces;
+  for (int64_t t = p.steps() - 1; t >= 0; --t) {
+    const int64_t next = t + 1 < p.steps() ? p.sizes[t + 1] : 0;
+    if (next < p.sizes[t]) {
+      pieces.push_back(x.narrow(0, p.offsets[t] + next, p.sizes[t] - next));
+    }
+  }
+  return at::cat(pieces);
+}
+
+// Each row's h_{t-1} (N, S): step 0's rows h0 (zeros where undefined), step t's the same
+// sequences' rows of step t - 1 in `output`. Per stretch two blocks of output: the step before it
+// (its first bs rows) and its own steps but the last; in one at::cat, as last_rows.
+at::Tensor previous_rows(const at::Tensor& output, const at::Tensor& h0, const Packing& p) {
+  std::vector<at::Tensor> pieces;
+  pieces.push_back(h0.defined() ? h0 : at::zeros({p.batch, output.size(1)}, output.options()));
+  for (const auto& [t0, steps] : p.stretches()) {
+    const int64_t bs = p.sizes[t0];
+    if (t0 > 0) {
+      pieces.push_back(output.narrow(0, p.offsets[t0 - 1], bs));
+    }
+    if (steps > 1) {
+      pieces.push_back(output.narrow(0, p.offsets[t0], (steps - 1) * bs));
+    }
+  }
+  return at::cat(pieces);
+}
+
 // Forward over the packed rows. Returns (output (N, S), h_n, c_n (B, S), cells (N, S), gates
 // (N, 3S): the pre-activations without the bias), as forward's.
 Forward packed_forward(const at::Tensor& data, at::IntArrayRef batch_sizes,
@@ -566,42 +598,31 @@ Forward packed_forward(const at::Tensor& data, at::IntArrayRef batch_sizes,
   at::Tensor output = at::empty({N, S}, data.options());
   at::Tensor cells = at::empty({N, S}, data.options());
   at::Tensor gates = at::empty({N, 3 * S}, data.options());
-  at::Tensor h_n = at::empty({B, S}, data.options());
-  at::Tensor c_n = at::empty({B, S}, data.options());
+  at::Tensor h_n, c_n;
   // The input projections of all rows, one product: gates = data W_i^T.
   gemm(data, w_i.t(), gates, 0, tf32);
+  bool final_state_written = false;
   if (data.is_cuda()) {
 #ifdef WITH_CUDA
     const auto stretches = p.stretches();
-    // One stretch writes the final state itself; more leave it to one gather at the end (a
-    // stretch's last state is final only in its rows past the next stretch's batch).
-    const bool one = stretches.size() == 1;
+    // One stretch writes the final state itself; more leave it to last_rows (a stretch's last
+    // state is final only in its rows past the next stretch's batch).
+    if (stretches.size() == 1) {
+      h_n = at::empty({B, S}, data.options());
+      c_n = at::empty({B, S}, data.options());
+      final_state_written = true;
+    }
     int64_t before = -1;  // the first row of the step before a stretch
     for (const auto& [t0, steps] : stretches) {
       const int64_t bs = p.sizes[t0], first = p.offsets[t0], n = steps * bs;
       const at::Tensor h_prev = before < 0 ? h0 : output.narrow(0, before, bs);
       const at::Tensor c_prev = before < 0 ? c0 : cells.narrow(0, before, bs);
       sequence_forward_cuda(data.narrow(0, first, n).view({steps, bs, I}), weights, b, h_prev,
-                            c_prev, output.narrow(0, first, n).view({steps, bs, S}),
-                            one ? h_n : at::Tensor(), one ? c_n : at::Tensor(),
+                            c_prev, output.narrow(0, first, n).view({steps, bs, S}), h_n, c_n,
                             cells.narrow(0, first, n).view({steps, bs, S}),
                             gates.narrow(0, first, n).view({steps, bs, 3 * S}), tf32,
                             /*projected=*/true);
       before = p.offsets[t0 + steps - 1];
-    }
-    if (!one) {
-      // Sequence j's last row: offsets[t] + j at the last step t whose batch exceeds j. The
-      // index in page-locked memory: its copy does not wait for the stream.
-      at::Tensor index = at::empty({B}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
-      int64_t* last = index.mutable_data_ptr<int64_t>();
-      for (int64_t t = 0; t < T; ++t) {
-        for (int64_t j = t + 1 < T ? p.sizes[t + 1] : 0; j < p.sizes[t]; ++j) {
-          last[j] = p.offsets[t] + j;
-        }
-      }
-      const at::Tensor rows = index.to(data.device(), /*non_blocking=*/true);
-      at::index_select_out(h_n, output, 0, rows);
-      at::index_select_out(c_n, cells, 0, rows);
     }
 #else
     fail_not_compiled_with_cuda("lltm_sequence_packed");
@@ -616,13 +637,11 @@ Forward packed_forward(const at::Tensor& data, at::IntArrayRef batch_sizes,
       forward_gates_cpu(g, b,
                         t == 0 ? or_zeros(c0, data, B, S) : cells.narrow(0, p.offsets[t - 1], bs),
                         output.narrow(0, first, bs), cells.narrow(0, first, bs));
-      // The sequences whose last step this is: rows [next, bs).
-      const int64_t next = t + 1 < T ? p.sizes[t + 1] : 0;
-      if (next < bs) {
-        h_n.narrow(0, next, bs - next).copy_(output.narrow(0, first + next, bs - next));
-        c_n.narrow(0, next, bs - next).copy_(cells.narrow(0, first + next, bs - next));
-      }
     }
+  }
+  if (!final_state_written) {
+    h_n = last_rows(output, p);
+    c_n = last_rows(cells, p);
   }
   return {output, h_n, c_n, cells, gates};
 }
@@ -726,28 +745,8 @@ Backward packed_backward(const at::Tensor& grad_output, const OptionalTensor& gr
   }
   bool bias_done = false;
   if (want_weights) {
-    // d W = dG^T [h_prev | data] over all rows: h_prev, each row's h_{t-1} (h0's rows, or zeros,
-    // at step 0; the same sequence's row of the step before), gathered once.
-    at::Tensor h_prev = at::empty({N, S}, data.options());
-    if (h0.defined()) {
-      h_prev.narrow(0, 0, B).copy_(h0);
-    } else {
-      h_prev.narrow(0, 0, B).zero_();
-    }
-    if (N > B) {
-      // The rows' index, made on the host: in page-locked memory for CUDA, whose copy then does
-      // not wait for the stream (a copy from pageable memory would, and stall the launches).
-      at::Tensor index =
-          at::empty({N - B}, at::TensorOptions().dtype(at::kLong).pinned_memory(data.is_cuda()));
-      int64_t* row = index.mutable_data_ptr<int64_t>();
-      for (int64_t t = 1; t < T; ++t) {
-        for (int64_t j = 0; j < p.sizes[t]; ++j) {
-          *row++ = p.offsets[t - 1] + j;
-        }
-      }
-      at::Tensor rest = h_prev.narrow(0, B, N - B);
-      at::index_select_out(rest, output, 0, index.to(data.device(), /*non_blocking=*/true));
-    }
+    // d W = dG^T [h_prev | data] over all rows, h_prev each row's h_{t-1}.
+    const at::Tensor h_prev = previous_rows(output, h0, p);
     d_weights = at::empty({3 * S, S + I}, weights.options());
     const at::Tensor bias_out = want_bias ? at::empty({3 * S}, b.options()) : at::Tensor();
     // The sequence's kernel, on the rows as one step of N: its h0 is h_prev.
