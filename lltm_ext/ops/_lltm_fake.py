@@ -238,13 +238,12 @@ def _check_packed_shapes(
     )
     state = weights.shape[0] // 3
     for name, t in (("h_0", h0), ("c_0", c0)):
-        torch._check(
-            t is None or tuple(t.shape) == (sizes[0], state),
-            lambda name=name, t=t: (
-                f"lltm_ext.lltm_sequence_packed: the state's `{name}` must "
-                f"have shape [{sizes[0]}, {state}], but got a {describe(t)}."
-            ),
-        )
+        if t is not None:
+            message = (
+                f"lltm_ext.lltm_sequence_packed: the state's `{name}` must have shape "
+                f"[{sizes[0]}, {state}], but got a {describe(t)}."
+            )
+            torch._check(tuple(t.shape) == (sizes[0], state), functools.partial(str, message))
     return sizes[0], state
 
 
