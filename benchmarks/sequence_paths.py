@@ -12,10 +12,11 @@ LLTM_EXT_SEQUENCE_TILED_TILES / _COLS), :wcols=N (LLTM_EXT_SEQUENCE_WIDE_COLS) o
 (LLTM_EXT_SEQUENCE_PRODUCT, e.g. cluster:product=simt), :gemm=G and :splits=N (the cuBLAS path's
 step products, LLTM_EXT_SEQUENCE_STEP_GEMM / _STEP_SPLITS, e.g. cublas:gemm=tensor:splits=4),
 :blocks=N and :rows=N (the cluster kernels' LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS / _ROWS), :srows=N
-(LLTM_EXT_SEQUENCE_SMALL_ROWS) or :wgrad=W (the weight gradients, LLTM_EXT_SEQUENCE_WGRAD: fused,
-tensor or cublas); "lstm" is torch.nn.LSTM. Ratios are
-nn.LSTM's time over each path's (> 1: faster than cuDNN); a path that does not apply at a shape
-(forced, it raises) shows "-". --sweep N --seed S takes the sweep's shapes.
+(LLTM_EXT_SEQUENCE_SMALL_ROWS), :short=N (LLTM_EXT_SEQUENCE_SHORT_STEPS, e.g. auto:short=1) or
+:wgrad=W (the weight gradients, LLTM_EXT_SEQUENCE_WGRAD: fused, tensor or cublas); "lstm" is
+torch.nn.LSTM. Ratios are nn.LSTM's time over each path's (> 1: faster than cuDNN); a path that
+does not apply at a shape (forced, it raises) shows "-". --sweep N --seed S takes the sweep's
+shapes; --grid "T=1,2,4/B=8,64/I=64/S=128,285" every combination of the values given.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ KNOBS = {
     "rows": "LLTM_EXT_SEQUENCE_CLUSTER_ROWS",
     "srows": "LLTM_EXT_SEQUENCE_SMALL_ROWS",
     "wgrad": "LLTM_EXT_SEQUENCE_WGRAD",
+    "short": "LLTM_EXT_SEQUENCE_SHORT_STEPS",
 }
 ALL_KNOBS = ["LLTM_EXT_SEQUENCE_PATH", *KNOBS.values()]
 
@@ -133,9 +135,25 @@ def parse_shapes(text: str) -> list[dict[str, int]]:
     return shapes
 
 
+def grid_shapes(text: str) -> list[dict[str, int]]:
+    """Every combination of "T=1,2,4/B=8,64/I=64/S=128,285" (each of T, B, I, S given)."""
+    values = {}
+    for part in text.split("/"):
+        key, _, items = part.partition("=")
+        values[key.strip()] = [int(v) for v in items.split(",")]
+    return [
+        {"T": t, "B": b, "I": i, "S": s}
+        for s in values["S"]
+        for b in values["B"]
+        for i in values["I"]
+        for t in values["T"]
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default="", help="TxBxIxS,... (T steps, batch, features, state)")
+    ap.add_argument("--grid", default="", help="T=..,../B=../I=../S=..: every combination")
     ap.add_argument("--sweep", type=int, default=0, help="the sweep's first N shapes (--seed)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--paths", default="auto,cublas,lstm")
@@ -144,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default="")
     args = ap.parse_args(argv)
     shapes = parse_shapes(args.shapes) if args.shapes else []
+    if args.grid:
+        shapes += grid_shapes(args.grid)
     if args.sweep:
         shapes += sequence_shapes(args.sweep, args.seed, "cuda")
     paths = args.paths.split(",")
