@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import lltm_ext
+from lltm_ext.ops._lltm_reference import lltm_loop, lltm_reference
 
 CUDA_MARK = pytest.mark.cuda
 
@@ -129,6 +130,42 @@ def test_cuda_auto_plan_is_what_runs(size):
     _ran_contains(found)
     assert found.notes or found.path == "small"  # every family after the first says why
     print(found)
+
+
+# (T, B, I, S, LLTM_EXT_SEQUENCE_SHORT_STEPS or None, whether the cuBLAS path runs): auto sends
+# calls of fewer than 4 steps (8 at B >= 256 or S >= 512) past the cluster, wide and tiled kernels
+# to the cuBLAS path; the setting moves the bound (1: never); the small-state kernels keep theirs.
+SHORT_CASES = [
+    (3, 64, 16, 200, None, True),
+    (4, 64, 16, 200, None, False),
+    (3, 64, 16, 200, "1", False),
+    (7, 261, 16, 139, None, True),
+    (8, 261, 16, 139, None, False),
+    (7, 16, 16, 600, None, True),
+    (5, 16, 16, 200, "6", True),
+    (1, 3, 4, 40, None, False),
+]
+
+
+@CUDA_MARK
+@pytest.mark.parametrize("case", SHORT_CASES, ids=str)
+def test_cuda_short_calls_take_the_cublas_path(monkeypatch, case):
+    steps, batch, features, state, setting, cublas = case
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("the bounds were set against the sm_90 kernels that auto takes there")
+    if setting is not None:
+        monkeypatch.setenv("LLTM_EXT_SEQUENCE_SHORT_STEPS", setting)
+    args = sequence_args(steps, batch, features, state, "cuda")
+    found = lltm_ext.explain("lltm_sequence", *args, run=True)
+    assert (found.path == "cublas") == cublas, str(found)
+    assert any("short-steps" in n for n in found.notes) == cublas, found.notes
+    _ran_contains(found)
+    # What it computes is the cell's: against the float64 loop.
+    x, w, b = (t.detach().double() for t in args)
+    zeros = x.new_zeros(batch, state)
+    ref = lltm_loop(lltm_reference, x, w, b, zeros, zeros)
+    out, _ = lltm_ext.lltm_sequence(*args)
+    assert (out.double() - ref).abs().max().item() <= 1e-4
 
 
 @CUDA_MARK

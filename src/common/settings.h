@@ -47,6 +47,14 @@ inline constexpr std::array kSettings = {
             "apply: tests use it to know that they ran); grid: the fused step kernels where they "
             "apply, never the others; cublas: the recurrent product through cuBLAS and the gate "
             "kernel every step."},
+    Setting{
+        "LLTM_EXT_SEQUENCE_SHORT_STEPS", "lltm_ext.lltm_sequence", Kind::kNumber, "1..64",
+        "every call",
+        "The fewest steps at which auto runs a call (or a packed batch's stretch of steps "
+        "with one batch) on the cluster, wide-state, tiled or fused step kernels: fewer run the "
+        "cuBLAS path, whose set-up costs less than those kernels' (the small-state kernels keep "
+        "theirs); unset: 4, and 8 where the batch is at least 256 or the state at least 512; 1: "
+        "the cuBLAS path is never taken for shortness."},
     Setting{"LLTM_EXT_SEQUENCE_PRODUCT", "lltm_ext.lltm_sequence", Kind::kChoice,
             "auto|simt|tensor", "every call",
             "Where the cluster, wide-state and tiled kernels' recurrent product runs. auto: on the "

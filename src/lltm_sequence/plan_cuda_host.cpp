@@ -353,6 +353,9 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
 // LLTM_EXT_SEQUENCE_TILED_TILES and LLTM_EXT_SEQUENCE_TILED_COLS (settings.h) restrict the tile;
 // forced (LLTM_EXT_SEQUENCE_PATH=tiled), the kernels run wherever they apply.
 constexpr int64_t kTiledAutoWork = 30720;
+// Calls of fewer steps take the cuBLAS path, twice as many at large batches or states
+// (plan_sequence; LLTM_EXT_SEQUENCE_SHORT_STEPS).
+constexpr int64_t kShortSteps = 4;
 struct TiledPlan {
   TiledShape shape;  // mt = 0: the tiled kernels do not run
   Product product;
@@ -640,6 +643,22 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
     plan.small_rows = small_plan<T>(device, batch, state);
     if (plan.small_rows > 0) {  // all steps in one launch, blocks independent
       plan.path = SequencePlan::Path::kSmall;
+      return plan;
+    }
+    // Few steps: the cuBLAS path. The cluster, wide and tiled kernels' launch and set-up (a
+    // cooperative grid, each block's slice of W_h into shared memory, the grid's barriers) cost
+    // more than their steps save over cuBLAS's below kShortSteps steps, and below twice that at
+    // large batches or states, where cuBLAS's step gains on theirs; such calls are mostly a packed
+    // batch's stretches of one batch. Figures: docs/decisions.md#short-steps.
+    const int forced_short = env_number("LLTM_EXT_SEQUENCE_SHORT_STEPS");
+    const int64_t short_steps = forced_short > 0               ? forced_short
+                                : batch >= 256 || state >= 512 ? 2 * kShortSteps
+                                                               : kShortSteps;
+    if (sequence_path_setting() == SequencePath::kAuto && state > 0 && steps < short_steps) {
+      plan_note("cluster, wide, tiled, steps: no (", steps, " steps, fewer than ", short_steps,
+                ": their set-up costs more than the steps save; docs/decisions.md#short-steps)");
+      plan.forward_gemm = step_gemm_plan<T>(device, batch, 3 * state, state, tf32, false);
+      plan.backward_gemm = step_gemm_plan<T>(device, batch, state, 3 * state, tf32, true);
       return plan;
     }
     // Where the cluster kernels' clusters would take turns (each running all T steps), the tiled

@@ -92,7 +92,13 @@ PLANS: dict[str, list[dict[str, Any]]] = {
         },
         {
             "part": "sweep:lltm_sequence_configs",
-            "args": ["--sweep", "20", "--seed", "1", "--seq-configs", "l2,l4,bi,packed"]
+            "args": ["--sweep", "20", "--seed", "1", "--seq-configs", "l2,l4,bi"]
+            + ["--dtypes", "float32,bfloat16,autocast", "--budget", "0.02", "--ops"]
+            + ["lltm_sequence"],
+        },
+        {
+            "part": "sweep:lltm_sequence_packed",
+            "args": ["--sweep", "20", "--seed", "1", "--seq-configs", "packed"]
             + ["--dtypes", "float32,bfloat16,autocast", "--budget", "0.02", "--ops"]
             + ["lltm_sequence"],
         },
