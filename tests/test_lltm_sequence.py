@@ -1180,9 +1180,10 @@ def test_cuda_fused_steps_one_launch_or_per_step(monkeypatch, batch):
 # (T, B, I, S) for the weight gradients in one kernel: one split of k and several (T B up to 1476
 # rows, split for the GPU's SMs), gate rows and columns that leave 64 x 64 tiles partly empty (3S =
 # 270 over five, S + I + 1 = 331 over six), no input features (the bias column right after h's),
-# B = 1 (h0's block a single row).
+# B = 1 (h0's block a single row); S = 32 with S + I = 37 (cuBLAS writes the recurrent block into
+# an aligned copy).
 WEIGHT_GRAD_SIZES = [(5, 4, 3, 6), (1, 1, 1, 1), (3, 2, 0, 4), (9, 5, 33, 17), (12, 123, 70, 45)]
-WEIGHT_GRAD_SIZES += [(7, 130, 5, 90), (2, 3, 200, 130), (33, 4, 2, 20)]
+WEIGHT_GRAD_SIZES += [(7, 130, 5, 90), (2, 3, 200, 130), (33, 4, 2, 20), (9, 8, 5, 32)]
 
 
 @pytest.mark.cuda

@@ -61,6 +61,27 @@ void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double 
   }
 }
 
+// The block d_weights[:, :S] (3S, S) for cuBLAS to write the recurrent weight gradient into (over k
+// rows of dG): the block itself, or, on CUDA where its rows' stride (S + I) breaks the 16-byte
+// alignment that rows of S keep and the product is at least as deep as S, a contiguous tensor that
+// the caller copies into the block after (copy_recurrent_block): as for the step products
+// (sequence_cuda_host.cpp: cublas_w_h), cuBLAS runs its Hopper kernels on aligned operands only.
+// Figures: docs/decisions.md#cublas-aligned-weights.
+at::Tensor recurrent_block(const at::Tensor& d_weights, int64_t S, int64_t k) {
+  const at::Tensor block = d_weights.narrow(1, 0, S);
+  const int64_t es = d_weights.element_size();
+  if (!d_weights.is_cuda() || (d_weights.size(1) * es) % 16 == 0 || (S * es) % 16 != 0 || k < S) {
+    return block;
+  }
+  return at::empty({d_weights.size(0), S}, d_weights.options());
+}
+void copy_recurrent_block(const at::Tensor& d_weights, const at::Tensor& dw_h) {
+  const at::Tensor block = d_weights.narrow(1, 0, dw_h.size(1));
+  if (!block.is_same(dw_h)) {
+    block.copy_(dw_h);
+  }
+}
+
 // The weight gradient d_weights (3S, S + I) = sum_t dG_t^T [h_{t-1} | x_t], and the bias gradient
 // d_bias (3S) where defined, in one kernel on CUDA (sequence_weight_grad_cuda) where that pays;
 // false, nothing written, where the caller's products should run instead (and on the CPU).
@@ -294,7 +315,7 @@ Backward backward(const at::Tensor& grad_output, const OptionalTensor& grad_h_n_
       bias_done = true;
     } else {
       gemm(dg_all.t(), input.view({T * B, I}), d_weights.narrow(1, S, I), 0, tf32);
-      const at::Tensor dw_h = d_weights.narrow(1, 0, S);
+      const at::Tensor dw_h = recurrent_block(d_weights, S, T * B);
       if (h0.defined()) {
         gemm(d_gates[0].t(), h0, dw_h, 0, tf32);
       }
@@ -304,6 +325,7 @@ Backward backward(const at::Tensor& grad_output, const OptionalTensor& grad_h_n_
       } else if (!h0.defined()) {
         dw_h.zero_();  // a zero h0's step alone
       }
+      copy_recurrent_block(d_weights, dw_h);
     }
   }
   if (want_bias && !bias_done) {
@@ -756,7 +778,9 @@ Backward packed_backward(const at::Tensor& grad_output, const OptionalTensor& gr
       bias_done = true;
     } else {
       gemm(d_gates.t(), data, d_weights.narrow(1, S, I), 0, tf32);
-      gemm(d_gates.t(), h_prev, d_weights.narrow(1, 0, S), 0, tf32);
+      const at::Tensor dw_h = recurrent_block(d_weights, S, N);
+      gemm(d_gates.t(), h_prev, dw_h, 0, tf32);
+      copy_recurrent_block(d_weights, dw_h);
     }
   }
   if (want_bias && !bias_done) {

@@ -95,6 +95,29 @@ StepWeights step_weights(const at::Tensor& weights, int64_t S, const StepGemmSha
   return w;
 }
 
+// W_h (3S x S) for cuBLAS's step products: the weights' own columns, or, where their rows' stride
+// (S + I) breaks the 16-byte alignment that the step's other operands (h_{t-1}, the gates: rows of
+// S and 3S) keep, in calls of at least kAlignedCopySteps steps, a contiguous copy: cuBLAS runs its
+// Hopper kernels (TMA loads) on 16-byte aligned operands only, and on the unaligned W_h fell back
+// to its sm_80 kernels at about half their speed every step; the copy costs about two steps' reads
+// of W_h. Figures: docs/decisions.md#cublas-aligned-weights.
+constexpr int64_t kAlignedCopySteps = 4;
+struct CublasWeights {
+  at::Tensor copy;  // undefined: w_h is the weights' own
+  Mat w_h;
+};
+CublasWeights cublas_w_h(const at::Tensor& weights, int64_t S, int64_t steps, int64_t es) {
+  const int64_t ld = weights.size(1);
+  const Mat own = col_block(row_major(weights.const_data_ptr(), 3 * S, ld, ld), 0, S, es);
+  const bool aligned =
+      (ld * es) % 16 == 0 && reinterpret_cast<uintptr_t>(weights.const_data_ptr()) % 16 == 0;
+  if (aligned || (S * es) % 16 != 0 || steps < kAlignedCopySteps) {
+    return {at::Tensor(), own};
+  }
+  at::Tensor copy = weights.narrow(1, 0, S).contiguous();
+  return {copy, row_major(copy.const_data_ptr(), 3 * S, S, S)};
+}
+
 // The split sums for a gate kernel (float32 only; none where sums is undefined).
 template <typename T>
 SplitSums<T> split_parts(const at::Tensor& sums, int splits, T* total) {
@@ -212,6 +235,9 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
         const StepGemmShape& split = plan.forward_gemm;
         const at::Tensor sums = split_sums(input, split, B, 3 * S);
         const StepWeights step_w = step_weights(weights, S, split, /*backward=*/false);
+        // cuBLAS's W_h (none where our split product runs every step)
+        const CublasWeights blas_w =
+            split.rows == 0 ? cublas_w_h(weights, S, T, es) : CublasWeights{at::Tensor(), w_h};
         for (int64_t t = 0; t < T; ++t) {
           const scalar_t* h_prev = t == 0 ? h_0 : out + (t - 1) * n;
           const scalar_t* c_prev = t == 0 ? c_0 : cell + (t - 1) * n;
@@ -222,7 +248,7 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
                                    /*accumulate=*/true, sums, B, 3 * S, S,
                                    /*after_gates=*/t > 0, stream);
             if (!split_done) {
-              step_blas.gemm(row_major(h_prev, B, S, S), transposed(w_h),
+              step_blas.gemm(row_major(h_prev, B, S, S), transposed(blas_w.w_h),
                              row_major(g_t, B, 3 * S, 3 * S), 1);
             }
           }
@@ -316,6 +342,8 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
         const at::Tensor sums = split_sums(cells, split, B, S);
         const StepWeights step_w =
             T > 1 ? step_weights(weights, S, split, /*backward=*/true) : StepWeights{};
+        const CublasWeights blas_w =
+            split.rows == 0 ? cublas_w_h(weights, S, T, es) : CublasWeights{at::Tensor(), w_h};
         for (int64_t t = T - 1; t >= 0; --t) {
           // dL/dc_t: grad_c_n, or from step t + 1.
           const scalar_t* gc = t == T - 1 ? gc_n : dc[(t + 1) % 2];
@@ -334,7 +362,7 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
                                  /*accumulate=*/false, sums, B, S, 3 * S, /*after_gates=*/true,
                                  stream)
                     : want_d_h0) {
-            step_blas.gemm(row_major(dg_t, B, 3 * S, 3 * S), w_h, row_major(dh, B, S, S), 0);
+            step_blas.gemm(row_major(dg_t, B, 3 * S, 3 * S), blas_w.w_h, row_major(dh, B, S, S), 0);
           }
         }
         return;
