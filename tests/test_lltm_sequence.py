@@ -634,12 +634,12 @@ def test_cuda_float32_tensor_cores(monkeypatch, path, size, passes):
     """The cluster and wide-state kernels' float32 recurrent products, forward and backward, run on
     the tensor cores: in one TF32 pass with TF32 allowed (torch.backends.cuda.matmul.allow_tf32)
     past 64 batch rows, in three (3xTF32) at torch's default and at up to 64 rows (the planner's
-    rule, docs/decisions.md#tf32-one-pass-batch). With one pass the outputs and all gradients
-    differ from those of the SIMT product and stay within TF32's error of the float64 loop (TF32
-    keeps 10 mantissa bits: relative rounding 2^-11 per operand; a wrong fragment layout would be
-    off by the values' own size); with three they differ from the SIMT product's (other units ran)
-    and stay within a few times its float32 error (a dropped or doubled pass would leave TF32's
-    error)."""
+    rule, docs/decisions_sequence.md#tf32-one-pass-batch). With one pass the outputs and all
+    gradients differ from those of the SIMT product and stay within TF32's error of the float64
+    loop (TF32 keeps 10 mantissa bits: relative rounding 2^-11 per operand; a wrong fragment layout
+    would be off by the values' own size); with three they differ from the SIMT product's (other
+    units ran) and stay within a few times its float32 error (a dropped or doubled pass would leave
+    TF32's error)."""
     args = make_args(*size, "cuda", torch.float32)
     grads = [torch.randn(size[0], size[1], size[3], device="cuda")] + [
         torch.randn(size[1], size[3], device="cuda") for _ in range(2)

@@ -272,22 +272,31 @@ def test_src_comments_hold_no_measured_figures(tmp_path):
     found = [
         f"{p.relative_to(ROOT)}:{f}" for p in src_files() for f in measured_figures_in_comments(p)
     ]
-    assert not found, "figures in comments (move them to docs/decisions.md):\n" + "\n".join(found)
+    assert not found, (
+        "figures in comments (move them to docs/decisions.md or decisions_sequence.md):\n"
+        + "\n".join(found)
+    )
 
 
 def test_figures_anchors_named_in_the_code_exist():
-    """Each docs/decisions.md#anchor that src/ or lltm_ext/ names is a heading there (its anchor
-    as GitHub makes it: lowercase, spaces to '-', other punctuation dropped)."""
-    record = (ROOT / "docs" / "decisions.md").read_text()
-    headings = re.findall(r"^#+ (.+)$", record, re.M)
-    anchors = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+    """Each docs/decisions.md#anchor (docs/decisions_sequence.md#anchor: the LLTM sequence's) that
+    src/ or lltm_ext/ names is a heading of that page (its anchor as GitHub makes it: lowercase,
+    spaces to '-', other punctuation dropped)."""
+    anchors = {}
+    for page in ("decisions.md", "decisions_sequence.md"):
+        headings = re.findall(r"^#+ (.+)$", (ROOT / "docs" / page).read_text(), re.M)
+        anchors[page] = {
+            re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings
+        }
     named = {}
     for path in src_files() + sorted((ROOT / "lltm_ext").rglob("*.py")):
-        for anchor in re.findall(r"docs/decisions\.md#([\w-]+)", path.read_text()):
-            named.setdefault(anchor, path.relative_to(ROOT).as_posix())
-    assert named, "no comment names docs/decisions.md"
-    missing = {a: p for a, p in named.items() if a not in anchors}
-    assert not missing, f"anchors not in docs/decisions.md: {missing}"
+        for page, anchor in re.findall(
+            r"docs/(decisions(?:_sequence)?\.md)#([\w-]+)", path.read_text()
+        ):
+            named.setdefault((page, anchor), path.relative_to(ROOT).as_posix())
+    assert {page for page, _ in named} == set(anchors), "a decisions page that no comment names"
+    missing = {f"{p}#{a}": f for (p, a), f in named.items() if a not in anchors[p]}
+    assert not missing, f"anchors not in their docs/decisions page: {missing}"
 
 
 # tools/ holds folders by purpose (tools/README.md lists them and every script in them): nothing

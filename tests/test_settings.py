@@ -38,7 +38,7 @@ TOOLCHAIN_VARIABLES = {"CC", "CXX", "CUDA_HOME", "CUDA_PATH", "PATH"}
 
 def runtime_names() -> set[str]:
     """The names in settings.h's table, read from its text (no build needed)."""
-    names = re.findall(r'Setting\{"(LLTM_EXT_[A-Z0-9_]+)"', SETTINGS_H.read_text())
+    names = re.findall(r'Setting\{\s*"(LLTM_EXT_[A-Z0-9_]+)"', SETTINGS_H.read_text())
     assert len(names) == len(set(names)) and names, "settings.h: no table, or a name twice"
     return set(names)
 

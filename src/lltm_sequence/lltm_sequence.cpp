@@ -66,7 +66,7 @@ void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double 
 // alignment that rows of S keep and the product is at least as deep as S, a contiguous tensor that
 // the caller copies into the block after (copy_recurrent_block): as for the step products
 // (sequence_cuda_host.cpp: cublas_w_h), cuBLAS runs its Hopper kernels on aligned operands only.
-// Figures: docs/decisions.md#cublas-aligned-weights.
+// Figures: docs/decisions_sequence.md#cublas-aligned-weights.
 at::Tensor recurrent_block(const at::Tensor& d_weights, int64_t S, int64_t k) {
   const at::Tensor block = d_weights.narrow(1, 0, S);
   const int64_t es = d_weights.element_size();

@@ -58,12 +58,12 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
 // column sum cost five to seven launches, which decide short sequences; past the work bounds
 // cuBLAS's kernels are ahead. bfloat16 (cuBLAS on the tensor cores) breaks even sooner, float64
 // (cuBLAS on the FP64 tensor cores, ours at half float32's SIMT rate) sooner still. Figures:
-// docs/decisions.md#sequence-wgrad-rule.
+// docs/decisions_sequence.md#sequence-wgrad-rule.
 constexpr int64_t kWeightGradMaxWork = int64_t{3} << 27, kWeightGradMaxWorkHalf = int64_t{1} << 28;
 constexpr int64_t kWeightGradMaxWorkDouble = int64_t{3} << 25;
 // The Hopper kernel's tiles of 128 x 128 outputs where auto takes it: at least
 // kWeightGradTensorTiles (with fewer, a small state's product over many rows, its splits leave most
-// SMs idle and cuBLAS is faster; figures: docs/decisions.md#wgrad-tensor-tiles).
+// SMs idle and cuBLAS is faster; figures: docs/decisions_sequence.md#wgrad-tensor-tiles).
 constexpr int64_t kWeightGradTensorTiles = 4;
 bool sequence_weight_grad_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
                                const at::Tensor& output, const at::Tensor& input,

@@ -78,7 +78,7 @@ SequencePath sequence_path_setting() {
 // matmuls may use TF32) and the batch is past 64 rows, else three (3xTF32), as accurate as float32.
 // At small batches a step is one m-tile's chains of mma: the one pass chains every k step into its
 // sums, where the three passes run four independent chains, so under TF32 the one pass lost below
-// 64 rows and won past them. Figures: docs/decisions.md#tf32-one-pass-batch.
+// 64 rows and won past them. Figures: docs/decisions_sequence.md#tf32-one-pass-batch.
 std::string sequence_product_setting() {
   return env_choice("LLTM_EXT_SEQUENCE_PRODUCT");
 }
@@ -120,7 +120,8 @@ StepPlan step_plan(int device, int64_t batch, int64_t state, int64_t element_siz
 // share of a step's product stays short). The rule was read off the sweep's S <= 256 shapes on the
 // H100: where B / 2 x 8 blocks do not cover the SMs (B = 2 ... 20), 8 blocks were the fastest or
 // close to it; with 40 to 47 columns a block they lost, hence 36. Figures:
-// docs/decisions.md#cluster-blocks. LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS (settings.h) forces them.
+// docs/decisions_sequence.md#cluster-blocks. LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS (settings.h) forces
+// them.
 int cluster_blocks(int64_t state, int64_t batch, int sms) {
   const int forced = env_number("LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS");
   if (forced > 0) {
@@ -180,7 +181,7 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
       // float32 at full precision takes three passes here too. With four k steps in flight as
       // independent chains and the split in integer instructions (sequence_mma.cuh), they tied or
       // won against the SIMT cores at all but one shape measured; before those two changes three
-      // passes lost. Figures: docs/decisions.md#cluster-tensor-cores.
+      // passes lost. Figures: docs/decisions_sequence.md#cluster-tensor-cores.
       const Product p = rows >= 8 ? product : Product::kSimt;
       const auto fits = [&](const ClusterShape& shape) {
         return cluster_shape_ok(shape) &&
@@ -228,7 +229,7 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
   } else if (!plan.at_once) {
     plan_note("cluster: the batch's clusters would take turns (", plan.shape.rows,
               "-row slices); the tiled kernels run instead where they apply "
-              "(docs/decisions.md#cluster-or-tiled)");
+              "(docs/decisions_sequence.md#cluster-or-tiled)");
   }
   TORCH_CHECK(plan.use || setting != SequencePath::kCluster,
               "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PATH=cluster, but the cluster kernels do "
@@ -254,8 +255,8 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
 // each block reading its W_h slice from shared memory once per batch row, and the whole of x from
 // L2) takes less than cuBLAS's tensor-core GEMM and its launches; at S = 1024, no gain (twice the
 // L2 traffic per step). Against the fused step kernels at S <= 256 they were faster at every size.
-// Figures: docs/decisions.md#wide-plan. LLTM_EXT_SEQUENCE_WIDE_COLS (settings.h) forces the
-// columns.
+// Figures: docs/decisions_sequence.md#wide-plan. LLTM_EXT_SEQUENCE_WIDE_COLS (settings.h) forces
+// the columns.
 struct WidePlan {
   int cols;  // 0: the wide kernels do not run
   Product product;
@@ -278,26 +279,27 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
   });
   // The half types take the tensor cores at every state: they beat the SIMT product at all but one
   // of the sweep's shapes with 256 < S <= 1024 that the kernels fit. Figures:
-  // docs/decisions.md#wide-half-tensor-cores.
+  // docs/decisions_sequence.md#wide-half-tensor-cores.
   const at::ScalarType dtype = c10::CppTypeToScalarType<T>::value;
   const Product product = mma_loaded ? sequence_product(dtype, tf32, batch) : Product::kSimt;
   if (setting == SequencePath::kAuto && product == Product::kSimt &&
       (state > 512 || state * state * batch > (int64_t{1} << 24))) {
     plan_note(
         "wide: no (their product would run on the SIMT cores, which pay only to S = 512 and "
-        "S^2 B = 2^24; docs/decisions.md#wide-plan)");
+        "S^2 B = 2^24; docs/decisions_sequence.md#wide-plan)");
     return {0, Product::kSimt};
   }
   // Where S is not a multiple of 4 (rows of x read element by element) auto takes them on the
   // tensor cores only, and for the half types at S <= 512 only: against the cuBLAS path float32
   // (three TF32 passes) won or tied at every shape measured, bfloat16 won at every S <= 512 but
   // lost at some past it, float64 (SIMT) lost at most. Figures:
-  // docs/decisions.md#wide-unaligned-state.
+  // docs/decisions_sequence.md#wide-unaligned-state.
   if (setting == SequencePath::kAuto && state % 4 != 0 &&
       (product == Product::kSimt || (dtype != at::kFloat && state > 512))) {
     plan_note(
         "wide: no (S % 4 != 0: rows of x read element by element pay only on the tensor "
-        "cores, and for the half types to S = 512; docs/decisions.md#wide-unaligned-state)");
+        "cores, and for the half types to S = 512; "
+        "docs/decisions_sequence.md#wide-unaligned-state)");
     return {0, Product::kSimt};
   }
   static std::mutex mutex;
@@ -349,7 +351,7 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
 // LLTM_EXT_SEQUENCE_PATH=cublas over the sweep's shapes that the wide kernels do not take, the
 // more m-tiles, the smaller the largest state at which the tiled kernels still won (eight never
 // did): kTiledAutoWork sits between, with one shape on the wrong side; bfloat16 the same way.
-// Figures: docs/decisions.md#tiled-rule.
+// Figures: docs/decisions_sequence.md#tiled-rule.
 // LLTM_EXT_SEQUENCE_TILED_TILES and LLTM_EXT_SEQUENCE_TILED_COLS (settings.h) restrict the tile;
 // forced (LLTM_EXT_SEQUENCE_PATH=tiled), the kernels run wherever they apply.
 constexpr int64_t kTiledAutoWork = 30720;
@@ -400,19 +402,20 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
     if (setting == SequencePath::kAuto && 16 * shape.mt * state > kTiledAutoWork) {
       ruled_out = true;
       plan_note("tiled: no (a tile of ", 16 * shape.mt, " rows x S = ", state, " is past ",
-                kTiledAutoWork, ": cuBLAS every step costs less; docs/decisions.md#tiled-rule)");
+                kTiledAutoWork,
+                ": cuBLAS every step costs less; docs/decisions_sequence.md#tiled-rule)");
       shape = TiledShape{};  // cuBLAS every step costs less (above)
     }
     // Since float32's step products on the cuBLAS path run as 3xTF32 at small batches
     // (steps/step_gemm.cu), that path beats one m-tile at large states and batches of
     // up to 6 (float32 only: the half types' step products are cuBLAS's); at S <= 1100 one m-tile
-    // stays the faster. Figures: docs/decisions.md#tiled-small-batch.
+    // stays the faster. Figures: docs/decisions_sequence.md#tiled-small-batch.
     if (std::is_same_v<T, float> && setting == SequencePath::kAuto && shape.mt == 1 && batch <= 6 &&
         state >= 1200) {
       ruled_out = true;
       plan_note(
           "tiled: no (float32, B <= 6, S >= 1200: the cuBLAS path with 3xTF32 step products "
-          "costs less; docs/decisions.md#tiled-small-batch)");
+          "costs less; docs/decisions_sequence.md#tiled-small-batch)");
       shape = TiledShape{};
     }
   }
@@ -505,7 +508,7 @@ bool step_gemm_sm90_runs(int device) {
 // Where auto takes Hopper's step product (float32 at full precision, on a GPU that runs it): S >
 // 1024, forward from B = 96, backward from B = 33 (against the cuBLAS path with cuBLAS's product
 // the other way; at S = 529 and 800 it was mostly slower). Figures:
-// docs/decisions.md#step-wgmma-auto. The kernel: "Long sequences on Hopper's
+// docs/decisions_sequence.md#step-wgmma-auto. The kernel: "Long sequences on Hopper's
 // tensor cores" in docs/lltm_sequence_kernels.md.
 bool step_wgmma_auto(int64_t batch, int64_t state, bool backward) {
   return state > 1024 && batch >= (backward ? 33 : 96);
@@ -516,8 +519,8 @@ bool step_wgmma_auto(int64_t batch, int64_t state, bool backward) {
 // Auto, per product, where the device runs the tensor-core kernel (sm_80+ code and its shared
 // memory): forward 3xTF32 at 5 <= B <= 32; backward 3xTF32 at 2 <= B <= 32 and on the SIMT cores at
 // 33 <= B <= 64; cuBLAS elsewhere (without the tensor-core kernel, backward on the SIMT cores at 2
-// <= B <= 64). Measured per product, forward and backward apart: docs/decisions.md#step-gemm-plan
-// (docs/lltm_sequence_kernels.md has all 15 shapes).
+// <= B <= 64). Measured per product, forward and backward apart:
+// docs/decisions_sequence.md#step-gemm-plan (docs/lltm_sequence_kernels.md has all 15 shapes).
 // Splits: enough blocks for ~2 a SM, each split at least 64 k and splits x m at most k / 2 (the
 // partial sums' traffic, written and read once, then stays below W_h's);
 // LLTM_EXT_SEQUENCE_STEP_SPLITS (settings.h) forces them.
@@ -528,7 +531,7 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
   const std::string setting = step_gemm_setting();
   const bool full = std::is_same_v<T, float> && !tf32;
   // With TF32 allowed, auto keeps ours (at full precision) at batches up to 32, where a product
-  // reads W_h once whatever its precision. Figures: docs/decisions.md#tf32-one-pass-batch.
+  // reads W_h once whatever its precision. Figures: docs/decisions_sequence.md#tf32-one-pass-batch.
   const bool applies = full || (std::is_same_v<T, float> && setting == "auto" && m <= 32);
   TORCH_CHECK(full || (setting != "own" && setting != "tensor" && setting != "wgmma"),
               "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_STEP_GEMM=", setting,
@@ -585,8 +588,9 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
     shape.splits = step_gemm_splits(k, splits, true);
     plan_note("step product (", which, ", ", m, " x ", n, " x ", k,
               "): ours on Hopper's tensor cores, 3xTF32, ", shape.splits, " splits of k (",
-              setting == "wgmma" ? "LLTM_EXT_SEQUENCE_STEP_GEMM=wgmma"
-                                 : "S > 1024 at this batch; docs/decisions.md#step-wgmma-auto",
+              setting == "wgmma"
+                  ? "LLTM_EXT_SEQUENCE_STEP_GEMM=wgmma"
+                  : "S > 1024 at this batch; docs/decisions_sequence.md#step-wgmma-auto",
               ")");
     return shape;
   }
@@ -597,7 +601,7 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
     if (!tensor && !(backward && m >= 2 && m <= 64)) {
       plan_note("step product (", which, ", ", m, " x ", n, " x ", k,
                 "): cuBLAS (this batch is outside our kernels' rule; "
-                "docs/decisions.md#step-gemm-plan)");
+                "docs/decisions_sequence.md#step-gemm-plan)");
       return shape;  // cuBLAS
     }
     shape.tensor = tensor;
@@ -619,7 +623,8 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
   plan_note("step product (", which, ", ", m, " x ", n, " x ", k, "): ours, ",
             shape.tensor ? "3xTF32 on the tensor cores" : "exact float32 on the SIMT cores", ", ",
             shape.splits, " splits of k (",
-            setting == "auto" ? "docs/decisions.md#step-gemm-plan" : "LLTM_EXT_SEQUENCE_STEP_GEMM",
+            setting == "auto" ? "docs/decisions_sequence.md#step-gemm-plan"
+                              : "LLTM_EXT_SEQUENCE_STEP_GEMM",
             ")");
   return shape;
 }
@@ -649,21 +654,23 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
     // cooperative grid, each block's slice of W_h into shared memory, the grid's barriers) cost
     // more than their steps save over cuBLAS's below kShortSteps steps, and below twice that at
     // large batches or states, where cuBLAS's step gains on theirs; such calls are mostly a packed
-    // batch's stretches of one batch. Figures: docs/decisions.md#short-steps.
+    // batch's stretches of one batch. Figures: docs/decisions_sequence.md#short-steps.
     const int forced_short = env_number("LLTM_EXT_SEQUENCE_SHORT_STEPS");
     const int64_t short_steps = forced_short > 0               ? forced_short
                                 : batch >= 256 || state >= 512 ? 2 * kShortSteps
                                                                : kShortSteps;
     if (sequence_path_setting() == SequencePath::kAuto && state > 0 && steps < short_steps) {
-      plan_note("cluster, wide, tiled, steps: no (", steps, " steps, fewer than ", short_steps,
-                ": their set-up costs more than the steps save; docs/decisions.md#short-steps)");
+      plan_note(
+          "cluster, wide, tiled, steps: no (", steps, " steps, fewer than ", short_steps,
+          ": their set-up costs more than the steps save; docs/decisions_sequence.md#short-steps)");
       plan.forward_gemm = step_gemm_plan<T>(device, batch, 3 * state, state, tf32, false);
       plan.backward_gemm = step_gemm_plan<T>(device, batch, state, 3 * state, tf32, true);
       return plan;
     }
     // Where the cluster kernels' clusters would take turns (each running all T steps), the tiled
     // kernels, where they apply, run the batch at once and cost less; where the clusters run at
-    // once, the cluster kernels are the faster. Figures: docs/decisions.md#cluster-or-tiled.
+    // once, the cluster kernels are the faster. Figures:
+    // docs/decisions_sequence.md#cluster-or-tiled.
     const ClusterPlan cluster = cluster_plan<T>(device, batch, state, tf32);
     const TiledPlan instead = cluster.use && !cluster.at_once
                                   ? tiled_plan<T>(device, batch, state, tf32)
@@ -678,14 +685,14 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
     }
     // The half types at mid states and batches: the tiled kernels before the wide ones (faster
     // from B = 11 on, about even at B = 4). float32 stays on the wide kernels: at the same shapes
-    // they were mostly the faster. Figures: docs/decisions.md#half-tiled-before-wide.
+    // they were mostly the faster. Figures: docs/decisions_sequence.md#half-tiled-before-wide.
     if (!std::is_same_v<T, float> && !std::is_same_v<T, double> && batch >= 8 && batch <= 44 &&
         state > 256 && state <= 512) {
       const TiledPlan tiled = tiled_plan<T>(device, batch, state, tf32);
       if (tiled.shape.mt > 0) {
         plan_note(
             "tiled: before the wide kernels (the half types at 8 <= B <= 44, 256 < S <= "
-            "512; docs/decisions.md#half-tiled-before-wide)");
+            "512; docs/decisions_sequence.md#half-tiled-before-wide)");
         return take_tiled(tiled);
       }
     }

@@ -89,7 +89,7 @@ StepWeights step_weights(const at::Tensor& weights, int64_t S, const StepGemmSha
   w.copy.narrow(1, 0, S).copy_(weights.narrow(1, 0, S));
   if (w.ld > S) {
     w.copy.narrow(1, S, w.ld - S).zero_();  // the padding alone: a fill of the whole copy cost
-                                            // more (docs/decisions.md#weight-copy-padding)
+                                            // more (docs/decisions_sequence.md#weight-copy-padding)
   }
   w.data = w.copy.const_data_ptr<float>();
   return w;
@@ -100,7 +100,7 @@ StepWeights step_weights(const at::Tensor& weights, int64_t S, const StepGemmSha
 // S and 3S) keep, in calls of at least kAlignedCopySteps steps, a contiguous copy: cuBLAS runs its
 // Hopper kernels (TMA loads) on 16-byte aligned operands only, and on the unaligned W_h fell back
 // to its sm_80 kernels at about half their speed every step; the copy costs about two steps' reads
-// of W_h. Figures: docs/decisions.md#cublas-aligned-weights.
+// of W_h. Figures: docs/decisions_sequence.md#cublas-aligned-weights.
 constexpr int64_t kAlignedCopySteps = 4;
 struct CublasWeights {
   at::Tensor copy;  // undefined: w_h is the weights' own
@@ -152,7 +152,7 @@ bool step_gemm(const StepGemmShape& shape, const T* a, int64_t lda, const StepWe
 // Whether cuBLAS's step products (the cuBLAS path, per step) take TF32 where `tf32` allows it:
 // past 32 batch rows only. Below, a product reads W_h once whatever its precision, and cuBLAS's
 // full-precision kernels there (its matrix-vector kernel at B = 2) were the faster. Figures:
-// docs/decisions.md#tf32-one-pass-batch.
+// docs/decisions_sequence.md#tf32-one-pass-batch.
 bool step_tf32(bool tf32, int64_t batch) {
   return tf32 && batch > 32;
 }
@@ -459,17 +459,18 @@ WeightGradPlan plan_weight_grad(int device, at::ScalarType dtype, int64_t steps,
           : tf32                                                      ? "gives way to TF32"
           : weight_grad_sm90_blocks(S, cols) < kWeightGradTensorTiles ? "would have too few tiles"
                                                                       : "does not run here",
-          "; docs/decisions.md#sequence-wgrad-rule)");
+          "; docs/decisions_sequence.md#sequence-wgrad-rule)");
       return plan;
     }
     tensor = true;
     plan_note("weight gradient: the Hopper kernel (float32 past the fused kernel's work, ",
-              weight_grad_sm90_blocks(S, cols), " tiles; docs/decisions.md#sequence-wgrad-rule)");
+              weight_grad_sm90_blocks(S, cols),
+              " tiles; docs/decisions_sequence.md#sequence-wgrad-rule)");
   } else {
     plan_note("weight gradient: the fused kernel (",
               setting == "fused" ? "forced, LLTM_EXT_SEQUENCE_WGRAD=fused"
                                  : "the work 3S (S + I + 1) T B within its bound",
-              "; docs/decisions.md#sequence-wgrad-rule)");
+              "; docs/decisions_sequence.md#sequence-wgrad-rule)");
   }
   TORCH_CHECK((3 * S + 63) / 64 <= 65535,  // the grid: gate rows along gridDim.y
               "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_WGRAD=", setting,

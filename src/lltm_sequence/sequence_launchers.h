@@ -134,8 +134,8 @@ cudaError_t launch_tiled_backward(T* d_gates, const T* w, int64_t ld, const T* g
 // The kernels below that run all steps in one launch (the cluster and small-state kernels) are
 // programmatic dependent launches (cuda_kernel.cuh) for at most kDependentMaxSteps steps, which
 // hides the launch's latency between the few short kernels of a short sequence (figures:
-// docs/decisions.md#dependent-launch). A longer sequence, whose time that latency hardly touches,
-// is launched the ordinary way.
+// docs/decisions_sequence.md#dependent-launch). A longer sequence, whose time that latency hardly
+// touches, is launched the ordinary way.
 constexpr int64_t kDependentMaxSteps = 64;
 
 // The sequence's time steps on sm_90 (cluster/cluster.cu): thread-block clusters of
@@ -188,7 +188,7 @@ cudaError_t launch_cluster_backward(T* d_gates, const T* w, int64_t ld, const T*
 // sequence's length picks its lanes a column) run at once on the current device, 0 where none
 // does or the state or dtype does not apply.
 // float32 at 88 < S <= 96 (k per lane 24) runs here: faster than the cluster kernels that ran
-// there before at every shape measured. Figures: docs/decisions.md#small-max-state.
+// there before at every shape measured. Figures: docs/decisions_sequence.md#small-max-state.
 template <typename T>
 constexpr int64_t small_max_state() {
   return std::is_same_v<T, float> ? 96 : 88;

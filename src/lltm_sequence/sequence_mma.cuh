@@ -161,7 +161,7 @@ __device__ __forceinline__ void mma_chains_split(float (&acc)[4],
 // others'; k steps past ksteps read as zeros): float32 forward+backward faster on the wide and
 // the cluster kernels. One pass chains every k step into acc, one k step at a time: the four
 // chains, each summed from zero, were slower there (bfloat16, the wide kernels). Figures:
-// docs/decisions.md#mma-chains.
+// docs/decisions_sequence.md#mma-chains.
 // Fragments (common/mma_sync.cuh): lane 4 g + t reads x rows g, g + 8 and w rows (outputs) j * 8 +
 // g at k + t and k + t + 4; with strides of 4 mod 32 the 32 lanes hit 32 banks.
 template <int TILES, Product P = Product::kTf32>

@@ -76,7 +76,7 @@ __device__ __forceinline__ void cluster_wait() {
 // The parts of K that the SIMT product uses, for operand rows of stride `ks` (K + padding): the
 // threads' share (cs.parts), but no more than K's groups of four: a part past them would only add
 // zeros, one more partial sum for the gate threads to add in turn (figures:
-// docs/decisions.md#cluster-product-parts).
+// docs/decisions_sequence.md#cluster-product-parts).
 __device__ __forceinline__ int product_parts(const ClusterShape& cs, int ks) {
   return max(1, min(cs.parts, ks / 4 - 1));
 }
@@ -145,7 +145,7 @@ __device__ __forceinline__ int simt_sums(const ClusterShape& cs, int parts) {
 // unit's parts share a warp (lanes ui + k units_pow2 hold parts warp * lanes + k), the lanes add
 // theirs with shuffles and one stores the warp's sum: the gate threads then add a few sums instead
 // of up to 32 in turn (that loop had been a large part of the gate math's time; figures:
-// docs/decisions.md#cluster-simt-shuffle).
+// docs/decisions_sequence.md#cluster-simt-shuffle).
 template <int G, typename acc_t>
 __device__ __forceinline__ void simt_product(const ClusterShape& cs, const acc_t* x, const acc_t* w,
                                              int ks, int ws, int ui, int p, int parts,

@@ -15,23 +15,22 @@ namespace {
 
 // A step of a small state is a chain of dependent latencies, not work: at T = 1000, B = 2, S = 37
 // the cluster kernels spent their steps, far slower than cuDNN's LSTM's (figures:
-// docs/decisions.md#small-state-kernels), in shared-memory loads of W_h, partial sums through
-// shared memory, a barrier, one thread's sums of them and the exchange between blocks. Here batch
-// rows never meet (a block owns `rows` of them, at most
-// kSmallMaxRows, and every column), so blocks never wait on each other; in a block, column s takes
-// L adjacent lanes (2, 4 or 8: small_forward_lanes, small_backward_lanes), lane k holding its share
-// of W_h's elements (small_k: pairs of adjacent k for float32) of the column's three gate rows
-// (forward) or of its column (backward, K = 3S) in registers for all steps. A step: each lane's
-// partial products over its k in four or more independent chains (the exchanged rows from shared
-// memory, lanes of a group reading consecutive words: no bank conflicts, the groups the same words:
-// broadcasts), summed across the group by log2(L) shuffles; lane k < rows then runs row k's gate
-// math (its own operands, the input projection forward, from shared memory, where the block's last
-// warp loaded them during the step before; backward computes the gate factors that need no gradient
-// before the product) and writes its value into the other buffer; one barrier. W is the columns a
-// kernel covers (S rounded up to a few sizes, the rows padded with zeros), KS = W / L (forward) and
-// KB = 3 W / L (backward) the k per lane, R the rows per block. Fewer rows per block, more blocks:
-// each SM's share of a step's product and shuffles shrinks (the planner takes the fewest rows whose
-// grid runs at once).
+// docs/decisions_sequence.md#small-state-kernels), in shared-memory loads of W_h, partial sums
+// through shared memory, a barrier, one thread's sums of them and the exchange between blocks. Here
+// batch rows never meet (a block owns `rows` of them, at most kSmallMaxRows, and every column), so
+// blocks never wait on each other; in a block, column s takes L adjacent lanes (2, 4 or 8:
+// small_forward_lanes, small_backward_lanes), lane k holding its share of W_h's elements (small_k:
+// pairs of adjacent k for float32) of the column's three gate rows (forward) or of its column
+// (backward, K = 3S) in registers for all steps. A step: each lane's partial products over its k in
+// four or more independent chains (the exchanged rows from shared memory, lanes of a group reading
+// consecutive words: no bank conflicts, the groups the same words: broadcasts), summed across the
+// group by log2(L) shuffles; lane k < rows then runs row k's gate math (its own operands, the input
+// projection forward, from shared memory, where the block's last warp loaded them during the step
+// before; backward computes the gate factors that need no gradient before the product) and writes
+// its value into the other buffer; one barrier. W is the columns a kernel covers (S rounded up to a
+// few sizes, the rows padded with zeros), KS = W / L (forward) and KB = 3 W / L (backward) the k
+// per lane, R the rows per block. Fewer rows per block, more blocks: each SM's share of a step's
+// product and shuffles shrinks (the planner takes the fewest rows whose grid runs at once).
 constexpr int kSmallMaxRows = 4;
 
 // Lanes per column: 8 for the half types; 4 or 2 for float32. Fewer lanes, fewer warps: each
@@ -43,7 +42,7 @@ constexpr int kSmallMaxRows = 4;
 // before (at 8 lanes the gate math took most of the issue slots' use (Nsight Compute); 736
 // threads leave 80 registers, and the 2- and 4-row kernels at S = 88 spill). The half types lost
 // with 4 at S = 80 - 88 and won at S <= 64: they keep 8 (not profiled). Figures:
-// docs/decisions.md#small-lanes.
+// docs/decisions_sequence.md#small-lanes.
 constexpr int64_t kSmallLongSteps = 32;
 
 template <typename scalar_t, int W, int R>
@@ -68,7 +67,7 @@ constexpr int small_backward_lanes(bool long_sequence) {
 // forward kernel it made faster; the C library's division for the half types, whose forward
 // kernel StepMath made slower (fewer instructions, so the compiler's schedule; not profiled).
 // Backward uses StepMath for all: float32's backward kernel ran faster with it, the half types'
-// the same. Figures: docs/decisions.md#small-gate-math.
+// the same. Figures: docs/decisions_sequence.md#small-gate-math.
 template <typename scalar_t>
 using SmallForwardMath = std::conditional_t<std::is_same_v<scalar_t, float>, StepMath, LibmMath>;
 
@@ -97,7 +96,7 @@ constexpr int small_launch_bound(int columns, int lanes) {
 // warps never wait for global memory in a step (with each gate lane loading its own operands a
 // step ahead, the compiler had the step's first multiply-add wait on them too: the load's whole
 // latency in every step, a large share of the forward kernel's stall samples). Figures:
-// docs/decisions.md#small-loader. N: loads per lane and row, N * 32 >= per_row.
+// docs/decisions_sequence.md#small-loader. N: loads per lane and row, N * 32 >= per_row.
 template <int R, int N, typename acc_t>
 struct LoaderRows {
   acc_t v[R][N];
@@ -143,7 +142,7 @@ __device__ __forceinline__ acc_t group_sum(acc_t v) {
 // float32 (L = 4): pairs of adjacent elements, L pairs apart, so that a lane reads two at a time
 // (8 bytes: half the shared-memory loads) and a column's L lanes read 8 L consecutive bytes; an odd
 // N's last element alone. The half types (L = 8) read one at a time, L apart (in pairs they lost
-// at S = 80 - 88, where their N is odd; figures: docs/decisions.md#small-pairs).
+// at S = 80 - 88, where their N is odd; figures: docs/decisions_sequence.md#small-pairs).
 template <int L, int N>
 constexpr int small_pairs() {
   return L <= 4 ? N / 2 : 0;

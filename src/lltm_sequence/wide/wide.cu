@@ -86,8 +86,8 @@ cudaError_t wide_step_columns(int64_t batch, int64_t state, int sm_count, int ma
     return err;
   }
   // The fewest columns whose grid has at most one block per SM, else the fewest whose grid runs
-  // at once (figures: docs/decisions.md#wide-columns). Each column block reads the whole of x from
-  // L2 every step, so more blocks than SMs only add traffic.
+  // at once (figures: docs/decisions_sequence.md#wide-columns). Each column block reads the whole
+  // of x from L2 every step, so more blocks than SMs only add traffic.
   const size_t acc_size = sizeof(cuda::opmath_t<T>);
   int fallback = 0;
   for (const int c : {4, 8, 16}) {

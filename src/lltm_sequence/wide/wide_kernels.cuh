@@ -42,7 +42,7 @@ namespace {  // included by one file only (wide/wide.cu)
 //
 // Against the cuBLAS path (a GEMM and a gate kernel per step, host-bound at small batches) a step
 // here is short: the product's FLOPs are spread over every SM and no step leaves the GPU (figures:
-// docs/decisions.md#wide-vs-cublas).
+// docs/decisions_sequence.md#wide-vs-cublas).
 constexpr int kWideParts = 16,
               kWideThreads = kWideRows * kWideParts;  // kWideRows: sequence_launchers.h
 static_assert(kWideParts * 2 == 32, "a warp holds two rows of parts");
