@@ -637,6 +637,12 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
   if (steps == 0 || batch == 0) {
     plan_note("no steps or no batch rows: no kernel runs the time loop");
   }
+  // cuBLAS and the gate kernel every step, with the step products' plans.
+  const auto take_cublas = [&] {
+    plan.forward_gemm = step_gemm_plan<T>(device, batch, 3 * state, state, tf32, false);
+    plan.backward_gemm = step_gemm_plan<T>(device, batch, state, 3 * state, tf32, true);
+    return plan;
+  };
   // All steps in one cooperative launch over the GPU, in the tiled kernels' tile.
   const auto take_tiled = [&plan](const TiledPlan& tiled) {
     plan.path = SequencePlan::Path::kTiled;
@@ -663,9 +669,7 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
       plan_note(
           "cluster, wide, tiled, steps: no (", steps, " steps, fewer than ", short_steps,
           ": their set-up costs more than the steps save; docs/decisions_sequence.md#short-steps)");
-      plan.forward_gemm = step_gemm_plan<T>(device, batch, 3 * state, state, tf32, false);
-      plan.backward_gemm = step_gemm_plan<T>(device, batch, state, 3 * state, tf32, true);
-      return plan;
+      return take_cublas();
     }
     // Where the cluster kernels' clusters would take turns (each running all T steps), the tiled
     // kernels, where they apply, run the batch at once and cost less; where the clusters run at
@@ -717,8 +721,7 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
     return plan;
   }
   if (steps > 0 && batch > 0 && state > 0) {  // cuBLAS, or our split product, every step
-    plan.forward_gemm = step_gemm_plan<T>(device, batch, 3 * state, state, tf32, false);
-    plan.backward_gemm = step_gemm_plan<T>(device, batch, state, 3 * state, tf32, true);
+    return take_cublas();
   }
   return plan;
 }
