@@ -105,9 +105,9 @@ def _sequence(
     from lltm_ext.ops.lltm_sequence import lltm_sequence
 
     x = input.transpose(0, 1) if batch_first else input
-    # Under autocast a float32 state keeps float32 and its products run in TF32 on operands
-    # rounded to the autocast dtype (the operator's autocast kernel); a state in that dtype runs
-    # in it.
+    # Under autocast a float32 state keeps float32; on CUDA's cuBLAS path its products run in the
+    # autocast dtype (float32 sums), elsewhere in TF32 on operands rounded to that dtype (the
+    # operator's autocast kernel); a state in that dtype runs in it.
     lower = autocast_dtype(x)
     state_dtype = x.dtype if state is None else state[1].dtype
     autocast_tf32 = lower is not None and torch.promote_types(state_dtype, lower) == torch.float32
@@ -125,7 +125,9 @@ def _sequence(
         path=plan["path"],
         detail=plan["detail"],
         precision=(
-            f"float32 state; products in {'TF32' if plan.get('tf32') else 'float32'} on the "
+            f"float32 state; products in {_dtype_name(lower)} (float32 sums; autocast)"
+            if autocast_tf32 and lower is not None and x.is_cuda and plan["path"] == "cublas"
+            else f"float32 state; products in {'TF32' if plan.get('tf32') else 'float32'} on the "
             f"operands rounded to {_dtype_name(lower)} (autocast)"
             if autocast_tf32 and lower is not None
             else "float32, products in TF32 (the call's tf32=True)"

@@ -210,6 +210,138 @@ def test_sequence_under_autocast_is_the_tf32_op_on_rounded_operands(steps, batch
         assert torch.equal(a, b)
 
 
+# Mixed calls: a float32 state with float16 / bfloat16 input, weights and bias. On CUDA where the
+# plan is the cuBLAS path (forced, or a short call) the products run in the half type; elsewhere
+# the float32 sequence runs on the operands in float32. (device, lower, path setting, (T, B, F, S))
+_MIXED = [
+    pytest.param("cpu", torch.bfloat16, None, (9, 5, 12, 24), id="cpu-bfloat16"),
+    pytest.param("cpu", torch.float16, None, (9, 5, 12, 24), id="cpu-float16"),
+    pytest.param(
+        "cuda",
+        torch.bfloat16,
+        "cublas",
+        (24, 40, 20, 72),
+        id="cuda-cublas-bfloat16",
+        marks=pytest.mark.cuda,
+    ),
+    pytest.param(
+        "cuda",
+        torch.float16,
+        "cublas",
+        (24, 40, 20, 72),
+        id="cuda-cublas-float16",
+        marks=pytest.mark.cuda,
+    ),
+    pytest.param(
+        "cuda",
+        torch.bfloat16,
+        "cublas",
+        (7, 3, 13, 37),
+        id="cuda-cublas-odd",
+        marks=pytest.mark.cuda,
+    ),
+    pytest.param(
+        "cuda",
+        torch.bfloat16,
+        None,
+        (2, 64, 32, 520),
+        id="cuda-short-call",
+        marks=pytest.mark.cuda,
+    ),
+    pytest.param(
+        "cuda",
+        torch.bfloat16,
+        "small",
+        (9, 5, 12, 24),
+        id="cuda-small-float32",
+        marks=pytest.mark.cuda,
+    ),
+]
+
+
+@pytest.mark.parametrize("device, lower, path, shape", _MIXED)
+@pytest.mark.parametrize("given", [True, False], ids=["state", "no-state"])
+def test_sequence_mixed_call_within_the_loops_error(monkeypatch, device, lower, path, shape, given):
+    if path is not None:
+        monkeypatch.setenv("LLTM_EXT_SEQUENCE_PATH", path)
+    T, B, F, S = shape
+    x, weights, bias, h0, c0 = _sequence_operands(device, T, B=B, F=F, S=S, state_scale=1.0)
+    if not given:
+        h0, c0 = torch.zeros_like(h0), torch.zeros_like(c0)
+    x64, w64, b64, h64, c64 = (
+        t.detach().double().requires_grad_() for t in (x, weights, bias, h0, c0)
+    )
+    out64 = lltm_loop(lltm_reference, x64, w64, b64, h64, c64)
+    g64 = torch.autograd.grad(out64.sum(), (w64, b64, h64, c64))
+    # the loop under autocast: its own error against float64 is the bound
+    with torch.autocast(device, dtype=lower):
+        loop = lltm_loop(lltm_reference, x, weights, bias, h0, c0)
+    g_loop = torch.autograd.grad(loop.float().sum(), (weights, bias))
+    # the mixed call by hand: the operands in `lower`, the state float32
+    xl, wl, bl = (t.detach().to(lower).requires_grad_() for t in (x, weights, bias))
+    # (no state: c0 of zeros alone says the state is float32)
+    hs = (
+        (h0.clone().requires_grad_(), c0.clone().requires_grad_())
+        if given
+        else (None, torch.zeros(B, S, device=device))
+    )
+    out, h_n, c_n = torch.ops.lltm_ext.lltm_sequence(xl, wl, bl, *hs)
+    assert out.dtype == h_n.dtype == c_n.dtype == torch.float32
+    err, loop_err = _max_error([out], [out64]), _max_error([loop], [out64])
+    assert err <= 2 * loop_err, (err, loop_err)
+    torch.testing.assert_close(h_n, out[-1], rtol=0, atol=0)
+    wanted = (wl, bl, *(t for t in hs if t is not None and t.requires_grad))
+    grads = torch.autograd.grad(out.sum(), (*wanted, xl))
+    assert [g.dtype for g in grads] == [t.dtype for t in (*wanted, xl)]
+    grads = grads[:-1]
+    for g, g_ref, g_l in zip(grads[:2], g64[:2], g_loop, strict=True):
+        g_err, g_loop_err = _max_error([g], [g_ref]), _max_error([g_l], [g_ref])
+        assert g_err <= 2 * g_loop_err, (g_err, g_loop_err)
+    for g, g_ref in zip(grads[2:], g64[2 : len(grads)], strict=True):  # the state's: float32 sums
+        torch.testing.assert_close(g.double(), g_ref, rtol=0.05, atol=0.05 * g_ref.abs().max())
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_sequence_mixed_call_dtypes_checked(device):
+    x, weights, bias, h0, c0 = _sequence_operands(device, 3)
+    op = torch.ops.lltm_ext.lltm_sequence
+    half = (x.half(), weights.half(), bias.half())
+    with pytest.raises(RuntimeError, match=r"state \(h0, c0\) is Double and `input` is Half"):
+        op(*half, h0.double(), c0.double())
+    with pytest.raises(RuntimeError, match=r"state \(h0, c0\) is BFloat16 and `input` is Float"):
+        op(x, weights, bias, h0.bfloat16(), c0.bfloat16())
+    with pytest.raises(RuntimeError, match=r"`h0` is Half and the state is Float"):
+        op(*half, h0.half(), c0)
+    with pytest.raises(RuntimeError, match="all tensors must have one dtype"):
+        op(x.half(), weights, bias.half(), h0, c0)
+    # the fake kernels (torch.compile's tracing) check alike
+    with torch._subclasses.FakeTensorMode() as mode:
+        fakes = [mode.from_tensor(t) for t in (*half, h0, c0)]
+        out = op(*fakes)
+        assert [t.dtype for t in out] == [torch.float32] * 3
+        with pytest.raises(RuntimeError, match=r"`h0` is Half and the state is Float"):
+            op(*fakes[:3], fakes[3].half(), fakes[4])
+
+
+@pytest.mark.cuda
+def test_sequence_under_autocast_on_the_cublas_path_runs_mixed(monkeypatch):
+    # The autocast kernel's call on the cuBLAS path is the mixed call: the same bits as by hand,
+    # and explain says so.
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_PATH", "cublas")
+    x, weights, bias, h0, c0 = _sequence_operands("cuda", 10, B=48, F=24, S=64, state_scale=1.0)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        out, (h_n, c_n) = lltm_ext.lltm_sequence(x, weights, bias, (h0, c0))
+        explained = lltm_ext.explain(lltm_ext.lltm_sequence, x, weights, bias, (h0, c0))
+    assert "products in bfloat16" in explained.precision, explained.precision
+    by_hand = torch.ops.lltm_ext.lltm_sequence(
+        x.bfloat16(), weights.bfloat16(), bias.bfloat16(), h0, c0
+    )
+    for a, b in zip((out, h_n, c_n), by_hand, strict=True):
+        assert a.dtype == torch.float32 and torch.equal(a, b)
+    out.sum().backward()
+    assert weights.grad.dtype == bias.grad.dtype == torch.float32
+
+
 def test_sequence_tf32_argument_changes_nothing_on_the_cpu():
     x, weights, bias, h0, c0 = _sequence_operands("cpu", 5, state_scale=1.0)
     op = torch.ops.lltm_ext.lltm_sequence

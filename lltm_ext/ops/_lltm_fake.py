@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from lltm_ext._extension import load_ops, register_fake
-from lltm_ext.ops._checks import check_inputs, describe
+from lltm_ext.ops._checks import check_floating, check_inputs, describe, dtype_name
 
 _ops = load_ops("lltm")
 _sequence_ops = load_ops("lltm_sequence")
@@ -109,18 +109,72 @@ def _(input, weights, bias, old_h, old_cell):
     return old_cell.new_empty((batch, state)), old_cell.new_empty((batch, state))
 
 
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def _state_dtype(input: Tensor, *states: Tensor | None) -> torch.dtype:
+    """The sequence's state dtype (``lltm_sequence.cpp``: state_dtype): the first given of
+    `states` (backward's saved output, c0, h0), else the input's."""
+    return next((t.dtype for t in states if t is not None), input.dtype)
+
+
+def _check_state_dtypes(input: Tensor, state: torch.dtype, **tensors: Tensor | None) -> None:
+    """The state's tensors in the state's dtype, which is the input's, or float32 with float16 or
+    bfloat16 input (a mixed call), as ``check_forward_args`` checks them."""
+    for name, t in tensors.items():
+        if t is None:
+            continue
+        check_floating(t, name)
+        torch._check(
+            t.device == input.device,
+            lambda name=name, t=t: (
+                f"lltm_ext: all tensors must be on one device, but `{name}` is on {t.device} "
+                f"and `input` is on {input.device}."
+            ),
+        )
+        torch._check(
+            t.dtype == state,
+            lambda name=name, t=t: (
+                f"lltm_ext: all tensors must have one dtype, but `{name}` is "
+                f"{dtype_name(t.dtype)} and the state is {dtype_name(state)} (c0's, else h0's)."
+            ),
+        )
+    torch._check(
+        state == input.dtype or (state == torch.float32 and input.dtype in _HALF),
+        lambda: (
+            f"lltm_ext: all tensors must have one dtype, but the state (h0, c0) is "
+            f"{dtype_name(state)} and `input` is {dtype_name(input.dtype)} (a float32 state may "
+            "go with float16 or bfloat16 input, weights and bias: their products then run in "
+            "that dtype)."
+        ),
+    )
+
+
 def _check_sequence_shapes(
-    input: Tensor, weights: Tensor, bias: Tensor, h0: Tensor | None, c0: Tensor | None
+    input: Tensor,
+    weights: Tensor,
+    bias: Tensor,
+    h0: Tensor | None,
+    c0: Tensor | None,
+    output: Tensor | None = None,
 ) -> int:
-    """The sequence's checks (``src/lltm_sequence/lltm_sequence.cpp``; h0 or c0 None: zeros), for
-    the fake kernels. Returns the state size S."""
+    """The sequence's checks (``src/lltm_sequence/lltm_sequence.cpp``; h0 or c0 None: zeros;
+    `output`: backward's saved output, which gives the state's dtype), for the fake kernels.
+    Returns the state size S."""
     states = {
         name: (f"the state's `{shown}`", t)
         for name, shown, t in (("h0", "h_0", h0), ("c0", "c_0", c0))
         if t is not None
     }
-    _check_lltm_shapes("lltm_sequence", input, weights, bias, states, sequence=True)
-    return weights.shape[0] // 3
+    _check_lltm_shapes("lltm_sequence", input, weights, bias, {}, sequence=True)
+    _check_state_dtypes(input, _state_dtype(input, output, c0, h0), h0=h0, c0=c0)
+    batch, state = input.shape[-2], weights.shape[0] // 3
+    for what, t in states.values():
+        torch._check(
+            t.dim() == 2 and t.shape[0] == batch and t.shape[1] == state,
+            functools.partial(_state_message, "lltm_sequence", what, t, batch, state),
+        )
+    return state
 
 
 def _sequence_outputs(
@@ -160,25 +214,34 @@ def _sequence_gradients(
 ) -> tuple[Tensor | None, ...]:
     """The backward operators' results after their checks (input under `input_name`; `tensors`:
     the other tensor arguments in the schemas' order, _BACKWARD_TENSORS, None for an absent one,
-    which reads as zeros): d_input like input, d_weights, d_bias,
-    d_h0, d_c0 (B, S); None (undefined) where output_mask says not wanted, as the operators
+    which reads as zeros): d_input, d_weights, d_bias in input's dtype, d_h0, d_c0 (B, S) in the
+    state's; None (undefined) where output_mask says not wanted, as the operators
     return them."""
     named = dict(zip(_BACKWARD_TENSORS, tensors, strict=True))
-    check_inputs(**{input_name: input}, **{k: t for k, t in named.items() if t is not None})
-    weights = named["weights"]
-    assert weights is not None
+    weights, bias, output = named.pop("weights"), named.pop("bias"), named["output"]
+    assert weights is not None and bias is not None and output is not None
+    check_inputs(**{input_name: input}, weights=weights, bias=bias)
+    # the saved tensors and gradients in the state's dtype: output's (float32 in a mixed call)
+    _check_state_dtypes(input, output.dtype, **named)
     state = (batch, weights.shape[0] // 3)
     shapes = (tuple(input.shape), tuple(weights.shape), (weights.shape[0],), state, state)
+    likes = (input, input, input, output, output)
     return tuple(
-        input.new_empty(tuple(shape)) if wanted else None
-        for shape, wanted in zip(shapes, output_mask, strict=True)
+        like.new_empty(tuple(shape)) if wanted else None
+        for shape, like, wanted in zip(shapes, likes, output_mask, strict=True)
     )
+
+
+def _state_like(input: Tensor, h0: Tensor | None, c0: Tensor | None) -> Tensor:
+    """A tensor of the state's dtype on input's device, for _sequence_outputs."""
+    return input.new_empty((), dtype=_state_dtype(input, c0, h0))
 
 
 @register_fake(_sequence_ops, "lltm_ext::lltm_sequence_forward")
 def _(input, weights, bias, h0=None, c0=None, tf32=False):
     state = _check_sequence_shapes(input, weights, bias, h0, c0)
-    return _sequence_outputs(input, tuple(input.shape[:2]), input.shape[1], state, saved=True)
+    like = _state_like(input, h0, c0)
+    return _sequence_outputs(like, tuple(input.shape[:2]), input.shape[1], state, saved=True)
 
 
 @register_fake(_sequence_ops, "lltm_ext::lltm_sequence_backward")
@@ -203,7 +266,8 @@ def _(
 @register_fake(_sequence_ops, "lltm_ext::lltm_sequence")
 def _(input, weights, bias, h0=None, c0=None, tf32=False):
     state = _check_sequence_shapes(input, weights, bias, h0, c0)
-    return _sequence_outputs(input, tuple(input.shape[:2]), input.shape[1], state, saved=False)
+    like = _state_like(input, h0, c0)
+    return _sequence_outputs(like, tuple(input.shape[:2]), input.shape[1], state, saved=False)
 
 
 def _check_packed_shapes(

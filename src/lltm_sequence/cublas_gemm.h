@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -127,17 +128,22 @@ constexpr int64_t kMaxDim = INT_MAX;
 // a product of 2.2e9-element d_gates came out wrong, so larger operands go in pieces.
 constexpr int64_t kMaxSpan = INT_MAX;
 
-// cuBLAS products of one dtype on the current stream of the current device, for the length of a
-// call: float32 on TF32 tensor cores when `tf32`, else in full float32 (torch sets the handle's
-// math mode from its matmul precision; it is restored when done). Half types accumulate in float.
+// cuBLAS products on the current stream of the current device, for the length of a call: operands
+// a and b in `dtype`, c in `out` (`dtype` where undefined; float32 for a half `dtype`: the mixed
+// products of a float32 state); float32 on TF32 tensor cores when `tf32`, else in full float32
+// (torch sets the handle's math mode from its matmul precision; it is restored when done). Half
+// types accumulate in float.
 class Blas {
  public:
-  Blas(at::ScalarType dtype, bool tf32)
+  Blas(at::ScalarType dtype, bool tf32, at::ScalarType out = at::ScalarType::Undefined)
       : api_(Cublas::get()),
         handle_(at::cuda::getCurrentCUDABlasHandle()),
         stream_(c10::cuda::getCurrentCUDAStream()),
         type_(data_type(dtype)),
+        c_type_(data_type(out == at::ScalarType::Undefined ? dtype : out)),
         size_(static_cast<int64_t>(c10::elementSize(dtype))),
+        c_size_(
+            static_cast<int64_t>(c10::elementSize(out == at::ScalarType::Undefined ? dtype : out))),
         is_double_(dtype == at::kDouble),
         compute_(is_double_                      ? CUBLAS_COMPUTE_64F
                  : (dtype == at::kFloat && tf32) ? CUBLAS_COMPUTE_32F_FAST_TF32
@@ -157,14 +163,16 @@ class Blas {
   void gemm(const Mat& a, const Mat& b, const Mat& c, double beta) const {
     const int64_t M = c.rows, N = c.cols, K = a.cols;
     TORCH_CHECK(beta == 0 || beta == 1, "lltm_ext: internal error: beta must be 0 or 1");
+    TORCH_CHECK(type_ == c_type_ || (c_type_ == CUDA_R_32F && !is_double_),
+                "lltm_ext: internal error: a mixed product must write float32");
     if (M == 0 || N == 0) {
       return;
     }
     if (K == 0) {
       if (beta == 0) {  // c = 0, a strided block
         const int64_t width = c.col_major ? M : N, height = c.col_major ? N : M;
-        C10_CUDA_CHECK(cudaMemset2DAsync(const_cast<void*>(c.data), c.ld * size_, 0, width * size_,
-                                         height, stream_));
+        C10_CUDA_CHECK(cudaMemset2DAsync(const_cast<void*>(c.data), c.ld * c_size_, 0,
+                                         width * c_size_, height, stream_));
       }
       return;
     }
@@ -185,7 +193,7 @@ class Blas {
       const int64_t rows = std::min(pm, M - r);
       for (int64_t q = 0; q < N; q += pn) {
         const int64_t cols = std::min(pn, N - q);
-        const Mat cc = col_block(row_block(c, r, rows, size_), q, cols, size_);
+        const Mat cc = col_block(row_block(c, r, rows, c_size_), q, cols, c_size_);
         for (int64_t p = 0; p < K; p += pk) {
           const int64_t depth = std::min(pk, K - p);
           call(col_block(row_block(a, r, rows, size_), p, depth, size_),
@@ -216,25 +224,48 @@ class Blas {
     const float one_f = 1.0f, beta_f = static_cast<float>(beta);
     const void* alpha_p = is_double_ ? static_cast<const void*>(&one) : &one_f;
     const void* beta_p = is_double_ ? static_cast<const void*>(&beta) : &beta_f;
-    if (gemm_unsplit({op_x, op_y, m, n, a.cols, x.data, ld_x, y.data, ld_y,
-                      const_cast<void*>(c.data), c.ld, type_, compute_, beta_f},
-                     stream_)) {
+    if (type_ == c_type_ && gemm_unsplit({op_x, op_y, m, n, a.cols, x.data, ld_x, y.data, ld_y,
+                                          const_cast<void*>(c.data), c.ld, type_, compute_, beta_f},
+                                         stream_)) {
       return;
     }
     check_cublas(api_.gemm_ex(handle_, op_x, op_y, m, n, static_cast<int>(a.cols), alpha_p, x.data,
                               type_, ld_x, y.data, type_, ld_y, beta_p, const_cast<void*>(c.data),
-                              type_, static_cast<int>(c.ld), compute_, CUBLAS_GEMM_DEFAULT),
+                              c_type_, static_cast<int>(c.ld), compute_, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmEx");
   }
 
   const Cublas& api_;
   cublasHandle_t handle_;
   cudaStream_t stream_;
-  cudaDataType_t type_;
-  int64_t size_;
+  cudaDataType_t type_, c_type_;
+  int64_t size_, c_size_;
   bool is_double_;
   cublasComputeType_t compute_;
   cublasMath_t mode_ = CUBLAS_DEFAULT_MATH;
 };
+
+// W_h (3S x S) for cuBLAS's step products: the weights' own columns, or, where their rows' stride
+// (S + I) breaks the 16-byte alignment that the step's other operands (h_{t-1}, the gates: rows of
+// S and 3S) keep, in calls of at least kAlignedCopySteps steps, a contiguous copy: cuBLAS runs its
+// Hopper kernels (TMA loads) on 16-byte aligned operands only, and on the unaligned W_h fell back
+// to its sm_80 kernels at about half their speed every step; the copy costs about two steps' reads
+// of W_h. Figures: docs/decisions_sequence.md#cublas-aligned-weights.
+constexpr int64_t kAlignedCopySteps = 4;
+struct CublasWeights {
+  at::Tensor copy;  // undefined: w_h is the weights' own
+  Mat w_h;
+};
+inline CublasWeights cublas_w_h(const at::Tensor& weights, int64_t S, int64_t steps, int64_t es) {
+  const int64_t ld = weights.size(1);
+  const Mat own = col_block(row_major(weights.const_data_ptr(), 3 * S, ld, ld), 0, S, es);
+  const bool aligned =
+      (ld * es) % 16 == 0 && reinterpret_cast<uintptr_t>(weights.const_data_ptr()) % 16 == 0;
+  if (aligned || (S * es) % 16 != 0 || steps < kAlignedCopySteps) {
+    return {at::Tensor(), own};
+  }
+  at::Tensor copy = weights.narrow(1, 0, S).contiguous();
+  return {copy, row_major(copy.const_data_ptr(), 3 * S, S, S)};
+}
 
 }  // namespace lltm_ext::lltm

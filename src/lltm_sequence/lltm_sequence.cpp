@@ -65,7 +65,7 @@ void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double 
 // rows of dG): the block itself, or, on CUDA where its rows' stride (S + I) breaks the 16-byte
 // alignment that rows of S keep and the product is at least as deep as S, a contiguous tensor that
 // the caller copies into the block after (copy_recurrent_block): as for the step products
-// (sequence_cuda_host.cpp: cublas_w_h), cuBLAS runs its Hopper kernels on aligned operands only.
+// (cublas_gemm.h: cublas_w_h), cuBLAS runs its Hopper kernels on aligned operands only.
 // Figures: docs/decisions_sequence.md#cublas-aligned-weights.
 at::Tensor recurrent_block(const at::Tensor& d_weights, int64_t S, int64_t k) {
   const at::Tensor block = d_weights.narrow(1, 0, S);
@@ -102,22 +102,51 @@ struct Dims {
   int64_t steps, batch, features, state;
 };
 
-// h0, c0: each (B, S), or undefined (the operator's None: zeros).
+// The state's dtype (h0, c0, and the outputs, cells and gates): the first defined of `state_ref`
+// (backward's saved output), c0 and h0, else the input's. It is the input's, or float32 where the
+// input, weights and bias are float16 or bfloat16: a mixed call, a float32 state whose products
+// run in the input's dtype (the autocast kernel's, as a loop of the pure cell keeps its float32
+// state under autocast).
+at::ScalarType state_dtype(const at::Tensor& input, const at::Tensor& h0, const at::Tensor& c0,
+                           const at::Tensor& state_ref = at::Tensor()) {
+  for (const at::Tensor* t : {&state_ref, &c0, &h0}) {
+    if (t->defined()) {
+      return t->scalar_type();
+    }
+  }
+  return input.scalar_type();
+}
+bool is_mixed(const at::Tensor& input, at::ScalarType state) {
+  return state != input.scalar_type();
+}
+
+// h0, c0: each (B, S), or undefined (the operator's None: zeros); state_ref as state_dtype's.
 Dims check_forward_args(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
-                        const at::Tensor& h0, const at::Tensor& c0) {
+                        const at::Tensor& h0, const at::Tensor& c0,
+                        const at::Tensor& state_ref = at::Tensor()) {
   CHECK_INPUT(input);
   CHECK_INPUT(weights);
   CHECK_INPUT(bias);
   CHECK_LIKE(weights, input);
   CHECK_LIKE(bias, input);
-  if (h0.defined()) {
-    CHECK_INPUT(h0);
-    CHECK_LIKE(h0, input);
+  const at::ScalarType state_type = state_dtype(input, h0, c0, state_ref);
+  for (const auto& [t, name] : {std::pair<const at::Tensor&, const char*>{h0, "h0"},
+                                std::pair<const at::Tensor&, const char*>{c0, "c0"}}) {
+    if (t.defined()) {
+      check_input(t, name);
+      check_same_device(t, name, input, "input");
+      TORCH_CHECK(t.scalar_type() == state_type, "lltm_ext: all tensors must have one dtype, but `",
+                  name, "` is ", t.scalar_type(), " and the state is ", state_type,
+                  " (c0's, else h0's).");
+    }
   }
-  if (c0.defined()) {
-    CHECK_INPUT(c0);
-    CHECK_LIKE(c0, input);
-  }
+  TORCH_CHECK(!is_mixed(input, state_type) ||
+                  (state_type == at::kFloat &&
+                   (input.scalar_type() == at::kHalf || input.scalar_type() == at::kBFloat16)),
+              "lltm_ext: all tensors must have one dtype, but the state (h0, c0) is ", state_type,
+              " and `input` is ", input.scalar_type(),
+              " (a float32 state may go with float16 or bfloat16 input, weights and bias: their "
+              "products then run in that dtype).");
   check_backend(input, "lltm_sequence");
   TORCH_CHECK(
       weights.dim() == 2 && weights.size(0) % 3 == 0 && weights.size(1) >= weights.size(0) / 3,
@@ -164,6 +193,45 @@ at::Tensor or_zeros(const at::Tensor& t, const at::Tensor& like, int64_t B, int6
 }
 using Backward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
+Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
+                const OptionalTensor& h0_in, const OptionalTensor& c0_in, bool tf32_requested);
+
+// Whether a mixed call (float32 state, half products) of these sizes runs its own loop on CUDA:
+// where the float32 plan is the cuBLAS path, whose step products then run in the half type.
+bool mixed_runs_cublas(const at::Tensor& input, const Dims& d) {
+#ifdef WITH_CUDA
+  return input.is_cuda() && d.steps > 0 &&
+         mixed_takes_cublas(input.get_device(), d.steps, d.batch, d.state);
+#else
+  (void)input, (void)d;
+  return false;
+#endif
+}
+
+// Forward of a mixed call (check_forward_args): input, weights, bias in float16 or bfloat16, the
+// state float32. On CUDA where the plan is the cuBLAS path, the products run in the half type
+// (h_{t-1} rounded to it each step, as the loop's product rounds it) and add up in float32 into
+// float32 gates; the gate math, the state and the outputs are float32. Elsewhere the operands go
+// to float32 (which holds their values exactly) and the float32 sequence runs with TF32 allowed
+// (as precise as the half products or more). Outputs as forward's, float32.
+Forward forward_mixed(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
+                      const at::Tensor& h0, const at::Tensor& c0, const Dims& d) {
+  if (!mixed_runs_cublas(input, d)) {
+    return forward(input.to(at::kFloat), weights.to(at::kFloat), bias.to(at::kFloat),
+                   as_optional(h0), as_optional(c0), /*tf32_requested=*/true);
+  }
+  const auto [T, B, I, S] = d;
+  const at::TensorOptions f32 = input.options().dtype(at::kFloat);
+  at::Tensor output = at::empty({T, B, S}, f32), cells = at::empty({T, B, S}, f32);
+  at::Tensor gates = at::empty({T, B, 3 * S}, f32);
+  at::Tensor h_n = at::empty({B, S}, f32), c_n = at::empty({B, S}, f32);
+#ifdef WITH_CUDA
+  sequence_forward_mixed_cuda(input, weights, bias.reshape({3 * S}).to(at::kFloat), h0, c0, output,
+                              h_n, c_n, cells, gates);
+#endif
+  return {output, h_n, c_n, cells, gates};
+}
+
 // Forward over T steps of input (T, B, I) from the state (h0, c0; each None for zeros, which the
 // CUDA kernels read as such without a tensor of them). Returns (output (T, B, S): every step's
 // new_h, h_n, c_n (B, S), cells (T, B, S): every step's new_cell, gates (T, B, 3S): the
@@ -172,6 +240,9 @@ Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Te
                 const OptionalTensor& h0_in, const OptionalTensor& c0_in, bool tf32_requested) {
   const at::Tensor h0 = tensor_or_undefined(h0_in), c0 = tensor_or_undefined(c0_in);
   const auto [T, B, I, S] = check_forward_args(input, weights, bias, h0, c0);
+  if (is_mixed(input, state_dtype(input, h0, c0))) {
+    return forward_mixed(input, weights, bias, h0, c0, Dims{T, B, I, S});
+  }
   const bool tf32 = matmul_allows_tf32(input, tf32_requested);
   const at::Tensor b = bias.reshape({3 * S});
   const at::Tensor w_h = weights.narrow(1, 0, S);  // (3S, S), rows S + I apart
@@ -215,6 +286,85 @@ Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Te
 // spares the products d_input = dG W_i and d h0 = dG_0 W_h.
 using OutputMask = std::array<bool, 5>;
 
+Backward backward(const at::Tensor& grad_output, const OptionalTensor& grad_h_n_in,
+                  const OptionalTensor& grad_c_n_in, const at::Tensor& input,
+                  const at::Tensor& weights, const at::Tensor& bias, const OptionalTensor& h0_in,
+                  const at::Tensor& output, const at::Tensor& cells, const at::Tensor& gates,
+                  OutputMask output_mask, bool tf32_requested);
+
+// Backward of a mixed call, as forward_mixed ran it: on CUDA's cuBLAS path, per step the float32
+// gate kernel, dG_t rounded to the half type, d h_{t-1} = dG_t W_h in half products added up in
+// float32; then d input, d W (half products of dG and [h_{t-1} | x_t], h rounded as forward's
+// products read it) and d b in the half type, d h0 and d c0 in float32. Elsewhere the float32
+// sequence's backward on the operands in float32, its d input, d W and d b rounded to the half
+// type (the dtypes of the arguments they belong to).
+Backward backward_mixed(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
+                        const at::Tensor& grad_c_n, const at::Tensor& input,
+                        const at::Tensor& weights, const at::Tensor& bias, const at::Tensor& h0,
+                        const at::Tensor& output, const at::Tensor& cells, const at::Tensor& gates,
+                        OutputMask mask, const Dims& d) {
+  const at::ScalarType half = input.scalar_type();
+  if (!mixed_runs_cublas(input, d)) {
+    auto [d_input, d_weights, d_bias, d_h0, d_c0] = backward(
+        grad_output, as_optional(grad_h_n), as_optional(grad_c_n), input.to(at::kFloat),
+        weights.to(at::kFloat), bias.to(at::kFloat), as_optional(h0), output, cells, gates, mask,
+        /*tf32_requested=*/true);
+    for (at::Tensor* t : {&d_input, &d_weights, &d_bias}) {
+      if (t->defined()) {
+        *t = t->to(half);
+      }
+    }
+    return {d_input, d_weights, d_bias, d_h0, d_c0};
+  }
+  const auto [T, B, I, S] = d;
+  const auto [want_input, want_weights, want_bias, want_h0, want_c0] = mask;
+  at::Tensor d_input, d_weights, d_bias, d_h0, d_c0;
+  if (!(want_input || want_weights || want_bias || want_h0 || want_c0)) {
+    return {d_input, d_weights, d_bias, d_h0, d_c0};
+  }
+  const at::TensorOptions f32 = output.options();
+  at::Tensor d_gates = at::empty({T, B, 3 * S}, input.options());  // in the half type
+  at::Tensor d_h = at::empty({B, S}, f32);
+  at::Tensor d_c = at::empty({2, B, S}, f32);
+#ifdef WITH_CUDA
+  sequence_backward_mixed_cuda(grad_output, grad_h_n, grad_c_n, weights,
+                               bias.reshape({3 * S}).to(at::kFloat), cells, gates, d_gates, d_h,
+                               d_c, want_h0);
+#endif
+  const at::Tensor dg_all = d_gates.view({T * B, 3 * S});
+  if (want_input) {
+    d_input = at::empty({T, B, I}, input.options());
+    gemm(dg_all, weights.narrow(1, S, I), d_input.view({T * B, I}), 0, false);
+  }
+  if (want_weights) {
+    d_weights = at::empty({3 * S, S + I}, weights.options());
+    gemm(dg_all.t(), input.view({T * B, I}), d_weights.narrow(1, S, I), 0, false);
+    // h_{t-1} of every step in the half type: h0 (zeros where undefined), then output[:-1]
+    at::Tensor h_prev = at::empty({T, B, S}, input.options());
+    if (h0.defined()) {
+      h_prev[0].copy_(h0);
+    } else {
+      h_prev[0].zero_();
+    }
+    if (T > 1) {
+      h_prev.narrow(0, 1, T - 1).copy_(output.narrow(0, 0, T - 1));
+    }
+    const at::Tensor dw_h = recurrent_block(d_weights, S, T * B);
+    gemm(dg_all.t(), h_prev.view({T * B, S}), dw_h, 0, false);
+    copy_recurrent_block(d_weights, dw_h);
+  }
+  if (want_bias) {
+    d_bias = dg_all.sum(0, /*keepdim=*/false, at::kFloat).to(half);
+  }
+  if (want_h0) {
+    d_h0 = d_h;
+  }
+  if (want_c0) {
+    d_c0 = d_c[0];
+  }
+  return {d_input, d_weights, d_bias, d_h0, d_c0};
+}
+
 // Backward through time from forward's saved tensors. grad_h_n, grad_c_n and h0 may be None
 // (zeros: the final state's gradients where autograd has none, a zero initial state). Returns
 // (d_input (T, B, I), d_weights (3S, S + I), d_bias (3S,), d_h0, d_c0 (B, S)), each undefined
@@ -227,27 +377,34 @@ Backward backward(const at::Tensor& grad_output, const OptionalTensor& grad_h_n_
   const at::Tensor grad_h_n = tensor_or_undefined(grad_h_n_in);
   const at::Tensor grad_c_n = tensor_or_undefined(grad_c_n_in);
   const at::Tensor h0 = tensor_or_undefined(h0_in);
-  const auto [T, B, I, S] = check_forward_args(input, weights, bias, h0, at::Tensor());
-  CHECK_INPUT(grad_output);
   CHECK_INPUT(output);
+  const auto [T, B, I, S] = check_forward_args(input, weights, bias, h0, at::Tensor(), output);
+  CHECK_INPUT(grad_output);
   CHECK_INPUT(cells);
   CHECK_INPUT(gates);
-  for (const at::Tensor* t : {&grad_output, &output, &cells, &gates}) {
-    check_like(*t, "a saved tensor or gradient", input, "input");
+  // The saved tensors and the gradients are the state's (output's) dtype: input's, or float32 in
+  // a mixed call.
+  for (const at::Tensor* t : {&grad_output, &cells, &gates}) {
+    check_like(*t, "a saved tensor or gradient", output, "output");
   }
+  check_same_device(output, "output", input, "input");
   CHECK_SHAPE(grad_output, T, B, S);
   CHECK_SHAPE(output, T, B, S);
   CHECK_SHAPE(cells, T, B, S);
   CHECK_SHAPE(gates, T, B, 3 * S);
   if (grad_h_n.defined()) {
     CHECK_INPUT(grad_h_n);
-    check_like(grad_h_n, "a saved tensor or gradient", input, "input");
+    check_like(grad_h_n, "a saved tensor or gradient", output, "output");
     CHECK_SHAPE(grad_h_n, B, S);
   }
   if (grad_c_n.defined()) {
     CHECK_INPUT(grad_c_n);
-    check_like(grad_c_n, "a saved tensor or gradient", input, "input");
+    check_like(grad_c_n, "a saved tensor or gradient", output, "output");
     CHECK_SHAPE(grad_c_n, B, S);
+  }
+  if (is_mixed(input, output.scalar_type())) {
+    return backward_mixed(grad_output, grad_h_n, grad_c_n, input, weights, bias, h0, output, cells,
+                          gates, output_mask, Dims{T, B, I, S});
   }
   const auto [want_input, want_weights, want_bias, want_h0, want_c0] = output_mask;
   const bool tf32 = matmul_allows_tf32(input, tf32_requested);
@@ -863,11 +1020,12 @@ struct AutocastOperands {
   at::Tensor input, weights, bias, h0, c0;
   bool tf32;
 };
+// `sequence`: input (T, B, I) of an unpacked call, which may go mixed (below).
 template <c10::DeviceType device>
 std::optional<AutocastOperands> autocast_operands(const at::Tensor& input,
                                                   const at::Tensor& weights, const at::Tensor& bias,
                                                   const at::Tensor& h0, const at::Tensor& c0,
-                                                  bool tf32) {
+                                                  bool tf32, bool sequence = false) {
   if (!autocast::all_eligible<device>({&input, &weights, &bias, &h0, &c0})) {
     return std::nullopt;
   }
@@ -877,6 +1035,21 @@ std::optional<AutocastOperands> autocast_operands(const at::Tensor& input,
         autocast::to_lower<device>(input, lower), autocast::to_lower<device>(weights, lower),
         autocast::to_lower<device>(bias, lower),  autocast::to_lower<device>(h0, lower),
         autocast::to_lower<device>(c0, lower),    tf32};
+  }
+  // A float32 state on CUDA's cuBLAS path: the mixed call (forward_mixed), products in `lower`
+  // on the operands in it, the state float32 (h0 and c0 in it; c0 zeros where both are None, to
+  // say so).
+  if (sequence && input.dim() == 3 && weights.dim() == 2 && weights.size(0) % 3 == 0 &&
+      mixed_runs_cublas(input, Dims{input.size(0), input.size(1), 0, weights.size(0) / 3})) {
+    return AutocastOperands{
+        autocast::to_lower<device>(input, lower),
+        autocast::to_lower<device>(weights, lower),
+        autocast::to_lower<device>(bias, lower),
+        h0.defined() ? h0.to(at::kFloat) : h0,
+        c0.defined() || h0.defined()
+            ? (c0.defined() ? c0.to(at::kFloat) : c0)
+            : at::zeros({input.size(1), weights.size(0) / 3}, input.options().dtype(at::kFloat)),
+        tf32};
   }
   return AutocastOperands{
       autocast::rounded<device>(input, lower), autocast::rounded<device>(weights, lower),
@@ -893,7 +1066,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> sequence_autocast(
                              .typed<decltype(sequence)>();
   const autocast::Below<device> below;
   const auto cast = autocast_operands<device>(input, weights, bias, tensor_or_undefined(h0),
-                                              tensor_or_undefined(c0), tf32);
+                                              tensor_or_undefined(c0), tf32, /*sequence=*/true);
   if (!cast) {
     return op.call(input, weights, bias, h0, c0, tf32);
   }

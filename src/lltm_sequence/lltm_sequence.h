@@ -44,6 +44,27 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
                             const at::Tensor& d_h, const at::Tensor& d_c, bool want_d_h0,
                             bool tf32);
 
+// A mixed call's time loops (mixed_cuda_host.cpp): input (T, B, I) and weights (3S, S + I) in
+// float16 or bfloat16, the state float32: bias (3S), h0, c0 (B, S; undefined: zeros), output,
+// cells (T, B, S), gates (T, B, 3S), h_n, c_n (B, S) float32, as sequence_forward_cuda's. Every
+// product runs in the half type (h_{t-1} rounded to it, as a loop of the cell under autocast
+// rounds it) and adds up in float32; the gate kernels run in float32. Backward, as
+// sequence_backward_cuda's but d_gates (T, B, 3S) in the half type (each step's rounded for its
+// product), d_h and d_c float32. mixed_takes_cublas: whether a mixed call of these sizes runs
+// these loops (where float32's plan, TF32 allowed, is the cuBLAS path); else the caller runs the
+// float32 sequence on its operands in float32.
+bool mixed_takes_cublas(int device, int64_t steps, int64_t batch, int64_t state);
+void sequence_forward_mixed_cuda(const at::Tensor& input, const at::Tensor& weights,
+                                 const at::Tensor& bias, const at::Tensor& h0, const at::Tensor& c0,
+                                 const at::Tensor& output, const at::Tensor& h_n,
+                                 const at::Tensor& c_n, const at::Tensor& cells,
+                                 const at::Tensor& gates);
+void sequence_backward_mixed_cuda(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
+                                  const at::Tensor& grad_c_n, const at::Tensor& weights,
+                                  const at::Tensor& bias, const at::Tensor& cells,
+                                  const at::Tensor& gates, const at::Tensor& d_gates,
+                                  const at::Tensor& d_h, const at::Tensor& d_c, bool want_d_h0);
+
 // The weight gradients of sequence_weight_grad_cuda (sequence_cuda_host.cpp): d_gates (T,
 // B, 3S), h0 (B, S; undefined: zeros), output (T, B, S), input (T, B, I), contiguous, of one
 // dtype, on one GPU.

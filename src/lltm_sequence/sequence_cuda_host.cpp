@@ -95,29 +95,6 @@ StepWeights step_weights(const at::Tensor& weights, int64_t S, const StepGemmSha
   return w;
 }
 
-// W_h (3S x S) for cuBLAS's step products: the weights' own columns, or, where their rows' stride
-// (S + I) breaks the 16-byte alignment that the step's other operands (h_{t-1}, the gates: rows of
-// S and 3S) keep, in calls of at least kAlignedCopySteps steps, a contiguous copy: cuBLAS runs its
-// Hopper kernels (TMA loads) on 16-byte aligned operands only, and on the unaligned W_h fell back
-// to its sm_80 kernels at about half their speed every step; the copy costs about two steps' reads
-// of W_h. Figures: docs/decisions_sequence.md#cublas-aligned-weights.
-constexpr int64_t kAlignedCopySteps = 4;
-struct CublasWeights {
-  at::Tensor copy;  // undefined: w_h is the weights' own
-  Mat w_h;
-};
-CublasWeights cublas_w_h(const at::Tensor& weights, int64_t S, int64_t steps, int64_t es) {
-  const int64_t ld = weights.size(1);
-  const Mat own = col_block(row_major(weights.const_data_ptr(), 3 * S, ld, ld), 0, S, es);
-  const bool aligned =
-      (ld * es) % 16 == 0 && reinterpret_cast<uintptr_t>(weights.const_data_ptr()) % 16 == 0;
-  if (aligned || (S * es) % 16 != 0 || steps < kAlignedCopySteps) {
-    return {at::Tensor(), own};
-  }
-  at::Tensor copy = weights.narrow(1, 0, S).contiguous();
-  return {copy, row_major(copy.const_data_ptr(), 3 * S, S, S)};
-}
-
 // The split sums for a gate kernel (float32 only; none where sums is undefined).
 template <typename T>
 SplitSums<T> split_parts(const at::Tensor& sums, int splits, T* total) {
@@ -542,7 +519,7 @@ bool sequence_weight_grad_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
 void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double beta,
                bool tf32) {
   const c10::cuda::CUDAGuard guard(c.device());
-  Blas(c.scalar_type(), tf32).gemm(mat_of(a), mat_of(b), mat_of(c), beta);
+  Blas(a.scalar_type(), tf32, c.scalar_type()).gemm(mat_of(a), mat_of(b), mat_of(c), beta);
 }
 
 }  // namespace lltm_ext::lltm

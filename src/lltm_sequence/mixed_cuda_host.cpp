@@ -1,0 +1,96 @@
+// The LLTM sequence's mixed precision on CUDA (CUDA builds only): a float32 state whose products
+// run in float16 or bfloat16, as a loop of the cell keeps them under torch.autocast. The cuBLAS
+// path's time loops with half-precision operands and float32 sums into float32 gates, and the
+// float32 gate kernels between them (lltm_sequence.h has the contract).
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <cstdint>
+
+#include "common/cuda_host.h"
+#include "lltm/lltm_launchers.h"
+#include "lltm_sequence/cublas_gemm.h"
+#include "lltm_sequence/lltm_sequence.h"
+#include "lltm_sequence/plan.h"
+
+namespace lltm_ext::lltm {
+
+bool mixed_takes_cublas(int device, int64_t steps, int64_t batch, int64_t state) {
+  return plan_sequence<float>(device, steps, batch, state, /*tf32=*/true).path ==
+         SequencePlan::Path::kCublas;
+}
+
+void sequence_forward_mixed_cuda(const at::Tensor& input, const at::Tensor& weights,
+                                 const at::Tensor& bias, const at::Tensor& h0, const at::Tensor& c0,
+                                 const at::Tensor& output, const at::Tensor& h_n,
+                                 const at::Tensor& c_n, const at::Tensor& cells,
+                                 const at::Tensor& gates) {
+  const c10::cuda::CUDAGuard guard(input.device());
+  const int sms = cuda::sm_count(input.get_device());
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  const Blas blas(input.scalar_type(), /*tf32=*/false, at::kFloat);
+  const int64_t T = input.size(0), B = input.size(1), I = input.size(2), S = output.size(2);
+  const int64_t es = blas.element_size(), n = B * S;
+  const Mat w = row_major(weights.const_data_ptr(), 3 * S, S + I, S + I);
+  float* g = gates.mutable_data_ptr<float>();
+  // The input projections of all steps, one product: gates = input W_i^T.
+  blas.gemm(row_major(input.const_data_ptr(), T * B, I, I), transposed(col_block(w, S, I, es)),
+            row_major(g, T * B, 3 * S, 3 * S), 0);
+  const CublasWeights w_h = cublas_w_h(weights, S, T, es);
+  const at::Tensor h_half = at::empty({B, S}, input.options());  // h_{t-1} as the product reads it
+  const float* b = bias.const_data_ptr<float>();
+  const float* c_0 = c0.defined() ? c0.const_data_ptr<float>() : nullptr;
+  float* out = output.mutable_data_ptr<float>();
+  float* cell = cells.mutable_data_ptr<float>();
+  for (int64_t t = 0; t < T; ++t) {
+    float* g_t = g + t * 3 * n;
+    if (t > 0 || h0.defined()) {  // none for a zero h_{-1}: gates_0 is the projection alone
+      h_half.copy_(t == 0 ? h0 : output[t - 1]);
+      blas.gemm(row_major(h_half.const_data_ptr(), B, S, S), transposed(w_h.w_h),
+                row_major(g_t, B, 3 * S, 3 * S), 1);
+    }
+    C10_CUDA_CHECK(launch_forward_gates<float>(g_t, b, t == 0 ? c_0 : cell + (t - 1) * n,
+                                               out + t * n, cell + t * n, n, S, sms, stream));
+  }
+  at::_foreach_copy_({h_n, c_n}, {output[T - 1], cells[T - 1]});
+}
+
+void sequence_backward_mixed_cuda(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
+                                  const at::Tensor& grad_c_n, const at::Tensor& weights,
+                                  const at::Tensor& bias, const at::Tensor& cells,
+                                  const at::Tensor& gates, const at::Tensor& d_gates,
+                                  const at::Tensor& d_h, const at::Tensor& d_c, bool want_d_h0) {
+  const c10::cuda::CUDAGuard guard(cells.device());
+  const int sms = cuda::sm_count(cells.get_device());
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  const Blas blas(weights.scalar_type(), /*tf32=*/false, at::kFloat);
+  const int64_t T = cells.size(0), B = cells.size(1), S = cells.size(2);
+  const int64_t es = blas.element_size(), n = B * S;
+  const CublasWeights w_h = cublas_w_h(weights, S, T, es);
+  const at::Tensor dg = at::empty({B, 3 * S}, cells.options());  // dG_t in float32
+  const float* go = grad_output.const_data_ptr<float>();
+  const float* gh_n = grad_h_n.defined() ? grad_h_n.const_data_ptr<float>() : nullptr;
+  const float* gc_n = grad_c_n.defined() ? grad_c_n.const_data_ptr<float>() : nullptr;
+  const float* cell = cells.const_data_ptr<float>();
+  const float* g = gates.const_data_ptr<float>();
+  const float* b = bias.const_data_ptr<float>();
+  float* dh = d_h.mutable_data_ptr<float>();
+  float* dc[2] = {d_c.mutable_data_ptr<float>(), d_c.mutable_data_ptr<float>() + n};
+  for (int64_t t = T - 1; t >= 0; --t) {
+    // dL/dc_t: grad_c_n, or from step t + 1; dL/dh_t = grad_output[t] + (grad_h_n, or d h_t).
+    const float* gc = t == T - 1 ? gc_n : dc[(t + 1) % 2];
+    const float* gh = t == T - 1 ? gh_n : dh;
+    C10_CUDA_CHECK(launch_backward_gates<float>(
+        gh != nullptr ? gh : go + t * n, S, gh != nullptr ? go + t * n : nullptr, gc, cell + t * n,
+        g + t * 3 * n, b, dg.mutable_data_ptr<float>(), dc[t % 2], nullptr, nullptr, n, S, sms,
+        stream));
+    const at::Tensor dg_half = d_gates[t];
+    dg_half.copy_(dg);
+    if (t > 0 || want_d_h0) {  // d h_{t-1} = dG_t W_h
+      blas.gemm(row_major(dg_half.const_data_ptr(), B, 3 * S, 3 * S), w_h.w_h,
+                row_major(dh, B, S, S), 0);
+    }
+  }
+}
+
+}  // namespace lltm_ext::lltm
