@@ -55,6 +55,13 @@ inline constexpr std::array kSettings = {
         "cuBLAS path, whose set-up costs less than those kernels' (the small-state kernels keep "
         "theirs); unset: 4, and 8 where the batch is at least 256 or the state at least 512; 1: "
         "the cuBLAS path is never taken for shortness."},
+    Setting{"LLTM_EXT_SEQUENCE_MIXED", "lltm_ext.lltm_sequence", Kind::kChoice, "auto|off",
+            "every call",
+            "A float32 state with float16 or bfloat16 products (the autocast kernel's call for a "
+            "float32 state, or the operator's with half input, weights and bias and a float32 "
+            "state) on CUDA. auto: on the cuBLAS path past 32 batch rows, the step products in "
+            "the half type with float32 sums and the gate math and state in float32; elsewhere "
+            "(and off) the float32 sequence with TF32 products on the operands in float32."},
     Setting{"LLTM_EXT_SEQUENCE_PRODUCT", "lltm_ext.lltm_sequence", Kind::kChoice,
             "auto|simt|tensor", "every call",
             "Where the cluster, wide-state and tiled kernels' recurrent product runs. auto: on the "

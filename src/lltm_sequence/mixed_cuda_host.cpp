@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "common/cuda_host.h"
+#include "common/env_setting.h"
 #include "lltm/lltm_launchers.h"
 #include "lltm_sequence/cublas_gemm.h"
 #include "lltm_sequence/lltm_sequence.h"
@@ -16,8 +17,14 @@
 namespace lltm_ext::lltm {
 
 bool mixed_takes_cublas(int device, int64_t steps, int64_t batch, int64_t state) {
-  return plan_sequence<float>(device, steps, batch, state, /*tf32=*/true).path ==
-         SequencePlan::Path::kCublas;
+  // Not where float32's step products are ours (batches up to 32 rows): cuBLAS's half ones were
+  // the slower there (docs/decisions_sequence.md#mixed-products).
+  if (env_choice("LLTM_EXT_SEQUENCE_MIXED") == "off") {
+    return false;
+  }
+  const SequencePlan plan = plan_sequence<float>(device, steps, batch, state, /*tf32=*/true);
+  return plan.path == SequencePlan::Path::kCublas && plan.forward_gemm.rows == 0 &&
+         plan.backward_gemm.rows == 0;
 }
 
 void sequence_forward_mixed_cuda(const at::Tensor& input, const at::Tensor& weights,
