@@ -31,12 +31,12 @@ constexpr int kForwardRows = 4, kBackwardRows = 2;
 
 // Forward of rows r, r + step, ..., r + (U - 1) step at state column s (bias b), with the split
 // product's partial sums (B = `batch` rows) where there are any.
-template <int U, typename scalar_t, typename acc_t>
+template <int U, typename scalar_t, typename acc_t, typename copy_t>
 __device__ __forceinline__ void forward_rows(const scalar_t* gates, const acc_t (&b)[3],
                                              const scalar_t* old_cell, scalar_t* new_h,
                                              scalar_t* new_cell, const SplitSums<scalar_t>& sums,
-                                             int64_t batch, int64_t r, int64_t step, int state,
-                                             int s) {
+                                             const RowCopy<copy_t>& copy, int64_t batch, int64_t r,
+                                             int64_t step, int state, int s) {
   acc_t z[U][3], c[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
@@ -68,23 +68,28 @@ __device__ __forceinline__ void forward_rows(const scalar_t* gates, const acc_t 
   }
 #pragma unroll
   for (int u = 0; u < U; ++u) {
-    const int64_t i = (r + u * step) * state + s;
+    const int64_t row = r + u * step, i = row * state + s;
     const auto out = forward_element<acc_t>(z[u][0], z[u][1], z[u][2], c[u]);
-    new_h[i] = out.new_h;
+    const scalar_t h = static_cast<scalar_t>(out.new_h);
+    new_h[i] = h;
     new_cell[i] = out.new_cell;
+    if (copy.data != nullptr) {
+      copy.data[row * copy.ld + s] = static_cast<copy_t>(static_cast<acc_t>(h));
+    }
   }
 }
 
 // Forward: gates (B, 3S) [+ the split product's sums] [+ bias (3S)] and old_cell -> new_h,
 // new_cell. bias may be null: the cell's gates include it, the sequence's do not (its kernels add
 // it). gates is not __restrict__: with sums, their total is written over it. A thread takes its
-// column in rows blockIdx.y, blockIdx.y + gridDim.y, ..., kForwardRows at a time.
-template <typename scalar_t>
+// column in rows blockIdx.y, blockIdx.y + gridDim.y, ..., kForwardRows at a time. With copy, new_h
+// is also written there, rounded to copy_t.
+template <typename scalar_t, typename copy_t>
 __global__ void __launch_bounds__(kMaxCols)
     forward_gates_kernel(const scalar_t* gates, const scalar_t* __restrict__ bias,
                          const scalar_t* __restrict__ old_cell, scalar_t* __restrict__ new_h,
-                         scalar_t* __restrict__ new_cell, SplitSums<scalar_t> sums, int64_t batch,
-                         int state) {
+                         scalar_t* __restrict__ new_cell, SplitSums<scalar_t> sums,
+                         RowCopy<copy_t> copy, int64_t batch, int state) {
   cuda::pdl_wait_then_release();  // launched by launch_dependent
   using acc_t = cuda::opmath_t<scalar_t>;
   const int s = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
@@ -96,21 +101,22 @@ __global__ void __launch_bounds__(kMaxCols)
   const int64_t step = gridDim.y;
   int64_t r = blockIdx.y;
   for (; r + (kForwardRows - 1) * step < batch; r += kForwardRows * step) {
-    forward_rows<kForwardRows>(gates, b, old_cell, new_h, new_cell, sums, batch, r, step, state, s);
+    forward_rows<kForwardRows>(gates, b, old_cell, new_h, new_cell, sums, copy, batch, r, step,
+                               state, s);
   }
   for (; r < batch; r += step) {
-    forward_rows<1>(gates, b, old_cell, new_h, new_cell, sums, batch, r, step, state, s);
+    forward_rows<1>(gates, b, old_cell, new_h, new_cell, sums, copy, batch, r, step, state, s);
   }
 }
 
 // Backward of rows r, r + step, ..., r + (U - 1) step at state column s (bias b); d_gates as
 // stored is added to sums (i, o, c) in row order.
-template <int U, typename scalar_t, typename acc_t>
+template <int U, typename scalar_t, typename acc_t, typename copy_t>
 __device__ __forceinline__ void backward_rows(
     const scalar_t* grad_h, int64_t grad_h_ld, const scalar_t* grad_h_extra,
     const scalar_t* grad_cell, const scalar_t* new_cell, const scalar_t* gates, const acc_t (&b)[3],
     scalar_t* d_gates, scalar_t* d_old_cell, acc_t (&sums)[3], const SplitSums<scalar_t>& parts,
-    int64_t batch, int64_t r, int64_t step, int state, int s) {
+    const RowCopy<copy_t>& copy, int64_t batch, int64_t r, int64_t step, int state, int s) {
   acc_t gh[U], gc[U], cell[U], z[U][3];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
@@ -147,6 +153,13 @@ __device__ __forceinline__ void backward_rows(
       dg[q * state] = stored[q];
       sums[q] += static_cast<acc_t>(stored[q]);
     }
+    if (copy.data != nullptr) {
+      copy_t* out = copy.data + row * copy.ld + s;
+#pragma unroll
+      for (int q = 0; q < 3; ++q) {
+        out[q * state] = static_cast<copy_t>(static_cast<acc_t>(stored[q]));
+      }
+    }
   }
 }
 
@@ -155,8 +168,9 @@ __device__ __forceinline__ void backward_rows(
 // (a second gradient of new_h) and bias may be null. Rows as in forward, kBackwardRows at a time.
 // With bias_sums, each thread also sums its column of d_gates over its rows, in row order (the same
 // bits run to run), into row blockIdx.y of bias_sums (gridDim.y, 3S) in the accumulate type; a
-// single row of blocks writes d_bias itself.
-template <typename scalar_t>
+// single row of blocks writes d_bias itself. With copy, d_gates is also written there, rounded to
+// copy_t.
+template <typename scalar_t, typename copy_t>
 __global__ void __launch_bounds__(kMaxCols)
     backward_gates_kernel(const scalar_t* __restrict__ grad_h, int64_t grad_h_ld,
                           const scalar_t* __restrict__ grad_h_extra,
@@ -165,8 +179,8 @@ __global__ void __launch_bounds__(kMaxCols)
                           const scalar_t* __restrict__ bias, scalar_t* __restrict__ d_gates,
                           scalar_t* __restrict__ d_old_cell,
                           cuda::opmath_t<scalar_t>* __restrict__ bias_sums,
-                          scalar_t* __restrict__ d_bias, SplitSums<scalar_t> parts, int64_t batch,
-                          int state) {
+                          scalar_t* __restrict__ d_bias, SplitSums<scalar_t> parts,
+                          RowCopy<copy_t> copy, int64_t batch, int state) {
   cuda::pdl_wait_then_release();  // launched by launch_dependent
   using acc_t = cuda::opmath_t<scalar_t>;
   const int s = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
@@ -180,11 +194,11 @@ __global__ void __launch_bounds__(kMaxCols)
   int64_t r = blockIdx.y;
   for (; r + (kBackwardRows - 1) * step < batch; r += kBackwardRows * step) {
     backward_rows<kBackwardRows>(grad_h, grad_h_ld, grad_h_extra, grad_cell, new_cell, gates, b,
-                                 d_gates, d_old_cell, sums, parts, batch, r, step, state, s);
+                                 d_gates, d_old_cell, sums, parts, copy, batch, r, step, state, s);
   }
   for (; r < batch; r += step) {
     backward_rows<1>(grad_h, grad_h_ld, grad_h_extra, grad_cell, new_cell, gates, b, d_gates,
-                     d_old_cell, sums, parts, batch, r, step, state, s);
+                     d_old_cell, sums, parts, copy, batch, r, step, state, s);
   }
   if (gridDim.y == 1 && d_bias != nullptr) {
 #pragma unroll
@@ -418,34 +432,35 @@ int64_t backward_row_blocks(int64_t batch, int64_t state, int sm_count, bool bia
   // full wave of blocks (as many as the GPU holds at once: a second, partial wave would cost a
   // whole block's rows more time), each summing its rows, so few partial sums are left to add.
   const int64_t wanted =
-      bias_grad ? full_wave_rows<backward_gates_kernel<T>>(state, sm_count) : batch;
+      bias_grad ? full_wave_rows<backward_gates_kernel<T, T>>(state, sm_count) : batch;
   return std::max<int64_t>(1, std::min<int64_t>({wanted, batch, kMaxRowBlocks}));
 }
 
-template <typename T>
+template <typename T, typename C>
 cudaError_t launch_forward_gates(const T* gates, const T* bias, const T* old_cell, T* new_h,
                                  T* new_cell, int64_t n, int64_t state, int sm_count,
-                                 cudaStream_t stream, SplitSums<T> sums) {
+                                 cudaStream_t stream, SplitSums<T> sums, RowCopy<C> copy) {
   if (n == 0) {
     return cudaSuccess;
   }
   // One full wave of blocks (at most a row of blocks per row), each taking its rows in rounds.
   const int64_t batch = n / state;
   const int64_t rows = std::min<int64_t>(
-      {batch, full_wave_rows<forward_gates_kernel<T>>(state, sm_count), kMaxRowBlocks});
+      {batch, full_wave_rows<forward_gates_kernel<T, C>>(state, sm_count), kMaxRowBlocks});
   const dim3 grid(column_blocks(state), static_cast<unsigned int>(rows));
   // Each step's gate kernel follows its product: launched to start as that one ends.
-  return cuda::launch_dependent(forward_gates_kernel<T>, grid, dim3(column_threads(state)), 0,
-                                stream, gates, bias, old_cell, new_h, new_cell, sums, batch,
+  return cuda::launch_dependent(forward_gates_kernel<T, C>, grid, dim3(column_threads(state)), 0,
+                                stream, gates, bias, old_cell, new_h, new_cell, sums, copy, batch,
                                 static_cast<int>(state));
 }
 
-template <typename T>
+template <typename T, typename C>
 cudaError_t launch_backward_gates(const T* grad_h, int64_t grad_h_ld, const T* grad_h_extra,
                                   const T* grad_cell, const T* new_cell, const T* gates,
                                   const T* bias, T* d_gates, T* d_old_cell,
                                   cuda::opmath_t<T>* bias_sums, T* d_bias, int64_t n, int64_t state,
-                                  int sm_count, cudaStream_t stream, SplitSums<T> sums) {
+                                  int sm_count, cudaStream_t stream, SplitSums<T> sums,
+                                  RowCopy<C> copy) {
   if (n == 0) {
     return cudaSuccess;
   }
@@ -453,9 +468,9 @@ cudaError_t launch_backward_gates(const T* grad_h, int64_t grad_h_ld, const T* g
   const dim3 grid(column_blocks(state), static_cast<unsigned int>(backward_row_blocks<T>(
                                             batch, state, sm_count, d_bias != nullptr)));
   cudaError_t err = cuda::launch_dependent(
-      backward_gates_kernel<T>, grid, dim3(column_threads(state)), 0, stream, grad_h, grad_h_ld,
+      backward_gates_kernel<T, C>, grid, dim3(column_threads(state)), 0, stream, grad_h, grad_h_ld,
       grad_h_extra, grad_cell, new_cell, gates, bias, d_gates, d_old_cell, bias_sums, d_bias, sums,
-      batch, static_cast<int>(state));
+      copy, batch, static_cast<int>(state));
   if (err == cudaSuccess && d_bias != nullptr && grid.y > 1) {
     const int64_t width = 3 * state;
     bias_sum_kernel<T>
@@ -499,13 +514,19 @@ cudaError_t launch_fused_backward_products(const T* d_gates, const T* X, const T
   return cudaGetLastError();
 }
 
+#define LLTM_EXT_INSTANTIATE_GATES(T, C)                                                         \
+  template cudaError_t launch_forward_gates<T, C>(const T*, const T*, const T*, T*, T*, int64_t, \
+                                                  int64_t, int, cudaStream_t, SplitSums<T>,      \
+                                                  RowCopy<C>);                                   \
+  template cudaError_t launch_backward_gates<T, C>(                                              \
+      const T*, int64_t, const T*, const T*, const T*, const T*, const T*, T*, T*,               \
+      cuda::opmath_t<T>*, T*, int64_t, int64_t, int, cudaStream_t, SplitSums<T>, RowCopy<C>);
+LLTM_EXT_INSTANTIATE_GATES(float, c10::Half)
+LLTM_EXT_INSTANTIATE_GATES(float, c10::BFloat16)
+
 #define LLTM_EXT_INSTANTIATE(T)                                                                    \
-  template cudaError_t launch_forward_gates<T>(const T*, const T*, const T*, T*, T*, int64_t,      \
-                                               int64_t, int, cudaStream_t, SplitSums<T>);          \
+  LLTM_EXT_INSTANTIATE_GATES(T, T)                                                                 \
   template int64_t backward_row_blocks<T>(int64_t, int64_t, int, bool);                            \
-  template cudaError_t launch_backward_gates<T>(                                                   \
-      const T*, int64_t, const T*, const T*, const T*, const T*, const T*, T*, T*,                 \
-      cuda::opmath_t<T>*, T*, int64_t, int64_t, int, cudaStream_t, SplitSums<T>);                  \
   template cudaError_t launch_fused_forward<T>(const T*, const T*, const T*, const T*, const T*,   \
                                                T*, T*, T*, T*, int64_t, int64_t, int64_t,          \
                                                cudaStream_t);                                      \

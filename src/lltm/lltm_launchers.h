@@ -32,18 +32,27 @@ struct SplitSums {
   int splits = 0;
   T* total = nullptr;
 };
-template <typename T>
+// A copy that a gate kernel also writes, in another dtype C, rows `ld` elements apart: forward's
+// new_h, backward's d_gates, each rounded to C (a float32 state's half-precision products read
+// them: the sequence's mixed loops, T = float and C = c10::Half or c10::BFloat16). Null data: none.
+template <typename C>
+struct RowCopy {
+  C* data = nullptr;
+  int64_t ld = 0;
+};
+template <typename T, typename C = T>
 cudaError_t launch_forward_gates(const T* gates, const T* bias, const T* old_cell, T* new_h,
                                  T* new_cell, int64_t n, int64_t state, int sm_count,
-                                 cudaStream_t stream, SplitSums<T> sums = {});
+                                 cudaStream_t stream, SplitSums<T> sums = {}, RowCopy<C> copy = {});
 template <typename T>
 int64_t backward_row_blocks(int64_t batch, int64_t state, int sm_count, bool bias_grad);
-template <typename T>
+template <typename T, typename C = T>
 cudaError_t launch_backward_gates(const T* grad_h, int64_t grad_h_ld, const T* grad_h_extra,
                                   const T* grad_cell, const T* new_cell, const T* gates,
                                   const T* bias, T* d_gates, T* d_old_cell,
                                   cuda::opmath_t<T>* bias_sums, T* d_bias, int64_t n, int64_t state,
-                                  int sm_count, cudaStream_t stream, SplitSums<T> sums = {});
+                                  int sm_count, cudaStream_t stream, SplitSums<T> sums = {},
+                                  RowCopy<C> copy = {});
 
 // The small cell (lltm_cuda.cu), where a few launches beat cat, cuBLAS's products and the gate
 // kernels (the host's work of those calls decides small cells): forward in one kernel, X = [old_h,

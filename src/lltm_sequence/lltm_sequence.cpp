@@ -323,7 +323,12 @@ Backward backward_mixed(const at::Tensor& grad_output, const at::Tensor& grad_h_
     return {d_input, d_weights, d_bias, d_h0, d_c0};
   }
   const at::TensorOptions f32 = output.options();
-  at::Tensor d_gates = at::empty({T, B, 3 * S}, input.options());  // in the half type
+  // dG in the half type, and h_{t-1} for d W below: rows padded to 16 bytes, as cuBLAS's Hopper
+  // kernels read them (docs/decisions_sequence.md#mixed-products)
+  const auto padded = [&](int64_t rows, int64_t cols) {
+    return at::empty({T, rows, (cols + 7) / 8 * 8}, input.options()).narrow(2, 0, cols);
+  };
+  at::Tensor d_gates = padded(B, 3 * S);
   at::Tensor d_h = at::empty({B, S}, f32);
   at::Tensor d_c = at::empty({2, B, S}, f32);
 #ifdef WITH_CUDA
@@ -340,7 +345,7 @@ Backward backward_mixed(const at::Tensor& grad_output, const at::Tensor& grad_h_
     d_weights = at::empty({3 * S, S + I}, weights.options());
     gemm(dg_all.t(), input.view({T * B, I}), d_weights.narrow(1, S, I), 0, false);
     // h_{t-1} of every step in the half type: h0 (zeros where undefined), then output[:-1]
-    at::Tensor h_prev = at::empty({T, B, S}, input.options());
+    at::Tensor h_prev = padded(B, S);
     if (h0.defined()) {
       h_prev[0].copy_(h0);
     } else {

@@ -27,6 +27,21 @@ bool mixed_takes_cublas(int device, int64_t steps, int64_t batch, int64_t state)
          plan.backward_gemm.rows == 0;
 }
 
+namespace {
+
+// The half type's c10 type, for the gate kernels' copies.
+template <typename F>
+void with_half_type(at::ScalarType t, F&& f) {
+  if (t == at::kHalf) {
+    f(c10::Half());
+  } else {
+    TORCH_INTERNAL_ASSERT(t == at::kBFloat16, "a mixed call's products in float16 or bfloat16");
+    f(c10::BFloat16());
+  }
+}
+
+}  // namespace
+
 void sequence_forward_mixed_cuda(const at::Tensor& input, const at::Tensor& weights,
                                  const at::Tensor& bias, const at::Tensor& h0, const at::Tensor& c0,
                                  const at::Tensor& output, const at::Tensor& h_n,
@@ -43,22 +58,34 @@ void sequence_forward_mixed_cuda(const at::Tensor& input, const at::Tensor& weig
   // The input projections of all steps, one product: gates = input W_i^T.
   blas.gemm(row_major(input.const_data_ptr(), T * B, I, I), transposed(col_block(w, S, I, es)),
             row_major(g, T * B, 3 * S, 3 * S), 0);
-  const CublasWeights w_h = cublas_w_h(weights, S, T, es);
-  const at::Tensor h_half = at::empty({B, S}, input.options());  // h_{t-1} as the product reads it
+  // W_h and h_{t-1} as the products read them, rows padded to 16 bytes: cuBLAS runs its Hopper
+  // kernels on aligned operands only (docs/decisions_sequence.md#mixed-products). Each step's gate
+  // kernel writes h_t's copy for the next step's product.
+  const CublasWeights w_h = cublas_w_h(weights, S, T, es, /*padded=*/true);
+  const int64_t ld = padded_ld(S, es);
+  const at::Tensor h_half = at::empty({B, ld}, input.options()).narrow(1, 0, S);
+  if (h0.defined()) {
+    h_half.copy_(h0);
+  }
   const float* b = bias.const_data_ptr<float>();
   const float* c_0 = c0.defined() ? c0.const_data_ptr<float>() : nullptr;
   float* out = output.mutable_data_ptr<float>();
   float* cell = cells.mutable_data_ptr<float>();
-  for (int64_t t = 0; t < T; ++t) {
-    float* g_t = g + t * 3 * n;
-    if (t > 0 || h0.defined()) {  // none for a zero h_{-1}: gates_0 is the projection alone
-      h_half.copy_(t == 0 ? h0 : output[t - 1]);
-      blas.gemm(row_major(h_half.const_data_ptr(), B, S, S), transposed(w_h.w_h),
-                row_major(g_t, B, 3 * S, 3 * S), 1);
+  with_half_type(input.scalar_type(), [&](auto tag) {
+    using H = decltype(tag);
+    const RowCopy<H> copy{h_half.mutable_data_ptr<H>(), ld};
+    for (int64_t t = 0; t < T; ++t) {
+      float* g_t = g + t * 3 * n;
+      if (t > 0 || h0.defined()) {  // none for a zero h_{-1}: gates_0 is the projection alone
+        blas.gemm(row_major(h_half.const_data_ptr(), B, S, ld), transposed(w_h.w_h),
+                  row_major(g_t, B, 3 * S, 3 * S), 1);
+      }
+      const cudaError_t launched = launch_forward_gates<float, H>(
+          g_t, b, t == 0 ? c_0 : cell + (t - 1) * n, out + t * n, cell + t * n, n, S, sms, stream,
+          SplitSums<float>{}, t + 1 < T ? copy : RowCopy<H>{});
+      C10_CUDA_CHECK(launched);
     }
-    C10_CUDA_CHECK(launch_forward_gates<float>(g_t, b, t == 0 ? c_0 : cell + (t - 1) * n,
-                                               out + t * n, cell + t * n, n, S, sms, stream));
-  }
+  });
   at::_foreach_copy_({h_n, c_n}, {output[T - 1], cells[T - 1]});
 }
 
@@ -72,9 +99,10 @@ void sequence_backward_mixed_cuda(const at::Tensor& grad_output, const at::Tenso
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const Blas blas(weights.scalar_type(), /*tf32=*/false, at::kFloat);
   const int64_t T = cells.size(0), B = cells.size(1), S = cells.size(2);
-  const int64_t es = blas.element_size(), n = B * S;
-  const CublasWeights w_h = cublas_w_h(weights, S, T, es);
-  const at::Tensor dg = at::empty({B, 3 * S}, cells.options());  // dG_t in float32
+  const int64_t es = blas.element_size(), n = B * S, dg_ld = d_gates.stride(1);
+  const CublasWeights w_h = cublas_w_h(weights, S, T, es, /*padded=*/true);
+  // dG_t in float32 (the gate kernel's own output, unused: its copy in d_gates is what counts)
+  const at::Tensor dg = at::empty({B, 3 * S}, cells.options());
   const float* go = grad_output.const_data_ptr<float>();
   const float* gh_n = grad_h_n.defined() ? grad_h_n.const_data_ptr<float>() : nullptr;
   const float* gc_n = grad_c_n.defined() ? grad_c_n.const_data_ptr<float>() : nullptr;
@@ -83,21 +111,24 @@ void sequence_backward_mixed_cuda(const at::Tensor& grad_output, const at::Tenso
   const float* b = bias.const_data_ptr<float>();
   float* dh = d_h.mutable_data_ptr<float>();
   float* dc[2] = {d_c.mutable_data_ptr<float>(), d_c.mutable_data_ptr<float>() + n};
-  for (int64_t t = T - 1; t >= 0; --t) {
-    // dL/dc_t: grad_c_n, or from step t + 1; dL/dh_t = grad_output[t] + (grad_h_n, or d h_t).
-    const float* gc = t == T - 1 ? gc_n : dc[(t + 1) % 2];
-    const float* gh = t == T - 1 ? gh_n : dh;
-    C10_CUDA_CHECK(launch_backward_gates<float>(
-        gh != nullptr ? gh : go + t * n, S, gh != nullptr ? go + t * n : nullptr, gc, cell + t * n,
-        g + t * 3 * n, b, dg.mutable_data_ptr<float>(), dc[t % 2], nullptr, nullptr, n, S, sms,
-        stream));
-    const at::Tensor dg_half = d_gates[t];
-    dg_half.copy_(dg);
-    if (t > 0 || want_d_h0) {  // d h_{t-1} = dG_t W_h
-      blas.gemm(row_major(dg_half.const_data_ptr(), B, 3 * S, 3 * S), w_h.w_h,
-                row_major(dh, B, S, S), 0);
+  with_half_type(d_gates.scalar_type(), [&](auto tag) {
+    using H = decltype(tag);
+    H* dg_half = d_gates.mutable_data_ptr<H>();
+    for (int64_t t = T - 1; t >= 0; --t) {
+      // dL/dc_t: grad_c_n, or from step t + 1; dL/dh_t = grad_output[t] + (grad_h_n, or d h_t).
+      const float* gc = t == T - 1 ? gc_n : dc[(t + 1) % 2];
+      const float* gh = t == T - 1 ? gh_n : dh;
+      H* dg_t = dg_half + t * B * dg_ld;
+      const cudaError_t launched = launch_backward_gates<float, H>(
+          gh != nullptr ? gh : go + t * n, S, gh != nullptr ? go + t * n : nullptr, gc,
+          cell + t * n, g + t * 3 * n, b, dg.mutable_data_ptr<float>(), dc[t % 2], nullptr, nullptr,
+          n, S, sms, stream, SplitSums<float>{}, RowCopy<H>{dg_t, dg_ld});
+      C10_CUDA_CHECK(launched);
+      if (t > 0 || want_d_h0) {  // d h_{t-1} = dG_t W_h
+        blas.gemm(row_major(dg_t, B, 3 * S, dg_ld), w_h.w_h, row_major(dh, B, S, S), 0);
+      }
     }
-  }
+  });
 }
 
 }  // namespace lltm_ext::lltm

@@ -441,6 +441,60 @@ def _run_lltm_sequence(dtype: torch.dtype, path: str) -> None:
             check(got, torch.zeros_like(arg) if want is None else want, tol, f"{what} d_{name}")
 
 
+# Mixed calls (T, B, I, S): past 32 batch rows, so that the mixed loops run (not the float32
+# sequence); odd and unaligned states, the padded rows of W_h's copy (T >= 4), one step.
+MIXED_SIZES = ((5, 37, 13, 37), (4, 40, 8, 72), (1, 33, 5, 9), (6, 64, 3, 130), (3, 48, 20, 64))
+
+
+def run_lltm_sequence_mixed(dtype: torch.dtype) -> None:
+    """lltm_sequence's mixed call (input, weights, bias in `dtype`, a half type; the state
+    float32) on the cuBLAS path, forward and backward, misaligned views, state given and not,
+    against the float64 loop on the same operands, at `dtype`'s tolerance."""
+    old = os.environ.get("LLTM_EXT_SEQUENCE_PATH")
+    os.environ["LLTM_EXT_SEQUENCE_PATH"] = "cublas"
+    try:
+        for (steps, batch, features, state), offset in itertools.product(MIXED_SIZES, (0, 1)):
+            stdv = 1.0 / math.sqrt(state)
+            args = [
+                randn(steps, batch, features, dtype=dtype, offset=offset),
+                randn(3 * state, state + features, dtype=dtype, scale=stdv),
+                randn(3 * state, dtype=dtype, scale=stdv, offset=offset),
+                randn(batch, state, dtype=torch.float32, offset=offset),
+                randn(batch, state, dtype=torch.float32, offset=offset),
+            ]
+            if offset:  # no h0: c0 of zeros says the state is float32
+                args[3] = None
+                args[4] = args[4].zero_()
+            args = [a if a is None else a.requires_grad_() for a in args]
+            out = torch.ops.lltm_ext.lltm_sequence(*args)
+            args64 = [
+                None if a is None else a.detach().double().cpu().requires_grad_() for a in args
+            ]
+            xs, w, b, h, c = args64
+            h = torch.zeros_like(c) if h is None else h
+            ref_steps = []
+            for t in range(steps):
+                h, c = lltm_reference(xs[t], w, b, h, c)
+                ref_steps.append(h)
+            ref = (torch.stack(ref_steps), h, c)
+            what = f"lltm_sequence mixed T={steps} B={batch} I={features} S={state} {offset=}"
+            for got, want, name in zip(out, ref, ("output", "h_n", "c_n"), strict=True):
+                assert got.dtype == torch.float32, f"{what} {name}: {got.dtype}"
+                check(got, want, dtype, f"{what} {name}")
+            grads = [randn(*o.shape, dtype=torch.float32) for o in out]
+            wanted = [a for a in args if a is not None and a.requires_grad]
+            ours = torch.autograd.grad(out, wanted, grads)
+            wanted64 = [a for a in args64 if a is not None and a.requires_grad]
+            refs = torch.autograd.grad(ref, wanted64, [g.double().cpu() for g in grads])
+            for i, (got, want) in enumerate(zip(ours, refs, strict=True)):
+                check(got, want, dtype, f"{what} d_arg{i}")
+    finally:
+        if old is None:
+            os.environ.pop("LLTM_EXT_SEQUENCE_PATH", None)
+        else:
+            os.environ["LLTM_EXT_SEQUENCE_PATH"] = old
+
+
 # Packed batches (sequence lengths, input features, state size): every stretch of steps with one
 # batch runs on the path forced (or planned), from the rows of the stretch before; lengths that
 # shrink step by step, long stretches, one sequence, and sizes as above.
@@ -935,7 +989,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--ops",
-        default="relu,sigmoid,round_ste,lltm,lltm_module,lltm_sequence,lltm_sequence_packed,gemm,"
+        default="relu,sigmoid,round_ste,lltm,lltm_module,lltm_sequence,lltm_sequence_packed,"
+        "lltm_sequence_mixed,gemm,"
         "gemm_configs,"
         "gemm_wgmma,gemm_mma,gemm_tc_plans,gemm_small_side,gemm_short_k,gemm_skinny",
     )
@@ -1011,6 +1066,9 @@ def main() -> int:
                 elif op == "lltm_sequence_packed":
                     only = args.sequence_paths.split(",") if args.sequence_paths else None
                     run_lltm_sequence(dtype, only, packed=True)
+                elif op == "lltm_sequence_mixed":
+                    if dtype in HALF:  # a half type's products on a float32 state
+                        run_lltm_sequence_mixed(dtype)
                 elif op == "gemm" and simt_halves and dtype in HALF:
                     load_extension("gemm")._set_gemm_half_path("simt")
                     try:
