@@ -256,25 +256,16 @@ struct CublasWeights {
   at::Tensor copy;  // undefined: w_h is the weights' own
   Mat w_h;
 };
-// `padded`: the other operands' rows are padded to 16 bytes whatever S (the mixed loops' own
-// buffers), so the copy's rows are too (rows of padded_ld(S, es)), where S alone would break it.
-inline int64_t padded_ld(int64_t cols, int64_t es) {
-  const int64_t per = 16 / es;
-  return (cols + per - 1) / per * per;
-}
-inline CublasWeights cublas_w_h(const at::Tensor& weights, int64_t S, int64_t steps, int64_t es,
-                                bool padded = false) {
+inline CublasWeights cublas_w_h(const at::Tensor& weights, int64_t S, int64_t steps, int64_t es) {
   const int64_t ld = weights.size(1);
   const Mat own = col_block(row_major(weights.const_data_ptr(), 3 * S, ld, ld), 0, S, es);
-  const bool aligned = (ld * es) % 16 == 0 && (S * es) % 16 == 0 &&
-                       reinterpret_cast<uintptr_t>(weights.const_data_ptr()) % 16 == 0;
-  if (aligned || (!padded && (S * es) % 16 != 0) || steps < kAlignedCopySteps) {
+  const bool aligned =
+      (ld * es) % 16 == 0 && reinterpret_cast<uintptr_t>(weights.const_data_ptr()) % 16 == 0;
+  if (aligned || (S * es) % 16 != 0 || steps < kAlignedCopySteps) {
     return {at::Tensor(), own};
   }
-  const int64_t rows = padded ? padded_ld(S, es) : S;
-  at::Tensor copy = at::empty({3 * S, rows}, weights.options());
-  copy.narrow(1, 0, S).copy_(weights.narrow(1, 0, S));
-  return {copy, row_major(copy.const_data_ptr(), 3 * S, S, rows)};
+  at::Tensor copy = weights.narrow(1, 0, S).contiguous();
+  return {copy, row_major(copy.const_data_ptr(), 3 * S, S, S)};
 }
 
 }  // namespace lltm_ext::lltm

@@ -323,10 +323,13 @@ Backward backward_mixed(const at::Tensor& grad_output, const at::Tensor& grad_h_
     return {d_input, d_weights, d_bias, d_h0, d_c0};
   }
   const at::TensorOptions f32 = output.options();
-  // dG in the half type, and h_{t-1} for d W below: rows padded to 16 bytes, as cuBLAS's Hopper
-  // kernels read them (docs/decisions_sequence.md#mixed-products)
+  // dG in the half type, and h_{t-1} for d W below: rows padded with zeros to 16 bytes, as the
+  // step products read dG (their depth padded: docs/decisions_sequence.md#mixed-products)
   const auto padded = [&](int64_t rows, int64_t cols) {
-    return at::empty({T, rows, (cols + 7) / 8 * 8}, input.options()).narrow(2, 0, cols);
+    const int64_t ld = (cols + 7) / 8 * 8;
+    const at::Tensor full = at::empty({T, rows, ld}, input.options());
+    full.narrow(2, cols, ld - cols).zero_();
+    return full.narrow(2, 0, cols);
   };
   at::Tensor d_gates = padded(B, 3 * S);
   at::Tensor d_h = at::empty({B, S}, f32);

@@ -40,6 +40,45 @@ void with_half_type(at::ScalarType t, F&& f) {
   }
 }
 
+// Columns of a half-precision operand padded to 16 bytes.
+int64_t padded_cols(int64_t cols, int64_t es) {
+  return (cols + 16 / es - 1) / (16 / es) * (16 / es);
+}
+
+// A step product's W_h side with its depth K padded with zeros to 16 bytes: cuBLAS runs its Hopper
+// kernels only where the half operands' K and rows keep 16-byte alignment, and at S = 1156 ran
+// sm_80 kernels with split-K reductions (docs/decisions_sequence.md#mixed-products). In calls of
+// fewer than kAlignedCopySteps steps the weights' own columns (K unpadded): the copy would cost
+// more than those few products lose.
+struct StepW {
+  at::Tensor copy;
+  Mat w;      // (K x N), the product's right operand
+  int64_t k;  // K as the product reads it: padded, or the true depth
+};
+// Forward's h_{t-1} W_h^T: W_h (3S x S) as rows of K = S padded.
+StepW forward_w_h(const at::Tensor& weights, int64_t S, int64_t steps, int64_t es) {
+  const int64_t ld = weights.size(1), k = padded_cols(S, es);
+  if (steps < kAlignedCopySteps) {
+    return {at::Tensor(),
+            transposed(col_block(row_major(weights.const_data_ptr(), 3 * S, ld, ld), 0, S, es)), S};
+  }
+  at::Tensor copy = at::zeros({3 * S, k}, weights.options());
+  copy.narrow(1, 0, S).copy_(weights.narrow(1, 0, S));
+  return {copy, transposed(row_major(copy.const_data_ptr(), 3 * S, k, k)), k};
+}
+// Backward's dG_t W_h: W_h^T (S x 3S) as rows of K = 3S padded (the product reads it transposed:
+// K-contiguous as forward's).
+StepW backward_w_h(const at::Tensor& weights, int64_t S, int64_t steps, int64_t es) {
+  const int64_t ld = weights.size(1), k = padded_cols(3 * S, es);
+  if (steps < kAlignedCopySteps) {
+    return {at::Tensor(), col_block(row_major(weights.const_data_ptr(), 3 * S, ld, ld), 0, S, es),
+            3 * S};
+  }
+  at::Tensor copy = at::zeros({S, k}, weights.options());
+  copy.narrow(1, 0, 3 * S).copy_(weights.narrow(1, 0, S).t());
+  return {copy, transposed(row_major(copy.const_data_ptr(), S, k, k)), k};
+}
+
 }  // namespace
 
 void sequence_forward_mixed_cuda(const at::Tensor& input, const at::Tensor& weights,
@@ -58,12 +97,12 @@ void sequence_forward_mixed_cuda(const at::Tensor& input, const at::Tensor& weig
   // The input projections of all steps, one product: gates = input W_i^T.
   blas.gemm(row_major(input.const_data_ptr(), T * B, I, I), transposed(col_block(w, S, I, es)),
             row_major(g, T * B, 3 * S, 3 * S), 0);
-  // W_h and h_{t-1} as the products read them, rows padded to 16 bytes: cuBLAS runs its Hopper
-  // kernels on aligned operands only (docs/decisions_sequence.md#mixed-products). Each step's gate
-  // kernel writes h_t's copy for the next step's product.
-  const CublasWeights w_h = cublas_w_h(weights, S, T, es, /*padded=*/true);
-  const int64_t ld = padded_ld(S, es);
-  const at::Tensor h_half = at::empty({B, ld}, input.options()).narrow(1, 0, S);
+  // W_h and h_{t-1} as the products read them (StepW), h's rows padded with zeros to the same
+  // depth. Each step's gate kernel writes h_t's copy for the next step's product.
+  const StepW w_h = forward_w_h(weights, S, T, es);
+  const int64_t ld = padded_cols(S, es);
+  const at::Tensor h_full = at::zeros({B, ld}, input.options());
+  const at::Tensor h_half = h_full.narrow(1, 0, S);
   if (h0.defined()) {
     h_half.copy_(h0);
   }
@@ -77,7 +116,7 @@ void sequence_forward_mixed_cuda(const at::Tensor& input, const at::Tensor& weig
     for (int64_t t = 0; t < T; ++t) {
       float* g_t = g + t * 3 * n;
       if (t > 0 || h0.defined()) {  // none for a zero h_{-1}: gates_0 is the projection alone
-        blas.gemm(row_major(h_half.const_data_ptr(), B, S, ld), transposed(w_h.w_h),
+        blas.gemm(row_major(h_full.const_data_ptr(), B, w_h.k, ld), w_h.w,
                   row_major(g_t, B, 3 * S, 3 * S), 1);
       }
       const cudaError_t launched = launch_forward_gates<float, H>(
@@ -100,7 +139,8 @@ void sequence_backward_mixed_cuda(const at::Tensor& grad_output, const at::Tenso
   const Blas blas(weights.scalar_type(), /*tf32=*/false, at::kFloat);
   const int64_t T = cells.size(0), B = cells.size(1), S = cells.size(2);
   const int64_t es = blas.element_size(), n = B * S, dg_ld = d_gates.stride(1);
-  const CublasWeights w_h = cublas_w_h(weights, S, T, es, /*padded=*/true);
+  const StepW w_h = backward_w_h(weights, S, T, es);  // d_gates' padding: zeros (the caller's)
+  TORCH_INTERNAL_ASSERT(dg_ld >= w_h.k, "d_gates' rows must hold the padded depth");
   // dG_t in float32 (the gate kernel's own output, unused: its copy in d_gates is what counts)
   const at::Tensor dg = at::empty({B, 3 * S}, cells.options());
   const float* go = grad_output.const_data_ptr<float>();
@@ -125,7 +165,7 @@ void sequence_backward_mixed_cuda(const at::Tensor& grad_output, const at::Tenso
           n, S, sms, stream, SplitSums<float>{}, RowCopy<H>{dg_t, dg_ld});
       C10_CUDA_CHECK(launched);
       if (t > 0 || want_d_h0) {  // d h_{t-1} = dG_t W_h
-        blas.gemm(row_major(dg_t, B, 3 * S, dg_ld), w_h.w_h, row_major(dh, B, S, S), 0);
+        blas.gemm(row_major(dg_t, B, w_h.k, dg_ld), w_h.w, row_major(dh, B, S, S), 0);
       }
     }
   });
