@@ -323,15 +323,7 @@ Backward backward_mixed(const at::Tensor& grad_output, const at::Tensor& grad_h_
     return {d_input, d_weights, d_bias, d_h0, d_c0};
   }
   const at::TensorOptions f32 = output.options();
-  // dG in the half type, and h_{t-1} for d W below: rows padded with zeros to 16 bytes, as the
-  // step products read dG (their depth padded: docs/decisions_sequence.md#mixed-products)
-  const auto padded = [&](int64_t rows, int64_t cols) {
-    const int64_t ld = (cols + 7) / 8 * 8;
-    const at::Tensor full = at::empty({T, rows, ld}, input.options());
-    full.narrow(2, cols, ld - cols).zero_();
-    return full.narrow(2, 0, cols);
-  };
-  at::Tensor d_gates = padded(B, 3 * S);
+  at::Tensor d_gates = at::empty({T, B, 3 * S}, input.options());  // in the half type
   at::Tensor d_h = at::empty({B, S}, f32);
   at::Tensor d_c = at::empty({2, B, S}, f32);
 #ifdef WITH_CUDA
@@ -348,7 +340,7 @@ Backward backward_mixed(const at::Tensor& grad_output, const at::Tensor& grad_h_
     d_weights = at::empty({3 * S, S + I}, weights.options());
     gemm(dg_all.t(), input.view({T * B, I}), d_weights.narrow(1, S, I), 0, false);
     // h_{t-1} of every step in the half type: h0 (zeros where undefined), then output[:-1]
-    at::Tensor h_prev = padded(B, S);
+    at::Tensor h_prev = at::empty({T, B, S}, input.options());
     if (h0.defined()) {
       h_prev[0].copy_(h0);
     } else {

@@ -40,45 +40,6 @@ void with_half_type(at::ScalarType t, F&& f) {
   }
 }
 
-// Columns of a half-precision operand padded to 16 bytes.
-int64_t padded_cols(int64_t cols, int64_t es) {
-  return (cols + 16 / es - 1) / (16 / es) * (16 / es);
-}
-
-// A step product's W_h side with its depth K padded with zeros to 16 bytes: cuBLAS runs its Hopper
-// kernels only where the half operands' K and rows keep 16-byte alignment, and at S = 1156 ran
-// sm_80 kernels with split-K reductions (docs/decisions_sequence.md#mixed-products). In calls of
-// fewer than kAlignedCopySteps steps the weights' own columns (K unpadded): the copy would cost
-// more than those few products lose.
-struct StepW {
-  at::Tensor copy;
-  Mat w;      // (K x N), the product's right operand
-  int64_t k;  // K as the product reads it: padded, or the true depth
-};
-// Forward's h_{t-1} W_h^T: W_h (3S x S) as rows of K = S padded.
-StepW forward_w_h(const at::Tensor& weights, int64_t S, int64_t steps, int64_t es) {
-  const int64_t ld = weights.size(1), k = padded_cols(S, es);
-  if (steps < kAlignedCopySteps) {
-    return {at::Tensor(),
-            transposed(col_block(row_major(weights.const_data_ptr(), 3 * S, ld, ld), 0, S, es)), S};
-  }
-  at::Tensor copy = at::zeros({3 * S, k}, weights.options());
-  copy.narrow(1, 0, S).copy_(weights.narrow(1, 0, S));
-  return {copy, transposed(row_major(copy.const_data_ptr(), 3 * S, k, k)), k};
-}
-// Backward's dG_t W_h: W_h^T (S x 3S) as rows of K = 3S padded (the product reads it transposed:
-// K-contiguous as forward's).
-StepW backward_w_h(const at::Tensor& weights, int64_t S, int64_t steps, int64_t es) {
-  const int64_t ld = weights.size(1), k = padded_cols(3 * S, es);
-  if (steps < kAlignedCopySteps) {
-    return {at::Tensor(), col_block(row_major(weights.const_data_ptr(), 3 * S, ld, ld), 0, S, es),
-            3 * S};
-  }
-  at::Tensor copy = at::zeros({S, k}, weights.options());
-  copy.narrow(1, 0, 3 * S).copy_(weights.narrow(1, 0, S).t());
-  return {copy, transposed(row_major(copy.const_data_ptr(), S, k, k)), k};
-}
-
 }  // namespace
 
 void sequence_forward_mixed_cuda(const at::Tensor& input, const at::Tensor& weights,
@@ -97,12 +58,10 @@ void sequence_forward_mixed_cuda(const at::Tensor& input, const at::Tensor& weig
   // The input projections of all steps, one product: gates = input W_i^T.
   blas.gemm(row_major(input.const_data_ptr(), T * B, I, I), transposed(col_block(w, S, I, es)),
             row_major(g, T * B, 3 * S, 3 * S), 0);
-  // W_h and h_{t-1} as the products read them (StepW), h's rows padded with zeros to the same
-  // depth. Each step's gate kernel writes h_t's copy for the next step's product.
-  const StepW w_h = forward_w_h(weights, S, T, es);
-  const int64_t ld = padded_cols(S, es);
-  const at::Tensor h_full = at::zeros({B, ld}, input.options());
-  const at::Tensor h_half = h_full.narrow(1, 0, S);
+  // W_h as cuBLAS's step products read it (cublas_gemm.h: aligned rows), and h_{t-1} in the half
+  // type: each step's gate kernel writes h_t's copy for the next step's product.
+  const CublasWeights w_h = cublas_w_h(weights, S, T, es);
+  const at::Tensor h_half = at::empty({B, S}, input.options());
   if (h0.defined()) {
     h_half.copy_(h0);
   }
@@ -112,11 +71,11 @@ void sequence_forward_mixed_cuda(const at::Tensor& input, const at::Tensor& weig
   float* cell = cells.mutable_data_ptr<float>();
   with_half_type(input.scalar_type(), [&](auto tag) {
     using H = decltype(tag);
-    const RowCopy<H> copy{h_half.mutable_data_ptr<H>(), ld};
+    const RowCopy<H> copy{h_half.mutable_data_ptr<H>(), S};
     for (int64_t t = 0; t < T; ++t) {
       float* g_t = g + t * 3 * n;
       if (t > 0 || h0.defined()) {  // none for a zero h_{-1}: gates_0 is the projection alone
-        blas.gemm(row_major(h_full.const_data_ptr(), B, w_h.k, ld), w_h.w,
+        blas.gemm(row_major(h_half.const_data_ptr(), B, S, S), transposed(w_h.w_h),
                   row_major(g_t, B, 3 * S, 3 * S), 1);
       }
       const cudaError_t launched = launch_forward_gates<float, H>(
@@ -138,9 +97,8 @@ void sequence_backward_mixed_cuda(const at::Tensor& grad_output, const at::Tenso
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const Blas blas(weights.scalar_type(), /*tf32=*/false, at::kFloat);
   const int64_t T = cells.size(0), B = cells.size(1), S = cells.size(2);
-  const int64_t es = blas.element_size(), n = B * S, dg_ld = d_gates.stride(1);
-  const StepW w_h = backward_w_h(weights, S, T, es);  // d_gates' padding: zeros (the caller's)
-  TORCH_INTERNAL_ASSERT(dg_ld >= w_h.k, "d_gates' rows must hold the padded depth");
+  const int64_t es = blas.element_size(), n = B * S;
+  const CublasWeights w_h = cublas_w_h(weights, S, T, es);
   // dG_t in float32 (the gate kernel's own output, unused: its copy in d_gates is what counts)
   const at::Tensor dg = at::empty({B, 3 * S}, cells.options());
   const float* go = grad_output.const_data_ptr<float>();
@@ -158,14 +116,14 @@ void sequence_backward_mixed_cuda(const at::Tensor& grad_output, const at::Tenso
       // dL/dc_t: grad_c_n, or from step t + 1; dL/dh_t = grad_output[t] + (grad_h_n, or d h_t).
       const float* gc = t == T - 1 ? gc_n : dc[(t + 1) % 2];
       const float* gh = t == T - 1 ? gh_n : dh;
-      H* dg_t = dg_half + t * B * dg_ld;
+      H* dg_t = dg_half + t * 3 * n;
       const cudaError_t launched = launch_backward_gates<float, H>(
           gh != nullptr ? gh : go + t * n, S, gh != nullptr ? go + t * n : nullptr, gc,
           cell + t * n, g + t * 3 * n, b, dg.mutable_data_ptr<float>(), dc[t % 2], nullptr, nullptr,
-          n, S, sms, stream, SplitSums<float>{}, RowCopy<H>{dg_t, dg_ld});
+          n, S, sms, stream, SplitSums<float>{}, RowCopy<H>{dg_t, 3 * S});
       C10_CUDA_CHECK(launched);
       if (t > 0 || want_d_h0) {  // d h_{t-1} = dG_t W_h
-        blas.gemm(row_major(dg_t, B, w_h.k, dg_ld), w_h.w, row_major(dh, B, S, S), 0);
+        blas.gemm(row_major(dg_t, B, 3 * S, 3 * S), w_h.w_h, row_major(dh, B, S, S), 0);
       }
     }
   });
