@@ -213,49 +213,18 @@ def test_sequence_under_autocast_is_the_tf32_op_on_rounded_operands(steps, batch
 # Mixed calls: a float32 state with float16 / bfloat16 input, weights and bias. On CUDA where the
 # plan is the cuBLAS path (forced, or a short call) the products run in the half type; elsewhere
 # the float32 sequence runs on the operands in float32. (device, lower, path setting, (T, B, F, S))
+def _cuda_mixed(lower, path, shape, name):
+    return pytest.param("cuda", lower, path, shape, id=name, marks=pytest.mark.cuda)
+
+
 _MIXED = [
     pytest.param("cpu", torch.bfloat16, None, (9, 5, 12, 24), id="cpu-bfloat16"),
     pytest.param("cpu", torch.float16, None, (9, 5, 12, 24), id="cpu-float16"),
-    pytest.param(
-        "cuda",
-        torch.bfloat16,
-        "cublas",
-        (24, 40, 20, 72),
-        id="cuda-cublas-bfloat16",
-        marks=pytest.mark.cuda,
-    ),
-    pytest.param(
-        "cuda",
-        torch.float16,
-        "cublas",
-        (24, 40, 20, 72),
-        id="cuda-cublas-float16",
-        marks=pytest.mark.cuda,
-    ),
-    pytest.param(
-        "cuda",
-        torch.bfloat16,
-        "cublas",
-        (7, 37, 13, 37),
-        id="cuda-cublas-odd",
-        marks=pytest.mark.cuda,
-    ),
-    pytest.param(
-        "cuda",
-        torch.bfloat16,
-        None,
-        (2, 64, 32, 520),
-        id="cuda-short-call",
-        marks=pytest.mark.cuda,
-    ),
-    pytest.param(
-        "cuda",
-        torch.bfloat16,
-        "small",
-        (9, 5, 12, 24),
-        id="cuda-small-float32",
-        marks=pytest.mark.cuda,
-    ),
+    _cuda_mixed(torch.bfloat16, "cublas", (24, 40, 20, 72), "cuda-cublas-bfloat16"),
+    _cuda_mixed(torch.float16, "cublas", (24, 40, 20, 72), "cuda-cublas-float16"),
+    _cuda_mixed(torch.bfloat16, "cublas", (7, 37, 13, 37), "cuda-cublas-odd"),
+    _cuda_mixed(torch.bfloat16, None, (2, 64, 32, 520), "cuda-short-call"),
+    _cuda_mixed(torch.bfloat16, "small", (9, 5, 12, 24), "cuda-small-float32"),
 ]
 
 
