@@ -125,20 +125,16 @@ def _check_state_dtypes(input: Tensor, state: torch.dtype, **tensors: Tensor | N
         if t is None:
             continue
         check_floating(t, name)
-        torch._check(
-            t.device == input.device,
-            lambda name=name, t=t: (
-                f"lltm_ext: all tensors must be on one device, but `{name}` is on {t.device} "
-                f"and `input` is on {input.device}."
-            ),
+        device = (
+            f"lltm_ext: all tensors must be on one device, but `{name}` is on {t.device} and "
+            f"`input` is on {input.device}."
         )
-        torch._check(
-            t.dtype == state,
-            lambda name=name, t=t: (
-                f"lltm_ext: all tensors must have one dtype, but `{name}` is "
-                f"{dtype_name(t.dtype)} and the state is {dtype_name(state)} (c0's, else h0's)."
-            ),
+        torch._check(t.device == input.device, functools.partial(str, device))
+        dtype = (
+            f"lltm_ext: all tensors must have one dtype, but `{name}` is {dtype_name(t.dtype)} "
+            f"and the state is {dtype_name(state)} (c0's, else h0's)."
         )
+        torch._check(t.dtype == state, functools.partial(str, dtype))
     torch._check(
         state == input.dtype or (state == torch.float32 and input.dtype in _HALF),
         lambda: (
