@@ -210,6 +210,56 @@ def test_sequence_under_autocast_is_the_tf32_op_on_rounded_operands(steps, batch
         assert torch.equal(a, b)
 
 
+def _rounding_operands(device):
+    # Sizes 0, 1, odd, an unaligned view (storage offset 1), a transposed view, ties and specials;
+    # six tensors: two launches of the CUDA kernel (four a launch).
+    gen = torch.Generator().manual_seed(0)
+    ties = torch.tensor([1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-11, 1 + 3 * 2**-11, 65519.0, 3e38])
+    specials = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 1e-40])
+    base = (torch.randn(4 * 1031 + 1, generator=gen) * 100).to(device)
+    tensors = [
+        torch.cat([ties, -ties, specials, torch.randn(1000, generator=gen)]).to(device),
+        torch.randn(0, 3, device=device),
+        torch.randn(1, generator=gen).to(device),
+        base[1:],
+        torch.randn(37, 19, generator=gen).to(device).t(),
+        torch.randn(3, 5, 7, generator=gen).to(device),
+    ]
+    return [t.requires_grad_() for t in tensors]
+
+
+@pytest.mark.parametrize("device, lower", MODES)
+def test_rounded_operands_are_the_casts(device, lower):
+    # The autocast kernel's operand rounding (one kernel on CUDA) gives the bits of the casts to
+    # the half type and back, contiguous, and its gradient is the casts' gradient.
+    tensors = _rounding_operands(device)
+    out = torch.ops.lltm_ext.lltm_sequence_rounded(tensors, lower)
+    for got, t in zip(out, tensors, strict=True):
+        want = t.to(lower).float()
+        assert got.dtype == torch.float32 and got.is_contiguous() and got.device == t.device
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+    needs = tensors[:2] + tensors[3:]  # tensors[2]'s output gets no gradient
+    grads = [torch.randn_like(o) * 1000 for o in out]
+    got = torch.autograd.grad(out[:2] + out[3:], needs, grads[:2] + grads[3:])
+    want = torch.autograd.grad([t.to(lower).float() for t in needs], needs, grads[:2] + grads[3:])
+    for g, w in zip(got, want, strict=True):
+        assert torch.equal(g, w)
+    with pytest.raises(RuntimeError, match=r"must be torch\.float16 or torch\.bfloat16"):
+        torch.ops.lltm_ext.lltm_sequence_rounded(tensors, torch.float64)
+
+
+@pytest.mark.cuda
+@pytest.mark.large
+def test_rounded_operands_past_2_31_elements():
+    n = 2**31 + 5
+    if torch.cuda.mem_get_info()[0] < 20 * 2**30:
+        pytest.skip("needs about 20 GiB of free GPU memory")
+    x = torch.empty(n, device="cuda").uniform_(-4, 4)
+    (out,) = torch.ops.lltm_ext.lltm_sequence_rounded([x[3:]], torch.bfloat16)
+    for part in (slice(0, 2**20), slice(n - 3 - 2**20, n - 3)):
+        assert torch.equal(out[part], x[3:][part].bfloat16().float())
+
+
 # Mixed calls: a float32 state with float16 / bfloat16 input, weights and bias. On CUDA where the
 # plan is the cuBLAS path (forced, or a short call) the products run in the half type; elsewhere
 # the float32 sequence runs on the operands in float32. (device, lower, path setting, (T, B, F, S))

@@ -266,6 +266,16 @@ def _(input, weights, bias, h0=None, c0=None, tf32=False):
     return _sequence_outputs(like, tuple(input.shape[:2]), input.shape[1], state, saved=False)
 
 
+@register_fake(_sequence_ops, "lltm_ext::lltm_sequence_rounded")
+def _(tensors, dtype):
+    if dtype not in (torch.float16, torch.bfloat16):
+        raise RuntimeError(
+            "lltm_ext.lltm_sequence_rounded: `dtype` must be torch.float16 or torch.bfloat16, "
+            f"but got {dtype_name(dtype)}."
+        )
+    return [torch.empty(t.shape, dtype=torch.float32, device=t.device) for t in tensors]
+
+
 def _check_packed_shapes(
     data: Tensor,
     batch_sizes: list[int],

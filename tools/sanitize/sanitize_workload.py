@@ -495,6 +495,28 @@ def run_lltm_sequence_mixed(dtype: torch.dtype) -> None:
             os.environ["LLTM_EXT_SEQUENCE_PATH"] = old
 
 
+# The autocast kernel's rounded operands (float32 tensors rounded to a half type in one launch):
+# sizes 0, 1, odd, views that start off 16-byte alignment, more tensors than one launch takes.
+ROUNDED_SIZES = ((0,), (1,), (7,), (4099,), (33, 65), (3, 5, 7))
+
+
+def run_rounded_operands(dtype: torch.dtype) -> None:
+    """lltm_sequence_rounded over float32 tensors, rounding to `dtype` (a half type), forward and
+    backward, against the casts to `dtype` and back (exactly)."""
+    for offset in (0, 1, 2):
+        args = [randn(*shape, dtype=torch.float32, offset=offset) for shape in ROUNDED_SIZES]
+        args = [a.requires_grad_() for a in args]
+        out = torch.ops.lltm_ext.lltm_sequence_rounded(args, dtype)
+        grads = [randn(*o.shape, dtype=torch.float32) for o in out]
+        ours = torch.autograd.grad(out, args, grads)
+        for k, (a, o, g, d) in enumerate(zip(args, out, grads, ours, strict=True)):
+            what = f"rounded_operands {dtype} {tuple(a.shape)} {offset=}"
+            if o.numel():
+                check(o, a.detach().to(dtype).double().cpu(), torch.float32, what)
+            assert torch.equal(o.cpu(), a.detach().to(dtype).float().cpu()), what
+            assert torch.equal(d.cpu(), g.to(dtype).float().cpu()), f"{what} gradient {k}"
+
+
 # Packed batches (sequence lengths, input features, state size): every stretch of steps with one
 # batch runs on the path forced (or planned), from the rows of the stretch before; lengths that
 # shrink step by step, long stretches, one sequence, and sizes as above.
@@ -990,7 +1012,7 @@ def main() -> int:
     parser.add_argument(
         "--ops",
         default="relu,sigmoid,round_ste,lltm,lltm_module,lltm_sequence,lltm_sequence_packed,"
-        "lltm_sequence_mixed,gemm,"
+        "lltm_sequence_mixed,rounded_operands,gemm,"
         "gemm_configs,"
         "gemm_wgmma,gemm_mma,gemm_tc_plans,gemm_small_side,gemm_short_k,gemm_skinny",
     )
@@ -1066,6 +1088,9 @@ def main() -> int:
                 elif op == "lltm_sequence_packed":
                     only = args.sequence_paths.split(",") if args.sequence_paths else None
                     run_lltm_sequence(dtype, only, packed=True)
+                elif op == "rounded_operands":
+                    if dtype in HALF:
+                        run_rounded_operands(dtype)
                 elif op == "lltm_sequence_mixed":
                     if dtype in HALF:  # a half type's products on a float32 state
                         run_lltm_sequence_mixed(dtype)
