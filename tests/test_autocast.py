@@ -238,6 +238,9 @@ def test_rounded_operands_are_the_casts(device, lower):
         want = t.to(lower).float()
         assert got.dtype == torch.float32 and got.is_contiguous() and got.device == t.device
         torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+    # A copy of a tensor that needs no gradient needs none.
+    plain = torch.ops.lltm_ext.lltm_sequence_rounded([tensors[0].detach(), tensors[1]], lower)
+    assert [o.requires_grad for o in plain] == [False, True]
     needs = tensors[:2] + tensors[3:]  # tensors[2]'s output gets no gradient
     grads = [torch.randn_like(o) * 1000 for o in out]
     got = torch.autograd.grad(out[:2] + out[3:], needs, grads[:2] + grads[3:])

@@ -1056,8 +1056,21 @@ struct Rounded : torch::autograd::Function<Rounded> {
   static variable_list forward(AutogradContext* ctx, at::TensorList tensors, at::ScalarType dtype) {
     ctx->saved_data["dtype"] = dtype;
     ctx->set_materialize_grads(false);  // no tensor of zeros for an operand that needs no gradient
-    const at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return rounded_op().call(tensors, dtype);
+    variable_list out;
+    {
+      const at::AutoDispatchBelowADInplaceOrView below_autograd;
+      out = rounded_op().call(tensors, dtype);
+    }
+    // A copy of an operand that needs no gradient needs none either: else the sequence's backward
+    // would make d input for nothing (a product as large as the input projection).
+    variable_list constant;
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      if (!tensors[k].requires_grad()) {
+        constant.push_back(out[k]);
+      }
+    }
+    ctx->mark_non_differentiable(constant);
+    return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
