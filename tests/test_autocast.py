@@ -416,13 +416,30 @@ def test_compiled_under_autocast_matches_eager(device, backend):
     ref = step(*inputs)
     ref_grads = torch.autograd.grad(ref, (weights, bias))
     # Inductor drops a round trip float32 -> bfloat16 -> float32 (its pass for the cast chains
-    # autocast makes), so its sequence reads unrounded operands: bfloat16-level differences.
+    # autocast makes), so its cell reads unrounded operands: bfloat16-level differences.
     torch.testing.assert_close(loss, ref, rtol=2e-3, atol=1e-3)
     # The product's share of the weight gradient is a bfloat16 product (its backward): a few of
     # its ulps (1/64 at magnitudes 2 to 4) apart where compiled and eager add up in other orders.
     for g, r in zip(grads, ref_grads, strict=True):
         assert g.dtype == torch.float32
         torch.testing.assert_close(g, r, rtol=2e-2, atol=0.1)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_compiled_sequence_under_autocast_keeps_the_rounding(device):
+    # The sequence's operands go through one operator (lltm_sequence_rounded), which inductor
+    # keeps: compiled and eager read the same rounded operands, so give the same bits.
+    x, weights, bias, h0, c0 = _sequence_operands(device, 5, state_scale=1.0)
+
+    def run(x, weights, bias, h0, c0):
+        with torch.autocast(device, dtype=torch.bfloat16):
+            out, (h_n, c_n) = lltm_ext.lltm_sequence(x, weights, bias, (h0, c0))
+        return out, h_n, c_n
+
+    torch._dynamo.reset()
+    compiled = torch.compile(run, fullgraph=True, backend="inductor")(x, weights, bias, h0, c0)
+    for got, want in zip(compiled, run(x, weights, bias, h0, c0), strict=True):
+        assert torch.equal(got, want)
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
