@@ -229,17 +229,20 @@ def _rounding_operands(device):
 
 
 @pytest.mark.parametrize("device, lower", MODES)
-def test_rounded_operands_are_the_casts(device, lower):
-    # The autocast kernel's operand rounding (one kernel on CUDA) gives the bits of the casts to
-    # the half type and back, contiguous, and its gradient is the casts' gradient.
+@pytest.mark.parametrize("name", ["lltm_rounded", "lltm_sequence_rounded"])
+def test_rounded_operands_are_the_casts(device, lower, name):
+    # The autocast kernels' operand rounding (one kernel on CUDA; the cell's module and the
+    # sequence's each have it) gives the bits of the casts to the half type and back, contiguous,
+    # and its gradient is the casts' gradient.
+    rounded = getattr(torch.ops.lltm_ext, name)
     tensors = _rounding_operands(device)
-    out = torch.ops.lltm_ext.lltm_sequence_rounded(tensors, lower)
+    out = rounded(tensors, lower)
     for got, t in zip(out, tensors, strict=True):
         want = t.to(lower).float()
         assert got.dtype == torch.float32 and got.is_contiguous() and got.device == t.device
         torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
     # A copy of a tensor that needs no gradient needs none.
-    plain = torch.ops.lltm_ext.lltm_sequence_rounded([tensors[0].detach(), tensors[1]], lower)
+    plain = rounded([tensors[0].detach(), tensors[1]], lower)
     assert [o.requires_grad for o in plain] == [False, True]
     needs = tensors[:2] + tensors[3:]  # tensors[2]'s output gets no gradient
     grads = [torch.randn_like(o) * 1000 for o in out]
@@ -248,7 +251,7 @@ def test_rounded_operands_are_the_casts(device, lower):
     for g, w in zip(got, want, strict=True):
         assert torch.equal(g, w)
     with pytest.raises(RuntimeError, match=r"must be torch\.float16 or torch\.bfloat16"):
-        torch.ops.lltm_ext.lltm_sequence_rounded(tensors, torch.float64)
+        rounded(tensors, torch.float64)
 
 
 @pytest.mark.cuda
@@ -415,8 +418,8 @@ def test_compiled_under_autocast_matches_eager(device, backend):
     grads = torch.autograd.grad(loss, (weights, bias))
     ref = step(*inputs)
     ref_grads = torch.autograd.grad(ref, (weights, bias))
-    # Inductor drops a round trip float32 -> bfloat16 -> float32 (its pass for the cast chains
-    # autocast makes), so its cell reads unrounded operands: bfloat16-level differences.
+    # The gemm's products add up in other orders compiled and eager: float32 sums of bfloat16
+    # products, a few ulps apart.
     torch.testing.assert_close(loss, ref, rtol=2e-3, atol=1e-3)
     # The product's share of the weight gradient is a bfloat16 product (its backward): a few of
     # its ulps (1/64 at magnitudes 2 to 4) apart where compiled and eager add up in other orders.
@@ -426,15 +429,17 @@ def test_compiled_under_autocast_matches_eager(device, backend):
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
-def test_compiled_sequence_under_autocast_keeps_the_rounding(device):
-    # The sequence's operands go through one operator (lltm_sequence_rounded), which inductor
-    # keeps: compiled and eager read the same rounded operands, so give the same bits.
+def test_compiled_lltm_under_autocast_keeps_the_rounding(device):
+    # The cell's and the sequence's operands go through one operator (lltm_rounded,
+    # lltm_sequence_rounded), which inductor keeps (it drops a round trip of casts float32 ->
+    # bfloat16 -> float32): compiled and eager read the same rounded operands, the same bits out.
     x, weights, bias, h0, c0 = _sequence_operands(device, 5, state_scale=1.0)
 
     def run(x, weights, bias, h0, c0):
         with torch.autocast(device, dtype=torch.bfloat16):
             out, (h_n, c_n) = lltm_ext.lltm_sequence(x, weights, bias, (h0, c0))
-        return out, h_n, c_n
+            h, c = lltm_ext.lltm(x[0], weights, bias, h0, c0)
+        return out, h_n, c_n, h, c
 
     torch._dynamo.reset()
     compiled = torch.compile(run, fullgraph=True, backend="inductor")(x, weights, bias, h0, c0)

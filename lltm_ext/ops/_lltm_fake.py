@@ -266,14 +266,24 @@ def _(input, weights, bias, h0=None, c0=None, tf32=False):
     return _sequence_outputs(like, tuple(input.shape[:2]), input.shape[1], state, saved=False)
 
 
-@register_fake(_sequence_ops, "lltm_ext::lltm_sequence_rounded")
-def _(tensors, dtype):
+def _rounded(op: str, tensors: list[Tensor], dtype: torch.dtype) -> list[Tensor]:
+    """The autocast kernels' rounded operands (src/lltm/rounded_op.h): float32, contiguous."""
     if dtype not in (torch.float16, torch.bfloat16):
         raise RuntimeError(
-            "lltm_ext.lltm_sequence_rounded: `dtype` must be torch.float16 or torch.bfloat16, "
-            f"but got {dtype_name(dtype)}."
+            f"lltm_ext.{op}: `dtype` must be torch.float16 or torch.bfloat16, but got "
+            f"{dtype_name(dtype)}."
         )
     return [torch.empty(t.shape, dtype=torch.float32, device=t.device) for t in tensors]
+
+
+@register_fake(_ops, "lltm_ext::lltm_rounded")
+def _(tensors, dtype):
+    return _rounded("lltm_rounded", tensors, dtype)
+
+
+@register_fake(_sequence_ops, "lltm_ext::lltm_sequence_rounded")
+def _(tensors, dtype):
+    return _rounded("lltm_sequence_rounded", tensors, dtype)
 
 
 def _check_packed_shapes(

@@ -49,14 +49,6 @@ at::Tensor to_lower(const at::Tensor& t, at::ScalarType dtype) {
   return t.defined() ? at::autocast::cached_cast(dtype, t, device) : t;
 }
 
-// t rounded to `dtype` and held in float32: the values a `dtype` product reads, for a float32
-// operator whose products then add them up in float32 as the tensor cores add up `dtype`
-// products. Undefined stays so.
-template <c10::DeviceType device>
-at::Tensor rounded(const at::Tensor& t, at::ScalarType dtype) {
-  return t.defined() ? to_lower<device>(t, dtype).to(at::kFloat) : t;
-}
-
 // The dtype an LLTM state keeps in a Python loop of the pure-PyTorch cell under autocast: gates
 // come out of the product in `lower`, and new_cell = old_cell + f(gates), new_h = tanh(new_cell) *
 // g(gates) promote, so the state keeps promote(old_cell, lower): float32 for a float32 state,

@@ -11,6 +11,7 @@
 #include "common/autocast.h"
 #include "common/module.h"
 #include "common/first_order.h"
+#include "lltm/rounded_op.h"
 
 namespace lltm_ext::lltm {
 
@@ -242,12 +243,21 @@ std::tuple<at::Tensor, at::Tensor> cell_autograd(const at::Tensor& input, const 
   return {out[0], out[1]};
 }
 
+// The autocast kernel's rounded operands (rounded_op.h), under this module's name.
+struct CellRounded {
+  static constexpr const char* kName = "lltm_rounded";
+  static constexpr const char* kQualifiedName = "lltm_ext::lltm_rounded";
+  static constexpr const char* kSchema =
+      "lltm_rounded(Tensor[] tensors, ScalarType dtype) -> Tensor[]";
+};
+
 // The cell under torch.autocast on `device`: what a Python loop step of the pure-PyTorch cell
 // gives there. Its product runs in the autocast dtype (`lower`) and its state keeps
 // autocast::lltm_state_dtype. A state in `lower`: the cell runs in `lower`. A float32 state: the
 // cell runs in float32 on the operands rounded to `lower` (input, weights, bias, old_h: the values
-// the loop's product reads), its products adding them up in float32, and the state and outputs
-// stay float32 as in the loop. Anything autocast leaves alone (float64, ...) passes through.
+// the loop's product reads; one call of lltm_rounded), its products adding them up in float32, and
+// the state and outputs stay float32 as in the loop. Anything autocast leaves alone (float64, ...)
+// passes through.
 template <c10::DeviceType device>
 std::tuple<at::Tensor, at::Tensor> cell_autocast(const at::Tensor& input, const at::Tensor& weights,
                                                  const at::Tensor& bias, const at::Tensor& old_h,
@@ -265,9 +275,10 @@ std::tuple<at::Tensor, at::Tensor> cell_autocast(const at::Tensor& input, const 
         autocast::to_lower<device>(bias, lower), autocast::to_lower<device>(old_h, lower),
         autocast::to_lower<device>(old_cell, lower));
   }
-  return op.call(autocast::rounded<device>(input, lower), autocast::rounded<device>(weights, lower),
-                 autocast::rounded<device>(bias, lower), autocast::rounded<device>(old_h, lower),
-                 old_cell.to(at::kFloat));
+  // The operands rounded to `lower` and held in float32, in one call (lltm_rounded).
+  const std::vector<at::Tensor> r =
+      rounding::round_operands<CellRounded>({input, weights, bias, old_h}, lower);
+  return op.call(r[0], r[1], r[2], r[3], old_cell.to(at::kFloat));
 }
 
 }  // namespace
@@ -284,6 +295,7 @@ TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
       "lltm_backward(Tensor grad_h, Tensor grad_cell, Tensor new_cell, Tensor gates, Tensor X, "
       "Tensor weights) -> "
       "(Tensor d_X, Tensor d_weights, Tensor d_bias, Tensor d_old_cell)");
+  lltm_ext::lltm::rounding::define<lltm_ext::lltm::CellRounded>(m);
   lltm_ext::impl_cpu_cuda(m, "lltm_forward", TORCH_FN(lltm_ext::lltm::forward));
   lltm_ext::impl_cpu_cuda(m, "lltm_backward", TORCH_FN(lltm_ext::lltm::backward));
   m.impl("lltm", torch::dispatch(c10::DispatchKey::CPU, TORCH_FN(lltm_ext::lltm::cell)));

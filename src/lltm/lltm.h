@@ -4,7 +4,10 @@
 // same objects and calls the CPU and CUDA halves of the gate passes every step.
 #pragma once
 
+#include <c10/core/ScalarType.h>
+
 #include <cstdint>
+#include <vector>
 
 namespace at {
 class Tensor;
@@ -73,6 +76,13 @@ void fused_forward_cuda(const at::Tensor& input, const at::Tensor& weights, cons
 void fused_backward_products_cuda(const at::Tensor& d_gates, const at::Tensor& X,
                                   const at::Tensor& weights, const at::Tensor& d_X,
                                   const at::Tensor& d_weights, const at::Tensor& d_bias);
+
+// The autocast kernels' rounded operands on CUDA (round_cuda_host.cpp; rounded_op.h is the
+// operator): dst[k] = src[k] rounded to `dtype` (float16 or bfloat16, to nearest even) and held
+// in float32, for every k in one kernel launch (a launch per kRoundSegments tensors); src and dst
+// contiguous float32 tensors of one GPU, dst[k] as large as src[k] and apart from it.
+void round_through_cuda(const std::vector<at::Tensor>& src, const std::vector<at::Tensor>& dst,
+                        at::ScalarType dtype);
 #endif
 
 }  // namespace lltm_ext::lltm

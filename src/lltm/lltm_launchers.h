@@ -70,4 +70,21 @@ cudaError_t launch_fused_backward_products(const T* d_gates, const T* X, const T
                                            T* d_weights, T* d_bias, int64_t batch, int64_t state,
                                            int64_t features, cudaStream_t stream);
 
+// The autocast kernels' rounded operands (round.cu): for each segment, dst[i] = src[i]
+// rounded to H (float16 or bfloat16, to nearest even) and back to float32; contiguous float32
+// tensors of n elements (n may be 0), dst not overlapping src. Up to kRoundSegments per launch,
+// one launch for them all.
+constexpr int kRoundSegments = 4;
+struct RoundSegment {
+  const float* src;
+  float* dst;
+  int64_t n;
+};
+struct RoundSegments {
+  RoundSegment segment[kRoundSegments];
+  int count;
+};
+template <typename H>
+cudaError_t launch_round_through(const RoundSegments& segments, int sms, cudaStream_t stream);
+
 }  // namespace lltm_ext::lltm

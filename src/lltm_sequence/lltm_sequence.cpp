@@ -20,6 +20,7 @@
 #include "common/module.h"
 #include "common/first_order.h"
 #include "lltm/lltm.h"
+#include "lltm/rounded_op.h"
 #ifdef WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>
 
@@ -1006,96 +1007,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> packed_autograd(
   return {out[0], out[1], out[2]};
 }
 
-// --- Autocast's rounded operands ------------------------------------------------------------
-//
-// lltm_sequence_rounded(tensors, dtype): each tensor's values rounded to `dtype` (float16 or
-// bfloat16, to nearest even) and held in float32, contiguous: the values a product in `dtype`
-// reads, for the float32 sequence with TF32 products that the autocast kernel calls for a float32
-// state. On CUDA one kernel for all of them (operands/round.cu) where they are float32 on one GPU;
-// elsewhere ATen's casts to `dtype` and back. It replaces those casts (two kernels and two autograd
-// nodes per operand, forward and backward), which took longer than the whole sequence at small
-// shapes (docs/decisions_sequence.md#rounded-operands). Its gradient is the same rounding of the
-// gradients, as the casts' gradients round them, so backward calls the operator again.
-std::vector<at::Tensor> rounded(at::TensorList tensors, at::ScalarType dtype) {
-  TORCH_CHECK(dtype == at::kHalf || dtype == at::kBFloat16,
-              "lltm_ext.lltm_sequence_rounded: `dtype` must be torch.float16 or torch.bfloat16, "
-              "but got ",
-              dtype, ".");
-  std::vector<at::Tensor> out;
-  out.reserve(tensors.size());
-#ifdef WITH_CUDA
-  const bool one_gpu =
-      !tensors.empty() && std::all_of(tensors.begin(), tensors.end(), [&](const at::Tensor& t) {
-        return t.is_cuda() && t.scalar_type() == at::kFloat && t.device() == tensors[0].device();
-      });
-  if (one_gpu) {
-    std::vector<at::Tensor> src;
-    src.reserve(tensors.size());
-    for (const at::Tensor& t : tensors) {
-      src.push_back(t.contiguous());
-      out.push_back(at::empty(t.sizes(), src.back().options()));
-    }
-    round_through_cuda(src, out, dtype);
-    return out;
-  }
-#endif
-  for (const at::Tensor& t : tensors) {
-    out.push_back(t.contiguous().to(dtype).to(at::kFloat));
-  }
-  return out;
-}
-
-const auto& rounded_op() {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("lltm_ext::lltm_sequence_rounded", "")
-                             .typed<decltype(rounded)>();
-  return op;
-}
-
-struct Rounded : torch::autograd::Function<Rounded> {
-  static variable_list forward(AutogradContext* ctx, at::TensorList tensors, at::ScalarType dtype) {
-    ctx->saved_data["dtype"] = dtype;
-    ctx->set_materialize_grads(false);  // no tensor of zeros for an operand that needs no gradient
-    variable_list out;
-    {
-      const at::AutoDispatchBelowADInplaceOrView below_autograd;
-      out = rounded_op().call(tensors, dtype);
-    }
-    // A copy of an operand that needs no gradient needs none either: else the sequence's backward
-    // would make d input for nothing (a product as large as the input projection).
-    variable_list constant;
-    for (size_t k = 0; k < tensors.size(); ++k) {
-      if (!tensors[k].requires_grad()) {
-        constant.push_back(out[k]);
-      }
-    }
-    ctx->mark_non_differentiable(constant);
-    return out;
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    std::vector<at::Tensor> defined;
-    for (size_t k = 0; k < grads.size(); ++k) {
-      if (grads[k].defined() && ctx->needs_input_grad(k)) {
-        defined.push_back(grads[k]);
-      }
-    }
-    const std::vector<at::Tensor> done =
-        defined.empty() ? defined
-                        : rounded_op().call(defined, ctx->saved_data["dtype"].toScalarType());
-    variable_list out(grads.size() + 1);  // + dtype's: none
-    for (size_t k = 0, next = 0; k < grads.size(); ++k) {
-      if (grads[k].defined() && ctx->needs_input_grad(k)) {
-        out[k] = done[next++];
-      }
-    }
-    return out;
-  }
+// The autocast kernel's rounded operands (lltm/rounded_op.h), under this module's name.
+struct SequenceRounded {
+  static constexpr const char* kName = "lltm_sequence_rounded";
+  static constexpr const char* kQualifiedName = "lltm_ext::lltm_sequence_rounded";
+  static constexpr const char* kSchema =
+      "lltm_sequence_rounded(Tensor[] tensors, ScalarType dtype) -> Tensor[]";
 };
-
-std::vector<at::Tensor> rounded_autograd(at::TensorList tensors, at::ScalarType dtype) {
-  return Rounded::apply(tensors, dtype);
-}
 
 // The sequence under torch.autocast on `device`: what a Python loop of the pure-PyTorch cell gives
 // there (each step's product in the autocast dtype `lower`; the state in
@@ -1144,14 +1062,10 @@ std::optional<AutocastOperands> autocast_operands(const at::Tensor& input,
         tf32};
   }
   // The operands rounded to `lower` and held in float32, in one call (lltm_sequence_rounded).
-  std::vector<at::Tensor> operands = {input, weights, bias};
-  if (h0.defined()) {
-    operands.push_back(h0);
-  }
-  std::vector<at::Tensor> r = rounded_op().call(operands, lower);
-  return AutocastOperands{
-      r[0],         r[1], r[2], h0.defined() ? r[3] : h0, c0.defined() ? c0.to(at::kFloat) : c0,
-      /*tf32=*/true};
+  const std::vector<at::Tensor> r =
+      rounding::round_operands<SequenceRounded>({input, weights, bias, h0}, lower);
+  return AutocastOperands{r[0],         r[1], r[2], r[3], c0.defined() ? c0.to(at::kFloat) : c0,
+                          /*tf32=*/true};
 }
 
 template <c10::DeviceType device>
@@ -1219,7 +1133,7 @@ TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
       "Tensor cells, Tensor gates, bool[5] output_mask=[True, True, True, True, True], "
       "bool tf32=False) -> (Tensor d_data, Tensor d_weights, Tensor d_bias, Tensor d_h0, "
       "Tensor d_c0)");
-  m.def("lltm_sequence_rounded(Tensor[] tensors, ScalarType dtype) -> Tensor[]");
+  lltm_ext::lltm::rounding::define<lltm_ext::lltm::SequenceRounded>(m);
   lltm_ext::impl_cpu_cuda(m, "lltm_sequence_forward", TORCH_FN(lltm_ext::lltm::forward));
   lltm_ext::impl_cpu_cuda(m, "lltm_sequence_backward", TORCH_FN(lltm_ext::lltm::backward));
   m.impl("lltm_sequence",
@@ -1234,12 +1148,6 @@ TORCH_LIBRARY_FRAGMENT(lltm_ext, m) {
   m.impl("lltm_sequence",
          torch::dispatch(c10::DispatchKey::AutocastCUDA,
                          TORCH_FN(lltm_ext::lltm::sequence_autocast<c10::DeviceType::CUDA>)));
-  m.impl("lltm_sequence_rounded",
-         torch::dispatch(c10::DispatchKey::CPU, TORCH_FN(lltm_ext::lltm::rounded)));
-  m.impl("lltm_sequence_rounded",
-         torch::dispatch(c10::DispatchKey::CUDA, TORCH_FN(lltm_ext::lltm::rounded)));
-  m.impl("lltm_sequence_rounded",
-         torch::dispatch(c10::DispatchKey::Autograd, TORCH_FN(lltm_ext::lltm::rounded_autograd)));
   lltm_ext::impl_cpu_cuda(m, "lltm_sequence_packed_forward",
                           TORCH_FN(lltm_ext::lltm::packed_forward));
   lltm_ext::impl_cpu_cuda(m, "lltm_sequence_packed_backward",

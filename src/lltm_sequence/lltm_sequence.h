@@ -5,10 +5,7 @@
 // (lltm/lltm.h).
 #pragma once
 
-#include <c10/core/ScalarType.h>
-
 #include <cstdint>
-#include <vector>
 
 namespace at {
 class Tensor;
@@ -92,12 +89,5 @@ constexpr int64_t kWeightGradTensorTiles = 4;
 bool sequence_weight_grad_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
                                const at::Tensor& output, const at::Tensor& input,
                                const at::Tensor& d_weights, const at::Tensor& d_bias, bool tf32);
-
-// The autocast kernel's rounded operands on CUDA (operands/round_cuda_host.cpp): dst[k] = src[k]
-// rounded to `dtype` (float16 or bfloat16, to nearest even) and held in float32, for every k in one
-// kernel launch (a launch per kRoundSegments tensors); src and dst contiguous float32 tensors of
-// one GPU, dst[k] as large as src[k] and apart from it.
-void round_through_cuda(const std::vector<at::Tensor>& src, const std::vector<at::Tensor>& dst,
-                        at::ScalarType dtype);
 
 }  // namespace lltm_ext::lltm

@@ -12,7 +12,6 @@
 //   weight_grad/weight_grad.cu     the weight and bias gradients in one kernel (any GPU)
 //   weight_grad/weight_grad_sm90.cu  the same on Hopper's tensor cores (float32, long sequences)
 //   sequence_wgmma.cuh             the 3xTF32 wgmma loop that the two Hopper kernels share
-//   operands/round.cu              the autocast kernel's operand rounding (any GPU)
 // The cell's gate kernels (lltm/lltm_launchers.h) run the steps of the cuBLAS path.
 #pragma once
 
@@ -285,22 +284,5 @@ int weight_grad_sm90_smem_bytes();
 cudaError_t weight_grad_sm90_loaded(bool* loaded);
 cudaError_t launch_weight_grad_sm90(const WeightGradArgs<float>& p, float* partials, int splits,
                                     int64_t k_split, int sm_count, cudaStream_t stream);
-
-// The autocast kernel's rounded operands (operands/round.cu): for each segment, dst[i] = src[i]
-// rounded to H (float16 or bfloat16, to nearest even) and back to float32; contiguous float32
-// tensors of n elements (n may be 0), dst not overlapping src. Up to kRoundSegments per launch,
-// one launch for them all.
-constexpr int kRoundSegments = 4;
-struct RoundSegment {
-  const float* src;
-  float* dst;
-  int64_t n;
-};
-struct RoundSegments {
-  RoundSegment segment[kRoundSegments];
-  int count;
-};
-template <typename H>
-cudaError_t launch_round_through(const RoundSegments& segments, int sms, cudaStream_t stream);
 
 }  // namespace lltm_ext::lltm

@@ -495,22 +495,22 @@ def run_lltm_sequence_mixed(dtype: torch.dtype) -> None:
             os.environ["LLTM_EXT_SEQUENCE_PATH"] = old
 
 
-# The autocast kernel's rounded operands (float32 tensors rounded to a half type in one launch):
+# The autocast kernels' rounded operands (float32 tensors rounded to a half type in one launch):
 # sizes 0, 1, odd, views that start off 16-byte alignment, more tensors than one launch takes.
 ROUNDED_SIZES = ((0,), (1,), (7,), (4099,), (33, 65), (3, 5, 7))
 
 
 def run_rounded_operands(dtype: torch.dtype) -> None:
-    """lltm_sequence_rounded over float32 tensors, rounding to `dtype` (a half type), forward and
-    backward, against the casts to `dtype` and back (exactly)."""
-    for offset in (0, 1, 2):
+    """lltm_rounded and lltm_sequence_rounded over float32 tensors, rounding to `dtype` (a half
+    type), forward and backward, against the casts to `dtype` and back (exactly)."""
+    for name, offset in itertools.product(("lltm_rounded", "lltm_sequence_rounded"), (0, 1, 2)):
         args = [randn(*shape, dtype=torch.float32, offset=offset) for shape in ROUNDED_SIZES]
         args = [a.requires_grad_() for a in args]
-        out = torch.ops.lltm_ext.lltm_sequence_rounded(args, dtype)
+        out = getattr(torch.ops.lltm_ext, name)(args, dtype)
         grads = [randn(*o.shape, dtype=torch.float32) for o in out]
         ours = torch.autograd.grad(out, args, grads)
         for k, (a, o, g, d) in enumerate(zip(args, out, grads, ours, strict=True)):
-            what = f"rounded_operands {dtype} {tuple(a.shape)} {offset=}"
+            what = f"{name} {dtype} {tuple(a.shape)} {offset=}"
             if o.numel():
                 check(o, a.detach().to(dtype).double().cpu(), torch.float32, what)
             assert torch.equal(o.cpu(), a.detach().to(dtype).float().cpu()), what

@@ -1,5 +1,5 @@
-// The autocast kernel's rounded operands on CUDA (CUDA builds only): the host side of
-// operands/round.cu (lltm_sequence.h has the contract).
+// The autocast kernels' rounded operands on CUDA (CUDA builds only): the host side of round.cu
+// (lltm.h has the contract).
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "common/cuda_host.h"
-#include "lltm_sequence/lltm_sequence.h"
-#include "lltm_sequence/sequence_launchers.h"
+#include "lltm/lltm.h"
+#include "lltm/lltm_launchers.h"
 
 namespace lltm_ext::lltm {
 

@@ -1,9 +1,10 @@
-// The autocast kernel's operand rounding in one launch: float32 tensors copied with each value
+// The autocast kernels' operand rounding in one launch: float32 tensors copied with each value
 // rounded to float16 or bfloat16 (round to nearest even, as a cast to the half type rounds) and
-// held in float32, for the float32 sequence whose products then read what half products read.
+// held in float32, for the float32 cell or sequence whose products then read what half products
+// read.
 #include <cstdint>
 
-#include "lltm_sequence/sequence_launchers.h"
+#include "lltm/lltm_launchers.h"
 
 namespace lltm_ext::lltm {
 namespace {
