@@ -27,7 +27,8 @@
 
 namespace lltm_ext::lltm::rounding {
 
-// Op: a tag with the operator's name (kName, without the namespace) and schema (kSchema).
+// Op: a tag with the operator's name (kName; kQualifiedName with the namespace) and its schema
+// (kSchema), as each module's TORCH_LIBRARY defines it.
 template <typename Op>
 std::vector<at::Tensor> rounded(at::TensorList tensors, at::ScalarType dtype) {
   TORCH_CHECK(dtype == at::kHalf || dtype == at::kBFloat16, "lltm_ext.", Op::kName,
