@@ -284,6 +284,87 @@ def test_matches_the_reference_loop(device, layers, bidirectional, batch_first):
         torch.testing.assert_close(got, ref, rtol=1e-9, atol=1e-11)
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize(
+    "layers, bidirectional, steps, batch_first",
+    [(2, False, 70, False), (3, False, 100, True), (4, False, 300, False), (2, True, 40, True)],
+    ids=["2layers-2chunks", "3layers-3chunks-batch_first", "4layers-8chunks", "2layers-bi"],
+)
+def test_calls_at_once_on_cuda(monkeypatch, layers, bidirectional, steps, batch_first):
+    """On CUDA the module runs both directions of a layer at once, and the layers of a
+    one-directional model in a wavefront over chunks of steps, on streams of its own: output,
+    h_n, c_n and every gradient against the float64 reference loop, the module called from a
+    stream other than the default one; that the wavefront and the side stream ran; and
+    LLTM_EXT_SEQUENCE_AT_ONCE=off, one call after another, agrees."""
+    import lltm_ext.ops.lltm_sequence as seq_module
+
+    ran = {"chunks": [], "beside": 0}
+    wave_chunks, beside = seq_module._wave_chunks, seq_module.LLTMSequence._beside
+
+    def spy_chunks(*args):
+        ran["chunks"].append(wave_chunks(*args))
+        return ran["chunks"][-1]
+
+    def spy_beside(*args):
+        ran["beside"] += 1
+        return beside(*args)
+
+    monkeypatch.setattr(seq_module, "_wave_chunks", spy_chunks)
+    monkeypatch.setattr(seq_module.LLTMSequence, "_beside", staticmethod(spy_beside))
+    module = make(layers, bidirectional, "cuda", batch_first=batch_first)
+    x = torch.randn(steps, 3, 3, device="cuda", dtype=F64, requires_grad=True)
+    hx = state_of(module, 3, "cuda")
+    inputs = x.transpose(0, 1) if batch_first else x
+    wrt = (x, *hx, *module.parameters())
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        output, (h_n, c_n) = module(inputs, hx)
+        if batch_first:
+            output = output.transpose(0, 1)
+        grads = grads_of((output, h_n, c_n), wrt)
+    torch.cuda.current_stream().wait_stream(stream)
+    if bidirectional:
+        assert ran["beside"] == layers and not ran["chunks"]
+    else:
+        assert ran["chunks"] == [min(8, steps // 32)] and ran["beside"] == 0
+    want = reference(module, x, hx)
+    for got, ref in zip((output, h_n, c_n), want, strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-12)
+    for got, ref in zip(grads, grads_of(want, wrt), strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-9, atol=1e-11)
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_AT_ONCE", "off")
+    one_by_one = module(inputs, hx)
+    assert ran["beside"] == (layers if bidirectional else 0) and len(ran["chunks"]) <= 1
+    first = one_by_one[0].transpose(0, 1) if batch_first else one_by_one[0]
+    torch.testing.assert_close(first, output, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.cuda
+def test_wavefront_dropout_one_zeroes_the_inputs_of_later_layers():
+    """dropout=1.0 in training within the wavefront (its chunks drop each layer's output on that
+    layer's stream): the reference with zeros between the layers."""
+    module = make(3, False, "cuda", dropout=1.0)
+    x = torch.randn(96, 2, 3, device="cuda", dtype=F64)
+    output, (h_n, c_n) = module.train()(x)
+    want = reference(module, x, between=lambda _, out: torch.zeros_like(out))
+    for got, ref in zip((output, h_n, c_n), want, strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-12)
+
+
+def test_no_wavefront_on_the_cpu_or_short_sequences():
+    """The CPU runs one call after another (its grid share is 1); sequences of fewer than two
+    chunks' steps are not cut."""
+    import lltm_ext.ops.lltm_sequence as seq_module
+
+    weights = torch.zeros(12, 7, dtype=F64)
+    assert seq_module._wave_chunks(torch.zeros(300, 2, 3, dtype=F64), weights, 4) == 1
+    assert not seq_module._runs_at_once(torch.zeros(3, 2, 3), [weights])
+    if torch.cuda.is_available():
+        on_gpu = weights.cuda()
+        assert seq_module._wave_chunks(torch.zeros(63, 2, 3, device="cuda"), on_gpu, 4) == 1
+
+
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("layers, bidirectional", [(2, True), (1, False)], ids=["2bi", "1"])
 def test_unbatched_input(device, layers, bidirectional):

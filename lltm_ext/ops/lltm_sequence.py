@@ -25,6 +25,7 @@ import itertools
 import math
 import numbers
 import warnings
+from collections.abc import Iterable
 from typing import Any, NamedTuple, overload
 
 import torch
@@ -32,8 +33,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence
 
-from lltm_ext._extension import load_ops, operator_call
+from lltm_ext._extension import load_extension, load_ops, operator_call
 from lltm_ext.ops import _lltm_fake  # noqa: F401  (registers the operators' fake kernels)
+from lltm_ext.ops._autocast import autocast_dtype
 from lltm_ext.ops._checks import describe
 from lltm_ext.ops.lltm import _describe_state
 
@@ -212,6 +214,53 @@ def _unviewed(t: Tensor) -> Tensor:
     """`t` as a new contiguous tensor, never a view: FSDP2 warns of a view among a module's outputs
     (an in-place op on it would drop FSDP2's pre-backward hook)."""
     return t.clone(memory_format=torch.contiguous_format)
+
+
+# Calls at once (LLTMSequence on CUDA): the fewest steps of a wavefront's chunk, and the most
+# chunks. A chunk is a call of its own, about 20 us of host and set-up time each way, so chunks
+# shorter than this cost more than the overlap saves (measured on the H200 at 29 steps);
+# docs/decisions_sequence.md#layers-at-once.
+_WAVE_MIN_STEPS = 32
+_WAVE_MAX_CHUNKS = 8
+_side_streams: dict[int, list[torch.cuda.Stream]] = {}
+
+
+def _side_stream(device: torch.device, i: int) -> torch.cuda.Stream:
+    """The `i`-th stream LLTMSequence keeps on `device` for the calls it runs beside the current
+    stream's (made once, reused)."""
+    streams = _side_streams.setdefault(device.index or 0, [])
+    while len(streams) <= i:
+        streams.append(torch.cuda.Stream(device))
+    return streams[i]
+
+
+def _runs_at_once(x: Tensor, parameters: Iterable[Tensor]) -> bool:
+    """Whether LLTMSequence may run calls on `x` with these parameters on streams of its own: eager
+    CUDA calls outside CUDA graph capture (torch.compile and graphs see one call after another), on
+    plain tensors (whose memory the caching allocator can be told which streams read: not a
+    tensor subclass such as DTensor), unless LLTM_EXT_SEQUENCE_AT_ONCE=off."""
+    return (
+        x.is_cuda
+        and not torch.compiler.is_compiling()
+        and not torch.cuda.is_current_stream_capturing()
+        and type(x) is Tensor
+        and all(type(p) in (Tensor, nn.Parameter) for p in parameters)
+        and load_extension("lltm_sequence")._at_once()
+    )
+
+
+def _wave_chunks(x: Tensor, weights: Tensor, state_size: int) -> int:
+    """How many chunks of steps a wavefront over the layers of a call on x (T, B, I) cuts: 1 (no
+    wavefront) where the step kernels of a chunk hold more than half the GPU (two layers' calls
+    could not run beside each other) or where T is shorter than two chunks."""
+    steps, batch = x.shape[0], x.shape[1]
+    chunks = min(_WAVE_MAX_CHUNKS, steps // _WAVE_MIN_STEPS)
+    if chunks < 2:
+        return 1
+    # Under autocast a float32 state runs float32 kernels on rounded operands in TF32.
+    tf32 = x.dtype == torch.float32 and autocast_dtype(x, weights) is not None
+    share = load_extension("lltm_sequence")._grid_share(x, steps // chunks, batch, state_size, tf32)
+    return chunks if share <= 0.5 else 1
 
 
 class LLTMSequence(nn.Module):
@@ -447,18 +496,27 @@ class LLTMSequence(nn.Module):
         zero_bias = None if self.has_bias else x.new_zeros(3 * self.hidden_size)
         h_n: list[Tensor] = []
         c_n: list[Tensor] = []
-        for layer in range(self.num_layers):
+        at_once = (directions == 2 or self.num_layers > 1) and _runs_at_once(x, self.parameters())
+        chunks = 1
+        if at_once and directions == 1 and packing is None:
+            chunks = _wave_chunks(x, self._layer_parameters(0, zero_bias)[0], self.hidden_size)
+        if chunks > 1:
+            x = self._wavefront(x, h0, c0, zero_bias, chunks, h_n, c_n)
+        for layer in range(self.num_layers if chunks == 1 else 0):
             outputs = []
             for direction in range(directions):
                 index = layer * directions + direction
-                weights_name, bias_name = self._parameter_names[index]
-                weights = getattr(self, weights_name)
-                bias = getattr(self, bias_name) if zero_bias is None else zero_bias
+                weights, bias = self._layer_parameters(index, zero_bias)
                 state = None if h0 is None or c0 is None else (h0[index], c0[index])
-                output, h, c = self._run(x, weights, bias, state, direction == 1, packing)
+                if direction == 1 and at_once:
+                    output, h, c = self._beside(x, weights, bias, state, packing)
+                else:
+                    output, h, c = self._run(x, weights, bias, state, direction == 1, packing)
                 outputs.append(output)
                 h_n.append(h)
                 c_n.append(c)
+            if directions == 2 and at_once:  # the reverse direction's outputs are ready
+                torch.cuda.current_stream().wait_stream(_side_stream(x.device, 0))
             x = torch.cat(outputs, dim=-1) if directions == 2 else outputs[0]
             if self.dropout > 0 and self.training and layer + 1 < self.num_layers:
                 x = F.dropout(x, p=self.dropout, training=True)
@@ -476,6 +534,105 @@ class LLTMSequence(nn.Module):
             packed = PackedSequence(x, batch_sizes, sorted_indices, unsorted_indices)
             return packed, (h_out, c_out)
         return x, (h_out, c_out)
+
+    def _layer_parameters(self, index: int, zero_bias: Tensor | None) -> tuple[Tensor, Tensor]:
+        """Layer and direction `index`'s weights (3S, S + I) and bias (3S,) (zeros without bias)."""
+        weights_name, bias_name = self._parameter_names[index]
+        bias = getattr(self, bias_name) if zero_bias is None else zero_bias
+        return getattr(self, weights_name), bias
+
+    @classmethod
+    def _beside(
+        cls,
+        x: Tensor,
+        weights: Tensor,
+        bias: Tensor,
+        state: tuple[Tensor, Tensor] | None,
+        packing: _Packing | None,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """The reverse direction of a layer (`_run`) on a side stream, beside the forward
+        direction's call on the current stream; the caller waits for it before reading its output
+        (autograd runs its backward on that stream too, as it ran forward)."""
+        current = torch.cuda.current_stream()
+        side = _side_stream(x.device, 0)
+        side.wait_stream(current)
+        with torch.cuda.stream(side):
+            output, h, c = cls._run(x, weights, bias, state, True, packing)
+        # Each tensor read on a stream it was not made on is marked so, lest the caching allocator
+        # hand its memory out while that stream may still read it.
+        for t in (x, weights, bias, *(state or ())):
+            t.record_stream(side)
+        if packing is not None and packing.reverse_index is not None:
+            packing.reverse_index.record_stream(side)
+        for t in (output, h, c):
+            t.record_stream(current)
+        return output, h, c
+
+    def _wavefront(
+        self,
+        x: Tensor,
+        h0: Tensor | None,
+        c0: Tensor | None,
+        zero_bias: Tensor | None,
+        chunks: int,
+        h_n: list[Tensor],
+        c_n: list[Tensor],
+    ) -> Tensor:
+        """The layers of a one-directional model on x (T, B, I) in a wavefront: T cut into
+        `chunks`, layer l on a stream of its own (the last on the current one) runs chunk k once
+        layer l - 1 has run it, so that up to L calls run at once; -> the last layer's output
+        (T, B, S), and each layer's (h_n, c_n) appended to h_n, c_n. The same steps as one call
+        per layer, the state carried from chunk to chunk; autograd runs each chunk's backward on
+        its stream, so backward is a wavefront too."""
+        layers = self.num_layers
+        current = torch.cuda.current_stream()
+        streams = [_side_stream(x.device, i) for i in range(layers - 1)] + [current]
+        for stream in streams[:-1]:
+            stream.wait_stream(current)
+        steps = x.shape[0]
+        bounds = [steps * k // chunks for k in range(chunks + 1)]
+        parameters = [self._layer_parameters(layer, zero_bias) for layer in range(layers)]
+        states: list[tuple[Tensor, Tensor] | None] = [
+            None if h0 is None or c0 is None else (h0[layer], c0[layer]) for layer in range(layers)
+        ]
+        for layer, stream in enumerate(streams[:-1]):
+            for t in (*parameters[layer], *(states[layer] or ())):
+                t.record_stream(stream)
+        x.record_stream(streams[0])
+        ready: list[torch.cuda.Event | None] = [None] * layers
+        outputs: list[Tensor] = []
+        dropout = self.dropout > 0 and self.training
+        for k in range(chunks):
+            inputs = x[bounds[k] : bounds[k + 1]]
+            for layer, stream in enumerate(streams):
+                with torch.cuda.stream(stream):
+                    if layer > 0:
+                        before = ready[layer - 1]
+                        assert before is not None
+                        stream.wait_event(before)
+                    weights, bias = parameters[layer]
+                    output, (h, c) = lltm_sequence(inputs, weights, bias, states[layer])
+                    states[layer] = (h, c)
+                    if layer + 1 < layers:
+                        if dropout:
+                            output = F.dropout(output, p=self.dropout, training=True)
+                        output.record_stream(streams[layer + 1])
+                        event = torch.cuda.Event()
+                        event.record(stream)
+                        ready[layer] = event
+                inputs = output
+            outputs.append(inputs)
+        for stream in streams[:-1]:
+            current.wait_stream(stream)
+        for layer in range(layers):
+            state = states[layer]
+            assert state is not None
+            if layer + 1 < layers:
+                for t in state:
+                    t.record_stream(current)
+            h_n.append(state[0])
+            c_n.append(state[1])
+        return torch.cat(outputs)
 
     @staticmethod
     def _run(

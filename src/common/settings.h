@@ -47,6 +47,13 @@ inline constexpr std::array kSettings = {
             "apply: tests use it to know that they ran); grid: the fused step kernels where they "
             "apply, never the others; cublas: the recurrent product through cuBLAS and the gate "
             "kernel every step."},
+    Setting{"LLTM_EXT_SEQUENCE_AT_ONCE", "lltm_ext.LLTMSequence", Kind::kChoice, "auto|off",
+            "every forward",
+            "Whether LLTMSequence runs calls at once on CUDA streams of its own (eager, outside "
+            "CUDA graph capture). auto: both directions of a layer at once, and the layers of a "
+            "one-directional model in a wavefront over chunks of at least 32 steps where one "
+            "call's step kernels hold at most half the GPU; off: one call after another on the "
+            "current stream."},
     Setting{
         "LLTM_EXT_SEQUENCE_SHORT_STEPS", "lltm_ext.lltm_sequence", Kind::kNumber, "1..64",
         "every call",

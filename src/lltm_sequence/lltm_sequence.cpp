@@ -17,6 +17,7 @@
 
 #include "common/autocast.h"
 #include "common/checks.h"
+#include "common/env_setting.h"
 #include "common/module.h"
 #include "common/first_order.h"
 #include "lltm/lltm.h"
@@ -1289,6 +1290,32 @@ py::dict explain(const at::Tensor& input, const at::Tensor& weights, bool bias_g
   return out;
 }
 
+// The share of the GPU that a call's step kernels hold, for LLTMSequence's choice of running its
+// layers at once (plan_grid_share): `like` gives the device and dtype of the call, T steps of
+// (B, S); tf32_requested as the operator's `tf32`. 1 on the CPU and in builds without CUDA.
+// Whether LLTMSequence may run its calls at once (LLTM_EXT_SEQUENCE_AT_ONCE, settings.h).
+bool at_once() {
+  return env_choice("LLTM_EXT_SEQUENCE_AT_ONCE") != "off";
+}
+
+double grid_share(const at::Tensor& like, int64_t T, int64_t B, int64_t S, bool tf32_requested) {
+  if (!like.is_cuda()) {
+    return 1.0;
+  }
+  double share = 1.0;
+#ifdef WITH_CUDA
+  const c10::cuda::CUDAGuard guard(like.device());
+  const bool tf32 = matmul_allows_tf32(like, tf32_requested);
+  LLTM_EXT_DISPATCH_FLOATING(like.scalar_type(), "lltm_sequence_grid_share", [&] {
+    const SequencePlan plan = plan_sequence<scalar_t>(like.get_device(), T, B, S, tf32);
+    share = plan_grid_share<scalar_t>(like.get_device(), plan, B, S);
+  });
+#else
+  (void)T, (void)B, (void)S, (void)tf32_requested;
+#endif
+  return share;
+}
+
 }  // namespace
 }  // namespace lltm_ext::lltm
 
@@ -1304,5 +1331,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_explain", &lltm_ext::lltm::explain,
         "What a call on input (T, B, I) and weights (3S, S + I) runs, and why (lltm_ext.explain)",
         py::arg("input"), py::arg("weights"), py::arg("bias_grad") = true, py::arg("tf32") = false);
+  m.def("_at_once", &lltm_ext::lltm::at_once,
+        "Whether LLTMSequence may run its calls at once (LLTM_EXT_SEQUENCE_AT_ONCE)");
+  m.def("_grid_share", &lltm_ext::lltm::grid_share,
+        "The share of the GPU (0 to 1) that the step kernels of T steps of (B, S) hold, in the "
+        "device and dtype of `like`",
+        py::arg("like"), py::arg("T"), py::arg("B"), py::arg("S"), py::arg("tf32") = false);
   lltm_ext::bind_build_info(m);
 }

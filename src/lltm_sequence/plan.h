@@ -46,6 +46,15 @@ struct SequencePlan {
 template <typename T>
 SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t state, bool tf32);
 
+// The share of the GPU (0 to 1) that `plan`'s step kernels for (batch, state) in dtype T hold
+// while they run: their blocks over what the SMs hold at once for the persistent kernels (the
+// wide kernels' occupancy counted; the others at a block an SM), 1 for the fused steps' one
+// cooperative launch, 0 where each step is its own short launches (the cuBLAS path, the fused
+// steps a launch each). Another call's kernels run beside them where it is at most 1/2: what the
+// layers of LLTMSequence run at once on (lltm_ext/ops/lltm_sequence.py).
+template <typename T>
+double plan_grid_share(int device, const SequencePlan& plan, int64_t batch, int64_t state);
+
 // How the weight gradient d W (3S, S + I) (and d b) of a call is computed: cuBLAS's products and a
 // column sum, the fused kernel on the SIMT cores, or the Hopper kernel (float32); splits of the
 // T B rows, k_split rows each. LLTM_EXT_SEQUENCE_WGRAD forces it (sequence_cuda_host.cpp, where

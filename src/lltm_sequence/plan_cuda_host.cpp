@@ -726,8 +726,45 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
   return plan;
 }
 
-#define LLTM_EXT_INSTANTIATE(T) \
-  template SequencePlan plan_sequence<T>(int, int64_t, int64_t, int64_t, bool);
+template <typename T>
+double plan_grid_share(int device, const SequencePlan& plan, int64_t batch, int64_t state) {
+  if (batch <= 0 || state <= 0) {
+    return 0.0;
+  }
+  const double sms = cuda::sm_count(device);
+  using Path = SequencePlan::Path;
+  switch (plan.path) {
+    case Path::kSmall:  // a block per small_rows batch rows, counted as a block an SM
+      return std::min(1.0,
+                      static_cast<double>((batch + plan.small_rows - 1) / plan.small_rows) / sms);
+    case Path::kCluster: {
+      const int64_t clusters = (batch + plan.cluster.rows - 1) / plan.cluster.rows;
+      return std::min(1.0, static_cast<double>(clusters * plan.cluster.blocks) / sms);
+    }
+    case Path::kWide: {
+      int per_sm = 0;
+      const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+      C10_CUDA_CHECK(wide_blocks_per_sm<T>(state, plan.wide_cols, plan.product,
+                                           cuda::device_limits(device).smem_optin, &per_sm));
+      return per_sm <= 0
+                 ? 1.0
+                 : std::min(1.0,
+                            static_cast<double>(wide_flag_count(batch, state, plan.wide_cols)) /
+                                (per_sm * sms));
+    }
+    case Path::kTiled:  // at most one block an SM
+      return std::min(1.0, static_cast<double>(tiled_flag_count(batch, state, plan.tiled)) / sms);
+    case Path::kSteps:
+      return plan.all_at_once ? 1.0 : 0.0;
+    case Path::kCublas:
+      return 0.0;
+  }
+  return 1.0;
+}
+
+#define LLTM_EXT_INSTANTIATE(T)                                                 \
+  template SequencePlan plan_sequence<T>(int, int64_t, int64_t, int64_t, bool); \
+  template double plan_grid_share<T>(int, const SequencePlan&, int64_t, int64_t);
 LLTM_EXT_FOR_FLOATING_TYPES(LLTM_EXT_INSTANTIATE)
 
 }  // namespace lltm_ext::lltm

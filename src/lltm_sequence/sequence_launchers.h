@@ -81,6 +81,10 @@ template <typename T>
 cudaError_t wide_step_columns(int64_t batch, int64_t state, int sm_count, int max_smem, int* cols,
                               int only, Product product);
 int64_t wide_flag_count(int64_t batch, int64_t state, int cols);
+// How many blocks of the wide kernels for `cols` columns fit an SM at once, forward and backward
+// alike (the lesser), with max_smem per block allowed: 0 where there is no such kernel.
+template <typename T>
+cudaError_t wide_blocks_per_sm(int64_t state, int cols, Product product, int max_smem, int* per_sm);
 template <typename T>
 cudaError_t launch_wide_forward(T* gates, const T* bias, const T* h0, const T* c0, const T* w,
                                 int64_t ld, T* output, T* cells, unsigned int* flags, int64_t batch,

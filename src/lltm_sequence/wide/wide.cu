@@ -1,6 +1,7 @@
 // The sequence's wide-state kernels (wide/wide_kernels.cuh), host side: the columns per block
 // whose grid runs at once on the device (the planner's facts, plan_cuda_host.cpp),
 // whether the device runs the tensor-core code, and the cooperative launches.
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -129,6 +130,33 @@ cudaError_t wide_step_columns(int64_t batch, int64_t state, int sm_count, int ma
   return cudaSuccess;
 }
 
+template <typename T>
+cudaError_t wide_blocks_per_sm(int64_t state, int cols, Product product, int max_smem,
+                               int* per_sm) {
+  *per_sm = 0;
+  const size_t acc_size = sizeof(cuda::opmath_t<T>);
+  int least = 0;
+  for (const bool backward : {false, true}) {
+    const void* kernel = wide_kernel<T>(cols, backward, product);
+    if (kernel == nullptr) {
+      return cudaSuccess;
+    }
+    int n = 0;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           max_smem);  // as wide_step_columns sets it
+    if (err == cudaSuccess) {
+      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &n, kernel, kWideThreads, wide_smem_bytes(state, cols, backward, acc_size, product));
+    }
+    if (err != cudaSuccess) {
+      return err;
+    }
+    least = backward ? std::min(least, n) : n;
+  }
+  *per_sm = least;
+  return cudaSuccess;
+}
+
 int64_t wide_flag_count(int64_t batch, int64_t state, int cols) {
   const dim3 grid = wide_grid(batch, state, cols);
   return static_cast<int64_t>(grid.x) * grid.y;
@@ -185,6 +213,7 @@ cudaError_t launch_wide_backward(T* d_gates, const T* w, int64_t ld, const T* gr
 #define LLTM_EXT_INSTANTIATE(T)                                                                    \
   template cudaError_t wide_mma_loaded<T>(bool*);                                                  \
   template cudaError_t wide_step_columns<T>(int64_t, int64_t, int, int, int*, int, Product);       \
+  template cudaError_t wide_blocks_per_sm<T>(int64_t, int, Product, int, int*);                    \
   template cudaError_t launch_wide_forward<T>(T*, const T*, const T*, const T*, const T*, int64_t, \
                                               T*, T*, unsigned int*, int64_t, int64_t, int64_t,    \
                                               int, Product, cudaStream_t);                         \
