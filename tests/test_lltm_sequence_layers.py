@@ -292,25 +292,26 @@ def test_matches_the_reference_loop(device, layers, bidirectional, batch_first):
 )
 def test_calls_at_once_on_cuda(monkeypatch, layers, bidirectional, steps, batch_first):
     """On CUDA the module runs both directions of a layer at once, and the layers of a
-    one-directional model in a wavefront over chunks of steps, on streams of its own: output,
+    one-directional model in a wavefront over chunks of steps, on side streams: output,
     h_n, c_n and every gradient against the float64 reference loop, the module called from a
     stream other than the default one; that the wavefront and the side stream ran; and
     LLTM_EXT_SEQUENCE_AT_ONCE=off, one call after another, agrees."""
     import lltm_ext.ops.lltm_sequence as seq_module
 
-    ran = {"chunks": [], "beside": 0}
-    wave_chunks, beside = seq_module._wave_chunks, seq_module.LLTMSequence._beside
+    ran = {"chunks": [], "at_once": 0}
+    wave_chunks = seq_module._wave_chunks
+    at_once = seq_module.LLTMSequence._directions_at_once
 
     def spy_chunks(*args):
         ran["chunks"].append(wave_chunks(*args))
         return ran["chunks"][-1]
 
-    def spy_beside(*args):
-        ran["beside"] += 1
-        return beside(*args)
+    def spy_at_once(*args):
+        ran["at_once"] += 1
+        return at_once(*args)
 
     monkeypatch.setattr(seq_module, "_wave_chunks", spy_chunks)
-    monkeypatch.setattr(seq_module.LLTMSequence, "_beside", staticmethod(spy_beside))
+    monkeypatch.setattr(seq_module.LLTMSequence, "_directions_at_once", staticmethod(spy_at_once))
     module = make(layers, bidirectional, "cuda", batch_first=batch_first)
     x = torch.randn(steps, 3, 3, device="cuda", dtype=F64, requires_grad=True)
     hx = state_of(module, 3, "cuda")
@@ -325,9 +326,9 @@ def test_calls_at_once_on_cuda(monkeypatch, layers, bidirectional, steps, batch_
         grads = grads_of((output, h_n, c_n), wrt)
     torch.cuda.current_stream().wait_stream(stream)
     if bidirectional:
-        assert ran["beside"] == layers and not ran["chunks"]
+        assert ran["at_once"] == layers and not ran["chunks"]
     else:
-        assert ran["chunks"] == [min(8, steps // 32)] and ran["beside"] == 0
+        assert ran["chunks"] == [min(8, steps // 32)] and ran["at_once"] == 0
     want = reference(module, x, hx)
     for got, ref in zip((output, h_n, c_n), want, strict=True):
         torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-12)
@@ -335,7 +336,7 @@ def test_calls_at_once_on_cuda(monkeypatch, layers, bidirectional, steps, batch_
         torch.testing.assert_close(got, ref, rtol=1e-9, atol=1e-11)
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_AT_ONCE", "off")
     one_by_one = module(inputs, hx)
-    assert ran["beside"] == (layers if bidirectional else 0) and len(ran["chunks"]) <= 1
+    assert ran["at_once"] == (layers if bidirectional else 0) and len(ran["chunks"]) <= 1
     first = one_by_one[0].transpose(0, 1) if batch_first else one_by_one[0]
     torch.testing.assert_close(first, output, rtol=1e-12, atol=1e-13)
 
@@ -353,8 +354,8 @@ def test_wavefront_dropout_one_zeroes_the_inputs_of_later_layers():
 
 
 def test_no_wavefront_on_the_cpu_or_short_sequences():
-    """The CPU runs one call after another (its grid share is 1); sequences of fewer than two
-    chunks' steps are not cut."""
+    """The CPU runs one call after another; sequences of fewer than two chunks' steps are not
+    cut."""
     import lltm_ext.ops.lltm_sequence as seq_module
 
     weights = torch.zeros(12, 7, dtype=F64)

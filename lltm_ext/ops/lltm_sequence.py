@@ -222,15 +222,22 @@ def _unviewed(t: Tensor) -> Tensor:
 # docs/decisions_sequence.md#layers-at-once.
 _WAVE_MIN_STEPS = 32
 _WAVE_MAX_CHUNKS = 8
+# The most of the GPU a chunk's step kernels may hold for the wavefront (plan_grid_share): a grid
+# of 69 blocks of one an SM (0.52 of 132 SMs) still gained 10%, one of 0.91 lost.
+_WAVE_MAX_SHARE = 0.55
 _side_streams: dict[int, list[torch.cuda.Stream]] = {}
 
 
 def _side_stream(device: torch.device, i: int) -> torch.cuda.Stream:
-    """The `i`-th stream LLTMSequence keeps on `device` for the calls it runs beside the current
-    stream's (made once, reused)."""
-    streams = _side_streams.setdefault(device.index or 0, [])
+    """The `i`-th stream LLTMSequence keeps on `device` for the calls it runs at once (made once,
+    reused), marked so for the planner: the tiled kernels' tiles there are planned for half the
+    SMs (plan_cuda_host.cpp: tiled_plan), so that two calls' grids fit beside each other."""
+    index = torch.cuda.current_device() if device.index is None else device.index
+    streams = _side_streams.setdefault(index, [])
     while len(streams) <= i:
-        streams.append(torch.cuda.Stream(device))
+        stream = torch.cuda.Stream(index)
+        load_extension("lltm_sequence")._mark_at_once_stream(index, stream.cuda_stream)
+        streams.append(stream)
     return streams[i]
 
 
@@ -251,16 +258,20 @@ def _runs_at_once(x: Tensor, parameters: Iterable[Tensor]) -> bool:
 
 def _wave_chunks(x: Tensor, weights: Tensor, state_size: int) -> int:
     """How many chunks of steps a wavefront over the layers of a call on x (T, B, I) cuts: 1 (no
-    wavefront) where the step kernels of a chunk hold more than half the GPU (two layers' calls
-    could not run beside each other) or where T is shorter than two chunks."""
+    wavefront) where the step kernels of a chunk, planned for the wavefront's streams, hold more
+    than about half the GPU (two layers' calls could not run beside each other) or where T is
+    shorter than two chunks."""
     steps, batch = x.shape[0], x.shape[1]
     chunks = min(_WAVE_MAX_CHUNKS, steps // _WAVE_MIN_STEPS)
-    if chunks < 2:
+    if chunks < 2 or not x.is_cuda:
         return 1
     # Under autocast a float32 state runs float32 kernels on rounded operands in TF32.
     tf32 = x.dtype == torch.float32 and autocast_dtype(x, weights) is not None
-    share = load_extension("lltm_sequence")._grid_share(x, steps // chunks, batch, state_size, tf32)
-    return chunks if share <= 0.5 else 1
+    with torch.cuda.stream(_side_stream(x.device, 0)):
+        share = load_extension("lltm_sequence")._grid_share(
+            x, steps // chunks, batch, state_size, tf32
+        )
+    return chunks if share <= _WAVE_MAX_SHARE else 1
 
 
 class LLTMSequence(nn.Module):
@@ -503,20 +514,20 @@ class LLTMSequence(nn.Module):
         if chunks > 1:
             x = self._wavefront(x, h0, c0, zero_bias, chunks, h_n, c_n)
         for layer in range(self.num_layers if chunks == 1 else 0):
-            outputs = []
-            for direction in range(directions):
-                index = layer * directions + direction
-                weights, bias = self._layer_parameters(index, zero_bias)
+            calls = []
+            for index in range(layer * directions, (layer + 1) * directions):
                 state = None if h0 is None or c0 is None else (h0[index], c0[index])
-                if direction == 1 and at_once:
-                    output, h, c = self._beside(x, weights, bias, state, packing)
-                else:
-                    output, h, c = self._run(x, weights, bias, state, direction == 1, packing)
-                outputs.append(output)
-                h_n.append(h)
-                c_n.append(c)
-            if directions == 2 and at_once:  # the reverse direction's outputs are ready
-                torch.cuda.current_stream().wait_stream(_side_stream(x.device, 0))
+                calls.append((*self._layer_parameters(index, zero_bias), state))
+            if directions == 2 and at_once:
+                results = self._directions_at_once(x, calls, packing)
+            else:
+                results = [
+                    self._run(x, weights, bias, state, direction == 1, packing)
+                    for direction, (weights, bias, state) in enumerate(calls)
+                ]
+            outputs = [output for output, _, _ in results]
+            h_n += [h for _, h, _ in results]
+            c_n += [c for _, _, c in results]
             x = torch.cat(outputs, dim=-1) if directions == 2 else outputs[0]
             if self.dropout > 0 and self.training and layer + 1 < self.num_layers:
                 x = F.dropout(x, p=self.dropout, training=True)
@@ -542,31 +553,33 @@ class LLTMSequence(nn.Module):
         return getattr(self, weights_name), bias
 
     @classmethod
-    def _beside(
+    def _directions_at_once(
         cls,
         x: Tensor,
-        weights: Tensor,
-        bias: Tensor,
-        state: tuple[Tensor, Tensor] | None,
+        calls: list[tuple[Tensor, Tensor, tuple[Tensor, Tensor] | None]],
         packing: _Packing | None,
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """The reverse direction of a layer (`_run`) on a side stream, beside the forward
-        direction's call on the current stream; the caller waits for it before reading its output
-        (autograd runs its backward on that stream too, as it ran forward)."""
+    ) -> list[tuple[Tensor, Tensor, Tensor]]:
+        """Both directions of a layer (`_run` of each (weights, bias, state) in `calls`, forward
+        then reverse) at once, each on a side stream of its own; the current stream waits for
+        both. Autograd runs each call's backward on its stream too, as it ran forward."""
         current = torch.cuda.current_stream()
-        side = _side_stream(x.device, 0)
-        side.wait_stream(current)
-        with torch.cuda.stream(side):
-            output, h, c = cls._run(x, weights, bias, state, True, packing)
-        # Each tensor read on a stream it was not made on is marked so, lest the caching allocator
-        # hand its memory out while that stream may still read it.
-        for t in (x, weights, bias, *(state or ())):
-            t.record_stream(side)
-        if packing is not None and packing.reverse_index is not None:
-            packing.reverse_index.record_stream(side)
-        for t in (output, h, c):
-            t.record_stream(current)
-        return output, h, c
+        results = []
+        for direction, (weights, bias, state) in enumerate(calls):
+            side = _side_stream(x.device, direction)
+            side.wait_stream(current)
+            with torch.cuda.stream(side):
+                results.append(cls._run(x, weights, bias, state, direction == 1, packing))
+            # Each tensor read on a stream it was not made on is marked so, lest the caching
+            # allocator hand its memory out while that stream may still read it.
+            for t in (x, weights, bias, *(state or ())):
+                t.record_stream(side)
+            if packing is not None and packing.reverse_index is not None:
+                packing.reverse_index.record_stream(side)
+        for direction, result in enumerate(results):
+            current.wait_stream(_side_stream(x.device, direction))
+            for t in result:
+                t.record_stream(current)
+        return results
 
     def _wavefront(
         self,
@@ -579,15 +592,15 @@ class LLTMSequence(nn.Module):
         c_n: list[Tensor],
     ) -> Tensor:
         """The layers of a one-directional model on x (T, B, I) in a wavefront: T cut into
-        `chunks`, layer l on a stream of its own (the last on the current one) runs chunk k once
-        layer l - 1 has run it, so that up to L calls run at once; -> the last layer's output
-        (T, B, S), and each layer's (h_n, c_n) appended to h_n, c_n. The same steps as one call
-        per layer, the state carried from chunk to chunk; autograd runs each chunk's backward on
-        its stream, so backward is a wavefront too."""
+        `chunks`, layer l on a side stream of its own runs chunk k once layer l - 1 has run it,
+        so that up to L calls run at once (the current stream waits for them all); -> the last
+        layer's output (T, B, S), and each layer's (h_n, c_n) appended to h_n, c_n. The same
+        steps as one call per layer, the state carried from chunk to chunk; autograd runs each
+        chunk's backward on its stream, so backward is a wavefront too."""
         layers = self.num_layers
         current = torch.cuda.current_stream()
-        streams = [_side_stream(x.device, i) for i in range(layers - 1)] + [current]
-        for stream in streams[:-1]:
+        streams = [_side_stream(x.device, i) for i in range(layers)]
+        for stream in streams:
             stream.wait_stream(current)
         steps = x.shape[0]
         bounds = [steps * k // chunks for k in range(chunks + 1)]
@@ -595,7 +608,7 @@ class LLTMSequence(nn.Module):
         states: list[tuple[Tensor, Tensor] | None] = [
             None if h0 is None or c0 is None else (h0[layer], c0[layer]) for layer in range(layers)
         ]
-        for layer, stream in enumerate(streams[:-1]):
+        for layer, stream in enumerate(streams):
             for t in (*parameters[layer], *(states[layer] or ())):
                 t.record_stream(stream)
         x.record_stream(streams[0])
@@ -621,15 +634,15 @@ class LLTMSequence(nn.Module):
                         event.record(stream)
                         ready[layer] = event
                 inputs = output
+            inputs.record_stream(current)
             outputs.append(inputs)
-        for stream in streams[:-1]:
+        for stream in streams:
             current.wait_stream(stream)
         for layer in range(layers):
             state = states[layer]
             assert state is not None
-            if layer + 1 < layers:
-                for t in state:
-                    t.record_stream(current)
+            for t in state:
+                t.record_stream(current)
             h_n.append(state[0])
             c_n.append(state[1])
         return torch.cat(outputs)

@@ -1293,6 +1293,17 @@ py::dict explain(const at::Tensor& input, const at::Tensor& weights, bool bias_g
 // The share of the GPU that a call's step kernels hold, for LLTMSequence's choice of running its
 // layers at once (plan_grid_share): `like` gives the device and dtype of the call, T steps of
 // (B, S); tf32_requested as the operator's `tf32`. 1 on the CPU and in builds without CUDA.
+// Marks the stream (torch.cuda.Stream.cuda_stream) on `device` as one LLTMSequence runs calls at
+// once on (mark_at_once_stream). Nothing in builds without CUDA.
+void mark_stream_at_once(int64_t device, int64_t stream) {
+#ifdef WITH_CUDA
+  lltm_ext::lltm::mark_at_once_stream(static_cast<int>(device),
+                                      reinterpret_cast<cudaStream_t>(stream));
+#else
+  (void)device, (void)stream;
+#endif
+}
+
 // Whether LLTMSequence may run its calls at once (LLTM_EXT_SEQUENCE_AT_ONCE, settings.h).
 bool at_once() {
   return env_choice("LLTM_EXT_SEQUENCE_AT_ONCE") != "off";
@@ -1333,6 +1344,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("input"), py::arg("weights"), py::arg("bias_grad") = true, py::arg("tf32") = false);
   m.def("_at_once", &lltm_ext::lltm::at_once,
         "Whether LLTMSequence may run its calls at once (LLTM_EXT_SEQUENCE_AT_ONCE)");
+  m.def("_mark_at_once_stream", &lltm_ext::lltm::mark_stream_at_once,
+        "Marks a CUDA stream (its cuda_stream) on a device as one LLTMSequence runs calls at once "
+        "on: the tiled kernels' tiles there are planned for half the SMs",
+        py::arg("device"), py::arg("stream"));
   m.def("_grid_share", &lltm_ext::lltm::grid_share,
         "The share of the GPU (0 to 1) that the step kernels of T steps of (B, S) hold, in the "
         "device and dtype of `like`",

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -32,6 +33,26 @@ PlanNotes::~PlanNotes() {
 }
 PlanNotes* PlanNotes::active() {
   return active_notes;
+}
+
+namespace {
+std::mutex at_once_mutex;
+std::set<std::pair<int, cudaStream_t>>& at_once_streams() {
+  static std::set<std::pair<int, cudaStream_t>> streams;
+  return streams;
+}
+}  // namespace
+
+void mark_at_once_stream(int device, cudaStream_t stream) {
+  const std::lock_guard<std::mutex> lock(at_once_mutex);
+  at_once_streams().emplace(device, stream);
+}
+
+bool on_at_once_stream(int device) {
+  const cudaStream_t stream =
+      c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
+  const std::lock_guard<std::mutex> lock(at_once_mutex);
+  return at_once_streams().count({device, stream}) > 0;
 }
 
 const char* path_name(SequencePlan::Path path) {
@@ -385,20 +406,35 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
   bool ruled_out = false;  // by auto's rules below (noted there)
   if (product != Product::kSimt) {
     static std::mutex mutex;
-    static std::map<std::tuple<int, int64_t, int64_t, Product, int, int>, TiledShape> shapes;
-    // The choice depends on the batch through its m-tiles only.
+    static std::map<std::tuple<int, int64_t, int64_t, Product, int, int, bool>, TiledShape> shapes;
+    // The choice depends on the batch through its m-tiles only. On a stream where LLTMSequence
+    // runs calls at once (mark_at_once_stream), the tile whose grid fits half the SMs where one
+    // does: a call's step is slower, but two calls' kernels run beside each other, where a grid
+    // over the whole GPU waits for the other's to end. Figures:
+    // docs/decisions_sequence.md#layers-at-once.
     const int64_t m_tiles = (batch + 15) / 16;
+    const bool halved = on_at_once_stream(device);
     const std::lock_guard<std::mutex> lock(mutex);
-    const auto key = std::make_tuple(device, m_tiles, state, product, only_mt, only_cols);
+    const auto key = std::make_tuple(device, m_tiles, state, product, only_mt, only_cols, halved);
     auto it = shapes.find(key);
     if (it == shapes.end()) {
       TiledShape s{};
-      C10_CUDA_CHECK(tiled_step_shape<T>(batch, state, cuda::sm_count(device),
-                                         cuda::device_limits(device).smem_optin, product, only_mt,
-                                         only_cols, &s));
+      const int sms = cuda::sm_count(device);
+      for (const int budget : {halved ? sms / 2 : sms, sms}) {
+        if (s.mt == 0) {
+          C10_CUDA_CHECK(tiled_step_shape<T>(batch, state, budget,
+                                             cuda::device_limits(device).smem_optin, product,
+                                             only_mt, only_cols, &s));
+        }
+      }
       it = shapes.emplace(key, s).first;
     }
     shape = it->second;
+    if (halved) {
+      plan_note(
+          "tiled: tiles for half the SMs where a grid of them fits (a stream LLTMSequence "
+          "runs calls at once on)");
+    }
     if (setting == SequencePath::kAuto && 16 * shape.mt * state > kTiledAutoWork) {
       ruled_out = true;
       plan_note("tiled: no (a tile of ", 16 * shape.mt, " rows x S = ", state, " is past ",
