@@ -52,8 +52,9 @@ inline constexpr std::array kSettings = {
             "Whether LLTMSequence runs calls at once on CUDA streams of its own (eager, outside "
             "CUDA graph capture). auto: both directions of a layer at once, and the layers of a "
             "one-directional model in a wavefront over chunks of at least 32 steps where one "
-            "call's step kernels hold at most about half the GPU (the tiled kernels planned for "
-            "half the SMs on those streams); off: one call after another on the current stream."},
+            "call's step kernels hold at most about half the GPU (on those streams the tiled "
+            "kernels planned for half the SMs at batches up to 64); off: one call after another "
+            "on the current stream."},
     Setting{
         "LLTM_EXT_SEQUENCE_SHORT_STEPS", "lltm_ext.lltm_sequence", Kind::kNumber, "1..64",
         "every call",

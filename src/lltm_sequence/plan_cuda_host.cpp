@@ -406,26 +406,36 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
   bool ruled_out = false;  // by auto's rules below (noted there)
   if (product != Product::kSimt) {
     static std::mutex mutex;
-    static std::map<std::tuple<int, int64_t, int64_t, Product, int, int, bool>, TiledShape> shapes;
+    static std::map<std::tuple<int, int64_t, int64_t, Product, int, int, bool, bool>, TiledShape>
+        shapes;
     // The choice depends on the batch through its m-tiles only. On a stream where LLTMSequence
-    // runs calls at once (mark_at_once_stream), the tile whose grid fits half the SMs where one
-    // does: a call's step is slower, but two calls' kernels run beside each other, where a grid
-    // over the whole GPU waits for the other's to end. Figures:
-    // docs/decisions_sequence.md#layers-at-once.
+    // runs calls at once (mark_at_once_stream), batches of at most kHalvedMaxTiles m-tiles take
+    // the tile whose grid fits half the SMs, where one fits that auto's rule below keeps: a call's
+    // step is slower, but two calls' kernels run beside each other, where a grid over the whole
+    // GPU waits for the other's to end. Larger batches keep the whole GPU: their steps are bound
+    // by the SMs' throughput, not by latency. Figures: docs/decisions_sequence.md#layers-at-once.
+    constexpr int64_t kHalvedMaxTiles = 4;
     const int64_t m_tiles = (batch + 15) / 16;
-    const bool halved = on_at_once_stream(device);
+    const bool halved = m_tiles <= kHalvedMaxTiles && on_at_once_stream(device);
     const std::lock_guard<std::mutex> lock(mutex);
-    const auto key = std::make_tuple(device, m_tiles, state, product, only_mt, only_cols, halved);
+    const auto key = std::make_tuple(device, m_tiles, state, product, only_mt, only_cols, halved,
+                                     setting == SequencePath::kAuto);
     auto it = shapes.find(key);
     if (it == shapes.end()) {
       TiledShape s{};
       const int sms = cuda::sm_count(device);
-      for (const int budget : {halved ? sms / 2 : sms, sms}) {
-        if (s.mt == 0) {
-          C10_CUDA_CHECK(tiled_step_shape<T>(batch, state, budget,
-                                             cuda::device_limits(device).smem_optin, product,
-                                             only_mt, only_cols, &s));
+      if (halved) {
+        C10_CUDA_CHECK(tiled_step_shape<T>(batch, state, sms / 2,
+                                           cuda::device_limits(device).smem_optin, product, only_mt,
+                                           only_cols, &s));
+        if (setting == SequencePath::kAuto && 16 * s.mt * state > kTiledAutoWork) {
+          s = TiledShape{};  // auto would rule it out: the whole GPU's tile instead
         }
+      }
+      if (s.mt == 0) {
+        C10_CUDA_CHECK(tiled_step_shape<T>(batch, state, sms,
+                                           cuda::device_limits(device).smem_optin, product, only_mt,
+                                           only_cols, &s));
       }
       it = shapes.emplace(key, s).first;
     }
@@ -433,7 +443,8 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
     if (halved) {
       plan_note(
           "tiled: tiles for half the SMs where a grid of them fits (a stream LLTMSequence "
-          "runs calls at once on)");
+          "runs calls at once on, a batch of at most ",
+          kHalvedMaxTiles, " m-tiles)");
     }
     if (setting == SequencePath::kAuto && 16 * shape.mt * state > kTiledAutoWork) {
       ruled_out = true;
