@@ -562,7 +562,7 @@ class LLTMSequence(nn.Module):
         """Both directions of a layer (`_run` of each (weights, bias, state) in `calls`, forward
         then reverse) at once, each on a side stream of its own; the current stream waits for
         both. Autograd runs each call's backward on its stream too, as it ran forward."""
-        current = torch.cuda.current_stream()
+        current = torch.cuda.current_stream(x.device)  # x.device: not always the current one
         results = []
         for direction, (weights, bias, state) in enumerate(calls):
             side = _side_stream(x.device, direction)
@@ -598,7 +598,7 @@ class LLTMSequence(nn.Module):
         steps as one call per layer, the state carried from chunk to chunk; autograd runs each
         chunk's backward on its stream, so backward is a wavefront too."""
         layers = self.num_layers
-        current = torch.cuda.current_stream()
+        current = torch.cuda.current_stream(x.device)  # x.device: not always the current one
         streams = [_side_stream(x.device, i) for i in range(layers)]
         for stream in streams:
             stream.wait_stream(current)
