@@ -342,6 +342,41 @@ def test_calls_at_once_on_cuda(monkeypatch, layers, bidirectional, steps, batch_
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["wavefront", "bi"])
+def test_half_gpu_tiles_on_the_at_once_streams(monkeypatch, bidirectional):
+    """The tiled kernels (forced) in float32 on the module's streams, where the planner takes tiles
+    for half the SMs at small batches: their grid holds at most half the GPU there, and two
+    layers (in a wavefront of two chunks, or both directions at once) give the float64 loop's
+    output, final state and gradients within float32's reach."""
+    import lltm_ext.ops.lltm_sequence as seq_module
+    from lltm_ext._extension import load_extension
+
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("the tiled kernels need an sm_90 GPU")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_PATH", "tiled")
+    like = torch.empty(0, device="cuda")
+    with torch.cuda.stream(seq_module._side_stream(like.device, 0)):
+        assert load_extension("lltm_sequence")._grid_share(like, 32, 17, 261) <= 0.5
+    torch.manual_seed(3)
+    module = lltm_ext.LLTMSequence(3, 261, 2, bidirectional=bidirectional, device="cuda")
+    x = torch.randn(64, 17, 3, device="cuda", requires_grad=True)
+    output, (h_n, c_n) = module(x)
+    wrt = (x, *module.parameters())
+    grads = grads_of((output, h_n, c_n), wrt)
+    exact = make(2, bidirectional, "cuda", features=3, state=261)
+    with torch.no_grad():
+        for mine, theirs in zip(module.parameters(), exact.parameters(), strict=True):
+            theirs.copy_(mine)
+    x64 = x.detach().double().requires_grad_()
+    want = reference(exact, x64)
+    for got, ref in zip((output, h_n, c_n), want, strict=True):
+        torch.testing.assert_close(got.double(), ref, rtol=2e-4, atol=2e-4)
+    want_grads = grads_of(want, (x64, *exact.parameters()))
+    for got, ref in zip(grads, want_grads, strict=True):
+        torch.testing.assert_close(got.double(), ref, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.cuda
 def test_wavefront_dropout_one_zeroes_the_inputs_of_later_layers():
     """dropout=1.0 in training within the wavefront (its chunks drop each layer's output on that
     layer's stream): the reference with zeros between the layers."""
