@@ -17,6 +17,10 @@ step products, LLTM_EXT_SEQUENCE_STEP_GEMM / _STEP_SPLITS, e.g. cublas:gemm=tens
 torch.nn.LSTM. Ratios are nn.LSTM's time over each path's (> 1: faster than cuDNN); a path that
 does not apply at a shape (forced, it raises) shows "-". --sweep N --seed S takes the sweep's
 shapes; --grid "T=1,2,4/B=8,64/I=64/S=128,285" every combination of the values given.
+--config l2 .. l4 (layers) or bi (bidirectional) times the module in that configuration against
+nn.LSTM in the same, where :at_once=off (LLTM_EXT_SEQUENCE_AT_ONCE) runs its calls one after
+another, e.g. --config l4 --paths auto,auto:at_once=off,auto:cols=16; the dtype "autocast" is
+float32 modules and input called under torch.autocast(dtype=bfloat16), as the sweep's.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ KNOBS = {
     "srows": "LLTM_EXT_SEQUENCE_SMALL_ROWS",
     "wgrad": "LLTM_EXT_SEQUENCE_WGRAD",
     "short": "LLTM_EXT_SEQUENCE_SHORT_STEPS",
+    "at_once": "LLTM_EXT_SEQUENCE_AT_ONCE",
 }
 ALL_KNOBS = ["LLTM_EXT_SEQUENCE_PATH", *KNOBS.values()]
 
@@ -78,26 +83,35 @@ def with_env(env: dict[str, str], fn: Callable[[], Any]) -> Callable[[], Any]:
 
 
 def time_shape(
-    shape: dict[str, int], dtype: str, paths: list[str], budget_s: float
+    shape: dict[str, int], dtype: str, paths: list[str], budget_s: float, config: str = "1"
 ) -> dict[str, Any]:
-    """{path: median us or None} for one (T, B, I, S) and dtype ("tf32": float32, TF32 allowed)."""
+    """{path: median us or None} for one (T, B, I, S) and dtype ("tf32": float32, TF32 allowed;
+    "autocast": float32 under autocast(bfloat16)), both modules in `config` ("1", "l2" .. "l4",
+    "bi")."""
     t, b, i, s = shape["T"], shape["B"], shape["I"], shape["S"]
-    tdt = torch.float32 if dtype == "tf32" else getattr(torch, dtype)
+    tdt = torch.float32 if dtype in ("tf32", "autocast") else getattr(torch, dtype)
+    layers = int(config[1:]) if config.startswith("l") else 1
+    bidirectional = config == "bi"
     torch.manual_seed(0)
-    seq = lltm_ext.LLTMSequence(i, s).cuda().to(tdt)
-    lstm = torch.nn.LSTM(i, s).cuda().to(tdt)
+    seq = lltm_ext.LLTMSequence(i, s, layers, bidirectional=bidirectional).cuda().to(tdt)
+    lstm = torch.nn.LSTM(i, s, layers, bidirectional=bidirectional).cuda().to(tdt)
     x = torch.randn(t, b, i, device="cuda", dtype=tdt)
-    g = torch.randn(t, b, s, device="cuda", dtype=tdt)
+    g = torch.randn(t, b, s * (2 if bidirectional else 1), device="cuda", dtype=tdt)
     warnings.filterwarnings("ignore", message="RNN module weights are not part of single")
     seq_params, lstm_params = tuple(seq.parameters()), tuple(lstm.parameters())
+    autocast = dtype == "autocast"
 
     def ours() -> Any:
-        return torch.autograd.grad(seq(x)[0], seq_params, g)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+            out = seq(x)[0]
+        return torch.autograd.grad(out, seq_params, g)
 
     def ref() -> Any:
-        return torch.autograd.grad(lstm(x)[0], lstm_params, g)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+            out = lstm(x)[0]
+        return torch.autograd.grad(out, lstm_params, g)
 
-    result: dict[str, Any] = {"shape": shape, "dtype": dtype, "us": {}}
+    result: dict[str, Any] = {"shape": shape, "dtype": dtype, "config": config, "us": {}}
     fns, names = [], []
     with _matmul_precision(dtype == "tf32"):
         for p in paths:
@@ -157,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sweep", type=int, default=0, help="the sweep's first N shapes (--seed)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--paths", default="auto,cublas,lstm")
-    ap.add_argument("--dtypes", default="float32")
+    ap.add_argument("--dtypes", default="float32", help="float32, bfloat16, tf32, autocast, ...")
+    ap.add_argument("--config", default="1", help="1, l2 .. l4 (layers) or bi (bidirectional)")
     ap.add_argument("--budget", type=float, default=1.0, help="seconds of samples per shape")
     ap.add_argument("--json", default="")
     args = ap.parse_args(argv)
@@ -174,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     print("T B I S dtype | " + " | ".join(paths))
     for dtype in args.dtypes.split(","):
         for shape in shapes:
-            r = time_shape(shape, dtype, paths, args.budget)
+            r = time_shape(shape, dtype, paths, args.budget, args.config)
             results.append(r)
             ref = r["us"]["lstm"]
             cells = [
