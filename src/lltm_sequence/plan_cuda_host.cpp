@@ -788,11 +788,21 @@ double plan_grid_share(int device, const SequencePlan& plan, int64_t batch, int6
       const int64_t clusters = (batch + plan.cluster.rows - 1) / plan.cluster.rows;
       return std::min(1.0, static_cast<double>(clusters * plan.cluster.blocks) / sms);
     }
-    case Path::kWide: {
-      int per_sm = 0;
-      const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
-      C10_CUDA_CHECK(wide_blocks_per_sm<T>(state, plan.wide_cols, plan.product,
-                                           cuda::device_limits(device).smem_optin, &per_sm));
+    case Path::kWide: {  // the kernels' occupancy, asked of CUDA once per device and shape
+      static std::mutex mutex;
+      static std::map<std::tuple<int, int64_t, int, Product>, int> occupancy;
+      const std::lock_guard<std::mutex> lock(mutex);
+      const auto key = std::make_tuple(device, state, plan.wide_cols, plan.product);
+      auto it = occupancy.find(key);
+      if (it == occupancy.end()) {
+        int blocks_per_sm = 0;
+        const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+        C10_CUDA_CHECK(wide_blocks_per_sm<T>(state, plan.wide_cols, plan.product,
+                                             cuda::device_limits(device).smem_optin,
+                                             &blocks_per_sm));
+        it = occupancy.emplace(key, blocks_per_sm).first;
+      }
+      const int per_sm = it->second;
       return per_sm <= 0
                  ? 1.0
                  : std::min(1.0,
