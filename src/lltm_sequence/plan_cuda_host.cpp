@@ -752,6 +752,20 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
       plan.path = SequencePlan::Path::kWide;
       plan.wide_cols = wide.cols;
       plan.product = wide.product;
+      // On a stream where LLTMSequence runs calls at once, a wide grid over more than half the GPU
+      // cannot run beside the other call's; the tiled kernels' half-GPU tile (tiled_plan), where
+      // one applies, can. Figures: docs/decisions_sequence.md#layers-at-once.
+      if (sequence_path_setting() == SequencePath::kAuto && on_at_once_stream(device) &&
+          plan_grid_share<T>(device, plan, batch, state) > 0.5) {
+        const TiledPlan tiled = tiled_plan<T>(device, batch, state, tf32);
+        if (tiled.shape.mt > 0 &&
+            tiled_flag_count(batch, state, tiled.shape) <= cuda::sm_count(device) / 2) {
+          plan_note(
+              "wide: no (a grid over more than half the GPU, on a stream LLTMSequence runs calls "
+              "at once on: the tiled kernels' half-GPU tile instead)");
+          return take_tiled(tiled);
+        }
+      }
       return plan;
     }
     const TiledPlan tiled = tiled_plan<T>(device, batch, state, tf32);
