@@ -347,7 +347,9 @@ def test_half_gpu_tiles_on_the_at_once_streams(monkeypatch, bidirectional):
     """The tiled kernels (forced) in float32 on the module's streams, where the planner takes tiles
     for half the SMs at small batches: their grid holds at most half the GPU there, and two
     layers (in a wavefront of two chunks, or both directions at once) give the float64 loop's
-    output, final state and gradients within float32's reach."""
+    output, final state and gradients within float32's reach: the gradients, sums over T x B
+    terms of up to thousands, within 4x the error of a float32 loop of the pure cell (measured on
+    the H200: at most 2.3x, and the same to the bit with the calls one after another)."""
     import lltm_ext.ops.lltm_sequence as seq_module
     from lltm_ext._extension import load_extension
 
@@ -372,8 +374,11 @@ def test_half_gpu_tiles_on_the_at_once_streams(monkeypatch, bidirectional):
     for got, ref in zip((output, h_n, c_n), want, strict=True):
         torch.testing.assert_close(got.double(), ref, rtol=2e-4, atol=2e-4)
     want_grads = grads_of(want, (x64, *exact.parameters()))
-    for got, ref in zip(grads, want_grads, strict=True):
-        torch.testing.assert_close(got.double(), ref, rtol=1e-3, atol=1e-3)
+    x32 = x.detach().clone().requires_grad_()
+    loop_grads = grads_of(reference(module, x32), (x32, *module.parameters()))
+    for got, ref, loop in zip(grads, want_grads, loop_grads, strict=True):
+        error, loop_error = ((t.double() - ref).abs().max().item() for t in (got, loop))
+        assert error <= 4 * loop_error + 1e-6 * ref.abs().max().item(), (error, loop_error)
 
 
 @pytest.mark.cuda
