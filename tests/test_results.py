@@ -165,6 +165,7 @@ def test_merging_parts_of_an_earlier_build():
     # More parts of the same build: nothing marked but what was already older.
     same = results.merge_parts(third, doc(c, "d3"), ["linear"])
     assert same["part_builds"] == {"sweep:seq": mark_a, "sweep:gemm": mark_b}
+    assert same["command"] == "run a; run b; run c"  # a command run again is named once
 
 
 def test_a_part_not_in_the_plan_is_an_error(tmp_path, capsys):

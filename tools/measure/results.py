@@ -259,8 +259,14 @@ def merge_parts(old: dict[str, Any], doc: dict[str, Any], running: list[str]) ->
     merged = {**doc, **kept, "seconds": {**old.get("seconds", {})}}
     if builds:
         merged["part_builds"] = builds
-    merged["command"] = old["command"] + "; " + doc["command"]
+    merged["command"] = merged_commands(old["command"], doc["command"])
     return merged
+
+
+def merged_commands(old: str, new: str) -> str:
+    """The commands that wrote a results file, "; "-separated, each once (in the order first run):
+    a part measured again repeats its command, which the docs need not repeat."""
+    return "; ".join(dict.fromkeys([*old.split("; "), *new.split("; ")]))
 
 
 def run(
