@@ -97,27 +97,18 @@ cudaError_t wide_step_columns(int64_t batch, int64_t state, int sm_count, int ma
     }
     const dim3 grid = wide_grid(batch, state, c);
     const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y;
-    bool fits = blocks <= sm_count * 2;  // at most what the SMs could hold at once (below)
-    for (const bool backward : {false, true}) {
-      const size_t smem = wide_smem_bytes(state, c, backward, acc_size, product);
-      const void* kernel = wide_kernel<T>(c, backward, product);
-      if (!fits || smem > static_cast<size_t>(max_smem) || kernel == nullptr) {
-        fits = false;
-        break;
-      }
-      int per_sm = 0;
-      // The device's limit, not this state's size: a kernel serves every state, and a limit set to
-      // a smaller state's size would fail the launches of a larger one that found its columns
-      // earlier (the plan is cached per state).
-      err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
-      if (err == cudaSuccess) {
-        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWideThreads, smem);
-      }
-      if (err != cudaSuccess) {
-        return err;
-      }
-      fits = blocks <= static_cast<int64_t>(per_sm) * sm_count;
+    // At most what the SMs could hold at once (below), each direction's slice in shared memory.
+    const auto smem_limit = static_cast<size_t>(max_smem);
+    if (blocks > sm_count * 2 || wide_smem_bytes(state, c, false, acc_size, product) > smem_limit ||
+        wide_smem_bytes(state, c, true, acc_size, product) > smem_limit) {
+      continue;
     }
+    int per_sm = 0;
+    err = wide_blocks_per_sm<T>(state, c, product, max_smem, &per_sm);
+    if (err != cudaSuccess) {
+      return err;
+    }
+    const bool fits = blocks <= static_cast<int64_t>(per_sm) * sm_count;  // 0: no kernel
     if (fits && blocks <= sm_count) {
       *cols = c;
       return cudaSuccess;
@@ -142,8 +133,11 @@ cudaError_t wide_blocks_per_sm(int64_t state, int cols, Product product, int max
       return cudaSuccess;
     }
     int n = 0;
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           max_smem);  // as wide_step_columns sets it
+    // The device's limit, not this state's size: a kernel serves every state, and a limit set to
+    // a smaller state's size would fail the launches of a larger one that found its columns
+    // earlier (the plan is cached per state).
+    cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
     if (err == cudaSuccess) {
       err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
           &n, kernel, kWideThreads, wide_smem_bytes(state, cols, backward, acc_size, product));
