@@ -19,8 +19,10 @@ does not apply at a shape (forced, it raises) shows "-". --sweep N --seed S take
 shapes; --grid "T=1,2,4/B=8,64/I=64/S=128,285" every combination of the values given.
 --config l2 .. l4 (layers) or bi (bidirectional) times the module in that configuration against
 nn.LSTM in the same, where :at_once=off (LLTM_EXT_SEQUENCE_AT_ONCE) runs its calls one after
-another, e.g. --config l4 --paths auto,auto:at_once=off,auto:cols=16; the dtype "autocast" is
-float32 modules and input called under torch.autocast(dtype=bfloat16), as the sweep's.
+another and :parts=N (LLTM_EXT_SEQUENCE_AT_ONCE_PARTS) shares the GPU N ways between a
+wavefront's calls, e.g. --config l4 --paths auto,auto:at_once=off,auto:parts=4; the dtype
+"autocast" is float32 modules and input called under torch.autocast(dtype=bfloat16), as the
+sweep's.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ KNOBS = {
     "wgrad": "LLTM_EXT_SEQUENCE_WGRAD",
     "short": "LLTM_EXT_SEQUENCE_SHORT_STEPS",
     "at_once": "LLTM_EXT_SEQUENCE_AT_ONCE",
+    "parts": "LLTM_EXT_SEQUENCE_AT_ONCE_PARTS",
 }
 ALL_KNOBS = ["LLTM_EXT_SEQUENCE_PATH", *KNOBS.values()]
 

@@ -342,41 +342,48 @@ def test_calls_at_once_on_cuda(monkeypatch, layers, bidirectional, steps, batch_
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("bidirectional", [False, True], ids=["wavefront", "bi"])
-def test_half_gpu_tiles_on_the_at_once_streams(monkeypatch, bidirectional):
+@pytest.mark.parametrize(
+    "layers, bidirectional, parts",
+    [(2, False, 2), (2, True, 2), (4, False, 4)],
+    ids=["wavefront", "bi", "wavefront-quarters"],
+)
+def test_shared_gpu_tiles_on_the_at_once_streams(monkeypatch, layers, bidirectional, parts):
     """The tiled kernels (forced) in float32 on the module's streams, where the planner takes tiles
-    for half the SMs at small batches: their grid holds at most half the GPU there, and two
-    layers (in a wavefront of two chunks, or both directions at once) give the float64 loop's
-    output, final state and gradients within float32's reach: the gradients, sums over T x B
-    terms of up to thousands, within 4x the error of a float32 loop of the pure cell (measured on
-    the H200: at most 2.3x, and the same to the bit with the calls one after another)."""
+    for 1 / parts of the SMs at small batches (LLTM_EXT_SEQUENCE_AT_ONCE_PARTS): their grid holds
+    at most that share of the GPU there, and the layers (in a wavefront of two chunks, or both
+    directions at once) give the float64 loop's output, final state and gradients within
+    float32's reach: within 4x the error of a float32 loop of the pure cell against float64 (the
+    gradients are sums over T x B terms of up to thousands; measured on the H200: at most 2.3x,
+    and the same to the bit with the calls one after another)."""
     import lltm_ext.ops.lltm_sequence as seq_module
     from lltm_ext._extension import load_extension
 
     if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("the tiled kernels need an sm_90 GPU")
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_PATH", "tiled")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_AT_ONCE_PARTS", str(parts))
     like = torch.empty(0, device="cuda")
-    with torch.cuda.stream(seq_module._side_stream(like.device, 0)):
-        assert load_extension("lltm_sequence")._grid_share(like, 32, 17, 261) <= 0.5
+    with torch.cuda.stream(seq_module._side_stream(like.device, 0, parts)):
+        assert load_extension("lltm_sequence")._grid_share(like, 32, 17, 261) <= 1 / parts
     torch.manual_seed(3)
-    module = lltm_ext.LLTMSequence(3, 261, 2, bidirectional=bidirectional, device="cuda")
+    module = lltm_ext.LLTMSequence(3, 261, layers, bidirectional=bidirectional, device="cuda")
     x = torch.randn(64, 17, 3, device="cuda", requires_grad=True)
     output, (h_n, c_n) = module(x)
     wrt = (x, *module.parameters())
     grads = grads_of((output, h_n, c_n), wrt)
-    exact = make(2, bidirectional, "cuda", features=3, state=261)
+    exact = make(layers, bidirectional, "cuda", features=3, state=261)
     with torch.no_grad():
         for mine, theirs in zip(module.parameters(), exact.parameters(), strict=True):
             theirs.copy_(mine)
     x64 = x.detach().double().requires_grad_()
     want = reference(exact, x64)
-    for got, ref in zip((output, h_n, c_n), want, strict=True):
-        torch.testing.assert_close(got.double(), ref, rtol=2e-4, atol=2e-4)
     want_grads = grads_of(want, (x64, *exact.parameters()))
     x32 = x.detach().clone().requires_grad_()
-    loop_grads = grads_of(reference(module, x32), (x32, *module.parameters()))
-    for got, ref, loop in zip(grads, want_grads, loop_grads, strict=True):
+    in_a_loop = reference(module, x32)
+    loop_grads = grads_of(in_a_loop, (x32, *module.parameters()))
+    for got, ref, loop in zip(
+        (output, h_n, c_n, *grads), (*want, *want_grads), (*in_a_loop, *loop_grads), strict=True
+    ):
         error, loop_error = ((t.double() - ref).abs().max().item() for t in (got, loop))
         assert error <= 4 * loop_error + 1e-6 * ref.abs().max().item(), (error, loop_error)
 
@@ -399,11 +406,25 @@ def test_no_wavefront_on_the_cpu_or_short_sequences():
     import lltm_ext.ops.lltm_sequence as seq_module
 
     weights = torch.zeros(12, 7, dtype=F64)
-    assert seq_module._wave_chunks(torch.zeros(300, 2, 3, dtype=F64), weights, 4) == 1
+    assert seq_module._wave_chunks(torch.zeros(300, 2, 3, dtype=F64), weights, 4, 2) == 1
     assert not seq_module._runs_at_once(torch.zeros(3, 2, 3), [weights])
     if torch.cuda.is_available():
         on_gpu = weights.cuda()
-        assert seq_module._wave_chunks(torch.zeros(63, 2, 3, device="cuda"), on_gpu, 4) == 1
+        assert seq_module._wave_chunks(torch.zeros(63, 2, 3, device="cuda"), on_gpu, 4, 2) == 1
+
+
+def test_wave_parts_follow_the_setting(monkeypatch):
+    """A wavefront of L layers shares the GPU min(L, LLTM_EXT_SEQUENCE_AT_ONCE_PARTS) ways, 2
+    unset; a value outside 2..4 is an error that names the setting."""
+    import lltm_ext.ops.lltm_sequence as seq_module
+
+    monkeypatch.delenv("LLTM_EXT_SEQUENCE_AT_ONCE_PARTS", raising=False)
+    assert [seq_module._wave_parts(layers) for layers in (2, 3, 4)] == [2, 2, 2]
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_AT_ONCE_PARTS", "4")
+    assert [seq_module._wave_parts(layers) for layers in (2, 3, 4, 6)] == [2, 3, 4, 4]
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_AT_ONCE_PARTS", "5")
+    with pytest.raises(RuntimeError, match="LLTM_EXT_SEQUENCE_AT_ONCE_PARTS"):
+        seq_module._wave_parts(4)
 
 
 @pytest.mark.parametrize("device", devices())

@@ -225,20 +225,27 @@ _WAVE_MAX_CHUNKS = 8
 # The most of the GPU a chunk's step kernels may hold for the wavefront (plan_grid_share): a grid
 # of 69 blocks of one an SM (0.52 of 132 SMs) still gained 10%, one of 0.91 lost.
 _WAVE_MAX_SHARE = 0.55
-_side_streams: dict[int, list[torch.cuda.Stream]] = {}
+_side_streams: dict[tuple[int, int], list[torch.cuda.Stream]] = {}
 
 
-def _side_stream(device: torch.device, i: int) -> torch.cuda.Stream:
-    """The `i`-th stream LLTMSequence keeps on `device` for the calls it runs at once (made once,
-    reused), marked so for the planner: the tiled kernels' tiles there are planned for half the
-    SMs (plan_cuda_host.cpp: tiled_plan), so that two calls' grids fit beside each other."""
+def _side_stream(device: torch.device, i: int, parts: int = 2) -> torch.cuda.Stream:
+    """The `i`-th stream LLTMSequence keeps on `device` for calls that share the GPU `parts` ways
+    (made once, reused), marked so for the planner: the tiled kernels' tiles there are planned for
+    1 / parts of the SMs (plan_cuda_host.cpp: tiled_plan), so that the calls' grids fit beside
+    each other."""
     index = torch.cuda.current_device() if device.index is None else device.index
-    streams = _side_streams.setdefault(index, [])
+    streams = _side_streams.setdefault((index, parts), [])
     while len(streams) <= i:
         stream = torch.cuda.Stream(index)
-        load_extension("lltm_sequence")._mark_at_once_stream(index, stream.cuda_stream)
+        load_extension("lltm_sequence")._mark_at_once_stream(index, stream.cuda_stream, parts)
         streams.append(stream)
     return streams[i]
+
+
+def _wave_parts(layers: int) -> int:
+    """How many ways a wavefront over `layers` layers shares the GPU between its calls' step
+    kernels: min(layers, LLTM_EXT_SEQUENCE_AT_ONCE_PARTS), which is 2 unset."""
+    return min(layers, load_extension("lltm_sequence")._at_once_parts())
 
 
 def _runs_at_once(x: Tensor, parameters: Iterable[Tensor]) -> bool:
@@ -256,18 +263,18 @@ def _runs_at_once(x: Tensor, parameters: Iterable[Tensor]) -> bool:
     )
 
 
-def _wave_chunks(x: Tensor, weights: Tensor, state_size: int) -> int:
+def _wave_chunks(x: Tensor, weights: Tensor, state_size: int, parts: int) -> int:
     """How many chunks of steps a wavefront over the layers of a call on x (T, B, I) cuts: 1 (no
-    wavefront) where the step kernels of a chunk, planned for the wavefront's streams, hold more
-    than about half the GPU (two layers' calls could not run beside each other) or where T is
-    shorter than two chunks."""
+    wavefront) where the step kernels of a chunk, planned for the wavefront's streams (the GPU
+    shared `parts` ways), hold more than about half the GPU (two layers' calls could not run
+    beside each other) or where T is shorter than two chunks."""
     steps, batch = x.shape[0], x.shape[1]
     chunks = min(_WAVE_MAX_CHUNKS, steps // _WAVE_MIN_STEPS)
     if chunks < 2 or not x.is_cuda:
         return 1
     # Under autocast a float32 state runs float32 kernels on rounded operands in TF32.
     tf32 = x.dtype == torch.float32 and autocast_dtype(x, weights) is not None
-    with torch.cuda.stream(_side_stream(x.device, 0)):
+    with torch.cuda.stream(_side_stream(x.device, 0, parts)):
         share = load_extension("lltm_sequence")._grid_share(
             x, steps // chunks, batch, state_size, tf32
         )
@@ -508,11 +515,13 @@ class LLTMSequence(nn.Module):
         h_n: list[Tensor] = []
         c_n: list[Tensor] = []
         at_once = (directions == 2 or self.num_layers > 1) and _runs_at_once(x, self.parameters())
-        chunks = 1
+        chunks, parts = 1, 2
         if at_once and directions == 1 and packing is None:
-            chunks = _wave_chunks(x, self._layer_parameters(0, zero_bias)[0], self.hidden_size)
+            parts = _wave_parts(self.num_layers)
+            weights = self._layer_parameters(0, zero_bias)[0]
+            chunks = _wave_chunks(x, weights, self.hidden_size, parts)
         if chunks > 1:
-            x = self._wavefront(x, h0, c0, zero_bias, chunks, h_n, c_n)
+            x = self._wavefront(x, h0, c0, zero_bias, chunks, parts, h_n, c_n)
         for layer in range(self.num_layers if chunks == 1 else 0):
             calls = []
             for index in range(layer * directions, (layer + 1) * directions):
@@ -588,18 +597,20 @@ class LLTMSequence(nn.Module):
         c0: Tensor | None,
         zero_bias: Tensor | None,
         chunks: int,
+        parts: int,
         h_n: list[Tensor],
         c_n: list[Tensor],
     ) -> Tensor:
         """The layers of a one-directional model on x (T, B, I) in a wavefront: T cut into
-        `chunks`, layer l on a side stream of its own runs chunk k once layer l - 1 has run it,
-        so that up to L calls run at once (the current stream waits for them all); -> the last
+        `chunks`, layer l on a side stream of its own (the GPU shared `parts` ways) runs chunk k
+        once layer l - 1 has run it, so that up to L calls run at once (the current stream waits
+        for them all); -> the last
         layer's output (T, B, S), and each layer's (h_n, c_n) appended to h_n, c_n. The same
         steps as one call per layer, the state carried from chunk to chunk; autograd runs each
         chunk's backward on its stream, so backward is a wavefront too."""
         layers = self.num_layers
         current = torch.cuda.current_stream(x.device)  # x.device: not always the current one
-        streams = [_side_stream(x.device, i) for i in range(layers)]
+        streams = [_side_stream(x.device, i, parts) for i in range(layers)]
         for stream in streams:
             stream.wait_stream(current)
         steps = x.shape[0]

@@ -56,6 +56,12 @@ inline constexpr std::array kSettings = {
             "kernels planned for half the SMs at batches up to 64, also in place of a wide grid "
             "over more than half the GPU); off: one call after another "
             "on the current stream."},
+    Setting{"LLTM_EXT_SEQUENCE_AT_ONCE_PARTS", "lltm_ext.LLTMSequence", Kind::kNumber, "2..4",
+            "every forward",
+            "How many of a wavefront's calls (its layers) LLTMSequence plans to run beside each "
+            "other: on the streams of a wavefront of L layers, the tiled kernels' tiles for 1 / "
+            "min(L, this) of the SMs (else the largest share that fits, down to a half). Unset: "
+            "2, the measured default; 3 and 4 are there to measure."},
     Setting{
         "LLTM_EXT_SEQUENCE_SHORT_STEPS", "lltm_ext.lltm_sequence", Kind::kNumber, "1..64",
         "every call",

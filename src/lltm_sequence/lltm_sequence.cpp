@@ -1294,19 +1294,26 @@ py::dict explain(const at::Tensor& input, const at::Tensor& weights, bool bias_g
 // layers at once (plan_grid_share): `like` gives the device and dtype of the call, T steps of
 // (B, S); tf32_requested as the operator's `tf32`. 1 on the CPU and in builds without CUDA.
 // Marks the stream (torch.cuda.Stream.cuda_stream) on `device` as one LLTMSequence runs calls at
-// once on (mark_at_once_stream). Nothing in builds without CUDA.
-void mark_stream_at_once(int64_t device, int64_t stream) {
+// once on, the GPU shared by `parts` calls (mark_at_once_stream). Nothing in builds without CUDA.
+void mark_stream_at_once(int64_t device, int64_t stream, int64_t parts) {
 #ifdef WITH_CUDA
-  lltm_ext::lltm::mark_at_once_stream(static_cast<int>(device),
-                                      reinterpret_cast<cudaStream_t>(stream));
+  lltm_ext::lltm::mark_at_once_stream(
+      static_cast<int>(device), reinterpret_cast<cudaStream_t>(stream), static_cast<int>(parts));
 #else
-  (void)device, (void)stream;
+  (void)device, (void)stream, (void)parts;
 #endif
 }
 
 // Whether LLTMSequence may run its calls at once (LLTM_EXT_SEQUENCE_AT_ONCE, settings.h).
 bool at_once() {
   return env_choice("LLTM_EXT_SEQUENCE_AT_ONCE") != "off";
+}
+
+// The most calls of a wavefront whose step kernels LLTMSequence plans to share the GPU
+// (LLTM_EXT_SEQUENCE_AT_ONCE_PARTS, settings.h; 2 unset).
+int64_t at_once_parts_setting() {
+  const int parts = env_number("LLTM_EXT_SEQUENCE_AT_ONCE_PARTS");
+  return parts > 0 ? parts : 2;
 }
 
 double grid_share(const at::Tensor& like, int64_t T, int64_t B, int64_t S, bool tf32_requested) {
@@ -1344,10 +1351,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("input"), py::arg("weights"), py::arg("bias_grad") = true, py::arg("tf32") = false);
   m.def("_at_once", &lltm_ext::lltm::at_once,
         "Whether LLTMSequence may run its calls at once (LLTM_EXT_SEQUENCE_AT_ONCE)");
+  m.def("_at_once_parts", &lltm_ext::lltm::at_once_parts_setting,
+        "The most calls of a wavefront whose kernels LLTMSequence plans to share the GPU "
+        "(LLTM_EXT_SEQUENCE_AT_ONCE_PARTS)");
   m.def("_mark_at_once_stream", &lltm_ext::lltm::mark_stream_at_once,
         "Marks a CUDA stream (its cuda_stream) on a device as one LLTMSequence runs calls at once "
-        "on: the tiled kernels' tiles there are planned for half the SMs",
-        py::arg("device"), py::arg("stream"));
+        "on, the GPU shared by `parts` calls: the tiled kernels' tiles there are planned for that "
+        "share of the SMs",
+        py::arg("device"), py::arg("stream"), py::arg("parts"));
   m.def("_grid_share", &lltm_ext::lltm::grid_share,
         "The share of the GPU (0 to 1) that the step kernels of T steps of (B, S) hold, in the "
         "device and dtype of `like`",

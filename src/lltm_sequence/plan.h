@@ -55,12 +55,14 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
 template <typename T>
 double plan_grid_share(int device, const SequencePlan& plan, int64_t batch, int64_t state);
 
-// The streams LLTMSequence runs calls at once on (lltm_ext/ops/lltm_sequence.py): a call whose
-// current stream is one of them plans the tiled kernels for half the SMs where their grid fits
-// (tiled_plan; plan_grid_share counts the whole GPU). on_at_once_stream: whether the device's
-// current stream is one.
-void mark_at_once_stream(int device, cudaStream_t stream);
-bool on_at_once_stream(int device);
+// The streams LLTMSequence runs calls at once on (lltm_ext/ops/lltm_sequence.py), each marked with
+// how many calls share the GPU there (2 .. kAtOnceMostParts): a call whose current stream is one
+// of them plans the tiled kernels for that share of the SMs where their grid fits (tiled_plan;
+// plan_grid_share counts the whole GPU). at_once_parts: the device's current stream's mark, 0
+// where it has none.
+constexpr int kAtOnceMostParts = 4;
+void mark_at_once_stream(int device, cudaStream_t stream, int parts);
+int at_once_parts(int device);
 
 // How the weight gradient d W (3S, S + I) (and d b) of a call is computed: cuBLAS's products and a
 // column sum, the fused kernel on the SIMT cores, or the Hopper kernel (float32); splits of the

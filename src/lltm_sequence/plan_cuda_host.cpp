@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
-#include <set>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -37,22 +36,27 @@ PlanNotes* PlanNotes::active() {
 
 namespace {
 std::mutex at_once_mutex;
-std::set<std::pair<int, cudaStream_t>>& at_once_streams() {
-  static std::set<std::pair<int, cudaStream_t>> streams;
+// (device, stream) -> how many calls share the GPU there (2 .. kAtOnceMostParts)
+std::map<std::pair<int, cudaStream_t>, int>& at_once_streams() {
+  static std::map<std::pair<int, cudaStream_t>, int> streams;
   return streams;
 }
 }  // namespace
 
-void mark_at_once_stream(int device, cudaStream_t stream) {
+void mark_at_once_stream(int device, cudaStream_t stream, int parts) {
+  TORCH_CHECK(parts >= 2 && parts <= kAtOnceMostParts,
+              "lltm_ext.lltm_sequence: a stream's calls at once share the GPU in 2 to ",
+              kAtOnceMostParts, " parts, but got ", parts, ".");
   const std::lock_guard<std::mutex> lock(at_once_mutex);
-  at_once_streams().emplace(device, stream);
+  at_once_streams()[{device, stream}] = parts;
 }
 
-bool on_at_once_stream(int device) {
+int at_once_parts(int device) {
   const cudaStream_t stream =
       c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
   const std::lock_guard<std::mutex> lock(at_once_mutex);
-  return at_once_streams().count({device, stream}) > 0;
+  const auto it = at_once_streams().find({device, stream});
+  return it == at_once_streams().end() ? 0 : it->second;
 }
 
 const char* path_name(SequencePlan::Path path) {
@@ -406,30 +410,31 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
   bool ruled_out = false;  // by auto's rules below (noted there)
   if (product != Product::kSimt) {
     static std::mutex mutex;
-    static std::map<std::tuple<int, int64_t, int64_t, Product, int, int, bool, bool>, TiledShape>
+    static std::map<std::tuple<int, int64_t, int64_t, Product, int, int, int, bool>, TiledShape>
         shapes;
     // The choice depends on the batch through its m-tiles only. On a stream where LLTMSequence
-    // runs calls at once (mark_at_once_stream), batches of at most kHalvedMaxTiles m-tiles take
-    // the tile whose grid fits half the SMs, where one fits that auto's rule below keeps: a call's
-    // step is slower, but two calls' kernels run beside each other, where a grid over the whole
-    // GPU waits for the other's to end. Larger batches keep the whole GPU: their steps are bound
-    // by the SMs' throughput, not by latency. Figures: docs/decisions_sequence.md#layers-at-once.
-    constexpr int64_t kHalvedMaxTiles = 4;
+    // runs calls at once (mark_at_once_stream: the GPU shared by `parts` calls), batches of at
+    // most kSharedMaxTiles m-tiles take the tile whose grid fits 1 / parts of the SMs (else 1 /
+    // (parts - 1), ... 1 / 2), where one fits that auto's rule below keeps: a call's step is
+    // slower, but the calls' kernels run beside each other, where a grid over the whole GPU waits
+    // for the other's to end. Larger batches keep the whole GPU: their steps are bound by the
+    // SMs' throughput, not by latency. Figures: docs/decisions_sequence.md#layers-at-once.
+    constexpr int64_t kSharedMaxTiles = 4;
     const int64_t m_tiles = (batch + 15) / 16;
-    const bool halved = m_tiles <= kHalvedMaxTiles && on_at_once_stream(device);
+    const int parts = m_tiles <= kSharedMaxTiles ? at_once_parts(device) : 0;
     const std::lock_guard<std::mutex> lock(mutex);
-    const auto key = std::make_tuple(device, m_tiles, state, product, only_mt, only_cols, halved,
+    const auto key = std::make_tuple(device, m_tiles, state, product, only_mt, only_cols, parts,
                                      setting == SequencePath::kAuto);
     auto it = shapes.find(key);
     if (it == shapes.end()) {
       TiledShape s{};
       const int sms = cuda::sm_count(device);
-      if (halved) {
-        C10_CUDA_CHECK(tiled_step_shape<T>(batch, state, sms / 2,
+      for (int p = parts; p >= 2 && s.mt == 0; --p) {
+        C10_CUDA_CHECK(tiled_step_shape<T>(batch, state, sms / p,
                                            cuda::device_limits(device).smem_optin, product, only_mt,
                                            only_cols, &s));
         if (setting == SequencePath::kAuto && 16 * s.mt * state > kTiledAutoWork) {
-          s = TiledShape{};  // auto would rule it out: the whole GPU's tile instead
+          s = TiledShape{};  // auto would rule it out: a larger share's tile instead
         }
       }
       if (s.mt == 0) {
@@ -440,11 +445,11 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
       it = shapes.emplace(key, s).first;
     }
     shape = it->second;
-    if (halved) {
-      plan_note(
-          "tiled: tiles for half the SMs where a grid of them fits (a stream LLTMSequence "
-          "runs calls at once on, a batch of at most ",
-          kHalvedMaxTiles, " m-tiles)");
+    if (parts > 0) {
+      plan_note("tiled: tiles for 1 / ", parts,
+                " of the SMs, else a larger share, where a grid of them fits (a stream "
+                "LLTMSequence runs calls at once on, a batch of at most ",
+                kSharedMaxTiles, " m-tiles)");
     }
     if (setting == SequencePath::kAuto && 16 * shape.mt * state > kTiledAutoWork) {
       ruled_out = true;
@@ -755,7 +760,7 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
       // On a stream where LLTMSequence runs calls at once, a wide grid over more than half the GPU
       // cannot run beside the other call's; the tiled kernels' half-GPU tile (tiled_plan), where
       // one applies, can. Figures: docs/decisions_sequence.md#layers-at-once.
-      if (sequence_path_setting() == SequencePath::kAuto && on_at_once_stream(device) &&
+      if (sequence_path_setting() == SequencePath::kAuto && at_once_parts(device) > 0 &&
           plan_grid_share<T>(device, plan, batch, state) > 0.5) {
         const TiledPlan tiled = tiled_plan<T>(device, batch, state, tf32);
         if (tiled.shape.mt > 0 &&
