@@ -604,10 +604,9 @@ class LLTMSequence(nn.Module):
         """The layers of a one-directional model on x (T, B, I) in a wavefront: T cut into
         `chunks`, layer l on a side stream of its own (the GPU shared `parts` ways) runs chunk k
         once layer l - 1 has run it, so that up to L calls run at once (the current stream waits
-        for them all); -> the last
-        layer's output (T, B, S), and each layer's (h_n, c_n) appended to h_n, c_n. The same
-        steps as one call per layer, the state carried from chunk to chunk; autograd runs each
-        chunk's backward on its stream, so backward is a wavefront too."""
+        for them all); -> the last layer's output (T, B, S), and each layer's (h_n, c_n) appended
+        to h_n, c_n. The same steps as one call per layer, the state carried from chunk to chunk;
+        autograd runs each chunk's backward on its stream, so backward is a wavefront too."""
         layers = self.num_layers
         current = torch.cuda.current_stream(x.device)  # x.device: not always the current one
         streams = [_side_stream(x.device, i, parts) for i in range(layers)]

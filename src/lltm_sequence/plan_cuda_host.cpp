@@ -757,17 +757,22 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
       plan.path = SequencePlan::Path::kWide;
       plan.wide_cols = wide.cols;
       plan.product = wide.product;
-      // On a stream where LLTMSequence runs calls at once, a wide grid over more than half the GPU
-      // cannot run beside the other call's; the tiled kernels' half-GPU tile (tiled_plan), where
-      // one applies, can. Figures: docs/decisions_sequence.md#layers-at-once.
-      if (sequence_path_setting() == SequencePath::kAuto && at_once_parts(device) > 0 &&
-          plan_grid_share<T>(device, plan, batch, state) > 0.5) {
-        const TiledPlan tiled = tiled_plan<T>(device, batch, state, tf32);
-        if (tiled.shape.mt > 0 &&
-            tiled_flag_count(batch, state, tiled.shape) <= cuda::sm_count(device) / 2) {
-          plan_note(
-              "wide: no (a grid over more than half the GPU, on a stream LLTMSequence runs calls "
-              "at once on: the tiled kernels' half-GPU tile instead)");
+      // On a stream where LLTMSequence runs calls at once, the GPU shared `parts` ways, a wide
+      // grid over more than its share cannot run beside the other calls'; the tiled kernels'
+      // tile for the share (tiled_plan), where one applies and holds less of the GPU and at
+      // most half, can. Figures: docs/decisions_sequence.md#layers-at-once.
+      const int parts = at_once_parts(device);
+      if (sequence_path_setting() == SequencePath::kAuto && parts > 0) {
+        const double share = plan_grid_share<T>(device, plan, batch, state);
+        const TiledPlan tiled =
+            share > 1.0 / parts ? tiled_plan<T>(device, batch, state, tf32) : TiledPlan{};
+        const double sms = cuda::sm_count(device);
+        const double tiled_share =
+            tiled.shape.mt > 0 ? tiled_flag_count(batch, state, tiled.shape) / sms : 1.0;
+        if (tiled_share <= 0.5 && tiled_share < share) {
+          plan_note("wide: no (a grid over more than 1 / ", parts,
+                    " of the GPU, on a stream LLTMSequence runs calls at once on: the tiled "
+                    "kernels' tile for that share instead)");
           return take_tiled(tiled);
         }
       }

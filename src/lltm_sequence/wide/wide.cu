@@ -108,7 +108,8 @@ cudaError_t wide_step_columns(int64_t batch, int64_t state, int sm_count, int ma
     if (err != cudaSuccess) {
       return err;
     }
-    const bool fits = blocks <= static_cast<int64_t>(per_sm) * sm_count;  // 0: no kernel
+    // per_sm is 0 where no kernel has these columns and this product.
+    const bool fits = blocks <= static_cast<int64_t>(per_sm) * sm_count;
     if (fits && blocks <= sm_count) {
       *cols = c;
       return cudaSuccess;
