@@ -865,14 +865,15 @@ def test_cuda_tiled_kernels(monkeypatch, dtype, size):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("size", [(4, 17, 3, 261), (3, 40, 5, 1100)], ids=str)
+@pytest.mark.parametrize("size", [(4, 17, 3, 261), (3, 40, 5, 1100), (3, 70, 5, 261)], ids=str)
 @pytest.mark.parametrize("passes", ["tf32", "3xtf32"])
 def test_cuda_tiled_float32_products(monkeypatch, size, passes):
     """The tiled kernels' float32 products against cuBLAS's every step (the loop of cells'
-    arithmetic), both against the float64 loop: with TF32 allowed (one pass) they differ and stay
-    within TF32's error (a wrong fragment layout would be off by the values' own size); at torch's
-    default (three passes) within a few times cuBLAS's float32 error (one pass left there would
-    leave TF32's error)."""
+    arithmetic), both against the float64 loop: with TF32 allowed (one pass past 64 batch rows,
+    three up to 64: decisions_sequence.md#tf32-one-pass-batch) they differ and stay within TF32's
+    error (a wrong fragment layout would be off by the values' own size); at torch's default
+    (three passes) within a few times cuBLAS's float32 error (one pass left there would leave
+    TF32's error)."""
     args = make_args(*size, "cuda", torch.float32)
     grads = [torch.randn(size[0], size[1], size[3], device="cuda")] + [
         torch.randn(size[1], size[3], device="cuda") for _ in range(2)

@@ -354,7 +354,7 @@ def test_shared_gpu_tiles_on_the_at_once_streams(monkeypatch, layers, bidirectio
     directions at once) give the float64 loop's output, final state and gradients within
     float32's reach: within 4x the error of a float32 loop of the pure cell against float64 (the
     gradients are sums over T x B terms of up to thousands; measured on the H200: at most 2.3x,
-    and the same to the bit with the calls one after another)."""
+    or 2.7e-6 of the largest value, and the same to the bit with the calls one after another)."""
     import lltm_ext.ops.lltm_sequence as seq_module
     from lltm_ext._extension import load_extension
 
@@ -385,7 +385,9 @@ def test_shared_gpu_tiles_on_the_at_once_streams(monkeypatch, layers, bidirectio
         (output, h_n, c_n, *grads), (*want, *want_grads), (*in_a_loop, *loop_grads), strict=True
     ):
         error, loop_error = ((t.double() - ref).abs().max().item() for t in (got, loop))
-        assert error <= 4 * loop_error + 1e-6 * ref.abs().max().item(), (error, loop_error)
+        # The floor, 1e-5 of the largest value, is float32's rounding over a hundred operations:
+        # for a loop that happens to land closer; a race or a TF32 product is 1e-3 of it or more.
+        assert error <= 4 * loop_error + 1e-5 * ref.abs().max().item(), (error, loop_error)
 
 
 @pytest.mark.cuda
