@@ -377,6 +377,8 @@ def test_shared_gpu_tiles_on_the_at_once_streams(monkeypatch, layers, bidirectio
             theirs.copy_(mine)
     x64 = x.detach().double().requires_grad_()
     want = reference(exact, x64)
+    for got, ref in zip((output, h_n, c_n), want, strict=True):
+        torch.testing.assert_close(got.double(), ref, rtol=2e-4, atol=2e-4)
     want_grads = grads_of(want, (x64, *exact.parameters()))
     x32 = x.detach().clone().requires_grad_()
     in_a_loop = reference(module, x32)
