@@ -41,16 +41,15 @@ cudaError_t ptx_version(int* version) {
 template <typename Acc, typename OutT>
 cudaError_t launch_splitk_reduce(const Acc* partial, OutT* c, int64_t n, int splits, bool vec,
                                  unsigned int blocks, int threads, cudaStream_t stream) {
-  gt::splitk_reduce_kernel<Acc, OutT><<<blocks, threads, 0, stream>>>(partial, c, n, splits, vec);
-  return cudaGetLastError();
+  return cuda::launch_dependent(gt::splitk_reduce_kernel<Acc, OutT>, dim3(blocks), dim3(threads), 0,
+                                stream, partial, c, n, splits, vec);
 }
 
 template <typename Acc, typename OutT>
 cudaError_t launch_splitk_reduce_grouped(const Acc* partial, OutT* c, int64_t n, int splits,
                                          bool vec, unsigned int blocks, cudaStream_t stream) {
-  gt::splitk_reduce_grouped_kernel<Acc, OutT>
-      <<<blocks, 256, 0, stream>>>(partial, c, n, splits, vec);
-  return cudaGetLastError();
+  return cuda::launch_dependent(gt::splitk_reduce_grouped_kernel<Acc, OutT>, dim3(blocks),
+                                dim3(256), 0, stream, partial, c, n, splits, vec);
 }
 
 template <typename Cfg, typename T>

@@ -176,8 +176,8 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   const int64_t items = static_cast<int64_t>(p.tiles_m) * p.tiles_n * p.splits;
   const unsigned int blocks = static_cast<unsigned int>(std::min<int64_t>(items, g.sms));
   *step = "the kernel launch";
-  kernel<<<blocks, sm90::Sm90Tile<128>::THREADS, smem, stream>>>(map_a, map_b, map_c, p);
-  return cudaGetLastError();
+  return cuda::launch_dependent(kernel, dim3(blocks), dim3(sm90::Sm90Tile<128>::THREADS),
+                                static_cast<size_t>(smem), stream, map_a, map_b, map_c, p);
 }
 
 cudaError_t launch_transpose_f32(const float* in, float* out, int64_t R, int64_t C, int64_t ld_in,

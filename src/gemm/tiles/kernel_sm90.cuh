@@ -31,7 +31,9 @@
 //   - epilogue: accumulators converted to the output type, written to a shared staging buffer in
 //     TMA's swizzled layout and stored by TMA, asynchronously (the next tile's main loop overlaps
 //     the writes of C); where C's base or stride does not suit TMA, stored by each thread
-//     directly (two elements at a time where alignment allows), predicated on M and N.
+//     directly (two elements at a time where alignment allows), predicated on M and N;
+//   - launched as a programmatic dependent launch: the barriers' set-up overlaps the end of the
+//     kernel before it, and the split-K reduction after it is scheduled once every load is issued.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (a type only: no driver call is made from this file)
@@ -40,6 +42,7 @@
 
 #include <cstdint>
 
+#include "common/cuda_kernel.cuh"    // pdl_wait, pdl_release
 #include "gemm/tiles/pack_half.cuh"  // pack2 / pack1: the 16-bit epilogue
 #include "common/sm90_ptx.cuh"
 #if LLTM_EXT_SM90A
@@ -177,6 +180,9 @@ __global__ void __launch_bounds__(384, 1)
     mbar_init_fence();
   }
   __syncthreads();
+  // A programmatic dependent launch (gemm_kernels_sm90.cu): the set-up above overlaps the end of
+  // the kernel before it, whose writes this waits for before any global memory is touched.
+  cuda::pdl_wait();
 
   const int tiles = p.tiles_m * p.tiles_n;
   const int k_tiles = (p.K + BK - 1) / BK;
@@ -221,6 +227,9 @@ __global__ void __launch_bounds__(384, 1)
           }
         }
       }
+      // Every load issued: the kernel after this one (the split-K reduction, a dependent launch)
+      // may be scheduled as blocks end; it waits for this grid's writes itself.
+      cuda::pdl_release();
     }
   } else {  // consumers
     setmaxnreg_inc<232>();

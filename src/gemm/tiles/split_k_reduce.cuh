@@ -7,15 +7,20 @@
 
 #include <cstdint>
 
+#include "common/cuda_kernel.cuh"  // pdl_wait
 #include "gemm/tiles/tile_position.cuh"
 #include "gemm/tiles/vector_access.cuh"
 
 namespace lltm_ext::gemm_tiles {
 
+// Both split-K reductions are programmatic dependent launches (gemm_kernels.cuh): their blocks
+// may be scheduled while the GEMM kernel before them ends, and wait for its partials here.
+
 // c[i] = sum over s < splits of partial[s * n + i], in order (deterministic), for i < n.
 template <typename Acc, typename OutT>
 __global__ void splitk_reduce_kernel(const Acc* __restrict__ partial, OutT* __restrict__ c,
                                      int64_t n, int splits, bool vec) {
+  cuda::pdl_wait();
   const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (vec) {  // n % 4 == 0 and both pointers 4-element aligned
@@ -48,6 +53,7 @@ __global__ void __launch_bounds__(256)
                                  int splits, bool vec) {
   constexpr int kGroups = 8;
   __shared__ Acc sums[kGroups][4][33];  // + 1: the lanes' columns in distinct banks
+  cuda::pdl_wait();
   const int lane = static_cast<int>(threadIdx.x) % 32, group = static_cast<int>(threadIdx.x) / 32;
   const int per = (splits + kGroups - 1) / kGroups;
   const int s0 = group * per, s1 = min(splits, s0 + per);
