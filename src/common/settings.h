@@ -61,7 +61,8 @@ inline constexpr std::array kSettings = {
             "How many of a wavefront's calls (its layers) LLTMSequence plans to run beside each "
             "other: on the streams of a wavefront of L layers, the tiled kernels' tiles for 1 / "
             "min(L, this) of the SMs (else the largest share that fits, down to a half). Unset: "
-            "2, the measured default; 3 and 4 are there to measure."},
+            "2; 3 and 4 measured no faster at four layers "
+            "(docs/decisions_sequence.md#layers-at-once)."},
     Setting{
         "LLTM_EXT_SEQUENCE_SHORT_STEPS", "lltm_ext.lltm_sequence", Kind::kNumber, "1..64",
         "every call",
