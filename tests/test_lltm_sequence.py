@@ -866,14 +866,14 @@ def test_cuda_tiled_kernels(monkeypatch, dtype, size):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("size", [(4, 17, 3, 261), (3, 40, 5, 1100), (3, 70, 5, 261)], ids=str)
-@pytest.mark.parametrize("passes", ["tf32", "3xtf32"])
+@pytest.mark.parametrize("passes", ["tf32", "tf32-one-pass", "3xtf32"])
 def test_cuda_tiled_float32_products(monkeypatch, size, passes):
     """The tiled kernels' float32 products against cuBLAS's every step (the loop of cells'
     arithmetic), both against the float64 loop: with TF32 allowed (one pass past 64 batch rows,
-    three up to 64: decisions_sequence.md#tf32-one-pass-batch) they differ and stay within TF32's
-    error (a wrong fragment layout would be off by the values' own size); at torch's default
-    (three passes) within a few times cuBLAS's float32 error (one pass left there would leave
-    TF32's error)."""
+    three up to 64: decisions_sequence.md#tf32-one-pass-batch; one pass at every batch with
+    LLTM_EXT_SEQUENCE_PRODUCT=tf32) they differ and stay within TF32's error (a wrong fragment
+    layout would be off by the values' own size); at torch's default (three passes) within a few
+    times cuBLAS's float32 error (one pass left there would leave TF32's error)."""
     args = make_args(*size, "cuda", torch.float32)
     grads = [torch.randn(size[0], size[1], size[3], device="cuda")] + [
         torch.randn(size[1], size[3], device="cuda") for _ in range(2)
@@ -885,7 +885,9 @@ def test_cuda_tiled_float32_products(monkeypatch, size, passes):
             tiled_path(monkeypatch)
         else:
             sequence_path(monkeypatch, path)
-        with matmul_tf32(passes == "tf32"):
+        if passes == "tf32-one-pass":
+            monkeypatch.setenv("LLTM_EXT_SEQUENCE_PRODUCT", "tf32")
+        with matmul_tf32(passes != "3xtf32"):
             output, (h_n, c_n) = lltm_ext.lltm_sequence(*args[:3], (args[3], args[4]))
             d = torch.autograd.grad((output, h_n, c_n), args, grads)
         return [output, h_n, c_n, *d]
@@ -895,12 +897,12 @@ def test_cuda_tiled_float32_products(monkeypatch, size, passes):
     for name, ours, other, ref in zip(names, tiled, cublas, [*ref_outs, *ref_grads], strict=True):
         error = (ours.double().cpu() - ref).abs().max().item()
         scale = max(ref.abs().max().item(), 1.0)
-        if passes == "tf32":
+        if passes != "3xtf32":
             assert error <= 1e-2 * scale, (name, error)
         else:
             cublas_error = (other.double().cpu() - ref).abs().max().item()
             assert error <= max(4 * cublas_error, 1e-6 * scale), (name, error, cublas_error)
-    if passes == "tf32":
+    if passes != "3xtf32":
         assert not torch.equal(tiled[0], cublas[0]), "TF32 gave cuBLAS's float32 output"
 
 
@@ -1143,7 +1145,8 @@ def test_cuda_cluster_path_refuses_what_it_cannot_run(monkeypatch):
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_PRODUCT", "sideways")
     small = [a.detach() for a in make_args(2, 3, 4, 16, "cuda", torch.float32)]
     with pytest.raises(
-        RuntimeError, match=r"LLTM_EXT_SEQUENCE_PRODUCT must be auto, simt or tensor.*'sideways'"
+        RuntimeError,
+        match=r"LLTM_EXT_SEQUENCE_PRODUCT must be auto, simt, tensor or tf32.*'sideways'",
     ):
         _ops.lltm_sequence(*small)
     monkeypatch.delenv("LLTM_EXT_SEQUENCE_PRODUCT")

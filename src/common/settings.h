@@ -79,12 +79,13 @@ inline constexpr std::array kSettings = {
             "the half type with float32 sums and the gate math and state in float32; elsewhere "
             "(and off) the float32 sequence with TF32 products on the operands in float32."},
     Setting{"LLTM_EXT_SEQUENCE_PRODUCT", "lltm_ext.lltm_sequence", Kind::kChoice,
-            "auto|simt|tensor", "every call",
+            "auto|simt|tensor|tf32", "every call",
             "Where the cluster, wide-state and tiled kernels' recurrent product runs. auto: on the "
             "tensor cores, one TF32 pass for the half types and for float32 past 64 batch rows "
             "where TF32 is allowed (torch's float32 matmul precision, or the operator's tf32), "
             "else float32 in three passes (3xTF32), float64 on the SIMT cores; simt: on the SIMT "
-            "cores always; tensor: as auto (for measurements and tests)."},
+            "cores always; tensor: as auto (for measurements and tests); tf32: as auto, but "
+            "float32 in one TF32 pass at every batch where TF32 is allowed (to measure)."},
     // ---- lltm_sequence: the kernels' shapes ----
     Setting{"LLTM_EXT_SEQUENCE_SMALL_ROWS", "lltm_ext.lltm_sequence", Kind::kNumber, "1|2|4",
             "every call",

@@ -109,10 +109,13 @@ std::string sequence_product_setting() {
 }
 
 Product sequence_product(at::ScalarType dtype, bool tf32, int64_t batch) {
-  if (sequence_product_setting() == "simt" || dtype == at::kDouble) {
+  const std::string setting = sequence_product_setting();
+  if (setting == "simt" || dtype == at::kDouble) {
     return Product::kSimt;
   }
-  return dtype == at::kFloat && (!tf32 || batch <= 64) ? Product::kTf32x3 : Product::kTf32;
+  const bool one_pass_any_batch = setting == "tf32";
+  return dtype == at::kFloat && (!tf32 || (batch <= 64 && !one_pass_any_batch)) ? Product::kTf32x3
+                                                                                : Product::kTf32;
 }
 
 // Whether the sequence's steps run fused on `device` (the fused step kernels of
