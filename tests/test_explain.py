@@ -62,6 +62,25 @@ def test_sequence_tf32_and_autocast_precision(device):
         assert (auto.path, auto.product) == (high.path, high.product) == (asked.path, asked.product)
 
 
+@CUDA_MARK
+@pytest.mark.parametrize("size", [(20, 11, 16, 400), (20, 44, 16, 358), (20, 2, 16, 736)], ids=str)
+def test_cuda_float32_with_tf32_takes_the_tiled_kernels_in_one_pass(size):
+    """float32 with TF32 allowed at B <= 44, S > 320: the tiled kernels before the wide ones, in
+    one TF32 pass (they run four chains of mma either way); at torch's default the wide kernels in
+    three passes (docs/decisions_sequence.md#half-tiled-before-wide)."""
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("the tiled kernels need an sm_90 GPU")
+    args = sequence_args(*size, "cuda")
+    asked = lltm_ext.explain(lltm_ext.lltm_sequence, *args, tf32=True, run=True)
+    assert (asked.path, asked.product) == ("tiled", "tf32"), str(asked)
+    _ran_contains(asked)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        under_autocast = lltm_ext.explain(lltm_ext.lltm_sequence, *args)
+    assert (under_autocast.path, under_autocast.product) == ("tiled", "tf32"), str(under_autocast)
+    default = lltm_ext.explain(lltm_ext.lltm_sequence, *args, run=True)
+    assert (default.path, default.product) == ("wide", "3xtf32"), str(default)
+
+
 def test_unknown_op():
     with pytest.raises(ValueError, match="`op` must be one of"):
         lltm_ext.explain("lstm", torch.randn(2, 2))

@@ -866,44 +866,46 @@ def test_cuda_tiled_kernels(monkeypatch, dtype, size):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("size", [(4, 17, 3, 261), (3, 40, 5, 1100), (3, 70, 5, 261)], ids=str)
-@pytest.mark.parametrize("passes", ["tf32", "tf32-one-pass", "3xtf32"])
-def test_cuda_tiled_float32_products(monkeypatch, size, passes):
-    """The tiled kernels' float32 products against cuBLAS's every step (the loop of cells'
-    arithmetic), both against the float64 loop: with TF32 allowed (one pass past 64 batch rows,
-    three up to 64: decisions_sequence.md#tf32-one-pass-batch; one pass at every batch with
-    LLTM_EXT_SEQUENCE_PRODUCT=tf32) they differ and stay within TF32's error (a wrong fragment
-    layout would be off by the values' own size); at torch's default (three passes) within a few
-    times cuBLAS's float32 error (one pass left there would leave TF32's error)."""
+@pytest.mark.parametrize("tf32", [True, False], ids=["tf32", "3xtf32"])
+def test_cuda_tiled_float32_products(monkeypatch, size, tf32):
+    """The tiled kernels' float32 products against the float64 loop. With TF32 allowed they take
+    one TF32 pass at every batch (they run four chains of mma either way:
+    decisions_sequence.md#tf32-one-pass-batch): within TF32's error (a wrong fragment layout would
+    be off by the values' own size) and well past three passes' (three passes left there would
+    not be). At torch's default (three passes) within a few times the error of cuBLAS's float32
+    every step (one pass left there would leave TF32's error)."""
     args = make_args(*size, "cuda", torch.float32)
     grads = [torch.randn(size[0], size[1], size[3], device="cuda")] + [
         torch.randn(size[1], size[3], device="cuda") for _ in range(2)
     ]
     ref_outs, ref_grads = reference(args, grads)
 
-    def run(path):
+    def run(path, allow_tf32):
         if path == "tiled":
             tiled_path(monkeypatch)
         else:
             sequence_path(monkeypatch, path)
-        if passes == "tf32-one-pass":
-            monkeypatch.setenv("LLTM_EXT_SEQUENCE_PRODUCT", "tf32")
-        with matmul_tf32(passes != "3xtf32"):
+        with matmul_tf32(allow_tf32):
             output, (h_n, c_n) = lltm_ext.lltm_sequence(*args[:3], (args[3], args[4]))
             d = torch.autograd.grad((output, h_n, c_n), args, grads)
         return [output, h_n, c_n, *d]
 
-    tiled, cublas = run("tiled"), run("cublas")
+    def errors(outs):
+        refs = [*ref_outs, *ref_grads]
+        return [(o.double().cpu() - r).abs().max().item() for o, r in zip(outs, refs, strict=True)]
+
+    scales = [max(r.abs().max().item(), 1.0) for r in [*ref_outs, *ref_grads]]
     names = ["output", "h_n", "c_n", "d_input", "d_weights", "d_bias", "d_h0", "d_c0"]
-    for name, ours, other, ref in zip(names, tiled, cublas, [*ref_outs, *ref_grads], strict=True):
-        error = (ours.double().cpu() - ref).abs().max().item()
-        scale = max(ref.abs().max().item(), 1.0)
-        if passes != "3xtf32":
+    three = errors(run("tiled", False))
+    if tf32:
+        one = errors(run("tiled", True))
+        for name, error, scale in zip(names, one, scales, strict=True):
             assert error <= 1e-2 * scale, (name, error)
-        else:
-            cublas_error = (other.double().cpu() - ref).abs().max().item()
+        assert one[0] > 8 * three[0], ("three passes ran with TF32 allowed", one[0], three[0])
+    else:
+        cublas = errors(run("cublas", False))
+        for name, error, cublas_error, scale in zip(names, three, cublas, scales, strict=True):
             assert error <= max(4 * cublas_error, 1e-6 * scale), (name, error, cublas_error)
-    if passes != "3xtf32":
-        assert not torch.equal(tiled[0], cublas[0]), "TF32 gave cuBLAS's float32 output"
 
 
 @pytest.mark.cuda

@@ -81,11 +81,12 @@ inline constexpr std::array kSettings = {
     Setting{"LLTM_EXT_SEQUENCE_PRODUCT", "lltm_ext.lltm_sequence", Kind::kChoice,
             "auto|simt|tensor|tf32", "every call",
             "Where the cluster, wide-state and tiled kernels' recurrent product runs. auto: on the "
-            "tensor cores, one TF32 pass for the half types and for float32 past 64 batch rows "
-            "where TF32 is allowed (torch's float32 matmul precision, or the operator's tf32), "
-            "else float32 in three passes (3xTF32), float64 on the SIMT cores; simt: on the SIMT "
-            "cores always; tensor: as auto (for measurements and tests); tf32: as auto, but "
-            "float32 in one TF32 pass at every batch where TF32 is allowed (to measure)."},
+            "tensor cores, one TF32 pass for the half types, and for float32 where TF32 is allowed "
+            "(torch's float32 matmul precision, or the operator's tf32) in the tiled kernels and "
+            "past 64 batch rows in the others, else float32 in three passes (3xTF32), float64 on "
+            "the SIMT cores; simt: on the SIMT cores always; tensor: as auto (for measurements and "
+            "tests); tf32: as auto, but float32 in one TF32 pass at every batch where TF32 is "
+            "allowed (to measure)."},
     // ---- lltm_sequence: the kernels' shapes ----
     Setting{"LLTM_EXT_SEQUENCE_SMALL_ROWS", "lltm_ext.lltm_sequence", Kind::kNumber, "1|2|4",
             "every call",

@@ -97,23 +97,25 @@ SequencePath sequence_path_setting() {
                               : SequencePath::kAuto;
 }
 
-// How the cluster and wide-state kernels' recurrent product runs (Product), as
+// How the cluster, wide-state and tiled kernels' recurrent product runs (Product), as
 // LLTM_EXT_SEQUENCE_PRODUCT says (settings.h), read at every call. Auto's tf32 pass for the half
 // types holds their values exactly; float32 takes one where `tf32` allows it (torch's float32
-// matmuls may use TF32) and the batch is past 64 rows, else three (3xTF32), as accurate as float32.
-// At small batches a step is one m-tile's chains of mma: the one pass chains every k step into its
-// sums, where the three passes run four independent chains, so under TF32 the one pass lost below
-// 64 rows and won past them. Figures: docs/decisions_sequence.md#tf32-one-pass-batch.
+// matmuls may use TF32), else three (3xTF32), as accurate as float32. In the cluster and wide
+// kernels (`chains` false) a small batch's step is one m-tile's chain of mma, which the one pass
+// runs k step after k step where the three passes run four independent chains: there float32
+// keeps three passes up to 64 rows (the one pass lost below and won past them). The tiled kernels
+// (`chains` true) split every product into four chains whatever its passes, so float32 takes one
+// pass there at every batch. Figures: docs/decisions_sequence.md#tf32-one-pass-batch.
 std::string sequence_product_setting() {
   return env_choice("LLTM_EXT_SEQUENCE_PRODUCT");
 }
 
-Product sequence_product(at::ScalarType dtype, bool tf32, int64_t batch) {
+Product sequence_product(at::ScalarType dtype, bool tf32, int64_t batch, bool chains) {
   const std::string setting = sequence_product_setting();
   if (setting == "simt" || dtype == at::kDouble) {
     return Product::kSimt;
   }
-  const bool one_pass_any_batch = setting == "tf32";
+  const bool one_pass_any_batch = chains || setting == "tf32";
   return dtype == at::kFloat && (!tf32 || (batch <= 64 && !one_pass_any_batch)) ? Product::kTf32x3
                                                                                 : Product::kTf32;
 }
@@ -196,7 +198,8 @@ ClusterPlan cluster_plan(int device, int64_t batch, int64_t state, bool tf32) {
   if (loaded && batch >= 1 && state >= 1 && state <= kClusterMaxState) {
     static std::mutex mutex;
     static std::map<std::tuple<int, int64_t, int, int, Product>, std::pair<int, int>> resident;
-    const Product product = sequence_product(c10::CppTypeToScalarType<T>::value, tf32, batch);
+    const Product product =
+        sequence_product(c10::CppTypeToScalarType<T>::value, tf32, batch, false);
     const int forced = env_number("LLTM_EXT_SEQUENCE_CLUSTER_ROWS");
     const int blocks = cluster_blocks(state, batch, cuda::sm_count(device));
     const bool blocks_forced = env_number("LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS") > 0;
@@ -309,7 +312,7 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
   // of the sweep's shapes with 256 < S <= 1024 that the kernels fit. Figures:
   // docs/decisions_sequence.md#wide-half-tensor-cores.
   const at::ScalarType dtype = c10::CppTypeToScalarType<T>::value;
-  const Product product = mma_loaded ? sequence_product(dtype, tf32, batch) : Product::kSimt;
+  const Product product = mma_loaded ? sequence_product(dtype, tf32, batch, false) : Product::kSimt;
   if (setting == SequencePath::kAuto && product == Product::kSimt &&
       (state > 512 || state * state * batch > (int64_t{1} << 24))) {
     plan_note(
@@ -409,7 +412,8 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
   const int only_mt = env_number("LLTM_EXT_SEQUENCE_TILED_TILES");
   const int only_cols = env_number("LLTM_EXT_SEQUENCE_TILED_COLS");
   const Product product =
-      loaded ? sequence_product(c10::CppTypeToScalarType<T>::value, tf32, batch) : Product::kSimt;
+      loaded ? sequence_product(c10::CppTypeToScalarType<T>::value, tf32, batch, true)
+             : Product::kSimt;
   bool ruled_out = false;  // by auto's rules below (noted there)
   if (product != Product::kSimt) {
     static std::mutex mutex;
@@ -742,16 +746,24 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
     if (instead.shape.mt > 0) {
       return take_tiled(instead);
     }
-    // The half types at mid states and batches: the tiled kernels before the wide ones (faster
-    // from B = 11 on, about even at B = 4). float32 stays on the wide kernels: at the same shapes
-    // they were mostly the faster. Figures: docs/decisions_sequence.md#half-tiled-before-wide.
-    if (!std::is_same_v<T, float> && !std::is_same_v<T, double> && batch >= 8 && batch <= 44 &&
-        state > 256 && state <= 512) {
+    // The tiled kernels before the wide ones: the half types at mid states and batches (faster
+    // from B = 11 on, about even at B = 4), and float32 where TF32 is allowed at B <= 44 and
+    // S > 320, where the tiled kernels take one pass and the wide ones three up to 64 rows
+    // (sequence_product): faster at most of the sweep's shapes there, slower at none by much.
+    // float32 at torch's default (three passes in both) stays on the wide kernels: at the same
+    // shapes they were mostly the faster. Figures:
+    // docs/decisions_sequence.md#half-tiled-before-wide.
+    const bool half = !std::is_same_v<T, float> && !std::is_same_v<T, double>;
+    const bool tiled_first = half ? batch >= 8 && batch <= 44 && state > 256 && state <= 512
+                                  : std::is_same_v<T, float> && tf32 && batch <= 44 && state > 320;
+    if (tiled_first) {
       const TiledPlan tiled = tiled_plan<T>(device, batch, state, tf32);
       if (tiled.shape.mt > 0) {
-        plan_note(
-            "tiled: before the wide kernels (the half types at 8 <= B <= 44, 256 < S <= "
-            "512; docs/decisions_sequence.md#half-tiled-before-wide)");
+        plan_note(half
+                      ? "tiled: before the wide kernels (the half types at 8 <= B <= 44, 256 < S "
+                        "<= 512; docs/decisions_sequence.md#half-tiled-before-wide)"
+                      : "tiled: before the wide kernels (float32 with TF32 allowed at B <= 44, S > "
+                        "320; docs/decisions_sequence.md#half-tiled-before-wide)");
         return take_tiled(tiled);
       }
     }
