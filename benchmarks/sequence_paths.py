@@ -13,8 +13,7 @@ LLTM_EXT_SEQUENCE_TILED_TILES / _COLS), :wcols=N (LLTM_EXT_SEQUENCE_WIDE_COLS) o
 step products, LLTM_EXT_SEQUENCE_STEP_GEMM / _STEP_SPLITS, e.g. cublas:gemm=tensor:splits=4),
 :blocks=N and :rows=N (the cluster kernels' LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS / _ROWS), :srows=N
 (LLTM_EXT_SEQUENCE_SMALL_ROWS), :short=N (LLTM_EXT_SEQUENCE_SHORT_STEPS, e.g. auto:short=1) or
-:wgrad=W (the weight gradients, LLTM_EXT_SEQUENCE_WGRAD: fused, tensor or cublas) or :proj=P
-(the products outside the time loops, LLTM_EXT_SEQUENCE_PROJECTION: cublas or wgmma); "lstm" is
+:wgrad=W (the weight gradients, LLTM_EXT_SEQUENCE_WGRAD: fused, tensor or cublas); "lstm" is
 torch.nn.LSTM. Ratios are nn.LSTM's time over each path's (> 1: faster than cuDNN); a path that
 does not apply at a shape (forced, it raises) shows "-". --sweep N --seed S takes the sweep's
 shapes; --grid "T=1,2,4/B=8,64/I=64/S=128,285" every combination of the values given.
@@ -56,7 +55,6 @@ KNOBS = {
     "short": "LLTM_EXT_SEQUENCE_SHORT_STEPS",
     "at_once": "LLTM_EXT_SEQUENCE_AT_ONCE",
     "parts": "LLTM_EXT_SEQUENCE_AT_ONCE_PARTS",
-    "proj": "LLTM_EXT_SEQUENCE_PROJECTION",
 }
 ALL_KNOBS = ["LLTM_EXT_SEQUENCE_PATH", *KNOBS.values()]
 

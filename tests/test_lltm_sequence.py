@@ -673,29 +673,6 @@ def test_cuda_float32_tensor_cores(monkeypatch, path, size, passes):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("size", [(3, 70, 37, 130), (4, 33, 64, 96), (2, 5, 3, 40)], ids=str)
-def test_cuda_projections_on_hopper_3xtf32(monkeypatch, size):
-    """LLTM_EXT_SEQUENCE_PROJECTION=wgmma: float32's input projections forward and d input
-    backward at full precision on Hopper's 3xTF32 kernel, which ran (the profiler's list), against
-    the float64 loop at float32's tolerance (one TF32 pass would miss it); I odd and unaligned
-    rows included; a packed batch (its one projection over all rows) too."""
-    if torch.cuda.get_device_capability()[0] != 9:
-        pytest.skip("Hopper's 3xTF32 kernel needs an sm_90 GPU")
-    monkeypatch.setenv("LLTM_EXT_SEQUENCE_PROJECTION", "wgmma")
-    check_against_reference(size, "cuda", torch.float32)
-    x, w, b = make_args(*size, "cuda", torch.float32)[:3]
-    found = lltm_ext.explain(lltm_ext.lltm_sequence, x, w, b, run=True)
-    assert any("step_gemm_sm90" in name for name in found.ran), found.ran
-    lengths = torch.linspace(size[0], 1, size[1]).round().long()
-    packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths)
-    module = lltm_ext.LLTMSequence(size[2], size[3]).cuda()
-    out, _ = module(packed)
-    monkeypatch.setenv("LLTM_EXT_SEQUENCE_PROJECTION", "cublas")
-    ref, _ = module(packed)
-    assert_close(out.data, ref.data, torch.float32, 1.0)
-
-
-@pytest.mark.cuda
 def test_cuda_3xtf32_does_not_drift_over_many_steps(monkeypatch):
     """Over 230 steps the wide kernels' three TF32 passes (torch's default) stay as close to the
     float64 loop as cuBLAS's float32 every step: each k step's passes are summed from zero and

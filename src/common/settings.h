@@ -120,11 +120,6 @@ inline constexpr std::array kSettings = {
             "device (with TF32 allowed, ours up to 32 rows, else cuBLAS); cublas: cuBLAS; own: our "
             "split SIMT kernel; tensor: our 3xTF32 kernel; wgmma: our 3xTF32 kernel on Hopper's "
             "tensor cores."},
-    Setting{"LLTM_EXT_SEQUENCE_PROJECTION", "lltm_ext.lltm_sequence", Kind::kChoice, "cublas|wgmma",
-            "every call",
-            "The float32 products outside the time loops at full precision (the input "
-            "projections forward, d input backward). cublas (unset): cuBLAS; wgmma: our 3xTF32 "
-            "kernel on Hopper's tensor cores (to measure; an error on other GPUs)."},
     Setting{"LLTM_EXT_SEQUENCE_STEP_SPLITS", "lltm_ext.lltm_sequence", Kind::kNumber, "1..64",
             "every call",
             "K slices of our step-product kernels (LLTM_EXT_SEQUENCE_STEP_GEMM); unset: enough "

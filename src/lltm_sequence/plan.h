@@ -77,13 +77,6 @@ struct WeightGradPlan {
 WeightGradPlan plan_weight_grad(int device, at::ScalarType dtype, int64_t steps, int64_t batch,
                                 int64_t features, int64_t state, bool bias, bool tf32);
 
-// Whether a float32 product of the sequence's outside the time loops (m x n x k: the input
-// projections forward, d input backward) runs on Hopper's 3xTF32 kernel (steps/step_gemm_sm90.cu)
-// instead of cuBLAS: where LLTM_EXT_SEQUENCE_PROJECTION=wgmma (to measure; cuBLAS unset), at full
-// precision (not `tf32`: cuBLAS's one TF32 pass is faster), on a device that runs it (an error
-// where forced on one that does not), with at most 65535 row tiles.
-bool projection_on_wgmma(int device, int64_t m, bool tf32);
-
 // The planner's reasons, for lltm_ext.explain: while a PlanNotes lives on a thread, the planners
 // above add a line for each kernel family they take or pass over, and why (plan_note). Ordinary
 // calls have none: a rule then costs the test of a thread-local pointer.

@@ -690,18 +690,6 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
 
 }  // namespace
 
-bool projection_on_wgmma(int device, int64_t m, bool tf32) {
-  if (env_choice("LLTM_EXT_SEQUENCE_PROJECTION") != "wgmma" || tf32) {
-    return false;
-  }
-  TORCH_CHECK(step_gemm_sm90_runs(device),
-              "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_PROJECTION=wgmma needs a Hopper GPU "
-              "that runs this build's sm_90a code, with ",
-              step_gemm_sm90_smem_bytes(), " bytes of shared memory a block; cuda:", device,
-              " does not.");
-  return (m + 127) / 128 <= 65535;  // the grid's row tiles
-}
-
 template <typename T>
 SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t state, bool tf32) {
   SequencePlan plan;

@@ -23,28 +23,6 @@ namespace {
 
 using Path = SequencePlan::Path;
 
-// c = a @ b (+ c where beta is 1) on Hopper's 3xTF32 kernel (launch_step_gemm_sm90: c = a w^T,
-// both operands K-contiguous) where projection_on_wgmma plans it and the layouts fit: float32,
-// a's and c's rows contiguous; w = b^T, b's own memory where b is a transposed view of a
-// K-contiguous matrix (the weights' W_i^T), else a contiguous copy (b = W_i, 3S x I: small beside
-// a's T B rows). False (nothing run) elsewhere.
-bool gemm_on_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double beta,
-                   bool tf32) {
-  if (a.scalar_type() != at::kFloat || b.scalar_type() != at::kFloat ||
-      c.scalar_type() != at::kFloat || a.dim() != 2 || b.dim() != 2 || c.dim() != 2 ||
-      a.stride(1) != 1 || c.stride(1) != 1 ||
-      !projection_on_wgmma(c.get_device(), a.size(0), tf32)) {
-    return false;
-  }
-  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
-  const at::Tensor w = b.stride(0) == 1 ? b.t() : b.t().contiguous();  // (n x k), K-contiguous
-  C10_CUDA_CHECK(launch_step_gemm_sm90(
-      a.const_data_ptr<float>(), a.stride(0), w.const_data_ptr<float>(), w.stride(0),
-      c.mutable_data_ptr<float>(), c.stride(0), beta != 0, nullptr, m, n, k, 1,
-      step_gemm_k_split(k, 1, true), false, c10::cuda::getCurrentCUDAStream()));
-  return true;
-}
-
 // The wide kernels' barrier counters: device memory on like's device, from the caching allocator
 // (freed when the caller returns; the launch on the current stream, which allocated it, is
 // ordered before any reuse).
@@ -174,8 +152,7 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
   const Mat w_h = col_block(w, 0, S, es), w_i = col_block(w, S, I, es);
   // The input projections of all steps, one product: gates = input W_i^T (unless the caller's
   // product made them, over a whole packed batch).
-  if (!projected && !gemm_on_wgmma(input.view({T * B, I}), weights.narrow(1, S, I).t(),
-                                   gates.view({T * B, 3 * S}), 0, tf32)) {
+  if (!projected) {
     blas.gemm(row_major(input.const_data_ptr(), T * B, I, I), transposed(w_i),
               row_major(gates.const_data_ptr(), T * B, 3 * S, 3 * S), 0);
   }
@@ -542,9 +519,6 @@ bool sequence_weight_grad_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
 void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double beta,
                bool tf32) {
   const c10::cuda::CUDAGuard guard(c.device());
-  if (gemm_on_wgmma(a, b, c, beta, tf32)) {
-    return;
-  }
   Blas(a.scalar_type(), tf32, c.scalar_type()).gemm(mat_of(a), mat_of(b), mat_of(c), beta);
 }
 
