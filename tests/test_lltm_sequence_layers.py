@@ -365,13 +365,40 @@ def test_shared_gpu_tiles_on_the_at_once_streams(monkeypatch, layers, bidirectio
     like = torch.empty(0, device="cuda")
     with torch.cuda.stream(seq_module._side_stream(like.device, 0, parts)):
         assert load_extension("lltm_sequence")._grid_share(like, 32, 17, 261) <= 1 / parts
+    check_against_float64_and_a_loop(layers, bidirectional, batch=17, state=261)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("layers, bidirectional", [(2, False), (1, True)], ids=["wavefront", "bi"])
+def test_shared_gpu_tiles_at_batches_of_up_to_128(layers, bidirectional):
+    """On auto, at B = 98 (7 m-tiles) and S = 518, the module's streams take the tiled kernels'
+    tile for half the SMs (64 rows x 16 columns: past the bound of a call alone, under the shared
+    one), so that two layers' or directions' grids fit beside each other; the layers give the
+    float64 loop's results within float32's reach."""
+    import lltm_ext.ops.lltm_sequence as seq_module
+    from lltm_ext._extension import load_extension
+
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("the tiled kernels need an sm_90 GPU")
+    like = torch.empty(0, device="cuda")
+    ext = load_extension("lltm_sequence")
+    assert ext._grid_share(like, 32, 98, 518) > 0.55  # a call alone: the whole GPU
+    with torch.cuda.stream(seq_module._side_stream(like.device, 0, 2)):
+        assert ext._grid_share(like, 32, 98, 518) <= 0.5
+        assert ext._grid_share(like, 32, 129, 518) > 0.55  # 9 m-tiles: the whole GPU
+    check_against_float64_and_a_loop(layers, bidirectional, batch=98, state=518)
+
+
+def check_against_float64_and_a_loop(layers: int, bidirectional: bool, batch: int, state: int):
+    """A float32 module of `layers` (T = 64, I = 3) on CUDA against the float64 loop: output,
+    final state and gradients within 4x a float32 loop of the pure cell's error (see above)."""
     torch.manual_seed(3)
-    module = lltm_ext.LLTMSequence(3, 261, layers, bidirectional=bidirectional, device="cuda")
-    x = torch.randn(64, 17, 3, device="cuda", requires_grad=True)
+    module = lltm_ext.LLTMSequence(3, state, layers, bidirectional=bidirectional, device="cuda")
+    x = torch.randn(64, batch, 3, device="cuda", requires_grad=True)
     output, (h_n, c_n) = module(x)
     wrt = (x, *module.parameters())
     grads = grads_of((output, h_n, c_n), wrt)
-    exact = make(layers, bidirectional, "cuda", features=3, state=261)
+    exact = make(layers, bidirectional, "cuda", features=3, state=state)
     with torch.no_grad():
         for mine, theirs in zip(module.parameters(), exact.parameters(), strict=True):
             theirs.copy_(mine)

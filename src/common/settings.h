@@ -53,7 +53,7 @@ inline constexpr std::array kSettings = {
             "CUDA graph capture). auto: both directions of a layer at once, and the layers of a "
             "one-directional model in a wavefront over chunks of at least 32 steps where one "
             "call's step kernels hold at most about half the GPU (on those streams the tiled "
-            "kernels planned for half the SMs at batches up to 64, also in place of a wide grid "
+            "kernels planned for half the SMs at batches up to 128, also in place of a wide grid "
             "over more than half the GPU); off: one call after another "
             "on the current stream."},
     Setting{"LLTM_EXT_SEQUENCE_AT_ONCE_PARTS", "lltm_ext.LLTMSequence", Kind::kNumber, "2..4",

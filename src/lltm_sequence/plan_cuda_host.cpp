@@ -417,16 +417,23 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
   bool ruled_out = false;  // by auto's rules below (noted there)
   if (product != Product::kSimt) {
     static std::mutex mutex;
-    static std::map<std::tuple<int, int64_t, int64_t, Product, int, int, int, bool>, TiledShape>
+    struct SharedTile {
+      TiledShape shape;
+      bool shared = false;  // planned for a share of the SMs (kTiledSharedWork's bound)
+    };
+    static std::map<std::tuple<int, int64_t, int64_t, Product, int, int, int, bool>, SharedTile>
         shapes;
     // The choice depends on the batch through its m-tiles only. On a stream where LLTMSequence
     // runs calls at once (mark_at_once_stream: the GPU shared by `parts` calls), batches of at
     // most kSharedMaxTiles m-tiles take the tile whose grid fits 1 / parts of the SMs (else 1 /
-    // (parts - 1), ... 1 / 2), where one fits that auto's rule below keeps: a call's step is
-    // slower, but the calls' kernels run beside each other, where a grid over the whole GPU waits
-    // for the other's to end. Larger batches keep the whole GPU: their steps are bound by the
-    // SMs' throughput, not by latency. Figures: docs/decisions_sequence.md#layers-at-once.
-    constexpr int64_t kSharedMaxTiles = 4;
+    // (parts - 1), ... 1 / 2), where one fits of at most kTiledSharedWork rows x the state: a
+    // call's step is slower, but the calls' kernels run beside each other, where a grid over the
+    // whole GPU waits for the other's to end (so the bound is past auto's kTiledAutoWork, which
+    // weighs one call alone against cuBLAS every step). Larger batches keep the whole GPU: their
+    // steps are bound by the SMs' throughput, not by latency.
+    // Figures: docs/decisions_sequence.md#layers-at-once.
+    constexpr int64_t kSharedMaxTiles = 8;
+    constexpr int64_t kTiledSharedWork = 2 * kTiledAutoWork;
     const int64_t m_tiles = (batch + 15) / 16;
     const int parts = m_tiles <= kSharedMaxTiles ? at_once_parts(device) : 0;
     const std::lock_guard<std::mutex> lock(mutex);
@@ -434,31 +441,33 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
                                      setting == SequencePath::kAuto);
     auto it = shapes.find(key);
     if (it == shapes.end()) {
-      TiledShape s{};
+      SharedTile s{};
       const int sms = cuda::sm_count(device);
-      for (int p = parts; p >= 2 && s.mt == 0; --p) {
+      for (int p = parts; p >= 2 && s.shape.mt == 0; --p) {
         C10_CUDA_CHECK(tiled_step_shape<T>(batch, state, sms / p,
                                            cuda::device_limits(device).smem_optin, product, only_mt,
-                                           only_cols, &s));
-        if (setting == SequencePath::kAuto && 16 * s.mt * state > kTiledAutoWork) {
-          s = TiledShape{};  // auto would rule it out: a larger share's tile instead
+                                           only_cols, &s.shape));
+        s.shared = s.shape.mt > 0;
+        if (setting == SequencePath::kAuto && 16 * s.shape.mt * state > kTiledSharedWork) {
+          s = SharedTile{};  // past the shared bound: a larger share's tile instead
         }
       }
-      if (s.mt == 0) {
+      if (s.shape.mt == 0) {
         C10_CUDA_CHECK(tiled_step_shape<T>(batch, state, sms,
                                            cuda::device_limits(device).smem_optin, product, only_mt,
-                                           only_cols, &s));
+                                           only_cols, &s.shape));
       }
       it = shapes.emplace(key, s).first;
     }
-    shape = it->second;
+    shape = it->second.shape;
+    const bool shared = it->second.shared;
     if (parts > 0) {
       plan_note("tiled: tiles for 1 / ", parts,
                 " of the SMs, else a larger share, where a grid of them fits (a stream "
                 "LLTMSequence runs calls at once on, a batch of at most ",
-                kSharedMaxTiles, " m-tiles)");
+                kSharedMaxTiles, " m-tiles, a tile of at most ", kTiledSharedWork, " rows x S)");
     }
-    if (setting == SequencePath::kAuto && 16 * shape.mt * state > kTiledAutoWork) {
+    if (setting == SequencePath::kAuto && !shared && 16 * shape.mt * state > kTiledAutoWork) {
       ruled_out = true;
       plan_note("tiled: no (a tile of ", 16 * shape.mt, " rows x S = ", state, " is past ",
                 kTiledAutoWork,
