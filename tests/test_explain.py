@@ -81,6 +81,32 @@ def test_cuda_float32_with_tf32_takes_the_tiled_kernels_in_one_pass(size):
     assert (default.path, default.product) == ("wide", "3xtf32"), str(default)
 
 
+@CUDA_MARK
+def test_cuda_mid_batches_at_large_states_leave_the_wide_and_tiled_kernels():
+    """40 <= B <= 128 at large states (docs/decisions_sequence.md#mid-batch-steps): a call alone in
+    bfloat16 or under autocast at S = 640 runs every step on cuBLAS's products (or the step
+    kernels), float32 there keeps the tiled kernels; on LLTMSequence's streams float32 leaves them
+    too at S = 640, and keeps the tiles for half the SMs at S = 518."""
+    import lltm_ext.ops.lltm_sequence as seq_module
+
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("the tiled kernels need an sm_90 GPU")
+    kernels = ("tiled", "wide")
+    bf16_args = sequence_args(40, 72, 8, 640, "cuda", torch.bfloat16)
+    half = lltm_ext.explain(lltm_ext.lltm_sequence, *bf16_args)
+    assert half.path not in kernels and "mid-batch-steps" in str(half), str(half)
+    alone = lltm_ext.explain(lltm_ext.lltm_sequence, *sequence_args(40, 72, 8, 640, "cuda"))
+    assert alone.path == "tiled", str(alone)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        mixed = lltm_ext.explain(lltm_ext.lltm_sequence, *sequence_args(40, 72, 8, 640, "cuda"))
+    assert mixed.path not in kernels, str(mixed)
+    with torch.cuda.stream(seq_module._side_stream(torch.device("cuda"), 0, 2)):
+        shared = lltm_ext.explain(lltm_ext.lltm_sequence, *sequence_args(40, 72, 8, 640, "cuda"))
+        assert shared.path not in kernels, str(shared)
+        smaller = lltm_ext.explain(lltm_ext.lltm_sequence, *sequence_args(40, 72, 8, 518, "cuda"))
+        assert smaller.path == "tiled", str(smaller)
+
+
 def test_unknown_op():
     with pytest.raises(ValueError, match="`op` must be one of"):
         lltm_ext.explain("lstm", torch.randn(2, 2))

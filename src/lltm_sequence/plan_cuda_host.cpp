@@ -697,6 +697,25 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
   return shape;
 }
 
+// Whether auto leaves the wide and tiled kernels to the step kernels or cuBLAS every step at
+// batches of 40 to 128 rows and large states: with one-pass products (the half types, float32 where
+// TF32 is allowed: autocast's float32 state then takes half-precision products on cuBLAS) at S >=
+// 640, or S >= 512 from B = 72 on (the tiled kernels run these products in TF32, cuBLAS on the
+// 16-bit tensor cores); and on a stream where LLTMSequence runs calls at once also float32 at S >=
+// 640, where the tiled kernels' grid holds the GPU (or half of it, slowly) while cuBLAS's steps
+// leave room for the other calls'. Figures: docs/decisions_sequence.md#mid-batch-steps.
+template <typename T>
+bool mid_batch_steps(int device, int64_t batch, int64_t state, bool tf32) {
+  if (std::is_same_v<T, double> || batch < 40 || batch > 128 || state < 512) {
+    return false;
+  }
+  const bool one_pass = !std::is_same_v<T, float> || tf32;
+  if (one_pass && (state >= 640 || batch >= 72)) {
+    return true;
+  }
+  return at_once_parts(device) > 0 && (state >= 640 || one_pass);
+}
+
 }  // namespace
 
 template <typename T>
@@ -739,6 +758,14 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
           ": their set-up costs more than the steps save; docs/decisions_sequence.md#short-steps)");
       return take_cublas();
     }
+    // Mid batches at large states: the step kernels or cuBLAS every step (mid_batch_steps).
+    const bool mid_steps = sequence_path_setting() == SequencePath::kAuto &&
+                           mid_batch_steps<T>(device, batch, state, tf32);
+    if (mid_steps) {
+      plan_note("wide, tiled: no (40 <= B <= 128 at S = ", state,
+                ": every step costs less on cuBLAS's products; "
+                "docs/decisions_sequence.md#mid-batch-steps)");
+    }
     // Where the cluster kernels' clusters would take turns (each running all T steps), the tiled
     // kernels, where they apply, run the batch at once and cost less; where the clusters run at
     // once, the cluster kernels are the faster. Figures:
@@ -765,7 +792,7 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
     const bool half = !std::is_same_v<T, float> && !std::is_same_v<T, double>;
     const bool tiled_first = half ? batch >= 8 && batch <= 44 && state > 256 && state <= 512
                                   : std::is_same_v<T, float> && tf32 && batch <= 44 && state > 320;
-    if (tiled_first) {
+    if (tiled_first && !mid_steps) {
       const TiledPlan tiled = tiled_plan<T>(device, batch, state, tf32);
       if (tiled.shape.mt > 0) {
         plan_note(half
@@ -776,7 +803,7 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
         return take_tiled(tiled);
       }
     }
-    const WidePlan wide = wide_plan<T>(device, batch, state, tf32);
+    const WidePlan wide = mid_steps ? WidePlan{} : wide_plan<T>(device, batch, state, tf32);
     if (wide.cols > 0) {  // all steps in one cooperative launch over the GPU
       plan.path = SequencePlan::Path::kWide;
       plan.wide_cols = wide.cols;
@@ -802,7 +829,7 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
       }
       return plan;
     }
-    const TiledPlan tiled = tiled_plan<T>(device, batch, state, tf32);
+    const TiledPlan tiled = mid_steps ? TiledPlan{} : tiled_plan<T>(device, batch, state, tf32);
     if (tiled.shape.mt > 0) {
       return take_tiled(tiled);
     }
