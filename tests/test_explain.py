@@ -43,7 +43,7 @@ def test_cpu_paths():
 def test_sequence_tf32_and_autocast_precision(device):
     """The call's tf32=True and autocast's float32 state say TF32 on CUDA (the plan under TF32),
     float32 products on the CPU (no TF32 there); a state in the autocast dtype runs in it."""
-    x, w, b = sequence_args(20, 96, 64, 512, device)
+    x, w, b = sequence_args(20, 96, 64, 384, device)
     asked = lltm_ext.explain(lltm_ext.lltm_sequence, x, w, b, tf32=True, run=True)
     assert ("products in TF32" in asked.precision) == (device == "cuda"), asked.precision
     with torch.autocast(device, dtype=torch.bfloat16):
