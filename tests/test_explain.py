@@ -82,6 +82,25 @@ def test_cuda_float32_with_tf32_takes_the_tiled_kernels_in_one_pass(size):
 
 
 @CUDA_MARK
+@pytest.mark.parametrize("size", [(20, 45, 16, 300), (20, 48, 16, 600), (20, 56, 16, 520)], ids=str)
+def test_cuda_half_types_take_the_tiled_kernels_before_the_wide_ones(size):
+    """bfloat16 at 8 <= B <= 44, 256 < S <= 512 and at 45 <= B <= 56, 256 < S < 640: the tiled
+    kernels before the wide ones, and they run (docs/decisions_sequence.md#half-tiled-before-wide);
+    at B = 57 the wide kernels again."""
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("the tiled kernels need an sm_90 GPU")
+    args = sequence_args(*size, "cuda", torch.bfloat16)
+    found = lltm_ext.explain(lltm_ext.lltm_sequence, *args, run=True)
+    assert found.path == "tiled" and "half-tiled-before-wide" in str(found), str(found)
+    _ran_contains(found)
+    steps, _, features, state = size
+    wider = lltm_ext.explain(
+        lltm_ext.lltm_sequence, *sequence_args(steps, 57, features, state, "cuda", torch.bfloat16)
+    )
+    assert "half-tiled-before-wide" not in str(wider), str(wider)
+
+
+@CUDA_MARK
 def test_cuda_mid_batches_at_large_states_leave_the_wide_and_tiled_kernels():
     """40 <= B <= 128 at large states (docs/decisions_sequence.md#mid-batch-steps): a call alone in
     bfloat16 or under autocast at S = 640 runs every step on cuBLAS's products (or the step
@@ -105,6 +124,33 @@ def test_cuda_mid_batches_at_large_states_leave_the_wide_and_tiled_kernels():
         assert shared.path not in kernels, str(shared)
         smaller = lltm_ext.explain(lltm_ext.lltm_sequence, *sequence_args(40, 72, 8, 518, "cuda"))
         assert smaller.path == "tiled", str(smaller)
+
+
+@CUDA_MARK
+def test_cuda_mid_batches_at_unaligned_states_keep_the_tiled_kernels_longer():
+    """At a state that is not a multiple of 8 (docs/decisions_sequence.md#mid-batch-steps),
+    cuBLAS's half products run slower kernels: a bfloat16 call alone keeps the tiled or wide
+    kernels up to S = 896; on LLTMSequence's streams a call of 64 steps or more keeps the tiles
+    for half the SMs below S = 640, a shorter one (a wavefront's chunk) leaves them, and from
+    S = 640 every call does."""
+    import lltm_ext.ops.lltm_sequence as seq_module
+
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("the tiled kernels need an sm_90 GPU")
+    kernels = ("tiled", "wide")
+
+    def plan(steps, state):
+        args = sequence_args(steps, 96, 8, state, "cuda", torch.bfloat16)
+        return lltm_ext.explain(lltm_ext.lltm_sequence, *args)
+
+    assert plan(80, 518).path in kernels, str(plan(80, 518))
+    assert plan(80, 520).path not in kernels, str(plan(80, 520))
+    assert plan(40, 902).path not in kernels, str(plan(40, 902))
+    with torch.cuda.stream(seq_module._side_stream(torch.device("cuda"), 0, 2)):
+        assert plan(80, 518).path == "tiled", str(plan(80, 518))
+        shorter = plan(40, 518)
+        assert shorter.path not in kernels and "mid-batch-steps" in str(shorter), str(shorter)
+        assert plan(80, 646).path not in kernels, str(plan(80, 646))
 
 
 def test_unknown_op():

@@ -703,17 +703,25 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
 // 640, or S >= 512 from B = 72 on (the tiled kernels run these products in TF32, cuBLAS on the
 // 16-bit tensor cores); and on a stream where LLTMSequence runs calls at once also float32 at S >=
 // 640, where the tiled kernels' grid holds the GPU (or half of it, slowly) while cuBLAS's steps
-// leave room for the other calls'. Figures: docs/decisions_sequence.md#mid-batch-steps.
+// leave room for the other calls'. Where S is not a multiple of 8, cuBLAS runs its half products
+// on older, slower kernels (the shapes, not only the rows' alignment, decide it), so the one-pass
+// products leave the tiled kernels later: from S = 896 alone, from S = 640 on those streams, or
+// below that for calls of fewer than 64 steps (a wavefront's chunks), over which the tiled
+// kernels' set-up does not pay. Figures: docs/decisions_sequence.md#mid-batch-steps.
 template <typename T>
-bool mid_batch_steps(int device, int64_t batch, int64_t state, bool tf32) {
+bool mid_batch_steps(int device, int64_t steps, int64_t batch, int64_t state, bool tf32) {
   if (std::is_same_v<T, double> || batch < 40 || batch > 128 || state < 512) {
     return false;
   }
   const bool one_pass = !std::is_same_v<T, float> || tf32;
-  if (one_pass && (state >= 640 || batch >= 72)) {
-    return true;
+  const bool at_once = at_once_parts(device) > 0;
+  if (!one_pass) {
+    return at_once && state >= 640;
   }
-  return at_once_parts(device) > 0 && (state >= 640 || one_pass);
+  if (state % 8 != 0) {
+    return at_once ? state >= 640 || steps < 64 : state >= 896;
+  }
+  return at_once || state >= 640 || batch >= 72;
 }
 
 }  // namespace
@@ -760,7 +768,7 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
     }
     // Mid batches at large states: the step kernels or cuBLAS every step (mid_batch_steps).
     const bool mid_steps = sequence_path_setting() == SequencePath::kAuto &&
-                           mid_batch_steps<T>(device, batch, state, tf32);
+                           mid_batch_steps<T>(device, steps, batch, state, tf32);
     if (mid_steps) {
       plan_note("wide, tiled: no (40 <= B <= 128 at S = ", state,
                 ": every step costs less on cuBLAS's products; "
@@ -783,21 +791,23 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
       return take_tiled(instead);
     }
     // The tiled kernels before the wide ones: the half types at mid states and batches (faster
-    // from B = 11 on, about even at B = 4), and float32 where TF32 is allowed at B <= 44 and
-    // S > 320, where the tiled kernels take one pass and the wide ones three up to 64 rows
-    // (sequence_product): faster at most of the sweep's shapes there, slower at none by much.
-    // float32 at torch's default (three passes in both) stays on the wide kernels: at the same
-    // shapes they were mostly the faster. Figures:
+    // from B = 11 on, about even at B = 4; at 45 <= B <= 56 up to S = 640, below the mid-batch
+    // rule), and float32 where TF32 is allowed at B <= 44 and S > 320, where the tiled kernels
+    // take one pass and the wide ones three up to 64 rows (sequence_product): faster at most of
+    // the sweep's shapes there, slower at none by much. float32 at torch's default (three passes
+    // in both) stays on the wide kernels: at the same shapes they were mostly the faster. Figures:
     // docs/decisions_sequence.md#half-tiled-before-wide.
     const bool half = !std::is_same_v<T, float> && !std::is_same_v<T, double>;
-    const bool tiled_first = half ? batch >= 8 && batch <= 44 && state > 256 && state <= 512
+    const bool tiled_first = half ? batch >= 8 && state > 256 &&
+                                        (batch <= 44 ? state <= 512 : batch <= 56 && state < 640)
                                   : std::is_same_v<T, float> && tf32 && batch <= 44 && state > 320;
     if (tiled_first && !mid_steps) {
       const TiledPlan tiled = tiled_plan<T>(device, batch, state, tf32);
       if (tiled.shape.mt > 0) {
         plan_note(half
                       ? "tiled: before the wide kernels (the half types at 8 <= B <= 44, 256 < S "
-                        "<= 512; docs/decisions_sequence.md#half-tiled-before-wide)"
+                        "<= 512, or 45 <= B <= 56, 256 < S < 640; "
+                        "docs/decisions_sequence.md#half-tiled-before-wide)"
                       : "tiled: before the wide kernels (float32 with TF32 allowed at B <= 44, S > "
                         "320; docs/decisions_sequence.md#half-tiled-before-wide)");
         return take_tiled(tiled);
