@@ -200,6 +200,8 @@ ZERO_STATE_PATHS = {
     ),
     "tiled": ({"LLTM_EXT_SEQUENCE_PATH": "tiled"}, (3, 17, 3, 261)),
     "cublas": ({"LLTM_EXT_SEQUENCE_PATH": "cublas"}, (4, 5, 3, 40)),
+    # S not a multiple of 8: the half types' padded step products (bfloat16 here)
+    "cublas-padded": ({"LLTM_EXT_SEQUENCE_PATH": "cublas"}, (5, 7, 3, 45)),
     "cublas-own": (
         {"LLTM_EXT_SEQUENCE_PATH": "cublas", "LLTM_EXT_SEQUENCE_STEP_GEMM": "own"},
         (4, 5, 3, 40),
@@ -1064,6 +1066,35 @@ def test_cuda_small_products_unsplit(monkeypatch, unsplit, path, dtype, size):
     args = [a.detach() for a in make_args(*size, "cuda", dtype)]
     with pytest.raises(RuntimeError, match=r"LLTM_EXT_CUBLAS_UNSPLIT must be auto or off"):
         _ops.lltm_sequence(*args)
+
+
+# (T, B, I, S) for the half types' padded step products (the cuBLAS path at S not a multiple of 8,
+# calls of 4 or more steps): W_h, h_{t-1} and dG_t in rows of 40 and 112 (S = 37), 48 and 136
+# (S = 45), 520 and 1560 (S = 518); B = 1 and odd, T = 4 (the fewest padded) and T = 3 (as they
+# are), and S = 40 (a multiple of 8: never padded).
+PADDED_SIZES = [(4, 1, 3, 37), (9, 13, 5, 37), (6, 70, 9, 518), (3, 5, 4, 45), (5, 3, 2, 40)]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("pad", ["auto", "off"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("size", PADDED_SIZES, ids=lambda s: "x".join(map(str, s)))
+def test_cuda_padded_step_products(monkeypatch, pad, dtype, size):
+    """The cuBLAS path's step products for the half types on zero-padded copies
+    (LLTM_EXT_SEQUENCE_STEP_PAD=auto, the default) and on the tensors as they are (off): forward
+    and all gradients against the float64 loop either way, and the two within the half type's
+    rounding of each other; bad settings are errors."""
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_PAD", pad)
+    sequence_path(monkeypatch, "cublas")
+    check_against_reference(size, "cuda", dtype)
+    args = make_args(*size, "cuda", dtype)
+    padded = lltm_ext.lltm_sequence(args[0], args[1], args[2], (args[3], args[4]))[0]
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_PAD", "off" if pad == "auto" else "auto")
+    other = lltm_ext.lltm_sequence(args[0], args[1], args[2], (args[3], args[4]))[0]
+    assert_close(padded, other, dtype, 4.0)
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_PAD", "sometimes")
+    with pytest.raises(RuntimeError, match=r"LLTM_EXT_SEQUENCE_STEP_PAD"):
+        _ops.lltm_sequence(*[a.detach() for a in args])
 
 
 # (T, B, I, S) for the split step product (cuBLAS path, float32 at full precision): every row

@@ -124,6 +124,12 @@ inline constexpr std::array kSettings = {
             "every call",
             "K slices of our step-product kernels (LLTM_EXT_SEQUENCE_STEP_GEMM); unset: enough "
             "blocks to fill the GPU, each slice at least 64 deep."},
+    Setting{"LLTM_EXT_SEQUENCE_STEP_PAD", "lltm_ext.lltm_sequence", Kind::kChoice, "auto|off",
+            "every call",
+            "The half types' cuBLAS step products at a state that is not a multiple of 8. auto: "
+            "in calls of 4 or more steps, on copies of W_h, h_{t-1} and dG_t padded with zeros to "
+            "multiples of 8 (cuBLAS runs its faster kernels there), into float32 sums that the "
+            "gate kernels add; off: on the tensors as they are."},
     Setting{"LLTM_EXT_SEQUENCE_WGRAD", "lltm_ext.lltm_sequence", Kind::kChoice,
             "auto|fused|tensor|cublas", "every call",
             "How the weight gradients are computed on CUDA. auto: the fused kernel on the SIMT "

@@ -47,8 +47,9 @@ __device__ __forceinline__ void forward_rows(const scalar_t* gates, const acc_t 
       z[u][q] = static_cast<acc_t>(gates[at + q * state]);
     }
     if (sums.data != nullptr) {
+      const int64_t ld = sums.ld > 0 ? sums.ld : 3 * static_cast<int64_t>(state);
       for (int p = 0; p < sums.splits; ++p) {
-        const acc_t* part = sums.data + p * batch * 3 * state + at;
+        const acc_t* part = sums.data + (p * batch + row) * ld + s;
 #pragma unroll
         for (int q = 0; q < 3; ++q) {
           z[u][q] += part[q * state];
@@ -124,9 +125,10 @@ __device__ __forceinline__ void backward_rows(
     const int64_t i = row * state + s;
     const scalar_t* g = gates + row * 3 * state + s;
     if (parts.data != nullptr) {
-      gh[u] = parts.data[i];
+      const int64_t ld = parts.ld > 0 ? parts.ld : state;
+      gh[u] = parts.data[row * ld + s];
       for (int p = 1; p < parts.splits; ++p) {
-        gh[u] += parts.data[p * batch * state + i];
+        gh[u] += parts.data[(p * batch + row) * ld + s];
       }
     } else {
       gh[u] = grad_h[row * grad_h_ld + s];

@@ -23,14 +23,17 @@ namespace lltm_ext::lltm {
 // the device's SM count: the grids are one full wave of blocks.
 //
 // The sequence's per-step product split over K (launch_step_gemm) leaves `splits` matrices of
-// partial sums (SplitSums, each the gate kernel's B x 3S forward or B x S backward, contiguous).
-// Forward adds them in order to `gates` and writes the total to `total` (the pre-activations as
-// stored, beside the input projection); backward's grad_h is their sum. Null data: none.
+// partial sums (SplitSums, each the gate kernel's B x 3S forward or B x S backward, rows `ld`
+// elements apart: 0 for 3S forward, S backward, as contiguous; the cuBLAS path's padded products
+// leave one matrix in wider rows). Forward adds them in order to `gates` and writes the total to
+// `total` (the pre-activations as stored, beside the input projection); backward's grad_h is
+// their sum. Null data: none.
 template <typename T>
 struct SplitSums {
   const cuda::opmath_t<T>* data = nullptr;
   int splits = 0;
   T* total = nullptr;
+  int64_t ld = 0;
 };
 // A copy that a gate kernel also writes, in another dtype C, rows `ld` elements apart: forward's
 // new_h, backward's d_gates, each rounded to C (a float32 state's half-precision products read

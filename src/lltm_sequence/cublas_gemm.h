@@ -4,6 +4,7 @@
 // that cuBLAS would split too finely go through cuBLASLt unsplit (cublas_lt_cuda_host.cpp).
 #pragma once
 
+#include <ATen/ATen.h>
 #include <ATen/DynamicLibrary.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <cublas_v2.h>
@@ -16,6 +17,7 @@
 #include <utility>
 
 #include "common/cuda_host.h"
+#include "common/env_setting.h"
 
 namespace lltm_ext::lltm {
 
@@ -266,6 +268,40 @@ inline CublasWeights cublas_w_h(const at::Tensor& weights, int64_t S, int64_t st
   }
   at::Tensor copy = weights.narrow(1, 0, S).contiguous();
   return {copy, row_major(copy.const_data_ptr(), 3 * S, S, S)};
+}
+
+// The half types' cuBLAS step products at a state S that is not a multiple of 8: cuBLAS runs
+// its older kernels (sm_80's, with split-K reductions) on such shapes, whatever the rows'
+// alignment, at about half the speed of those it runs at S rounded up. In calls of at least
+// kAlignedCopySteps steps (unless LLTM_EXT_SEQUENCE_STEP_PAD=off) the products run on padded
+// copies instead: W_h in a (3S, S) corner of zeros (np = 3S and sp = S rounded up to 8), the
+// step's operand (forward h_{t-1} (B, sp), backward dG_t (B, np), zeros past S or 3S: the gate
+// kernels write the rest beside their own outputs, RowCopy), each product a whole (B, np) or
+// (B, sp) of float32 sums that the next gate kernel adds (SplitSums with rows of np or sp).
+// Figures: docs/decisions_sequence.md#padded-step-products.
+struct PaddedStep {
+  at::Tensor w;        // (np, sp): W_h, zeros past 3S rows and S columns; undefined: no padding
+  at::Tensor operand;  // forward (B, sp), backward (B, np); zeros past S or 3S
+  at::Tensor sums;     // float32, forward (B, np), backward (B, sp)
+  int64_t sp = 0, np = 0;
+  bool used() const { return w.defined(); }
+};
+inline PaddedStep padded_step(const at::Tensor& weights, int64_t B, int64_t S, int64_t steps,
+                              bool backward) {
+  const at::ScalarType t = weights.scalar_type();
+  const bool off = env_choice("LLTM_EXT_SEQUENCE_STEP_PAD") == "off";  // read (checked) always
+  if (off || (t != at::kHalf && t != at::kBFloat16) || S % 8 == 0 || B == 0 ||
+      steps < kAlignedCopySteps) {
+    return {};
+  }
+  PaddedStep p;
+  p.sp = (S + 7) / 8 * 8;
+  p.np = (3 * S + 7) / 8 * 8;
+  p.w = at::zeros({p.np, p.sp}, weights.options());
+  p.w.narrow(0, 0, 3 * S).narrow(1, 0, S).copy_(weights.narrow(1, 0, S));
+  p.operand = at::zeros({B, backward ? p.np : p.sp}, weights.options());
+  p.sums = at::empty({B, backward ? p.sp : p.np}, weights.options().dtype(at::kFloat));
+  return p;
 }
 
 }  // namespace lltm_ext::lltm

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -101,6 +102,18 @@ SplitSums<T> split_parts(const at::Tensor& sums, int splits, T* total) {
   if constexpr (std::is_same_v<T, float>) {
     if (sums.defined()) {
       return {sums.const_data_ptr<float>(), splits, total};
+    }
+  }
+  return {};
+}
+
+// The padded product's sums for a gate kernel, rows `ld` apart (the half types only; none
+// where there is no padding).
+template <typename T>
+SplitSums<T> padded_parts(const PaddedStep& pad, T* total, int64_t ld) {
+  if constexpr (std::is_same_v<cuda::opmath_t<T>, float>) {
+    if (pad.used()) {
+      return {pad.sums.const_data_ptr<float>(), 1, total, ld};
     }
   }
   return {};
@@ -212,26 +225,45 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
         const StepGemmShape& split = plan.forward_gemm;
         const at::Tensor sums = split_sums(input, split, B, 3 * S);
         const StepWeights step_w = step_weights(weights, S, split, /*backward=*/false);
-        // cuBLAS's W_h (none where our split product runs every step)
-        const CublasWeights blas_w =
-            split.rows == 0 ? cublas_w_h(weights, S, T, es) : CublasWeights{at::Tensor(), w_h};
+        // cuBLAS's W_h (none where our split product runs every step), or its padded copy
+        const PaddedStep pad =
+            split.rows == 0 ? padded_step(weights, B, S, T, /*backward=*/false) : PaddedStep{};
+        const CublasWeights blas_w = split.rows == 0 && !pad.used()
+                                         ? cublas_w_h(weights, S, T, es)
+                                         : CublasWeights{at::Tensor(), w_h};
+        std::optional<Blas> pad_blas;  // half operands, float32 sums
+        if (pad.used()) {
+          pad_blas.emplace(input.scalar_type(), false, at::kFloat);
+        }
+        if (pad.used() && h0.defined()) {
+          pad.operand.narrow(1, 0, S).copy_(h0);
+        }
         for (int64_t t = 0; t < T; ++t) {
           const scalar_t* h_prev = t == 0 ? h_0 : out + (t - 1) * n;
           const scalar_t* c_prev = t == 0 ? c_0 : cell + (t - 1) * n;
           scalar_t* g_t = g + t * 3 * n;
-          bool split_done = false;  // the product's partial sums in `sums`, for the gate kernel
-          if (h_prev != nullptr) {  // none for a zero h_{-1}: gates_0 is the projection alone
-            split_done = step_gemm(split, h_prev, S, step_w, /*transposed=*/true, g_t, 3 * S,
-                                   /*accumulate=*/true, sums, B, 3 * S, S,
-                                   /*after_gates=*/t > 0, stream);
-            if (!split_done) {
+          SplitSums<scalar_t> parts;  // the product's sums, where the gate kernel adds them
+          if (h_prev != nullptr && pad.used()) {  // h_{t-1} (B, sp) W^T -> sums (B, np)
+            pad_blas->gemm(row_major(pad.operand.const_data_ptr(), B, pad.sp, pad.sp),
+                           transposed(row_major(pad.w.const_data_ptr(), pad.np, pad.sp, pad.sp)),
+                           row_major(pad.sums.const_data_ptr(), B, pad.np, pad.np), 0);
+            parts = padded_parts(pad, g_t, pad.np);
+          } else if (h_prev != nullptr) {  // none for a zero h_{-1}: the projection alone
+            if (step_gemm(split, h_prev, S, step_w, /*transposed=*/true, g_t, 3 * S,
+                          /*accumulate=*/true, sums, B, 3 * S, S, /*after_gates=*/t > 0, stream)) {
+              parts = split_parts(sums, split.splits, g_t);
+            } else {
               step_blas.gemm(row_major(h_prev, B, S, S), transposed(blas_w.w_h),
                              row_major(g_t, B, 3 * S, 3 * S), 1);
             }
           }
-          C10_CUDA_CHECK(launch_forward_gates<scalar_t>(
-              g_t, b, c_prev, out + t * n, cell + t * n, n, S, sms, stream,
-              split_done ? split_parts(sums, split.splits, g_t) : SplitSums<scalar_t>{}));
+          // h_t's padded copy, for the next step's product
+          const RowCopy<scalar_t> copy =
+              pad.used() && t + 1 < T
+                  ? RowCopy<scalar_t>{pad.operand.mutable_data_ptr<scalar_t>(), pad.sp}
+                  : RowCopy<scalar_t>{};
+          C10_CUDA_CHECK(launch_forward_gates<scalar_t>(g_t, b, c_prev, out + t * n, cell + t * n,
+                                                        n, S, sms, stream, parts, copy));
         }
         return;
       }
@@ -319,26 +351,46 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
         const at::Tensor sums = split_sums(cells, split, B, S);
         const StepWeights step_w =
             T > 1 ? step_weights(weights, S, split, /*backward=*/true) : StepWeights{};
-        const CublasWeights blas_w =
-            split.rows == 0 ? cublas_w_h(weights, S, T, es) : CublasWeights{at::Tensor(), w_h};
+        // cuBLAS's W_h (none where our split product runs every step), or its padded copy
+        const PaddedStep pad = split.rows == 0 && T > 1
+                                   ? padded_step(weights, B, S, T, /*backward=*/true)
+                                   : PaddedStep{};
+        const CublasWeights blas_w = split.rows == 0 && !pad.used()
+                                         ? cublas_w_h(weights, S, T, es)
+                                         : CublasWeights{at::Tensor(), w_h};
+        std::optional<Blas> pad_blas;  // half operands, float32 sums
+        if (pad.used()) {
+          pad_blas.emplace(cells.scalar_type(), false, at::kFloat);
+        }
         for (int64_t t = T - 1; t >= 0; --t) {
           // dL/dc_t: grad_c_n, or from step t + 1.
           const scalar_t* gc = t == T - 1 ? gc_n : dc[(t + 1) % 2];
           scalar_t* dg_t = dg + t * 3 * n;
-          // dL/dh_t = grad_output[t] + (grad_h_n, or d h_t from step t + 1: dh, or its split sums).
+          // dL/dh_t = grad_output[t] + (grad_h_n, or d h_t from step t + 1: dh, or its split or
+          // padded product's sums).
           const scalar_t* gh = t == T - 1 ? gh_n : dh;
-          const SplitSums<scalar_t> parts = t < T - 1
-                                                ? split_parts<scalar_t>(sums, split.splits, nullptr)
-                                                : SplitSums<scalar_t>{};
+          const SplitSums<scalar_t> parts =
+              t == T - 1   ? SplitSums<scalar_t>{}
+              : pad.used() ? padded_parts<scalar_t>(pad, nullptr, pad.sp)
+                           : split_parts<scalar_t>(sums, split.splits, nullptr);
+          // dG_t's padded copy, for this step's product
+          const RowCopy<scalar_t> copy =
+              pad.used() && t > 0
+                  ? RowCopy<scalar_t>{pad.operand.mutable_data_ptr<scalar_t>(), pad.np}
+                  : RowCopy<scalar_t>{};
           // With no grad_h_n, the last step's dL/dh_t is grad_output[t] alone.
           C10_CUDA_CHECK(launch_backward_gates<scalar_t>(
               gh != nullptr ? gh : go + t * n, S, gh != nullptr ? go + t * n : nullptr, gc,
               cell + t * n, g + t * 3 * n, b, dg_t, dc[t % 2], nullptr, nullptr, n, S, sms, stream,
-              parts));
-          if (t > 0 ? !step_gemm(split, dg_t, 3 * S, step_w, /*transposed=*/false, dh, S,
-                                 /*accumulate=*/false, sums, B, S, 3 * S, /*after_gates=*/true,
-                                 stream)
-                    : want_d_h0) {
+              parts, copy));
+          if (t > 0 && pad.used()) {  // dG_t (B, np) W -> sums (B, sp)
+            pad_blas->gemm(row_major(pad.operand.const_data_ptr(), B, pad.np, pad.np),
+                           row_major(pad.w.const_data_ptr(), pad.np, pad.sp, pad.sp),
+                           row_major(pad.sums.const_data_ptr(), B, pad.sp, pad.sp), 0);
+          } else if (t > 0 ? !step_gemm(split, dg_t, 3 * S, step_w, /*transposed=*/false, dh, S,
+                                        /*accumulate=*/false, sums, B, S, 3 * S,
+                                        /*after_gates=*/true, stream)
+                           : want_d_h0) {
             step_blas.gemm(row_major(dg_t, B, 3 * S, 3 * S), blas_w.w_h, row_major(dh, B, S, S), 0);
           }
         }
