@@ -703,11 +703,13 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
 // 640, or S >= 512 from B = 72 on (the tiled kernels run these products in TF32, cuBLAS on the
 // 16-bit tensor cores); and on a stream where LLTMSequence runs calls at once also float32 at S >=
 // 640, where the tiled kernels' grid holds the GPU (or half of it, slowly) while cuBLAS's steps
-// leave room for the other calls'. Where S is not a multiple of 8, cuBLAS runs its half products
-// on older, slower kernels (the shapes, not only the rows' alignment, decide it), so the one-pass
-// products leave the tiled kernels later: from S = 896 alone, from S = 640 on those streams, or
-// below that for calls of fewer than 64 steps (a wavefront's chunks), over which the tiled
-// kernels' set-up does not pay. Figures: docs/decisions_sequence.md#mid-batch-steps.
+// leave room for the other calls'. Where S is not a multiple of 8 the one-pass products leave the
+// tiled kernels later: from S = 896 alone, from S = 640 on those streams, or below that for calls
+// of fewer than 64 steps (a wavefront's chunks), over which the tiled kernels' set-up does not
+// pay. That part was fitted where cuBLAS ran such half products on its slower sm_80 kernels, as
+// it still runs the mixed loops' (autocast's); the half types' own now run padded
+// (cublas_gemm.h: padded_step), as fast as at S rounded up. Figures:
+// docs/decisions_sequence.md#mid-batch-steps.
 template <typename T>
 bool mid_batch_steps(int device, int64_t steps, int64_t batch, int64_t state, bool tf32) {
   if (std::is_same_v<T, double> || batch < 40 || batch > 128 || state < 512) {
