@@ -279,6 +279,7 @@ _MIXED = [
     _cuda_mixed(torch.bfloat16, "cublas", (24, 40, 20, 72), "cuda-cublas-bfloat16"),
     _cuda_mixed(torch.float16, "cublas", (24, 40, 20, 72), "cuda-cublas-float16"),
     _cuda_mixed(torch.bfloat16, "cublas", (7, 37, 13, 37), "cuda-cublas-odd"),
+    _cuda_mixed(torch.float16, "cublas", (5, 41, 9, 45), "cuda-cublas-odd-float16"),
     _cuda_mixed(torch.bfloat16, None, (2, 64, 32, 520), "cuda-short-call"),
     _cuda_mixed(torch.bfloat16, "small", (9, 5, 12, 24), "cuda-small-float32"),
 ]

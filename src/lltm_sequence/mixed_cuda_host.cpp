@@ -60,10 +60,14 @@ void sequence_forward_mixed_cuda(const at::Tensor& input, const at::Tensor& weig
             row_major(g, T * B, 3 * S, 3 * S), 0);
   // W_h as cuBLAS's step products read it (cublas_gemm.h: aligned rows), and h_{t-1} in the half
   // type: each step's gate kernel writes h_t's copy for the next step's product.
-  const CublasWeights w_h = cublas_w_h(weights, S, T, es);
-  const at::Tensor h_half = at::empty({B, S}, input.options());
+  // At S not a multiple of 8, padded (cublas_gemm.h: padded_step): h_{t-1} in rows of sp, zeros
+  // past S, W_h in an (np, sp) corner of zeros, each product (B, np) float32 sums that the gate
+  // kernel adds to the projection.
+  const PaddedStep pad = padded_step(weights, B, S, T, /*backward=*/false);
+  const CublasWeights w_h = pad.used() ? CublasWeights{} : cublas_w_h(weights, S, T, es);
+  const at::Tensor h_half = pad.used() ? pad.operand : at::empty({B, S}, input.options());
   if (h0.defined()) {
-    h_half.copy_(h0);
+    h_half.narrow(1, 0, S).copy_(h0);
   }
   const float* b = bias.const_data_ptr<float>();
   const float* c_0 = c0.defined() ? c0.const_data_ptr<float>() : nullptr;
@@ -71,16 +75,25 @@ void sequence_forward_mixed_cuda(const at::Tensor& input, const at::Tensor& weig
   float* cell = cells.mutable_data_ptr<float>();
   with_half_type(input.scalar_type(), [&](auto tag) {
     using H = decltype(tag);
-    const RowCopy<H> copy{h_half.mutable_data_ptr<H>(), S};
+    const int64_t ld = pad.used() ? pad.sp : S;
+    const RowCopy<H> copy{h_half.mutable_data_ptr<H>(), ld};
     for (int64_t t = 0; t < T; ++t) {
       float* g_t = g + t * 3 * n;
+      SplitSums<float> sums;
       if (t > 0 || h0.defined()) {  // none for a zero h_{-1}: gates_0 is the projection alone
-        blas.gemm(row_major(h_half.const_data_ptr(), B, S, S), transposed(w_h.w_h),
-                  row_major(g_t, B, 3 * S, 3 * S), 1);
+        if (pad.used()) {
+          blas.gemm(row_major(h_half.const_data_ptr(), B, pad.sp, pad.sp),
+                    transposed(row_major(pad.w.const_data_ptr(), pad.np, pad.sp, pad.sp)),
+                    row_major(pad.sums.const_data_ptr(), B, pad.np, pad.np), 0);
+          sums = SplitSums<float>{pad.sums.const_data_ptr<float>(), 1, g_t, pad.np};
+        } else {
+          blas.gemm(row_major(h_half.const_data_ptr(), B, S, S), transposed(w_h.w_h),
+                    row_major(g_t, B, 3 * S, 3 * S), 1);
+        }
       }
       const cudaError_t launched = launch_forward_gates<float, H>(
           g_t, b, t == 0 ? c_0 : cell + (t - 1) * n, out + t * n, cell + t * n, n, S, sms, stream,
-          SplitSums<float>{}, t + 1 < T ? copy : RowCopy<H>{});
+          sums, t + 1 < T ? copy : RowCopy<H>{});
       C10_CUDA_CHECK(launched);
     }
   });
