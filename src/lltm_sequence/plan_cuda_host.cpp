@@ -707,8 +707,10 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
 // tiled kernels later: from S = 896 alone, from S = 640 on those streams, or below that for calls
 // of fewer than 64 steps (a wavefront's chunks), over which the tiled kernels' set-up does not
 // pay. That part was fitted where cuBLAS ran such half products on its slower sm_80 kernels, as
-// it still runs the mixed loops' (autocast's); the half types' own now run padded
-// (cublas_gemm.h: padded_step), as fast as at S rounded up. Figures:
+// it still runs the mixed loops' backward ones (autocast's); the half types' own and the mixed
+// forward ones now run padded (cublas_gemm.h: padded_step), as fast as at S rounded up. Fitted
+// again on those, the rule won by the sweep's timer (the host's time hidden) and lost in a loop
+// of calls, where cuBLAS's steps cost the host more than the GPU. Figures:
 // docs/decisions_sequence.md#mid-batch-steps.
 template <typename T>
 bool mid_batch_steps(int device, int64_t steps, int64_t batch, int64_t state, bool tf32) {
