@@ -26,8 +26,9 @@ called under torch.autocast(dtype=bfloat16), as the sweep's.
 
 --timer covered (the default) times one call at a time with the GPU kept busy while the host
 queues it (the sweep's sampler: the host's time hidden, up to its 20 ms spin); --timer loop times
-calls back to back as a training loop that does nothing else runs them (four calls between CUDA
-events, no flush, no spin): a path whose host time per call passes its GPU time shows it there.
+calls back to back as a training loop that does nothing else runs them (the sweep's
+--sweep-timer loop: a few calls between CUDA events, no flush, no spin): a path whose host time
+per call passes its GPU time shows it there.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from typing import Any
 import torch
 
 import lltm_ext
-from lltm_ext.cli.sweep import _CudaSampler, _matmul_precision, sequence_shapes
+from lltm_ext.cli.sweep import _CudaLoopSampler, _CudaSampler, _matmul_precision, sequence_shapes
 
 KNOBS = {
     "tiles": "LLTM_EXT_SEQUENCE_TILED_TILES",
@@ -89,24 +90,6 @@ def with_env(env: dict[str, str], fn: Callable[[], Any]) -> Callable[[], Any]:
         return fn()
 
     return call
-
-
-def loop_run(fns: list[Callable[[], Any]], per_side: int, calls: int = 4) -> list[list[float]]:
-    """Seconds per call of each fn, `per_side` samples each (in turn): `calls` calls back to back
-    between CUDA events, from an idle GPU, no flush, no spin (--timer loop)."""
-    out: list[list[float]] = [[] for _ in fns]
-    for _ in range(per_side):
-        for fn, samples in zip(fns, out, strict=True):
-            torch.cuda.synchronize()
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(calls):
-                fn()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end) * 1e-3 / calls)
-    return out
 
 
 def time_shape(
@@ -167,10 +150,11 @@ def time_shape(
             names.append(p)
         torch.cuda.synchronize()
         if timer == "loop":
-            first = loop_run(fns, 1)
-            per_call = 4 * sum(f[0] for f in first)
+            loop = _CudaLoopSampler()
+            first = loop.run(fns, 1)
+            per_call = sum(f[0] * c for f, c in zip(first, loop.calls, strict=True))
             per_side = int(min(30, max(3, budget_s / max(per_call, 1e-9))))
-            samples = loop_run(fns, per_side)
+            samples = loop.run(fns, per_side)
         else:
             sampler = _CudaSampler(torch.device("cuda"))
             sampler.cover(fns)

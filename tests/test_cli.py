@@ -308,6 +308,53 @@ def test_sweep_sampler_hides_the_host_time_of_a_call():
     assert covered < 0.001, covered
 
 
+@pytest.mark.cuda
+def test_loop_sampler_counts_the_host_time_of_a_call():
+    """--sweep-timer loop times calls back to back: a call whose host side takes 3 ms and whose GPU
+    side takes microseconds times as the host's 3 ms (the next call waits on the host), where the
+    covered sampler, its spin sized by `cover`, times it as microseconds."""
+    import statistics
+    import time
+
+    from lltm_ext.cli.sweep import _CudaLoopSampler, _CudaSampler
+
+    x = torch.zeros(1024, device="cuda")
+
+    def call():
+        time.sleep(0.003)
+        x.add_(1)
+
+    call()
+    torch.cuda.synchronize()
+    loop = _CudaLoopSampler()
+    looped = statistics.median(loop.run([call], 5)[0])
+    assert loop.calls[0] >= 2
+    covered = _CudaSampler(torch.device("cuda"))
+    covered.cover([call])
+    hidden = statistics.median(covered.run([call], 5)[0])
+    assert looped >= 0.0025, looped
+    assert hidden < 0.001, hidden
+
+
+def test_sweep_timer_is_checked_and_recorded(tmp_path):
+    """--sweep-timer: covered or loop, written in the JSON's environment (the CPU's blocks of calls
+    are a loop either way); an unknown timer is refused by the CLI and by the sweep's functions."""
+    from lltm_ext.cli import sweep as _sweep
+
+    out = tmp_path / "sweep.json"
+    argv = ["bench", "--sweep", "1", "--seed", "2", "--ops", "lltm_sequence", "--device", "cpu"]
+    argv += ["--dtypes", "float32", "--budget", "0.001", "--sweep-timer", "loop"]
+    assert main(argv + ["--json", str(out)], prog="lltm-ext") == 0
+    env = json.loads(out.read_text())["environment"]
+    assert env["sweep"]["timer"] == "loop" and env["timer"] == "host clock around blocks of calls"
+    with pytest.raises(SystemExit):
+        main(argv[:-1] + ["spin"], prog="lltm-ext")
+    with pytest.raises(ValueError, match="timer must be one of"):
+        _sweep.run_sweep(["lltm_sequence"], 1, 0, torch.device("cpu"), timer="spin", echo=None)
+    with pytest.raises(ValueError, match="timer must be one of"):
+        _sweep.time_medians([lambda: None], torch.device("cpu"), 1e-3, timer="spin")
+
+
 def test_sequence_sweep_times_tf32_only_on_request(monkeypatch):
     """`--dtypes tf32` is a known dtype; lltm_sequence's sweep times it on CUDA when named (float32
     with TF32 matmuls allowed while timed, the caller's precision after), never by default or on a

@@ -246,11 +246,14 @@ def _run_sweep(args: argparse.Namespace, device: torch.device, ops: list[str], t
 
     meta = metadata(device, timer, args.argv)
     meta["timer"] = (
-        "CUDA events around each call, L2 flushed before it"
-        if device.type == "cuda"
-        else "host clock around blocks of calls"
+        "host clock around blocks of calls"
+        if device.type != "cuda"
+        else "CUDA events around a few calls back to back, no flush, no spin (the host's time "
+        "counted)"
+        if args.sweep_timer == "loop"
+        else "CUDA events around each call, L2 flushed before it"
     )
-    meta["sweep"] = {"n": args.sweep, "seed": args.seed, "ops": ops}
+    meta["sweep"] = {"n": args.sweep, "seed": args.seed, "ops": ops, "timer": args.sweep_timer}
     budget = args.budget if args.budget is not None else 0.05
     shown = ("lltm_ext", "torch", "device", "cpu", "threads", "gpu")
     print("environment:", ", ".join(f"{k}={meta[k]}" for k in shown if k in meta))
@@ -271,6 +274,7 @@ def _run_sweep(args: argparse.Namespace, device: torch.device, ops: list[str], t
         budget_s=budget,
         seq_configs=configs,
         seq_large=args.seq_shapes == "large",
+        timer=args.sweep_timer,
     )
     summaries = summarize(points)
     print()
@@ -350,7 +354,8 @@ examples:
 log-uniform in [1, 12000] under a FLOP cap, all four layouts, bfloat16, float16, float32 and TF32;
 lltm_sequence: T in [8, 2048], B in [1, 512], S in [32, 2048], I in [1, 2048], forward+backward
 against torch.nn.LSTM) and prints the distribution of the ratios: geometric mean, 10th percentile,
-minimum, median, maximum, and the worst shapes.
+minimum, median, maximum, and the worst shapes. On CUDA each call is timed alone, the host's time
+hidden (--sweep-timer covered), or in calls back to back, the host's time counted (loop).
 
 --linear times lltm_ext.gemm(x, W.t()) against x @ W.t(), x (M, K) random normal and W (N, K) as
 nn.Linear stores and initializes it, over common layers (K, N) and numbers of tokens M, each M's
@@ -540,6 +545,15 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         help="with --sweep: the sequence's configurations, each against nn.LSTM in the same one "
         "(default 1): 1 (one layer), l2, l3, l4 (layers), bi (bidirectional), packed (a "
         "PackedSequence of lengths uniform in [T/4, T])",
+    )
+    p.add_argument(
+        "--sweep-timer",
+        choices=["covered", "loop"],
+        default="covered",
+        help="with --sweep on CUDA: covered (default) times one call at a time, the L2 flushed "
+        "and the host's time hidden behind a spin of the GPU (a loop that keeps the GPU busy); "
+        "loop times a few calls back to back (a loop that runs nothing else: a call's host time "
+        "counts where it passes its GPU time)",
     )
     p.add_argument(
         "--seq-shapes",

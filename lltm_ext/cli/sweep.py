@@ -14,8 +14,10 @@ at random (a seed makes them repeatable) and times lltm_ext and the reference on
 
 Timing, per shape: a warm-up call of each side, then samples alternating between the two sides.
 On CUDA one sample is one call between CUDA events, the L2 cache flushed before it (as
-``triton.testing.do_bench`` does); on the CPU one sample is the mean of a block of calls timed by
-the host clock. A side's time is the median of its samples; ratio = reference time / lltm_ext
+``triton.testing.do_bench`` does) and the host's time hidden behind a spin (``_CudaSampler``), or,
+with ``timer="loop"``, a few calls back to back (``_CudaLoopSampler``: the host's time counted
+where it passes the GPU's); on the CPU one sample is the mean of a block of calls timed by the host
+clock. A side's time is the median of its samples; ratio = reference time / lltm_ext
 time (> 1: lltm_ext is faster). Each point also records both sides' error against float64, from
 one untimed call (GEMM: ``|c - c64| / |c64|`` in the Frobenius norm; sequences: ``max |out - out64|
 / max |out64|`` of the forward output, each side against itself run in float64 from the same
@@ -246,6 +248,42 @@ class _CudaSampler:
         return [[s.elapsed_time(e) * 1e-3 for s, e in ev] for ev in events]
 
 
+class _CudaLoopSampler:
+    """One sample = a few calls back to back between CUDA events, from an idle GPU, per call: a
+    training loop that runs nothing else, where a call whose host time passes its GPU time makes
+    the next call wait on the host. No L2 flush (the calls share L2, as a loop's do) and no spin.
+    Calls per sample: enough for about 2 ms, 2 to 50."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def run(self, fns: list[Callable[[], Any]], per_side: int) -> list[list[float]]:
+        if not self.calls:
+            for fn in fns:
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                fn()
+                torch.cuda.synchronize()
+                once = max(time.perf_counter() - t0, 1e-7)
+                self.calls.append(max(2, min(50, math.ceil(2e-3 / once))))
+        out: list[list[float]] = [[] for _ in fns]
+        for _ in range(per_side):
+            for fn, calls, samples in zip(fns, self.calls, out, strict=True):
+                torch.cuda.synchronize()
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record()
+                for _ in range(calls):
+                    fn()
+                end.record()
+                end.synchronize()
+                samples.append(start.elapsed_time(end) * 1e-3 / calls)
+        return out
+
+
+SWEEP_TIMERS = ("covered", "loop")
+
+
 class _CpuSampler:
     """One sample = the mean time of a block of calls (blocks of >= ~1 ms), by the host clock."""
 
@@ -270,36 +308,52 @@ class _CpuSampler:
 
 
 def time_medians(
-    fns: list[Callable[[], Any]], device: torch.device, budget_s: float, flush: str = "write"
+    fns: list[Callable[[], Any]],
+    device: torch.device,
+    budget_s: float,
+    flush: str = "write",
+    timer: str = "covered",
 ) -> tuple[list[float], int]:
     """Median seconds per call of each of `fns`, sampled in turn, and the samples per fn.
 
     One warm-up call each first (and a first sample to size the rest); then as many samples as fit
     in about `budget_s` together, at least 5 and at most 100 per fn. `flush`: how L2 is emptied
-    before each CUDA sample (`_CudaSampler`).
+    before each CUDA sample (`_CudaSampler`). `timer` (CUDA): "covered", one call a sample with the
+    host's time hidden (`_CudaSampler`), or "loop", calls back to back (`_CudaLoopSampler`).
     """
-    sampler: _CudaSampler | _CpuSampler
+    if timer not in SWEEP_TIMERS:
+        raise ValueError(f"timer must be one of {SWEEP_TIMERS}, got {timer!r}")
+    sampler: _CudaSampler | _CudaLoopSampler | _CpuSampler
     if device.type == "cuda":
-        sampler = _CudaSampler(device, flush)
         for fn in fns:
             fn()
         torch.cuda.synchronize()
-        sampler.cover(fns)
+        if timer == "loop":
+            sampler = _CudaLoopSampler()
+        else:
+            sampler = _CudaSampler(device, flush)
+            sampler.cover(fns)
     else:
         sampler = _CpuSampler()
     first = sampler.run(fns, 1)
-    per_call = sum(s[0] for s in first)
+    # A sample's cost: its calls (the loop sampler's several) times a call's time.
+    calls = sampler.calls if isinstance(sampler, _CudaLoopSampler) else [1] * len(fns)
+    per_call = sum(s[0] * c for s, c in zip(first, calls, strict=True))
     per_fn = int(min(100, max(5, budget_s / max(per_call, 1e-9))))
     samples = sampler.run(fns, per_fn)
     return [statistics.median(s) for s in samples], per_fn
 
 
 def time_interleaved(
-    ours: Callable[[], Any], ref: Callable[[], Any], device: torch.device, budget_s: float
+    ours: Callable[[], Any],
+    ref: Callable[[], Any],
+    device: torch.device,
+    budget_s: float,
+    timer: str = "covered",
 ) -> tuple[float, float, int]:
     """Median seconds per call of `ours` and `ref`, sampled alternately, and the samples per side
-    (``time_medians`` of the two)."""
-    (a, b), per_side = time_medians([ours, ref], device, budget_s)
+    (``time_medians`` of the two, with its `timer`)."""
+    (a, b), per_side = time_medians([ours, ref], device, budget_s, timer=timer)
     return a, b, per_side
 
 
@@ -328,9 +382,15 @@ def _max_err(out: torch.Tensor, ref64: torch.Tensor) -> float:
 
 
 def gemm_point(
-    shape: dict[str, Any], dtype: str, device: torch.device, budget_s: float, seed: int
+    shape: dict[str, Any],
+    dtype: str,
+    device: torch.device,
+    budget_s: float,
+    seed: int,
+    timer: str = "covered",
 ) -> SweepPoint:
-    """lltm_ext.gemm against torch.mm on one shape: times, ratio, and both errors."""
+    """lltm_ext.gemm against torch.mm on one shape: times (`timer`: time_medians'), ratio, and
+    both errors."""
     import lltm_ext
 
     m, n, k, layout = shape["M"], shape["N"], shape["K"], shape["layout"]
@@ -349,7 +409,7 @@ def gemm_point(
         ref_err = _rel_err(torch.mm(a, b), ref64)
         del ref64
         t_ours, t_ref, samples = time_interleaved(
-            lambda: lltm_ext.gemm(a, b), lambda: torch.mm(a, b), device, budget_s
+            lambda: lltm_ext.gemm(a, b), lambda: torch.mm(a, b), device, budget_s, timer
         )
     return SweepPoint(
         op="gemm",
@@ -372,9 +432,10 @@ def sequence_point(
     budget_s: float,
     seed: int,
     config: str = "1",
+    timer: str = "covered",
 ) -> SweepPoint:
     """lltm_ext.LLTMSequence against torch.nn.LSTM in the same configuration (SEQ_CONFIGS),
-    forward+backward, on one (T, B, I, S)."""
+    forward+backward, on one (T, B, I, S), timed as `timer` says (time_medians')."""
     import warnings
 
     from torch.nn.utils.rnn import pack_padded_sequence
@@ -424,7 +485,7 @@ def sequence_point(
         with torch.no_grad():
             ours_err = _max_err(run(seq), run(copy.deepcopy(seq).double(), x64))
             ref_err = _max_err(run(lstm), run(copy.deepcopy(lstm).double(), x64))
-        t_ours, t_ref, samples = time_interleaved(ours, ref, device, budget_s)
+        t_ours, t_ref, samples = time_interleaved(ours, ref, device, budget_s, timer)
     return SweepPoint(
         op="lltm_sequence" if config == "1" else f"lltm_sequence[{config}]",
         dtype=dtype,
@@ -516,22 +577,27 @@ def run_sweep(
     echo: Callable[[str], None] | None = print,
     seq_configs: list[str] | None = None,
     seq_large: bool = False,
+    timer: str = "covered",
 ) -> list[SweepPoint]:
     """Time n random shapes of each op in `ops` for each dtype (default: the device's list); the
     sequence in each of `seq_configs` (default: one layer), with SEQ_LARGE_SHAPES after the random
-    shapes when `seq_large`."""
+    shapes when `seq_large`; on CUDA by `timer` ("covered" or "loop": time_medians')."""
+    if timer not in SWEEP_TIMERS:
+        raise ValueError(f"timer must be one of {SWEEP_TIMERS}, got {timer!r}")
     points = []
     for op in ops:
         runs: list[tuple[list[dict[str, Any]], Callable[..., SweepPoint]]] = []
         if op == "gemm":
-            runs.append((gemm_shapes(n, seed, device.type), gemm_point))
+            runs.append(
+                (gemm_shapes(n, seed, device.type), functools.partial(gemm_point, timer=timer))
+            )
             names = GEMM_DTYPES[device.type]
         else:
             for config in seq_configs or ["1"]:
                 shapes = sequence_shapes(n, seed, device.type, config)
                 if seq_large:
                     shapes += [dict(s) for s in SEQ_LARGE_SHAPES]
-                runs.append((shapes, functools.partial(sequence_point, config=config)))
+                runs.append((shapes, functools.partial(sequence_point, config=config, timer=timer)))
             names = SEQ_DTYPES[device.type]
         allowed = names + (SEQ_EXTRA_DTYPES[device.type] if op == "lltm_sequence" else ())
         for shapes, point in runs:

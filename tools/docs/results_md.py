@@ -192,6 +192,7 @@ def view_sweep(data: dict[str, Any], op: str | None = None) -> str:
                 err = f"{_err(s['max_err'])} / {_err(s['max_ref_err'])}"
             # the op as timed (lltm_sequence[l2]: two layers), and the fixed large shapes named
             label = s["op"] + (", large shapes" if name.endswith("_large") else "")
+            label += ", calls back to back" if name.endswith("_loop") else ""
             rows.append(
                 [
                     label,

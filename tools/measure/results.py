@@ -103,6 +103,18 @@ PLANS: dict[str, list[dict[str, Any]]] = {
             + ["lltm_sequence"],
         },
         {
+            "part": "sweep:lltm_sequence_loop",
+            "args": ["--sweep", "40", "--seed", "1", "--ops", "lltm_sequence"]
+            + ["--dtypes", "float32,bfloat16,autocast", "--sweep-timer", "loop"]
+            + ["--device", "cuda"],
+        },
+        {
+            "part": "sweep:lltm_sequence_configs_loop",
+            "args": ["--sweep", "20", "--seed", "1", "--seq-configs", "l2,l4,bi"]
+            + ["--dtypes", "float32,bfloat16,autocast", "--budget", "0.02", "--sweep-timer"]
+            + ["loop", "--ops", "lltm_sequence"],
+        },
+        {
             "part": "linear",
             "args": ["--device", "cuda", "--linear", "--dtypes", "bfloat16,float16"]
             + ["--linear-layouts", "t,n"],
