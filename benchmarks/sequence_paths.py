@@ -13,13 +13,13 @@ LLTM_EXT_SEQUENCE_TILED_TILES / _COLS), :wcols=N (LLTM_EXT_SEQUENCE_WIDE_COLS) o
 path's step products, LLTM_EXT_SEQUENCE_STEP_GEMM / _STEP_SPLITS / _STEP_PAD, e.g.
 cublas:gemm=tensor:splits=4), :blocks=N and :rows=N (the cluster kernels'
 LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS / _ROWS), :srows=N (LLTM_EXT_SEQUENCE_SMALL_ROWS), :short=N
-(LLTM_EXT_SEQUENCE_SHORT_STEPS, e.g. auto:short=1) or :wgrad=W (the weight gradients,
-LLTM_EXT_SEQUENCE_WGRAD: fused, tensor or cublas); "lstm" is torch.nn.LSTM. Ratios are nn.LSTM's
-time over each path's (> 1: faster than cuDNN); a path that does not apply at a shape (forced, it
-raises) shows "-". --sweep N --seed S takes the sweep's shapes; --grid
-"T=1,2,4/B=8,64/I=64/S=128,285" every combination of the values given. --config l2 .. l4 (layers) or
-bi (bidirectional) times the module in that configuration against nn.LSTM in the same, where
-:at_once=off (LLTM_EXT_SEQUENCE_AT_ONCE) runs its calls one after another and :parts=N
+(LLTM_EXT_SEQUENCE_SHORT_STEPS, e.g. auto:short=1), :mid=off (LLTM_EXT_SEQUENCE_MID_BATCH) or
+:wgrad=W (the weight gradients, LLTM_EXT_SEQUENCE_WGRAD: fused, tensor or cublas); "lstm" is
+torch.nn.LSTM. Ratios are nn.LSTM's time over each path's (> 1: faster than cuDNN); a path that does
+not apply at a shape (forced, it raises) shows "-". --sweep N --seed S takes the sweep's shapes;
+--grid "T=1,2,4/B=8,64/I=64/S=128,285" every combination of the values given. --config l2 .. l4
+(layers) or bi (bidirectional) times the module in that configuration against nn.LSTM in the same,
+where :at_once=off (LLTM_EXT_SEQUENCE_AT_ONCE) runs its calls one after another and :parts=N
 (LLTM_EXT_SEQUENCE_AT_ONCE_PARTS) shares the GPU N ways between a wavefront's calls, e.g. --config
 l4 --paths auto,auto:at_once=off,auto:parts=4; the dtype "autocast" is float32 modules and input
 called under torch.autocast(dtype=bfloat16), as the sweep's.
@@ -60,6 +60,7 @@ KNOBS = {
     "srows": "LLTM_EXT_SEQUENCE_SMALL_ROWS",
     "wgrad": "LLTM_EXT_SEQUENCE_WGRAD",
     "short": "LLTM_EXT_SEQUENCE_SHORT_STEPS",
+    "mid": "LLTM_EXT_SEQUENCE_MID_BATCH",
     "at_once": "LLTM_EXT_SEQUENCE_AT_ONCE",
     "parts": "LLTM_EXT_SEQUENCE_AT_ONCE_PARTS",
 }

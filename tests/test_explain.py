@@ -127,6 +127,25 @@ def test_cuda_mid_batches_at_large_states_leave_the_wide_and_tiled_kernels():
 
 
 @CUDA_MARK
+def test_cuda_mid_batch_rule_turned_off(monkeypatch):
+    """LLTM_EXT_SEQUENCE_MID_BATCH=off: a bfloat16 call at B = 72, S = 640, which the mid-batch
+    rule sends to cuBLAS's products every step, keeps the wide or tiled kernels (the path another
+    batch would take); auto is the rule; any other value is refused, naming the setting."""
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("the tiled kernels need an sm_90 GPU")
+    args = sequence_args(40, 72, 8, 640, "cuda", torch.bfloat16)
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_MID_BATCH", "auto")
+    ruled = lltm_ext.explain(lltm_ext.lltm_sequence, *args)
+    assert ruled.path not in ("tiled", "wide") and "mid-batch-steps" in str(ruled), str(ruled)
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_MID_BATCH", "off")
+    kept = lltm_ext.explain(lltm_ext.lltm_sequence, *args)
+    assert kept.path in ("tiled", "wide") and "mid-batch-steps" not in str(kept), str(kept)
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_MID_BATCH", "never")
+    with pytest.raises(RuntimeError, match="LLTM_EXT_SEQUENCE_MID_BATCH"):
+        lltm_ext.lltm_sequence(*args)
+
+
+@CUDA_MARK
 def test_cuda_mid_batches_at_unaligned_states_keep_the_tiled_kernels_longer():
     """At a state that is not a multiple of 8 (docs/decisions_sequence.md#mid-batch-steps),
     cuBLAS's half products run slower kernels: a bfloat16 call alone keeps the tiled or wide

@@ -71,6 +71,13 @@ inline constexpr std::array kSettings = {
         "cuBLAS path, whose set-up costs less than those kernels' (the small-state kernels keep "
         "theirs); unset: 4, and 8 where the batch is at least 256 or the state at least 512; 1: "
         "the cuBLAS path is never taken for shortness."},
+    Setting{"LLTM_EXT_SEQUENCE_MID_BATCH", "lltm_ext.lltm_sequence", Kind::kChoice, "auto|off",
+            "every call",
+            "Whether auto leaves the wide and tiled kernels for cuBLAS's products every step at 40 "
+            "to 128 batch rows and large states (docs/decisions_sequence.md#mid-batch-steps). "
+            "auto: where that rule says; off: never (the wide and tiled kernels where they apply "
+            "and pay, as at other batches), for measuring the rule in a loop of calls, where "
+            "cuBLAS's steps cost the host more."},
     Setting{"LLTM_EXT_SEQUENCE_MIXED", "lltm_ext.lltm_sequence", Kind::kChoice, "auto|off",
             "every call",
             "A float32 state with float16 or bfloat16 products (the autocast kernel's call for a "
@@ -126,10 +133,11 @@ inline constexpr std::array kSettings = {
             "blocks to fill the GPU, each slice at least 64 deep."},
     Setting{"LLTM_EXT_SEQUENCE_STEP_PAD", "lltm_ext.lltm_sequence", Kind::kChoice, "auto|off",
             "every call",
-            "The half types' cuBLAS step products at a state that is not a multiple of 8. auto: "
-            "in calls of 4 or more steps, on copies of W_h, h_{t-1} and dG_t padded with zeros to "
-            "multiples of 8 (cuBLAS runs its faster kernels there), into float32 sums that the "
-            "gate kernels add; off: on the tensors as they are."},
+            "The half types' cuBLAS step products at a state that is not a multiple of 8 (and "
+            "under autocast the float32 state's forward ones). auto: in calls of 4 or more steps, "
+            "on copies of W_h, h_{t-1} and dG_t padded with zeros to multiples of 8 (cuBLAS runs "
+            "its faster kernels there), into float32 sums that the gate kernels add; off: on the "
+            "tensors as they are."},
     Setting{"LLTM_EXT_SEQUENCE_WGRAD", "lltm_ext.lltm_sequence", Kind::kChoice,
             "auto|fused|tensor|cublas", "every call",
             "How the weight gradients are computed on CUDA. auto: the fused kernel on the SIMT "

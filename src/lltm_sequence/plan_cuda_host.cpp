@@ -712,9 +712,11 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
 // again on those, the rule won by the sweep's timer (the host's time hidden) and lost in a loop
 // of calls, where cuBLAS's steps cost the host more than the GPU. Figures:
 // docs/decisions_sequence.md#mid-batch-steps.
+// LLTM_EXT_SEQUENCE_MID_BATCH=off (settings.h) turns the rule off.
 template <typename T>
 bool mid_batch_steps(int device, int64_t steps, int64_t batch, int64_t state, bool tf32) {
-  if (std::is_same_v<T, double> || batch < 40 || batch > 128 || state < 512) {
+  const bool off = env_choice("LLTM_EXT_SEQUENCE_MID_BATCH") == "off";  // read (checked) each time
+  if (off || std::is_same_v<T, double> || batch < 40 || batch > 128 || state < 512) {
     return false;
   }
   const bool one_pass = !std::is_same_v<T, float> || tf32;
