@@ -73,7 +73,9 @@ def host_table(
     module: torch.nn.Module, x: torch.Tensor, autocast: bool, runs: int
 ) -> tuple[float, list]:
     """A forward+backward call's host time in us (median of `runs`, each timed while the GPU spins
-    long enough to be busy all along), and [(operator, calls per run, self CPU us per run)]."""
+    long enough to be busy all along), and [(operator, calls per run, self CPU us per run)]. A
+    call of more launches than CUDA's queue holds (about a thousand) waits for the GPU to take
+    them whatever the spin: its host time then includes that wait."""
     step = forward_backward(module, x, autocast)
     for _ in range(2):
         step()
@@ -84,7 +86,7 @@ def host_table(
         t0 = time.perf_counter()
         step()
         torch.cuda.synchronize()
-        # the spin's clock runs at about 1-2 GHz: 4e6 cycles a ms covers the call 4x or more
+        # 4e6 cycles a ms of the call's time: twice that or more at the GPU's clock (<= 2 GHz)
         spin = int(4e6 * max(1.0, (time.perf_counter() - t0) * 1e3))
     times = []
     for _ in range(runs):
