@@ -13,7 +13,8 @@ LLTM_EXT_SEQUENCE_TILED_TILES / _COLS), :wcols=N (LLTM_EXT_SEQUENCE_WIDE_COLS) o
 path's step products, LLTM_EXT_SEQUENCE_STEP_GEMM / _STEP_SPLITS / _STEP_PAD, e.g.
 cublas:gemm=tensor:splits=4), :blocks=N and :rows=N (the cluster kernels'
 LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS / _ROWS), :srows=N (LLTM_EXT_SEQUENCE_SMALL_ROWS), :short=N
-(LLTM_EXT_SEQUENCE_SHORT_STEPS, e.g. auto:short=1), :mid=off (LLTM_EXT_SEQUENCE_MID_BATCH) or
+(LLTM_EXT_SEQUENCE_SHORT_STEPS, e.g. auto:short=1), :mid=off (LLTM_EXT_SEQUENCE_MID_BATCH),
+:graphs=off (LLTM_EXT_SEQUENCE_GRAPHS: the per-step loops launched step by step) or
 :wgrad=W (the weight gradients, LLTM_EXT_SEQUENCE_WGRAD: fused, tensor or cublas); "lstm" is
 torch.nn.LSTM. Ratios are nn.LSTM's time over each path's (> 1: faster than cuDNN); a path that does
 not apply at a shape (forced, it raises) shows "-". --sweep N --seed S takes the sweep's shapes;
@@ -61,6 +62,7 @@ KNOBS = {
     "wgrad": "LLTM_EXT_SEQUENCE_WGRAD",
     "short": "LLTM_EXT_SEQUENCE_SHORT_STEPS",
     "mid": "LLTM_EXT_SEQUENCE_MID_BATCH",
+    "graphs": "LLTM_EXT_SEQUENCE_GRAPHS",
     "at_once": "LLTM_EXT_SEQUENCE_AT_ONCE",
     "parts": "LLTM_EXT_SEQUENCE_AT_ONCE_PARTS",
 }

@@ -11,6 +11,7 @@ import torch
 from helpers import assert_close, assert_compiled_matches_eager, device_dtypes, devices
 
 import lltm_ext
+from lltm_ext._extension import load_extension
 from lltm_ext.ops.lltm import lltm_loop, lltm_reference
 
 _ops = torch.ops.lltm_ext
@@ -1158,6 +1159,120 @@ def test_cuda_step_gemm_settings(monkeypatch):
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_SPLITS", "65")
     with pytest.raises(RuntimeError, match=r"STEP_SPLITS must be an integer from 1 to 64.*'65'"):
         _ops.lltm_sequence(*args)
+
+
+# (T, B, I, S) and dtype for the step loops' CUDA graphs (LLTM_EXT_SEQUENCE_GRAPHS), on the cuBLAS
+# path: float32 with the split step product (our kernels, launched with programmatic dependence)
+# and with cuBLAS's (B past 32), bfloat16 at a state that is not a multiple of 8 (the padded
+# products), and the mixed loops (a float32 state with bfloat16 products under autocast).
+GRAPH_CASES = [
+    ((10, 5, 7, 37), torch.float32, False),
+    ((12, 40, 16, 64), torch.float32, False),
+    ((9, 13, 5, 37), torch.bfloat16, False),
+    ((12, 40, 16, 64), torch.float32, True),
+]
+
+
+def _sequence_step(args, grads, autocast):
+    """One forward and backward: (output, h_n, c_n) and the five gradients, detached."""
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+        output, (h_n, c_n) = lltm_ext.lltm_sequence(args[0], args[1], args[2], (args[3], args[4]))
+    d = torch.autograd.grad((output, h_n, c_n), args, grads)
+    return [t.detach().clone() for t in (output, h_n, c_n, *d)]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("case", GRAPH_CASES, ids=lambda c: "x".join(map(str, c[0])) + str(c[1:]))
+def test_cuda_step_graphs(monkeypatch, case):
+    """The per-step loops as CUDA graphs: calls of one shape on the same memory run directly
+    first, are captured at the second sighting and replayed from then on, forward and backward,
+    with outputs and gradients equal to the loops launched step by step (=off) and, through
+    check_against_reference, to the float64 loop; a loop of fewer than 8 steps always runs
+    directly; a call inside the caller's own graph capture is not captured again by ours; a bad
+    value is an error."""
+    size, dtype, autocast = case
+    ext = load_extension("lltm_sequence")
+    sequence_path(monkeypatch, "cublas")
+    monkeypatch.setenv("LLTM_EXT_CUBLAS_UNSPLIT", "off")  # its products refuse capture (below)
+    check_against_reference(size, "cuda", dtype)
+    args = make_args(*size, "cuda", dtype)
+    grads = [torch.randn(size[0], size[1], size[3], device="cuda")]
+    grads += [torch.randn(size[1], size[3], device="cuda") for _ in range(2)]
+    grads = [g.to(torch.float32 if autocast else dtype) for g in grads]
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_GRAPHS", "off")
+    before = ext._step_graph_counts()
+    direct = _sequence_step(args, grads, autocast)
+    after = ext._step_graph_counts()
+    assert after[0] - before[0] == 2 and after[1:] == before[1:]  # forward and backward loops
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_GRAPHS", "auto")
+    before = ext._step_graph_counts()
+    for _ in range(10):
+        run = _sequence_step(args, grads, autocast)
+    after = ext._step_graph_counts()
+    # A loop's addresses come back every call or every other one (while the last call's results
+    # are held): after a few calls, both loops captured once at least and replayed since.
+    assert after[1] - before[1] >= 2 and after[2] - before[2] >= 2, (before, after)
+    assert sum(after) - sum(before) == 20
+    # The loops' own results bit for bit (outputs, and the gradients of input, h0 and c0); the
+    # weights' and bias's sums, made after the loop, within the dtype's rounding.
+    for i, (got, want) in enumerate(zip(run, direct, strict=True)):
+        if i in (4, 5):
+            assert_close(got, want, got.dtype, 1.0)
+        else:
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+    # Fewer than 8 steps: directly, however often seen.
+    short = [a.detach()[:7].clone().requires_grad_() if i == 0 else a for i, a in enumerate(args)]
+    before = ext._step_graph_counts()
+    for _ in range(3):
+        _sequence_step(short, [grads[0][:7], *grads[1:]], autocast)
+    after = ext._step_graph_counts()
+    assert after[0] - before[0] == 6 and after[1:] == before[1:]
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_GRAPHS", "always")
+    with pytest.raises(RuntimeError, match=r"LLTM_EXT_SEQUENCE_GRAPHS must be auto or off"):
+        _sequence_step(args, grads, autocast)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_cuda_step_graphs_with_unsplit_products(monkeypatch, dtype):
+    """Where the cuBLAS path's step products go through cuBLASLt unsplit (small products at an
+    unaligned state, unpadded), a loop is not captured (the product refuses it) and every call's
+    output equals the loop launched step by step."""
+    sequence_path(monkeypatch, "cublas")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_STEP_PAD", "off")
+    args = [a.detach() for a in make_args(9, 13, 5, 37, "cuda", dtype)]
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_GRAPHS", "off")
+    direct = _ops.lltm_sequence(*args)[0]
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_GRAPHS", "auto")
+    for _ in range(6):
+        torch.testing.assert_close(_ops.lltm_sequence(*args)[0], direct, rtol=0, atol=0)
+
+
+@pytest.mark.cuda
+def test_cuda_step_graphs_inside_a_callers_graph(monkeypatch):
+    """A forward captured in the caller's torch.cuda.CUDAGraph after its loop was seen twice
+    (so ours would capture or replay it): it runs directly into the caller's graph, which
+    replays it on new input like the direct call."""
+    ext = load_extension("lltm_sequence")
+    sequence_path(monkeypatch, "cublas")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_GRAPHS", "auto")
+    args = [a.detach() for a in make_args(12, 40, 16, 64, "cuda", torch.float32)]
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            _ops.lltm_sequence(*args)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    before = ext._step_graph_counts()
+    with torch.cuda.graph(graph):
+        output = _ops.lltm_sequence(*args)[0]
+    after = ext._step_graph_counts()
+    assert after[0] - before[0] == 1 and after[1:] == before[1:]
+    args[0].copy_(torch.randn_like(args[0]))
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(output, _ops.lltm_sequence(*args)[0], rtol=0, atol=0)
 
 
 @pytest.mark.cuda

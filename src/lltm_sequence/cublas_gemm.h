@@ -32,14 +32,21 @@ struct Cublas {
   GemmEx gemm_ex;
   decltype(&cublasSetMathMode) set_math_mode;
   decltype(&cublasGetMathMode) get_math_mode;
+  decltype(&cublasSetStream) set_stream;
+  decltype(&cublasGetStream) get_stream;
+  decltype(&cublasSetWorkspace) set_workspace;
 
   static const Cublas& get() {
     static const Cublas api = [] {
       static at::DynamicLibrary lib(("libcublas.so." + std::to_string(CUBLAS_VER_MAJOR)).c_str(),
                                     nullptr, /*leak_handle=*/true);
-      return Cublas{reinterpret_cast<GemmEx>(lib.sym("cublasGemmEx")),
-                    reinterpret_cast<decltype(&cublasSetMathMode)>(lib.sym("cublasSetMathMode")),
-                    reinterpret_cast<decltype(&cublasGetMathMode)>(lib.sym("cublasGetMathMode"))};
+      return Cublas{
+          reinterpret_cast<GemmEx>(lib.sym("cublasGemmEx")),
+          reinterpret_cast<decltype(&cublasSetMathMode)>(lib.sym("cublasSetMathMode")),
+          reinterpret_cast<decltype(&cublasGetMathMode)>(lib.sym("cublasGetMathMode")),
+          reinterpret_cast<decltype(&cublasSetStream)>(lib.sym("cublasSetStream_v2")),
+          reinterpret_cast<decltype(&cublasGetStream)>(lib.sym("cublasGetStream_v2")),
+          reinterpret_cast<decltype(&cublasSetWorkspace)>(lib.sym("cublasSetWorkspace_v2"))};
     }();
     return api;
   }
@@ -130,17 +137,16 @@ constexpr int64_t kMaxDim = INT_MAX;
 // a product of 2.2e9-element d_gates came out wrong, so larger operands go in pieces.
 constexpr int64_t kMaxSpan = INT_MAX;
 
-// cuBLAS products on the current stream of the current device, for the length of a call: operands
-// a and b in `dtype`, c in `out` (`dtype` where undefined; float32 for a half `dtype`: the mixed
-// products of a float32 state); float32 on TF32 tensor cores when `tf32`, else in full float32
-// (torch sets the handle's math mode from its matmul precision; it is restored when done). Half
-// types accumulate in float.
+// cuBLAS products on the handle's stream (the current stream of the current device, or a capture's:
+// step_graphs.h), for the length of a call: operands a and b in `dtype`, c in `out` (`dtype` where
+// undefined; float32 for a half `dtype`: the mixed products of a float32 state); float32 on TF32
+// tensor cores when `tf32`, else in full float32 (torch sets the handle's math mode from its
+// matmul precision; it is restored when done). Half types accumulate in float.
 class Blas {
  public:
   Blas(at::ScalarType dtype, bool tf32, at::ScalarType out = at::ScalarType::Undefined)
       : api_(Cublas::get()),
         handle_(at::cuda::getCurrentCUDABlasHandle()),
-        stream_(c10::cuda::getCurrentCUDAStream()),
         type_(data_type(dtype)),
         c_type_(data_type(out == at::ScalarType::Undefined ? dtype : out)),
         size_(static_cast<int64_t>(c10::elementSize(dtype))),
@@ -158,6 +164,7 @@ class Blas {
   Blas& operator=(const Blas&) = delete;
 
   int64_t element_size() const { return size_; }
+  cublasHandle_t handle() const { return handle_; }
 
   // c = a @ b + beta c (beta 0 or 1), any sizes: in pieces where a dimension passes cuBLAS's int,
   // or where one operand of a call would span more than kMaxSpan elements (rows of c, columns of
@@ -174,7 +181,7 @@ class Blas {
       if (beta == 0) {  // c = 0, a strided block
         const int64_t width = c.col_major ? M : N, height = c.col_major ? N : M;
         C10_CUDA_CHECK(cudaMemset2DAsync(const_cast<void*>(c.data), c.ld * c_size_, 0,
-                                         width * c_size_, height, stream_));
+                                         width * c_size_, height, stream()));
       }
       return;
     }
@@ -206,6 +213,13 @@ class Blas {
   }
 
  private:
+  // The handle's stream now: the caller's, or a capture's while run_step_loop captures.
+  cudaStream_t stream() const {
+    cudaStream_t s = nullptr;
+    check_cublas(api_.get_stream(handle_, &s), "cublasGetStream");
+    return s;
+  }
+
   // Operand X of a column-major product, as cuBLAS takes it: X = m, or X = m^T when `transpose`.
   static std::pair<cublasOperation_t, int> operand(const Mat& m, bool transpose) {
     return {m.col_major != transpose ? CUBLAS_OP_N : CUBLAS_OP_T, static_cast<int>(m.ld)};
@@ -228,7 +242,7 @@ class Blas {
     const void* beta_p = is_double_ ? static_cast<const void*>(&beta) : &beta_f;
     if (type_ == c_type_ && gemm_unsplit({op_x, op_y, m, n, a.cols, x.data, ld_x, y.data, ld_y,
                                           const_cast<void*>(c.data), c.ld, type_, compute_, beta_f},
-                                         stream_)) {
+                                         stream())) {
       return;
     }
     check_cublas(api_.gemm_ex(handle_, op_x, op_y, m, n, static_cast<int>(a.cols), alpha_p, x.data,
@@ -239,7 +253,6 @@ class Blas {
 
   const Cublas& api_;
   cublasHandle_t handle_;
-  cudaStream_t stream_;
   cudaDataType_t type_, c_type_;
   int64_t size_, c_size_;
   bool is_double_;

@@ -20,6 +20,7 @@
 
 #include "common/env_setting.h"
 #include "lltm_sequence/cublas_gemm.h"
+#include "lltm_sequence/step_graphs.h"
 
 namespace lltm_ext::lltm {
 namespace {
@@ -247,7 +248,7 @@ bool gemm_unsplit(const LtProduct& p, cudaStream_t stream) {
     }
     choices.emplace(key, choice);
   }
-  if (!choice.unsplit) {
+  if (!choice.unsplit || step_capture_refuses()) {
     return false;
   }
   d.run(handle, choice.algo, p, stream);

@@ -28,6 +28,7 @@
 #include "common/dispatch.h"
 #include "lltm_sequence/lltm_sequence.h"
 #include "lltm_sequence/plan.h"
+#include "lltm_sequence/step_graphs.h"
 #endif
 
 namespace lltm_ext::lltm {
@@ -1316,6 +1317,16 @@ int64_t at_once_parts_setting() {
   return parts > 0 ? parts : 2;
 }
 
+// How many time loops ran directly, were captured as CUDA graphs, and were replayed
+// (step_graphs.h); zeros in builds without CUDA.
+std::vector<int64_t> step_graph_counts_or_zeros() {
+#ifdef WITH_CUDA
+  return lltm_ext::lltm::step_graph_counts();
+#else
+  return {0, 0, 0};
+#endif
+}
+
 double grid_share(const at::Tensor& like, int64_t T, int64_t B, int64_t S, bool tf32_requested) {
   if (!like.is_cuda()) {
     return 1.0;
@@ -1363,5 +1374,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "The share of the GPU (0 to 1) that the step kernels of T steps of (B, S) hold, in the "
         "device and dtype of `like`",
         py::arg("like"), py::arg("T"), py::arg("B"), py::arg("S"), py::arg("tf32") = false);
+  m.def("_step_graph_counts", &lltm_ext::lltm::step_graph_counts_or_zeros,
+        "[direct, captured, replayed]: how many of the per-step time loops ran directly, were "
+        "captured as CUDA graphs, and were replayed (LLTM_EXT_SEQUENCE_GRAPHS)");
   lltm_ext::bind_build_info(m);
 }

@@ -13,6 +13,7 @@
 #include "lltm_sequence/cublas_gemm.h"
 #include "lltm_sequence/lltm_sequence.h"
 #include "lltm_sequence/plan.h"
+#include "lltm_sequence/step_graphs.h"
 
 namespace lltm_ext::lltm {
 
@@ -77,25 +78,36 @@ void sequence_forward_mixed_cuda(const at::Tensor& input, const at::Tensor& weig
     using H = decltype(tag);
     const int64_t ld = pad.used() ? pad.sp : S;
     const RowCopy<H> copy{h_half.mutable_data_ptr<H>(), ld};
-    for (int64_t t = 0; t < T; ++t) {
-      float* g_t = g + t * 3 * n;
-      SplitSums<float> sums;
-      if (t > 0 || h0.defined()) {  // none for a zero h_{-1}: gates_0 is the projection alone
-        if (pad.used()) {
-          blas.gemm(row_major(h_half.const_data_ptr(), B, pad.sp, pad.sp),
-                    transposed(row_major(pad.w.const_data_ptr(), pad.np, pad.sp, pad.sp)),
-                    row_major(pad.sums.const_data_ptr(), B, pad.np, pad.np), 0);
-          sums = SplitSums<float>{pad.sums.const_data_ptr<float>(), 1, g_t, pad.np};
-        } else {
-          blas.gemm(row_major(h_half.const_data_ptr(), B, S, S), transposed(w_h.w_h),
-                    row_major(g_t, B, 3 * S, 3 * S), 1);
+    // Every step's launches, on stream s (run_step_loop: directly or as a graph)
+    const auto enqueue = [&](cudaStream_t s) {
+      for (int64_t t = 0; t < T; ++t) {
+        float* g_t = g + t * 3 * n;
+        SplitSums<float> sums;
+        if (t > 0 || h0.defined()) {  // none for a zero h_{-1}: gates_0 is the projection alone
+          if (pad.used()) {
+            blas.gemm(row_major(h_half.const_data_ptr(), B, pad.sp, pad.sp),
+                      transposed(row_major(pad.w.const_data_ptr(), pad.np, pad.sp, pad.sp)),
+                      row_major(pad.sums.const_data_ptr(), B, pad.np, pad.np), 0);
+            sums = SplitSums<float>{pad.sums.const_data_ptr<float>(), 1, g_t, pad.np};
+          } else {
+            blas.gemm(row_major(h_half.const_data_ptr(), B, S, S), transposed(w_h.w_h),
+                      row_major(g_t, B, 3 * S, 3 * S), 1);
+          }
         }
+        const cudaError_t launched = launch_forward_gates<float, H>(
+            g_t, b, t == 0 ? c_0 : cell + (t - 1) * n, out + t * n, cell + t * n, n, S, sms, s,
+            sums, t + 1 < T ? copy : RowCopy<H>{});
+        C10_CUDA_CHECK(launched);
       }
-      const cudaError_t launched = launch_forward_gates<float, H>(
-          g_t, b, t == 0 ? c_0 : cell + (t - 1) * n, out + t * n, cell + t * n, n, S, sms, stream,
-          sums, t + 1 < T ? copy : RowCopy<H>{});
-      C10_CUDA_CHECK(launched);
+    };
+    LoopKey key;
+    key.add(StepLoop::kMixedForward).add(input.scalar_type()).add(T).add(B).add(S);
+    key.add(h0.defined()).add(g).add(b).add(c_0).add(out).add(cell).add(h_half.data_ptr());
+    key.add(w_h.w_h.data).add(w_h.w_h.ld).add(pad.sp).add(pad.np);
+    if (pad.used()) {
+      key.add(pad.w.data_ptr()).add(pad.sums.data_ptr());
     }
+    run_step_loop(key, T, stream, blas.handle(), enqueue);
   });
   at::_foreach_copy_({h_n, c_n}, {output[T - 1], cells[T - 1]});
 }
@@ -125,20 +137,28 @@ void sequence_backward_mixed_cuda(const at::Tensor& grad_output, const at::Tenso
   with_half_type(d_gates.scalar_type(), [&](auto tag) {
     using H = decltype(tag);
     H* dg_half = d_gates.mutable_data_ptr<H>();
-    for (int64_t t = T - 1; t >= 0; --t) {
-      // dL/dc_t: grad_c_n, or from step t + 1; dL/dh_t = grad_output[t] + (grad_h_n, or d h_t).
-      const float* gc = t == T - 1 ? gc_n : dc[(t + 1) % 2];
-      const float* gh = t == T - 1 ? gh_n : dh;
-      H* dg_t = dg_half + t * 3 * n;
-      const cudaError_t launched = launch_backward_gates<float, H>(
-          gh != nullptr ? gh : go + t * n, S, gh != nullptr ? go + t * n : nullptr, gc,
-          cell + t * n, g + t * 3 * n, b, dg.mutable_data_ptr<float>(), dc[t % 2], nullptr, nullptr,
-          n, S, sms, stream, SplitSums<float>{}, RowCopy<H>{dg_t, 3 * S});
-      C10_CUDA_CHECK(launched);
-      if (t > 0 || want_d_h0) {  // d h_{t-1} = dG_t W_h
-        blas.gemm(row_major(dg_t, B, 3 * S, 3 * S), w_h.w_h, row_major(dh, B, S, S), 0);
+    // Every step's launches, on stream s (run_step_loop: directly or as a graph)
+    const auto enqueue = [&](cudaStream_t s) {
+      for (int64_t t = T - 1; t >= 0; --t) {
+        // dL/dc_t: grad_c_n, or from step t + 1; dL/dh_t = grad_output[t] + (grad_h_n, or d h_t).
+        const float* gc = t == T - 1 ? gc_n : dc[(t + 1) % 2];
+        const float* gh = t == T - 1 ? gh_n : dh;
+        H* dg_t = dg_half + t * 3 * n;
+        const cudaError_t launched = launch_backward_gates<float, H>(
+            gh != nullptr ? gh : go + t * n, S, gh != nullptr ? go + t * n : nullptr, gc,
+            cell + t * n, g + t * 3 * n, b, dg.mutable_data_ptr<float>(), dc[t % 2], nullptr,
+            nullptr, n, S, sms, s, SplitSums<float>{}, RowCopy<H>{dg_t, 3 * S});
+        C10_CUDA_CHECK(launched);
+        if (t > 0 || want_d_h0) {  // d h_{t-1} = dG_t W_h
+          blas.gemm(row_major(dg_t, B, 3 * S, 3 * S), w_h.w_h, row_major(dh, B, S, S), 0);
+        }
       }
-    }
+    };
+    LoopKey key;
+    key.add(StepLoop::kMixedBackward).add(d_gates.scalar_type()).add(T).add(B).add(S);
+    key.add(want_d_h0).add(dg.data_ptr()).add(dg_half).add(go).add(gh_n).add(gc_n).add(cell);
+    key.add(g).add(b).add(dh).add(dc[0]).add(w_h.w_h.data).add(w_h.w_h.ld);
+    run_step_loop(key, T, stream, blas.handle(), enqueue);
   });
 }
 

@@ -18,6 +18,7 @@
 #include "lltm_sequence/lltm_sequence.h"
 #include "lltm_sequence/sequence_launchers.h"
 #include "lltm_sequence/plan.h"
+#include "lltm_sequence/step_graphs.h"
 
 namespace lltm_ext::lltm {
 namespace {
@@ -139,6 +140,12 @@ bool step_gemm(const StepGemmShape& shape, const T* a, int64_t lda, const StepWe
   return false;
 }
 
+// The step product's plan and weights, as a loop's key holds them (step_graphs.h).
+void add_step_product(LoopKey& key, const StepGemmShape& shape, const StepWeights& w) {
+  key.add(shape.rows).add(shape.splits).add(shape.tensor).add(shape.wgmma);
+  key.add(w.data).add(w.ld).add(w.k_major);
+}
+
 // Whether cuBLAS's step products (the cuBLAS path, per step) take TF32 where `tf32` allows it:
 // past 32 batch rows only. Below, a product reads W_h once whatever its precision, and cuBLAS's
 // full-precision kernels there (its matrix-vector kernel at B = 2) were the faster. Figures:
@@ -238,33 +245,51 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
         if (pad.used() && h0.defined()) {
           pad.operand.narrow(1, 0, S).copy_(h0);
         }
-        for (int64_t t = 0; t < T; ++t) {
-          const scalar_t* h_prev = t == 0 ? h_0 : out + (t - 1) * n;
-          const scalar_t* c_prev = t == 0 ? c_0 : cell + (t - 1) * n;
-          scalar_t* g_t = g + t * 3 * n;
-          SplitSums<scalar_t> parts;  // the product's sums, where the gate kernel adds them
-          if (h_prev != nullptr && pad.used()) {  // h_{t-1} (B, sp) W^T -> sums (B, np)
-            pad_blas->gemm(row_major(pad.operand.const_data_ptr(), B, pad.sp, pad.sp),
-                           transposed(row_major(pad.w.const_data_ptr(), pad.np, pad.sp, pad.sp)),
-                           row_major(pad.sums.const_data_ptr(), B, pad.np, pad.np), 0);
-            parts = padded_parts(pad, g_t, pad.np);
-          } else if (h_prev != nullptr) {  // none for a zero h_{-1}: the projection alone
-            if (step_gemm(split, h_prev, S, step_w, /*transposed=*/true, g_t, 3 * S,
-                          /*accumulate=*/true, sums, B, 3 * S, S, /*after_gates=*/t > 0, stream)) {
-              parts = split_parts(sums, split.splits, g_t);
-            } else {
-              step_blas.gemm(row_major(h_prev, B, S, S), transposed(blas_w.w_h),
-                             row_major(g_t, B, 3 * S, 3 * S), 1);
+        // Every step's launches, on stream s (run_step_loop: directly or as a graph)
+        const auto enqueue = [&](cudaStream_t s) {
+          for (int64_t t = 0; t < T; ++t) {
+            const scalar_t* h_prev = t == 0 ? h_0 : out + (t - 1) * n;
+            const scalar_t* c_prev = t == 0 ? c_0 : cell + (t - 1) * n;
+            scalar_t* g_t = g + t * 3 * n;
+            SplitSums<scalar_t> parts;  // the product's sums, where the gate kernel adds them
+            if (h_prev != nullptr && pad.used()) {  // h_{t-1} (B, sp) W^T -> sums (B, np)
+              pad_blas->gemm(row_major(pad.operand.const_data_ptr(), B, pad.sp, pad.sp),
+                             transposed(row_major(pad.w.const_data_ptr(), pad.np, pad.sp, pad.sp)),
+                             row_major(pad.sums.const_data_ptr(), B, pad.np, pad.np), 0);
+              parts = padded_parts(pad, g_t, pad.np);
+            } else if (h_prev != nullptr) {  // none for a zero h_{-1}: the projection alone
+              if (step_gemm(split, h_prev, S, step_w, /*transposed=*/true, g_t, 3 * S,
+                            /*accumulate=*/true, sums, B, 3 * S, S, /*after_gates=*/t > 0, s)) {
+                parts = split_parts(sums, split.splits, g_t);
+              } else {
+                step_blas.gemm(row_major(h_prev, B, S, S), transposed(blas_w.w_h),
+                               row_major(g_t, B, 3 * S, 3 * S), 1);
+              }
             }
+            // h_t's padded copy, for the next step's product
+            const RowCopy<scalar_t> copy =
+                pad.used() && t + 1 < T
+                    ? RowCopy<scalar_t>{pad.operand.mutable_data_ptr<scalar_t>(), pad.sp}
+                    : RowCopy<scalar_t>{};
+            C10_CUDA_CHECK(launch_forward_gates<scalar_t>(g_t, b, c_prev, out + t * n, cell + t * n,
+                                                          n, S, sms, s, parts, copy));
           }
-          // h_t's padded copy, for the next step's product
-          const RowCopy<scalar_t> copy =
-              pad.used() && t + 1 < T
-                  ? RowCopy<scalar_t>{pad.operand.mutable_data_ptr<scalar_t>(), pad.sp}
-                  : RowCopy<scalar_t>{};
-          C10_CUDA_CHECK(launch_forward_gates<scalar_t>(g_t, b, c_prev, out + t * n, cell + t * n,
-                                                        n, S, sms, stream, parts, copy));
+        };
+        LoopKey key;
+        key.add(StepLoop::kForward)
+            .add(input.scalar_type())
+            .add(step_tf32(tf32, B))
+            .add(T)
+            .add(B)
+            .add(S);
+        key.add(g).add(b).add(h_0).add(c_0).add(out).add(cell).add(sums.defined() ? sums.data_ptr()
+                                                                                  : nullptr);
+        add_step_product(key, split, step_w);
+        key.add(blas_w.w_h.data).add(blas_w.w_h.ld).add(pad.sp).add(pad.np);
+        if (pad.used()) {
+          key.add(pad.w.data_ptr()).add(pad.operand.data_ptr()).add(pad.sums.data_ptr());
         }
+        run_step_loop(key, T, stream, step_blas.handle(), enqueue);
         return;
       }
     }
@@ -362,38 +387,52 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
         if (pad.used()) {
           pad_blas.emplace(cells.scalar_type(), false, at::kFloat);
         }
-        for (int64_t t = T - 1; t >= 0; --t) {
-          // dL/dc_t: grad_c_n, or from step t + 1.
-          const scalar_t* gc = t == T - 1 ? gc_n : dc[(t + 1) % 2];
-          scalar_t* dg_t = dg + t * 3 * n;
-          // dL/dh_t = grad_output[t] + (grad_h_n, or d h_t from step t + 1: dh, or its split or
-          // padded product's sums).
-          const scalar_t* gh = t == T - 1 ? gh_n : dh;
-          const SplitSums<scalar_t> parts =
-              t == T - 1   ? SplitSums<scalar_t>{}
-              : pad.used() ? padded_parts<scalar_t>(pad, nullptr, pad.sp)
-                           : split_parts<scalar_t>(sums, split.splits, nullptr);
-          // dG_t's padded copy, for this step's product
-          const RowCopy<scalar_t> copy =
-              pad.used() && t > 0
-                  ? RowCopy<scalar_t>{pad.operand.mutable_data_ptr<scalar_t>(), pad.np}
-                  : RowCopy<scalar_t>{};
-          // With no grad_h_n, the last step's dL/dh_t is grad_output[t] alone.
-          C10_CUDA_CHECK(launch_backward_gates<scalar_t>(
-              gh != nullptr ? gh : go + t * n, S, gh != nullptr ? go + t * n : nullptr, gc,
-              cell + t * n, g + t * 3 * n, b, dg_t, dc[t % 2], nullptr, nullptr, n, S, sms, stream,
-              parts, copy));
-          if (t > 0 && pad.used()) {  // dG_t (B, np) W -> sums (B, sp)
-            pad_blas->gemm(row_major(pad.operand.const_data_ptr(), B, pad.np, pad.np),
-                           row_major(pad.w.const_data_ptr(), pad.np, pad.sp, pad.sp),
-                           row_major(pad.sums.const_data_ptr(), B, pad.sp, pad.sp), 0);
-          } else if (t > 0 ? !step_gemm(split, dg_t, 3 * S, step_w, /*transposed=*/false, dh, S,
-                                        /*accumulate=*/false, sums, B, S, 3 * S,
-                                        /*after_gates=*/true, stream)
-                           : want_d_h0) {
-            step_blas.gemm(row_major(dg_t, B, 3 * S, 3 * S), blas_w.w_h, row_major(dh, B, S, S), 0);
+        // Every step's launches, on stream s (run_step_loop: directly or as a graph)
+        const auto enqueue = [&](cudaStream_t s) {
+          for (int64_t t = T - 1; t >= 0; --t) {
+            // dL/dc_t: grad_c_n, or from step t + 1.
+            const scalar_t* gc = t == T - 1 ? gc_n : dc[(t + 1) % 2];
+            scalar_t* dg_t = dg + t * 3 * n;
+            // dL/dh_t = grad_output[t] + (grad_h_n, or d h_t from step t + 1: dh, or its split or
+            // padded product's sums).
+            const scalar_t* gh = t == T - 1 ? gh_n : dh;
+            const SplitSums<scalar_t> parts =
+                t == T - 1   ? SplitSums<scalar_t>{}
+                : pad.used() ? padded_parts<scalar_t>(pad, nullptr, pad.sp)
+                             : split_parts<scalar_t>(sums, split.splits, nullptr);
+            // dG_t's padded copy, for this step's product
+            const RowCopy<scalar_t> copy =
+                pad.used() && t > 0
+                    ? RowCopy<scalar_t>{pad.operand.mutable_data_ptr<scalar_t>(), pad.np}
+                    : RowCopy<scalar_t>{};
+            // With no grad_h_n, the last step's dL/dh_t is grad_output[t] alone.
+            C10_CUDA_CHECK(launch_backward_gates<scalar_t>(
+                gh != nullptr ? gh : go + t * n, S, gh != nullptr ? go + t * n : nullptr, gc,
+                cell + t * n, g + t * 3 * n, b, dg_t, dc[t % 2], nullptr, nullptr, n, S, sms, s,
+                parts, copy));
+            if (t > 0 && pad.used()) {  // dG_t (B, np) W -> sums (B, sp)
+              pad_blas->gemm(row_major(pad.operand.const_data_ptr(), B, pad.np, pad.np),
+                             row_major(pad.w.const_data_ptr(), pad.np, pad.sp, pad.sp),
+                             row_major(pad.sums.const_data_ptr(), B, pad.sp, pad.sp), 0);
+            } else if (t > 0 ? !step_gemm(split, dg_t, 3 * S, step_w, /*transposed=*/false, dh, S,
+                                          /*accumulate=*/false, sums, B, S, 3 * S,
+                                          /*after_gates=*/true, s)
+                             : want_d_h0) {
+              step_blas.gemm(row_major(dg_t, B, 3 * S, 3 * S), blas_w.w_h, row_major(dh, B, S, S),
+                             0);
+            }
           }
+        };
+        LoopKey key;
+        key.add(StepLoop::kBackward).add(cells.scalar_type()).add(step_tf32(tf32, B)).add(T).add(B);
+        key.add(S).add(want_d_h0).add(go).add(gh_n).add(gc_n).add(cell).add(g).add(b).add(dg);
+        key.add(dh).add(dc[0]).add(sums.defined() ? sums.data_ptr() : nullptr);
+        add_step_product(key, split, step_w);
+        key.add(blas_w.w_h.data).add(blas_w.w_h.ld).add(pad.sp).add(pad.np);
+        if (pad.used()) {
+          key.add(pad.w.data_ptr()).add(pad.operand.data_ptr()).add(pad.sums.data_ptr());
         }
+        run_step_loop(key, T, stream, step_blas.handle(), enqueue);
         return;
       }
     }
