@@ -235,6 +235,11 @@ bool gemm_unsplit(const LtProduct& p, cudaStream_t stream) {
   if (known && !choice.unsplit) {
     return false;
   }
+  // Not in a loop's capture (step_graphs.h): torch's cuBLASLt handle is its cuBLAS handle, and
+  // fetching it would set that handle's stream back to the caller's mid-capture.
+  if (step_capture_refuses()) {
+    return false;
+  }
   const cublasLtHandle_t handle = at::cuda::getCurrentCUDABlasLtHandle();
   const LtDescriptors d(lt, p);
   if (!d.ok()) {
@@ -248,7 +253,7 @@ bool gemm_unsplit(const LtProduct& p, cudaStream_t stream) {
     }
     choices.emplace(key, choice);
   }
-  if (!choice.unsplit || step_capture_refuses()) {
+  if (!choice.unsplit) {
     return false;
   }
   d.run(handle, choice.algo, p, stream);

@@ -56,9 +56,9 @@ void run_step_loop(const LoopKey& key, int64_t steps, cudaStream_t stream, cubla
                    const std::function<void(cudaStream_t)>& enqueue);
 
 // Whether a product must stay out of the graph being captured on this thread (false while none
-// is): cuBLASLt's unsplit products (cublas_lt_cuda_host.cpp) came out wrong when captured in a
-// loop (bfloat16 at S = 37 on an H200), so a loop that runs one is not captured, and runs directly
-// always, with that product.
+// is; the capture is then given up, and the loop runs directly always): cuBLASLt's unsplit
+// products (cublas_lt_cuda_host.cpp), whose handle from torch is its cuBLAS handle, set back to
+// the caller's stream when fetched.
 bool step_capture_refuses();
 
 // How many loops ran directly, were captured, and were replayed, since the process began.

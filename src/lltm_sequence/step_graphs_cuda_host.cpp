@@ -104,11 +104,15 @@ cudaGraphExec_t capture(int device, void* workspace, size_t workspace_bytes, cub
   const cudaStream_t cap = capture_stream(device);
   C10_CUDA_CHECK(cudaStreamBeginCapture(cap, cudaStreamCaptureModeThreadLocal));
   bool launched = true;
+  bool moved = false;  // cuBLAS's handle left the capture's stream (its products ran, not captured)
   capture_state = Capture::kUnderWay;
   try {
     check_cublas(api.set_stream(handle, cap), "cublasSetStream");
     check_cublas(api.set_workspace(handle, workspace, workspace_bytes), "cublasSetWorkspace");
     enqueue(cap);
+    cudaStream_t now = nullptr;
+    check_cublas(api.get_stream(handle, &now), "cublasGetStream");
+    moved = now != cap;
   } catch (const std::exception&) {
     launched = false;  // the caller's direct run raises it again if it is no capture's failure
   }
@@ -120,6 +124,9 @@ cudaGraphExec_t capture(int device, void* workspace, size_t workspace_bytes, cub
   // torch's stream and workspace for the caller's stream, and the mode the caller's Blas set
   (void)at::cuda::getCurrentCUDABlasHandle();  // the same handle, on the current stream
   check_cublas(api.set_math_mode(handle, mode), "cublasSetMathMode");
+  TORCH_CHECK(!moved,
+              "lltm_ext.lltm_sequence: internal error: cuBLAS's stream changed while a time loop "
+              "was captured (set LLTM_EXT_SEQUENCE_GRAPHS=off, and please report it)");
   cudaGraphExec_t exec = nullptr;
   if (launched && ended == cudaSuccess && graph != nullptr &&
       cudaGraphInstantiateWithFlags(&exec, graph, 0) != cudaSuccess) {
