@@ -83,8 +83,9 @@ inline constexpr std::array kSettings = {
             "Whether the time loops that launch kernels every step (the cuBLAS path and the "
             "mixed-precision loops, 8 steps or more) run as CUDA graphs. auto: a loop seen before "
             "with the same sizes and memory is captured on its second call and replayed from then "
-            "on, one launch for all steps (not while the caller's stream is being captured); off: "
-            "every step launched from the host."},
+            "on, one launch for all steps (not while the caller's stream is being captured; each "
+            "stream they replay on keeps a cuBLAS workspace of torch's size for them); off: every "
+            "step launched from the host."},
     Setting{"LLTM_EXT_SEQUENCE_MIXED", "lltm_ext.lltm_sequence", Kind::kChoice, "auto|off",
             "every call",
             "A float32 state with float16 or bfloat16 products (the autocast kernel's call for a "

@@ -1252,6 +1252,11 @@ py::dict explain(const at::Tensor& input, const at::Tensor& weights, bool bias_g
       };
       detail = c10::str("per step: the recurrent product (forward ", step(plan.forward_gemm),
                         ", backward ", step(plan.backward_gemm), ") and the cell's gate kernel");
+      if (T >= kGraphMinSteps && env_choice("LLTM_EXT_SEQUENCE_GRAPHS") != "off") {
+        detail +=
+            "; the steps replayed as one CUDA graph from a loop's second call on the same "
+            "memory (LLTM_EXT_SEQUENCE_GRAPHS)";
+      }
       kernels = {"forward_gates_kernel", "backward_gates_kernel"};
       const auto kernel_of = [](const StepGemmShape& s) {
         return s.wgmma    ? "step_gemm_sm90_kernel"
