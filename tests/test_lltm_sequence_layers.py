@@ -312,6 +312,8 @@ def test_calls_at_once_on_cuda(monkeypatch, layers, bidirectional, steps, batch_
 
     monkeypatch.setattr(seq_module, "_wave_chunks", spy_chunks)
     monkeypatch.setattr(seq_module.LLTMSequence, "_directions_at_once", staticmethod(spy_at_once))
+    # Chunks however short their GPU time (these sizes are far below _WAVE_MIN_CHUNK_US's).
+    monkeypatch.setattr(seq_module, "_WAVE_MIN_CHUNK_US", 0.0)
     module = make(layers, bidirectional, "cuda", batch_first=batch_first)
     x = torch.randn(steps, 3, 3, device="cuda", dtype=F64, requires_grad=True)
     hx = state_of(module, 3, "cuda")
@@ -437,11 +439,35 @@ def test_no_wavefront_on_the_cpu_or_short_sequences():
     import lltm_ext.ops.lltm_sequence as seq_module
 
     weights = torch.zeros(12, 7, dtype=F64)
-    assert seq_module._wave_chunks(torch.zeros(300, 2, 3, dtype=F64), weights, 4, 2) == 1
+    assert seq_module._wave_chunks(torch.zeros(300, 2, 3, dtype=F64), weights, 4, 2, 2) == 1
     assert not seq_module._runs_at_once(torch.zeros(3, 2, 3), [weights])
     if torch.cuda.is_available():
         on_gpu = weights.cuda()
-        assert seq_module._wave_chunks(torch.zeros(63, 2, 3, device="cuda"), on_gpu, 4, 2) == 1
+        assert seq_module._wave_chunks(torch.zeros(63, 2, 3, device="cuda"), on_gpu, 4, 2, 2) == 1
+
+
+@pytest.mark.parametrize(
+    "steps, batch, inputs, state, layers, size, chunks",
+    [
+        (442, 20, 11, 80, 2, 4, 1),  # 2 us a step (the floor): 442 steps in all under 2 chunks
+        (1000, 4, 32, 128, 2, 4, 4),  # 250 steps of 2 us
+        (1000, 4, 32, 128, 4, 2, 4),
+        (230, 44, 64, 358, 2, 4, 4),  # products of 161 MFLOP a step: 10.8 us
+        (131, 25, 88, 480, 2, 4, 2),  # 11 us a step: 4 chunks of 32 steps would be 360 us
+        (135, 508, 4, 529, 4, 4, 4),  # long steps: T / 32 chunks
+        (4000, 508, 4, 529, 2, 2, 8),  # at most 8
+        (253, 1, 253, 970, 4, 4, 6),  # B = 1: the weights' bytes, 20 us a step in float32
+        (253, 1, 253, 970, 4, 2, 3),  # half the bytes in half precision
+        (63, 4096, 64, 1024, 2, 4, 1),  # under two chunks of 32 steps
+    ],
+)
+def test_wave_count_by_time(steps, batch, inputs, state, layers, size, chunks):
+    """The wavefront cuts the most chunks (at most 8, of 32 steps or more) whose estimated GPU time
+    a layer covers a chunk's host time: a step's time is the longest of a floor, its products' FLOP
+    and its weights' bytes at fitted rates."""
+    import lltm_ext.ops.lltm_sequence as seq_module
+
+    assert seq_module._wave_count(steps, batch, inputs, state, layers, size) == chunks
 
 
 def test_wave_parts_follow_the_setting(monkeypatch):

@@ -217,11 +217,17 @@ def _unviewed(t: Tensor) -> Tensor:
 
 
 # Calls at once (LLTMSequence on CUDA): the fewest steps of a wavefront's chunk, and the most
-# chunks. A chunk is a call of its own, about 20 us of host and set-up time each way, so chunks
-# shorter than this cost more than the overlap saves (measured on the H200 at 29 steps);
-# docs/decisions_sequence.md#layers-at-once.
+# chunks. A chunk is a call of its own each way, whose host time (a few hundred microseconds
+# forward+backward) the chunk's GPU time must cover: a chunk's steps are estimated to take at least
+# _WAVE_MIN_CHUNK_US on the GPU, each step the longest of _WAVE_STEP_FLOOR_US, its products' FLOP
+# at _WAVE_STEP_FLOPS a second and its weights' bytes (read forward and backward) at
+# _WAVE_STEP_BYTES a second: a fit to the H200's times; docs/decisions_sequence.md#layers-at-once.
 _WAVE_MIN_STEPS = 32
 _WAVE_MAX_CHUNKS = 8
+_WAVE_MIN_CHUNK_US = 500.0
+_WAVE_STEP_FLOOR_US = 2.0
+_WAVE_STEP_FLOPS = 15e12
+_WAVE_STEP_BYTES = 3e12
 # The most of the GPU a chunk's step kernels may hold for the wavefront (plan_grid_share): a grid
 # of 69 blocks of one an SM (0.52 of 132 SMs) still gained 10%, one of 0.91 lost.
 _WAVE_MAX_SHARE = 0.55
@@ -263,17 +269,40 @@ def _runs_at_once(x: Tensor, parameters: Iterable[Tensor]) -> bool:
     )
 
 
-def _wave_chunks(x: Tensor, weights: Tensor, state_size: int, parts: int) -> int:
-    """How many chunks of steps a wavefront over the layers of a call on x (T, B, I) cuts: 1 (no
-    wavefront) where the step kernels of a chunk, planned for the wavefront's streams (the GPU
-    shared `parts` ways), hold more than about half the GPU (two layers' calls could not run
-    beside each other) or where T is shorter than two chunks."""
-    steps, batch = x.shape[0], x.shape[1]
+def _wave_count(
+    steps: int, batch: int, input_size: int, state_size: int, layers: int, element_size: int
+) -> int:
+    """How many chunks of steps a wavefront over `layers` layers of (T = steps, B = batch,
+    I = input_size, S = state_size; products' operands of `element_size` bytes) may cut, by time:
+    the most, up to _WAVE_MAX_CHUNKS of _WAVE_MIN_STEPS steps or more, whose estimated GPU time a
+    layer (forward+backward) is at least _WAVE_MIN_CHUNK_US; 1 where none is (no wavefront). A
+    step's products are 18 B S (S + I') FLOP forward+backward over weights of 3 S (S + I')
+    elements, read twice, I' the layers' mean input size."""
+    width = state_size + (input_size + (layers - 1) * state_size) / max(layers, 1)
+    flop_us = 18 * batch * state_size * width / _WAVE_STEP_FLOPS * 1e6
+    byte_us = 6 * state_size * width * element_size / _WAVE_STEP_BYTES * 1e6
+    step_us = max(_WAVE_STEP_FLOOR_US, flop_us, byte_us)
     chunks = min(_WAVE_MAX_CHUNKS, steps // _WAVE_MIN_STEPS)
-    if chunks < 2 or not x.is_cuda:
+    while chunks > 1 and steps / chunks * step_us < _WAVE_MIN_CHUNK_US:
+        chunks -= 1
+    return max(chunks, 1)
+
+
+def _wave_chunks(x: Tensor, weights: Tensor, state_size: int, parts: int, layers: int) -> int:
+    """How many chunks of steps a wavefront over `layers` layers of a call on x (T, B, I) cuts:
+    :func:`_wave_count`'s, or 1 (no wavefront) where the step kernels of a chunk, planned for the
+    wavefront's streams (the GPU shared `parts` ways), hold more than about half the GPU (two
+    layers' calls could not run beside each other)."""
+    steps, batch = x.shape[0], x.shape[1]
+    if not x.is_cuda:
         return 1
     # Under autocast a float32 state runs float32 kernels on rounded operands in TF32.
-    tf32 = x.dtype == torch.float32 and autocast_dtype(x, weights) is not None
+    autocast = autocast_dtype(x, weights) is not None
+    tf32 = x.dtype == torch.float32 and autocast
+    element_size = min(2, x.element_size()) if autocast else x.element_size()
+    chunks = _wave_count(steps, batch, x.shape[2], state_size, layers, element_size)
+    if chunks < 2:
+        return 1
     with torch.cuda.stream(_side_stream(x.device, 0, parts)):
         share = load_extension("lltm_sequence")._grid_share(
             x, steps // chunks, batch, state_size, tf32
@@ -519,7 +548,7 @@ class LLTMSequence(nn.Module):
         if at_once and directions == 1 and packing is None:
             parts = _wave_parts(self.num_layers)
             weights = self._layer_parameters(0, zero_bias)[0]
-            chunks = _wave_chunks(x, weights, self.hidden_size, parts)
+            chunks = _wave_chunks(x, weights, self.hidden_size, parts, self.num_layers)
         if chunks > 1:
             x = self._wavefront(x, h0, c0, zero_bias, chunks, parts, h_n, c_n)
         for layer in range(self.num_layers if chunks == 1 else 0):
