@@ -20,10 +20,11 @@ torch.nn.LSTM. Ratios are nn.LSTM's time over each path's (> 1: faster than cuDN
 not apply at a shape (forced, it raises) shows "-". --sweep N --seed S takes the sweep's shapes;
 --grid "T=1,2,4/B=8,64/I=64/S=128,285" every combination of the values given. --config l2 .. l4
 (layers) or bi (bidirectional) times the module in that configuration against nn.LSTM in the same,
-where :at_once=off (LLTM_EXT_SEQUENCE_AT_ONCE) runs its calls one after another and :parts=N
-(LLTM_EXT_SEQUENCE_AT_ONCE_PARTS) shares the GPU N ways between a wavefront's calls, e.g. --config
-l4 --paths auto,auto:at_once=off,auto:parts=4; the dtype "autocast" is float32 modules and input
-called under torch.autocast(dtype=bfloat16), as the sweep's.
+where :at_once=off (LLTM_EXT_SEQUENCE_AT_ONCE) runs its calls one after another, :parts=N
+(LLTM_EXT_SEQUENCE_AT_ONCE_PARTS) shares the GPU N ways between a wavefront's calls and :chunks=N
+(LLTM_EXT_SEQUENCE_AT_ONCE_CHUNKS) cuts its steps in N chunks, e.g. --config l4 --paths
+auto,auto:at_once=off,auto:parts=4,auto:chunks=1; the dtype "autocast" is float32 modules and
+input called under torch.autocast(dtype=bfloat16), as the sweep's.
 
 --timer covered (the default) times one call at a time with the GPU kept busy while the host
 queues it (the sweep's sampler: the host's time hidden, up to its 20 ms spin); --timer loop times
@@ -65,6 +66,7 @@ KNOBS = {
     "graphs": "LLTM_EXT_SEQUENCE_GRAPHS",
     "at_once": "LLTM_EXT_SEQUENCE_AT_ONCE",
     "parts": "LLTM_EXT_SEQUENCE_AT_ONCE_PARTS",
+    "chunks": "LLTM_EXT_SEQUENCE_AT_ONCE_CHUNKS",
 }
 ALL_KNOBS = ["LLTM_EXT_SEQUENCE_PATH", *KNOBS.values()]
 
@@ -234,13 +236,17 @@ def main(argv: list[str] | None = None) -> int:
             label = f"{shape['T']} {shape['B']} {shape['I']} {shape['S']} {dtype}"
             print(label + " | " + " | ".join(cells))
             sys.stdout.flush()
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(
-                {"device": torch.cuda.get_device_name(), "argv": sys.argv, "results": results},
-                f,
-                indent=1,
-            )
+            if args.json:  # after every shape: a run stopped at a time limit keeps its results
+                with open(args.json, "w") as f:
+                    json.dump(
+                        {
+                            "device": torch.cuda.get_device_name(),
+                            "argv": sys.argv,
+                            "results": results,
+                        },
+                        f,
+                        indent=1,
+                    )
     return 0
 
 

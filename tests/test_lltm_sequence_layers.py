@@ -313,7 +313,7 @@ def test_calls_at_once_on_cuda(monkeypatch, layers, bidirectional, steps, batch_
     monkeypatch.setattr(seq_module, "_wave_chunks", spy_chunks)
     monkeypatch.setattr(seq_module.LLTMSequence, "_directions_at_once", staticmethod(spy_at_once))
     # Chunks however short their GPU time (these sizes are far below _WAVE_MIN_CHUNK_US's).
-    monkeypatch.setattr(seq_module, "_WAVE_MIN_CHUNK_US", 0.0)
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_AT_ONCE_CHUNKS", "8")
     module = make(layers, bidirectional, "cuda", batch_first=batch_first)
     x = torch.randn(steps, 3, 3, device="cuda", dtype=F64, requires_grad=True)
     hx = state_of(module, 3, "cuda")
@@ -468,6 +468,26 @@ def test_wave_count_by_time(steps, batch, inputs, state, layers, size, chunks):
     import lltm_ext.ops.lltm_sequence as seq_module
 
     assert seq_module._wave_count(steps, batch, inputs, state, layers, size) == chunks
+
+
+@pytest.mark.cuda
+def test_wave_chunks_follow_the_setting(monkeypatch):
+    """LLTM_EXT_SEQUENCE_AT_ONCE_CHUNKS = N cuts min(N, T / 32) chunks whatever their time (1: no
+    wavefront); unset, short chunks are not cut; a value outside 1..8 is an error that names the
+    setting."""
+    import lltm_ext.ops.lltm_sequence as seq_module
+
+    weights = torch.zeros(12, 7, device="cuda")
+    x = torch.zeros(300, 2, 3, device="cuda")
+    monkeypatch.delenv("LLTM_EXT_SEQUENCE_AT_ONCE_CHUNKS", raising=False)
+    assert seq_module._wave_chunks(x, weights, 4, 2, 2) == 1  # 300 steps of 2 us: 600 us in all
+    for value, chunks in (("1", 1), ("3", 3), ("8", 8)):
+        monkeypatch.setenv("LLTM_EXT_SEQUENCE_AT_ONCE_CHUNKS", value)
+        assert seq_module._wave_chunks(x, weights, 4, 2, 2) == chunks
+        assert seq_module._wave_chunks(x[:100], weights, 4, 2, 2) == min(chunks, 3)
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_AT_ONCE_CHUNKS", "9")
+    with pytest.raises(RuntimeError, match="LLTM_EXT_SEQUENCE_AT_ONCE_CHUNKS"):
+        seq_module._wave_chunks(x, weights, 4, 2, 2)
 
 
 def test_wave_parts_follow_the_setting(monkeypatch):

@@ -290,17 +290,22 @@ def _wave_count(
 
 def _wave_chunks(x: Tensor, weights: Tensor, state_size: int, parts: int, layers: int) -> int:
     """How many chunks of steps a wavefront over `layers` layers of a call on x (T, B, I) cuts:
-    :func:`_wave_count`'s, or 1 (no wavefront) where the step kernels of a chunk, planned for the
-    wavefront's streams (the GPU shared `parts` ways), hold more than about half the GPU (two
-    layers' calls could not run beside each other)."""
+    :func:`_wave_count`'s (LLTM_EXT_SEQUENCE_AT_ONCE_CHUNKS = N: min(N, T / 32)), or 1 (no
+    wavefront) where the step kernels of a chunk, planned for the wavefront's streams (the GPU
+    shared `parts` ways), hold more than about half the GPU (two layers' calls could not run
+    beside each other)."""
     steps, batch = x.shape[0], x.shape[1]
     if not x.is_cuda:
         return 1
     # Under autocast a float32 state runs float32 kernels on rounded operands in TF32.
     autocast = autocast_dtype(x, weights) is not None
     tf32 = x.dtype == torch.float32 and autocast
-    element_size = min(2, x.element_size()) if autocast else x.element_size()
-    chunks = _wave_count(steps, batch, x.shape[2], state_size, layers, element_size)
+    forced = load_extension("lltm_sequence")._at_once_chunks()
+    if forced:
+        chunks = min(forced, steps // _WAVE_MIN_STEPS)
+    else:
+        element_size = min(2, x.element_size()) if autocast else x.element_size()
+        chunks = _wave_count(steps, batch, x.shape[2], state_size, layers, element_size)
     if chunks < 2:
         return 1
     with torch.cuda.stream(_side_stream(x.device, 0, parts)):

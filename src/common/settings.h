@@ -52,7 +52,8 @@ inline constexpr std::array kSettings = {
             "Whether LLTMSequence runs calls at once on CUDA streams of its own (eager, outside "
             "CUDA graph capture). auto: both directions of a layer at once, and the layers of a "
             "one-directional model in a wavefront over chunks of at least 32 steps where one "
-            "call's step kernels hold at most about half the GPU (on those streams the tiled "
+            "chunk's estimated GPU time covers its calls' host time and its step kernels hold "
+            "at most about half the GPU (on those streams the tiled "
             "kernels planned for half the SMs at batches up to 128, also in place of a wide grid "
             "over more than half the GPU); off: one call after another "
             "on the current stream."},
@@ -63,6 +64,13 @@ inline constexpr std::array kSettings = {
             "min(L, this) of the SMs (else the largest share that fits, down to a half). Unset: "
             "2; 3 and 4 measured no faster at four layers "
             "(docs/decisions_sequence.md#layers-at-once)."},
+    Setting{"LLTM_EXT_SEQUENCE_AT_ONCE_CHUNKS", "lltm_ext.LLTMSequence", Kind::kNumber, "1..8",
+            "every forward",
+            "How many chunks of steps LLTMSequence's wavefront over a one-directional model's "
+            "layers cuts: min(this, T / 32), 1 being no wavefront (still only where a chunk's step "
+            "kernels hold at most about half the GPU). Unset: by time, the most (up to 8) whose "
+            "estimated GPU time a layer is at least 500 us, so that each covers its calls' host "
+            "time (docs/decisions_sequence.md#layers-at-once)."},
     Setting{
         "LLTM_EXT_SEQUENCE_SHORT_STEPS", "lltm_ext.lltm_sequence", Kind::kNumber, "1..64",
         "every call",

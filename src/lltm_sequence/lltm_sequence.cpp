@@ -1322,6 +1322,12 @@ int64_t at_once_parts_setting() {
   return parts > 0 ? parts : 2;
 }
 
+// How many chunks LLTMSequence's wavefront cuts (LLTM_EXT_SEQUENCE_AT_ONCE_CHUNKS, settings.h;
+// 0 unset: by time, lltm_sequence.py's _wave_count).
+int64_t at_once_chunks_setting() {
+  return env_number("LLTM_EXT_SEQUENCE_AT_ONCE_CHUNKS");
+}
+
 // How many time loops ran directly, were captured as CUDA graphs, and were replayed
 // (step_graphs.h); zeros in builds without CUDA.
 std::vector<int64_t> step_graph_counts_or_zeros() {
@@ -1370,6 +1376,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_at_once_parts", &lltm_ext::lltm::at_once_parts_setting,
         "The most calls of a wavefront whose kernels LLTMSequence plans to share the GPU "
         "(LLTM_EXT_SEQUENCE_AT_ONCE_PARTS)");
+  m.def("_at_once_chunks", &lltm_ext::lltm::at_once_chunks_setting,
+        "How many chunks LLTMSequence's wavefront cuts (LLTM_EXT_SEQUENCE_AT_ONCE_CHUNKS; 0 "
+        "unset: by time)");
   m.def("_mark_at_once_stream", &lltm_ext::lltm::mark_stream_at_once,
         "Marks a CUDA stream (its cuda_stream) on a device as one LLTMSequence runs calls at once "
         "on, the GPU shared by `parts` calls: the tiled kernels' tiles there are planned for that "
