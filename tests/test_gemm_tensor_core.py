@@ -128,6 +128,19 @@ def test_plan_splits_wgmma_where_its_tiles_leave_sms_idle(n, k):
     assert plan(4096, 4096, 4096)["splits"] == 1
 
 
+def test_plan_wgmma_width_by_the_model_where_rounds_mislead():
+    """The wgmma tile width goes by the round count (1024^3: one round of 64-wide tiles), unless
+    the cost model puts another width well ahead: at a long K over few rounds, three rounds of
+    64-wide tiles cost more than one of 256-wide ones (1000 x 3000 x 5000), and the mma kernel
+    the old pick lost to is not taken either."""
+    assert plan(1024, 1024, 1024, mma=False)["tile"] == 64
+    for tf32 in (False, True):
+        p = plan(1000, 3000, 5000, tf32=tf32)
+        assert (p["kernel"], p["tile"], p["splits"]) == ("wgmma", 256, 1), (tf32, p)
+    p = plan(1555, 2832, 1351)
+    assert (p["kernel"], p["tile"]) == ("wgmma", 128), p
+
+
 def test_plan_copies_for_wgmma_only_where_it_pays():
     """A large product with unaligned rows copies its operands for the wgmma kernel (the copies
     are a small share of the work); a small one stays on the mma kernel, which reads them in

@@ -34,6 +34,9 @@ constexpr double kBusyShare = 0.5;  // below this share of SMs busy, memory slow
 // of the bandwidth, so a grid of fewer blocks than this share of the SMs reads at about its share
 // of them (H200, linear layers at M = 128: docs/decisions.md#wgmma-split-k). K splits fill them.
 constexpr double kWgmmaBusyShare = 0.7;
+// How far (a factor) the model must put another wgmma width ahead of the round count's pick
+// before the planner takes it (docs/decisions.md#wgmma-width).
+constexpr double kOtherWidthMargin = 1.3;
 constexpr int64_t kMaxWorkspace = int64_t{256} << 20;  // split-K float32 partials, bytes
 // The share of kBandwidth the mma kernel's 16-byte cp.async copies reach where the product is
 // bound by reading its operands (a full grid of wgmma's TMA copies: all of it); set from the
@@ -234,6 +237,17 @@ TcPlan plan_tensor_core(const TcProblem& p, const TcDevice& dev, const TcForce& 
       for_each_split(p, force, 64, true, with_split);
     } else {
       consider(plan);
+      // The other widths unsplit where the model puts them well ahead of the round count's
+      // width, which misleads at a long K over few rounds (docs/decisions.md#wgmma-width).
+      if (force.tile <= 0) {
+        const double rounds_us = tc_cost_us(p, dev, plan);
+        for (const int tile : {64, 128, 256}) {
+          TcPlan other = plan;
+          other.tile = tile;
+          other.us = tc_cost_us(p, dev, other);
+          if (other.us * kOtherWidthMargin < rounds_us && other.us < best.us) best = other;
+        }
+      }
       for (const int tile : {64, 128, 256}) {
         const int64_t tiles = ceil_div(p.M, 128) * ceil_div(p.N, tile);
         if ((force.tile > 0 && tile != force.tile) || tiles >= sms) continue;
