@@ -2,7 +2,8 @@
 // the driver entry point fetched at run time (the module links no libcuda), the persistent grid,
 // the image query; and the instantiations of gemm/tiles/kernel_sm90.cuh (bf16 / fp16 with the four
 // operand major-ness pairs, tf32 K-major; block tiles 128 x 256, 128 x 128 and 128 x 64); the
-// float32 transpose that makes tf32's K-major operand copies (gemm/tiles/transpose_f32.cuh).
+// float32 transpose that makes tf32's K-major operand copies (gemm/tiles/transpose_f32.cuh) and the
+// row copies that make the others (gemm/tiles/copy_rows.cuh).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -12,6 +13,7 @@
 
 #include "common/cuda_kernel.cuh"
 #include "gemm/gemm_launchers.h"
+#include "gemm/tiles/copy_rows.cuh"
 #include "gemm/tiles/kernel_sm90.cuh"
 #include "gemm/tiles/transpose_f32.cuh"
 
@@ -193,6 +195,38 @@ cudaError_t launch_transpose_f32(const float* in, float* out, int64_t R, int64_t
   } else {
     tiles::transpose_f32_kernel<false><<<blocks, tiles::kTransposeThreads, 0, stream>>>(
         in, out, R, C, ld_in, ld_out, tiles_r, count);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_copy_rows(const void* src, void* dst, int64_t rows, int64_t row_bytes,
+                             int64_t src_pitch, int64_t dst_pitch, cudaStream_t stream) {
+  namespace tiles = lltm_ext::gemm_tiles;
+  if (rows <= 0 || row_bytes <= 0) return cudaSuccess;
+  const auto at = [&](int bytes) {
+    return reinterpret_cast<uintptr_t>(src) % bytes == 0 && row_bytes % bytes == 0 &&
+           (rows == 1 || src_pitch % bytes == 0);
+  };
+  // Threads per row: a power of two covering the row's 16-byte chunks, at most a block.
+  const int64_t chunks = (row_bytes + 15) / 16;
+  int lanes_log2 = 0;
+  while (lanes_log2 < 8 && (int64_t{1} << lanes_log2) < chunks) ++lanes_log2;
+  const int64_t lanes = int64_t{1} << lanes_log2;
+  const int64_t rows_per_block = tiles::kCopyRowsThreads / lanes;
+  const dim3 grid(static_cast<unsigned int>((chunks + lanes - 1) / lanes),
+                  static_cast<unsigned int>(
+                      std::min<int64_t>((rows + rows_per_block - 1) / rows_per_block, 65535)));
+  const auto* in = static_cast<const unsigned char*>(src);
+  auto* out = static_cast<unsigned char*>(dst);
+  if (at(16)) {
+    tiles::copy_rows_kernel<16><<<grid, tiles::kCopyRowsThreads, 0, stream>>>(
+        in, out, rows, row_bytes, src_pitch, dst_pitch, lanes_log2);
+  } else if (at(4)) {
+    tiles::copy_rows_kernel<4><<<grid, tiles::kCopyRowsThreads, 0, stream>>>(
+        in, out, rows, row_bytes, src_pitch, dst_pitch, lanes_log2);
+  } else {
+    tiles::copy_rows_kernel<2><<<grid, tiles::kCopyRowsThreads, 0, stream>>>(
+        in, out, rows, row_bytes, src_pitch, dst_pitch, lanes_log2);
   }
   return cudaGetLastError();
 }

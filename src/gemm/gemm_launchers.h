@@ -185,6 +185,14 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
 cudaError_t launch_transpose_f32(const float* in, float* out, int64_t R, int64_t C, int64_t ld_in,
                                  int64_t ld_out, bool vec, int sms, cudaStream_t stream);
 
+// dst's rows = src's rows, each row_bytes long, src_pitch and dst_pitch bytes apart
+// (gemm_tiles::copy_rows_kernel): the wgmma kernel's copies of operands whose rows TMA cannot read,
+// or reads slowly. dst 16-byte aligned, dst_pitch a multiple of 16 and at least row_bytes; src,
+// src_pitch (rows > 1) and row_bytes multiples of 2 bytes. Nothing to do where rows or row_bytes
+// is 0.
+cudaError_t launch_copy_rows(const void* src, void* dst, int64_t rows, int64_t row_bytes,
+                             int64_t src_pitch, int64_t dst_pitch, cudaStream_t stream);
+
 // *loaded: whether the current device runs the sm_90a image of the kernel (a Hopper GPU and a
 // module compiled for sm_90a), not another architecture's empty stub.
 cudaError_t sm90_image_loaded(bool* loaded);

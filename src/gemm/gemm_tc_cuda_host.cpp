@@ -142,17 +142,21 @@ TcDevice device_facts(TcForce* force) {
 // Operand copies for the wgmma kernel, whose TMA loads need 16-byte aligned rows (tf32: K-major).
 // ------------------------------------------------------------------------------------------
 
-// A copy of operand t (2-D, with a layout_of) in the same layout whose rows start 16 bytes apart
-// (padded; the padding is never read: TMA's maps end at the matrix), from the caching allocator,
-// written by ATen's copy on the current stream. The returned view keeps the copy alive.
-at::Tensor aligned_copy(const at::Tensor& t) {
-  const int64_t per16 = 16 / static_cast<int64_t>(t.element_size());
+// A copy of operand t (2-D, with a layout_of) in the same layout whose rows start whole 128 bytes
+// apart (padded; the padding is never read: TMA's maps end at the matrix), from the caching
+// allocator, written by lltm_ext's row copy on `stream`: TMA reads rows 16-byte aligned only, and
+// rows that start inside a 32-byte sector slowly (docs/decisions.md#mid-sector-rows). The returned
+// view keeps the copy alive.
+at::Tensor aligned_copy(const at::Tensor& t, cudaStream_t stream) {
+  const int64_t elem = static_cast<int64_t>(t.element_size());
+  const int64_t per128 = 128 / elem;
   const bool row_major = layout_of(t)->row_major;
   const at::Tensor rows = row_major ? t : t.t();  // the storage's row-major view
   const int64_t cols = rows.size(1);
-  at::Tensor buf = at::empty({rows.size(0), (cols + per16 - 1) / per16 * per16}, t.options());
-  at::Tensor view = buf.narrow(1, 0, cols);
-  view.copy_(rows);
+  at::Tensor buf = at::empty({rows.size(0), (cols + per128 - 1) / per128 * per128}, t.options());
+  C10_CUDA_CHECK(launch_copy_rows(rows.const_data_ptr(), buf.data_ptr(), rows.size(0), cols * elem,
+                                  rows.stride(0) * elem, buf.stride(0) * elem, stream));
+  const at::Tensor view = buf.narrow(1, 0, cols);
   return row_major ? view : view.t();
 }
 
@@ -248,7 +252,7 @@ void run_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, co
     const Operand op = operand_of(t, is_a);
     if (!copy) return op;
     if (tf32 && !op.k_contig) return k_major_copy(op, K, rows, t, stream, keep);
-    *keep = aligned_copy(t);
+    *keep = aligned_copy(t, stream);
     return operand_of(*keep, is_a);
   };
   at::Tensor a_copy, b_copy;

@@ -909,6 +909,26 @@ def run_gemm_tc_plans(dtypes: list[torch.dtype]) -> None:
                             break
                         raise
                     check_gemm(out, a, b, dtype, f"{what} {m}x{n}x{k} {layout}", bound)
+            # The wgmma kernel's row copies (gemm/tiles/copy_rows.cuh) through each load width:
+            # 16-byte rows that start inside sectors, a base 2 and 4 bytes off; rows longer than
+            # a block's 256 lanes of 16 bytes, and rows of one chunk and a tail.
+            for (m, n, k), off, layout in itertools.product(
+                ((24, 4104, 40), (300, 5, 12)), (0, 1, 2), ("nn", "tt")
+            ):
+                a = randn(k, m, dtype=dtype, offset=off).t() if layout[0] == "t" else (
+                    randn(m, k, dtype=dtype, offset=off))  # fmt: skip
+                b = randn(n, k, dtype=dtype, offset=off).t() if layout[1] == "t" else (
+                    randn(k, n, dtype=dtype, offset=off))  # fmt: skip
+                out = torch.full((m, n), math.nan, dtype=dtype, device=DEVICE)
+                what = f"gemm_tc_plans wgmma row copies {m}x{n}x{k} {layout} {off} {dtype}"
+                try:
+                    ext._gemm_tensor_core(a, b, "wgmma", copy=True, out=out)
+                except RuntimeError as e:
+                    if "does not run" not in str(e):
+                        raise
+                    print(f"  {what}: skipped ({e})", flush=True)
+                    break
+                check_gemm(out, a, b, dtype, what, bound)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved
 
