@@ -32,11 +32,26 @@ def ext():
 
 def plan(
     m, n, k, *, tf32=False, a_k=True, b_k=True, a_al=True, b_al=True, sms=132, wgmma=True,
-    mma=True, a_w=True, b_w=True,
+    mma=True, a_w=True, b_w=True, a_s=True, b_s=True,
 ) -> dict:  # fmt: skip
-    """The planner's pick; a_al / b_al: rows 16-byte aligned, a_w / b_w: 4-byte aligned."""
+    """The planner's pick; a_al / b_al: rows 16-byte aligned, a_w / b_w: 4-byte aligned, a_s /
+    b_s: 32-byte aligned (whole sectors; only where 16-byte aligned)."""
     kernel, tile, aligned, splits, k_split, copy_a, copy_b, us, words = ext()._tc_plan(
-        m, n, k, tf32, a_k, b_k, a_al, b_al, sms, wgmma, mma, a_w or a_al, b_w or b_al
+        m,
+        n,
+        k,
+        tf32,
+        a_k,
+        b_k,
+        a_al,
+        b_al,
+        sms,
+        wgmma,
+        mma,
+        a_w or a_al,
+        b_w or b_al,
+        a_s and a_al,
+        b_s and b_al,
     )
     return dict(
         kernel=kernel, tile=tile, aligned=aligned, splits=splits, k_split=k_split,
@@ -149,6 +164,21 @@ def test_plan_copies_for_wgmma_only_where_it_pays():
     assert big["kernel"] == "wgmma" and big["copy_a"] and not big["copy_b"], big
     small = plan(37, 1111, 999, a_al=False, b_al=False, a_w=False, b_w=False)
     assert small["kernel"] == "mma" and not small["aligned"] and not small["words"], small
+
+
+def test_plan_copies_rows_inside_sectors_where_tma_is_busy():
+    """16-byte aligned rows that start inside 32-byte sectors: copied first (rows 128 bytes apart)
+    for a large product whose kernel they slow (x @ W at 3000 x 5000 x 2000, W's rows 10000 bytes
+    apart); not for a product bound by reading the weight once (M = 16), nor for an M-major A
+    alone (TMA's reads of it slow little), nor where every row is whole sectors."""
+    big = plan(3000, 5000, 2000, b_s=False)
+    assert big["kernel"] == "wgmma" and big["copy_b"] and not big["copy_a"], big
+    aligned = plan(3000, 5008, 2000)
+    assert not (aligned["copy_a"] or aligned["copy_b"]), aligned
+    skinny = plan(16, 5000, 4104, a_s=False, b_s=False)
+    assert not (skinny["copy_a"] or skinny["copy_b"]), skinny
+    m_major = plan(3000, 5008, 2000, a_k=False, a_s=False)
+    assert not m_major["copy_a"], m_major
 
 
 # ----------------------------------------------------------------------------------------------
@@ -407,12 +437,34 @@ def test_wgmma_after_copies(dtype, layout):
     if not tc_runs("wgmma"):
         pytest.skip("the wgmma kernel does not run here (a Hopper GPU and sm_90a code)")
     with tf32_if(dtype):
-        for m, n, k in SHAPES + [(1000, 1100, 521)]:
-            for offset in (0, 3):
+        # Offsets 0, 2 and 3: the row copy's 16- (where rows allow), 4- and 2-byte loads (tf32:
+        # 16 and 4); rows of 4104: more 16-byte chunks than a block has threads.
+        for m, n, k in SHAPES + [(1000, 1100, 521), (24, 4104, 40)]:
+            for offset in (0, 2, 3):
                 a, b = operands(m, n, k, layout, dtype, offset)
                 out = poisoned(m, n, dtype)
                 ext()._gemm_tensor_core(a, b, "wgmma", copy=True, out=out)
                 assert_like_torch(out, a, b)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_auto_plan_copies_rows_inside_sectors(dtype, layout):
+    """lltm_ext.gemm on 16-byte aligned rows that start inside sectors (sides of 8 mod 16
+    elements), where the planner copies them for the wgmma kernel: the copies made, the product
+    like torch's, out= too."""
+    if not tc_runs("wgmma"):
+        pytest.skip("the wgmma kernel does not run here (a Hopper GPU and sm_90a code)")
+    for m, n, k in ((1032, 2056, 1032), (2056, 2056, 1032)):
+        a, b = operands(m, n, k, layout, dtype)
+        kernel, *_, _copy_a, copy_b, _us, _words = ext()._cuda_tc_plan(a, b)
+        if torch.cuda.get_device_properties(0).multi_processor_count >= 100:
+            assert kernel == "wgmma" and copy_b, (m, n, k, layout)
+        assert_like_torch(lltm_ext.gemm(a, b), a, b)
+        out = poisoned(m, n, dtype)
+        lltm_ext.gemm(a, b, out=out)
+        assert_like_torch(out, a, b)
 
 
 @pytest.mark.cuda

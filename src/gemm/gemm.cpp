@@ -514,12 +514,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def(
       "_tc_plan",
       [](int64_t M, int64_t N, int64_t K, bool tf32, bool a_kcontig, bool b_kcontig, bool a_aligned,
-         bool b_aligned, int sms, bool wgmma, bool mma, bool a_words, bool b_words) {
+         bool b_aligned, int sms, bool wgmma, bool mma, bool a_words, bool b_words, bool a_sectors,
+         bool b_sectors) {
         lltm_ext::gemm::TcProblem p;
         p.M = M, p.N = N, p.K = K, p.tf32 = tf32;
         p.a_kcontig = a_kcontig, p.b_kcontig = b_kcontig;
         p.a_aligned = a_aligned, p.b_aligned = b_aligned;
         p.a_words = a_words, p.b_words = b_words;
+        p.a_sectors = a_sectors, p.b_sectors = b_sectors;
         lltm_ext::gemm::TcDevice dev;
         dev.sms = sms, dev.wgmma = wgmma, dev.mma = mma;
         return lltm_ext::gemm::plan_tuple(lltm_ext::gemm::plan_tensor_core(p, dev));
@@ -529,7 +531,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "for M x N x K on a GPU with `sms` SMs running the wgmma / mma kernels as given (tests)",
       py::arg("M"), py::arg("N"), py::arg("K"), py::arg("tf32"), py::arg("a_kcontig"),
       py::arg("b_kcontig"), py::arg("a_aligned"), py::arg("b_aligned"), py::arg("sms"),
-      py::arg("wgmma"), py::arg("mma"), py::arg("a_words") = true, py::arg("b_words") = true);
+      py::arg("wgmma"), py::arg("mma"), py::arg("a_words") = true, py::arg("b_words") = true,
+      py::arg("a_sectors") = true, py::arg("b_sectors") = true);
   m.def(
       "_cuda_tc_plan",
       [](const at::Tensor& a, const at::Tensor& b) {

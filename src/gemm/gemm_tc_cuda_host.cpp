@@ -177,7 +177,8 @@ Operand k_major_copy(const Operand& op, int64_t K, int64_t rows, const at::Tenso
 }
 
 // The problem the planner sees for a @ b: sizes, type, layouts, and whether each operand suits
-// TMA and the 16-byte cp.async copies (one rule: rows_aligned(..., 16)).
+// TMA and the 16-byte cp.async copies (one rule: rows_aligned(..., 16)), and TMA at full speed
+// (rows_aligned(..., 32)).
 TcProblem problem_of(const at::Tensor& a, const at::Tensor& b) {
   const Operand A = operand_of(a, /*is_a=*/true);
   const Operand B = operand_of(b, /*is_a=*/false);
@@ -194,6 +195,8 @@ TcProblem problem_of(const at::Tensor& a, const at::Tensor& b) {
   p.b_aligned = rows_aligned(B.data, B.ld, B.k_contig ? p.N : p.K, elem, 16);
   p.a_words = rows_aligned(A.data, A.ld, A.k_contig ? p.M : p.K, elem, 4);
   p.b_words = rows_aligned(B.data, B.ld, B.k_contig ? p.N : p.K, elem, 4);
+  p.a_sectors = rows_aligned(A.data, A.ld, A.k_contig ? p.M : p.K, elem, 32);
+  p.b_sectors = rows_aligned(B.data, B.ld, B.k_contig ? p.N : p.K, elem, 32);
   return p;
 }
 

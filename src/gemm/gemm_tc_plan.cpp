@@ -29,6 +29,12 @@ constexpr double kLaunchUs = 2.8;        // one more kernel in the call
 constexpr double kWgmmaBaseUs = 3.5;     // a wgmma call's fixed cost (maps, prologue, epilogue)
 constexpr double kMmaBaseUs = 2.5;       // an mma call's
 constexpr double kCopyEfficiency = 1.2;  // an operand copy's traffic relative to kBandwidth
+// The row copy of an operand whose rows are 16-byte aligned (16-byte loads): bytes/s each way.
+constexpr double kAlignedCopyBandwidth = 3.8e12;
+// TMA's reads of rows that start inside 32-byte sectors (16-byte aligned only) slow the wgmma
+// kernel by this factor times their share of its operand reads (each A tile read once per column
+// of tiles, each B tile once per row); an M-major A's by less (docs/decisions.md#mid-sector-rows).
+constexpr double kMidSectorCost = 0.55, kMidSectorCostMMajorA = 0.2;
 constexpr double kBusyShare = 0.5;  // below this share of SMs busy, memory slows proportionally
 // The same for the wgmma kernel, one block per SM: each block's TMA copies reach a bounded share
 // of the bandwidth, so a grid of fewer blocks than this share of the SMs reads at about its share
@@ -95,8 +101,11 @@ double memory_us(double bytes, int64_t blocks, int sms, double busy_share = kBus
   return bytes / (kBandwidth * std::max(busy, 0.02)) * 1e6;
 }
 
-double copy_us(double bytes) {
-  return kLaunchUs + 2.0 * bytes / (kBandwidth * kCopyEfficiency) * 1e6;
+// An operand copy's time: the row copy of 16-byte aligned rows at its measured rate, other copies
+// (2- and 4-byte loads, tf32's transposes) at the fitted one.
+double copy_us(double bytes, bool aligned_rows) {
+  const double rate = aligned_rows ? kAlignedCopyBandwidth : kBandwidth * kCopyEfficiency;
+  return kLaunchUs + 2.0 * bytes / rate * 1e6;
 }
 
 // The wgmma kernel's block tile width: the one whose tiles take the SMs the fewest rounds, a
@@ -129,10 +138,18 @@ double tc_cost_us(const TcProblem& p, const TcDevice& dev, const TcPlan& plan) {
     const double part_bytes = splits > 1 ? 4.0 * splits * static_cast<double>(p.M) * p.N : 0.0;
     const double mem = memory_us(a_bytes + b_bytes + (splits > 1 ? part_bytes : c_bytes),
                                  std::min<int64_t>(items, sms), sms, kWgmmaBusyShare);
-    double us = kWgmmaBaseUs + std::max(math, mem);
+    const double reads_a = a_bytes * static_cast<double>(ceil_div(p.N, bn));
+    const double reads_b = b_bytes * static_cast<double>(ceil_div(p.M, 128));
+    double slow = 0;
+    if (!plan.copy_a && !p.a_sectors) {
+      slow += (p.a_kcontig ? kMidSectorCost : kMidSectorCostMMajorA) * reads_a;
+    }
+    if (!plan.copy_b && !p.b_sectors) slow += kMidSectorCost * reads_b;
+    slow /= std::max(reads_a + reads_b, 1.0);
+    double us = kWgmmaBaseUs + std::max(math, mem) * (1.0 + slow);
     if (splits > 1) us += kLaunchUs + (part_bytes + c_bytes) / kBandwidth * 1e6;
-    if (plan.copy_a) us += copy_us(a_bytes);
-    if (plan.copy_b) us += copy_us(b_bytes);
+    if (plan.copy_a) us += copy_us(a_bytes, p.a_aligned && !(p.tf32 && !p.a_kcontig));
+    if (plan.copy_b) us += copy_us(b_bytes, p.b_aligned && !(p.tf32 && !p.b_kcontig));
     return us;
   }
   if (plan.kernel == TcKernel::kMma) {
@@ -206,6 +223,50 @@ void for_each_split(const TcProblem& p, const TcForce& force, int64_t step, bool
   }
 }
 
+// The wgmma plans with these copies: unsplit, at the width whose tiles take the SMs the fewest
+// rounds; and split (whole 64-element steps) at each width whose tiles leave SMs idle, into at most
+// one round of items. Forced splits: at the forced width, else that first width. Each goes to
+// consider(); *best is what it has kept so far.
+template <typename F>
+void plan_wgmma(const TcProblem& p, const TcDevice& dev, const TcForce& force, bool copy_a,
+                bool copy_b, F&& consider, TcPlan* best) {
+  TcPlan plan;
+  plan.kernel = TcKernel::kWgmma;
+  plan.copy_a = copy_a;
+  plan.copy_b = copy_b;
+  const int sms = std::max(dev.sms, 1);
+  plan.tile = force.tile > 0 ? force.tile : wgmma_width(p.M, p.N, sms);
+  auto with_split = [&](int splits, int64_t k_split) {
+    plan.splits = splits;
+    plan.k_split = k_split;
+    consider(plan);
+  };
+  if (force.splits > 0) {
+    for_each_split(p, force, 64, true, with_split);
+    return;
+  }
+  consider(plan);
+  // The other widths unsplit where the model puts them well ahead of the round count's width,
+  // which misleads at a long K over few rounds (docs/decisions.md#wgmma-width).
+  if (force.tile <= 0) {
+    const double rounds_us = tc_cost_us(p, dev, plan);
+    for (const int tile : {64, 128, 256}) {
+      TcPlan other = plan;
+      other.tile = tile;
+      other.us = tc_cost_us(p, dev, other);
+      if (other.us * kOtherWidthMargin < rounds_us && other.us < best->us) *best = other;
+    }
+  }
+  for (const int tile : {64, 128, 256}) {
+    const int64_t tiles = ceil_div(p.M, 128) * ceil_div(p.N, tile);
+    if ((force.tile > 0 && tile != force.tile) || tiles >= sms) continue;
+    plan.tile = tile;
+    for_each_split(p, force, 64, true, [&](int splits, int64_t k_split) {
+      if (splits > 1 && tiles * splits <= sms) with_split(splits, k_split);
+    });
+  }
+}
+
 }  // namespace
 
 TcPlan plan_tensor_core(const TcProblem& p, const TcDevice& dev, const TcForce& force) {
@@ -218,44 +279,19 @@ TcPlan plan_tensor_core(const TcProblem& p, const TcDevice& dev, const TcForce& 
   const bool want_wgmma = force.kernel == TcKernel::kNone || force.kernel == TcKernel::kWgmma;
   const bool want_mma = force.kernel == TcKernel::kNone || force.kernel == TcKernel::kMma;
   if (dev.wgmma && want_wgmma) {
-    TcPlan plan;
-    plan.kernel = TcKernel::kWgmma;
-    // TMA needs aligned operands, and tf32 wgmma K-major ones: others are copied first.
-    plan.copy_a = force.copy || !p.a_aligned || (p.tf32 && !p.a_kcontig);
-    plan.copy_b = force.copy || !p.b_aligned || (p.tf32 && !p.b_kcontig);
-    // Unsplit, at the width whose tiles take the SMs the fewest rounds; and split (whole
-    // 64-element steps) at each width whose tiles leave SMs idle, into at most one round of
-    // items. Forced splits: at the forced width, else that first width.
-    const int sms = std::max(dev.sms, 1);
-    plan.tile = force.tile > 0 ? force.tile : wgmma_width(p.M, p.N, sms);
-    auto with_split = [&](int splits, int64_t k_split) {
-      plan.splits = splits;
-      plan.k_split = k_split;
-      consider(plan);
-    };
-    if (force.splits > 0) {
-      for_each_split(p, force, 64, true, with_split);
-    } else {
-      consider(plan);
-      // The other widths unsplit where the model puts them well ahead of the round count's
-      // width, which misleads at a long K over few rounds (docs/decisions.md#wgmma-width).
-      if (force.tile <= 0) {
-        const double rounds_us = tc_cost_us(p, dev, plan);
-        for (const int tile : {64, 128, 256}) {
-          TcPlan other = plan;
-          other.tile = tile;
-          other.us = tc_cost_us(p, dev, other);
-          if (other.us * kOtherWidthMargin < rounds_us && other.us < best.us) best = other;
-        }
+    // TMA needs aligned operands, and tf32 wgmma K-major ones: others are copied first. Operands
+    // whose rows start inside sectors may be copied too (auto only), where the model says the
+    // copy costs less than TMA's slower reads (docs/decisions.md#mid-sector-rows).
+    const bool need_a = force.copy || !p.a_aligned || (p.tf32 && !p.a_kcontig);
+    const bool need_b = force.copy || !p.b_aligned || (p.tf32 && !p.b_kcontig);
+    const bool auto_plan = force.kernel == TcKernel::kNone;
+    for (int choice = 0; choice < 4; ++choice) {
+      const bool copy_a = need_a || (choice & 1) != 0, copy_b = need_b || (choice & 2) != 0;
+      if (((choice & 1) != 0 && (need_a || p.a_sectors || !auto_plan)) ||
+          ((choice & 2) != 0 && (need_b || p.b_sectors || !auto_plan))) {
+        continue;  // no optional copy of that operand: the same plan as a smaller choice
       }
-      for (const int tile : {64, 128, 256}) {
-        const int64_t tiles = ceil_div(p.M, 128) * ceil_div(p.N, tile);
-        if ((force.tile > 0 && tile != force.tile) || tiles >= sms) continue;
-        plan.tile = tile;
-        for_each_split(p, force, 64, true, [&](int splits, int64_t k_split) {
-          if (splits > 1 && tiles * splits <= sms) with_split(splits, k_split);
-        });
-      }
+      plan_wgmma(p, dev, force, copy_a, copy_b, consider, &best);
     }
   }
   if (dev.mma && want_mma) {

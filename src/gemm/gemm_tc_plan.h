@@ -11,13 +11,15 @@ enum class TcKernel : int { kNone = 0, kWgmma = 1, kMma = 2 };
 
 // One call: c (M x N) = a (M x K) @ b (K x N), each operand K-major or not, each aligned (a
 // 16-byte aligned base and rows a multiple of 16 bytes apart: what TMA and 16-byte cp.async copies
-// need) or not, and if not, 4-byte aligned (the same for 4 bytes: 4-byte cp.async copies) or not.
+// need) or not, and if not, 4-byte aligned (the same for 4 bytes: 4-byte cp.async copies) or not;
+// an aligned operand's rows whole 32-byte sectors apart (TMA reads them at full speed) or not.
 struct TcProblem {
   int64_t M = 0, N = 0, K = 0;
   bool tf32 = false;  // float32 operands read as tf32 (else 16-bit operands)
   bool a_kcontig = true, b_kcontig = true;
   bool a_aligned = true, b_aligned = true;
   bool a_words = true, b_words = true;
+  bool a_sectors = true, b_sectors = true;
 };
 
 // What the device runs: its SM count, and which tensor-core kernels its loaded images have.
@@ -29,7 +31,8 @@ struct TcDevice {
 
 struct TcPlan {
   TcKernel kernel = TcKernel::kNone;
-  // wgmma: operands copied first into aligned (and, for tf32, K-major) scratch matrices.
+  // wgmma: operands copied first into aligned (and, for tf32, K-major) scratch matrices, rows
+  // whole 128 bytes apart.
   bool copy_a = false, copy_b = false;
   int tile = 0;         // wgmma: block tile width 64 / 128 / 256; mma: 64 / 128 / 256
   bool aligned = true;  // mma: 16-byte cp.async copies (both operands aligned), else ...
@@ -42,7 +45,8 @@ struct TcPlan {
 // Forced choices (tuning and tests): kernel kNone leaves everything to the model; otherwise that
 // kernel, and tile / splits where > 0; unaligned forces mma off its 16-byte copies (onto the
 // 4-byte ones where the operands allow, else registers), registers onto its register-staged loads,
-// copy wgmma's copies.
+// copy wgmma's copies (of both operands). A forced kernel copies only the operands it cannot read
+// as they are, never for speed alone.
 struct TcForce {
   TcKernel kernel = TcKernel::kNone;
   int tile = 0;
