@@ -13,8 +13,9 @@ forced), every float32 tile config through the tuning entry point (_gemm_with_co
 without split-K, and tail split-K on ragged tiles), and the Hopper tensor-core kernels (gemm_wgmma:
 each block tile width forced, for bfloat16, float16 and float32 as TF32, every layout, operands with
 the 16-byte aligned rows TMA needs and M / N / K tails, C stored by TMA and element by element,
-out=; tf32's K-major copies from aligned, unaligned and misaligned operands; skipped, with a line
-saying so, where the wgmma path cannot run), and the sm_80+ tensor-core kernels (gemm_mma: each
+out=; tf32's K-major copies from aligned, unaligned and misaligned operands; the row copies of
+the operands it copies, gemm_row_copies: 16-, 4- and 2-byte loads, rows long and short; skipped,
+with a line saying so, where the wgmma path cannot run), and the sm_80+ tensor-core kernels (gemm_mma: each
 block tile forced, for bfloat16, float16 and float32 as TF32 with allow_tf32 on, every layout,
 16-byte aligned rows with M / N / K tails, K % 8 != 0 (K % 4 != 0 for tf32: a partial 16-byte
 chunk), more tiles than SMs, C stored in pairs and element by element, out= contiguous, transposed
@@ -909,9 +910,25 @@ def run_gemm_tc_plans(dtypes: list[torch.dtype]) -> None:
                             break
                         raise
                     check_gemm(out, a, b, dtype, f"{what} {m}x{n}x{k} {layout}", bound)
-            # The wgmma kernel's row copies (gemm/tiles/copy_rows.cuh) through each load width:
-            # 16-byte rows that start inside sectors, a base 2 and 4 bytes off; rows longer than
-            # a block's 256 lanes of 16 bytes, and rows of one chunk and a tail.
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def run_gemm_row_copies(dtypes: list[torch.dtype]) -> None:
+    """The wgmma kernel's operand copies (gemm/tiles/copy_rows.cuh), forced through
+    _gemm_tensor_core(copy=True), bfloat16, float16 and float32 as TF32 (K-major operands: row
+    copies too), through each load width: 16-byte rows that start inside sectors, a base 2 and 4
+    bytes off; rows longer than a block's 256 lanes of 16 bytes, and rows of one chunk and a tail;
+    NaN-filled outputs."""
+    if DEVICE != "cuda":
+        print("  gemm_row_copies: skipped (no CUDA device)", flush=True)
+        return
+    ext = load_extension("gemm")
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        for dtype in [d for d in dtypes if d in HALF or d == torch.float32]:
+            bound = GEMM_REL_TF32 if dtype == torch.float32 else GEMM_REL[dtype]
             for (m, n, k), off, layout in itertools.product(
                 ((24, 4104, 40), (300, 5, 12)), (0, 1, 2), ("nn", "tt")
             ):
@@ -920,14 +937,14 @@ def run_gemm_tc_plans(dtypes: list[torch.dtype]) -> None:
                 b = randn(n, k, dtype=dtype, offset=off).t() if layout[1] == "t" else (
                     randn(k, n, dtype=dtype, offset=off))  # fmt: skip
                 out = torch.full((m, n), math.nan, dtype=dtype, device=DEVICE)
-                what = f"gemm_tc_plans wgmma row copies {m}x{n}x{k} {layout} {off} {dtype}"
+                what = f"gemm_row_copies {m}x{n}x{k} {layout} {off} {dtype}"
                 try:
                     ext._gemm_tensor_core(a, b, "wgmma", copy=True, out=out)
                 except RuntimeError as e:
                     if "does not run" not in str(e):
                         raise
                     print(f"  {what}: skipped ({e})", flush=True)
-                    break
+                    return
                 check_gemm(out, a, b, dtype, what, bound)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved
@@ -1034,7 +1051,7 @@ def main() -> int:
         default="relu,sigmoid,round_ste,lltm,lltm_module,lltm_sequence,lltm_sequence_packed,"
         "lltm_sequence_mixed,rounded_operands,gemm,"
         "gemm_configs,"
-        "gemm_wgmma,gemm_mma,gemm_tc_plans,gemm_small_side,gemm_short_k,gemm_skinny",
+        "gemm_wgmma,gemm_mma,gemm_tc_plans,gemm_row_copies,gemm_small_side,gemm_short_k,gemm_skinny",
     )
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument(
@@ -1084,6 +1101,8 @@ def main() -> int:
             run_gemm_wgmma(dtypes, args.prefilled_tma_outputs)
         elif op == "gemm_mma":
             run_gemm_mma(dtypes)
+        elif op == "gemm_row_copies":
+            run_gemm_row_copies(dtypes)
         elif op == "gemm_tc_plans":
             run_gemm_tc_plans(dtypes)
         elif op == "gemm_small_side":
