@@ -346,12 +346,13 @@ std::optional<SkinnyCall> skinny_call(const at::Tensor& a, const at::Tensor& b,
 }
 
 // Whether the auto path runs g on the skinny kernel rather than the paths after it, as measured
-// (docs/decisions.md#skinny-tiles): the column kernel from a large side and K of 2048 on; the row
-// kernel at any K for a side of at most 16, from K = 1024 on past that; neither past a side of 16
-// at a large side of 8192 or more where the wgmma kernel runs (its one row of tiles, 64-row A
-// stages at such M, fills the SMs there and reads the weight faster).
+// (docs/decisions.md#skinny-tiles): the column kernel for a side of at most 16 from a large side
+// and K of 2048 on; the row kernel at any K for a side of at most 16, from K = 1024 on past that;
+// neither past a side of 16 at a large side of 8192 or more where the wgmma kernel runs (its one
+// row of tiles, 64-row A stages at such M, fills the SMs there and reads the weight faster), nor
+// the column kernel past 16 at all there.
 bool skinny_auto_takes(const SkinnyCall& g) {
-  if (g.S > 16 && g.L >= 8192 && wgmma_runs_here()) return false;
+  if (g.S > 16 && (g.L >= 8192 || g.l_contig) && wgmma_runs_here()) return false;
   if (g.l_contig) return g.L >= 2048 && g.K >= 2048;
   return g.S <= 16 || g.K >= 1024;
 }
