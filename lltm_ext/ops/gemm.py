@@ -9,9 +9,10 @@ Otherwise float32 and float64 run on a tiled SIMT kernel (shared-memory tiles, r
 outer products, split-K for small grids), and bfloat16 / float16 on the tensor cores, where a
 planner picks per call: on Hopper GPUs (sm_90a builds) the wgmma kernel (TMA loads,
 warp-specialized, persistent), its operands first copied aligned where TMA cannot read them as they
-are; or, on Hopper and on every GPU from sm_80 on, the mma.sync kernel, which reads operands of any
-alignment (16-byte cp.async copies where rows allow, register-staged loads where not) and splits K
-for skinny and long-K products. Row-major and transposed (column-major) operands are read in place,
+are (or, for a large product, reads them slowly: rows that start inside 32-byte sectors); or, on
+Hopper and on every GPU from sm_80 on, the mma.sync kernel, which reads operands of any alignment
+(16-byte cp.async copies where rows allow, register-staged loads where not) and splits K for
+skinny and long-K products. Row-major and transposed (column-major) operands are read in place,
 so the backward products ``grad_a = grad_c @ b.T`` and ``grad_b = a.T @ grad_c`` copy nothing
 (wgmma's copies aside). float16 / bfloat16 accumulate in float32, float64 in float64. float32
 follows PyTorch's setting for its own matmuls exactly as ``torch.mm`` does: exact float32 (SIMT

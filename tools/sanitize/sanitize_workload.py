@@ -15,18 +15,17 @@ each block tile width forced, for bfloat16, float16 and float32 as TF32, every l
 the 16-byte aligned rows TMA needs and M / N / K tails, C stored by TMA and element by element,
 out=; tf32's K-major copies from aligned, unaligned and misaligned operands; the row copies of
 the operands it copies, gemm_row_copies: 16-, 4- and 2-byte loads, rows long and short; skipped,
-with a line saying so, where the wgmma path cannot run), and the sm_80+ tensor-core kernels (gemm_mma: each
-block tile forced, for bfloat16, float16 and float32 as TF32 with allow_tf32 on, every layout,
-16-byte aligned rows with M / N / K tails, K % 8 != 0 (K % 4 != 0 for tf32: a partial 16-byte
-chunk), more tiles than SMs, C stored in pairs and element by element, out= contiguous, transposed
-and misaligned, unaligned operands falling back to the SIMT kernel, autograd's transposed views;
-skipped, with a line saying so, where the mma path cannot run), and the short-K kernel forced
+with a line saying so, where the wgmma path cannot run), and the sm_80+ tensor-core kernels
+(gemm_mma: each block tile forced, for bfloat16, float16 and float32 as TF32 with allow_tf32 on,
+every layout, 16-byte aligned rows with M / N / K tails, K % 8 != 0 (K % 4 != 0 for tf32: a partial
+16-byte chunk), more tiles than SMs, C stored in pairs and element by element, out= contiguous,
+transposed and misaligned, unaligned operands falling back to the SIMT kernel, autograd's transposed
+views; skipped, with a line saying so, where the mma path cannot run), and the short-K kernel forced
 (gemm_short_k: float32, float16, bfloat16, every layout, K within and past one staged chunk, tile
 edges, operands and out= off by one element; its mma form for float16 and bfloat16 at K up to 64,
 C's rows shifted off their 16-byte boundaries), and the skinny kernel (gemm_skinny: float16 and
-bfloat16, a side of 1 to 32 ending inside each tile, both orientations, the weight stored (N, K)
-and (K, N), 1, 3 and 8 warps with K
-splits and without, and through the public API).
+bfloat16, a side of 1 to 32 ending inside each tile, both orientations, the weight stored (N, K) and
+(K, N), 1, 3 and 8 warps with K splits and without, and through the public API).
 Under --prefilled-tma-outputs (initcheck without --check-tensor-ops, which does
 not see the copy engine's stores) the wgmma kernels write only into NaN-filled out= buffers, and
 the `gemm` section runs bfloat16 / float16 on the SIMT kernel.
