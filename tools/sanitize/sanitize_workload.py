@@ -850,21 +850,39 @@ def word_rows(rows: int, cols: int, dtype: torch.dtype) -> Tensor:
     return flat[offset:].as_strided((rows, cols), (stride, 1))
 
 
+@contextlib.contextmanager
+def forced_plan_types(
+    section: str, dtypes: list[torch.dtype]
+) -> Iterator[list[tuple[torch.dtype, float]]]:
+    """The frame of a section that forces tensor-core plans through _gemm_tensor_core: yields
+    (dtype, error bound) for bfloat16, float16 and float32 (as TF32: allow_tf32 on inside,
+    restored on the way out, even by an exception) among `dtypes`; none, the section said skipped,
+    off CUDA."""
+    if DEVICE != "cuda":
+        print(f"  {section}: skipped (no CUDA device)", flush=True)
+        yield []
+        return
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        yield [
+            (d, GEMM_REL_TF32 if d == torch.float32 else GEMM_REL[d])
+            for d in dtypes
+            if d in HALF or d == torch.float32
+        ]
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+
+
 def run_gemm_tc_plans(dtypes: list[torch.dtype]) -> None:
     """Each tensor-core plan forced through _gemm_tensor_core, bfloat16, float16 and float32 as
     TF32: the mma kernel's register-staged loads (unaligned rows, a base off 16 bytes), its 4-byte
     copies (rows 4-byte aligned only) and its 16-byte copies, each with and without K splits, and
     the wgmma kernel after operand copies and with K splits; every layout, NaN-filled outputs.
     Plans that cannot run here are said to be skipped."""
-    if DEVICE != "cuda":
-        print("  gemm_tc_plans: skipped (no CUDA device)", flush=True)
-        return
     ext = load_extension("gemm")
-    saved = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = True
-    try:
-        for dtype in [d for d in dtypes if d in HALF or d == torch.float32]:
-            bound = GEMM_REL_TF32 if dtype == torch.float32 else GEMM_REL[dtype]
+    with forced_plan_types("gemm_tc_plans", dtypes) as types:
+        for dtype, bound in types:
             # (kernel, tile, splits, unaligned, copy, offset, registers); offset -1: word_rows.
             plans = [
                 ("mma", 64, s, True, False, off, True) for s in (1, 3, 0) for off in (0, 1)
@@ -909,8 +927,6 @@ def run_gemm_tc_plans(dtypes: list[torch.dtype]) -> None:
                             break
                         raise
                     check_gemm(out, a, b, dtype, f"{what} {m}x{n}x{k} {layout}", bound)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 def run_gemm_row_copies(dtypes: list[torch.dtype]) -> None:
@@ -919,15 +935,9 @@ def run_gemm_row_copies(dtypes: list[torch.dtype]) -> None:
     copies too), through each load width: 16-byte rows that start inside sectors, a base 2 and 4
     bytes off; rows longer than a block's 256 lanes of 16 bytes, and rows of one chunk and a tail;
     NaN-filled outputs."""
-    if DEVICE != "cuda":
-        print("  gemm_row_copies: skipped (no CUDA device)", flush=True)
-        return
     ext = load_extension("gemm")
-    saved = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = True
-    try:
-        for dtype in [d for d in dtypes if d in HALF or d == torch.float32]:
-            bound = GEMM_REL_TF32 if dtype == torch.float32 else GEMM_REL[dtype]
+    with forced_plan_types("gemm_row_copies", dtypes) as types:
+        for dtype, bound in types:
             for (m, n, k), off, layout in itertools.product(
                 ((24, 4104, 40), (300, 5, 12)), (0, 1, 2), ("nn", "tt")
             ):
@@ -945,8 +955,6 @@ def run_gemm_row_copies(dtypes: list[torch.dtype]) -> None:
                     print(f"  {what}: skipped ({e})", flush=True)
                     return
                 check_gemm(out, a, b, dtype, what, bound)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 # M or N of at most 4 (the matrix-vector kernels): 16-byte rows and not, a long K (K splits).
