@@ -1,7 +1,7 @@
 // The tensor-core GEMM's planner (gemm_tc_plan.h): a cost model of each candidate plan (the
-// Hopper wgmma kernel, with operand copies where TMA cannot read an operand; the mma.sync kernel
-// in each block tile, its stages copied 16 or 4 bytes at a time or register-staged, with 1 to 128
-// K splits), and the cheapest one.
+// Hopper wgmma kernel, with operand copies where TMA cannot read an operand, or reads it slowly
+// where the copy pays; the mma.sync kernel in each block tile, its stages copied 16 or 4 bytes at
+// a time or register-staged, with 1 to 128 K splits), and the cheapest one.
 //
 // The model, per plan: a fixed cost per kernel launched, plus the larger of the math (rounds of
 // resident blocks over the SMs, each block's K steps at the kernel's measured rate, or at least a
