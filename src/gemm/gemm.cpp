@@ -160,6 +160,32 @@ at::Tensor gemm_skinny(const at::Tensor& a, const at::Tensor& b,
   return c;
 }
 
+// Tuning and test entry point (CUDA; float16, bfloat16): c = a @ b on the wgmma kernel's narrow
+// tile with `splits` K splits, 0 for its own choice. out: contiguous, written (else a new tensor).
+at::Tensor gemm_narrow(const at::Tensor& a, const at::Tensor& b,
+                       const std::optional<at::Tensor>& out, int64_t splits) {
+  check_operands(a, b);
+  TORCH_CHECK(a.is_cuda() && (a.scalar_type() == at::kHalf || a.scalar_type() == at::kBFloat16),
+              "lltm_ext.gemm: _gemm_narrow takes float16 or bfloat16 CUDA tensors, but got a ",
+              describe(a), ".");
+  TORCH_CHECK(splits >= 0, "lltm_ext.gemm: _gemm_narrow's splits is 0 (auto) or more, but got ",
+              splits, ".");
+  at::Tensor c;
+  if (out.has_value()) {
+    check_out(*out, a, b);
+    TORCH_CHECK(out->is_contiguous(), "lltm_ext.gemm: _gemm_narrow's `out` must be contiguous.");
+    c = *out;
+  } else {
+    c = at::empty({a.size(0), b.size(1)}, a.options());
+  }
+#ifdef WITH_CUDA
+  gemm_cuda_narrow(a, b, c, splits);
+#else
+  fail_not_compiled_with_cuda("gemm");
+#endif
+  return c;
+}
+
 // The operator's form of gemm_out: returns nothing (a mutating custom operator may not return an
 // alias of its input).
 void gemm_into(const at::Tensor& a, const at::Tensor& b, at::Tensor out) {
@@ -394,6 +420,35 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "Force the float32 CUDA path: 'auto' (default: by the GPU code the device runs), 'async' or "
       "'staged' (as LLTM_EXT_GEMM_PATH does)",
       py::arg("path"));
+  m.def("_gemm_narrow", &lltm_ext::gemm::gemm_narrow,
+        "CUDA GEMM on the wgmma kernel's narrow tile (float16 / bfloat16, a side of at most 16, "
+        "that side's operand K-contiguous, rows 16-byte aligned, a Hopper GPU; tuning, tests): "
+        "splits, 0 for its own choice; out: contiguous, written (else a new tensor)",
+        py::arg("a"), py::arg("b"), py::arg("out") = py::none(), py::arg("splits") = 0);
+  m.def(
+      "_gemm_narrow_side",
+      [] {
+#ifdef WITH_CUDA
+        return lltm_ext::gemm::cuda_narrow_side();
+#else
+        TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
+        return 0;
+#endif
+      },
+      "The largest small side (min(M, N)) the bfloat16 / float16 auto path gives the wgmma "
+      "kernel's narrow tile (0: never)");
+  m.def(
+      "_set_gemm_narrow_side",
+      [](int side) {
+#ifdef WITH_CUDA
+        lltm_ext::gemm::set_cuda_narrow_side(side);
+#else
+        TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
+#endif
+      },
+      "Set the largest small side the bfloat16 / float16 auto path gives the narrow tile, 0 "
+      "(never) to 16 (tuning, tests; process-wide)",
+      py::arg("side"));
   m.def(
       "_gemm_skinny_side",
       [] {

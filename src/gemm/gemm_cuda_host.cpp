@@ -301,6 +301,25 @@ constexpr int64_t kSkinnySide = 32;
 // The largest small side the auto path gives the skinny kernel (set_cuda_skinny_side: tuning).
 std::atomic<int> g_skinny_side{static_cast<int>(kSkinnySide)};
 
+// The largest small side the auto path gives the wgmma kernel's narrow tile (set_cuda_narrow_side:
+// tuning).
+std::atomic<int> g_narrow_side{static_cast<int>(kNarrowSide)};
+
+// Whether the auto path runs a @ b, its small side at most the narrow side, on the narrow tile
+// (where run_narrow can), as measured (docs/decisions.md#narrow-tile): a large operand contiguous
+// along its side L (x @ W with W stored (K, N)) from L = 1024 on, past a small side of 8 or below
+// K = 2048 (where the column kernel does not run); one K-contiguous (x @ W.T) from L = 8192 on,
+// past a small side of 8 or up to K = 1024. Never below K = 128 (the short-K kernels).
+bool narrow_auto_takes(const at::Tensor& a, const at::Tensor& b) {
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  const int64_t S = std::min(M, N), L = std::max(M, N);
+  const at::Tensor& big = M <= N ? b : a;
+  const bool l_contig = M <= N ? big.stride(1) == 1 && N > 1 : big.stride(0) == 1 && M > 1;
+  if (K < 128) return false;
+  if (l_contig) return L >= 1024 && (S > 8 || K < 2048);
+  return L >= 8192 && (S > 8 || K <= 1024);
+}
+
 // Whether an operand's rows (rows of `elems` K-contiguous 16-bit elements, `ld` apart) suit the
 // skinny kernel's 16-byte loads: a 16-byte aligned base and a row stride of whole 16 bytes.
 bool skinny_rows(const void* data, int64_t ld, int64_t rows) {
@@ -621,6 +640,37 @@ void gemm_cuda_skinny(const at::Tensor& a, const at::Tensor& b, const at::Tensor
   }
 }
 
+void gemm_cuda_narrow(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
+                      int64_t splits) {
+  const int64_t M = a.size(0), N = b.size(1);
+  const c10::cuda::CUDAGuard guard(a.device());
+  if (M == 0 || N == 0) return;
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  if (a.size(1) == 0) {
+    C10_CUDA_CHECK(cudaMemsetAsync(c.data_ptr(), 0, c.nbytes(), stream));
+    return;
+  }
+  TORCH_CHECK(run_narrow(a, b, c, stream, splits),
+              "lltm_ext.gemm: the narrow tile needs float16 or bfloat16, a side of at most ",
+              kNarrowSide,
+              ", that side's operand K-contiguous, 16-byte aligned data and rows, and a GPU that "
+              "runs this module's sm_90a code; got a ",
+              M, " x ", a.size(1), " by ", a.size(1), " x ", N, " ", a.scalar_type(),
+              " product with strides (", a.stride(0), ", ", a.stride(1), ") and (", b.stride(0),
+              ", ", b.stride(1), ").");
+}
+
+int cuda_narrow_side() {
+  return g_narrow_side.load();
+}
+
+void set_cuda_narrow_side(int side) {
+  TORCH_CHECK(side >= 0 && side <= kNarrowSide,
+              "lltm_ext.gemm: the narrow tile's side is 0 (never) to ", kNarrowSide, ", but got ",
+              side, ".");
+  g_narrow_side.store(side);
+}
+
 void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int config,
                int splits, int tail_tiles, int tail_splits) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
@@ -636,6 +686,11 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
   const Operand B = operand_of(b, /*is_a=*/false);
   if (config < 0 && splits <= 0) {  // not the tuning entry point, which names a float32 config
     bool done = false;
+    if ((a.scalar_type() == at::kHalf || a.scalar_type() == at::kBFloat16) &&
+        std::min(M, N) <= g_narrow_side.load() && narrow_auto_takes(a, b) && !half_path_forced() &&
+        run_narrow(a, b, c, stream)) {
+      return;
+    }
     if ((a.scalar_type() == at::kHalf || a.scalar_type() == at::kBFloat16) &&
         std::min(M, N) <= g_skinny_side.load() && !half_path_forced()) {
       const std::optional<SkinnyCall> g = skinny_call(a, b, c);

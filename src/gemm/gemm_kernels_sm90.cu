@@ -1,7 +1,8 @@
 // The Hopper tensor-core GEMM's launchers (gemm_launchers.h): its TMA tensor maps, encoded through
 // the driver entry point fetched at run time (the module links no libcuda), the persistent grid,
 // the image query; and the instantiations of gemm/tiles/kernel_sm90.cuh (bf16 / fp16 with the four
-// operand major-ness pairs, tf32 K-major; block tiles 128 x 256, 128 x 128 and 128 x 64); the
+// operand major-ness pairs, tf32 K-major; block tiles 128 x 256, 128 x 128 and 128 x 64, and the
+// narrow 128 x 16 for bf16 / fp16 with B K-major); the
 // float32 transpose that makes tf32's K-major operand copies (gemm/tiles/transpose_f32.cuh) and the
 // row copies that make the others (gemm/tiles/copy_rows.cuh).
 #include <cuda.h>
@@ -99,6 +100,14 @@ Sm90Kernel kernel_for(bool a_k, bool b_k) {
   }
 }
 
+// The narrow tile's kernels: 16-bit, B K-major (nullptr otherwise).
+template <int DT>
+Sm90Kernel narrow_kernel_for(bool a_k, bool b_k) {
+  if (!b_k) return nullptr;
+  return a_k ? &sm90::gemm_sm90_kernel<16, DT, true, true>
+             : &sm90::gemm_sm90_kernel<16, DT, false, true>;
+}
+
 template <int BN>
 Sm90Kernel kernel_for_type(Sm90Type type, bool a_k, bool b_k) {
   if (type == kSm90Tf32) return kernel_for<BN, sm90::kSm90TF32>(a_k, b_k);
@@ -118,11 +127,20 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   } else if (g.bn == 128) {
     kernel = kernel_for_type<128>(g.type, g.a_kcontig, g.b_kcontig);
     smem = sm90::Sm90Tile<128>::SMEM_BYTES;
-  } else {
+  } else if (g.bn == 64) {
     kernel = kernel_for_type<64>(g.type, g.a_kcontig, g.b_kcontig);
     smem = sm90::Sm90Tile<64>::SMEM_BYTES;
+  } else {
+    kernel = g.bn != 16            ? nullptr
+             : g.type == kSm90Tf32 ? nullptr
+             : g.type == kSm90BFloat16
+                 ? narrow_kernel_for<sm90::kSm90BF16>(g.a_kcontig, g.b_kcontig)
+                 : narrow_kernel_for<sm90::kSm90F16>(g.a_kcontig, g.b_kcontig);
+    smem = sm90::Sm90Tile<16>::SMEM_BYTES;
   }
-  *step = "choosing the kernel (tf32 needs K-major operands)";
+  *step =
+      "choosing the kernel (tf32 needs K-major operands; the narrow tile 16-bit ones, B "
+      "K-major)";
   if (kernel == nullptr) return cudaErrorInvalidValue;
   // First a runtime call on the kernel: it also makes the device's primary context current on
   // this thread (a thread such as autograd's may have none yet), which the driver's encoder needs.
@@ -143,10 +161,11 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   err = g.b_kcontig ? make_map(encode, &map_b, g.b, g.type, g.K, g.N, g.ldb, g.bn, step)
                     : make_map(encode, &map_b, g.b, g.type, g.N, g.K, g.ldb, 64, step);
   if (err != cudaSuccess) return err;
-  // C (M x N, row-major): stored by TMA in 64 x 64 boxes where its base and stride allow.
+  // C (M x N, row-major): stored by TMA in 64 x 64 boxes where its base and stride allow; the
+  // narrow tile and a transposed C directly.
   CUtensorMap map_c = map_a;  // (unused when tma_store is false)
   const int elem = g.type == kSm90Tf32 ? 4 : 2;
-  const bool tma_store = rows_aligned(g.c, g.ldc, g.M, elem, 16);
+  const bool tma_store = g.bn >= 64 && !g.c_trans && rows_aligned(g.c, g.ldc, g.M, elem, 16);
   if (tma_store) {
     err = make_map(encode, &map_c, g.c, g.type, g.N, g.M, g.ldc, 64, step, /*out=*/true);
     if (err != cudaSuccess) return err;
@@ -161,6 +180,7 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   p.pairs = g.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(g.c) % (2 * elem) == 0;
   p.overlap = g.overlap;
   p.a_rows = a_rows;
+  p.c_trans = g.c_trans;
   p.tiles_m = static_cast<int>((g.M + BM - 1) / BM);
   p.tiles_n = static_cast<int>((g.N + g.bn - 1) / g.bn);
   if (g.splits > 1) {

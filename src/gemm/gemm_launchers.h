@@ -161,7 +161,7 @@ struct GemmProblem {
 // (rows_aligned(..., 16)) and M, N, K > 0.
 struct Sm90Gemm : GemmProblem {
   Sm90Type type;
-  int bn;   // block tile width: 64, 128 or 256
+  int bn;   // block tile width: 64, 128 or 256; 16 (the narrow tile) for 16-bit types, B K-major
   int sms;  // the device's SM count (the persistent grid's upper bound)
   // Split-K: splits > 1 splits K into parts of k_split elements (a multiple of 64, and
   // splits = ceil(K / k_split)); each writes its float32 partial products to `partial`, splits
@@ -171,6 +171,8 @@ struct Sm90Gemm : GemmProblem {
   float* partial = nullptr;
   bool overlap = true;  // one wgmma group left in flight across K steps (else none)
   bool short_a = true;  // M <= 64: stages of 64 rows of A (Sm90Params::a_rows), else 128
+  // C (and the partials) stored transposed: element (m, n) at c[n * ldc + m] (Sm90Params::c_trans).
+  bool c_trans = false;
 };
 
 // Launches the kernel for g on `stream`; returns the launch's error, or cudaErrorNotSupported

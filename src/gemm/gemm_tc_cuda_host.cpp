@@ -5,6 +5,7 @@
 // caller's device guard. C++ compiler, CUDA builds only (setup.py's *_cuda_host.cpp).
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <string>
@@ -327,6 +328,68 @@ bool run_tensor_core(const at::Tensor& a, const at::Tensor& b, const at::Tensor&
     default:
       return false;
   }
+}
+
+int64_t narrow_splits(int64_t tiles, int64_t K, int sms) {
+  // The split-K reduction costs more than splitting saves unless the tiles leave most SMs idle
+  // (docs/decisions.md#narrow-tile): only tiles on at most a third of the SMs split, into one
+  // round of items, each at least kNarrowMinSplitSteps K steps.
+  if (3 * tiles > sms) return 1;
+  const int64_t steps = (K + 63) / 64;
+  return std::clamp<int64_t>(
+      std::min<int64_t>(sms / std::max<int64_t>(tiles, 1), steps / kNarrowMinSplitSteps), 1,
+      kNarrowMaxSplits);
+}
+
+bool run_narrow(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cudaStream_t stream,
+                int64_t splits) {
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  if ((a.scalar_type() != at::kHalf && a.scalar_type() != at::kBFloat16) ||
+      std::min(M, N) > kNarrowSide || K == 0 || !wgmma_runs_here()) {
+    return false;
+  }
+  // The large side as A (128-row tiles), the small one as B (16 columns, K-major): swapped, C^T =
+  // b^T a^T, where M is the small side.
+  const bool swap = M <= N;
+  const at::Tensor big = swap ? b.t() : a, small = swap ? a.t() : b;
+  const int64_t L = swap ? N : M, S = swap ? M : N;
+  const Operand A = operand_of(big, /*is_a=*/true);
+  Operand B = operand_of(small, /*is_a=*/false);
+  if (S == 1 &&
+      (K == 1 || small.stride(0) == 1)) {  // one K-contiguous row (layout_of says N-major)
+    B.k_contig = true;
+    B.ld = (K + 7) / 8 * 8;
+  }
+  const int elem = 2;
+  if (!B.k_contig || !rows_aligned(A.data, A.ld, A.k_contig ? L : K, elem, 16) ||
+      !rows_aligned(B.data, B.ld, S, elem, 16)) {
+    return false;
+  }
+  Sm90Gemm g;
+  fill_problem(&g, A, B, c, L, S, K);
+  g.ldc = N;  // c: M x N, row-major; swapped, the kernel's (L x S) product stored transposed
+  g.c_trans = swap;
+  g.type = a.scalar_type() == at::kBFloat16 ? kSm90BFloat16 : kSm90Half;
+  g.sms = cuda::sm_count(c.get_device());
+  g.bn = 16;
+  g.overlap = g_wgmma_overlap.load();
+  g.short_a = g_wgmma_short_a.load();
+  const int64_t tiles = (L + 127) / 128;
+  if (splits <= 0) splits = narrow_splits(tiles, K, g.sms);
+  // Splits of whole K steps (64), every split at least one step.
+  const int64_t k_split = ((K + splits - 1) / splits + 63) / 64 * 64;
+  splits = (K + k_split - 1) / k_split;
+  TcPlan plan;
+  plan.splits = static_cast<int>(splits);
+  plan.k_split = k_split;
+  at::Tensor workspace = split_workspace(plan, c, &g);
+  const char* step = "";
+  const cudaError_t err = launch_sm90(g, stream, &step);
+  TORCH_CHECK(err == cudaSuccess, "lltm_ext.gemm: the wgmma GEMM's narrow tile (", M, " x ", N,
+              " x ", K, ", ", splits, " K splits) failed at ", step, ": ", cudaGetErrorString(err),
+              ".");
+  if (splits > 1) reduce_workspace(workspace, c, static_cast<int>(splits), stream);
+  return true;
 }
 
 bool half_path_forced() {

@@ -25,7 +25,9 @@ views; skipped, with a line saying so, where the mma path cannot run), and the s
 edges, operands and out= off by one element; its mma form for float16 and bfloat16 at K up to 64,
 C's rows shifted off their 16-byte boundaries), and the skinny kernel (gemm_skinny: float16 and
 bfloat16, a side of 1 to 32 ending inside each tile, both orientations, the weight stored (N, K) and
-(K, N), 1, 3 and 8 warps with K splits and without, and through the public API).
+(K, N), 1, 3 and 8 warps with K splits and without, and through the public API), and the wgmma
+kernel's narrow tile (gemm_narrow: a side of 1 to 16, both orientations, both weight layouts, K
+splits).
 Under --prefilled-tma-outputs (initcheck without --check-tensor-ops, which does
 not see the copy engine's stores) the wgmma kernels write only into NaN-filled out= buffers, and
 the `gemm` section runs bfloat16 / float16 on the SIMT kernel.
@@ -1012,6 +1014,42 @@ def run_gemm_skinny(dtypes: list[torch.dtype]) -> None:
             check_gemm(out, a, b, dtype, f"gemm_skinny auto {m}x{n}x{k} {layout} {mirror} {dtype}")
 
 
+# The narrow tile: the small side 1 to 16, the large side ending inside a 64- and 128-row tile, K
+# ending inside a 64-element step and past several (K splits).
+NARROW_SHAPES = ((1, 200, 72), (16, 136, 1032), (9, 328, 520), (5, 64, 8))
+
+
+def run_gemm_narrow(dtypes: list[torch.dtype]) -> None:
+    """The wgmma kernel's narrow tile, forced (_gemm_narrow) with K splits 1, 3 and its own, both
+    orientations (the small side M: operands swapped, C stored transposed), the weight stored (N, K)
+    and (K, N), NaN-filled out= (CUDA only, where the wgmma kernel runs: skipped with a line
+    saying so elsewhere)."""
+    if DEVICE != "cuda":
+        print("  gemm_narrow: skipped, a CUDA kernel", flush=True)
+        return
+    ext = load_extension("gemm")
+    probe = torch.ones(8, 8, dtype=torch.bfloat16, device=DEVICE)
+    try:
+        ext._gemm_narrow(probe, probe.t())
+    except RuntimeError as e:
+        print(f"  gemm_narrow: skipped (the narrow tile cannot run here: {e})", flush=True)
+        return
+    for dtype in (d for d in dtypes if d in HALF):
+        for (m, n, k), layout, mirror in itertools.product(NARROW_SHAPES, "tn", (False, True)):
+            x = randn(m, k, dtype=dtype)
+            if layout == "t":  # W (N, K): x @ W.T, or W @ x.T
+                w = randn(n, k, dtype=dtype)
+                a, b = (w, x.t()) if mirror else (x, w.t())
+            else:  # W (K, N): x @ W, or W.T @ x.T
+                w = randn(k, n, dtype=dtype)
+                a, b = (w.t(), x.t()) if mirror else (x, w)
+            for splits in (1, 3, 0):
+                out = torch.full((a.size(0), b.size(1)), math.nan, dtype=dtype, device=DEVICE)
+                ext._gemm_narrow(a, b, out=out, splits=splits)
+                what = f"{m}x{n}x{k} {layout} mirror={mirror} splits={splits} {dtype}"
+                check_gemm(out, a, b, dtype, f"gemm_narrow {what}")
+
+
 # A short K beside a larger output (the short-K kernel): K within one staged chunk, past it, of 1;
 # M / N at and past the 64 x 128 tile's edges.
 SHORT_K_SHAPES = ((65, 129, 33), (7, 300, 1), (130, 5, 64), (64, 128, 3))
@@ -1058,7 +1096,8 @@ def main() -> int:
         default="relu,sigmoid,round_ste,lltm,lltm_module,lltm_sequence,lltm_sequence_packed,"
         "lltm_sequence_mixed,rounded_operands,gemm,"
         "gemm_configs,"
-        "gemm_wgmma,gemm_mma,gemm_tc_plans,gemm_row_copies,gemm_small_side,gemm_short_k,gemm_skinny",
+        "gemm_wgmma,gemm_mma,gemm_tc_plans,gemm_row_copies,gemm_small_side,gemm_short_k,gemm_skinny,"
+        "gemm_narrow",
     )
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument(
@@ -1118,6 +1157,8 @@ def main() -> int:
             run_gemm_short_k(dtypes)
         elif op == "gemm_skinny":
             run_gemm_skinny(dtypes)
+        elif op == "gemm_narrow":
+            run_gemm_narrow(dtypes)
         else:
             for dtype in dtypes:
                 if op in ELEMENTWISE:

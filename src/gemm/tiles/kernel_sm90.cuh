@@ -65,15 +65,17 @@ struct Sm90Tile {
   static constexpr int BM = 128, BN = BN_, BK = 64;  // BK: in 16-bit elements (32 for TF32)
   static constexpr int CONSUMERS = 2;                // consumer warpgroups, 64 rows each
   static constexpr int THREADS = 128 * (CONSUMERS + 1);
-  static constexpr int STAGES = BN == 256 ? 4 : BN == 128 ? 6 : 8;  // 192 KB
+  // 192 KB of stages; the narrow tile (BN 16), which stores C directly, 216 KB.
+  static constexpr int STAGES = BN == 256 ? 4 : BN == 128 ? 6 : BN == 64 ? 8 : 12;
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
   static constexpr int ATOM_BYTES = 64 * 128;  // one (64 MN) x (64 K) swizzle-atom column
   // C staging for the TMA-store epilogue: per consumer, 64 rows x 128 columns (two 64 x 64 boxes).
-  static constexpr int C_BOX_BYTES = 64 * 128, C_BYTES = CONSUMERS * 2 * C_BOX_BYTES;
+  static constexpr int C_BOX_BYTES = 64 * 128, C_BYTES = BN >= 64 ? CONSUMERS * 2 * C_BOX_BYTES : 0;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024;  // + align to 1024
   static constexpr int GROUP_M = 8;
-  static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma tiles are 64, 128 or 256 wide");
+  static_assert(BN == 16 || BN == 64 || BN == 128 || BN == 256,
+                "wgmma tiles are 16, 64, 128 or 256 wide");
 };
 
 // What the kernel needs besides the two tensor maps. C is row-major with leading dimension ldc.
@@ -96,6 +98,10 @@ struct Sm90Params {
   // the stage's unloaded rows): TMA boxes reaching past M cost load time for the rows they
   // fill with zeros.
   int a_rows = 128;
+  // C stored transposed: the kernel's element (r, col) at c[col * ldc + r], its partials at
+  // slice[col * M + r] (the narrow tile's swapped operands, C^T = B^T A^T: the caller's C is the
+  // kernel's N x M); direct stores only.
+  bool c_trans = false;
 };
 
 // Work item u's tile and K steps [kt_begin, kt_end): the tiles of split 0, then of split 1, ...
@@ -152,7 +158,9 @@ __device__ __forceinline__ void store_two(void* c, int64_t idx, float v0, float 
 // C = A B for A (M x K) and B (K x N) of type DT described by map_a / map_b (A_K: A is K-major,
 // its map's dims (K, M), else (M, K); B_K: B is K-major, dims (K, N), else (N, K); TF32: both
 // K-major, as wgmma's tf32 form requires); C in the same type. 384 threads,
-// Sm90Tile<BN>::SMEM_BYTES of dynamic shared memory, gridDim.x <= tiles x splits.
+// Sm90Tile<BN>::SMEM_BYTES of dynamic shared memory, gridDim.x <= tiles x splits. The narrow tile
+// (BN 16: a side of at most 16 streamed past the other operand's 128-row tiles) needs B K-major and
+// stores C directly.
 template <int BN, int DT, bool A_K, bool B_K>
 __global__ void __launch_bounds__(384, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
@@ -161,6 +169,7 @@ __global__ void __launch_bounds__(384, 1)
 #if LLTM_EXT_SM90A
   using Tile = Sm90Tile<BN>;
   static_assert(DT != kSm90TF32 || (A_K && B_K), "tf32 wgmma reads K-major operands only");
+  static_assert(BN >= 64 || (B_K && DT != kSm90TF32), "the narrow tile: 16-bit, B K-major");
   constexpr int ELEM = DT == kSm90TF32 ? 4 : 2;
   constexpr int BM = Tile::BM, BK = 128 / ELEM, STAGES = Tile::STAGES;
   // Static shared memory: only this (sm_90a) body has it, which is how the host tells the loaded
@@ -317,6 +326,12 @@ __global__ void __launch_bounds__(384, 1)
         // even: every column this thread writes first is even).
         float* const slice = p.partial + static_cast<int64_t>(u / tiles) * p.M * p.N;
         each_pair([&](int r, int col, float v0, float v1) {
+          if (p.c_trans) {
+            float* const dst = slice + static_cast<int64_t>(col) * p.M + r;
+            dst[0] = v0;
+            if (col + 1 < p.N) dst[p.M] = v1;
+            return;
+          }
           float* const dst = slice + static_cast<int64_t>(r) * p.N + col;
           if (p.N % 2 == 0) {
             *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
@@ -325,7 +340,7 @@ __global__ void __launch_bounds__(384, 1)
             if (col + 1 < p.N) dst[1] = v1;
           }
         });
-      } else if (p.tma_store) {
+      } else if (BN >= 64 && p.tma_store) {
         // Through shared memory, PASS_COLS columns at a time: 64-row boxes of 128-byte rows (CB
         // columns) in TMA's 128-byte swizzle (16-byte chunk index ^ row % 8: conflict-free for
         // this fragment), then one thread stores them with TMA (clipped at M and N) and the
@@ -370,6 +385,12 @@ __global__ void __launch_bounds__(384, 1)
       } else {
         each_pair([&](int r, int col, float v0, float v1) {
           const bool second = col + 1 < p.N;
+          if (p.c_trans) {
+            const int64_t at = static_cast<int64_t>(col) * p.ldc + r;
+            store_two<DT>(p.c, at, v0, 0.f, false, false);
+            if (second) store_two<DT>(p.c, at + p.ldc, v1, 0.f, false, false);
+            return;
+          }
           store_two<DT>(p.c, static_cast<int64_t>(r) * p.ldc + col, v0, v1, p.pairs && second,
                         second);
         });

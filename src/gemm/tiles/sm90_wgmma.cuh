@@ -1,7 +1,7 @@
-// wgmma.mma_async m64nNk16 with float32 accumulators for 16-bit inputs (bf16, f16), N = 64, 128
-// or 256, both operands from shared memory (matrix descriptors): the inline PTX with its operand
-// lists written out in full (N / 2 accumulator registers per thread). sm_90a only: include it from
-// code compiled under LLTM_EXT_SM90A (common/sm90_ptx.cuh).
+// wgmma.mma_async m64nNk16 with float32 accumulators for 16-bit inputs (bf16, f16), N = 16, 64,
+// 128 or 256, both operands from shared memory (matrix descriptors): the inline PTX with its
+// operand lists written out in full (N / 2 accumulator registers per thread). sm_90a only: include
+// it from code compiled under LLTM_EXT_SM90A (common/sm90_ptx.cuh).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,44 @@ namespace lltm_ext::gemm_tiles::sm90 {
 // / B is N-major (1) or K-major (0). Asynchronous: wgmma_commit / wgmma_wait complete it.
 template <int N, bool BF16>
 struct Wgmma;
+
+template <>
+struct Wgmma<16, true> {
+  template <int TRANS_A, int TRANS_B>
+  static __device__ __forceinline__ void mma(float (&d)[8], uint64_t desc_a, uint64_t desc_b,
+                                             int scale_d) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}, "
+        "%8, %9, p, 1, 1, %11, %12;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
+  }
+};
+
+template <>
+struct Wgmma<16, false> {
+  template <int TRANS_A, int TRANS_B>
+  static __device__ __forceinline__ void mma(float (&d)[8], uint64_t desc_a, uint64_t desc_b,
+                                             int scale_d) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}, "
+        "%8, %9, p, 1, 1, %11, %12;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
+  }
+};
 
 template <>
 struct Wgmma<64, true> {
