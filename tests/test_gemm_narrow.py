@@ -143,3 +143,20 @@ def test_empty_and_k_zero(needs_wgmma):
         poisoned(4, 256, torch.float16),
     )
     assert torch.equal(z, torch.zeros_like(z))
+
+
+@pytest.mark.cuda
+def test_auto_path_sides_are_checked():
+    """The auto path's side settings take 0 (never) to their kernel's largest side, else a clear
+    error; a setting made is read back."""
+    for name, most in (("narrow", 16), ("skinny", 32)):
+        get, put = getattr(ext(), f"_gemm_{name}_side"), getattr(ext(), f"_set_gemm_{name}_side")
+        saved = get()
+        try:
+            for bad in (-1, most + 1):
+                with pytest.raises(RuntimeError, match=f"side is 0 \\(never\\) to {most}, but got"):
+                    put(bad)
+            put(most - 1)
+            assert get() == most - 1
+        finally:
+            put(saved)

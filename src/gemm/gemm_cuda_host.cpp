@@ -305,6 +305,14 @@ std::atomic<int> g_skinny_side{static_cast<int>(kSkinnySide)};
 // tuning).
 std::atomic<int> g_narrow_side{static_cast<int>(kNarrowSide)};
 
+// *slot = side, a path's largest small side for the auto path (0, never, to `most`), else an error
+// naming the path (`what`).
+void set_side(std::atomic<int>* slot, int side, int64_t most, const char* what) {
+  TORCH_CHECK(side >= 0 && side <= most, "lltm_ext.gemm: ", what, "'s side is 0 (never) to ", most,
+              ", but got ", side, ".");
+  slot->store(side);
+}
+
 // Whether the auto path runs a @ b, its small side at most the narrow side, on the narrow tile
 // (where run_narrow can), as measured (docs/decisions.md#narrow-tile): a large operand contiguous
 // along its side L (x @ W with W stored (K, N)) from L = 1024 on, past a small side of 8 or below
@@ -604,10 +612,7 @@ int cuda_skinny_side() {
 }
 
 void set_cuda_skinny_side(int side) {
-  TORCH_CHECK(side >= 0 && side <= kSkinnySide,
-              "lltm_ext.gemm: the skinny kernel's side is 0 (never) to ", kSkinnySide, ", but got ",
-              side, ".");
-  g_skinny_side.store(side);
+  set_side(&g_skinny_side, side, kSkinnySide, "the skinny kernel");
 }
 
 void gemm_cuda_skinny(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int warps,
@@ -665,10 +670,7 @@ int cuda_narrow_side() {
 }
 
 void set_cuda_narrow_side(int side) {
-  TORCH_CHECK(side >= 0 && side <= kNarrowSide,
-              "lltm_ext.gemm: the narrow tile's side is 0 (never) to ", kNarrowSide, ", but got ",
-              side, ".");
-  g_narrow_side.store(side);
+  set_side(&g_narrow_side, side, kNarrowSide, "the narrow tile");
 }
 
 void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int config,

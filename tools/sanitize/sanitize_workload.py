@@ -986,6 +986,19 @@ SKINNY_SHAPES = ((1, 37, 8), (3, 300, 72), (9, 129, 1032), (17, 50, 264), (32, 1
 SKINNY_COLS_SHAPES = ((1, 8, 8), (3, 296, 72), (9, 136, 1032), (17, 64, 264), (32, 1000, 4104))
 
 
+def linear_case(
+    m: int, n: int, k: int, layout: str, mirror: bool, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(a, b) of a linear layer's product over x (m, k): layout t, W (n, k) as nn.Linear stores it,
+    x @ W.T (or with `mirror` W @ x.T); layout n, W (k, n), x @ W (or W.T @ x.T)."""
+    x = randn(m, k, dtype=dtype)
+    if layout == "t":
+        w = randn(n, k, dtype=dtype)
+        return (w, x.t()) if mirror else (x, w.t())
+    w = randn(k, n, dtype=dtype)
+    return (w.t(), x.t()) if mirror else (x, w)
+
+
 def run_gemm_skinny(dtypes: list[torch.dtype]) -> None:
     """The skinny kernel, forced (_gemm_skinny) at 1, 3 and 8 warps with K splits or none, and
     through the public API (x @ W.T and its mirror), for float16 / bfloat16, NaN-filled out=
@@ -997,13 +1010,7 @@ def run_gemm_skinny(dtypes: list[torch.dtype]) -> None:
     cases = [(shape, "t") for shape in SKINNY_SHAPES] + [(s, "n") for s in SKINNY_COLS_SHAPES]
     for dtype in (d for d in dtypes if d in HALF):
         for ((m, n, k), layout), mirror in itertools.product(cases, (False, True)):
-            x = randn(m, k, dtype=dtype)
-            if layout == "t":  # W (N, K): x @ W.T, or W @ x.T
-                w = randn(n, k, dtype=dtype)
-                a, b = (w, x.t()) if mirror else (x, w.t())
-            else:  # W (K, N): x @ W, or W.T @ x.T
-                w = randn(k, n, dtype=dtype)
-                a, b = (w.t(), x.t()) if mirror else (x, w)
+            a, b = linear_case(m, n, k, layout, mirror, dtype)
             for warps, splits in ((1, 1), (3, 3), (8, 0)):
                 out = torch.full((a.size(0), b.size(1)), math.nan, dtype=dtype, device=DEVICE)
                 ext._gemm_skinny(a, b, out=out, warps=warps, splits=splits)
@@ -1036,13 +1043,7 @@ def run_gemm_narrow(dtypes: list[torch.dtype]) -> None:
         return
     for dtype in (d for d in dtypes if d in HALF):
         for (m, n, k), layout, mirror in itertools.product(NARROW_SHAPES, "tn", (False, True)):
-            x = randn(m, k, dtype=dtype)
-            if layout == "t":  # W (N, K): x @ W.T, or W @ x.T
-                w = randn(n, k, dtype=dtype)
-                a, b = (w, x.t()) if mirror else (x, w.t())
-            else:  # W (K, N): x @ W, or W.T @ x.T
-                w = randn(k, n, dtype=dtype)
-                a, b = (w.t(), x.t()) if mirror else (x, w)
+            a, b = linear_case(m, n, k, layout, mirror, dtype)
             for splits in (1, 3, 0):
                 out = torch.full((a.size(0), b.size(1)), math.nan, dtype=dtype, device=DEVICE)
                 ext._gemm_narrow(a, b, out=out, splits=splits)
