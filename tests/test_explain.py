@@ -7,6 +7,8 @@ plan that drifts from the dispatch fails here. On the CPU, each op's one path.""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -271,6 +273,30 @@ def test_cuda_short_calls_take_the_cublas_path(monkeypatch, case):
     assert any("short-steps" in n for n in found.notes) == cublas, found.notes
     _ran_contains(found)
     # What it computes is the cell's: against the float64 loop.
+    x, w, b = (t.detach().double() for t in args)
+    zeros = x.new_zeros(batch, state)
+    ref = lltm_loop(lltm_reference, x, w, b, zeros, zeros)
+    out, _ = lltm_ext.lltm_sequence(*args)
+    assert (out.double() - ref).abs().max().item() <= 1e-4
+
+
+@CUDA_MARK
+def test_cuda_step_wgmma_splits_past_one_wave():
+    """Hopper's step product with fewer tiles than SMs (B = 192, S = 2048 forward: 96 tiles of
+    128 x 128) splits k into more blocks than one wave holds, where the model says that finishes
+    first, and the sequence stays the float64 loop's."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("Hopper's step product runs on sm_90 only")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if not 100 <= sms < 192:
+        pytest.skip(f"the case is 96 tiles on 100-191 SMs; this GPU has {sms}")
+    steps, batch, features, state = 3, 192, 8, 2048
+    args = sequence_args(steps, batch, features, state, "cuda")
+    found = lltm_ext.explain("lltm_sequence", *args, run=True)
+    _ran_contains(found)
+    note = next(n for n in found.notes if "step product (forward, 192 x 6144 x 2048)" in n)
+    splits = int(re.search(r"(\d+) splits of k", note).group(1))
+    assert 96 * splits > sms, note
     x, w, b = (t.detach().double() for t in args)
     zeros = x.new_zeros(batch, state)
     ref = lltm_loop(lltm_reference, x, w, b, zeros, zeros)

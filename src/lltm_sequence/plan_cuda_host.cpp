@@ -582,6 +582,30 @@ bool step_wgmma_auto(int64_t batch, int64_t state, bool backward) {
   return state > 1024 && batch >= (backward ? 33 : 96);
 }
 
+// The splits of k for Hopper's step product of `tiles` 128 x 128 tiles (m x n x k) on `sms` SMs:
+// the count s (1 to 64, each split at least 64 k) whose estimate is least, the blocks' waves
+// (ceil(tiles s / sms), one block an SM) times a split's k at kWgmmaUsPerK, plus, past one
+// split, the s float32 partial products that the kernel writes and the gate kernel reads, at
+// kPartialUsPerMB: so 96 tiles on 132 SMs take 4 splits in three waves, not one wave with 36 SMs
+// idle. Fitted to H200 runs. Figures: docs/decisions_sequence.md#step-wgmma-splits.
+int step_wgmma_splits(int64_t tiles, int64_t m, int64_t n, int64_t k, int sms) {
+  constexpr double kWgmmaUsPerK = 0.068, kPartialUsPerMB = 1.1;
+  const int most = static_cast<int>(std::clamp<int64_t>(k / 64, 1, 64));
+  int best = 1;
+  double best_us = 0.0;
+  for (int s = 1; s <= most; ++s) {
+    const double waves = static_cast<double>((tiles * s + sms - 1) / sms);
+    const double split_k = static_cast<double>((k + s - 1) / s);
+    const double partial_mb = s > 1 ? s * static_cast<double>(m) * n * 4 / 1e6 : 0.0;
+    const double us = waves * split_k * kWgmmaUsPerK + partial_mb * kPartialUsPerMB;
+    if (s == 1 || us < best_us) {
+      best = s;
+      best_us = us;
+    }
+  }
+  return best;
+}
+
 // The cuBLAS path's step product m x n x k (forward B x 3S x S, backward B x S x 3S) through
 // launch_step_gemm: float32 at full precision only (cuBLAS's tensor-core kernels serve the rest).
 // Auto, per product, where the device runs the tensor-core kernel (sm_80+ code and its shared
@@ -643,12 +667,12 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
               65535 * int64_t{128}, " rows, but got ", m, ".");
   if (setting == "wgmma" || (setting == "auto" && wgmma_runs && wgmma_fits &&
                              step_wgmma_auto(m, backward ? n : k, backward))) {
-    // One block an SM: splits of k that fill at most one wave, each at least 64 k.
+    // One block an SM: the splits of k (each at least 64 k) that step_wgmma_splits' cost model
+    // finishes first.
     shape.wgmma = shape.tensor = true;
     shape.rows = 128;
     const int64_t tiles = step_gemm_tiles(m, n, shape.rows);
-    int splits = static_cast<int>(
-        std::clamp<int64_t>(cuda::sm_count(device) / tiles, 1, std::clamp<int64_t>(k / 64, 1, 64)));
+    int splits = step_wgmma_splits(tiles, m, n, k, cuda::sm_count(device));
     const int forced = env_number("LLTM_EXT_SEQUENCE_STEP_SPLITS");
     if (forced > 0) {
       splits = forced;
