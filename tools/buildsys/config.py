@@ -297,11 +297,11 @@ def version_label(
 # --------------------------------------------------------------------------------------------
 
 # Compile work in core-seconds, from docs/build_notes.md's "Build times" (nvcc 13.0, measured
-# 2026-11-22 on these machines, unloaded): all modules' CPU code, 2 cores x 138 s (a CPU-only
-# build); and per real GPU architecture, (273 s - 138 s) x 2 cores / 8 (the default list on 2
-# cores, 8 SASS targets). It predicts 21 s for 16 cores and sm_90 + sm_90a (measured 26 s).
-CPU_CORE_SECONDS = 276.0
-ARCH_CORE_SECONDS = 34.0
+# 2026-12-02 on CI's 2-core machine): all modules' CPU code, 2 cores x 303 s (a CPU-only build);
+# and per real GPU architecture, (2230 s - 303 s) x 2 cores / 8 (the default list, 8 SASS
+# targets). It predicts 98 s for 16 cores and sm_90 + sm_90a (the H200 machine: 88-115 s).
+CPU_CORE_SECONDS = 606.0
+ARCH_CORE_SECONDS = 482.0
 
 
 def build_seconds(jobs: int, sass_targets: int) -> float:
