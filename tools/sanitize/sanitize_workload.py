@@ -294,6 +294,9 @@ SEQUENCE_SIZES = (
     (5, 16, 119, 111),
     (5, 41, 6, 20),
 )
+# Beside those, for Hopper's float32 step product (cublas-wgmma): a row tile whose second
+# warpgroup's rows are partly in (B = 70) and a second row tile of two rows (B = 130).
+WGMMA_STEP_SIZES = ((2, 70, 3, 40), (2, 130, 3, 21))
 
 
 def run_lltm_sequence(
@@ -318,6 +321,8 @@ def run_lltm_sequence(
         paths.append("cublas-own")  # on the SIMT cores
         if torch.cuda.get_device_capability() >= (8, 0):
             paths.append("cublas-tensor")  # 3xTF32 on the tensor cores
+        if torch.cuda.get_device_capability() == (9, 0):
+            paths.append("cublas-wgmma")  # 3xTF32 on Hopper's wgmma
     if DEVICE == "cuda" and dtype != torch.float64:
         paths.append("small")
     if DEVICE == "cuda" and torch.cuda.get_device_capability() == (9, 0):
@@ -379,9 +384,8 @@ def _run_lltm_sequence(dtype: torch.dtype, path: str) -> None:
     # offset 1: misaligned views, batch-first; zero_state: state=None (no h0 or c0 tensor: the
     # kernels read zeros) and gradients from the output alone (none for h_n, c_n).
     variants = ((0, False), (1, False), (0, True))
-    for (steps, batch, features, state), (offset, zero_state) in itertools.product(
-        SEQUENCE_SIZES, variants
-    ):
+    sizes = SEQUENCE_SIZES + (WGMMA_STEP_SIZES if path == "cublas-wgmma" else ())
+    for (steps, batch, features, state), (offset, zero_state) in itertools.product(sizes, variants):
         if path != "grid" and steps * batch == 0:
             continue  # no kernel runs: the grid pass covered it
         if (
