@@ -107,7 +107,8 @@ def test_cuda_mid_batches_at_large_states_leave_the_wide_and_tiled_kernels():
     """40 <= B <= 128 at large states (docs/decisions_sequence.md#mid-batch-steps): a call alone in
     bfloat16 or under autocast at S = 640 runs every step on cuBLAS's products (or the step
     kernels), float32 there keeps the tiled kernels; on LLTMSequence's streams float32 leaves them
-    too at S = 640, and keeps the tiles for half the SMs at S = 518."""
+    too at S = 640, and keeps the tiles for half the SMs at S = 518. (Hopper's float32 alone at S =
+    640 from B = 64 takes the cuBLAS path with Hopper's step products instead: #step-wgmma-auto.)"""
     import lltm_ext.ops.lltm_sequence as seq_module
 
     if torch.cuda.get_device_capability()[0] < 9:
@@ -116,7 +117,7 @@ def test_cuda_mid_batches_at_large_states_leave_the_wide_and_tiled_kernels():
     bf16_args = sequence_args(40, 72, 8, 640, "cuda", torch.bfloat16)
     half = lltm_ext.explain(lltm_ext.lltm_sequence, *bf16_args)
     assert half.path not in kernels and "mid-batch-steps" in str(half), str(half)
-    alone = lltm_ext.explain(lltm_ext.lltm_sequence, *sequence_args(40, 72, 8, 640, "cuda"))
+    alone = lltm_ext.explain(lltm_ext.lltm_sequence, *sequence_args(40, 60, 8, 640, "cuda"))
     assert alone.path == "tiled", str(alone)
     with torch.autocast("cuda", dtype=torch.bfloat16):
         mixed = lltm_ext.explain(lltm_ext.lltm_sequence, *sequence_args(40, 72, 8, 640, "cuda"))
@@ -297,6 +298,38 @@ def test_cuda_step_wgmma_splits_past_one_wave():
     note = next(n for n in found.notes if "step product (forward, 192 x 6144 x 2048)" in n)
     splits = int(re.search(r"(\d+) splits of k", note).group(1))
     assert 96 * splits > sms, note
+    x, w, b = (t.detach().double() for t in args)
+    zeros = x.new_zeros(batch, state)
+    ref = lltm_loop(lltm_reference, x, w, b, zeros, zeros)
+    out, _ = lltm_ext.lltm_sequence(*args)
+    assert (out.double() - ref).abs().max().item() <= 1e-4
+
+
+@CUDA_MARK
+@pytest.mark.parametrize(
+    "batch,state,hopper", [(128, 768, True), (40, 1000, True), (48, 768, False), (128, 500, False)]
+)
+def test_cuda_step_wgmma_at_mid_states(batch, state, hopper):
+    """float32 at full precision on Hopper, S <= 1024 (docs/decisions_sequence.md#step-wgmma-auto):
+    from the rule's least batch (40 past S = 896, 64 from 640, 128 from 512) auto runs the cuBLAS
+    path with Hopper's step product both ways, and the sequence stays the float64 loop's; below it,
+    the kernels that keep every step on the GPU."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("Hopper's step product runs on sm_90 only")
+    steps, features = 12, 8
+    args = sequence_args(steps, batch, features, state, "cuda")
+    found = lltm_ext.explain("lltm_sequence", *args, run=True)
+    _ran_contains(found)
+    text = str(found)
+    assert ("step-wgmma-auto" in text) == hopper, text
+    if not hopper:
+        assert found.path != "cublas", text
+        return
+    assert found.path == "cublas", text
+    for which, cols, depth in (("forward", 3 * state, state), ("backward", state, 3 * state)):
+        product = f"step product ({which}, {batch} x {cols} x {depth})"
+        note = next(n for n in found.notes if product in n)
+        assert "Hopper's tensor cores" in note, note
     x, w, b = (t.detach().double() for t in args)
     zeros = x.new_zeros(batch, state)
     ref = lltm_loop(lltm_reference, x, w, b, zeros, zeros)

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -573,13 +574,30 @@ bool step_gemm_sm90_runs(int device) {
   });
 }
 
+// The least batch from which auto runs a float32 sequence (full precision, S <= 1024) on the cuBLAS
+// path with Hopper's step product both ways, instead of the wide or tiled kernels: B >= 40 at S =
+// 1024 (896 < S), 64 from S = 640, 128 from S = 512, 192 from S = 384; below S = 384 never
+// (INT64_MAX). Since the product's K splits fill the GPU (step_wgmma_splits) it wins there by
+// 2-30% (T = 128, I = 256, H200); below those batches the kernels that keep every step on the GPU
+// do. Figures: docs/decisions_sequence.md#step-wgmma-auto.
+int64_t step_wgmma_least_batch(int64_t state) {
+  return state > 896    ? 40
+         : state >= 640 ? 64
+         : state >= 512 ? 128
+         : state >= 384 ? 192
+                        : std::numeric_limits<int64_t>::max();
+}
+
 // Where auto takes Hopper's step product (float32 at full precision, on a GPU that runs it): S >
 // 1024, forward from B = 96, backward from B = 33 (against the cuBLAS path with cuBLAS's product
-// the other way; at S = 529 and 800 it was mostly slower). Figures:
-// docs/decisions_sequence.md#step-wgmma-auto. The kernel: "Long sequences on Hopper's
-// tensor cores" in docs/lltm_sequence_kernels.md.
+// the other way); at S <= 1024, both ways from step_wgmma_least_batch (plan_sequence takes the
+// cuBLAS path there). Figures: docs/decisions_sequence.md#step-wgmma-auto. The kernel: "Long
+// sequences on Hopper's tensor cores" in docs/lltm_sequence_kernels.md.
 bool step_wgmma_auto(int64_t batch, int64_t state, bool backward) {
-  return state > 1024 && batch >= (backward ? 33 : 96);
+  if (state <= 1024) {
+    return batch >= step_wgmma_least_batch(state);
+  }
+  return batch >= (backward ? 33 : 96);
 }
 
 // The splits of k for Hopper's step product of `tiles` 128 x 128 tiles (m x n x k) on `sms` SMs:
@@ -682,7 +700,7 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
               "): ours on Hopper's tensor cores, 3xTF32, ", shape.splits, " splits of k (",
               setting == "wgmma"
                   ? "LLTM_EXT_SEQUENCE_STEP_GEMM=wgmma"
-                  : "S > 1024 at this batch; docs/decisions_sequence.md#step-wgmma-auto",
+                  : "this batch and state; docs/decisions_sequence.md#step-wgmma-auto",
               ")");
     return shape;
   }
@@ -794,6 +812,17 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
       plan_note(
           "cluster, wide, tiled, steps: no (", steps, " steps, fewer than ", short_steps,
           ": their set-up costs more than the steps save; docs/decisions_sequence.md#short-steps)");
+      return take_cublas();
+    }
+    // float32 at full precision on Hopper, large batches at 384 <= S <= 1024: the cuBLAS path with
+    // Hopper's step products both ways (step_wgmma_least_batch).
+    if (std::is_same_v<T, float> && !tf32 && sequence_path_setting() == SequencePath::kAuto &&
+        step_gemm_setting() == "auto" && state <= 1024 && batch >= step_wgmma_least_batch(state) &&
+        (batch + 127) / 128 <= 65535 && step_gemm_sm90_runs(device)) {
+      plan_note("cluster, wide, tiled: no (float32 at B >= ", step_wgmma_least_batch(state),
+                " at S = ", state,
+                ": the cuBLAS path with Hopper's step products costs less; "
+                "docs/decisions_sequence.md#step-wgmma-auto)");
       return take_cublas();
     }
     // Mid batches at large states: the step kernels or cuBLAS every step (mid_batch_steps).
