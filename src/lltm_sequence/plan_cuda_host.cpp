@@ -574,28 +574,31 @@ bool step_gemm_sm90_runs(int device) {
   });
 }
 
-// The least batch from which auto runs a float32 sequence (full precision, S <= 1024) on the cuBLAS
-// path with Hopper's step product both ways, instead of the wide or tiled kernels: B >= 40 at S =
-// 1024 (896 < S), 64 from S = 640, 128 from S = 512, 192 from S = 384; below S = 384 never
-// (INT64_MAX). Since the product's K splits fill the GPU (step_wgmma_splits) it wins there by
-// 2-30% (T = 128, I = 256, H200); below those batches the kernels that keep every step on the GPU
-// do. Figures: docs/decisions_sequence.md#step-wgmma-auto.
-int64_t step_wgmma_least_batch(int64_t state) {
-  return state > 896    ? 40
-         : state >= 640 ? 64
-         : state >= 512 ? 128
-         : state >= 384 ? 192
-                        : std::numeric_limits<int64_t>::max();
+// Whether auto runs a float32 sequence at S <= 1024 (full precision) on the cuBLAS path with
+// Hopper's step product both ways, instead of the wide or tiled kernels: from B = 40 past S = 896,
+// 64 from S = 640, 128 from 512, 192 from 384 (never below 384), for S a multiple of 4 (rows that
+// the product copies 16 bytes at a time), on a stream that runs no calls at once (at_once_parts:
+// its blocks hold a SM each, and beside other layers' calls it lost: four layers at B = 508, S =
+// 529 0.82x -> 0.74x nn.LSTM). Since the product's K splits fill the GPU (step_wgmma_splits) it
+// wins there by 2-30% (T = 128, I = 256, H200); below those batches the kernels that keep every
+// step on the GPU do. Figures: docs/decisions_sequence.md#step-wgmma-auto.
+bool step_wgmma_mid_state(int device, int64_t batch, int64_t state) {
+  const int64_t least = state > 896    ? 40
+                        : state >= 640 ? 64
+                        : state >= 512 ? 128
+                        : state >= 384 ? 192
+                                       : std::numeric_limits<int64_t>::max();
+  return state <= 1024 && state % 4 == 0 && batch >= least && at_once_parts(device) == 0;
 }
 
 // Where auto takes Hopper's step product (float32 at full precision, on a GPU that runs it): S >
 // 1024, forward from B = 96, backward from B = 33 (against the cuBLAS path with cuBLAS's product
-// the other way); at S <= 1024, both ways from step_wgmma_least_batch (plan_sequence takes the
+// the other way); at S <= 1024, both ways where step_wgmma_mid_state says (plan_sequence takes the
 // cuBLAS path there). Figures: docs/decisions_sequence.md#step-wgmma-auto. The kernel: "Long
 // sequences on Hopper's tensor cores" in docs/lltm_sequence_kernels.md.
-bool step_wgmma_auto(int64_t batch, int64_t state, bool backward) {
+bool step_wgmma_auto(int device, int64_t batch, int64_t state, bool backward) {
   if (state <= 1024) {
-    return batch >= step_wgmma_least_batch(state);
+    return step_wgmma_mid_state(device, batch, state);
   }
   return batch >= (backward ? 33 : 96);
 }
@@ -684,7 +687,7 @@ StepGemmShape step_gemm_plan(int device, int64_t m, int64_t n, int64_t k, bool t
               "takes batches of at most ",
               65535 * int64_t{128}, " rows, but got ", m, ".");
   if (setting == "wgmma" || (setting == "auto" && wgmma_runs && wgmma_fits &&
-                             step_wgmma_auto(m, backward ? n : k, backward))) {
+                             step_wgmma_auto(device, m, backward ? n : k, backward))) {
     // One block an SM: the splits of k (each at least 64 k) that step_wgmma_splits' cost model
     // finishes first.
     shape.wgmma = shape.tensor = true;
@@ -815,12 +818,11 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
       return take_cublas();
     }
     // float32 at full precision on Hopper, large batches at 384 <= S <= 1024: the cuBLAS path with
-    // Hopper's step products both ways (step_wgmma_least_batch).
+    // Hopper's step products both ways (step_wgmma_mid_state).
     if (std::is_same_v<T, float> && !tf32 && sequence_path_setting() == SequencePath::kAuto &&
-        step_gemm_setting() == "auto" && state <= 1024 && batch >= step_wgmma_least_batch(state) &&
+        step_gemm_setting() == "auto" && step_wgmma_mid_state(device, batch, state) &&
         (batch + 127) / 128 <= 65535 && step_gemm_sm90_runs(device)) {
-      plan_note("cluster, wide, tiled: no (float32 at B >= ", step_wgmma_least_batch(state),
-                " at S = ", state,
+      plan_note("cluster, wide, tiled: no (float32 at B = ", batch, ", S = ", state,
                 ": the cuBLAS path with Hopper's step products costs less; "
                 "docs/decisions_sequence.md#step-wgmma-auto)");
       return take_cublas();
