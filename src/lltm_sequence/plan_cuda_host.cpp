@@ -578,10 +578,9 @@ bool step_gemm_sm90_runs(int device) {
 // Hopper's step product both ways, instead of the wide or tiled kernels: from B = 40 past S = 896,
 // 64 from S = 640, 128 from 512, 192 from 384 (never below 384), for S a multiple of 4 (rows that
 // the product copies 16 bytes at a time), on a stream that runs no calls at once (at_once_parts:
-// its blocks hold a SM each, and beside other layers' calls it lost: four layers at B = 508, S =
-// 529 0.82x -> 0.74x nn.LSTM). Since the product's K splits fill the GPU (step_wgmma_splits) it
-// wins there by 2-30% (T = 128, I = 256, H200); below those batches the kernels that keep every
-// step on the GPU do. Figures: docs/decisions_sequence.md#step-wgmma-auto.
+// its blocks hold an SM each, and beside other layers' calls it lost). Since the product's K
+// splits fill the GPU (step_wgmma_splits) it wins there; below those batches the kernels that keep
+// every step on the GPU do. Figures: docs/decisions_sequence.md#step-wgmma-auto.
 bool step_wgmma_mid_state(int device, int64_t batch, int64_t state) {
   const int64_t least = state > 896    ? 40
                         : state >= 640 ? 64
