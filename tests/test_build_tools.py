@@ -437,3 +437,30 @@ def test_settings_table_compiles_as_cpp17_and_refuses_an_unknown_name(tmp_path):
         assert ok.returncode == 0, f"{std}: {ok.stderr}"
         refused = subprocess.run([*cmd, str(bad)], capture_output=True, text=True)
         assert refused.returncode != 0 and "not_a_setting" in refused.stderr, std
+
+
+# --------------------------------------------------------------------------------------------
+# Generated code.
+# --------------------------------------------------------------------------------------------
+
+
+def test_wide_wgmma_header_matches_its_generator_and_the_planner():
+    """src/gemm/tiles/sm90_wgmma_wide.cuh is what tools/codegen/sm90_wgmma.py writes (where
+    clang-format is here to format it), for the widths of gemm_tc_plan.h's kWgmmaWideTiles, which
+    the GPU tests force (tests/test_gemm_tensor_core.py's WIDE_TILES)."""
+    from tools.codegen import sm90_wgmma
+
+    plan_h = (ROOT / "src/gemm/gemm_tc_plan.h").read_text()
+    found = re.search(r"kWgmmaWideTiles = \{([0-9, ]+)\}", plan_h)
+    assert found, "gemm_tc_plan.h: kWgmmaWideTiles not found"
+    planner = tuple(int(v) for v in found.group(1).split(","))
+    assert planner == sm90_wgmma.WIDTHS
+    tests = (ROOT / "tests/test_gemm_tensor_core.py").read_text()
+    assert f"WIDE_TILES = {planner}" in tests
+    header = (ROOT / "src/gemm/tiles/sm90_wgmma_wide.cuh").read_text()
+    for width in planner:
+        assert f"m64n{width}k16.f32.bf16.bf16" in header and f"m64n{width}k8.f32.tf32" in header
+    clang_format = shutil.which("clang-format")
+    if clang_format is None:
+        pytest.skip("clang-format is not on PATH: the header's text is not compared")
+    assert sm90_wgmma.main(["--check", "--clang-format", clang_format]) == 0

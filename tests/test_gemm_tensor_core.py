@@ -399,6 +399,46 @@ def test_wgmma_split_k(dtype, tile):
             assert_like_torch(out, a, b)
 
 
+# gemm_tc_plan.h's kWgmmaWideTiles (test_build_tools checks the two agree).
+WIDE_TILES = (168, 192, 208, 224, 232)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", TC_DTYPES.values(), ids=TC_DTYPES.keys())
+@pytest.mark.parametrize("tile", WIDE_TILES)
+def test_wgmma_wide_tiles(dtype, tile):
+    """The wgmma kernel at the widths past the powers of two: every layout it takes (a 16-bit
+    N-major B only at widths of whole 64-column atoms; elsewhere no plan, an error), tiles cut by
+    M and N, K of one partial step and of many, more tiles than one round of SMs, with and without
+    K splits; C stored through TMA (widths of whole boxes) or directly, its base off 16 bytes too;
+    a NaN-poisoned output fully written, the same bits twice."""
+    if not tc_runs("wgmma"):
+        pytest.skip("the wgmma kernel does not run here (a Hopper GPU and sm_90a code)")
+    shapes = [(128, tile, 64), (136, 3 * tile - 5, 1000), (8, 264, 40), (1000, 3000, 200)]
+    shapes += [(200, 2 * tile + 8, 2120)]
+    with tf32_if(dtype):
+        for layout in LAYOUTS:
+            runs = tile % 64 == 0 or layout[1] == "t" or dtype == torch.float32
+            for m, n, k in shapes:
+                a, b = operands(m, n, k, layout, dtype)
+                for splits, offset in [(1, 0), (3, 0), (1, 3)]:
+                    out = poisoned(m, n, dtype, offset)
+                    run = dict(tile=tile, splits=splits, out=out)
+                    if not runs:
+                        with pytest.raises(RuntimeError, match="no tensor-core plan"):
+                            ext()._gemm_tensor_core(a, b, "wgmma", **run)
+                        break
+                    ext()._gemm_tensor_core(a, b, "wgmma", **run)
+                    assert_like_torch(out, a, b)
+                    twice = ext()._gemm_tensor_core(a, b, "wgmma", tile=tile, splits=splits)
+                    assert torch.equal(out, twice), (m, n, k, layout, splits, offset)
+                if not runs:
+                    break
+    a = torch.ones(8, 8, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(RuntimeError, match="tile must be"):
+        ext()._gemm_tensor_core(a, a, "mma", tile=tile)
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", TC_DTYPES.values(), ids=TC_DTYPES.keys())
 @pytest.mark.parametrize("switch", ["overlap", "short_a"])

@@ -4,8 +4,10 @@
 #include "gemm/gemm.h"
 
 #include <ATen/MemoryOverlap.h>
+#include <c10/util/StringUtil.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 #include <string>
@@ -299,8 +301,11 @@ TcForce parse_force(const std::string& kernel, int64_t tile, int64_t splits, boo
   TcForce f;
   TORCH_CHECK(kernel == "auto" || kernel == "wgmma" || kernel == "mma",
               "lltm_ext.gemm: kernel must be 'auto', 'wgmma' or 'mma', but got '", kernel, "'.");
-  TORCH_CHECK(tile == 0 || tile == 64 || tile == 128 || tile == 256,
-              "lltm_ext.gemm: tile must be 0 (any), 64, 128 or 256, but got ", tile, ".");
+  const bool wide =
+      std::find(kWgmmaWideTiles.begin(), kWgmmaWideTiles.end(), tile) != kWgmmaWideTiles.end();
+  TORCH_CHECK(tile == 0 || tile == 64 || tile == 128 || tile == 256 || (wide && kernel == "wgmma"),
+              "lltm_ext.gemm: tile must be 0 (any), 64, 128 or 256, or for kernel 'wgmma' one of ",
+              c10::Join(", ", kWgmmaWideTiles), ", but got ", tile, ".");
   TORCH_CHECK(splits >= 0 && splits <= 128,
               "lltm_ext.gemm: splits must be 0 (any) .. 128, but got ", splits, ".");
   f.kernel = kernel == "wgmma" ? TcKernel::kWgmma

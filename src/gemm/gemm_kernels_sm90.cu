@@ -2,7 +2,7 @@
 // the driver entry point fetched at run time (the module links no libcuda), the persistent grid,
 // the image query; and the instantiations of gemm/tiles/kernel_sm90.cuh (bf16 / fp16 with the four
 // operand major-ness pairs, tf32 K-major; block tiles 128 x 256, 128 x 128 and 128 x 64, and the
-// narrow 128 x 16 for bf16 / fp16 with B K-major); the
+// narrow 128 x 16 for bf16 / fp16 with B K-major; the other widths: gemm_kernels_sm90_wide.cu); the
 // float32 transpose that makes tf32's K-major operand copies (gemm/tiles/transpose_f32.cuh) and the
 // row copies that make the others (gemm/tiles/copy_rows.cuh).
 #include <cuda.h>
@@ -85,7 +85,7 @@ cudaError_t make_map(EncodeTiled encode, CUtensorMap* map, const void* data, Sm9
   return cudaSuccess;
 }
 
-using Sm90Kernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, sm90::Sm90Params);
+using Sm90Kernel = sm90::Sm90KernelFn;
 
 template <int BN, int DT>
 Sm90Kernel kernel_for(bool a_k, bool b_k) {
@@ -120,7 +120,7 @@ Sm90Kernel kernel_for_type(Sm90Type type, bool a_k, bool b_k) {
 cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** step) {
   constexpr int BM = sm90::Sm90Tile<128>::BM;
   Sm90Kernel kernel;
-  int smem;
+  int smem = 0;
   if (g.bn == 256) {
     kernel = kernel_for_type<256>(g.type, g.a_kcontig, g.b_kcontig);
     smem = sm90::Sm90Tile<256>::SMEM_BYTES;
@@ -130,17 +130,21 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   } else if (g.bn == 64) {
     kernel = kernel_for_type<64>(g.type, g.a_kcontig, g.b_kcontig);
     smem = sm90::Sm90Tile<64>::SMEM_BYTES;
-  } else {
-    kernel = g.bn != 16            ? nullptr
-             : g.type == kSm90Tf32 ? nullptr
+  } else if (g.bn == 16) {
+    kernel = g.type == kSm90Tf32 ? nullptr
              : g.type == kSm90BFloat16
                  ? narrow_kernel_for<sm90::kSm90BF16>(g.a_kcontig, g.b_kcontig)
                  : narrow_kernel_for<sm90::kSm90F16>(g.a_kcontig, g.b_kcontig);
     smem = sm90::Sm90Tile<16>::SMEM_BYTES;
+  } else {
+    const int dt = g.type == kSm90Tf32       ? sm90::kSm90TF32
+                   : g.type == kSm90BFloat16 ? sm90::kSm90BF16
+                                             : sm90::kSm90F16;
+    kernel = sm90::wide_kernel(g.bn, dt, g.a_kcontig, g.b_kcontig, &smem);
   }
   *step =
       "choosing the kernel (tf32 needs K-major operands; the narrow tile 16-bit ones, B "
-      "K-major)";
+      "K-major; widths past the powers of two that are not whole 64-column atoms a K-major B)";
   if (kernel == nullptr) return cudaErrorInvalidValue;
   // First a runtime call on the kernel: it also makes the device's primary context current on
   // this thread (a thread such as autograd's may have none yet), which the driver's encoder needs.
@@ -165,7 +169,7 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   // narrow tile and a transposed C directly.
   CUtensorMap map_c = map_a;  // (unused when tma_store is false)
   const int elem = g.type == kSm90Tf32 ? 4 : 2;
-  const bool tma_store = g.bn >= 64 && !g.c_trans && rows_aligned(g.c, g.ldc, g.M, elem, 16);
+  const bool tma_store = g.bn % 64 == 0 && !g.c_trans && rows_aligned(g.c, g.ldc, g.M, elem, 16);
   if (tma_store) {
     err = make_map(encode, &map_c, g.c, g.type, g.N, g.M, g.ldc, 64, step, /*out=*/true);
     if (err != cudaSuccess) return err;

@@ -161,7 +161,8 @@ struct GemmProblem {
 // (rows_aligned(..., 16)) and M, N, K > 0.
 struct Sm90Gemm : GemmProblem {
   Sm90Type type;
-  int bn;   // block tile width: 64, 128 or 256; 16 (the narrow tile) for 16-bit types, B K-major
+  int bn;   // block tile width: 64, 128, 256 or one of kWgmmaWideTiles; 16 (the narrow tile) for
+            // 16-bit types, B K-major
   int sms;  // the device's SM count (the persistent grid's upper bound)
   // Split-K: splits > 1 splits K into parts of k_split elements (a multiple of 64, and
   // splits = ceil(K / k_split)); each writes its float32 partial products to `partial`, splits

@@ -76,6 +76,13 @@ int tile_index(int tile) {
   return tile == 64 ? 0 : tile == 128 ? 1 : 2;
 }
 
+// The wgmma kernel's dense rate at tile width bn: kWgmmaRate's, and between 128 and 256 the line
+// through theirs.
+double wgmma_rate(int bn) {
+  if (bn <= 128 || bn >= 256) return kWgmmaRate[tile_index(bn)];
+  return kWgmmaRate[1] + (kWgmmaRate[2] - kWgmmaRate[1]) * (bn - 128) / 128.0;
+}
+
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
@@ -132,7 +139,7 @@ double tc_cost_us(const TcProblem& p, const TcDevice& dev, const TcPlan& plan) {
     const int64_t k_split = splits > 1 ? plan.k_split : p.K;
     const int64_t items = ceil_div(p.M, 128) * ceil_div(p.N, bn) * splits;
     const int64_t bk = p.tf32 ? 32 : 64;
-    const double rate = kWgmmaRate[tile_index(bn)] * (p.tf32 ? 0.5 : 1.0);
+    const double rate = wgmma_rate(bn) * (p.tf32 ? 0.5 : 1.0);
     const double math = math_us(items, ceil_div(k_split, bk), 1, sms, 2.0 * 128 * bn * bk, rate,
                                 kWgmmaStepUs, kWgmmaBlockUs);
     const double part_bytes = splits > 1 ? 4.0 * splits * static_cast<double>(p.M) * p.N : 0.0;
@@ -236,6 +243,9 @@ void plan_wgmma(const TcProblem& p, const TcDevice& dev, const TcForce& force, b
   plan.copy_b = copy_b;
   const int sms = std::max(dev.sms, 1);
   plan.tile = force.tile > 0 ? force.tile : wgmma_width(p.M, p.N, sms);
+  // An N-major B loads in whole 64-column atoms; tf32's is copied K-major first.
+  auto fits = [&](int tile) { return tile % 64 == 0 || p.b_kcontig || p.tf32; };
+  if (!fits(plan.tile)) return;
   auto with_split = [&](int splits, int64_t k_split) {
     plan.splits = splits;
     plan.k_split = k_split;
@@ -257,9 +267,13 @@ void plan_wgmma(const TcProblem& p, const TcDevice& dev, const TcForce& force, b
       if (other.us * kOtherWidthMargin < rounds_us && other.us < best->us) *best = other;
     }
   }
-  for (const int tile : {64, 128, 256}) {
+  // Split at each width (a forced one of kWgmmaWideTiles too) whose tiles leave SMs idle.
+  const bool wide = force.tile > 0 && force.tile != 64 && force.tile != 128 && force.tile != 256;
+  const std::array<int, 4> split_widths = {64, 128, 256, wide ? force.tile : 0};
+  for (const int tile : split_widths) {
+    if (tile == 0) continue;
     const int64_t tiles = ceil_div(p.M, 128) * ceil_div(p.N, tile);
-    if ((force.tile > 0 && tile != force.tile) || tiles >= sms) continue;
+    if ((force.tile > 0 && tile != force.tile) || tiles >= sms || !fits(tile)) continue;
     plan.tile = tile;
     for_each_split(p, force, 64, true, [&](int splits, int64_t k_split) {
       if (splits > 1 && tiles * splits <= sms) with_split(splits, k_split);

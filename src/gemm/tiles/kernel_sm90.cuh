@@ -4,7 +4,9 @@
 // sm_90a only (an empty body elsewhere).
 //
 // Design:
-//   - block tile BM x BN = 128 x BN (BN 256, 128 or 64), K steps of 128 bytes (one 128-byte
+//   - block tile BM x BN = 128 x BN (BN 256, 128, 64, or one of gemm_tc_plan.h's
+//     kWgmmaWideTiles, whose wgmma instructions are in sm90_wgmma_wide.cuh), K steps of 128
+//   bytes (one 128-byte
 //     swizzle row: BK = 64 16-bit elements, 32 for tf32); STAGES stages of A and B tiles in
 //     dynamic shared memory;
 //   - warpgroup 0 is the producer: after giving registers back (setmaxnreg), one thread waits for
@@ -48,6 +50,7 @@
 #if LLTM_EXT_SM90A
 #include "gemm/tiles/sm90_wgmma.cuh"
 #include "common/sm90_wgmma_tf32.cuh"
+#include "gemm/tiles/sm90_wgmma_wide.cuh"
 #endif
 
 namespace lltm_ext::gemm_tiles::sm90 {
@@ -65,17 +68,22 @@ struct Sm90Tile {
   static constexpr int BM = 128, BN = BN_, BK = 64;  // BK: in 16-bit elements (32 for TF32)
   static constexpr int CONSUMERS = 2;                // consumer warpgroups, 64 rows each
   static constexpr int THREADS = 128 * (CONSUMERS + 1);
-  // 192 KB of stages; the narrow tile (BN 16), which stores C directly, 216 KB.
-  static constexpr int STAGES = BN == 256 ? 4 : BN == 128 ? 6 : BN == 64 ? 8 : 12;
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
   static constexpr int ATOM_BYTES = 64 * 128;  // one (64 MN) x (64 K) swizzle-atom column
-  // C staging for the TMA-store epilogue: per consumer, 64 rows x 128 columns (two 64 x 64 boxes).
-  static constexpr int C_BOX_BYTES = 64 * 128, C_BYTES = BN >= 64 ? CONSUMERS * 2 * C_BOX_BYTES : 0;
+  // C staging for the TMA-store epilogue (widths of whole 64-column boxes): per consumer, 64 rows
+  // x 128 bytes x 2 boxes. Other widths, like the narrow tile, store C directly.
+  static constexpr bool C_STAGED = BN % 64 == 0;
+  static constexpr int C_BOX_BYTES = 64 * 128, C_BYTES = C_STAGED ? CONSUMERS * 2 * C_BOX_BYTES : 0;
+  // As many stages as fit in the 227 KB a block may have, beside C, the 1024-byte alignment and
+  // the barriers, up to 12: 4 of 128 x 256, 6 of 128 x 128, 8 of 128 x 64, 12 of 128 x 16.
+  static constexpr int STAGES_FIT = (227 * 1024 - C_BYTES - 1024 - 256) / STAGE_BYTES;
+  static constexpr int STAGES = STAGES_FIT < 12 ? STAGES_FIT : 12;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024;  // + align to 1024
   static constexpr int GROUP_M = 8;
-  static_assert(BN == 16 || BN == 64 || BN == 128 || BN == 256,
-                "wgmma tiles are 16, 64, 128 or 256 wide");
+  static_assert(BN == 16 || (BN % 8 == 0 && BN >= 64 && BN <= 256),
+                "wgmma tiles are 16 wide, or 64 to 256 in steps of 8");
+  static_assert(STAGES >= 4, "at least four stages");
 };
 
 // What the kernel needs besides the two tensor maps. C is row-major with leading dimension ldc.
@@ -170,6 +178,7 @@ __global__ void __launch_bounds__(384, 1)
   using Tile = Sm90Tile<BN>;
   static_assert(DT != kSm90TF32 || (A_K && B_K), "tf32 wgmma reads K-major operands only");
   static_assert(BN >= 64 || (B_K && DT != kSm90TF32), "the narrow tile: 16-bit, B K-major");
+  static_assert(B_K || BN % 64 == 0, "an N-major B: whole 64-column atoms a stage");
   constexpr int ELEM = DT == kSm90TF32 ? 4 : 2;
   constexpr int BM = Tile::BM, BK = 128 / ELEM, STAGES = Tile::STAGES;
   // Static shared memory: only this (sm_90a) body has it, which is how the host tells the loaded
@@ -340,12 +349,13 @@ __global__ void __launch_bounds__(384, 1)
             if (col + 1 < p.N) dst[1] = v1;
           }
         });
-      } else if (BN >= 64 && p.tma_store) {
+      } else if (Tile::C_STAGED && p.tma_store) {
         // Through shared memory, PASS_COLS columns at a time: 64-row boxes of 128-byte rows (CB
         // columns) in TMA's 128-byte swizzle (16-byte chunk index ^ row % 8: conflict-free for
         // this fragment), then one thread stores them with TMA (clipped at M and N) and the
         // warpgroup moves on to the next tile while the copy engine writes C.
-        constexpr int CB = 128 / ELEM, PASS_COLS = BN < 2 * CB ? BN : 2 * CB;
+        constexpr int CB = 128 / ELEM;
+        constexpr int PASS_COLS = BN % (2 * CB) != 0 ? CB : BN < 2 * CB ? BN : 2 * CB;
         constexpr int BOXES = PASS_COLS / CB, PASSES = BN / PASS_COLS;
         uint8_t* const cs = smem + STAGES * Tile::STAGE_BYTES + w * 2 * Tile::C_BOX_BYTES;
         const uint32_t cs_addr = smem_u32(cs);
@@ -400,5 +410,12 @@ __global__ void __launch_bounds__(384, 1)
   }
 #endif  // LLTM_EXT_SM90A
 }
+
+// gemm_sm90_kernel's signature, and the kernel of a width of kWgmmaWideTiles (gemm_tc_plan.h) for
+// DT and the operands' major-ness (gemm_kernels_sm90_wide.cu): nullptr for another width, or a
+// layout it has no kernel for (tf32: K-major operands only; an N-major B: widths of whole
+// 64-column atoms); *smem gets its dynamic shared memory.
+using Sm90KernelFn = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, Sm90Params);
+Sm90KernelFn wide_kernel(int bn, int dt, bool a_k, bool b_k, int* smem);
 
 }  // namespace lltm_ext::gemm_tiles::sm90

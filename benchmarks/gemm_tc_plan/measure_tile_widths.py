@@ -1,0 +1,129 @@
+"""Times the wgmma kernel at every block tile width (64, 128, 256 and gemm_tc_plan.h's
+kWgmmaWideTiles), each forced (`_gemm_tensor_core`, the planner's K splits at that width), beside
+the planner's pick (`lltm_ext.gemm`) and cuBLAS, interleaved, each checked against float64: the
+measurements behind the planner's width rule (docs/decisions.md#wgmma-width).
+
+Shapes: 3000x5000x2000 in every layout and type, the linear layers of `lltm-ext bench --linear`
+at M = 512, 2048 and 8192 (x @ W.T, bfloat16), a few products whose grids end in a partial round,
+and random ones (M, N of 256-8192, K of 256-8192, `a @ b.T`, bfloat16).
+
+    python benchmarks/gemm_tc_plan/measure_tile_widths.py widths.json [--random 24 --seed 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import time
+from typing import Any
+
+import torch
+
+import lltm_ext
+from lltm_ext._extension import load_extension
+from lltm_ext.cli.linear import LINEAR_LAYERS
+from lltm_ext.cli.sweep import time_medians
+
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "tf32": torch.float32}
+
+
+def widths(ext: Any) -> list[int]:
+    """64, 128, 256 and the wide widths the build has (from the forcing check's error text)."""
+    a = torch.ones(8, 8, dtype=torch.bfloat16, device="cuda")
+    out = [64, 128, 256]
+    for w in range(136, 256, 8):
+        try:
+            ext._gemm_tensor_core(a, a.t(), "wgmma", tile=w)  # B K-major: every width runs
+        except RuntimeError:
+            continue
+        out.append(w)
+    return sorted(out)
+
+
+def operands(m: int, n: int, k: int, layout: str, dtype: torch.dtype):
+    """a (m x k) and b (k x n); layout "nt": b a transposed view of a row-major (n, k)."""
+    dev = torch.device("cuda")
+    a = torch.randn(k, m, device=dev).t() if layout[0] == "t" else torch.randn(m, k, device=dev)
+    b = torch.randn(n, k, device=dev).t() if layout[1] == "t" else torch.randn(k, n, device=dev)
+    return a.to(dtype), b.to(dtype)
+
+
+def measure(ext: Any, ws: list[int], m: int, n: int, k: int, layout: str, dtype: str,
+            budget: float, what: str) -> dict[str, Any]:  # fmt: skip
+    """One point: each width forced, the planner's pick and cuBLAS."""
+    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+    a, b = operands(m, n, k, layout, DTYPES[dtype])
+    ref = a.double() @ b.double()
+    fns, names = [], []
+    for w in ws:
+        try:
+            c = ext._gemm_tensor_core(a, b, "wgmma", tile=w)
+        except RuntimeError:
+            continue
+        err = float((c.double() - ref).norm() / ref.norm())
+        assert err < 1e-2, (m, n, k, layout, dtype, w, err)
+        fns.append(lambda w=w: ext._gemm_tensor_core(a, b, "wgmma", tile=w))
+        names.append(str(w))
+    fns += [lambda: lltm_ext.gemm(a, b), lambda: a @ b]
+    names += ["auto", "ref"]
+    times, samples = time_medians(fns, torch.device("cuda"), budget)
+    us = {name: t * 1e6 for name, t in zip(names, times, strict=True)}
+    plan = ext._cuda_tc_plan(a, b)
+    best = min((v, key) for key, v in us.items() if key not in ("auto", "ref"))
+    print(
+        f"{what:8s} {m}x{n}x{k} {layout} {dtype:8s} plan {plan[0]}{plan[1]}/{plan[3]}: "
+        + " ".join(f"{key}={v:.1f}" for key, v in us.items())
+        + f"  best {best[1]} ({us['ref'] / best[0]:.2f}x, auto {us['ref'] / us['auto']:.2f}x)",
+        flush=True,
+    )
+    return {"what": what, "M": m, "N": n, "K": k, "layout": layout, "dtype": dtype,
+            "plan": list(plan[:4]), "us": us, "samples": samples}  # fmt: skip
+
+
+def points(n_random: int, seed: int) -> list[tuple[str, int, int, int, str, str]]:
+    """(what, M, N, K, layout, dtype) of every point."""
+    out = [
+        ("uneven", 3000, 5000, 2000, lay, dt) for dt in DTYPES for lay in ("nn", "nt", "tn", "tt")
+    ]
+    for m in (512, 2048, 8192):
+        out += [("linear", m, n, k, "nt", "bfloat16") for k, n in LINEAR_LAYERS["cuda"]]
+    out += [("linear", 512, n, k, "nn", "bfloat16") for k, n in LINEAR_LAYERS["cuda"]]
+    for m, n, k in [(1000, 3000, 5000), (4096, 4104, 2048), (2056, 8200, 1032), (5000, 3000, 2000)]:
+        out.append(("uneven", m, n, k, "nt", "bfloat16"))
+    rng = random.Random(seed)
+    for _ in range(n_random):
+        m, n, k = (int(math.exp(rng.uniform(math.log(256), math.log(8192)))) for _ in range(3))
+        out.append(("random", m, n, k - k % 8, "nt", "bfloat16"))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("json", help="where to write the rows")
+    parser.add_argument("--random", type=int, default=24, help="random shapes")
+    parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--budget", type=float, default=0.15, help="seconds of samples a point")
+    parser.add_argument("--limit-s", type=float, default=1e9, help="stop after this long")
+    parser.add_argument("--only", default="", help="comma-separated kinds of point to keep")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("measure_tile_widths.py: times CUDA kernels, but torch sees no GPU")
+    ext = load_extension("gemm")
+    ws = widths(ext)
+    print("widths:", ws, flush=True)
+    start, rows = time.monotonic(), []
+    for what, m, n, k, layout, dtype in points(args.random, args.seed):
+        if time.monotonic() - start > args.limit_s:
+            break
+        if args.only and what not in args.only.split(","):
+            continue
+        rows.append(measure(ext, ws, m, n, k, layout, dtype, args.budget, what))
+        with open(args.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "widths": ws, "rows": rows}, f,
+                      indent=1)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
