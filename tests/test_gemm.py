@@ -887,7 +887,7 @@ HALF_DTYPES = [torch.bfloat16, torch.float16]
 @contextlib.contextmanager
 def half_path(path: str):
     """Forces the bfloat16 / float16 CUDA path ('auto', 'wgmma', 'mma', 'simt', 'wgmma64',
-    'wgmma128', 'wgmma256', 'mma64', 'mma128', 'mma256') inside the block; afterwards
+    'wgmma128', 'wgmma192', 'wgmma256', 'mma64', 'mma128', 'mma256') inside the block; afterwards
     LLTM_EXT_GEMM_HALF_PATH's setting (else auto)."""
     ext = load_extension("gemm")
     ext._set_gemm_half_path(path)
@@ -1019,7 +1019,7 @@ WGMMA_SHAPES = [
 
 @pytest.mark.cuda
 @pytest.mark.parametrize(
-    "path", ["wgmma64", "wgmma128", "wgmma256", "mma64", "mma128", "mma256", "simt"]
+    "path", ["wgmma64", "wgmma128", "wgmma192", "wgmma256", "mma64", "mma128", "mma256", "simt"]
 )
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=lambda d: str(d)[6:])
@@ -1150,7 +1150,7 @@ def assert_tf32_close(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("path", ["wgmma64", "wgmma128", "wgmma256"])
+@pytest.mark.parametrize("path", ["wgmma64", "wgmma128", "wgmma192", "wgmma256"])
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
 def test_cuda_tf32(layout, path):
     """float32 with TF32 allowed runs as tf32 on the wgmma kernel (an operand that is not K-major

@@ -35,9 +35,11 @@ def wgmma_width(M, N, sms):
     def r(bn):
         return cdiv(tm * cdiv(N, bn), sms)
 
-    c256, c128, c64 = r(256) * 100, r(128) * 55, r(64) * 30
-    if c64 < c128 and c64 < c256:
+    c256, c128, c64, c192 = r(256) * 100, r(128) * 55, r(64) * 30, r(192) * 80
+    if c64 < c128 and c64 < c256 and c64 < c192:
         return 64
+    if c192 < c128 and c192 < c256:
+        return 192
     return 128 if c128 < c256 else 256
 
 
@@ -64,7 +66,10 @@ def cost(P, pr, plan, sms=132):
         ks = plan["k_split"] if s > 1 else K
         items = cdiv(M, 128) * cdiv(N, bn) * s
         bk = 32 if tf32 else 64
-        rate = P[{64: "w64", 128: "w128", 256: "w256"}[bn]] * (0.5 if tf32 else 1.0)
+        if bn == 192:  # wgmma_rate: the line through 128's and 256's rates
+            rate = (P["w128"] + P["w256"]) / 2 * (0.5 if tf32 else 1.0)
+        else:
+            rate = P[{64: "w64", 128: "w128", 256: "w256"}[bn]] * (0.5 if tf32 else 1.0)
         m = math_us(
             P, items, cdiv(ks, bk), 1, sms, 2.0 * 128 * bn * bk, rate, P["wstep"], P["wblock"]
         )

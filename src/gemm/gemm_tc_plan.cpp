@@ -116,12 +116,15 @@ double copy_us(double bytes, bool aligned_rows) {
 }
 
 // The wgmma kernel's block tile width: the one whose tiles take the SMs the fewest rounds, a
-// round of 128- / 64-wide tiles costing 0.55 / 0.3 of a 256-wide round.
+// round of 192- / 128- / 64-wide tiles costing 0.8 / 0.55 / 0.3 of a 256-wide round (ties to the
+// wider of 128 and 256, then to 256 over 192).
 int wgmma_width(int64_t M, int64_t N, int sms) {
   const int64_t tiles_m = ceil_div(M, 128);
   auto rounds = [&](int64_t bn) { return ceil_div(tiles_m * ceil_div(N, bn), sms); };
   const int64_t cost256 = rounds(256) * 100, cost128 = rounds(128) * 55, cost64 = rounds(64) * 30;
-  if (cost64 < cost128 && cost64 < cost256) return 64;
+  const int64_t cost192 = rounds(192) * 80;
+  if (cost64 < cost128 && cost64 < cost256 && cost64 < cost192) return 64;
+  if (cost192 < cost128 && cost192 < cost256) return 192;
   return cost128 < cost256 ? 128 : 256;
 }
 
@@ -243,9 +246,6 @@ void plan_wgmma(const TcProblem& p, const TcDevice& dev, const TcForce& force, b
   plan.copy_b = copy_b;
   const int sms = std::max(dev.sms, 1);
   plan.tile = force.tile > 0 ? force.tile : wgmma_width(p.M, p.N, sms);
-  // An N-major B loads in whole 64-column atoms; tf32's is copied K-major first.
-  auto fits = [&](int tile) { return tile % 64 == 0 || p.b_kcontig || p.tf32; };
-  if (!fits(plan.tile)) return;
   auto with_split = [&](int splits, int64_t k_split) {
     plan.splits = splits;
     plan.k_split = k_split;
@@ -260,7 +260,7 @@ void plan_wgmma(const TcProblem& p, const TcDevice& dev, const TcForce& force, b
   // which misleads at a long K over few rounds (docs/decisions.md#wgmma-width).
   if (force.tile <= 0) {
     const double rounds_us = tc_cost_us(p, dev, plan);
-    for (const int tile : {64, 128, 256}) {
+    for (const int tile : {64, 128, 192, 256}) {
       TcPlan other = plan;
       other.tile = tile;
       other.us = tc_cost_us(p, dev, other);
@@ -273,7 +273,7 @@ void plan_wgmma(const TcProblem& p, const TcDevice& dev, const TcForce& force, b
   for (const int tile : split_widths) {
     if (tile == 0) continue;
     const int64_t tiles = ceil_div(p.M, 128) * ceil_div(p.N, tile);
-    if ((force.tile > 0 && tile != force.tile) || tiles >= sms || !fits(tile)) continue;
+    if ((force.tile > 0 && tile != force.tile) || tiles >= sms) continue;
     plan.tile = tile;
     for_each_split(p, force, 64, true, [&](int splits, int64_t k_split) {
       if (splits > 1 && tiles * splits <= sms) with_split(splits, k_split);

@@ -10,10 +10,10 @@ namespace lltm_ext::gemm {
 
 enum class TcKernel : int { kNone = 0, kWgmma = 1, kMma = 2 };
 
-// The wgmma kernel's block tile widths past 64, 128 and 256: widths that fit a grid's tiles to
-// whole rounds of SMs (docs/decisions.md#wgmma-width). A K-major B at any of them; an N-major B at
-// those of whole 64-column atoms. tools/codegen/sm90_wgmma.py writes their wgmma instructions.
-inline constexpr std::array<int, 5> kWgmmaWideTiles = {168, 192, 208, 224, 232};
+// The wgmma kernel's block tile widths besides 64, 128 and 256, which fit some grids' tiles to
+// whole rounds of SMs (docs/decisions.md#wgmma-width); tools/codegen/sm90_wgmma.py writes their
+// wgmma instructions.
+inline constexpr std::array<int, 1> kWgmmaWideTiles = {192};
 
 // One call: c (M x N) = a (M x K) @ b (K x N), each operand K-major or not, each aligned (a
 // 16-byte aligned base and rows a multiple of 16 bytes apart: what TMA and 16-byte cp.async copies
@@ -40,7 +40,7 @@ struct TcPlan {
   // wgmma: operands copied first into aligned (and, for tf32, K-major) scratch matrices, rows
   // whole 128 bytes apart.
   bool copy_a = false, copy_b = false;
-  int tile = 0;  // wgmma: block tile width 64 / 128 / 256 / kWgmmaWideTiles; mma: 64 / 128 / 256
+  int tile = 0;         // wgmma: block tile width 64 / 128 / 192 / 256; mma: 64 / 128 / 256
   bool aligned = true;  // mma: 16-byte cp.async copies (both operands aligned), else ...
   bool words = false;   // ... 4-byte cp.async copies (both 4-byte aligned), else registers
   int splits = 1;       // K splits (more than one: float32 partials and a reduction)

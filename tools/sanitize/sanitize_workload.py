@@ -752,7 +752,7 @@ def run_gemm_wgmma(dtypes: list[torch.dtype], prefilled: bool = False) -> None:
     float32 as TF32 with allow_tf32 on), every layout, out= (only out=, NaN-filled, when
     `prefilled`). Where they cannot run it says it skipped them (on the CPU, --device cpu, the
     same checks then run once as a dry run)."""
-    with tensor_core_paths("wgmma", ("wgmma64", "wgmma128", "wgmma256")) as widths:
+    with tensor_core_paths("wgmma", ("wgmma64", "wgmma128", "wgmma192", "wgmma256")) as widths:
         for width in widths:
             for dtype in [d for d in dtypes if d != torch.float64]:
                 bound = GEMM_REL_TF32 if dtype == torch.float32 else GEMM_REL[dtype]

@@ -4,11 +4,9 @@
 // sm_90a only (an empty body elsewhere).
 //
 // Design:
-//   - block tile BM x BN = 128 x BN (BN 256, 128, 64, or one of gemm_tc_plan.h's
-//     kWgmmaWideTiles, whose wgmma instructions are in sm90_wgmma_wide.cuh), K steps of 128
-//   bytes (one 128-byte
-//     swizzle row: BK = 64 16-bit elements, 32 for tf32); STAGES stages of A and B tiles in
-//     dynamic shared memory;
+//   - block tile BM x BN = 128 x BN (BN 256, 192, 128 or 64; 192's wgmma instructions are in
+//     sm90_wgmma_wide.cuh), K steps of 128 bytes (one 128-byte swizzle row: BK = 64 16-bit
+//     elements, 32 for tf32); STAGES stages of A and B tiles in dynamic shared memory;
 //   - warpgroup 0 is the producer: after giving registers back (setmaxnreg), one thread waits for
 //     a free stage (`empty` barrier), announces its bytes on the stage's `full` barrier and issues
 //     the TMA loads; out-of-bounds rows / columns (M, N, K tails) arrive as zeros;
@@ -71,18 +69,19 @@ struct Sm90Tile {
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
   static constexpr int ATOM_BYTES = 64 * 128;  // one (64 MN) x (64 K) swizzle-atom column
-  // C staging for the TMA-store epilogue (widths of whole 64-column boxes): per consumer, 64 rows
-  // x 128 bytes x 2 boxes. Other widths, like the narrow tile, store C directly.
+  // C staging for the TMA-store epilogue: per consumer, 64 rows x 128 bytes x 2 boxes. The narrow
+  // tile stores C directly.
   static constexpr bool C_STAGED = BN % 64 == 0;
   static constexpr int C_BOX_BYTES = 64 * 128, C_BYTES = C_STAGED ? CONSUMERS * 2 * C_BOX_BYTES : 0;
   // As many stages as fit in the 227 KB a block may have, beside C, the 1024-byte alignment and
-  // the barriers, up to 12: 4 of 128 x 256, 6 of 128 x 128, 8 of 128 x 64, 12 of 128 x 16.
+  // the barriers, up to 12: 4 of 128 x 256 or 128 x 192, 6 of 128 x 128, 8 of 128 x 64, 12 of 128
+  // x 16.
   static constexpr int STAGES_FIT = (227 * 1024 - C_BYTES - 1024 - 256) / STAGE_BYTES;
   static constexpr int STAGES = STAGES_FIT < 12 ? STAGES_FIT : 12;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024;  // + align to 1024
   static constexpr int GROUP_M = 8;
-  static_assert(BN == 16 || (BN % 8 == 0 && BN >= 64 && BN <= 256),
-                "wgmma tiles are 16 wide, or 64 to 256 in steps of 8");
+  static_assert(BN == 16 || (BN % 64 == 0 && BN <= 256),
+                "wgmma tiles are 16, 64, 128, 192 or 256 wide");
   static_assert(STAGES >= 4, "at least four stages");
 };
 
@@ -178,7 +177,6 @@ __global__ void __launch_bounds__(384, 1)
   using Tile = Sm90Tile<BN>;
   static_assert(DT != kSm90TF32 || (A_K && B_K), "tf32 wgmma reads K-major operands only");
   static_assert(BN >= 64 || (B_K && DT != kSm90TF32), "the narrow tile: 16-bit, B K-major");
-  static_assert(B_K || BN % 64 == 0, "an N-major B: whole 64-column atoms a stage");
   constexpr int ELEM = DT == kSm90TF32 ? 4 : 2;
   constexpr int BM = Tile::BM, BK = 128 / ELEM, STAGES = Tile::STAGES;
   // Static shared memory: only this (sm_90a) body has it, which is how the host tells the loaded
