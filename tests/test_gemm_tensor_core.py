@@ -490,7 +490,7 @@ def test_auto_plan_copies_rows_inside_sectors(dtype, layout):
     like torch's, out= too."""
     if not tc_runs("wgmma"):
         pytest.skip("the wgmma kernel does not run here (a Hopper GPU and sm_90a code)")
-    for m, n, k in ((1032, 2056, 1032), (2056, 2056, 1032)):
+    for m, n, k in ((1032, 4104, 1032), (2056, 2056, 1032)):
         a, b = operands(m, n, k, layout, dtype)
         kernel, *_, _copy_a, copy_b, _us, _words = ext()._cuda_tc_plan(a, b)
         if torch.cuda.get_device_properties(0).multi_processor_count >= 100:
