@@ -444,23 +444,28 @@ def test_settings_table_compiles_as_cpp17_and_refuses_an_unknown_name(tmp_path):
 # --------------------------------------------------------------------------------------------
 
 
-def test_wide_wgmma_header_matches_its_generator_and_the_planner():
-    """src/gemm/tiles/sm90_wgmma_wide.cuh is what tools/codegen/sm90_wgmma.py writes (where
-    clang-format is here to format it), for the widths of gemm_tc_plan.h's kWgmmaWideTiles, which
-    the GPU tests force (tests/test_gemm_tensor_core.py's WIDE_TILES)."""
+def test_wgmma_headers_match_their_generator_and_the_planner():
+    """src/gemm/tiles/sm90_wgmma.cuh and src/common/sm90_wgmma_tf32.cuh are what
+    tools/codegen/sm90_wgmma.py writes (where clang-format is here to format them), with the widths
+    of gemm_tc_plan.h's kWgmmaWideTiles, which the GPU tests force
+    (tests/test_gemm_tensor_core.py's WIDE_TILES)."""
     from tools.codegen import sm90_wgmma
 
     plan_h = (ROOT / "src/gemm/gemm_tc_plan.h").read_text()
     found = re.search(r"kWgmmaWideTiles = \{([0-9, ]+)\}", plan_h)
     assert found, "gemm_tc_plan.h: kWgmmaWideTiles not found"
     planner = tuple(int(v) for v in found.group(1).split(","))
-    assert planner == sm90_wgmma.WIDTHS
+    assert planner == sm90_wgmma.WIDE_WIDTHS
+    assert set(planner) <= set(sm90_wgmma.HALF_WIDTHS) & set(sm90_wgmma.TF32_WIDTHS)
     tests = (ROOT / "tests/test_gemm_tensor_core.py").read_text()
     assert f"WIDE_TILES = {planner}" in tests
-    header = (ROOT / "src/gemm/tiles/sm90_wgmma_wide.cuh").read_text()
-    for width in planner:
-        assert f"m64n{width}k16.f32.bf16.bf16" in header and f"m64n{width}k8.f32.tf32" in header
+    half = sm90_wgmma.HALF_HEADER.read_text()
+    tf32 = sm90_wgmma.TF32_HEADER.read_text()
+    for width in sm90_wgmma.HALF_WIDTHS:
+        assert f"m64n{width}k16.f32.bf16.bf16" in half and f"m64n{width}k16.f32.f16.f16" in half
+    for width in sm90_wgmma.TF32_WIDTHS:
+        assert f"m64n{width}k8.f32.tf32.tf32" in tf32
     clang_format = shutil.which("clang-format")
     if clang_format is None:
-        pytest.skip("clang-format is not on PATH: the header's text is not compared")
+        pytest.skip("clang-format is not on PATH: the headers' text is not compared")
     assert sm90_wgmma.main(["--check", "--clang-format", clang_format]) == 0

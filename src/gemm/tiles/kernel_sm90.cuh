@@ -4,9 +4,9 @@
 // sm_90a only (an empty body elsewhere).
 //
 // Design:
-//   - block tile BM x BN = 128 x BN (BN 256, 192, 128 or 64; 192's wgmma instructions are in
-//     sm90_wgmma_wide.cuh), K steps of 128 bytes (one 128-byte swizzle row: BK = 64 16-bit
-//     elements, 32 for tf32); STAGES stages of A and B tiles in dynamic shared memory;
+//   - block tile BM x BN = 128 x BN (BN 256, 192, 128 or 64), K steps of 128 bytes (one 128-byte
+//     swizzle row: BK = 64 16-bit elements, 32 for tf32); STAGES stages of A and B tiles in
+//     dynamic shared memory;
 //   - warpgroup 0 is the producer: after giving registers back (setmaxnreg), one thread waits for
 //     a free stage (`empty` barrier), announces its bytes on the stage's `full` barrier and issues
 //     the TMA loads; out-of-bounds rows / columns (M, N, K tails) arrive as zeros;
@@ -48,7 +48,6 @@
 #if LLTM_EXT_SM90A
 #include "gemm/tiles/sm90_wgmma.cuh"
 #include "common/sm90_wgmma_tf32.cuh"
-#include "gemm/tiles/sm90_wgmma_wide.cuh"
 #endif
 
 namespace lltm_ext::gemm_tiles::sm90 {
