@@ -73,8 +73,7 @@ struct Sm90Tile {
   static constexpr bool C_STAGED = BN % 64 == 0;
   static constexpr int C_BOX_BYTES = 64 * 128, C_BYTES = C_STAGED ? CONSUMERS * 2 * C_BOX_BYTES : 0;
   // As many stages as fit in the 227 KB a block may have, beside C, the 1024-byte alignment and
-  // the barriers, up to 12: 4 of 128 x 256 or 128 x 192, 6 of 128 x 128, 8 of 128 x 64, 12 of 128
-  // x 16.
+  // the barriers, up to 12: 4 at BN 256 and 192, 6 at 128, 8 at 64, 12 at 16.
   static constexpr int STAGES_FIT = (227 * 1024 - C_BYTES - 1024 - 256) / STAGE_BYTES;
   static constexpr int STAGES = STAGES_FIT < 12 ? STAGES_FIT : 12;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024;  // + align to 1024
@@ -409,9 +408,8 @@ __global__ void __launch_bounds__(384, 1)
 }
 
 // gemm_sm90_kernel's signature, and the kernel of a width of kWgmmaWideTiles (gemm_tc_plan.h) for
-// DT and the operands' major-ness (gemm_kernels_sm90_wide.cu): nullptr for another width, or a
-// layout it has no kernel for (tf32: K-major operands only; an N-major B: widths of whole
-// 64-column atoms); *smem gets its dynamic shared memory.
+// DT and the operands' major-ness (gemm_kernels_sm90_wide.cu): nullptr for another width, or for
+// tf32 with an operand that is not K-major; *smem gets its dynamic shared memory.
 using Sm90KernelFn = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, Sm90Params);
 Sm90KernelFn wide_kernel(int bn, int dt, bool a_k, bool b_k, int* smem);
 
