@@ -887,8 +887,7 @@ HALF_DTYPES = [torch.bfloat16, torch.float16]
 @contextlib.contextmanager
 def half_path(path: str):
     """Forces the bfloat16 / float16 CUDA path ('auto', 'wgmma', 'mma', 'simt', 'wgmma64',
-    'wgmma128', 'wgmma168', 'wgmma192', 'wgmma224', 'wgmma256', 'mma64', 'mma128', 'mma256') inside
-    the block; afterwards
+    'wgmma128', 'wgmma192', 'wgmma256', 'mma64', 'mma128', 'mma256') inside the block; afterwards
     LLTM_EXT_GEMM_HALF_PATH's setting (else auto)."""
     ext = load_extension("gemm")
     ext._set_gemm_half_path(path)
@@ -1020,34 +1019,16 @@ WGMMA_SHAPES = [
 
 @pytest.mark.cuda
 @pytest.mark.parametrize(
-    "path",
-    [
-        "wgmma64",
-        "wgmma128",
-        "wgmma168",
-        "wgmma192",
-        "wgmma224",
-        "wgmma256",
-        "mma64",
-        "mma128",
-        "mma256",
-        "simt",
-    ],
+    "path", ["wgmma64", "wgmma128", "wgmma192", "wgmma256", "mma64", "mma128", "mma256", "simt"]
 )
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=lambda d: str(d)[6:])
 def test_cuda_half_paths(dtype, layout, path):
     """Each forced path (and tile) vs float64 (relative to torch.mm's own error): all layouts,
-    tails; the output poisoned first so that an unwritten element fails. wgmma168 / wgmma224 take
-    a K-major B only (an error otherwise)."""
+    tails; the output poisoned first so that an unwritten element fails."""
     kernel = require_path(path)
     with half_path(path) as ext:
         assert ext._gemm_half_path() == kernel
-        if path in ("wgmma168", "wgmma224") and layout[1] == "n":
-            a, b = padded_operands(200, 300, 100, layout, dtype)
-            with pytest.raises(RuntimeError, match="a K-major B"):
-                gemm_op(a, b)
-            return
         for m, n, k in WGMMA_SHAPES:
             if path == "simt" and m * n * k > 2e8:
                 continue  # the SIMT kernel is slow; its shapes are covered above
@@ -1169,9 +1150,7 @@ def assert_tf32_close(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize(
-    "path", ["wgmma64", "wgmma128", "wgmma168", "wgmma192", "wgmma224", "wgmma256"]
-)
+@pytest.mark.parametrize("path", ["wgmma64", "wgmma128", "wgmma192", "wgmma256"])
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
 def test_cuda_tf32(layout, path):
     """float32 with TF32 allowed runs as tf32 on the wgmma kernel (an operand that is not K-major

@@ -167,14 +167,12 @@ inline constexpr std::array kSettings = {
             "has it (compiled for sm_80 or newer), else register-staged; async: cp.async (an "
             "error where the code has none); staged: register-staged, any GPU."},
     Setting{"LLTM_EXT_GEMM_HALF_PATH", "lltm_ext.gemm", Kind::kChoice,
-            "auto|wgmma|mma|simt|wgmma64|wgmma128|wgmma168|wgmma192|wgmma224|wgmma256|mma64|mma128|"
-            "mma256",
+            "auto|wgmma|mma|simt|wgmma64|wgmma128|wgmma192|wgmma256|mma64|mma128|mma256",
             "the first call (lltm_ext._gemm._set_gemm_half_path sets it after)",
             "The kernel of bfloat16 / float16, and of float32 where TF32 is allowed. auto: the "
             "planner picks among those the device runs; wgmma: Hopper's kernel; mma: the sm_80+ "
-            "mma.sync kernel; simt: the tiled SIMT kernel (exact float32); "
-            "wgmma64/128/168/192/224/256: wgmma with that tile width (168 and 224: a bfloat16 / "
-            "float16 B stored (N, K), as nn.Linear stores W, or float32, else an error); mma64/128/256: mma with a 64 x 64, 128 x 128 or 128 x 256 "
+            "mma.sync kernel; simt: the tiled SIMT kernel (exact float32); wgmma64/128/192/256: "
+            "wgmma with that tile width; mma64/128/256: mma with a 64 x 64, 128 x 128 or 128 x 256 "
             "tile. A forced kernel the device cannot run is an error."},
     Setting{"LLTM_EXT_GEMM_TF32", "lltm_ext.gemm", Kind::kChoice, "1|0", "every call",
             "1: float32 products may run as TF32 exactly where torch's own float32 matmuls may "

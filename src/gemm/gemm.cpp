@@ -502,8 +502,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       },
       "Force the bfloat16 / float16 (and float32-with-TF32) CUDA path: 'auto' (default), "
       "'wgmma', 'mma', 'simt', "
-      "'wgmma64' / 'wgmma128' / 'wgmma168' / 'wgmma192' / 'wgmma224' / 'wgmma256' (wgmma with "
-      "that block tile width), or "
+      "'wgmma64' / 'wgmma128' / 'wgmma192' / 'wgmma256' (wgmma with that block tile width), or "
       "'mma64' / "
       "'mma128' / 'mma256' (mma.sync with 64 x 64, 128 x 128 or 128 x 256 block tiles), as "
       "LLTM_EXT_GEMM_HALF_PATH does",

@@ -111,9 +111,9 @@ void set_cuda_path(const std::string& path);
 // (the Hopper kernel's sm_90a code is loaded; the planner then picks wgmma or mma per call), "mma"
 // (the sm_80+ mma.sync kernel's code, compiled for compute_80 or newer) or "simt" (neither: the
 // tiled SIMT kernel); or as forced by LLTM_EXT_GEMM_HALF_PATH / set_cuda_half_path("auto" |
-// "wgmma" | "mma" | "simt" | "wgmma64" | "wgmma128" | "wgmma168" | "wgmma192" | "wgmma224" |
-// "wgmma256" | "mma64" | "mma128" | "mma256": the last nine force the block tile too: wgmma's
-// width, or mma's 64 x 64, 128 x 128 or 128 x 256).
+// "wgmma" | "mma" | "simt" | "wgmma64" | "wgmma128" | "wgmma192" | "wgmma256" | "mma64" | "mma128"
+// | "mma256": the last seven force the block tile too: wgmma's width, or mma's 64 x 64, 128 x 128
+// or 128 x 256).
 // The same setting picks float32's kernel where TF32 is allowed (torch.mm's setting): wgmma or mma
 // run it as tf32, simt as exact float32. Products with a side of at most 4 run on the
 // matrix-vector kernels whatever this says, except a side of 2 to 4 over an M- / N-contiguous

@@ -34,18 +34,16 @@ struct HalfPathSetting {
   const char* name;
   bool forced;
   HalfKernel kernel;
-  int tile;  // wgmma: the tile width (64, 128, 168, 192, 224, 256); mma: 256 (128 x 256), 128 or 64 (square)
+  int tile;  // wgmma: the tile width (64, 128, 192, 256); mma: 256 (128 x 256), 128 or 64 (square)
 };
-constexpr std::array<HalfPathSetting, 13> kHalfPaths = {{
+constexpr std::array<HalfPathSetting, 11> kHalfPaths = {{
     {"auto", false, HalfKernel::kSimt, 0},
     {"wgmma", true, HalfKernel::kWgmma, 0},
     {"mma", true, HalfKernel::kMma, 0},
     {"simt", true, HalfKernel::kSimt, 0},
     {"wgmma64", true, HalfKernel::kWgmma, 64},
     {"wgmma128", true, HalfKernel::kWgmma, 128},
-    {"wgmma168", true, HalfKernel::kWgmma, 168},
     {"wgmma192", true, HalfKernel::kWgmma, 192},
-    {"wgmma224", true, HalfKernel::kWgmma, 224},
     {"wgmma256", true, HalfKernel::kWgmma, 256},
     {"mma64", true, HalfKernel::kMma, 64},
     {"mma128", true, HalfKernel::kMma, 128},

@@ -752,15 +752,12 @@ def run_gemm_wgmma(dtypes: list[torch.dtype], prefilled: bool = False) -> None:
     float32 as TF32 with allow_tf32 on), every layout, out= (only out=, NaN-filled, when
     `prefilled`). Where they cannot run it says it skipped them (on the CPU, --device cpu, the
     same checks then run once as a dry run)."""
-    paths = ("wgmma64", "wgmma128", "wgmma168", "wgmma192", "wgmma224", "wgmma256")
-    with tensor_core_paths("wgmma", paths) as widths:
+    with tensor_core_paths("wgmma", ("wgmma64", "wgmma128", "wgmma192", "wgmma256")) as widths:
         for width in widths:
             for dtype in [d for d in dtypes if d != torch.float64]:
                 bound = GEMM_REL_TF32 if dtype == torch.float32 else GEMM_REL[dtype]
                 name = "tf32" if dtype == torch.float32 else str(dtype)[6:]
                 for (m, n, k), layout in itertools.product(WGMMA_SHAPES, LAYOUTS):
-                    if width in ("wgmma168", "wgmma224") and name != "tf32" and layout[1] == "n":
-                        continue  # 16-bit: a K-major B only (an error otherwise, tested)
                     a = padded(k, m, dtype).t() if layout[0] == "t" else padded(m, k, dtype)
                     b = padded(n, k, dtype).t() if layout[1] == "t" else padded(k, n, dtype)
                     what = f"gemm_wgmma {width} {name} {m}x{n}x{k} {layout}"

@@ -4,8 +4,7 @@
 // sm_90a only (an empty body elsewhere).
 //
 // Design:
-//   - block tile BM x BN = 128 x BN (BN 256, 224, 192, 168, 128 or 64), K steps of 128 bytes (one
-//   128-byte
+//   - block tile BM x BN = 128 x BN (BN 256, 192, 128 or 64), K steps of 128 bytes (one 128-byte
 //     swizzle row: BK = 64 16-bit elements, 32 for tf32); STAGES stages of A and B tiles in
 //     dynamic shared memory;
 //   - warpgroup 0 is the producer: after giving registers back (setmaxnreg), one thread waits for
@@ -31,9 +30,8 @@
 //     of p.partial (row-major M x N) by direct stores, which the split-K reduction sums into C;
 //   - epilogue: accumulators converted to the output type, written to a shared staging buffer in
 //     TMA's swizzled layout and stored by TMA, asynchronously (the next tile's main loop overlaps
-//     the writes of C), in boxes of 128 bytes of a row; the columns past the last whole box (168
-//     and 224 wide 16-bit tiles, 168 tf32) and C whose base or stride does not suit TMA, stored by
-//     each thread directly (two elements at a time where alignment allows), predicated on M and N;
+//     the writes of C); where C's base or stride does not suit TMA, stored by each thread
+//     directly (two elements at a time where alignment allows), predicated on M and N;
 //   - launched as a programmatic dependent launch: the barriers' set-up overlaps the end of the
 //     kernel before it, and the split-K reduction after it is scheduled once every load is issued.
 #pragma once
@@ -72,7 +70,7 @@ struct Sm90Tile {
   static constexpr int ATOM_BYTES = 64 * 128;  // one (64 MN) x (64 K) swizzle-atom column
   // C staging for the TMA-store epilogue: per consumer, 64 rows x 128 bytes x 2 boxes. The narrow
   // tile stores C directly.
-  static constexpr bool C_STAGED = BN >= 64;
+  static constexpr bool C_STAGED = BN % 64 == 0;
   static constexpr int C_BOX_BYTES = 64 * 128, C_BYTES = C_STAGED ? CONSUMERS * 2 * C_BOX_BYTES : 0;
   // As many stages as fit in the 227 KB a block may have, beside C, the 1024-byte alignment and
   // the barriers, up to 12: 4 at BN 256 and 192, 6 at 128, 8 at 64, 12 at 16.
@@ -80,8 +78,8 @@ struct Sm90Tile {
   static constexpr int STAGES = STAGES_FIT < 12 ? STAGES_FIT : 12;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024;  // + align to 1024
   static constexpr int GROUP_M = 8;
-  static_assert(BN == 16 || (BN % 8 == 0 && BN >= 64 && BN <= 256),
-                "wgmma tiles are 16 wide, or 64 to 256 in steps of 8");
+  static_assert(BN == 16 || (BN % 64 == 0 && BN <= 256),
+                "wgmma tiles are 16, 64, 128, 192 or 256 wide");
   static_assert(STAGES >= 4, "at least four stages");
 };
 
@@ -176,7 +174,6 @@ __global__ void __launch_bounds__(384, 1)
 #if LLTM_EXT_SM90A
   using Tile = Sm90Tile<BN>;
   static_assert(DT != kSm90TF32 || (A_K && B_K), "tf32 wgmma reads K-major operands only");
-  static_assert(B_K || BN % 64 == 0, "an N-major B: whole (64 N) x (64 K) atoms a stage");
   static_assert(BN >= 64 || (B_K && DT != kSm90TF32), "the narrow tile: 16-bit, B K-major");
   constexpr int ELEM = DT == kSm90TF32 ? 4 : 2;
   constexpr int BM = Tile::BM, BK = 128 / ELEM, STAGES = Tile::STAGES;
@@ -316,13 +313,11 @@ __global__ void __launch_bounds__(384, 1)
       // columns c, c + 1) and (row r + 8, the same columns), r = 16 warp + lane / 4,
       // c = 8 j + 2 (lane % 4). each_pair(store): store(r, c, v0, v1) for each such pair of the
       // tile's elements whose row and first column lie inside M x N.
-      // j_begin: the first 8 columns stored (a compile-time constant).
-      auto each_pair = [&](auto&& store, int j_begin = 0) {
+      auto each_pair = [&](auto&& store) {
         const int row = m0 + 64 * w + 16 * warp + lane / 4;
         const int col0 = n0 + 2 * (lane % 4);
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j) {
-          if (j < j_begin) continue;
           const int col = col0 + 8 * j;
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
@@ -354,14 +349,10 @@ __global__ void __launch_bounds__(384, 1)
         // Through shared memory, PASS_COLS columns at a time: 64-row boxes of 128-byte rows (CB
         // columns) in TMA's 128-byte swizzle (16-byte chunk index ^ row % 8: conflict-free for
         // this fragment), then one thread stores them with TMA (clipped at M and N) and the
-        // warpgroup moves on to the next tile while the copy engine writes C. The BN - FULL
-        // columns past the last whole box: direct stores (a box reaching past the tile would
-        // overwrite its neighbour's columns; TMA clips only at N).
-        constexpr int CB = 128 / ELEM, FULL = BN / CB * CB;
-        constexpr int PASS_COLS = FULL % (2 * CB) != 0 || FULL == 0 ? CB
-                                  : FULL < 2 * CB                   ? FULL
-                                                                    : 2 * CB;
-        constexpr int BOXES = PASS_COLS / CB, PASSES = FULL / PASS_COLS;
+        // warpgroup moves on to the next tile while the copy engine writes C.
+        constexpr int CB = 128 / ELEM;
+        constexpr int PASS_COLS = BN % (2 * CB) != 0 ? CB : BN < 2 * CB ? BN : 2 * CB;
+        constexpr int BOXES = PASS_COLS / CB, PASSES = BN / PASS_COLS;
         uint8_t* const cs = smem + STAGES * Tile::STAGE_BYTES + w * 2 * Tile::C_BOX_BYTES;
         const uint32_t cs_addr = smem_u32(cs);
 #pragma unroll
@@ -396,15 +387,6 @@ __global__ void __launch_bounds__(384, 1)
             }
             bulk_commit();
           }
-        }
-        if constexpr (FULL < BN) {
-          // TMA's rows are 16-byte aligned: pairs are (C's base and ldc even).
-          each_pair(
-              [&](int r, int col, float v0, float v1) {
-                const bool second = col + 1 < p.N;
-                store_two<DT>(p.c, static_cast<int64_t>(r) * p.ldc + col, v0, v1, second, second);
-              },
-              FULL / 8);
         }
       } else {
         each_pair([&](int r, int col, float v0, float v1) {
