@@ -15,7 +15,8 @@ cublas:gemm=tensor:splits=4), :blocks=N and :rows=N (the cluster kernels'
 LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS / _ROWS), :srows=N (LLTM_EXT_SEQUENCE_SMALL_ROWS), :short=N
 (LLTM_EXT_SEQUENCE_SHORT_STEPS, e.g. auto:short=1), :mid=off (LLTM_EXT_SEQUENCE_MID_BATCH),
 :graphs=off (LLTM_EXT_SEQUENCE_GRAPHS: the per-step loops launched step by step) or
-:wgrad=W (the weight gradients, LLTM_EXT_SEQUENCE_WGRAD: fused, tensor or cublas); "lstm" is
+:wgrad=W (the weight gradients, LLTM_EXT_SEQUENCE_WGRAD: fused, tensor or cublas) or :input=P
+(float32's input products, LLTM_EXT_SEQUENCE_INPUT_GEMM: cublas or tensor); "lstm" is
 torch.nn.LSTM. Ratios are nn.LSTM's time over each path's (> 1: faster than cuDNN); a path that does
 not apply at a shape (forced, it raises) shows "-". --sweep N --seed S takes the sweep's shapes;
 --grid "T=1,2,4/B=8,64/I=64/S=128,285" every combination of the values given. --config l2 .. l4
@@ -61,6 +62,7 @@ KNOBS = {
     "rows": "LLTM_EXT_SEQUENCE_CLUSTER_ROWS",
     "srows": "LLTM_EXT_SEQUENCE_SMALL_ROWS",
     "wgrad": "LLTM_EXT_SEQUENCE_WGRAD",
+    "input": "LLTM_EXT_SEQUENCE_INPUT_GEMM",
     "short": "LLTM_EXT_SEQUENCE_SHORT_STEPS",
     "mid": "LLTM_EXT_SEQUENCE_MID_BATCH",
     "graphs": "LLTM_EXT_SEQUENCE_GRAPHS",

@@ -266,6 +266,67 @@ def test_zero_state_as_none(monkeypatch, device, dtype, path):
         assert_close(got, want, dtype, scale * 8)
 
 
+def _kernel_names(fn):
+    """The CUDA kernels `fn` launches, by name (the profiler's)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return {e.name for e in prof.events()}
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("size", [(6, 7, 37, 45), (4, 8, 64, 64), (3, 150, 130, 50)])
+def test_input_products_on_hoppers_tensor_cores(monkeypatch, size):
+    """float32 at full precision with the input products (gates = x W_i^T, d input = dG W_i)
+    forced onto Hopper's 3xTF32 kernel (LLTM_EXT_SEQUENCE_INPUT_GEMM=tensor): outputs, final state
+    and the five gradients against the float64 loop at float32's bound, on rows that are 16-byte
+    aligned (I = 64) and not (I = 37, S = 45: the padded copies), more rows than one tile (130 x
+    150 x 3); the kernel is the one that ran, and cuBLAS's setting runs it nowhere."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the 3xTF32 kernel is Hopper's")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_INPUT_GEMM", "tensor")
+    args = make_args(*size, "cuda", torch.float32)
+    outs = lltm_ext.lltm_sequence(*args[:3], (args[3], args[4]))
+    output, (h_n, c_n) = outs
+    grads = [torch.randn_like(output), torch.randn_like(h_n), torch.randn_like(c_n)]
+    ref_outs, ref_grads = reference(args, grads)
+    for got, want in zip((output, h_n, c_n), ref_outs, strict=True):
+        assert_close(got, want, torch.float32, 1.0)
+    ours = torch.autograd.grad((output, h_n, c_n), args, grads)
+    for got, want in zip(ours, ref_grads, strict=True):
+        assert_close(got, want, torch.float32, 8.0)
+
+    def call():
+        out, _ = lltm_ext.lltm_sequence(*args[:3], (args[3], args[4]))
+        out.backward(grads[0])
+
+    assert any("step_gemm_sm90" in name for name in _kernel_names(call))
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_INPUT_GEMM", "cublas")
+    assert not any("step_gemm_sm90" in name for name in _kernel_names(call))
+
+
+@pytest.mark.cuda
+def test_input_products_on_tensor_cores_in_layers_and_packed(monkeypatch):
+    """Two layers (the second's input products S wide) and a packed batch, the input products on
+    Hopper's 3xTF32 kernel, against the same module with them in cuBLAS's exact float32: outputs
+    and gradients within float32's bound of each other."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the 3xTF32 kernel is Hopper's")
+    torch.manual_seed(3)
+    module = lltm_ext.LLTMSequence(29, 45, num_layers=2).cuda()
+    seqs = [torch.randn(n, 29, device="cuda") for n in (9, 7, 4)]
+    packed = torch.nn.utils.rnn.pack_sequence(seqs)
+    results = []
+    for setting in ("tensor", "cublas"):
+        monkeypatch.setenv("LLTM_EXT_SEQUENCE_INPUT_GEMM", setting)
+        module.zero_grad()
+        out, (h_n, _) = module(packed)
+        (out.data.square().sum() + h_n.sum()).backward()
+        results.append([out.data, h_n, *(p.grad for p in module.parameters())])
+    for got, want in zip(*results, strict=True):
+        assert_close(got, want, torch.float32, 8.0)
+
+
 @pytest.mark.parametrize("device", devices())
 def test_gradcheck_float64(device):
     args = make_args(4, 2, 3, 4, device, torch.float64)

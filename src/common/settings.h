@@ -147,6 +147,14 @@ inline constexpr std::array kSettings = {
             "every call",
             "K slices of our step-product kernels (LLTM_EXT_SEQUENCE_STEP_GEMM); unset: enough "
             "blocks to fill the GPU, each slice at least 64 deep."},
+    Setting{
+        "LLTM_EXT_SEQUENCE_INPUT_GEMM", "lltm_ext.lltm_sequence", Kind::kChoice,
+        "auto|cublas|tensor", "every call",
+        "float32's products outside the time loops at full precision (TF32 not allowed): the "
+        "input projections of all steps and d input = dG W_i. auto: on Hopper's tensor cores in "
+        "three TF32 passes where the product spans at least 4 waves of 128 x 128 tiles and "
+        "64 k, else cuBLAS (exact float32 on the SIMT cores); cublas: cuBLAS; tensor: the "
+        "Hopper kernel at every size (an error where the GPU does not run it)."},
     Setting{"LLTM_EXT_SEQUENCE_STEP_PAD", "lltm_ext.lltm_sequence", Kind::kChoice, "auto|off",
             "every call",
             "The half types' cuBLAS step products at a state that is not a multiple of 8 (and "

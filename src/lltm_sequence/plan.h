@@ -77,6 +77,15 @@ struct WeightGradPlan {
 WeightGradPlan plan_weight_grad(int device, at::ScalarType dtype, int64_t steps, int64_t batch,
                                 int64_t features, int64_t state, bool bias, bool tf32);
 
+// Whether a float32 product at full precision outside the time loops (the input projections of
+// all steps, backward's d input), c (m x n) = a (m x k) b (k x n), runs on Hopper's tensor cores in
+// three TF32 passes (the step product's kernel) instead of cuBLAS's exact float32 kernels, which
+// are SIMT ones: LLTM_EXT_SEQUENCE_INPUT_GEMM; on auto, a GPU that runs that kernel and a product
+// of at least kInputGemmTensorWaves waves of its 128 x 128 tiles, at least 64 deep.
+// Figures: docs/decisions_sequence.md#input-gemm-tensor.
+constexpr int kInputGemmTensorWaves = 4;
+bool input_gemm_tensor(int device, int64_t m, int64_t n, int64_t k);
+
 // The planner's reasons, for lltm_ext.explain: while a PlanNotes lives on a thread, the planners
 // above add a line for each kernel family they take or pass over, and why (plan_note). Ordinary
 // calls have none: a rule then costs the test of a thread-local pointer.

@@ -776,6 +776,38 @@ bool mid_batch_steps(int device, int64_t steps, int64_t batch, int64_t state, bo
 
 }  // namespace
 
+bool input_gemm_tensor(int device, int64_t m, int64_t n, int64_t k) {
+  const std::string setting = env_choice("LLTM_EXT_SEQUENCE_INPUT_GEMM");
+  if (setting == "cublas" || m == 0 || n == 0 || k == 0) {
+    plan_note("input products: cuBLAS (",
+              setting == "cublas" ? "LLTM_EXT_SEQUENCE_INPUT_GEMM=cublas" : "nothing to multiply",
+              ")");
+    return false;
+  }
+  const int64_t tiles = ((m + 127) / 128) * ((n + 127) / 128);
+  const bool runs = step_gemm_sm90_runs(device) && (m + 127) / 128 <= 65535;
+  if (setting == "tensor") {
+    TORCH_CHECK(runs,
+                "lltm_ext.lltm_sequence: LLTM_EXT_SEQUENCE_INPUT_GEMM=tensor runs float32 on "
+                "Hopper's tensor cores (a GPU of compute capability 9.0 running this module's "
+                "sm_90a code, with ",
+                step_gemm_sm90_smem_bytes(), " bytes of shared memory a block), but cuda:", device,
+                " does not (or the product has more than 65535 x 128 rows).");
+    plan_note(
+        "input products: Hopper's 3xTF32 kernel, forced (LLTM_EXT_SEQUENCE_INPUT_GEMM=tensor)");
+    return true;
+  }
+  const bool big = tiles >= int64_t{kInputGemmTensorWaves} * cuda::sm_count(device) && k >= 64;
+  plan_note("input products (", m, " x ", n, " x ", k, "): ",
+            runs && big ? "Hopper's 3xTF32 kernel"
+                        : "cuBLAS (float32 at full precision; Hopper's 3xTF32 kernel ",
+            runs && big ? ""
+            : runs      ? "would have too few tiles or too short a k)"
+                        : "does not run here)",
+            "; docs/decisions_sequence.md#input-gemm-tensor");
+  return runs && big;
+}
+
 template <typename T>
 SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t state, bool tf32) {
   SequencePlan plan;

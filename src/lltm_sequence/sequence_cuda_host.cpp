@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "common/checks.h"
 #include "common/cuda_host.h"
@@ -140,6 +141,51 @@ bool step_gemm(const StepGemmShape& shape, const T* a, int64_t lda, const StepWe
   return false;
 }
 
+// A float32 operand x (rows x cols) as Hopper's step-product kernel reads it: each row's elements
+// contiguous (x(r, c) at r ld + c), rows 16-byte aligned. x itself where it is so, else a copy
+// (held by `copy`) into rows padded to a multiple of 4 floats; the kernel reads no padding (it
+// stops at the product's k) and copies whole 16-byte pieces of aligned rows, 4 bytes at a time
+// of others.
+struct KRows {
+  const float* data;
+  int64_t ld;
+  at::Tensor copy;
+};
+KRows k_rows(const Mat& x, const at::TensorOptions& options) {
+  const auto* p = static_cast<const float*>(x.data);
+  if (!x.col_major && x.ld % 4 == 0 && reinterpret_cast<uintptr_t>(p) % 16 == 0) {
+    return {p, x.ld, {}};
+  }
+  const std::vector<int64_t> strides =
+      x.col_major ? std::vector<int64_t>{1, x.ld} : std::vector<int64_t>{x.ld, 1};
+  const at::Tensor view = at::from_blob(const_cast<float*>(p), {x.rows, x.cols}, strides, options);
+  const int64_t ld = (x.cols + 3) / 4 * 4;
+  at::Tensor copy = at::empty({x.rows, ld}, options);
+  copy.narrow(1, 0, x.cols).copy_(view);
+  return {copy.const_data_ptr<float>(), ld, copy};
+}
+
+// c = a b + beta c (beta 0 or 1), a product outside the time loops, on Hopper's tensor cores in
+// three TF32 passes with float32 sums where input_gemm_tensor has it, on the current stream of c's
+// device; false, doing nothing, otherwise (cuBLAS's turn). Float32 at full precision, a and c
+// row-major (so not the weight gradients' dG^T X, whose k runs down dG's columns), b either way
+// where it is at most a quarter of a's size (a copy of b's transpose is cheap beside the product).
+bool tensor_gemm(const Mat& a, const Mat& b, const Mat& c, double beta, at::ScalarType dtype,
+                 bool tf32, int device) {
+  const int64_t m = a.rows, n = b.cols, k = a.cols;
+  if (dtype != at::kFloat || tf32 || a.col_major || c.col_major || (!b.col_major && 4 * n > m) ||
+      !input_gemm_tensor(device, m, n, k)) {
+    return false;
+  }
+  const auto options = at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, device);
+  const KRows ka = k_rows(a, options), kw = k_rows(transposed(b), options);
+  C10_CUDA_CHECK(launch_step_gemm_sm90(
+      ka.data, ka.ld, kw.data, kw.ld, static_cast<float*>(const_cast<void*>(c.data)), c.ld,
+      beta != 0, nullptr, m, n, k, 1, step_gemm_k_split(k, 1, true), /*w_early=*/false,
+      c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device))));
+  return true;
+}
+
 // The step product's plan and weights, as a loop's key holds them (step_graphs.h).
 void add_step_product(LoopKey& key, const StepGemmShape& shape, const StepWeights& w) {
   key.add(shape.rows).add(shape.splits).add(shape.tensor).add(shape.wgmma);
@@ -173,8 +219,11 @@ void sequence_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
   // The input projections of all steps, one product: gates = input W_i^T (unless the caller's
   // product made them, over a whole packed batch).
   if (!projected) {
-    blas.gemm(row_major(input.const_data_ptr(), T * B, I, I), transposed(w_i),
-              row_major(gates.const_data_ptr(), T * B, 3 * S, 3 * S), 0);
+    const Mat x = row_major(input.const_data_ptr(), T * B, I, I);
+    const Mat g = row_major(gates.const_data_ptr(), T * B, 3 * S, 3 * S);
+    if (!tensor_gemm(x, transposed(w_i), g, 0, input.scalar_type(), tf32, input.get_device())) {
+      blas.gemm(x, transposed(w_i), g, 0);
+    }
   }
   LLTM_EXT_DISPATCH_FLOATING(input.scalar_type(), "lltm_sequence_forward_cuda", [&] {
     const scalar_t* b = bias.const_data_ptr<scalar_t>();
@@ -610,6 +659,10 @@ bool sequence_weight_grad_cuda(const at::Tensor& d_gates, const at::Tensor& h0,
 void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double beta,
                bool tf32) {
   const c10::cuda::CUDAGuard guard(c.device());
+  if (a.scalar_type() == c.scalar_type() &&
+      tensor_gemm(mat_of(a), mat_of(b), mat_of(c), beta, a.scalar_type(), tf32, c.get_device())) {
+    return;
+  }
   Blas(a.scalar_type(), tf32, c.scalar_type()).gemm(mat_of(a), mat_of(b), mat_of(c), beta);
 }
 
