@@ -143,9 +143,10 @@ bool step_gemm(const StepGemmShape& shape, const T* a, int64_t lda, const StepWe
 
 // A float32 operand x (rows x cols) as Hopper's step-product kernel reads it: each row's elements
 // contiguous (x(r, c) at r ld + c), rows 16-byte aligned. x itself where it is so, else a copy
-// (held by `copy`) into rows padded to a multiple of 4 floats; the kernel reads no padding (it
-// stops at the product's k) and copies whole 16-byte pieces of aligned rows, 4 bytes at a time
-// of others.
+// (held by `copy`) into rows padded to a multiple of 4 floats with zeros: the kernel uses no
+// padding (its copies stop at the product's k), but a 16-byte piece cut short there still counts
+// as a read of the whole piece for compute-sanitizer's initcheck. Aligned rows are copied 16 bytes
+// at a time, others 4 bytes at a time.
 struct KRows {
   const float* data;
   int64_t ld;
@@ -162,6 +163,9 @@ KRows k_rows(const Mat& x, const at::TensorOptions& options) {
   const int64_t ld = (x.cols + 3) / 4 * 4;
   at::Tensor copy = at::empty({x.rows, ld}, options);
   copy.narrow(1, 0, x.cols).copy_(view);
+  if (ld > x.cols) {
+    copy.narrow(1, x.cols, ld - x.cols).zero_();
+  }
   return {copy.const_data_ptr<float>(), ld, copy};
 }
 

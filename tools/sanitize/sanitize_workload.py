@@ -322,7 +322,7 @@ def run_lltm_sequence(
         if torch.cuda.get_device_capability() >= (8, 0):
             paths.append("cublas-tensor")  # 3xTF32 on the tensor cores
         if torch.cuda.get_device_capability() == (9, 0):
-            paths.append("cublas-wgmma")  # 3xTF32 on Hopper's wgmma
+            paths.append("cublas-wgmma")  # 3xTF32 on Hopper's wgmma, the input products too
     if DEVICE == "cuda" and dtype != torch.float64:
         paths.append("small")
     if DEVICE == "cuda" and torch.cuda.get_device_capability() == (9, 0):
@@ -339,6 +339,7 @@ def run_lltm_sequence(
         "LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS",
         "LLTM_EXT_SEQUENCE_TILED_TILES",
         "LLTM_EXT_SEQUENCE_STEP_GEMM",
+        "LLTM_EXT_SEQUENCE_INPUT_GEMM",
     )
     old = {k: os.environ.get(k) for k in keys}
     run = _run_lltm_sequence_packed if packed else _run_lltm_sequence
@@ -349,6 +350,8 @@ def run_lltm_sequence(
             # "tiled-1": the tiled kernels' tile held to one m-tile (more rows of blocks)
             os.environ["LLTM_EXT_SEQUENCE_TILED_TILES"] = product if base == "tiled" else ""
             os.environ["LLTM_EXT_SEQUENCE_STEP_GEMM"] = product if base == "cublas" else ""
+            # The products over all steps (x W_i^T, dG W_i) on the same Hopper kernel.
+            os.environ["LLTM_EXT_SEQUENCE_INPUT_GEMM"] = "tensor" if path == "cublas-wgmma" else ""
             product = "" if base in ("tiled", "cublas") else product
             os.environ["LLTM_EXT_SEQUENCE_PRODUCT"] = product or "auto"
             # The cluster kernels' tensor cores take slices of 8 or 16 rows: 16 forced there.
