@@ -33,6 +33,8 @@ __all__ = ["Explanation", "explain"]
 class Explanation:
     """What a call runs. ``path``: the kernel family the planner picked (``cpu`` on the CPU);
     ``detail``: its shape; ``precision``: what the products and the state are computed in;
+    ``weight_gradient`` and ``input_products`` (lltm_sequence's float32 products outside the
+    time loop at full precision: x W_i^T and d input = dG W_i): where those run;
     ``kernels``: the lltm_ext kernels the plan launches (names as the profiler shows them);
     ``notes``: the planner's reasons, each rule it took or passed over (with the
     docs/decisions.md anchor of its figures); ``ran``: with ``run=True``, the kernels that did
@@ -47,6 +49,7 @@ class Explanation:
     precision: str
     product: str = ""
     weight_gradient: str = ""
+    input_products: str = ""
     kernels: list[str] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
     ran: list[str] | None = None
@@ -64,6 +67,8 @@ class Explanation:
             lines.append(f"  recurrent product: {self.product}")
         if self.weight_gradient:
             lines.append(f"  weight gradient: {self.weight_gradient}")
+        if self.input_products:
+            lines.append(f"  input products: {self.input_products}")
         if self.kernels:
             lines.append(f"  kernels: {', '.join(self.kernels)}")
         if self.ran is not None:
@@ -136,6 +141,7 @@ def _sequence(
         ),
         product=plan.get("product", ""),
         weight_gradient=plan.get("weight_gradient", ""),
+        input_products=plan.get("input_products", ""),
         kernels=list(plan["kernels"]),
         notes=list(plan["notes"]),
     )

@@ -305,6 +305,31 @@ def test_cuda_step_wgmma_splits_past_one_wave():
     assert (out.double() - ref).abs().max().item() <= 1e-4
 
 
+@CUDA_MARK
+@pytest.mark.parametrize("setting", ["tensor", "cublas"])
+def test_cuda_input_products_plan_is_what_runs(monkeypatch, setting):
+    """float32 at full precision: explain says where the products outside the time loop run (x
+    W_i^T forward, d input = dG W_i backward), each way forced, and the kernels it lists ran."""
+    if setting == "tensor" and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("Hopper's kernel runs on sm_90 only")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_PATH", "cublas")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_INPUT_GEMM", setting)
+    found = lltm_ext.explain("lltm_sequence", *sequence_args(6, 40, 12, 64, "cuda"), run=True)
+    _ran_contains(found)
+    if setting == "tensor":
+        ours = "ours on Hopper's tensor cores (3xTF32)"
+        assert found.input_products == f"x W_i^T: {ours}; d input = dG W_i: {ours}", str(found)
+        assert "step_gemm_sm90_kernel" in found.kernels
+    else:
+        assert found.input_products.count("cuBLAS (exact float32)") == 2, str(found)
+        assert "step_gemm_sm90_kernel" not in found.kernels
+        assert "LLTM_EXT_SEQUENCE_INPUT_GEMM=cublas" in " ".join(found.notes)
+    # With TF32 allowed the products run in one TF32 pass (cuBLAS): nothing to say.
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
+    tf32 = lltm_ext.explain("lltm_sequence", *sequence_args(6, 40, 12, 64, "cuda"))
+    assert tf32.input_products == "", str(tf32)
+
+
 # (B, S, on LLTMSequence's streams of calls at once, whether Hopper's step product runs)
 MID_STATE_CASES = [
     (128, 768, False, True),

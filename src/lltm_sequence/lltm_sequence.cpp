@@ -1284,10 +1284,28 @@ py::dict explain(const at::Tensor& input, const at::Tensor& weights, bool bias_g
         ", ", wgrad.splits, wgrad.splits == 1 ? " split" : " splits", " of the T B rows");
     kernels.emplace_back(tensor ? "weight_grad_sm90_kernel" : "weight_grad_kernel");
   }
+  // float32's products outside the time loops at full precision (sequence_cuda_host.cpp:
+  // tensor_gemm): x W_i^T forward, d input = dG W_i backward (W_i row-major there, so only where it
+  // is at most a quarter of dG's rows).
+  std::string input_products;
+  if (input.scalar_type() == at::kFloat && !tf32 && T * B > 0) {
+    const int device = input.get_device();
+    const bool forward = input_gemm_tensor(device, T * B, 3 * S, I);
+    const bool backward = 4 * I <= T * B && input_gemm_tensor(device, T * B, I, 3 * S);
+    const auto where = [](bool ours) {
+      return ours ? "ours on Hopper's tensor cores (3xTF32)" : "cuBLAS (exact float32)";
+    };
+    input_products = c10::str("x W_i^T: ", where(forward), "; d input = dG W_i: ", where(backward));
+    if (forward &&
+        std::find(kernels.begin(), kernels.end(), "step_gemm_sm90_kernel") == kernels.end()) {
+      kernels.emplace_back("step_gemm_sm90_kernel");
+    }
+  }
   out["path"] = path_name(plan.path);
   out["detail"] = detail;
   out["product"] = product;
   out["weight_gradient"] = weight_grad;
+  out["input_products"] = input_products;
   out["kernels"] = kernels;
   out["notes"] = notes.lines;
 #else
