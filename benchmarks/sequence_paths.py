@@ -17,8 +17,10 @@ LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS / _ROWS), :srows=N (LLTM_EXT_SEQUENCE_SMALL_ROW
 :graphs=off (LLTM_EXT_SEQUENCE_GRAPHS: the per-step loops launched step by step) or
 :wgrad=W (the weight gradients, LLTM_EXT_SEQUENCE_WGRAD: fused, tensor or cublas) or :input=P
 (float32's input products, LLTM_EXT_SEQUENCE_INPUT_GEMM: cublas or tensor); "lstm" is
-torch.nn.LSTM. Ratios are nn.LSTM's time over each path's (> 1: faster than cuDNN); a path that does
-not apply at a shape (forced, it raises) shows "-". --sweep N --seed S takes the sweep's shapes;
+torch.nn.LSTM, "lstm:ieee" the same with cuDNN's RNN products in full float32
+(torch.backends.cudnn.rnn.fp32_precision "ieee"; nn.LSTM's default is TF32). Ratios are
+nn.LSTM's time over each path's (> 1: faster than cuDNN); a path that does not apply at a shape
+(forced, it raises) shows "-". --sweep N --seed S takes the sweep's shapes;
 --grid "T=1,2,4/B=8,64/I=64/S=128,285" every combination of the values given. --config l2 .. l4
 (layers) or bi (bidirectional) times the module in that configuration against nn.LSTM in the same,
 where :at_once=off (LLTM_EXT_SEQUENCE_AT_ONCE) runs its calls one after another, :parts=N
@@ -133,6 +135,14 @@ def time_shape(
             out = lstm(x)[0]
         return torch.autograd.grad(out, lstm_params, g)
 
+    def ref_ieee() -> Any:
+        rnn = torch.backends.cudnn.rnn
+        saved, rnn.fp32_precision = rnn.fp32_precision, "ieee"
+        try:
+            return ref()
+        finally:
+            rnn.fp32_precision = saved
+
     result: dict[str, Any] = {
         "shape": shape,
         "dtype": dtype,
@@ -143,8 +153,8 @@ def time_shape(
     fns, names = [], []
     with _matmul_precision(dtype == "tf32"):
         for p in paths:
-            if p == "lstm":
-                fn = ref
+            if p in ("lstm", "lstm:ieee"):
+                fn = ref if p == "lstm" else ref_ieee
             else:
                 fn = with_env(path_env(p), ours)
                 try:
