@@ -13,6 +13,11 @@ the GPU is kept busy, so that the host never waits on it) and the operators' own
 (torch.profiler's self CPU time: lltm_ext's operators, autograd's, ATen's), per run; --device cpu
 times the host's side alone. For reading a path's cost apart (which kernel, how many launches,
 where the host's time goes); speed against nn.LSTM is the sweep's (`lltm-ext bench --sweep`).
+--timeline: the GPU's own timeline of one call, its host time covered by a spin kernel queued
+before it (so that each kernel starts when its stream and its dependencies let it, not when the
+host reaches it): every kernel of 10 us or more with its stream, start and end (us from the first),
+and the call's span, the time some kernel runs, and the time two or more run at once (how much its
+streams overlap: the layers' wavefront, both directions).
 """
 
 from __future__ import annotations
@@ -111,6 +116,52 @@ def host_table(
     return statistics.median(times), rows
 
 
+def timeline(module: torch.nn.Module, x: torch.Tensor, autocast: bool) -> dict[str, Any]:
+    """One forward+backward call's kernels as the GPU ran them, the host's time covered (above):
+    {"span_us", "busy_us", "overlap_us", "kernels": [(name, stream, start us, end us)]}, spin
+    kernel and kernels under 10 us left out of the list (not of the sums)."""
+    step = forward_backward(module, x, autocast)
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    step()
+    torch.cuda.synchronize()
+    # At least 20 ms of spin, 4e6 cycles a ms: past the call's host time under the profiler.
+    spin = int(4e6 * max(20.0, 10 * (time.perf_counter() - t0) * 1e3))
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        torch.cuda._sleep(spin)
+        step()
+        torch.cuda.synchronize()
+    events = [
+        (e.name, int(getattr(e, "device_resource_id", -1)), e.time_range.start, e.time_range.end)
+        for e in prof.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA and "spin_kernel" not in e.name
+    ]
+    events.sort(key=lambda e: e[2])
+    first = events[0][2] if events else 0.0
+    # Sweep over the kernels' edges: time with >= 1 and >= 2 kernels running.
+    edges = sorted([(e[2], 1) for e in events] + [(e[3], -1) for e in events])
+    busy = overlap = 0.0
+    running, last = 0, first
+    for at, change in edges:
+        if running >= 1:
+            busy += at - last
+        if running >= 2:
+            overlap += at - last
+        running, last = running + change, at
+    return {
+        "span_us": (max(e[3] for e in events) - first) if events else 0.0,
+        "busy_us": busy,
+        "overlap_us": overlap,
+        "kernels": [
+            (name, stream, round(start - first, 1), round(end - first, 1))
+            for name, stream, start, end in events
+            if end - start >= 10
+        ],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", required=True, help="TxBxIxS (steps, batch, features, state)")
@@ -118,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", default="1", help="1, l2 .. l4 (layers) or bi (bidirectional)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--host", action="store_true", help="also the host's time and its operators")
+    ap.add_argument(
+        "--timeline", action="store_true", help="also the GPU's timeline, the host covered"
+    )
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--json", default="")
@@ -143,6 +197,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n{label}: {total:.0f} us of kernels a run")
             for key, calls, us in rows[: args.top]:
                 print(f"  {us:9.0f} us {calls:7.0f} calls {us / calls:8.1f} us/call  {key[:110]}")
+        if args.timeline and device.type == "cuda":
+            line = timeline(module, x, autocast)
+            found[name]["timeline"] = line
+            print(
+                f"\n{label}: GPU timeline, host covered: span {line['span_us']:.0f} us, kernels "
+                f"running {line['busy_us']:.0f}, two or more at once {line['overlap_us']:.0f}"
+            )
+            for key, stream, start, end in line["kernels"]:
+                print(f"  s{stream:<4d} {start:9.0f} {end:9.0f}  {key[:100]}")
         if args.host:
             host_us, ops = host_table(module, x, autocast, args.runs)
             found[name].update(host_us=host_us, host_ops=ops)
