@@ -27,7 +27,8 @@ where :at_once=off (LLTM_EXT_SEQUENCE_AT_ONCE) runs its calls one after another,
 (LLTM_EXT_SEQUENCE_AT_ONCE_PARTS) shares the GPU N ways between a wavefront's calls and :chunks=N
 (LLTM_EXT_SEQUENCE_AT_ONCE_CHUNKS) cuts its steps in N chunks, e.g. --config l4 --paths
 auto,auto:at_once=off,auto:parts=4,auto:chunks=1; the dtype "autocast" is float32 modules and
-input called under torch.autocast(dtype=bfloat16), as the sweep's.
+input called under torch.autocast(dtype=bfloat16), as the sweep's, and :mixed=products|off
+(LLTM_EXT_SEQUENCE_MIXED) picks how its float32 state's products run.
 
 --timer covered (the default) times one call at a time with the GPU kept busy while the host
 queues it (the sweep's sampler: the host's time hidden, up to its 20 ms spin); --timer loop times
@@ -71,6 +72,7 @@ KNOBS = {
     "at_once": "LLTM_EXT_SEQUENCE_AT_ONCE",
     "parts": "LLTM_EXT_SEQUENCE_AT_ONCE_PARTS",
     "chunks": "LLTM_EXT_SEQUENCE_AT_ONCE_CHUNKS",
+    "mixed": "LLTM_EXT_SEQUENCE_MIXED",
 }
 ALL_KNOBS = ["LLTM_EXT_SEQUENCE_PATH", *KNOBS.values()]
 

@@ -111,16 +111,17 @@ def _sequence(
 
     x = input.transpose(0, 1) if batch_first else input
     # Under autocast a float32 state keeps float32; on CUDA's cuBLAS path its products run in the
-    # autocast dtype (float32 sums), elsewhere in TF32 on operands rounded to that dtype (the
-    # operator's autocast kernel); a state in that dtype runs in it.
+    # autocast dtype (float32 sums); elsewhere, where they are large, the products outside the
+    # time loop do, else all in TF32 on operands rounded to that dtype (the operator's autocast
+    # kernel); a state in that dtype runs in it.
     lower = autocast_dtype(x)
     state_dtype = x.dtype if state is None else state[1].dtype
     autocast_tf32 = lower is not None and torch.promote_types(state_dtype, lower) == torch.float32
     if lower is not None and not autocast_tf32:
         x, weights = x.to(lower), weights.to(lower)
-    plan = load_extension("lltm_sequence")._explain(
-        x, weights, bias.requires_grad, tf32 or autocast_tf32
-    )
+    extension = load_extension("lltm_sequence")
+    plan = extension._explain(x, weights, bias.requires_grad, tf32 or autocast_tf32)
+    mixed = autocast_tf32 and x.is_cuda and extension._autocast_mixed(x, weights)
     steps, batch, features = x.shape
     found = Explanation(
         op="lltm_sequence",
@@ -131,7 +132,10 @@ def _sequence(
         detail=plan["detail"],
         precision=(
             f"float32 state; products in {_dtype_name(lower)} (float32 sums; autocast)"
-            if autocast_tf32 and lower is not None and x.is_cuda and plan["path"] == "cublas"
+            if mixed and lower is not None and plan["path"] == "cublas"
+            else f"float32 state; the products outside the time loop in {_dtype_name(lower)} "
+            "(float32 sums), the steps' in TF32 (autocast)"
+            if mixed and lower is not None
             else f"float32 state; products in {'TF32' if plan.get('tf32') else 'float32'} on the "
             f"operands rounded to {_dtype_name(lower)} (autocast)"
             if autocast_tf32 and lower is not None

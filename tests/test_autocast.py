@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import lltm_ext
+from lltm_ext._extension import load_extension
 from lltm_ext.ops.lltm import lltm_loop, lltm_reference
 
 # (device, autocast dtype): the CPU's and CUDA's lower-precision dtypes.
@@ -268,6 +269,7 @@ def test_rounded_operands_past_2_31_elements():
 
 # Mixed calls: a float32 state with float16 / bfloat16 input, weights and bias. On CUDA where the
 # plan is the cuBLAS path (forced, or a short call) the products run in the half type; elsewhere
+# the float32 time loop runs between half products (input projections, d input, d W); on the CPU
 # the float32 sequence runs on the operands in float32. (device, lower, path setting, (T, B, F, S))
 def _cuda_mixed(lower, path, shape, name):
     return pytest.param("cuda", lower, path, shape, id=name, marks=pytest.mark.cuda)
@@ -281,7 +283,10 @@ _MIXED = [
     _cuda_mixed(torch.bfloat16, "cublas", (7, 37, 13, 37), "cuda-cublas-odd"),
     _cuda_mixed(torch.float16, "cublas", (5, 41, 9, 45), "cuda-cublas-odd-float16"),
     _cuda_mixed(torch.bfloat16, None, (2, 64, 32, 520), "cuda-short-call"),
-    _cuda_mixed(torch.bfloat16, "small", (9, 5, 12, 24), "cuda-small-float32"),
+    _cuda_mixed(torch.bfloat16, "small", (9, 5, 12, 24), "cuda-small-float32-loop"),
+    _cuda_mixed(torch.float16, "small", (6, 9, 0, 40), "cuda-small-no-input"),
+    _cuda_mixed(torch.bfloat16, "tiled", (40, 25, 88, 480), "cuda-tiled-float32-loop"),
+    _cuda_mixed(torch.float16, "wide", (12, 20, 33, 258), "cuda-wide-odd-float16"),
 ]
 
 
@@ -366,6 +371,35 @@ def test_sequence_under_autocast_on_the_cublas_path_runs_mixed(monkeypatch):
         assert a.dtype == torch.float32 and torch.equal(a, b)
     out.sum().backward()
     assert weights.grad.dtype == bias.grad.dtype == torch.float32
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("lower", [torch.bfloat16, torch.float16])
+def test_sequence_under_autocast_off_the_cublas_path_runs_mixed_where_set(monkeypatch, lower):
+    # Off the cuBLAS path the autocast kernel's call is the mixed call where its products outside
+    # the time loop are large (LLTM_EXT_SEQUENCE_MIXED=products: at every size): the same bits as
+    # by hand, and explain says so; with the setting off, the rounded operands in float32.
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_PATH", "tiled")
+    x, weights, bias, h0, c0 = _sequence_operands("cuda", 20, B=24, F=40, S=200, state_scale=1.0)
+    ext = load_extension("lltm_sequence")
+    assert not ext._autocast_mixed(x, weights)  # small: the rounded operands pay
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_MIXED", "products")
+    assert ext._autocast_mixed(x, weights)
+    with torch.autocast("cuda", dtype=lower):
+        out, (h_n, c_n) = lltm_ext.lltm_sequence(x, weights, bias, (h0, c0))
+        explained = lltm_ext.explain(lltm_ext.lltm_sequence, x, weights, bias, (h0, c0))
+    assert "outside the time loop in" in explained.precision, explained.precision
+    by_hand = torch.ops.lltm_ext.lltm_sequence(
+        x.to(lower), weights.to(lower), bias.to(lower), h0, c0
+    )
+    for a, b in zip((out, h_n, c_n), by_hand, strict=True):
+        assert a.dtype == torch.float32 and torch.equal(a, b)
+    out.sum().backward()
+    assert weights.grad.dtype == bias.grad.dtype == torch.float32
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_MIXED", "off")
+    with torch.autocast("cuda", dtype=lower):
+        explained = lltm_ext.explain(lltm_ext.lltm_sequence, x, weights, bias, (h0, c0))
+    assert "on the operands rounded to" in explained.precision, explained.precision
 
 
 def test_sequence_tf32_argument_changes_nothing_on_the_cpu():

@@ -94,13 +94,17 @@ inline constexpr std::array kSettings = {
             "on, one launch for all steps (not while the caller's stream is being captured; each "
             "stream they replay on keeps a cuBLAS workspace of torch's size for them); off: every "
             "step launched from the host."},
-    Setting{"LLTM_EXT_SEQUENCE_MIXED", "lltm_ext.lltm_sequence", Kind::kChoice, "auto|off",
+    Setting{"LLTM_EXT_SEQUENCE_MIXED", "lltm_ext.lltm_sequence", Kind::kChoice, "auto|products|off",
             "every call",
             "A float32 state with float16 or bfloat16 products (the autocast kernel's call for a "
             "float32 state, or the operator's with half input, weights and bias and a float32 "
             "state) on CUDA. auto: on the cuBLAS path past 32 batch rows, the step products in "
             "the half type with float32 sums and the gate math and state in float32; elsewhere "
-            "(and off) the float32 sequence with TF32 products on the operands in float32."},
+            "the float32 time loop (TF32 step products) with the products outside it (input "
+            "projections, d input, d W) in the half type, which the autocast kernel takes where "
+            "they are large (else the float32 sequence on operands rounded to the half type); "
+            "products: the autocast kernel takes it at every size; off: the float32 sequence "
+            "with TF32 products on the operands in float32, everywhere."},
     Setting{"LLTM_EXT_SEQUENCE_PRODUCT", "lltm_ext.lltm_sequence", Kind::kChoice,
             "auto|simt|tensor|tf32", "every call",
             "Where the cluster, wide-state and tiled kernels' recurrent product runs. auto: on the "

@@ -212,15 +212,30 @@ bool mixed_runs_cublas(const at::Tensor& input, const Dims& d) {
 #endif
 }
 
+// Whether a mixed call of these sizes runs the float32 time loop between half products on CUDA
+// (forward_mixed): off the cuBLAS path, unless LLTM_EXT_SEQUENCE_MIXED=off.
+bool mixed_runs_float32_loop(const at::Tensor& input, const Dims& d) {
+#ifdef WITH_CUDA
+  return input.is_cuda() && d.steps > 0 && env_choice("LLTM_EXT_SEQUENCE_MIXED") != "off" &&
+         !mixed_runs_cublas(input, d);
+#else
+  (void)input, (void)d;
+  return false;
+#endif
+}
+
 // Forward of a mixed call (check_forward_args): input, weights, bias in float16 or bfloat16, the
 // state float32. On CUDA where the plan is the cuBLAS path, the products run in the half type
 // (h_{t-1} rounded to it each step, as the loop's product rounds it) and add up in float32 into
-// float32 gates; the gate math, the state and the outputs are float32. Elsewhere the operands go
-// to float32 (which holds their values exactly) and the float32 sequence runs with TF32 allowed
-// (as precise as the half products or more). Outputs as forward's, float32.
+// float32 gates; the gate math, the state and the outputs are float32. Elsewhere on CUDA the input
+// projections are one such product, and the float32 time loop runs on them with TF32 step products
+// (W_h in float32, which holds its values exactly; h_{t-1} rounded to TF32, less than the loop's
+// half type rounds it). Otherwise the operands go to float32 and the float32 sequence runs with
+// TF32 allowed. Outputs as forward's, float32.
 Forward forward_mixed(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
                       const at::Tensor& h0, const at::Tensor& c0, const Dims& d) {
-  if (!mixed_runs_cublas(input, d)) {
+  const bool cublas = mixed_runs_cublas(input, d);
+  if (!cublas && !mixed_runs_float32_loop(input, d)) {
     return forward(input.to(at::kFloat), weights.to(at::kFloat), bias.to(at::kFloat),
                    as_optional(h0), as_optional(c0), /*tf32_requested=*/true);
   }
@@ -229,9 +244,18 @@ Forward forward_mixed(const at::Tensor& input, const at::Tensor& weights, const 
   at::Tensor output = at::empty({T, B, S}, f32), cells = at::empty({T, B, S}, f32);
   at::Tensor gates = at::empty({T, B, 3 * S}, f32);
   at::Tensor h_n = at::empty({B, S}, f32), c_n = at::empty({B, S}, f32);
+  const at::Tensor b = bias.reshape({3 * S}).to(at::kFloat);
 #ifdef WITH_CUDA
-  sequence_forward_mixed_cuda(input, weights, bias.reshape({3 * S}).to(at::kFloat), h0, c0, output,
-                              h_n, c_n, cells, gates);
+  if (cublas) {
+    sequence_forward_mixed_cuda(input, weights, b, h0, c0, output, h_n, c_n, cells, gates);
+  } else {
+    gemm(input.view({T * B, I}), weights.narrow(1, S, I).t(), gates.view({T * B, 3 * S}), 0, false);
+    // With the projections given, the float32 loop reads of its input only the sizes, device and
+    // dtype: a float32 tensor of those that holds one element.
+    const at::Tensor sizes = at::empty({1, 1, 1}, f32).expand({T, B, I});
+    sequence_forward_cuda(sizes, weights.to(at::kFloat), b, h0, c0, output, h_n, c_n, cells, gates,
+                          /*tf32=*/true, /*projected=*/true);
+  }
 #endif
   return {output, h_n, c_n, cells, gates};
 }
@@ -298,8 +322,9 @@ Backward backward(const at::Tensor& grad_output, const OptionalTensor& grad_h_n_
 
 // Backward of a mixed call, as forward_mixed ran it: on CUDA's cuBLAS path, per step the float32
 // gate kernel, dG_t rounded to the half type, d h_{t-1} = dG_t W_h in half products added up in
-// float32; then d input, d W (half products of dG and [h_{t-1} | x_t], h rounded as forward's
-// products read it) and d b in the half type, d h0 and d c0 in float32. Elsewhere the float32
+// float32; elsewhere on CUDA the float32 time loop (TF32 step products), then dG rounded to the
+// half type. Then d input, d W (half products of dG and [h_{t-1} | x_t], h rounded as the loop's
+// products read it) and d b in the half type, d h0 and d c0 in float32. Otherwise the float32
 // sequence's backward on the operands in float32, its d input, d W and d b rounded to the half
 // type (the dtypes of the arguments they belong to).
 Backward backward_mixed(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
@@ -308,7 +333,8 @@ Backward backward_mixed(const at::Tensor& grad_output, const at::Tensor& grad_h_
                         const at::Tensor& output, const at::Tensor& cells, const at::Tensor& gates,
                         OutputMask mask, const Dims& d) {
   const at::ScalarType half = input.scalar_type();
-  if (!mixed_runs_cublas(input, d)) {
+  const bool cublas = mixed_runs_cublas(input, d);
+  if (!cublas && !mixed_runs_float32_loop(input, d)) {
     auto [d_input, d_weights, d_bias, d_h0, d_c0] = backward(
         grad_output, as_optional(grad_h_n), as_optional(grad_c_n), input.to(at::kFloat),
         weights.to(at::kFloat), bias.to(at::kFloat), as_optional(h0), output, cells, gates, mask,
@@ -327,13 +353,21 @@ Backward backward_mixed(const at::Tensor& grad_output, const at::Tensor& grad_h_
     return {d_input, d_weights, d_bias, d_h0, d_c0};
   }
   const at::TensorOptions f32 = output.options();
-  at::Tensor d_gates = at::empty({T, B, 3 * S}, input.options());  // in the half type
+  at::Tensor d_gates;  // in the half type
   at::Tensor d_h = at::empty({B, S}, f32);
   at::Tensor d_c = at::empty({2, B, S}, f32);
 #ifdef WITH_CUDA
-  sequence_backward_mixed_cuda(grad_output, grad_h_n, grad_c_n, weights,
-                               bias.reshape({3 * S}).to(at::kFloat), cells, gates, d_gates, d_h,
-                               d_c, want_h0);
+  const at::Tensor b = bias.reshape({3 * S}).to(at::kFloat);
+  if (cublas) {
+    d_gates = at::empty({T, B, 3 * S}, input.options());
+    sequence_backward_mixed_cuda(grad_output, grad_h_n, grad_c_n, weights, b, cells, gates, d_gates,
+                                 d_h, d_c, want_h0);
+  } else {
+    const at::Tensor d_gates_f32 = at::empty({T, B, 3 * S}, f32);
+    sequence_backward_cuda(grad_output, grad_h_n, grad_c_n, weights.to(at::kFloat), b, cells, gates,
+                           d_gates_f32, d_h, d_c, want_h0, /*tf32=*/true);
+    d_gates = d_gates_f32.to(half);
+  }
 #endif
   const at::Tensor dg_all = d_gates.view({T * B, 3 * S});
   if (want_input) {
@@ -1032,6 +1066,26 @@ struct AutocastOperands {
   at::Tensor input, weights, bias, h0, c0;
   bool tf32;
 };
+// Whether the autocast kernel's unpacked call on input (T, B, I) with these weights (3S, S + I)
+// and a float32 state is the mixed call: on CUDA's cuBLAS path, or off it where the products
+// outside the time loop pay for the casts (mixed_products_pay).
+bool mixed_call_for_autocast(const at::Tensor& input, const at::Tensor& weights) {
+  if (input.dim() != 3 || weights.dim() != 2 || weights.size(0) % 3 != 0) {
+    return false;
+  }
+  const int64_t S = weights.size(0) / 3;
+  const Dims d{input.size(0), input.size(1), weights.size(1) - S, S};
+  if (mixed_runs_cublas(input, d)) {
+    return true;
+  }
+#ifdef WITH_CUDA
+  return mixed_runs_float32_loop(input, d) &&
+         mixed_products_pay(d.steps, d.batch, d.features, d.state);
+#else
+  return false;
+#endif
+}
+
 // `sequence`: input (T, B, I) of an unpacked call, which may go mixed (below).
 template <c10::DeviceType device>
 std::optional<AutocastOperands> autocast_operands(const at::Tensor& input,
@@ -1048,11 +1102,10 @@ std::optional<AutocastOperands> autocast_operands(const at::Tensor& input,
         autocast::to_lower<device>(bias, lower),  autocast::to_lower<device>(h0, lower),
         autocast::to_lower<device>(c0, lower),    tf32};
   }
-  // A float32 state on CUDA's cuBLAS path: the mixed call (forward_mixed), products in `lower`
-  // on the operands in it, the state float32 (h0 and c0 in it; c0 zeros where both are None, to
-  // say so).
-  if (sequence && input.dim() == 3 && weights.dim() == 2 && weights.size(0) % 3 == 0 &&
-      mixed_runs_cublas(input, Dims{input.size(0), input.size(1), 0, weights.size(0) / 3})) {
+  // A float32 state on CUDA's cuBLAS path, or where the products outside the time loop pay for
+  // their casts: the mixed call (forward_mixed), products in `lower` on the operands in it, the
+  // state float32 (h0 and c0 in it; c0 zeros where both are None, to say so).
+  if (sequence && mixed_call_for_autocast(input, weights)) {
     return AutocastOperands{
         autocast::to_lower<device>(input, lower),
         autocast::to_lower<device>(weights, lower),
@@ -1356,6 +1409,12 @@ std::vector<int64_t> step_graph_counts_or_zeros() {
 #endif
 }
 
+// Whether the autocast kernel's call on input (T, B, I) with these weights and a float32 state is
+// the mixed call (explain's account of its precision).
+bool autocast_takes_mixed(const at::Tensor& input, const at::Tensor& weights) {
+  return mixed_call_for_autocast(input, weights);
+}
+
 double grid_share(const at::Tensor& like, int64_t T, int64_t B, int64_t S, bool tf32_requested) {
   if (!like.is_cuda()) {
     return 1.0;
@@ -1389,6 +1448,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_explain", &lltm_ext::lltm::explain,
         "What a call on input (T, B, I) and weights (3S, S + I) runs, and why (lltm_ext.explain)",
         py::arg("input"), py::arg("weights"), py::arg("bias_grad") = true, py::arg("tf32") = false);
+  m.def("_autocast_mixed", &lltm_ext::lltm::autocast_takes_mixed,
+        "Whether the autocast kernel's call on input (T, B, I) with weights (3S, S + I) and a "
+        "float32 state is the mixed call (products in the autocast dtype)",
+        py::arg("input"), py::arg("weights"));
   m.def("_at_once", &lltm_ext::lltm::at_once,
         "Whether LLTMSequence may run its calls at once (LLTM_EXT_SEQUENCE_AT_ONCE)");
   m.def("_at_once_parts", &lltm_ext::lltm::at_once_parts_setting,

@@ -52,8 +52,13 @@ void sequence_backward_cuda(const at::Tensor& grad_output, const at::Tensor& gra
 // sequence_backward_cuda's but d_gates (T, B, 3S) in the half type (each step's rounded for its
 // product), d_h and d_c float32. mixed_takes_cublas: whether a mixed call of these sizes runs
 // these loops (where float32's plan, TF32 allowed, is the cuBLAS path); else the caller runs the
-// float32 sequence on its operands in float32.
+// float32 sequence's time loop with the products outside it in the half type (lltm_sequence.cpp:
+// forward_mixed). mixed_products_pay: whether the autocast kernel's call for a float32 state
+// elsewhere is the mixed call (the products outside the time loop in the half type: they are large
+// enough to pay for the casts around them), rather than the float32 sequence on the operands
+// rounded to the half type (docs/decisions_sequence.md#mixed-products).
 bool mixed_takes_cublas(int device, int64_t steps, int64_t batch, int64_t state);
+bool mixed_products_pay(int64_t steps, int64_t batch, int64_t features, int64_t state);
 void sequence_forward_mixed_cuda(const at::Tensor& input, const at::Tensor& weights,
                                  const at::Tensor& bias, const at::Tensor& h0, const at::Tensor& c0,
                                  const at::Tensor& output, const at::Tensor& h_n,

@@ -6,6 +6,7 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include <cstdint>
+#include <string>
 
 #include "common/cuda_host.h"
 #include "common/env_setting.h"
@@ -26,6 +27,21 @@ bool mixed_takes_cublas(int device, int64_t steps, int64_t batch, int64_t state)
   const SequencePlan plan = plan_sequence<float>(device, steps, batch, state, /*tf32=*/true);
   return plan.path == SequencePlan::Path::kCublas && plan.forward_gemm.rows == 0 &&
          plan.backward_gemm.rows == 0;
+}
+
+// The least work (multiply-adds of one of the products outside the time loop) at which the
+// autocast kernel's call for a float32 state off the cuBLAS path takes the half products.
+constexpr int64_t kMixedProductsWork = int64_t{1} << 30;
+
+bool mixed_products_pay(int64_t steps, int64_t batch, int64_t features, int64_t state) {
+  const std::string setting = env_choice("LLTM_EXT_SEQUENCE_MIXED");
+  if (setting == "off" || setting == "products") {
+    return setting == "products";
+  }
+  // d W's multiply-adds, T B 3S (S + I), the largest of the products outside the time loop; below
+  // kMixedProductsWork the casts around the half products (a kernel each, forward and backward)
+  // cost more than the products' speed saves.
+  return steps * batch * 3 * state * (state + features) >= kMixedProductsWork;
 }
 
 namespace {
