@@ -1054,12 +1054,13 @@ struct SequenceRounded {
 // The sequence under torch.autocast on `device`: what a Python loop of the pure-PyTorch cell gives
 // there (each step's product in the autocast dtype `lower`; the state in
 // autocast::lltm_state_dtype of c0, or of the input where c0 is None, as the loop's zeros would
-// be). A state in `lower`: the sequence runs in `lower`. A float32 state: the sequence runs in
+// be). A state in `lower`: the sequence runs in `lower`. A float32 state: the mixed call where
+// mixed_call_for_autocast says (input, weights and bias in `lower`), else the sequence runs in
 // float32 on the operands rounded to `lower` (input, weights, bias, h0: the values the loop's
-// products read), and the state and outputs stay float32 as in the loop. Its products run in TF32
-// (`tf32`), which holds `lower`'s values exactly; the later steps' h, which the loop rounds to
-// `lower` for its products, TF32 rounds less (docs/lltm_notes.md, "nn.LSTM's interface, autocast
-// and packed batches"). Anything autocast leaves alone passes through.
+// products read); the state and outputs stay float32 as in the loop. Products in TF32 (`tf32`)
+// hold `lower`'s values exactly; the later steps' h, which the loop rounds to `lower` for its
+// products, TF32 rounds less (docs/lltm_notes.md, "nn.LSTM's interface, autocast and packed
+// batches"). Anything autocast leaves alone passes through.
 // The operands an autocast kernel hands the operator below autocast, by the rule above; none where
 // autocast leaves the call alone (the operator then takes its arguments as they are).
 struct AutocastOperands {
@@ -1070,8 +1071,9 @@ struct AutocastOperands {
 // and a float32 state is the mixed call: on CUDA's cuBLAS path, or off it where the products
 // outside the time loop pay for the casts (mixed_products_pay).
 bool mixed_call_for_autocast(const at::Tensor& input, const at::Tensor& weights) {
-  if (input.dim() != 3 || weights.dim() != 2 || weights.size(0) % 3 != 0) {
-    return false;
+  if (input.dim() != 3 || weights.dim() != 2 || weights.size(0) % 3 != 0 ||
+      weights.size(1) < weights.size(0) / 3) {
+    return false;  // the operator's checks say what is wrong
   }
   const int64_t S = weights.size(0) / 3;
   const Dims d{input.size(0), input.size(1), weights.size(1) - S, S};
