@@ -122,6 +122,10 @@ def _sequence(
     extension = load_extension("lltm_sequence")
     plan = extension._explain(x, weights, bias.requires_grad, tf32 or autocast_tf32)
     mixed = autocast_tf32 and x.is_cuda and extension._autocast_mixed(x, weights)
+    if mixed == "cublas" and lower is not None and plan["path"] != "cublas":
+        # The mixed call on the cuBLAS path where float32's plan is another: the half type's plan
+        # (its rule for that path, and its step products) is what runs.
+        plan = extension._explain(x.to(lower), weights.to(lower), bias.requires_grad, False)
     steps, batch, features = x.shape
     found = Explanation(
         op="lltm_sequence",

@@ -268,9 +268,10 @@ def test_rounded_operands_past_2_31_elements():
 
 
 # Mixed calls: a float32 state with float16 / bfloat16 input, weights and bias. On CUDA where the
-# plan is the cuBLAS path (forced, or a short call) the products run in the half type; elsewhere
-# the float32 time loop runs between half products (input projections, d input, d W); on the CPU
-# the float32 sequence runs on the operands in float32. (device, lower, path setting, (T, B, F, S))
+# plan is the cuBLAS path (forced, a short call, or a small batch past S = 512) the products run in
+# the half type; elsewhere the float32 time loop runs between half products (input projections,
+# d input, d W); on the CPU the float32 sequence runs on the operands in float32.
+# (device, lower, path setting, (T, B, F, S))
 def _cuda_mixed(lower, path, shape, name):
     return pytest.param("cuda", lower, path, shape, id=name, marks=pytest.mark.cuda)
 
@@ -283,6 +284,7 @@ _MIXED = [
     _cuda_mixed(torch.bfloat16, "cublas", (7, 37, 13, 37), "cuda-cublas-odd"),
     _cuda_mixed(torch.float16, "cublas", (5, 41, 9, 45), "cuda-cublas-odd-float16"),
     _cuda_mixed(torch.bfloat16, None, (2, 64, 32, 520), "cuda-short-call"),
+    _cuda_mixed(torch.bfloat16, None, (12, 6, 20, 520), "cuda-half-small-batch-cublas"),
     _cuda_mixed(torch.bfloat16, "small", (9, 5, 12, 24), "cuda-small-float32-loop"),
     _cuda_mixed(torch.float16, "small", (6, 9, 0, 40), "cuda-small-no-input"),
     _cuda_mixed(torch.bfloat16, "tiled", (40, 25, 88, 480), "cuda-tiled-float32-loop"),
@@ -382,9 +384,9 @@ def test_sequence_under_autocast_off_the_cublas_path_runs_mixed_where_set(monkey
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_PATH", "tiled")
     x, weights, bias, h0, c0 = _sequence_operands("cuda", 20, B=24, F=40, S=200, state_scale=1.0)
     ext = load_extension("lltm_sequence")
-    assert not ext._autocast_mixed(x, weights)  # small: the rounded operands pay
+    assert ext._autocast_mixed(x, weights) == ""  # small: the rounded operands pay
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_MIXED", "products")
-    assert ext._autocast_mixed(x, weights)
+    assert ext._autocast_mixed(x, weights) == "loop"
     with torch.autocast("cuda", dtype=lower):
         out, (h_n, c_n) = lltm_ext.lltm_sequence(x, weights, bias, (h0, c0))
         explained = lltm_ext.explain(lltm_ext.lltm_sequence, x, weights, bias, (h0, c0))

@@ -78,7 +78,12 @@ def test_cuda_float32_with_tf32_takes_the_tiled_kernels_in_one_pass(size):
     _ran_contains(asked)
     with torch.autocast("cuda", dtype=torch.bfloat16):
         under_autocast = lltm_ext.explain(lltm_ext.lltm_sequence, *args)
-    assert (under_autocast.path, under_autocast.product) == ("tiled", "tf32"), str(under_autocast)
+    if size[-1] > 512:  # autocast's float32 state there: the half types' cuBLAS path (below)
+        assert under_autocast.path == "cublas", str(under_autocast)
+    else:
+        assert (under_autocast.path, under_autocast.product) == ("tiled", "tf32"), str(
+            under_autocast
+        )
     default = lltm_ext.explain(lltm_ext.lltm_sequence, *args, run=True)
     assert (default.path, default.product) == ("wide", "3xtf32"), str(default)
 
@@ -100,6 +105,37 @@ def test_cuda_half_types_take_the_tiled_kernels_before_the_wide_ones(size):
         lltm_ext.lltm_sequence, *sequence_args(steps, 57, features, state, "cuda", torch.bfloat16)
     )
     assert "half-tiled-before-wide" not in str(wider), str(wider)
+
+
+@CUDA_MARK
+@pytest.mark.parametrize("size", [(30, 2, 16, 520), (30, 16, 8, 640), (30, 39, 8, 1100)], ids=str)
+def test_cuda_half_types_at_small_batches_past_512_take_the_cublas_path(monkeypatch, size):
+    """bfloat16 and float16 at 2 <= B < 40 past S = 512 run every step on cuBLAS's half products
+    (docs/decisions_sequence.md#half-small-batch-cublas), and so does autocast's float32 state (the
+    mixed call, products in bfloat16); B = 1, S = 512, a forced path and LLTM_EXT_SEQUENCE_MID_BATCH
+    =off keep the other kernels."""
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("the tiled kernels need an sm_90 GPU")
+    steps, batch, features, state = size
+    rule = "half-small-batch-cublas"
+    for dtype in (torch.bfloat16, torch.float16):
+        found = lltm_ext.explain(lltm_ext.lltm_sequence, *sequence_args(*size, "cuda", dtype))
+        assert found.path == "cublas" and rule in str(found), str(found)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        mixed = lltm_ext.explain(lltm_ext.lltm_sequence, *sequence_args(*size, "cuda"), run=True)
+    assert mixed.path == "cublas" and rule in str(mixed), str(mixed)
+    assert "products in bfloat16" in mixed.precision, mixed.precision
+    _ran_contains(mixed)
+    for other in ((steps, 1, features, state), (steps, batch, features, 512)):
+        args = sequence_args(*other, "cuda", torch.bfloat16)
+        assert rule not in str(lltm_ext.explain(lltm_ext.lltm_sequence, *args))
+    args = sequence_args(*size, "cuda", torch.bfloat16)
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_MID_BATCH", "off")
+    assert rule not in str(lltm_ext.explain(lltm_ext.lltm_sequence, *args))
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_MID_BATCH", "auto")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_PATH", "tiled")
+    forced = lltm_ext.explain(lltm_ext.lltm_sequence, *args)
+    assert forced.path == "tiled" and rule not in str(forced), str(forced)
 
 
 @CUDA_MARK

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -1411,10 +1412,17 @@ std::vector<int64_t> step_graph_counts_or_zeros() {
 #endif
 }
 
-// Whether the autocast kernel's call on input (T, B, I) with these weights and a float32 state is
-// the mixed call (explain's account of its precision).
-bool autocast_takes_mixed(const at::Tensor& input, const at::Tensor& weights) {
-  return mixed_call_for_autocast(input, weights);
+// How the autocast kernel's call on input (T, B, I) with these weights and a float32 state runs
+// (explain's account of its path and precision): "cublas", the mixed call on the cuBLAS path's
+// loops; "loop", the mixed call's float32 time loop between half products; "", not mixed.
+std::string autocast_takes_mixed(const at::Tensor& input, const at::Tensor& weights) {
+  if (!mixed_call_for_autocast(input, weights)) {
+    return "";
+  }
+  const int64_t S = weights.size(0) / 3;
+  return mixed_runs_cublas(input, Dims{input.size(0), input.size(1), weights.size(1) - S, S})
+             ? "cublas"
+             : "loop";
 }
 
 double grid_share(const at::Tensor& like, int64_t T, int64_t B, int64_t S, bool tf32_requested) {
@@ -1451,8 +1459,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "What a call on input (T, B, I) and weights (3S, S + I) runs, and why (lltm_ext.explain)",
         py::arg("input"), py::arg("weights"), py::arg("bias_grad") = true, py::arg("tf32") = false);
   m.def("_autocast_mixed", &lltm_ext::lltm::autocast_takes_mixed,
-        "Whether the autocast kernel's call on input (T, B, I) with weights (3S, S + I) and a "
-        "float32 state is the mixed call (products in the autocast dtype)",
+        "How the autocast kernel's call on input (T, B, I) with weights (3S, S + I) and a "
+        "float32 state runs: 'cublas' (the mixed call on the cuBLAS path: products in the "
+        "autocast dtype), 'loop' (the mixed call's float32 time loop between such products) or "
+        "'' (not the mixed call)",
         py::arg("input"), py::arg("weights"));
   m.def("_at_once", &lltm_ext::lltm::at_once,
         "Whether LLTMSequence may run its calls at once (LLTM_EXT_SEQUENCE_AT_ONCE)");

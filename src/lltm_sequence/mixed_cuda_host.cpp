@@ -19,14 +19,19 @@
 namespace lltm_ext::lltm {
 
 bool mixed_takes_cublas(int device, int64_t steps, int64_t batch, int64_t state) {
-  // Not where float32's step products are ours (batches up to 32 rows): cuBLAS's half ones were
-  // the slower there (docs/decisions_sequence.md#mixed-products).
   if (env_choice("LLTM_EXT_SEQUENCE_MIXED") == "off") {
     return false;
   }
   const SequencePlan plan = plan_sequence<float>(device, steps, batch, state, /*tf32=*/true);
-  return plan.path == SequencePlan::Path::kCublas && plan.forward_gemm.rows == 0 &&
-         plan.backward_gemm.rows == 0;
+  if (plan.path == SequencePlan::Path::kCublas) {
+    // Not where float32's step products are ours (batches up to 32 rows, such as a call too short
+    // for the other paths): cuBLAS's half ones were the slower there
+    // (docs/decisions_sequence.md#mixed-products).
+    return plan.forward_gemm.rows == 0 && plan.backward_gemm.rows == 0;
+  }
+  // Off it, where the half types' own plan leaves their other kernels for cuBLAS's half products
+  // (docs/decisions_sequence.md#half-small-batch-cublas).
+  return half_small_batch_cublas(batch, state);
 }
 
 // The least work (multiply-adds of one of the products outside the time loop) at which the

@@ -776,6 +776,13 @@ bool mid_batch_steps(int device, int64_t steps, int64_t batch, int64_t state, bo
 
 }  // namespace
 
+bool half_small_batch_cublas(int64_t batch, int64_t state) {
+  // From B = 40 on the mid-batch rule decides (mid_batch_steps); B = 1 was not measured.
+  return batch >= 2 && batch < 40 && state > 512 &&
+         sequence_path_setting() == SequencePath::kAuto &&
+         env_choice("LLTM_EXT_SEQUENCE_MID_BATCH") != "off";
+}
+
 bool input_gemm_tensor(int device, int64_t m, int64_t n, int64_t k) {
   const std::string setting = env_choice("LLTM_EXT_SEQUENCE_INPUT_GEMM");
   if (setting == "cublas" || m == 0 || n == 0 || k == 0) {
@@ -856,6 +863,14 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
       plan_note("cluster, wide, tiled: no (float32 at B = ", batch, ", S = ", state,
                 ": the cuBLAS path with Hopper's step products costs less; "
                 "docs/decisions_sequence.md#step-wgmma-auto)");
+      return take_cublas();
+    }
+    // The half types at small batches past S = 512: the cuBLAS path (half_small_batch_cublas).
+    if (!std::is_same_v<T, float> && !std::is_same_v<T, double> &&
+        half_small_batch_cublas(batch, state)) {
+      plan_note("cluster, wide, tiled: no (a half type at B = ", batch, ", S = ", state,
+                ": every step costs less on cuBLAS's half products; "
+                "docs/decisions_sequence.md#half-small-batch-cublas)");
       return take_cublas();
     }
     // Mid batches at large states: the step kernels or cuBLAS every step (mid_batch_steps).
