@@ -126,6 +126,14 @@ def _sequence(
         # The mixed call on the cuBLAS path where float32's plan is another: the half type's plan
         # (its rule for that path, and its step products) is what runs.
         plan = extension._explain(x.to(lower), weights.to(lower), bias.requires_grad, False)
+    if mixed and lower is not None:
+        # The mixed call's d W: a product in the autocast dtype (float32 sums) of dG rounded to it.
+        plan = {
+            **plan,
+            "weight_gradient": f"cuBLAS's {_dtype_name(lower)} products of dG (rounded to it) "
+            "with h and x, and a column sum",
+            "kernels": [k for k in plan["kernels"] if not k.startswith("weight_grad")],
+        }
     steps, batch, features = x.shape
     found = Explanation(
         op="lltm_sequence",

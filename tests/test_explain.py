@@ -108,12 +108,12 @@ def test_cuda_half_types_take_the_tiled_kernels_before_the_wide_ones(size):
 
 
 @CUDA_MARK
-@pytest.mark.parametrize("size", [(30, 2, 16, 520), (30, 16, 8, 640), (30, 39, 8, 1100)], ids=str)
+@pytest.mark.parametrize("size", [(30, 1, 16, 520), (30, 16, 8, 640), (30, 39, 8, 1100)], ids=str)
 def test_cuda_half_types_at_small_batches_past_512_take_the_cublas_path(monkeypatch, size):
-    """bfloat16 and float16 at 2 <= B < 40 past S = 512 run every step on cuBLAS's half products
+    """bfloat16 and float16 at B < 40 past S = 512 run every step on cuBLAS's half products
     (docs/decisions_sequence.md#half-small-batch-cublas), and so does autocast's float32 state (the
-    mixed call, products in bfloat16); B = 1, S = 512, a forced path and LLTM_EXT_SEQUENCE_MID_BATCH
-    =off keep the other kernels."""
+    mixed call, products in bfloat16, d W too); B = 40 (the mid-batch rule's), S = 512, a call too
+    short for the other kernels, a forced path and LLTM_EXT_SEQUENCE_MID_BATCH=off do not."""
     if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("the tiled kernels need an sm_90 GPU")
     steps, batch, features, state = size
@@ -125,8 +125,10 @@ def test_cuda_half_types_at_small_batches_past_512_take_the_cublas_path(monkeypa
         mixed = lltm_ext.explain(lltm_ext.lltm_sequence, *sequence_args(*size, "cuda"), run=True)
     assert mixed.path == "cublas" and rule in str(mixed), str(mixed)
     assert "products in bfloat16" in mixed.precision, mixed.precision
+    assert "bfloat16" in mixed.weight_gradient, mixed.weight_gradient
     _ran_contains(mixed)
-    for other in ((steps, 1, features, state), (steps, batch, features, 512)):
+    others = ((steps, 40, features, state), (steps, batch, features, 512), (4, batch, 8, state))
+    for other in others:
         args = sequence_args(*other, "cuda", torch.bfloat16)
         assert rule not in str(lltm_ext.explain(lltm_ext.lltm_sequence, *args))
     args = sequence_args(*size, "cuda", torch.bfloat16)

@@ -79,15 +79,16 @@ inline constexpr std::array kSettings = {
         "cuBLAS path, whose set-up costs less than those kernels' (the small-state kernels keep "
         "theirs); unset: 4, and 8 where the batch is at least 256 or the state at least 512; 1: "
         "the cuBLAS path is never taken for shortness."},
-    Setting{"LLTM_EXT_SEQUENCE_MID_BATCH", "lltm_ext.lltm_sequence", Kind::kChoice, "auto|off",
-            "every call",
-            "Whether auto leaves the wide and tiled kernels for cuBLAS's products every step at 40 "
-            "to 128 batch rows and large states (docs/decisions_sequence.md#mid-batch-steps), and "
-            "the half types' (and autocast's float32 state's) cluster, wide and tiled kernels at 2 "
-            "to 39 rows past S = 512 (docs/decisions_sequence.md#half-small-batch-cublas). auto: "
-            "where those rules say; off: never (the wide and tiled kernels where they apply and "
-            "pay, as at other batches), for measuring the rules in a loop of calls, where "
-            "cuBLAS's steps cost the host more."},
+    Setting{
+        "LLTM_EXT_SEQUENCE_MID_BATCH", "lltm_ext.lltm_sequence", Kind::kChoice, "auto|off",
+        "every call",
+        "Whether auto leaves the wide and tiled kernels for cuBLAS's products every step at 40 "
+        "to 128 batch rows and large states (docs/decisions_sequence.md#mid-batch-steps), and "
+        "the half types' (and autocast's float32 state's) cluster, wide and tiled kernels up to "
+        "39 rows past S = 512 (docs/decisions_sequence.md#half-small-batch-cublas). auto: "
+        "where those rules say; off: never (the wide and tiled kernels where they apply and "
+        "pay, as at other batches), for measuring the rules in a loop of calls, where "
+        "cuBLAS's steps cost the host more."},
     Setting{"LLTM_EXT_SEQUENCE_GRAPHS", "lltm_ext.lltm_sequence", Kind::kChoice, "auto|off",
             "every call",
             "Whether the time loops that launch kernels every step (the cuBLAS path and the "

@@ -22,16 +22,16 @@ bool mixed_takes_cublas(int device, int64_t steps, int64_t batch, int64_t state)
   if (env_choice("LLTM_EXT_SEQUENCE_MIXED") == "off") {
     return false;
   }
+  // Where float32's plan is the cuBLAS path with cuBLAS's step products, and where the half
+  // types' plan leaves their other kernels for that path: at small batches past S = 512 cuBLAS's
+  // half step products cost less than float32's TF32 ones, ours (the cluster, wide and tiled
+  // kernels, or the cuBLAS path's own products up to 32 rows) or cuBLAS's
+  // (docs/decisions_sequence.md#half-small-batch-cublas). Not in float32's cuBLAS path's short
+  // calls with our own step products there (docs/decisions_sequence.md#mixed-products).
   const SequencePlan plan = plan_sequence<float>(device, steps, batch, state, /*tf32=*/true);
-  if (plan.path == SequencePlan::Path::kCublas) {
-    // Not where float32's step products are ours (batches up to 32 rows, such as a call too short
-    // for the other paths): cuBLAS's half ones were the slower there
-    // (docs/decisions_sequence.md#mixed-products).
-    return plan.forward_gemm.rows == 0 && plan.backward_gemm.rows == 0;
-  }
-  // Off it, where the half types' own plan leaves their other kernels for cuBLAS's half products
-  // (docs/decisions_sequence.md#half-small-batch-cublas).
-  return half_small_batch_cublas(batch, state);
+  return (plan.path == SequencePlan::Path::kCublas && plan.forward_gemm.rows == 0 &&
+          plan.backward_gemm.rows == 0) ||
+         half_small_batch_cublas(steps, batch, state);
 }
 
 // The least work (multiply-adds of one of the products outside the time loop) at which the

@@ -47,13 +47,13 @@ template <typename T>
 SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t state, bool tf32);
 
 // Whether auto runs the half types' time loop on the cuBLAS path, ahead of the cluster, wide and
-// tiled kernels, at these sizes (at enough steps): small batches (2 <= B < 40) past S = 512, where
-// cuBLAS's half step products and the gate kernels cost less per step than those kernels' steps.
-// A mixed call (float32 state, half products) off the cuBLAS path takes that path there too
-// (mixed_takes_cublas). Never where LLTM_EXT_SEQUENCE_PATH forces a path;
-// LLTM_EXT_SEQUENCE_MID_BATCH=off turns it off with the mid-batch rule. Figures:
+// tiled kernels, at these sizes: calls not short (the short-steps rule) of small batches (B < 40)
+// past S = 512, where cuBLAS's half step products and the gate kernels cost less per step than
+// those kernels' steps. A mixed call (float32 state, half products) takes that path there too,
+// with cuBLAS's half step products (mixed_takes_cublas). Never where LLTM_EXT_SEQUENCE_PATH forces
+// a path; LLTM_EXT_SEQUENCE_MID_BATCH=off turns it off with the mid-batch rule. Figures:
 // docs/decisions_sequence.md#half-small-batch-cublas.
-bool half_small_batch_cublas(int64_t batch, int64_t state);
+bool half_small_batch_cublas(int64_t steps, int64_t batch, int64_t state);
 
 // The share of the GPU (0 to 1) that `plan`'s step kernels for (batch, state) in dtype T hold
 // while they run: their blocks over what the SMs hold at once for the persistent kernels (the

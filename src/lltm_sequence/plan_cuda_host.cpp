@@ -390,6 +390,10 @@ constexpr int64_t kTiledAutoWork = 30720;
 // Calls of fewer steps take the cuBLAS path, twice as many at large batches or states
 // (plan_sequence; LLTM_EXT_SEQUENCE_SHORT_STEPS).
 constexpr int64_t kShortSteps = 4;
+int64_t short_steps(int64_t batch, int64_t state) {
+  const int forced = env_number("LLTM_EXT_SEQUENCE_SHORT_STEPS");
+  return forced > 0 ? forced : batch >= 256 || state >= 512 ? 2 * kShortSteps : kShortSteps;
+}
 struct TiledPlan {
   TiledShape shape;  // mt = 0: the tiled kernels do not run
   Product product;
@@ -776,9 +780,10 @@ bool mid_batch_steps(int device, int64_t steps, int64_t batch, int64_t state, bo
 
 }  // namespace
 
-bool half_small_batch_cublas(int64_t batch, int64_t state) {
-  // From B = 40 on the mid-batch rule decides (mid_batch_steps); B = 1 was not measured.
-  return batch >= 2 && batch < 40 && state > 512 &&
+bool half_small_batch_cublas(int64_t steps, int64_t batch, int64_t state) {
+  // From B = 40 on the mid-batch rule decides (mid_batch_steps); shorter calls take the cuBLAS
+  // path anyway (a mixed call there keeps float32's own step products where they are ours).
+  return steps >= short_steps(batch, state) && batch >= 1 && batch < 40 && state > 512 &&
          sequence_path_setting() == SequencePath::kAuto &&
          env_choice("LLTM_EXT_SEQUENCE_MID_BATCH") != "off";
 }
@@ -845,13 +850,10 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
     // more than their steps save over cuBLAS's below kShortSteps steps, and below twice that at
     // large batches or states, where cuBLAS's step gains on theirs; such calls are mostly a packed
     // batch's stretches of one batch. Figures: docs/decisions_sequence.md#short-steps.
-    const int forced_short = env_number("LLTM_EXT_SEQUENCE_SHORT_STEPS");
-    const int64_t short_steps = forced_short > 0               ? forced_short
-                                : batch >= 256 || state >= 512 ? 2 * kShortSteps
-                                                               : kShortSteps;
-    if (sequence_path_setting() == SequencePath::kAuto && state > 0 && steps < short_steps) {
+    const int64_t fewest = short_steps(batch, state);
+    if (sequence_path_setting() == SequencePath::kAuto && state > 0 && steps < fewest) {
       plan_note(
-          "cluster, wide, tiled, steps: no (", steps, " steps, fewer than ", short_steps,
+          "cluster, wide, tiled, steps: no (", steps, " steps, fewer than ", fewest,
           ": their set-up costs more than the steps save; docs/decisions_sequence.md#short-steps)");
       return take_cublas();
     }
@@ -867,7 +869,7 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
     }
     // The half types at small batches past S = 512: the cuBLAS path (half_small_batch_cublas).
     if (!std::is_same_v<T, float> && !std::is_same_v<T, double> &&
-        half_small_batch_cublas(batch, state)) {
+        half_small_batch_cublas(steps, batch, state)) {
       plan_note("cluster, wide, tiled: no (a half type at B = ", batch, ", S = ", state,
                 ": every step costs less on cuBLAS's half products; "
                 "docs/decisions_sequence.md#half-small-batch-cublas)");
