@@ -123,7 +123,12 @@ def test_cuda_half_types_at_small_batches_past_512_take_the_cublas_path(monkeypa
         assert found.path == "cublas" and rule in str(found), str(found)
     with torch.autocast("cuda", dtype=torch.bfloat16):
         mixed = lltm_ext.explain(lltm_ext.lltm_sequence, *sequence_args(*size, "cuda"), run=True)
-    assert mixed.path == "cublas" and rule in str(mixed), str(mixed)
+    assert mixed.path == "cublas", str(mixed)
+    # The rule is named where float32's plan (TF32 allowed) is another path; where that plan is the
+    # cuBLAS path already (S = 1100, past the wide kernels' states), its notes are float32's.
+    plain = lltm_ext.explain(lltm_ext.lltm_sequence, *sequence_args(*size, "cuda"), tf32=True)
+    if plain.path != "cublas":
+        assert rule in str(mixed), str(mixed)
     assert "products in bfloat16" in mixed.precision, mixed.precision
     assert "bfloat16" in mixed.weight_gradient, mixed.weight_gradient
     _ran_contains(mixed)
