@@ -48,7 +48,10 @@ def test_every_block_names_a_known_machine_and_view():
 def test_a_results_file_says_how_it_was_made(path):
     data = json.loads(path.read_text())
     assert data["machine"] == path.stem and path.stem in results.MACHINES
-    assert data["command"].startswith(results.run_command(path.stem))
+    # The command that measures again what the file holds (each part names its own command).
+    assert data["command"] == results.file_command(path.stem, results.part_names(data))
+    for part in [data.get("bench"), data.get("linear"), *data.get("sweeps", {}).values()]:
+        assert part is None or part["command"].startswith("lltm-ext bench ")
     assert data["date"] and data["versions"]["torch"] and data["hardware"]
     build = data["build"]
     assert len(build["git_commit"]) == 40 and build["lltm_ext"]
@@ -161,11 +164,21 @@ def test_merging_parts_of_an_earlier_build():
     third = results.merge_parts(second, doc(c, "d3"), ["bench"])
     mark_b = {"git_commit": b, "lltm_ext": "0.1", "date": "d2"}
     assert third["part_builds"] == {"sweep:seq": mark_a, "linear": mark_b, "sweep:gemm": mark_b}
-    assert third["command"] == "run a; run b; run c"
     # More parts of the same build: nothing marked but what was already older.
     same = results.merge_parts(third, doc(c, "d3"), ["linear"])
     assert same["part_builds"] == {"sweep:seq": mark_a, "sweep:gemm": mark_b}
-    assert same["command"] == "run a; run b; run c"  # a command run again is named once
+
+
+def test_the_file_command_names_the_parts_a_file_holds():
+    """A results file's command is the one that measures again what it holds: the whole plan's
+    where it holds every part (however many runs and builds wrote them), else its parts in the
+    plan's order; not the history of the runs that wrote it."""
+    whole = [p["part"] for p in results.PLANS["cuda"]]
+    assert results.file_command("h200", whole) == results.run_command("h200")
+    assert results.file_command("h200", list(reversed(whole))) == results.run_command("h200")
+    some = results.file_command("h200", ["accuracy", "sweep:lltm_sequence", "bench"])
+    assert some == results.run_command("h200") + " --parts bench,sweep:lltm_sequence,accuracy"
+    assert results.file_command("cpu", ["linear"]) == results.run_command("cpu") + " --parts linear"
 
 
 def test_a_part_not_in_the_plan_is_an_error(tmp_path, capsys):

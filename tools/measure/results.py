@@ -141,6 +141,17 @@ def run_command(machine: str) -> str:
     return f"python tools/measure/results.py run --machine {machine}"
 
 
+def file_command(machine: str, held: list[str]) -> str:
+    """The command that measures again the parts `held` of `machine`'s results file (its
+    top-level ``command``): run_command(machine) where the file holds the whole plan, else with
+    ``--parts`` naming those it holds, in the plan's order. Each part keeps the command that timed
+    it (its ``command``) and, where that was an earlier build, the build (``part_builds``)."""
+    plan = [p["part"] for p in PLANS[MACHINES[machine]["device"]]]
+    if set(plan) <= set(held):
+        return run_command(machine)
+    return f"{run_command(machine)} --parts {','.join(p for p in plan if p in held)}"
+
+
 def results_path(machine: str) -> Path:
     return RESULTS / f"{machine}.json"
 
@@ -271,14 +282,7 @@ def merge_parts(old: dict[str, Any], doc: dict[str, Any], running: list[str]) ->
     merged = {**doc, **kept, "seconds": {**old.get("seconds", {})}}
     if builds:
         merged["part_builds"] = builds
-    merged["command"] = merged_commands(old["command"], doc["command"])
     return merged
-
-
-def merged_commands(old: str, new: str) -> str:
-    """The commands that wrote a results file, "; "-separated, each once (in the order first run):
-    a part measured again repeats its command, which the docs need not repeat."""
-    return "; ".join(dict.fromkeys([*old.split("; "), *new.split("; ")]))
 
 
 def run(
@@ -316,9 +320,7 @@ def run(
     doc: dict[str, Any] = {
         "machine": machine,
         "what": MACHINES[machine]["what"],
-        "command": run_command(machine)
-        + (f" --parts {','.join(parts)}" if parts is not None else "")
-        + (" --keep-older" if keep_older and parts is not None else ""),
+        "command": run_command(machine),  # file_command of the parts held, at each write
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "build": build,
         "hardware": {
@@ -356,6 +358,7 @@ def run(
         else:
             doc[name] = result
         doc["seconds"][name] = round(time.perf_counter() - t0, 1)
+        doc["command"] = file_command(machine, part_names(doc))
         with open(out, "w") as f:  # after each part: a run stopped early keeps what it measured
             json.dump(_round(doc), f, indent=1)
             f.write("\n")
@@ -396,7 +399,7 @@ def import_part(machine: str, part: str, path: Path, out: Path, commit: str) -> 
         doc.setdefault("sweeps", {})[part.split(":", 1)[1]] = record
     else:  # bench, linear: a key of their own, as `run` stores them
         doc[part] = record
-    doc["command"] += f"; lltm-ext {' '.join(argv)} (imported as {part})"
+    doc["command"] = file_command(machine, part_names(doc))
     with open(out, "w") as f:
         json.dump(_round(doc), f, indent=1)
         f.write("\n")
