@@ -7,11 +7,11 @@ before each call, CUDA events), medians. For choosing a planner rule: the sweep 
     python benchmarks/sequence_paths.py --shapes 1190x111x216x1156,135x508x4x529 \\
         --paths auto,cublas,tiled,tiled:tiles=4:cols=16 --dtypes float32,bfloat16 --json out.json
 
-A path is LLTM_EXT_SEQUENCE_PATH's value, optionally with :tiles=N, :cols=N (the tiled kernels'
-LLTM_EXT_SEQUENCE_TILED_TILES / _COLS), :wcols=N (LLTM_EXT_SEQUENCE_WIDE_COLS) or :product=P
-(LLTM_EXT_SEQUENCE_PRODUCT, e.g. cluster:product=simt), :gemm=G, :splits=N and :pad=off (the cuBLAS
-path's step products, LLTM_EXT_SEQUENCE_STEP_GEMM / _STEP_SPLITS / _STEP_PAD, e.g.
-cublas:gemm=tensor:splits=4), :blocks=N and :rows=N (the cluster kernels'
+A path is LLTM_EXT_SEQUENCE_PATH's value, optionally with :tiles=N, :cols=N, :stages=N (the tiled
+kernels' LLTM_EXT_SEQUENCE_TILED_TILES / _COLS / _STAGES), :wcols=N (LLTM_EXT_SEQUENCE_WIDE_COLS)
+or :product=P (LLTM_EXT_SEQUENCE_PRODUCT, e.g. cluster:product=simt), :gemm=G, :splits=N and
+:pad=off (the cuBLAS path's step products, LLTM_EXT_SEQUENCE_STEP_GEMM / _STEP_SPLITS /
+_STEP_PAD, e.g. cublas:gemm=tensor:splits=4), :blocks=N and :rows=N (the cluster kernels'
 LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS / _ROWS), :srows=N (LLTM_EXT_SEQUENCE_SMALL_ROWS), :short=N
 (LLTM_EXT_SEQUENCE_SHORT_STEPS, e.g. auto:short=1), :mid=off (LLTM_EXT_SEQUENCE_MID_BATCH),
 :graphs=off (LLTM_EXT_SEQUENCE_GRAPHS: the per-step loops launched step by step) or
@@ -56,6 +56,7 @@ from lltm_ext.cli.sweep import _CudaLoopSampler, _CudaSampler, _matmul_precision
 KNOBS = {
     "tiles": "LLTM_EXT_SEQUENCE_TILED_TILES",
     "cols": "LLTM_EXT_SEQUENCE_TILED_COLS",
+    "stages": "LLTM_EXT_SEQUENCE_TILED_STAGES",
     "wcols": "LLTM_EXT_SEQUENCE_WIDE_COLS",
     "product": "LLTM_EXT_SEQUENCE_PRODUCT",
     "gemm": "LLTM_EXT_SEQUENCE_STEP_GEMM",

@@ -888,14 +888,16 @@ def test_cuda_wide_path_refuses_what_it_cannot_run(monkeypatch):
             _ops.lltm_sequence(*args)
 
 
-def tiled_path(monkeypatch, tiles="", cols=""):
+def tiled_path(monkeypatch, tiles="", cols="", stages=""):
     """The tiled kernels forced (LLTM_EXT_SEQUENCE_PATH=tiled; sm_90 only), their tile restricted
-    to `tiles` m-tiles of 16 rows and `cols` state columns where given."""
+    to `tiles` m-tiles of 16 rows, `cols` state columns and `stages` stages of x's ring where
+    given."""
     if torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("the tiled kernels need an sm_90 GPU")
     sequence_path(monkeypatch, "tiled")
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_TILED_TILES", tiles)
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_TILED_COLS", cols)
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_TILED_STAGES", stages)
 
 
 # (T, B, I, S, m-tiles, columns) for the tiled kernels ("": the planner's choice): S = 4 (one block
@@ -926,6 +928,22 @@ def test_cuda_tiled_kernels(monkeypatch, dtype, size):
     torch's default: three TF32 passes; the half types in one)."""
     tiled_path(monkeypatch, size[4], size[5])
     check_against_reference(size[:4], "cuda", dtype)
+
+
+# (T, B, I, S, m-tiles) at each depth of x's ring: K = S forward, 3S backward in chunks of 256 / mt
+# k, so S = 640 at one m-tile is 3 chunks forward, 8 backward (every chunk in flight at once from
+# 9 stages: 8 is the most, one fewer); S = 261 at two m-tiles ends both ways in a partial chunk.
+@pytest.mark.cuda
+@pytest.mark.parametrize("stages", ["2", "3", "4", "5", "6", "8"])
+@pytest.mark.parametrize("size", [(3, 16, 5, 640, "1"), (2, 20, 3, 261, "2")], ids=str)
+def test_cuda_tiled_kernels_at_each_ring_depth(monkeypatch, size, stages):
+    """The tiled kernels with each number of stages of x's ring, bfloat16 and float32, against the
+    float64 loop; the explanation names the stages that ran."""
+    tiled_path(monkeypatch, size[4], "", stages)
+    for dtype in (torch.bfloat16, torch.float32):
+        check_against_reference(size[:4], "cuda", dtype)
+    x, w, b = (a.detach() for a in make_args(*size[:4], "cuda", torch.bfloat16)[:3])
+    assert f"{stages} cp.async stages" in str(lltm_ext.explain("lltm_sequence", x, w, b))
 
 
 @pytest.mark.cuda

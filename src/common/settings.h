@@ -143,6 +143,10 @@ inline constexpr std::array kSettings = {
             "every call",
             "State columns of the tiled kernels' tile; unset: the planner's. For tests and "
             "measurements."},
+    Setting{"LLTM_EXT_SEQUENCE_TILED_STAGES", "lltm_ext.lltm_sequence", Kind::kNumber, "2..8",
+            "every call",
+            "Stages of the tiled kernels' ring of x (chunks of 256 / m-tiles k in flight: one "
+            "less); unset: the planner's. For tests and measurements."},
     // ---- lltm_sequence: the cuBLAS path's step products, the weight gradients ----
     Setting{"LLTM_EXT_SEQUENCE_STEP_GEMM", "lltm_ext.lltm_sequence", Kind::kChoice,
             "auto|cublas|own|tensor|wgmma", "every call",

@@ -384,7 +384,7 @@ WidePlan wide_plan(int device, int64_t batch, int64_t state, bool tf32) {
 // more m-tiles, the smaller the largest state at which the tiled kernels still won (eight never
 // did): kTiledAutoWork sits between, with one shape on the wrong side; bfloat16 the same way.
 // Figures: docs/decisions_sequence.md#tiled-rule.
-// LLTM_EXT_SEQUENCE_TILED_TILES and LLTM_EXT_SEQUENCE_TILED_COLS (settings.h) restrict the tile;
+// LLTM_EXT_SEQUENCE_TILED_TILES, _COLS and _STAGES (settings.h) restrict the tile;
 // forced (LLTM_EXT_SEQUENCE_PATH=tiled), the kernels run wherever they apply.
 constexpr int64_t kTiledAutoWork = 30720;
 // Calls of fewer steps take the cuBLAS path, twice as many at large batches or states
@@ -416,6 +416,7 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
   });
   const int only_mt = env_number("LLTM_EXT_SEQUENCE_TILED_TILES");
   const int only_cols = env_number("LLTM_EXT_SEQUENCE_TILED_COLS");
+  const int only_stages = env_number("LLTM_EXT_SEQUENCE_TILED_STAGES");
   const Product product =
       loaded ? sequence_product(c10::CppTypeToScalarType<T>::value, tf32, batch, true)
              : Product::kSimt;
@@ -426,7 +427,8 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
       TiledShape shape;
       bool shared = false;  // planned for a share of the SMs (kTiledSharedWork's bound)
     };
-    static std::map<std::tuple<int, int64_t, int64_t, Product, int, int, int, bool>, SharedTile>
+    static std::map<std::tuple<int, int64_t, int64_t, Product, int, int, int, int, bool>,
+                    SharedTile>
         shapes;
     // The choice depends on the batch through its m-tiles only. On a stream where LLTMSequence
     // runs calls at once (mark_at_once_stream: the GPU shared by `parts` calls), batches of at
@@ -442,8 +444,8 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
     const int64_t m_tiles = (batch + 15) / 16;
     const int parts = m_tiles <= kSharedMaxTiles ? at_once_parts(device) : 0;
     const std::lock_guard<std::mutex> lock(mutex);
-    const auto key = std::make_tuple(device, m_tiles, state, product, only_mt, only_cols, parts,
-                                     setting == SequencePath::kAuto);
+    const auto key = std::make_tuple(device, m_tiles, state, product, only_mt, only_cols,
+                                     only_stages, parts, setting == SequencePath::kAuto);
     auto it = shapes.find(key);
     if (it == shapes.end()) {
       SharedTile s{};
@@ -451,7 +453,7 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
       for (int p = parts; p >= 2 && s.shape.mt == 0; --p) {
         C10_CUDA_CHECK(tiled_step_shape<T>(batch, state, sms / p,
                                            cuda::device_limits(device).smem_optin, product, only_mt,
-                                           only_cols, &s.shape));
+                                           only_cols, only_stages, &s.shape));
         s.shared = s.shape.mt > 0;
         if (setting == SequencePath::kAuto && 16 * s.shape.mt * state > kTiledSharedWork) {
           s = SharedTile{};  // past the shared bound: a larger share's tile instead
@@ -460,7 +462,7 @@ TiledPlan tiled_plan(int device, int64_t batch, int64_t state, bool tf32) {
       if (s.shape.mt == 0) {
         C10_CUDA_CHECK(tiled_step_shape<T>(batch, state, sms,
                                            cuda::device_limits(device).smem_optin, product, only_mt,
-                                           only_cols, &s.shape));
+                                           only_cols, only_stages, &s.shape));
       }
       it = shapes.emplace(key, s).first;
     }

@@ -107,20 +107,22 @@ cudaError_t launch_wide_backward(T* d_gates, const T* w, int64_t ld, const T* gr
 // zeroes them, on `stream`). tiled_step_shape: on the current device, the tile (m-tiles, columns
 // and cp.async stages) whose grid of at most one block per SM fits the state's slice in max_smem
 // per block, the cheapest by the step's estimated cost; mt = 0 where none fits (or the dtype, the
-// product or the state does not qualify); only_mt / only_cols (non-zero) restrict the choice to
-// those, for tests and measurements. tiled_image_loaded: whether the device runs the kernels' sm_90
-// code.
+// product or the state does not qualify); only_mt / only_cols / only_stages (non-zero) restrict
+// the choice to those, for tests and measurements. tiled_image_loaded: whether the device runs the
+// kernels' sm_90 code.
 constexpr int64_t kTiledMaxState = 4096;
+constexpr int kTiledMaxStages = 8;
 struct TiledShape {
   int mt = 0;      // m-tiles of 16 batch rows per block: 1, 2, 4 or 8 (0: none)
   int cols = 0;    // state columns per block
-  int stages = 0;  // cp.async stages of x in flight: 2 or 3
+  int stages = 0;  // cp.async stages of x's ring: 2 .. kTiledMaxStages (one less in flight)
 };
 template <typename T>
 cudaError_t tiled_image_loaded(bool* loaded);
 template <typename T>
 cudaError_t tiled_step_shape(int64_t batch, int64_t state, int sm_count, int max_smem,
-                             Product product, int only_mt, int only_cols, TiledShape* shape);
+                             Product product, int only_mt, int only_cols, int only_stages,
+                             TiledShape* shape);
 int64_t tiled_flag_count(int64_t batch, int64_t state, const TiledShape& shape);
 int64_t tiled_x_ld(int64_t state, bool backward);
 template <typename T>

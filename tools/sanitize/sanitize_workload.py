@@ -326,8 +326,8 @@ def run_lltm_sequence(
     if DEVICE == "cuda" and dtype != torch.float64:
         paths.append("small")
     if DEVICE == "cuda" and torch.cuda.get_device_capability() == (9, 0):
-        if dtype != torch.float64:  # the tiled kernels: the planner's tile, and one m-tile a block
-            paths += ["tiled", "tiled-1"]
+        if dtype != torch.float64:  # the tiled kernels: the planner's tile, one m-tile a block,
+            paths += ["tiled", "tiled-1", "tiled-ring6"]  # and a ring of x six stages deep
     if DEVICE == "cuda" and torch.cuda.get_device_capability() >= (9, 0):
         paths += ["cluster", "cluster-simt"]
     if only:  # --sequence-paths: these of the paths that apply
@@ -338,6 +338,7 @@ def run_lltm_sequence(
         "LLTM_EXT_SEQUENCE_CLUSTER_ROWS",
         "LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS",
         "LLTM_EXT_SEQUENCE_TILED_TILES",
+        "LLTM_EXT_SEQUENCE_TILED_STAGES",
         "LLTM_EXT_SEQUENCE_STEP_GEMM",
         "LLTM_EXT_SEQUENCE_INPUT_GEMM",
     )
@@ -347,8 +348,10 @@ def run_lltm_sequence(
         for path in paths:
             base, _, product = path.partition("-")
             os.environ["LLTM_EXT_SEQUENCE_PATH"] = base
-            # "tiled-1": the tiled kernels' tile held to one m-tile (more rows of blocks)
-            os.environ["LLTM_EXT_SEQUENCE_TILED_TILES"] = product if base == "tiled" else ""
+            # "tiled-1": the tiled kernels' tile held to one m-tile (more rows of blocks);
+            # "tiled-ring6": six stages of x's ring (every chunk of K <= 1280 in flight at once)
+            os.environ["LLTM_EXT_SEQUENCE_TILED_TILES"] = product if path == "tiled-1" else ""
+            os.environ["LLTM_EXT_SEQUENCE_TILED_STAGES"] = "6" if path == "tiled-ring6" else ""
             os.environ["LLTM_EXT_SEQUENCE_STEP_GEMM"] = product if base == "cublas" else ""
             # The products over all steps (x W_i^T, dG W_i) on the same Hopper kernel.
             os.environ["LLTM_EXT_SEQUENCE_INPUT_GEMM"] = "tensor" if path == "cublas-wgmma" else ""
@@ -369,6 +372,7 @@ def run_lltm_sequence(
             for path in [p for p in paths if p in ("wide", "cluster", "tiled")]:
                 os.environ["LLTM_EXT_SEQUENCE_PATH"] = path
                 os.environ["LLTM_EXT_SEQUENCE_TILED_TILES"] = ""
+                os.environ["LLTM_EXT_SEQUENCE_TILED_STAGES"] = ""
                 os.environ["LLTM_EXT_SEQUENCE_CLUSTER_ROWS"] = "16" if path == "cluster" else ""
                 os.environ["LLTM_EXT_SEQUENCE_CLUSTER_BLOCKS"] = ""
                 run(dtype, path + "-tf32")

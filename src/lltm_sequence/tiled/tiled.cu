@@ -67,7 +67,8 @@ cudaError_t tiled_image_loaded(bool* loaded) {
 
 template <typename T>
 cudaError_t tiled_step_shape(int64_t batch, int64_t state, int sm_count, int max_smem,
-                             Product product, int only_mt, int only_cols, TiledShape* shape) {
+                             Product product, int only_mt, int only_cols, int only_stages,
+                             TiledShape* shape) {
   *shape = TiledShape{};
   if (batch < 1 || state < 1 || state > kTiledMaxState || product == Product::kSimt) {
     return cudaSuccess;
@@ -113,7 +114,9 @@ cudaError_t tiled_step_shape(int64_t batch, int64_t state, int sm_count, int max
           16 * mt * cols > kTiledElements * kTiledThreads) {
         continue;
       }
-      for (const int stages : {3, 2}) {
+      // three stages where they fit, else two (only_stages alone where given)
+      const int most = only_stages != 0 ? only_stages : 3, least = only_stages != 0 ? most : 2;
+      for (int stages = most; stages >= least; --stages) {
         const TiledShape s{mt, cols, stages};
         const dim3 grid = tiled_grid(batch, state, s);
         const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y;
@@ -129,7 +132,7 @@ cudaError_t tiled_step_shape(int64_t batch, int64_t state, int sm_count, int max
           best_cost = cost;
           best_blocks = blocks;
         }
-        break;  // three stages where they fit, else two
+        break;
       }
     }
   }
@@ -200,7 +203,7 @@ cudaError_t launch_tiled_backward(T* d_gates, const T* w, int64_t ld, const T* g
 
 #define LLTM_EXT_INSTANTIATE(T)                                                                   \
   template cudaError_t tiled_image_loaded<T>(bool*);                                              \
-  template cudaError_t tiled_step_shape<T>(int64_t, int64_t, int, int, Product, int, int,         \
+  template cudaError_t tiled_step_shape<T>(int64_t, int64_t, int, int, Product, int, int, int,    \
                                            TiledShape*);                                          \
   template cudaError_t launch_tiled_forward<T>(T*, const T*, const T*, const T*, int64_t, T*, T*, \
                                                float*, unsigned int*, int64_t, int64_t, int64_t,  \

@@ -84,14 +84,37 @@ __device__ __forceinline__ void tiled_commit() {
   asm volatile("cp.async.commit_group;\n" ::);
 }
 
-// Until at most `pending` (0, 1 or 2) of this thread's copy groups are still in flight.
+template <int N>
+__device__ __forceinline__ void tiled_wait_group() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Until at most `pending` (0 .. kTiledMaxStages - 2) of this thread's copy groups are still in
+// flight.
 __device__ __forceinline__ void tiled_wait(int pending) {
-  if (pending >= 2) {
-    asm volatile("cp.async.wait_group 2;\n" ::: "memory");
-  } else if (pending == 1) {
-    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-  } else {
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  static_assert(kTiledMaxStages == 8, "a case per pending count");
+  switch (pending) {
+    case 6:
+      tiled_wait_group<6>();
+      break;
+    case 5:
+      tiled_wait_group<5>();
+      break;
+    case 4:
+      tiled_wait_group<4>();
+      break;
+    case 3:
+      tiled_wait_group<3>();
+      break;
+    case 2:
+      tiled_wait_group<2>();
+      break;
+    case 1:
+      tiled_wait_group<1>();
+      break;
+    default:
+      tiled_wait_group<0>();
+      break;
   }
 }
 
