@@ -16,15 +16,18 @@ namespace lltm_ext::lltm {
 // step k's x raises its own to k (arrive); a block about to read step k's x waits until every
 // counter of its row has reached k (wait: thread i polls block i's, all in parallel). Unlike a
 // grid barrier, no block waits for other rows, and no counter takes more than one writer.
-// Ordering as cooperative_groups' grid barrier: the block's barrier, then a device-scope fence
-// and a release store by one thread; the waiting threads poll with relaxed loads (an acquire load
-// per poll would order, and may invalidate L1, on every round) and, once they see the count, one
-// acquire fence (PTX's acquire pattern: a strong read, then fence.acq_rel), then the block's
-// barrier. The step counts wrap at 2^32: they are compared by their difference.
+// Ordering: the block's barrier (every thread's writes of the step ordered before thread 0's
+// next operation, at block scope), then one release store by thread 0 at device scope; PTX's
+// causality order is transitive, so the release carries the whole block's writes. No sequentially
+// consistent __threadfence before it: a second, heavier fence on every step's critical path
+// (lltm_sequence_kernels.md#the-persistent-kernels-step).
+// The waiting threads poll with relaxed loads (an acquire load per poll would order, and may
+// invalidate L1, on every round) and, once they see the count, one acquire fence (PTX's acquire
+// pattern: a strong read, then fence.acq_rel), then the block's barrier. The step counts wrap at
+// 2^32: they are compared by their difference.
 __device__ __forceinline__ void row_arrive(unsigned int* flags, unsigned int k) {
   __syncthreads();  // this block's writes of the step are done
   if (threadIdx.x == 0) {
-    __threadfence();
     unsigned int* own = flags + static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x;
     asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(own), "r"(k) : "memory");
   }

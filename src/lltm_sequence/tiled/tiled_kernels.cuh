@@ -118,6 +118,11 @@ __device__ __forceinline__ void tiled_wait(int pending) {
   }
 }
 
+// log2 of the tile's m-tiles (1, 2, 4 or 8): their multiples and quotients as shifts.
+__device__ __forceinline__ int tiled_mt_log(int mt) {
+  return mt == 8 ? 3 : mt == 4 ? 2 : mt == 2 ? 1 : 0;
+}
+
 // A step's product for this block: the parts' sums of out[r][o] = sum_k x[r][k] w[o][k] into
 // `sums` ([8 / mt][16 mt][ps], over the ring `region`) for rows r < rows of x (xbuf rows of stride
 // xld, zeros past K; rows past `rows` read as zeros) and the slice's n_out outputs (w: stride ws,
@@ -131,17 +136,18 @@ __device__ __forceinline__ void tiled_product(const float* x, int64_t xld, int r
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, t = lane % 4;
   // mt is a power of two: so are the chunk and its pieces per row (shifts, not divisions)
-  const int mt_log = mt == 8 ? 3 : mt == 4 ? 2 : mt == 2 ? 1 : 0;
-  const int kc = kTiledChunk >> mt_log, xs = kc + 4, stage = tiled_stage_floats(mt);
-  const int quads_log = 6 - mt_log;  // kc / 4 pieces of four k a row
-  const int mw = warp % mt, kp = warp / mt, n_tiles = (n_out + 7) / 8;
-  const int chunks = (K + kc - 1) / kc;
+  const int mt_log = tiled_mt_log(mt);
+  const int kc_log = 8 - mt_log, kc = 1 << kc_log, xs = kc + 4, stage = 16 * mt * xs;
+  static_assert(kTiledChunk == 1 << 8, "kc = kTiledChunk / mt = 2^kc_log");
+  const int quads_log = kc_log - 2;  // kc / 4 pieces of four k a row
+  const int mw = warp & (mt - 1), kp = warp >> mt_log, n_tiles = (n_out + 7) / 8;
+  const int chunks = (K + kc - 1) >> kc_log;
   const uint32_t ring = tiled_shared_address(region);
-  // Chunk c into slot c % stages: 16 mt rows x kc / 4 pieces of 16 bytes, 1024 in all, four a
-  // thread; pieces past the rows or the row stride (K rounded up to 4) are zero-filled.
-  const auto issue = [&](int c) {
+  // Chunk c into `slot` (c % stages, counted along, not divided): 16 mt rows x kc / 4 pieces of 16
+  // bytes, 1024 in all, four a thread; pieces past the rows or the row stride (K rounded up to 4)
+  // are zero-filled.
+  const auto issue = [&](int c, int slot) {
     if (c < chunks) {
-      const int slot = c % stages;
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int p = tid + i * kTiledThreads, r = p >> quads_log, q = p & ((1 << quads_log) - 1);
@@ -160,17 +166,21 @@ __device__ __forceinline__ void tiled_product(const float* x, int64_t xld, int r
   }
   const int a_off = (mw * 16 + g) * xs + t;
   for (int c = 0; c < stages - 1; ++c) {
-    issue(c);
+    issue(c, c);
   }
+  // chunk c's slot, and the slot that chunk c - 1 was read from (chunk c + stages - 1's)
+  int slot = 0, freed = stages - 1;
   for (int c = 0; c < chunks; ++c) {
     tiled_wait(stages - 2);  // chunk c has landed (this thread's copies) ...
-    __syncthreads();         // ... everyone's; and slot (c - 1) % stages is read by all
-    issue(c + stages - 1);
+    __syncthreads();         // ... everyone's; and slot `freed` is read by all
+    issue(c + stages - 1, freed);
     // This warp's four k steps of the chunk: their A fragments first (zeros past K), then, n-tile
     // by n-tile, four independent chains of mma (each k step's sums from zero), added to acc on
     // the SIMT cores: the four chains hide each other's latency (an n-tile's chains behind a
     // run-time bound cannot interleave with the next n-tile's).
-    const float* st = region + (c % stages) * stage + a_off;
+    const float* st = region + slot * stage + a_off;
+    freed = slot;
+    slot = slot + 1 == stages ? 0 : slot + 1;
     const int k0 = c * kc + kp * 32;
     uint32_t a_big[kMmaChains][4], a_small[kMmaChains][4];
 #pragma unroll
@@ -211,12 +221,13 @@ __device__ __forceinline__ void tiled_product(const float* x, int64_t xld, int r
   __syncthreads();
 }
 
-// Output o of tile row r: the sum of the 8 / mt parts (region as tiled_product left it).
-__device__ __forceinline__ float tiled_sum(const float* sums, int ps, int mt, int r, int o) {
+// Output o of tile row r: the sum of the 8 / mt parts (region as tiled_product left it); mt =
+// 2^mt_log (shifts: no division a step).
+__device__ __forceinline__ float tiled_sum(const float* sums, int ps, int mt_log, int r, int o) {
   const float* p = sums + r * ps + o;
   float s = 0.0f;
-  for (int part = 0; part < kTiledWarps / mt; ++part) {
-    s += p[part * 16 * mt * ps];
+  for (int part = 0; part < kTiledWarps >> mt_log; ++part) {
+    s += p[(part * 16 * ps) << mt_log];
   }
   return s;
 }
@@ -249,23 +260,45 @@ __device__ __forceinline__ TiledBlock tiled_block(const TiledShape& shape, int k
   return tb;
 }
 
-// Element i of this thread's share of the tile (rows x cols, row-major): its place, and whether
-// it exists (inside the tile, the batch and the state).
+// This thread's share of the tile (16 mt rows x cols, row-major; element i is tid + i x
+// kTiledThreads): each element's row and column in the tile, packed as row x 256 + column, and a
+// bit per element that lies inside the tile, the batch and the state. Made once a launch (the
+// divisions by cols), so that a step spends no instructions on finding its elements.
+struct TiledShare {
+  int rc[kTiledElements];
+  unsigned int mine;
+};
+__device__ __forceinline__ TiledShare tiled_share(int cols, int mt, int64_t row0, int s0,
+                                                  int64_t batch, int state) {
+  static_assert(kTiledMaxCols < 256 && kTiledElements <= 32, "a column fits in 8 bits");
+  TiledShare share;
+  share.mine = 0;
+#pragma unroll
+  for (int i = 0; i < kTiledElements; ++i) {
+    const int e = static_cast<int>(threadIdx.x) + i * kTiledThreads, r = e / cols, c = e % cols;
+    share.rc[i] = r * 256 + c;
+    if (r < 16 * mt && row0 + r < batch && s0 + c < state) {
+      share.mine |= 1u << i;
+    }
+  }
+  return share;
+}
+
+// Element i of this thread's share: its place, and whether it exists.
 struct TiledElement {
   bool mine;
   int r, c;
   int64_t b;
   int s;
 };
-__device__ __forceinline__ TiledElement tiled_element(int i, int cols, int mt, int64_t row0, int s0,
-                                                      int64_t batch, int state) {
+__device__ __forceinline__ TiledElement tiled_element(const TiledShare& share, int i, int64_t row0,
+                                                      int s0) {
   TiledElement el;
-  const int e = static_cast<int>(threadIdx.x) + i * kTiledThreads;
-  el.r = e / cols;
-  el.c = e % cols;
+  el.mine = (share.mine >> i) & 1u;
+  el.r = share.rc[i] >> 8;
+  el.c = share.rc[i] & 255;
   el.b = row0 + el.r;
   el.s = s0 + el.c;
-  el.mine = el.r < 16 * mt && el.b < batch && el.s < state;
   return el;
 }
 
@@ -294,10 +327,12 @@ __global__ void __launch_bounds__(kTiledThreads, 1)
                       static_cast<float>(w[(static_cast<int64_t>(q) * state + s0 + c) * ld + k]))
                 : 0.0f;
   }
+  const TiledShare share = tiled_share(C, mt, row0, s0, batch, state);
+  const int mt_log = tiled_mt_log(mt);
   float carried[kTiledElements];  // c_{t-1} of each element
 #pragma unroll
   for (int i = 0; i < kTiledElements; ++i) {
-    const TiledElement el = tiled_element(i, C, mt, row0, s0, batch, state);
+    const TiledElement el = tiled_element(share, i, row0, s0);
     carried[i] = el.mine && c0 != nullptr ? static_cast<float>(c0[el.b * state + el.s]) : 0.0f;
   }
   __syncthreads();  // the slice is in place
@@ -305,7 +340,7 @@ __global__ void __launch_bounds__(kTiledThreads, 1)
     float projection[kTiledElements][3];  // read before the wait: in flight during the product
 #pragma unroll
     for (int i = 0; i < kTiledElements; ++i) {
-      const TiledElement el = tiled_element(i, C, mt, row0, s0, batch, state);
+      const TiledElement el = tiled_element(share, i, row0, s0);
       projection[i][0] = projection[i][1] = projection[i][2] = 0.0f;
       if (el.mine) {
         read_gates(gates + t * 3 * n + el.b * 3 * state + el.s, state, projection[i]);
@@ -319,13 +354,13 @@ __global__ void __launch_bounds__(kTiledThreads, 1)
     float* h_next = xbuf + ((t + 1) % 2) * batch * xld;
 #pragma unroll
     for (int i = 0; i < kTiledElements; ++i) {
-      const TiledElement el = tiled_element(i, C, mt, row0, s0, batch, state);
+      const TiledElement el = tiled_element(share, i, row0, s0);
       if (el.mine) {
         float pre[3], b3[3];
         gate_bias(bias, state, el.s, b3);
 #pragma unroll
         for (int q = 0; q < 3; ++q) {
-          pre[q] = tiled_sum(region, ps, mt, el.r, q * C + el.c) + projection[i][q];
+          pre[q] = tiled_sum(region, ps, mt_log, el.r, q * C + el.c) + projection[i][q];
         }
         const auto r = forward_step<scalar_t>(pre, b3, carried[i]);
         const int64_t j = el.b * state + el.s;
@@ -374,10 +409,12 @@ __global__ void __launch_bounds__(kTiledThreads, 1)
             ? product_operand<P>(static_cast<float>(w[static_cast<int64_t>(k) * ld + s0 + c]))
             : 0.0f;
   }
+  const TiledShare share = tiled_share(C, mt, row0, s0, batch, state);
+  const int mt_log = tiled_mt_log(mt);
   float carried[kTiledElements];  // dL/dc_t of each element
 #pragma unroll
   for (int i = 0; i < kTiledElements; ++i) {
-    const TiledElement el = tiled_element(i, C, mt, row0, s0, batch, state);
+    const TiledElement el = tiled_element(share, i, row0, s0);
     carried[i] =
         el.mine && grad_c_n != nullptr ? static_cast<float>(grad_c_n[el.b * state + el.s]) : 0.0f;
   }
@@ -388,7 +425,7 @@ __global__ void __launch_bounds__(kTiledThreads, 1)
     BackwardOperands<float> op[kTiledElements];  // read before the wait
 #pragma unroll
     for (int i = 0; i < kTiledElements; ++i) {
-      const TiledElement el = tiled_element(i, C, mt, row0, s0, batch, state);
+      const TiledElement el = tiled_element(share, i, row0, s0);
       op[i] = {};
       if (el.mine) {
         float b3[3];
@@ -408,10 +445,10 @@ __global__ void __launch_bounds__(kTiledThreads, 1)
     float* dg_here = xbuf + (t % 2) * batch * xld;
 #pragma unroll
     for (int i = 0; i < kTiledElements; ++i) {
-      const TiledElement el = tiled_element(i, C, mt, row0, s0, batch, state);
+      const TiledElement el = tiled_element(share, i, row0, s0);
       if (el.mine) {
         if (!first) {
-          op[i].grad_h += tiled_sum(region, ps, mt, el.r, el.c);
+          op[i].grad_h += tiled_sum(region, ps, mt_log, el.r, el.c);
         }
         const auto r = backward_step<scalar_t>(op[i], carried[i]);
         write_gates(d_gates + t * 3 * n + el.b * width + el.s, state, r.d_z);
