@@ -20,7 +20,7 @@ namespace lltm_ext::lltm {
 // next operation, at block scope), then one release store by thread 0 at device scope; PTX's
 // causality order is transitive, so the release carries the whole block's writes. No sequentially
 // consistent __threadfence before it: a second, heavier fence on every step's critical path
-// (lltm_sequence_kernels.md#the-persistent-kernels-step).
+// (docs/lltm_sequence_kernels.md#the-persistent-kernels-step).
 // The waiting threads poll with relaxed loads (an acquire load per poll would order, and may
 // invalidate L1, on every round) and, once they see the count, one acquire fence (PTX's acquire
 // pattern: a strong read, then fence.acq_rel), then the block's barrier. The step counts wrap at
