@@ -144,17 +144,23 @@ __device__ __forceinline__ void tiled_product(const float* x, int64_t xld, int r
   const int chunks = (K + kc - 1) >> kc_log;
   const uint32_t ring = tiled_shared_address(region);
   // Chunk c into `slot` (c % stages, counted along, not divided): 16 mt rows x kc / 4 pieces of 16
-  // bytes, 1024 in all, four a thread; pieces past the rows or the row stride (K rounded up to 4)
-  // are zero-filled.
+  // bytes, 1024 in all, four a thread: piece q of rows r0, r0 + 4 mt, r0 + 8 mt and r0 + 12 mt
+  // (tid + i kTiledThreads, kTiledThreads a multiple of kc / 4); pieces past the rows or the row
+  // stride (K rounded up to 4) are zero-filled.
+  static_assert(kTiledThreads % (kTiledChunk / 4) == 0, "a thread's pieces share their column");
   const auto issue = [&](int c, int slot) {
     if (c < chunks) {
+      const int q = tid & ((1 << quads_log) - 1), r0 = tid >> quads_log, r_step = 4 * mt;
+      const float* x_piece = x + r0 * xld + 4 * q;
+      const int64_t x_step = r_step * xld;
+      const uint32_t ring_piece = ring + 4 * (r0 * xs + 4 * q), ring_step = 4 * r_step * xs;
+      const int64_t k = static_cast<int64_t>(c) * kc;
+      const bool k_in = k + 4 * q < xld;
+      const uint32_t dst = ring_piece + 4 * slot * stage;
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int p = tid + i * kTiledThreads, r = p >> quads_log, q = p & ((1 << quads_log) - 1);
-        const int64_t k = static_cast<int64_t>(c) * kc + 4 * q;
-        const bool in = r < rows && k < xld;
-        tiled_copy16(ring + 4 * (slot * stage + r * xs + 4 * q), in ? x + r * xld + k : x,
-                     in ? 16 : 0);
+        const bool in = k_in && r0 + i * r_step < rows;
+        tiled_copy16(dst + i * ring_step, in ? x_piece + i * x_step + k : x, in ? 16 : 0);
       }
     }
     tiled_commit();  // an empty group past the last chunk: the waits below count groups
