@@ -65,11 +65,13 @@ def test_sequence_tf32_and_autocast_precision(device):
 
 
 @CUDA_MARK
-@pytest.mark.parametrize("size", [(20, 11, 16, 400), (20, 44, 16, 358), (20, 2, 16, 736)], ids=str)
+@pytest.mark.parametrize(
+    "size", [(20, 11, 16, 400), (20, 44, 16, 358), (20, 2, 16, 736), (20, 64, 16, 384)], ids=str
+)
 def test_cuda_float32_with_tf32_takes_the_tiled_kernels_in_one_pass(size):
-    """float32 with TF32 allowed at B <= 44, S > 320: the tiled kernels before the wide ones, in
-    one TF32 pass (they run four chains of mma either way); at torch's default the wide kernels in
-    three passes (docs/decisions_sequence.md#half-tiled-before-wide)."""
+    """float32 with TF32 allowed at S > 320 (past B = 44 below S = 640): the tiled kernels before
+    the wide ones, in one TF32 pass (they run four chains of mma either way); at torch's default the
+    wide kernels in three passes (docs/decisions_sequence.md#half-tiled-before-wide)."""
     if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("the tiled kernels need an sm_90 GPU")
     args = sequence_args(*size, "cuda")
@@ -89,22 +91,27 @@ def test_cuda_float32_with_tf32_takes_the_tiled_kernels_in_one_pass(size):
 
 
 @CUDA_MARK
-@pytest.mark.parametrize("size", [(20, 45, 16, 300), (20, 48, 16, 600), (20, 56, 16, 520)], ids=str)
+@pytest.mark.parametrize(
+    "size",
+    [(20, 45, 16, 300), (20, 48, 16, 600), (20, 56, 16, 520), (20, 64, 16, 512), (20, 72, 16, 384)],
+    ids=str,
+)
 def test_cuda_half_types_take_the_tiled_kernels_before_the_wide_ones(size):
-    """bfloat16 at 8 <= B <= 44, 256 < S <= 512 and at 45 <= B <= 56, 256 < S < 640: the tiled
+    """bfloat16 at 8 <= B <= 44, 256 < S <= 512 and from B = 45 at 256 < S < 640: the tiled
     kernels before the wide ones, and they run (docs/decisions_sequence.md#half-tiled-before-wide);
-    at B = 57 the wide kernels again."""
+    at S = 256 and at B = 4 not."""
     if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("the tiled kernels need an sm_90 GPU")
     args = sequence_args(*size, "cuda", torch.bfloat16)
     found = lltm_ext.explain(lltm_ext.lltm_sequence, *args, run=True)
     assert found.path == "tiled" and "half-tiled-before-wide" in str(found), str(found)
     _ran_contains(found)
-    steps, _, features, state = size
-    wider = lltm_ext.explain(
-        lltm_ext.lltm_sequence, *sequence_args(steps, 57, features, state, "cuda", torch.bfloat16)
-    )
-    assert "half-tiled-before-wide" not in str(wider), str(wider)
+    steps, batch, features, state = size
+    for b, s in ((batch, 256), (4, state)):
+        outside = lltm_ext.explain(
+            lltm_ext.lltm_sequence, *sequence_args(steps, b, features, s, "cuda", torch.bfloat16)
+        )
+        assert "half-tiled-before-wide" not in str(outside), str(outside)
 
 
 @CUDA_MARK

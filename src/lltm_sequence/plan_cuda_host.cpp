@@ -902,25 +902,25 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
       return take_tiled(instead);
     }
     // The tiled kernels before the wide ones: the half types at mid states and batches (faster
-    // from B = 11 on, about even at B = 4; at 45 <= B <= 56 up to S = 640, below the mid-batch
-    // rule), and float32 where TF32 is allowed at B <= 44 and S > 320, where the tiled kernels
-    // take one pass and the wide ones three up to 64 rows (sequence_product): faster at most of
-    // the sweep's shapes there, slower at none by much. float32 at torch's default (three passes
-    // in both) stays on the wide kernels: at the same shapes they were mostly the faster. Figures:
-    // docs/decisions_sequence.md#half-tiled-before-wide.
+    // from B = 11 on, about even at B = 4; past B = 44 up to S = 640, below the mid-batch rule),
+    // and float32 where TF32 is allowed at S > 320 (past B = 44 below S = 640), where the tiled
+    // kernels take one pass and the wide ones three up to 64 rows (sequence_product): faster at
+    // most of the sweep's shapes there, slower at none by much. float32 at torch's default (three
+    // passes in both) stays on the wide kernels: at the same shapes they were mostly the faster.
+    // Figures: docs/decisions_sequence.md#half-tiled-before-wide.
     const bool half = !std::is_same_v<T, float> && !std::is_same_v<T, double>;
-    const bool tiled_first = half ? batch >= 8 && state > 256 &&
-                                        (batch <= 44 ? state <= 512 : batch <= 56 && state < 640)
-                                  : std::is_same_v<T, float> && tf32 && batch <= 44 && state > 320;
+    const bool tiled_first =
+        half ? batch >= 8 && state > 256 && (batch <= 44 ? state <= 512 : state < 640)
+             : std::is_same_v<T, float> && tf32 && state > 320 && (batch <= 44 || state < 640);
     if (tiled_first && !mid_steps) {
       const TiledPlan tiled = tiled_plan<T>(device, batch, state, tf32);
       if (tiled.shape.mt > 0) {
-        plan_note(half
-                      ? "tiled: before the wide kernels (the half types at 8 <= B <= 44, 256 < S "
-                        "<= 512, or 45 <= B <= 56, 256 < S < 640; "
-                        "docs/decisions_sequence.md#half-tiled-before-wide)"
-                      : "tiled: before the wide kernels (float32 with TF32 allowed at B <= 44, S > "
-                        "320; docs/decisions_sequence.md#half-tiled-before-wide)");
+        plan_note(half ? "tiled: before the wide kernels (the half types at 8 <= B <= 44, 256 < S "
+                         "<= 512, or B >= 45, 256 < S < 640; "
+                         "docs/decisions_sequence.md#half-tiled-before-wide)"
+                       : "tiled: before the wide kernels (float32 with TF32 allowed at S > 320, "
+                         "past B = 44 below S = 640; "
+                         "docs/decisions_sequence.md#half-tiled-before-wide)");
         return take_tiled(tiled);
       }
     }
