@@ -153,6 +153,36 @@ def test_cuda_half_types_at_small_batches_past_512_take_the_cublas_path(monkeypa
 
 
 @CUDA_MARK
+@pytest.mark.parametrize("size", [(30, 1, 16, 512), (30, 16, 8, 640), (30, 7, 8, 1100)], ids=str)
+def test_cuda_float32_at_small_batches_from_512_takes_the_cublas_path(monkeypatch, size):
+    """float32 at full precision at B <= 16 from S = 512 on runs every step on the cuBLAS path
+    (docs/decisions_sequence.md#float32-small-batch-cublas), and the call runs the kernels that
+    plan lists; B = 17, S = 511, a call too short for the other kernels, TF32, a forced path and
+    LLTM_EXT_SEQUENCE_MID_BATCH=off do not name the rule."""
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("the rule was measured on sm_90")
+    steps, batch, features, state = size
+    rule = "float32-small-batch-cublas"
+    found = lltm_ext.explain(lltm_ext.lltm_sequence, *sequence_args(*size, "cuda"), run=True)
+    assert found.path == "cublas" and rule in str(found), str(found)
+    _ran_contains(found)
+    others = ((steps, 17, features, state), (steps, batch, features, 511), (4, batch, 8, state))
+    for other in others:
+        other_args = sequence_args(*other, "cuda")
+        assert rule not in str(lltm_ext.explain(lltm_ext.lltm_sequence, *other_args))
+    args = sequence_args(*size, "cuda")
+    assert rule not in str(lltm_ext.explain(lltm_ext.lltm_sequence, *args, tf32=True))
+    half_args = sequence_args(*size, "cuda", torch.bfloat16)
+    assert rule not in str(lltm_ext.explain(lltm_ext.lltm_sequence, *half_args))
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_MID_BATCH", "off")
+    assert rule not in str(lltm_ext.explain(lltm_ext.lltm_sequence, *args))
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_MID_BATCH", "auto")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_PATH", "cublas")
+    forced = lltm_ext.explain(lltm_ext.lltm_sequence, *args)
+    assert forced.path == "cublas" and rule not in str(forced), str(forced)
+
+
+@CUDA_MARK
 def test_cuda_mid_batches_at_large_states_leave_the_wide_and_tiled_kernels():
     """40 <= B <= 128 at large states (docs/decisions_sequence.md#mid-batch-steps): a call alone in
     bfloat16 or under autocast at S = 640 runs every step on cuBLAS's products (or the step

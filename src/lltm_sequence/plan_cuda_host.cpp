@@ -390,6 +390,11 @@ constexpr int64_t kTiledAutoWork = 30720;
 // Calls of fewer steps take the cuBLAS path, twice as many at large batches or states
 // (plan_sequence; LLTM_EXT_SEQUENCE_SHORT_STEPS).
 constexpr int64_t kShortSteps = 4;
+// float32 at full precision takes the cuBLAS path at B <= kFloat32SmallBatch from S =
+// kFloat32SmallBatchState on (float32_small_batch_cublas). Figures:
+// docs/decisions_sequence.md#float32-small-batch-cublas.
+constexpr int64_t kFloat32SmallBatch = 16;
+constexpr int64_t kFloat32SmallBatchState = 512;
 int64_t short_steps(int64_t batch, int64_t state) {
   const int forced = env_number("LLTM_EXT_SEQUENCE_SHORT_STEPS");
   return forced > 0 ? forced : batch >= 256 || state >= 512 ? 2 * kShortSteps : kShortSteps;
@@ -780,14 +785,25 @@ bool mid_batch_steps(int device, int64_t steps, int64_t batch, int64_t state, bo
   return at_once || state >= 640 || batch >= 72;
 }
 
+// Auto's small-batch rule at B <= max_batch and S >= min_state, in calls not short (shorter
+// ones take the cuBLAS path anyway); off where a path is forced or the mid-batch rule is.
+bool small_batch_cublas(int64_t steps, int64_t batch, int64_t state, int64_t max_batch,
+                        int64_t min_state) {
+  return steps >= short_steps(batch, state) && batch >= 1 && batch <= max_batch &&
+         state >= min_state && sequence_path_setting() == SequencePath::kAuto &&
+         env_choice("LLTM_EXT_SEQUENCE_MID_BATCH") != "off";
+}
+
 }  // namespace
 
 bool half_small_batch_cublas(int64_t steps, int64_t batch, int64_t state) {
-  // From B = 40 on the mid-batch rule decides (mid_batch_steps); shorter calls take the cuBLAS
-  // path anyway (a mixed call there keeps float32's own step products where they are ours).
-  return steps >= short_steps(batch, state) && batch >= 1 && batch < 40 && state > 512 &&
-         sequence_path_setting() == SequencePath::kAuto &&
-         env_choice("LLTM_EXT_SEQUENCE_MID_BATCH") != "off";
+  // From B = 40 on the mid-batch rule decides (mid_batch_steps); a mixed call in a short call
+  // keeps float32's own step products where they are ours.
+  return small_batch_cublas(steps, batch, state, 39, 513);
+}
+
+bool float32_small_batch_cublas(int64_t steps, int64_t batch, int64_t state) {
+  return small_batch_cublas(steps, batch, state, kFloat32SmallBatch, kFloat32SmallBatchState);
 }
 
 bool input_gemm_tensor(int device, int64_t m, int64_t n, int64_t k) {
@@ -875,6 +891,14 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
       plan_note("cluster, wide, tiled: no (a half type at B = ", batch, ", S = ", state,
                 ": every step costs less on cuBLAS's half products; "
                 "docs/decisions_sequence.md#half-small-batch-cublas)");
+      return take_cublas();
+    }
+    // float32 at full precision at small batches from S = 512 on: the cuBLAS path
+    // (float32_small_batch_cublas).
+    if (std::is_same_v<T, float> && !tf32 && float32_small_batch_cublas(steps, batch, state)) {
+      plan_note("cluster, wide, tiled: no (float32 at B = ", batch, ", S = ", state,
+                ": every step costs less on the cuBLAS path's step products; "
+                "docs/decisions_sequence.md#float32-small-batch-cublas)");
       return take_cublas();
     }
     // Mid batches at large states: the step kernels or cuBLAS every step (mid_batch_steps).
