@@ -71,7 +71,9 @@ def test_sequence_tf32_and_autocast_precision(device):
 def test_cuda_float32_with_tf32_takes_the_tiled_kernels_in_one_pass(size):
     """float32 with TF32 allowed at S > 320 (past B = 44 below S = 640): the tiled kernels before
     the wide ones, in one TF32 pass (they run four chains of mma either way); at torch's default the
-    wide kernels in three passes (docs/decisions_sequence.md#half-tiled-before-wide)."""
+    wide kernels in three passes (docs/decisions_sequence.md#half-tiled-before-wide), or the
+    cuBLAS path at small batches from S = 512 on
+    (docs/decisions_sequence.md#float32-small-batch-cublas)."""
     if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("the tiled kernels need an sm_90 GPU")
     args = sequence_args(*size, "cuda")
@@ -87,7 +89,10 @@ def test_cuda_float32_with_tf32_takes_the_tiled_kernels_in_one_pass(size):
             under_autocast
         )
     default = lltm_ext.explain(lltm_ext.lltm_sequence, *args, run=True)
-    assert (default.path, default.product) == ("wide", "3xtf32"), str(default)
+    if size[1] <= 16 and size[-1] >= 512:  # float32-small-batch-cublas (below)
+        assert default.path == "cublas", str(default)
+    else:
+        assert (default.path, default.product) == ("wide", "3xtf32"), str(default)
 
 
 @CUDA_MARK
@@ -153,12 +158,12 @@ def test_cuda_half_types_at_small_batches_past_512_take_the_cublas_path(monkeypa
 
 
 @CUDA_MARK
-@pytest.mark.parametrize("size", [(30, 1, 16, 512), (30, 16, 8, 640), (30, 7, 8, 1100)], ids=str)
+@pytest.mark.parametrize("size", [(30, 2, 16, 512), (30, 16, 8, 640), (30, 7, 8, 1100)], ids=str)
 def test_cuda_float32_at_small_batches_from_512_takes_the_cublas_path(monkeypatch, size):
-    """float32 at full precision at B <= 16 from S = 512 on runs every step on the cuBLAS path
+    """float32 at full precision at 2 <= B <= 16 from S = 512 on runs every step on the cuBLAS path
     (docs/decisions_sequence.md#float32-small-batch-cublas), and the call runs the kernels that
-    plan lists; B = 17, S = 511, a call too short for the other kernels, TF32, a forced path and
-    LLTM_EXT_SEQUENCE_MID_BATCH=off do not name the rule."""
+    plan lists; B = 1, B = 17, S = 511, a call too short for the other kernels, TF32, bfloat16, a
+    forced path and LLTM_EXT_SEQUENCE_MID_BATCH=off do not name the rule."""
     if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("the rule was measured on sm_90")
     steps, batch, features, state = size
@@ -166,7 +171,12 @@ def test_cuda_float32_at_small_batches_from_512_takes_the_cublas_path(monkeypatc
     found = lltm_ext.explain(lltm_ext.lltm_sequence, *sequence_args(*size, "cuda"), run=True)
     assert found.path == "cublas" and rule in str(found), str(found)
     _ran_contains(found)
-    others = ((steps, 17, features, state), (steps, batch, features, 511), (4, batch, 8, state))
+    others = (
+        (steps, 1, features, state),
+        (steps, 17, features, state),
+        (steps, batch, features, 511),
+        (4, batch, 8, state),
+    )
     for other in others:
         other_args = sequence_args(*other, "cuda")
         assert rule not in str(lltm_ext.explain(lltm_ext.lltm_sequence, *other_args))

@@ -56,10 +56,10 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
 bool half_small_batch_cublas(int64_t steps, int64_t batch, int64_t state);
 
 // Whether auto runs float32's time loop at full precision (not TF32) on the cuBLAS path, ahead of
-// the cluster, wide and tiled kernels: calls not short of batches B <= 16 from S = 512 on, where
-// the cuBLAS path's step products (our 3xTF32 kernels at such batches) and the gate kernels cost
-// less per step than those kernels' three-pass steps. Off as half_small_batch_cublas is. Figures:
-// docs/decisions_sequence.md#float32-small-batch-cublas.
+// the cluster, wide and tiled kernels: calls not short of batches 2 <= B <= 16 from S = 512 on,
+// where the cuBLAS path's step products (our 3xTF32 kernels at such batches) and the gate kernels
+// cost less per step than those kernels' three-pass steps. Off as half_small_batch_cublas is.
+// Figures: docs/decisions_sequence.md#float32-small-batch-cublas.
 bool float32_small_batch_cublas(int64_t steps, int64_t batch, int64_t state);
 
 // The share of the GPU (0 to 1) that `plan`'s step kernels for (batch, state) in dtype T hold

@@ -390,9 +390,9 @@ constexpr int64_t kTiledAutoWork = 30720;
 // Calls of fewer steps take the cuBLAS path, twice as many at large batches or states
 // (plan_sequence; LLTM_EXT_SEQUENCE_SHORT_STEPS).
 constexpr int64_t kShortSteps = 4;
-// float32 at full precision takes the cuBLAS path at B <= kFloat32SmallBatch from S =
-// kFloat32SmallBatchState on (float32_small_batch_cublas). Figures:
-// docs/decisions_sequence.md#float32-small-batch-cublas.
+// float32 at full precision takes the cuBLAS path at 2 <= B <= kFloat32SmallBatch from S =
+// kFloat32SmallBatchState on (float32_small_batch_cublas; at B = 1 the other kernels were the
+// faster). Figures: docs/decisions_sequence.md#float32-small-batch-cublas.
 constexpr int64_t kFloat32SmallBatch = 16;
 constexpr int64_t kFloat32SmallBatchState = 512;
 int64_t short_steps(int64_t batch, int64_t state) {
@@ -785,11 +785,11 @@ bool mid_batch_steps(int device, int64_t steps, int64_t batch, int64_t state, bo
   return at_once || state >= 640 || batch >= 72;
 }
 
-// Auto's small-batch rule at B <= max_batch and S >= min_state, in calls not short (shorter
-// ones take the cuBLAS path anyway); off where a path is forced or the mid-batch rule is.
-bool small_batch_cublas(int64_t steps, int64_t batch, int64_t state, int64_t max_batch,
-                        int64_t min_state) {
-  return steps >= short_steps(batch, state) && batch >= 1 && batch <= max_batch &&
+// Auto's small-batch rule at min_batch <= B <= max_batch and S >= min_state, in calls not short
+// (shorter ones take the cuBLAS path anyway); off where a path is forced or the mid-batch rule is.
+bool small_batch_cublas(int64_t steps, int64_t batch, int64_t state, int64_t min_batch,
+                        int64_t max_batch, int64_t min_state) {
+  return steps >= short_steps(batch, state) && batch >= min_batch && batch <= max_batch &&
          state >= min_state && sequence_path_setting() == SequencePath::kAuto &&
          env_choice("LLTM_EXT_SEQUENCE_MID_BATCH") != "off";
 }
@@ -799,11 +799,11 @@ bool small_batch_cublas(int64_t steps, int64_t batch, int64_t state, int64_t max
 bool half_small_batch_cublas(int64_t steps, int64_t batch, int64_t state) {
   // From B = 40 on the mid-batch rule decides (mid_batch_steps); a mixed call in a short call
   // keeps float32's own step products where they are ours.
-  return small_batch_cublas(steps, batch, state, 39, 513);
+  return small_batch_cublas(steps, batch, state, 1, 39, 513);
 }
 
 bool float32_small_batch_cublas(int64_t steps, int64_t batch, int64_t state) {
-  return small_batch_cublas(steps, batch, state, kFloat32SmallBatch, kFloat32SmallBatchState);
+  return small_batch_cublas(steps, batch, state, 2, kFloat32SmallBatch, kFloat32SmallBatchState);
 }
 
 bool input_gemm_tensor(int device, int64_t m, int64_t n, int64_t k) {
@@ -893,7 +893,7 @@ SequencePlan plan_sequence(int device, int64_t steps, int64_t batch, int64_t sta
                 "docs/decisions_sequence.md#half-small-batch-cublas)");
       return take_cublas();
     }
-    // float32 at full precision at small batches from S = 512 on: the cuBLAS path
+    // float32 at full precision at 2 <= B <= 16 from S = 512 on: the cuBLAS path
     // (float32_small_batch_cublas).
     if (std::is_same_v<T, float> && !tf32 && float32_small_batch_cublas(steps, batch, state)) {
       plan_note("cluster, wide, tiled: no (float32 at B = ", batch, ", S = ", state,
