@@ -85,7 +85,9 @@ inline constexpr std::array kSettings = {
         "Whether auto leaves the wide and tiled kernels for cuBLAS's products every step at 40 "
         "to 128 batch rows and large states (docs/decisions_sequence.md#mid-batch-steps), and "
         "the half types' (and autocast's float32 state's) cluster, wide and tiled kernels up to "
-        "39 rows past S = 512 (docs/decisions_sequence.md#half-small-batch-cublas). auto: "
+        "39 rows past S = 512 (docs/decisions_sequence.md#half-small-batch-cublas), and "
+        "float32's at full precision at 2 to 16 rows from S = 512 on "
+        "(docs/decisions_sequence.md#float32-small-batch-cublas). auto: "
         "where those rules say; off: never (the wide and tiled kernels where they apply and "
         "pay, as at other batches), for measuring the rules in a loop of calls, where "
         "cuBLAS's steps cost the host more."},

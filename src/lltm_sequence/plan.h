@@ -57,8 +57,8 @@ bool half_small_batch_cublas(int64_t steps, int64_t batch, int64_t state);
 
 // Whether auto runs float32's time loop at full precision (not TF32) on the cuBLAS path, ahead of
 // the cluster, wide and tiled kernels: calls not short of batches 2 <= B <= 16 from S = 512 on,
-// where the cuBLAS path's step products (our 3xTF32 kernels at such batches) and the gate kernels
-// cost less per step than those kernels' three-pass steps. Off as half_small_batch_cublas is.
+// where the cuBLAS path's step products (step_gemm_plan's) and the gate kernels cost less per
+// step than those kernels' three-pass steps. Off as half_small_batch_cublas is.
 // Figures: docs/decisions_sequence.md#float32-small-batch-cublas.
 bool float32_small_batch_cublas(int64_t steps, int64_t batch, int64_t state);
 
