@@ -148,13 +148,7 @@ def test_cuda_half_types_at_small_batches_past_512_take_the_cublas_path(monkeypa
     for other in others:
         args = sequence_args(*other, "cuda", torch.bfloat16)
         assert rule not in str(lltm_ext.explain(lltm_ext.lltm_sequence, *args))
-    args = sequence_args(*size, "cuda", torch.bfloat16)
-    monkeypatch.setenv("LLTM_EXT_SEQUENCE_MID_BATCH", "off")
-    assert rule not in str(lltm_ext.explain(lltm_ext.lltm_sequence, *args))
-    monkeypatch.setenv("LLTM_EXT_SEQUENCE_MID_BATCH", "auto")
-    monkeypatch.setenv("LLTM_EXT_SEQUENCE_PATH", "tiled")
-    forced = lltm_ext.explain(lltm_ext.lltm_sequence, *args)
-    assert forced.path == "tiled" and rule not in str(forced), str(forced)
+    _rule_turned_off(monkeypatch, rule, sequence_args(*size, "cuda", torch.bfloat16), "tiled")
 
 
 @CUDA_MARK
@@ -184,12 +178,17 @@ def test_cuda_float32_at_small_batches_from_512_takes_the_cublas_path(monkeypatc
     assert rule not in str(lltm_ext.explain(lltm_ext.lltm_sequence, *args, tf32=True))
     half_args = sequence_args(*size, "cuda", torch.bfloat16)
     assert rule not in str(lltm_ext.explain(lltm_ext.lltm_sequence, *half_args))
+    _rule_turned_off(monkeypatch, rule, args, "cublas")
+
+
+def _rule_turned_off(monkeypatch, rule, args, path):
+    """LLTM_EXT_SEQUENCE_MID_BATCH=off, and a forced path, leave a small-batch rule unnamed."""
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_MID_BATCH", "off")
     assert rule not in str(lltm_ext.explain(lltm_ext.lltm_sequence, *args))
     monkeypatch.setenv("LLTM_EXT_SEQUENCE_MID_BATCH", "auto")
-    monkeypatch.setenv("LLTM_EXT_SEQUENCE_PATH", "cublas")
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_PATH", path)
     forced = lltm_ext.explain(lltm_ext.lltm_sequence, *args)
-    assert forced.path == "cublas" and rule not in str(forced), str(forced)
+    assert forced.path == path and rule not in str(forced), str(forced)
 
 
 @CUDA_MARK
