@@ -38,7 +38,7 @@ def plan(
 ) -> dict:  # fmt: skip
     """The planner's pick; a_al / b_al: rows 16-byte aligned, a_w / b_w: 4-byte aligned, a_s /
     b_s: 32-byte aligned (whole sectors; only where 16-byte aligned)."""
-    kernel, tile, aligned, splits, k_split, copy_a, copy_b, us, words = ext()._tc_plan(
+    kernel, tile, aligned, splits, k_split, copy_a, copy_b, us, words, cluster = ext()._tc_plan(
         m,
         n,
         k,
@@ -57,7 +57,7 @@ def plan(
     )
     return dict(
         kernel=kernel, tile=tile, aligned=aligned, splits=splits, k_split=k_split,
-        copy_a=copy_a, copy_b=copy_b, us=us, words=words,
+        copy_a=copy_a, copy_b=copy_b, us=us, words=words, cluster=cluster,
     )  # fmt: skip
 
 
@@ -198,14 +198,22 @@ def test_plan_copies_for_wgmma_only_where_it_pays():
 
 
 def test_plan_copies_rows_inside_sectors_where_tma_is_busy():
-    """16-byte aligned rows that start inside 32-byte sectors: copied first (rows 128 bytes apart)
-    for a large product whose kernel they slow (x @ W at 3000 x 5000 x 2000, W's rows 10000 bytes
-    apart); not for a product bound by reading the weight once (M = 16), nor for an M-major A
-    alone (TMA's reads of it slow little), nor where every row is whole sectors."""
+    """16-byte aligned rows that start inside 32-byte sectors: B's read in place by blocks in
+    clusters of two that share its stages, where the tiles are 128 or more wide over two tile
+    rows or more (x @ W at 3000 x 5000 x 2000, W's rows 10000 bytes apart); A's copied first
+    (rows 128 bytes apart) for a large product whose kernel they slow, and B's where the blocks
+    cannot pair (one tile row: M <= 128); not for a product bound by reading the weight once
+    (M = 16), nor for an M-major A alone (TMA's reads of it slow little), nor where every row is
+    whole sectors (no clusters there either)."""
     big = plan(3000, 5000, 2000, b_s=False)
-    assert big["kernel"] == "wgmma" and big["copy_b"] and not big["copy_a"], big
+    assert big["kernel"] == "wgmma" and big["cluster"] == 2, big
+    assert not (big["copy_a"] or big["copy_b"]), big
+    big_a = plan(3000, 5008, 2000, a_s=False)
+    assert big_a["copy_a"] and big_a["cluster"] == 1, big_a
+    one_row = plan(128, 5000, 8192, b_s=False)
+    assert one_row["kernel"] == "wgmma" and one_row["cluster"] == 1, one_row
     aligned = plan(3000, 5008, 2000)
-    assert not (aligned["copy_a"] or aligned["copy_b"]), aligned
+    assert not (aligned["copy_a"] or aligned["copy_b"]) and aligned["cluster"] == 1, aligned
     skinny = plan(16, 5000, 4104, a_s=False, b_s=False)
     assert not (skinny["copy_a"] or skinny["copy_b"]), skinny
     m_major = plan(3000, 5008, 2000, a_k=False, a_s=False)
@@ -383,7 +391,7 @@ def test_mma_word_copies(dtype, layout):
                 again, ext()._gemm_tensor_core(a, b, "mma", tile=128, unaligned=True)
             )
             if min(m, n) > 4:  # not the matrix-vector kernels' sizes
-                kernel, tile, aligned, *_, words = ext()._cuda_tc_plan(a, b)
+                kernel, tile, aligned, *_, words, _cluster = ext()._cuda_tc_plan(a, b)
                 assert kernel != "mma" or (words and not aligned), (m, n, k, layout)
         # Operands the 4-byte copies cannot read (16-bit rows of an odd length): no tile 128.
         if dtype != torch.float32:
@@ -463,29 +471,38 @@ def test_wgmma_wide_tiles(dtype, tile):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", TC_DTYPES.values(), ids=TC_DTYPES.keys())
-@pytest.mark.parametrize("switch", ["overlap", "short_a"])
+@pytest.mark.parametrize("switch", ["overlap", "short_a", "cluster"])
 def test_wgmma_switches_change_no_bit(dtype, switch):
-    """The wgmma kernel's switches on (the default) and off: the consumers with one group in
+    """The wgmma kernel's switches at their defaults and changed: the consumers with one group in
     flight across K steps or waiting for each step's; stages of 64 rows of A where M <= 64 (the
-    second consumer idle) or 128. The same products in the same order, so the same bits; every
-    tile width and layout, K of one step and of many, with and without K splits, M of 1 to 64
-    and past it."""
+    second consumer idle) or 128; blocks alone or in clusters of two sharing B (tile rows even
+    and odd in number, more pairs than one round). The same products in the same order, so the
+    same bits; every tile width and layout, K of one step and of many, with and without K
+    splits, M of 1 to 64 and past it."""
     if not tc_runs("wgmma"):
         pytest.skip("the wgmma kernel does not run here (a Hopper GPU and sm_90a code)")
     shapes = [(256, 512, 64), (136, 72, 1000), (1000, 1100, 1024), (1, 264, 520), (40, 200, 1000)]
-    shapes += [(64, 512, 4096), (65, 136, 200)]
+    shapes += [(64, 512, 4096), (65, 136, 200), (300, 520, 700), (2100, 4100, 72)]
+    # cluster: never (1) against wherever the kernel can (2); the others: default against off.
+    base = {"cluster": 1} if switch == "cluster" else {}
+    changed = {"cluster": 2} if switch == "cluster" else {switch: False}
+    runs = [(64, 1), (128, 1), (256, 1), (128, 3)] + [(192, 1), (192, 2)] * (switch == "cluster")
     with tf32_if(dtype):
         for layout in LAYOUTS:
             for m, n, k in shapes:
                 a, b = operands(m, n, k, layout, dtype)
-                for tile, splits in [(64, 1), (128, 1), (256, 1), (128, 3)]:
+                for tile, splits in runs:
                     run = dict(tile=tile, splits=splits)
-                    on = ext()._gemm_tensor_core(a, b, "wgmma", **run)
-                    ext()._set_gemm_wgmma_knobs(**{switch: False})
-                    try:
-                        off = ext()._gemm_tensor_core(a, b, "wgmma", **run)
-                    finally:
-                        ext()._set_gemm_wgmma_knobs()
+                    outs = []
+                    for knobs in (base, changed):
+                        ext()._set_gemm_wgmma_knobs(**knobs)
+                        try:
+                            out = poisoned(m, n, dtype)
+                            ext()._gemm_tensor_core(a, b, "wgmma", out=out, **run)
+                        finally:
+                            ext()._set_gemm_wgmma_knobs()
+                        outs.append(out)
+                    on, off = outs
                     assert torch.equal(on, off), (m, n, k, layout, tile, splits)
                     assert_like_torch(on, a, b)
 
@@ -514,15 +531,15 @@ def test_wgmma_after_copies(dtype, layout):
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_auto_plan_copies_rows_inside_sectors(dtype, layout):
     """lltm_ext.gemm on 16-byte aligned rows that start inside sectors (sides of 8 mod 16
-    elements), where the planner copies them for the wgmma kernel: the copies made, the product
-    like torch's, out= too."""
+    elements), where the planner copies them for the wgmma kernel or reads B in place in
+    clusters of two blocks: the plan taken, the product like torch's, out= too."""
     if not tc_runs("wgmma"):
         pytest.skip("the wgmma kernel does not run here (a Hopper GPU and sm_90a code)")
     for m, n, k in ((1032, 4104, 1032), (2056, 2056, 1032)):
         a, b = operands(m, n, k, layout, dtype)
-        kernel, *_, _copy_a, copy_b, _us, _words = ext()._cuda_tc_plan(a, b)
+        kernel, *_, _copy_a, copy_b, _us, _words, cluster = ext()._cuda_tc_plan(a, b)
         if torch.cuda.get_device_properties(0).multi_processor_count >= 100:
-            assert kernel == "wgmma" and copy_b, (m, n, k, layout)
+            assert kernel == "wgmma" and (copy_b or cluster == 2), (m, n, k, layout)
         assert_like_torch(lltm_ext.gemm(a, b), a, b)
         out = poisoned(m, n, dtype)
         lltm_ext.gemm(a, b, out=out)

@@ -107,10 +107,12 @@ __device__ __forceinline__ void pdl_wait_then_release() {
 // `dependent` and the current device runs the kernel's code compiled for 9.0 or newer (whose
 // pdl_wait() is there; an image the driver compiled from older PTX has none), else the ordinary
 // way. The kernel must call pdl_wait() first. Which launch a device takes is read once per device
-// (the kernels of one module share their images' architectures).
+// (the kernels of one module share their images' architectures). cluster_x > 1: in clusters of
+// that many blocks along x (gridDim.x a multiple of it; sm_90 images only).
 template <typename... Params, typename... Args>
-cudaError_t launch_dependent_if(bool dependent, void (*kernel)(Params...), dim3 grid, dim3 block,
-                                size_t smem, cudaStream_t stream, Args... args) {
+cudaError_t launch_dependent_clusters(bool dependent, unsigned int cluster_x,
+                                      void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                                      cudaStream_t stream, Args... args) {
   constexpr int kMaxDevices = 64;
   static std::atomic<signed char> known[kMaxDevices];  // 0 unknown, 1 ordinary, 2 dependent
   int device = 0;
@@ -130,17 +132,28 @@ cudaError_t launch_dependent_if(bool dependent, void (*kernel)(Params...), dim3 
       known[device].store(how, std::memory_order_relaxed);
     }
   }
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = dependent && how == 2 ? 1 : 0;
+  cudaLaunchAttribute attribute[2]{};
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = dependent && how == 2 ? 1 : 0;
+  attribute[1].id = cudaLaunchAttributeClusterDimension;
+  attribute[1].val.clusterDim.x = cluster_x;
+  attribute[1].val.clusterDim.y = 1;
+  attribute[1].val.clusterDim.z = 1;
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  config.attrs = attribute;
+  config.numAttrs = cluster_x > 1 ? 2 : 1;
   return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
+
+// launch_dependent_clusters(dependent, 1, ...): no clusters.
+template <typename... Params, typename... Args>
+cudaError_t launch_dependent_if(bool dependent, void (*kernel)(Params...), dim3 grid, dim3 block,
+                                size_t smem, cudaStream_t stream, Args... args) {
+  return launch_dependent_clusters(dependent, 1, kernel, grid, block, smem, stream, args...);
 }
 
 // launch_dependent_if(true, ...).

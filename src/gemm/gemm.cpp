@@ -286,14 +286,15 @@ at::Tensor gemm_with_config(const at::Tensor& a, const at::Tensor& b, int64_t co
 }
 
 // A tensor-core plan as Python sees it: (kernel, tile, aligned, splits, k_split, copy_a, copy_b,
-// modelled microseconds, words); kernel "wgmma", "mma" or "none".
-using PlanTuple = std::tuple<std::string, int, bool, int, int64_t, bool, bool, double, bool>;
+// modelled microseconds, words, cluster); kernel "wgmma", "mma" or "none".
+using PlanTuple = std::tuple<std::string, int, bool, int, int64_t, bool, bool, double, bool, int>;
 
 PlanTuple plan_tuple(const TcPlan& p) {
   const char* kernel = p.kernel == TcKernel::kWgmma ? "wgmma"
                        : p.kernel == TcKernel::kMma ? "mma"
                                                     : "none";
-  return {kernel, p.tile, p.aligned, p.splits, p.k_split, p.copy_a, p.copy_b, p.us, p.words};
+  return {kernel,   p.tile,   p.aligned, p.splits, p.k_split,
+          p.copy_a, p.copy_b, p.us,      p.words,  p.cluster};
 }
 
 TcForce parse_force(const std::string& kernel, int64_t tile, int64_t splits, bool unaligned,
@@ -509,17 +510,21 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       py::arg("path"));
   m.def(
       "_set_gemm_wgmma_knobs",
-      [](bool overlap, bool short_a) {
+      [](bool overlap, bool short_a, int64_t cluster) {
+        TORCH_CHECK(cluster >= 0 && cluster <= 2, "lltm_ext.gemm: cluster is 0, 1 or 2, not ",
+                    cluster, ".");
 #ifdef WITH_CUDA
-        lltm_ext::gemm::set_cuda_wgmma_knobs(overlap, short_a);
+        lltm_ext::gemm::set_cuda_wgmma_knobs(overlap, short_a, static_cast<int>(cluster));
 #else
         TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
 #endif
       },
       "The wgmma kernel's switches (tuning, tests; process-wide): overlap, one group of "
       "tensor-core ops in flight across K steps (else it waits for each step's); short_a, stages "
-      "of 64 rows of A where M <= 64 (else 128, the rows past M filled with zeros)",
-      py::arg("overlap") = true, py::arg("short_a") = true);
+      "of 64 rows of A where M <= 64 (else 128, the rows past M filled with zeros); cluster, 2: "
+      "blocks in clusters of two on neighbouring tile rows, B's stages multicast to both (where "
+      "M spans two tile rows and the tile is 64 or more wide), 1: never, 0: as planned",
+      py::arg("overlap") = true, py::arg("short_a") = true, py::arg("cluster") = 0);
   m.def(
       "_cuda_choose",
       [](int64_t M, int64_t N, int64_t K, bool b_k_contig) {
@@ -588,7 +593,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         return lltm_ext::gemm::plan_tuple(lltm_ext::gemm::plan_tensor_core(p, dev));
       },
       "The tensor-core plan (kernel, tile, aligned, splits, k_split, copy_a, copy_b, modelled us, "
-      "words) "
+      "words, cluster) "
       "for M x N x K on a GPU with `sms` SMs running the wgmma / mma kernels as given (tests)",
       py::arg("M"), py::arg("N"), py::arg("K"), py::arg("tf32"), py::arg("a_kcontig"),
       py::arg("b_kcontig"), py::arg("a_aligned"), py::arg("b_aligned"), py::arg("sms"),

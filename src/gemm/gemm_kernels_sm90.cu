@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 
@@ -87,6 +88,34 @@ cudaError_t make_map(EncodeTiled encode, CUtensorMap* map, const void* data, Sm9
 
 using Sm90Kernel = sm90::Sm90KernelFn;
 
+// *count: the clusters of `blocks` blocks of the wgmma kernel (384 threads, `smem` bytes each)
+// that run at once on the current device; read once per device (every instantiation takes a whole
+// SM's shared memory, so one answer serves them all).
+cudaError_t max_active_clusters(Sm90Kernel kernel, int blocks, int smem, int* count) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> known[kMaxDevices];  // 0: not read yet
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  if (device < kMaxDevices && (*count = known[device].load(std::memory_order_relaxed)) > 0) {
+    return cudaSuccess;
+  }
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned int>(blocks));
+  config.blockDim = dim3(sm90::Sm90Tile<128>::THREADS);
+  config.dynamicSmemBytes = static_cast<size_t>(smem);
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = static_cast<unsigned int>(blocks);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  err = cudaOccupancyMaxActiveClusters(count, kernel, &config);
+  if (err == cudaSuccess && device < kMaxDevices) known[device].store(*count);
+  return err;
+}
+
 template <int BN, int DT>
 Sm90Kernel kernel_for(bool a_k, bool b_k) {
   if constexpr (DT == sm90::kSm90TF32) {
@@ -158,11 +187,14 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   // 64 K. B (K x N): K-major rows of K, else N-major rows of N; 64 K x BN, resp. 64 N x 64 K.
   // With M <= 64 (g.short_a) A's K-major boxes are 64 rows deep, and one M-major box is loaded.
   const int a_rows = g.short_a && g.M <= 64 ? 64 : BM;
+  const int64_t tiles_m = (g.M + BM - 1) / BM;
+  // Clusters of two share B's stages (each block loads half of a K-major B box: BN / 2 rows).
+  const int cm = g.cluster_m == 2 && g.bn >= 64 && tiles_m >= 2 ? 2 : 1;
   CUtensorMap map_a, map_b;
   err = g.a_kcontig ? make_map(encode, &map_a, g.a, g.type, g.K, g.M, g.lda, a_rows, step)
                     : make_map(encode, &map_a, g.a, g.type, g.M, g.K, g.lda, 64, step);
   if (err != cudaSuccess) return err;
-  err = g.b_kcontig ? make_map(encode, &map_b, g.b, g.type, g.K, g.N, g.ldb, g.bn, step)
+  err = g.b_kcontig ? make_map(encode, &map_b, g.b, g.type, g.K, g.N, g.ldb, g.bn / cm, step)
                     : make_map(encode, &map_b, g.b, g.type, g.N, g.K, g.ldb, 64, step);
   if (err != cudaSuccess) return err;
   // C (M x N, row-major): stored by TMA in 64 x 64 boxes where its base and stride allow; the
@@ -185,7 +217,8 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   p.overlap = g.overlap;
   p.a_rows = a_rows;
   p.c_trans = g.c_trans;
-  p.tiles_m = static_cast<int>((g.M + BM - 1) / BM);
+  p.cluster_m = cm;
+  p.tiles_m = static_cast<int>(tiles_m);
   p.tiles_n = static_cast<int>((g.N + g.bn - 1) / g.bn);
   if (g.splits > 1) {
     // K steps of 128 bytes: 64 16-bit elements, 32 tf32 ones; every split at least one step.
@@ -199,11 +232,22 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
     p.k_tiles_split = static_cast<int>(g.k_split / bk);
     p.partial = g.partial;
   }
-  const int64_t items = static_cast<int64_t>(p.tiles_m) * p.tiles_n * p.splits;
-  const unsigned int blocks = static_cast<unsigned int>(std::min<int64_t>(items, g.sms));
+  // Persistent: a block (or a cluster) per SM (per pair of SMs that hold a cluster), at most one
+  // per work item.
+  const int64_t items = (tiles_m + cm - 1) / cm * p.tiles_n * p.splits;
+  int64_t slots = g.sms;
+  if (cm > 1) {
+    int clusters = 0;
+    *step = "cudaOccupancyMaxActiveClusters";
+    err = max_active_clusters(kernel, cm, smem, &clusters);
+    if (err != cudaSuccess) return err;
+    slots = std::max(clusters, 1);
+  }
+  const unsigned int blocks = static_cast<unsigned int>(std::min<int64_t>(items, slots) * cm);
   *step = "the kernel launch";
-  return cuda::launch_dependent(kernel, dim3(blocks), dim3(sm90::Sm90Tile<128>::THREADS),
-                                static_cast<size_t>(smem), stream, map_a, map_b, map_c, p);
+  return cuda::launch_dependent_clusters(true, static_cast<unsigned int>(cm), kernel, dim3(blocks),
+                                         dim3(sm90::Sm90Tile<128>::THREADS),
+                                         static_cast<size_t>(smem), stream, map_a, map_b, map_c, p);
 }
 
 cudaError_t launch_transpose_f32(const float* in, float* out, int64_t R, int64_t C, int64_t ld_in,

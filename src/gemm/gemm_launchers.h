@@ -174,6 +174,9 @@ struct Sm90Gemm : GemmProblem {
   bool short_a = true;  // M <= 64: stages of 64 rows of A (Sm90Params::a_rows), else 128
   // C (and the partials) stored transposed: element (m, n) at c[n * ldc + m] (Sm90Params::c_trans).
   bool c_trans = false;
+  // 2: clusters of two blocks on neighbouring tile rows, B multicast (Sm90Params::cluster_m),
+  // where the tiles are 64 or more wide and M takes two tile rows or more (else 1).
+  int cluster_m = 1;
 };
 
 // Launches the kernel for g on `stream`; returns the launch's error, or cudaErrorNotSupported

@@ -35,6 +35,9 @@ constexpr double kAlignedCopyBandwidth = 3.8e12;
 // kernel by this factor times their share of its operand reads (each A tile read once per column
 // of tiles, each B tile once per row); an M-major A's by less (docs/decisions.md#mid-sector-rows).
 constexpr double kMidSectorCost = 0.55, kMidSectorCostMMajorA = 0.2;
+// B's, where the blocks run in clusters of two that share its stages (each reads half of them,
+// and multicasts it): what is left of B's slower reads (docs/decisions.md#wgmma-clusters).
+constexpr double kMidSectorCostClusterB = 0.1;
 constexpr double kBusyShare = 0.5;  // below this share of SMs busy, memory slows proportionally
 // The same for the wgmma kernel, one block per SM: each block's TMA copies reach a bounded share
 // of the bandwidth, so a grid of fewer blocks than this share of the SMs reads at about its share
@@ -130,6 +133,11 @@ int wgmma_width(int64_t M, int64_t N, int sms) {
 
 }  // namespace
 
+bool wgmma_clusters(const TcProblem& p, const TcPlan& plan) {
+  return plan.kernel == TcKernel::kWgmma && !plan.copy_b && !p.b_sectors && plan.tile >= 128 &&
+         p.M > 128;
+}
+
 double tc_cost_us(const TcProblem& p, const TcDevice& dev, const TcPlan& plan) {
   const double elem = p.tf32 ? 4.0 : 2.0;
   const double a_bytes = elem * static_cast<double>(p.M) * static_cast<double>(p.K);
@@ -154,7 +162,9 @@ double tc_cost_us(const TcProblem& p, const TcDevice& dev, const TcPlan& plan) {
     if (!plan.copy_a && !p.a_sectors) {
       slow += (p.a_kcontig ? kMidSectorCost : kMidSectorCostMMajorA) * reads_a;
     }
-    if (!plan.copy_b && !p.b_sectors) slow += kMidSectorCost * reads_b;
+    if (!plan.copy_b && !p.b_sectors) {
+      slow += (wgmma_clusters(p, plan) ? kMidSectorCostClusterB : kMidSectorCost) * reads_b;
+    }
     slow /= std::max(reads_a + reads_b, 1.0);
     double us = kWgmmaBaseUs + std::max(math, mem) * (1.0 + slow);
     if (splits > 1) us += kLaunchUs + (part_bytes + c_bytes) / kBandwidth * 1e6;
@@ -329,6 +339,7 @@ TcPlan plan_tensor_core(const TcProblem& p, const TcDevice& dev, const TcForce& 
     }
   }
   if (best.kernel == TcKernel::kNone) best.us = 0;
+  best.cluster = wgmma_clusters(p, best) ? 2 : 1;
   return best;
 }
 

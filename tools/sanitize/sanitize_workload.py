@@ -11,7 +11,8 @@ sm_90, the cluster kernels), gemm through the public API (every layout a @ b, a 
 contiguous or not; split-K from the heuristic, float32 and float64; the register-staged path
 forced), every float32 tile config through the tuning entry point (_gemm_with_config: with and
 without split-K, and tail split-K on ragged tiles), and the Hopper tensor-core kernels (gemm_wgmma:
-each block tile width forced, for bfloat16, float16 and float32 as TF32, every layout, operands with
+each block tile width forced, for bfloat16, float16 and float32 as TF32, every layout, and again
+with its blocks in clusters of two sharing B (gemm_wgmma_clusters), operands with
 the 16-byte aligned rows TMA needs and M / N / K tails, C stored by TMA and element by element,
 out=; tf32's K-major copies from aligned, unaligned and misaligned operands; the row copies of
 the operands it copies, gemm_row_copies: 16-, 4- and 2-byte loads, rows long and short; skipped,
@@ -787,6 +788,27 @@ def run_gemm_wgmma(dtypes: list[torch.dtype], prefilled: bool = False) -> None:
                         check_gemm(product(a, b, prefilled), a, b, dtype, what, bound)
 
 
+def run_gemm_wgmma_clusters(dtypes: list[torch.dtype]) -> None:
+    """run_gemm_wgmma's checks with the wgmma kernel's blocks in clusters of two wherever they can
+    pair (two tile rows or more: B's stages multicast to both; `_set_gemm_wgmma_knobs(cluster=2)`),
+    K splits too."""
+    ext = load_extension("gemm")
+    if DEVICE == "cuda":
+        ext._set_gemm_wgmma_knobs(cluster=2)
+    try:
+        run_gemm_wgmma(dtypes)
+        if DEVICE == "cuda" and ext._gemm_half_path() == "wgmma":
+            for dtype in [d for d in dtypes if d in HALF]:
+                a, b = padded(520, 1032, dtype), padded(200, 1032, dtype).t()
+                for tile, splits in ((128, 3), (256, 2)):
+                    c = ext._gemm_tensor_core(a, b, "wgmma", tile=tile, splits=splits)
+                    what = f"gemm_wgmma_clusters {tile} {splits} splits {dtype}"
+                    check_gemm(c, a, b, dtype, what, GEMM_REL[dtype])
+    finally:
+        if DEVICE == "cuda":
+            ext._set_gemm_wgmma_knobs()
+
+
 # (M, N, K) for the mma.sync kernels: tails of the 64 / 128 tiles and of the 32-element K step,
 # K % 8 != 0 (the last 16-byte chunk of a K-major row partly past K), 1 x 1 x 1, K longer than the
 # 4-stage ring, odd N (the last column stored alone), and more tiles than an H100 / H200 has SMs.
@@ -1108,7 +1130,8 @@ def main() -> int:
         default="relu,sigmoid,round_ste,lltm,lltm_module,lltm_sequence,lltm_sequence_packed,"
         "lltm_sequence_mixed,rounded_operands,gemm,"
         "gemm_configs,"
-        "gemm_wgmma,gemm_mma,gemm_tc_plans,gemm_row_copies,gemm_small_side,gemm_short_k,gemm_skinny,"
+        "gemm_wgmma,gemm_wgmma_clusters,gemm_mma,gemm_tc_plans,gemm_row_copies,gemm_small_side,"
+        "gemm_short_k,gemm_skinny,"
         "gemm_narrow",
     )
     parser.add_argument("--dtypes", default=",".join(DTYPES))
@@ -1157,6 +1180,8 @@ def main() -> int:
             run_gemm_configs(only)
         elif op == "gemm_wgmma":
             run_gemm_wgmma(dtypes, args.prefilled_tma_outputs)
+        elif op == "gemm_wgmma_clusters":
+            run_gemm_wgmma_clusters(dtypes)
         elif op == "gemm_mma":
             run_gemm_mma(dtypes)
         elif op == "gemm_row_copies":

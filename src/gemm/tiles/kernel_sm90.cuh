@@ -24,6 +24,10 @@
 //     the tiles of each split) blockIdx.x, + gridDim.x, ... in groups of GROUP_M tile rows
 //     (neighbours share A and B panels in L2); the producer runs ahead into the next item while
 //     the consumers store the last one;
+//   - clusters of two (p.cluster_m 2): the blocks of a cluster take neighbouring tile rows of one
+//     tile column together; each producer loads its half of the stage's B tile into both blocks
+//     (TMA multicast), so B crosses from L2 once for the pair; a stage is free again once the
+//     consumers of both blocks release it (remote mbarrier arrivals);
 //   - split-K (p.splits > 1, for grids of fewer tiles than SMs): the work items are the tiles of
 //     each K split in turn (split-major: the blocks running together read the same K range), a
 //     split k_tiles_split K steps; each item writes its float32 partial tile to its split's slice
@@ -107,9 +111,16 @@ struct Sm90Params {
   // slice[col * M + r] (the narrow tile's swapped operands, C^T = B^T A^T: the caller's C is the
   // kernel's N x M); direct stores only.
   bool c_trans = false;
+  // Blocks a cluster, 1 or 2 (the launch's cluster shape): the two blocks of a cluster take tile
+  // rows 2 i and 2 i + 1 of one tile column and K range at once, each loading half of the stage's
+  // B tile and multicasting it to both (map_b's K-major boxes then BN / 2 rows deep), so that B
+  // is read from L2 once for the two. The second block of a last, odd row loads no A and stores
+  // nothing.
+  int cluster_m = 1;
 };
 
 // Work item u's tile and K steps [kt_begin, kt_end): the tiles of split 0, then of split 1, ...
+// (with clusters of two, `tiles` counts the pairs of tile rows' tiles).
 __device__ __forceinline__ void sm90_work(const Sm90Params& p, int u, int tiles, int k_tiles,
                                           int& t, int& kt_begin, int& kt_end) {
   if (p.splits <= 1) {
@@ -186,21 +197,34 @@ __global__ void __launch_bounds__(384, 1)
 
   const int warpgroup = threadIdx.x / 128;
   const int tid = threadIdx.x % 128;
+  // Clusters of two (p.cluster_m): a stage's B arrives half from each block, so a stage is free
+  // once both blocks' consumers are done with it (their arrivals on each other's `empty`).
+  const int cm = p.cluster_m;
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], Tile::CONSUMERS * 4);
+      mbar_init(&empty[s], Tile::CONSUMERS * 4 * cm);
     }
     mbar_init_fence();
   }
-  __syncthreads();
+  // The other block's barriers are initialized before anything reaches them.
+  if (cm > 1) {
+    cluster_sync_threads();
+  } else {
+    __syncthreads();
+  }
   // A programmatic dependent launch (gemm_kernels_sm90.cu): the set-up above overlaps the end of
   // the kernel before it, whose writes this waits for before any global memory is touched.
   cuda::pdl_wait();
 
-  const int tiles = p.tiles_m * p.tiles_n;
+  // A cluster walks the work items of its tile-row pairs (`tiles` of them a split); block `rank`
+  // of it takes the pair's row rank.
+  const int rank = cm > 1 ? static_cast<int>(cluster_rank()) : 0;
+  const int tiles_mc = (p.tiles_m + cm - 1) / cm;
+  const int tiles = tiles_mc * p.tiles_n;
   const int k_tiles = (p.K + BK - 1) / BK;
   const int items = tiles * max(p.splits, 1);
+  const int first = blockIdx.x / cm, step_u = gridDim.x / cm;
 
   if (warpgroup == 0) {  // producer
     setmaxnreg_dec<40>();
@@ -209,25 +233,44 @@ __global__ void __launch_bounds__(384, 1)
       prefetch_tensor_map(&map_b);
       int stage = 0;
       uint32_t phase = 0;
-      for (int u = blockIdx.x; u < items; u += gridDim.x) {
+      for (int u = first; u < items; u += step_u) {
         int t, kt_begin, kt_end, tm, tn;
         sm90_work(p, u, tiles, k_tiles, t, kt_begin, kt_end);
-        sm90_tile_coords(t, p.tiles_m, p.tiles_n, Tile::GROUP_M, tm, tn);
+        sm90_tile_coords(t, tiles_mc, p.tiles_n, Tile::GROUP_M / cm, tm, tn);
+        tm = tm * cm + rank;
         const int m0 = tm * BM, n0 = tn * BN;
+        const bool a_live = m0 < p.M;  // else the second block of a last, odd row of a pair
         for (int kt = kt_begin; kt < kt_end; ++kt) {
           mbar_wait(&empty[stage], phase ^ 1);
           uint8_t* const sa = smem + stage * Tile::STAGE_BYTES;
           uint8_t* const sb = sa + Tile::A_BYTES;
-          mbar_arrive_expect_tx(&full[stage], p.a_rows * 128 + Tile::B_BYTES);
+          // B's bytes arrive in full either way: with clusters, half from the other block.
+          mbar_arrive_expect_tx(&full[stage], (a_live ? p.a_rows * 128 : 0) + Tile::B_BYTES);
           const int k0 = kt * BK;
-          if constexpr (A_K) {
-            tma_load_2d(sa, &map_a, &full[stage], k0, m0);  // a box of p.a_rows rows
-          } else {
-            for (int j = 0; j < p.a_rows / 64; ++j) {
-              tma_load_2d(sa + j * Tile::ATOM_BYTES, &map_a, &full[stage], m0 + 64 * j, k0);
+          if (a_live) {
+            if constexpr (A_K) {
+              tma_load_2d(sa, &map_a, &full[stage], k0, m0);  // a box of p.a_rows rows
+            } else {
+              for (int j = 0; j < p.a_rows / 64; ++j) {
+                tma_load_2d(sa + j * Tile::ATOM_BYTES, &map_a, &full[stage], m0 + 64 * j, k0);
+              }
             }
           }
-          if constexpr (B_K) {
+          if (cm > 1) {
+            // This block's half of B, to both blocks: K-major, rows rank BN / 2 ..; MN-major,
+            // the atom columns j = rank, rank + 2, ...
+            if constexpr (B_K) {
+              tma_load_2d_multicast(sb + rank * (BN / 2) * 128, &map_b, &full[stage], k0,
+                                    n0 + rank * (BN / 2), 3);
+            } else {
+#pragma unroll
+              for (int j = 0; j < BN / 64; ++j) {
+                if (j % 2 != rank) continue;
+                tma_load_2d_multicast(sb + j * Tile::ATOM_BYTES, &map_b, &full[stage], n0 + 64 * j,
+                                      k0, 3);
+              }
+            }
+          } else if constexpr (B_K) {
             tma_load_2d(sb, &map_b, &full[stage], k0, n0);
           } else {
 #pragma unroll
@@ -254,10 +297,18 @@ __global__ void __launch_bounds__(384, 1)
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
     int stage = 0;
     uint32_t phase = 0;
-    for (int u = blockIdx.x; u < items; u += gridDim.x) {
+    // A stage goes back to the producer(s): one arrival per warp, on both blocks' `empty` in a
+    // cluster of two.
+    auto release = [&](int s) {
+      if (lane != 0) return;
+      mbar_arrive(&empty[s]);
+      if (cm > 1) mbar_arrive_cluster(&empty[s], rank ^ 1);
+    };
+    for (int u = first; u < items; u += step_u) {
       int t, kt_begin, kt_end, tm, tn;
       sm90_work(p, u, tiles, k_tiles, t, kt_begin, kt_end);
-      sm90_tile_coords(t, p.tiles_m, p.tiles_n, Tile::GROUP_M, tm, tn);
+      sm90_tile_coords(t, tiles_mc, p.tiles_n, Tile::GROUP_M / cm, tm, tn);
+      tm = tm * cm + rank;
       const int m0 = tm * BM, n0 = tn * BN;
       int held = -1;  // p.overlap: the stage the group still in flight may be reading
       for (int kt = kt_begin; kt < kt_end; ++kt) {
@@ -290,13 +341,13 @@ __global__ void __launch_bounds__(384, 1)
           wgmma_wait<1>();
 #pragma unroll
           for (int i = 0; i < BN / 2; ++i) fence_operand(acc[i]);
-          if (held >= 0 && lane == 0) mbar_arrive(&empty[held]);
+          if (held >= 0) release(held);
           held = stage;
         } else {
           wgmma_wait<0>();
 #pragma unroll
           for (int i = 0; i < BN / 2; ++i) fence_operand(acc[i]);
-          if (lane == 0) mbar_arrive(&empty[stage]);
+          release(stage);
         }
         if (++stage == STAGES) {
           stage = 0;
@@ -307,8 +358,9 @@ __global__ void __launch_bounds__(384, 1)
         wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) fence_operand(acc[i]);
-        if (held >= 0 && lane == 0) mbar_arrive(&empty[held]);
+        if (held >= 0) release(held);
       }
+      if (m0 >= p.M) continue;  // the second block of a last, odd row of a cluster's pair
       // Epilogue: the m64nBN accumulator fragment: per 8 columns j, a thread holds (row r,
       // columns c, c + 1) and (row r + 8, the same columns), r = 16 warp + lane / 4,
       // c = 8 j + 2 (lane % 4). each_pair(store): store(r, c, v0, v1) for each such pair of the
@@ -404,6 +456,9 @@ __global__ void __launch_bounds__(384, 1)
     }
     if (p.tma_store && tid == 0) bulk_wait<0>();  // C written before the block exits
   }
+  // No block of a cluster leaves while the other may still arrive on its barriers or load into
+  // its shared memory.
+  if (cm > 1) cluster_sync_threads();
 #endif  // LLTM_EXT_SM90A
 }
 
