@@ -788,20 +788,21 @@ def run_gemm_wgmma(dtypes: list[torch.dtype], prefilled: bool = False) -> None:
                         check_gemm(product(a, b, prefilled), a, b, dtype, what, bound)
 
 
-def run_gemm_wgmma_clusters(dtypes: list[torch.dtype]) -> None:
+def run_gemm_wgmma_clusters(dtypes: list[torch.dtype], prefilled: bool = False) -> None:
     """run_gemm_wgmma's checks with the wgmma kernel's blocks in clusters of two wherever they can
     pair (two tile rows or more: B's stages multicast to both; `_set_gemm_wgmma_knobs(cluster=2)`),
-    K splits too."""
+    K splits too; `prefilled` as there."""
     ext = load_extension("gemm")
     if DEVICE == "cuda":
         ext._set_gemm_wgmma_knobs(cluster=2)
     try:
-        run_gemm_wgmma(dtypes)
+        run_gemm_wgmma(dtypes, prefilled)
         if DEVICE == "cuda" and ext._gemm_half_path() == "wgmma":
             for dtype in [d for d in dtypes if d in HALF]:
                 a, b = padded(520, 1032, dtype), padded(200, 1032, dtype).t()
                 for tile, splits in ((128, 3), (256, 2)):
-                    c = ext._gemm_tensor_core(a, b, "wgmma", tile=tile, splits=splits)
+                    c = torch.full((520, 200), math.nan, dtype=dtype, device=DEVICE)
+                    ext._gemm_tensor_core(a, b, "wgmma", tile=tile, splits=splits, out=c)
                     what = f"gemm_wgmma_clusters {tile} {splits} splits {dtype}"
                     check_gemm(c, a, b, dtype, what, GEMM_REL[dtype])
     finally:
@@ -1181,7 +1182,7 @@ def main() -> int:
         elif op == "gemm_wgmma":
             run_gemm_wgmma(dtypes, args.prefilled_tma_outputs)
         elif op == "gemm_wgmma_clusters":
-            run_gemm_wgmma_clusters(dtypes)
+            run_gemm_wgmma_clusters(dtypes, args.prefilled_tma_outputs)
         elif op == "gemm_mma":
             run_gemm_mma(dtypes)
         elif op == "gemm_row_copies":
