@@ -22,24 +22,16 @@ import time
 from typing import Any
 
 import torch
+from measure_tile_widths import DTYPES, operands  # this folder's (run as a script from here)
 
 import lltm_ext
 from lltm_ext._extension import load_extension
 from lltm_ext.cli.linear import LINEAR_LAYERS
 from lltm_ext.cli.sweep import time_medians
 
-DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "tf32": torch.float32}
 # (M, N, K) whose B rows start inside sectors in layout nn (N = 8 mod 16) or nt (K = 8 mod 16).
 SECTOR_NN = [(2048, 4104, 4096), (1032, 4104, 1032), (4096, 11016, 4096), (600, 2056, 3000)]
 SECTOR_NT = [(2048, 4096, 4104), (2056, 2056, 1032), (8192, 4096, 1800), (300, 6000, 2216)]
-
-
-def operands(m: int, n: int, k: int, layout: str, dtype: torch.dtype):
-    """a (m x k) and b (k x n); layout "nt": b a transposed view of a row-major (n, k)."""
-    dev = torch.device("cuda")
-    a = torch.randn(k, m, device=dev).t() if layout[0] == "t" else torch.randn(m, k, device=dev)
-    b = torch.randn(n, k, device=dev).t() if layout[1] == "t" else torch.randn(k, n, device=dev)
-    return a.to(dtype), b.to(dtype)
 
 
 def measure(ext: Any, m: int, n: int, k: int, layout: str, dtype: str, budget: float,
