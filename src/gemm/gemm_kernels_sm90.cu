@@ -189,7 +189,21 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   const int a_rows = g.short_a && g.M <= 64 ? 64 : BM;
   const int64_t tiles_m = (g.M + BM - 1) / BM;
   // Clusters of two share B's stages (each block loads half of a K-major B box: BN / 2 rows).
-  const int cm = g.cluster_m == 2 && g.bn >= 64 && tiles_m >= 2 ? 2 : 1;
+  int cm = g.cluster_m == 2 && g.bn >= 64 && tiles_m >= 2 ? 2 : 1;
+  // Persistent: a block per SM, or a cluster per pair of SMs that hold one at once (none there,
+  // on a GPU without room for a pair: blocks alone).
+  int64_t slots = g.sms;
+  if (cm > 1) {
+    int clusters = 0;
+    *step = "cudaOccupancyMaxActiveClusters";
+    err = max_active_clusters(kernel, cm, smem, &clusters);
+    if (err != cudaSuccess) return err;
+    if (clusters > 0) {
+      slots = clusters;
+    } else {
+      cm = 1;
+    }
+  }
   CUtensorMap map_a, map_b;
   err = g.a_kcontig ? make_map(encode, &map_a, g.a, g.type, g.K, g.M, g.lda, a_rows, step)
                     : make_map(encode, &map_a, g.a, g.type, g.M, g.K, g.lda, 64, step);
@@ -232,17 +246,8 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
     p.k_tiles_split = static_cast<int>(g.k_split / bk);
     p.partial = g.partial;
   }
-  // Persistent: a block (or a cluster) per SM (per pair of SMs that hold a cluster), at most one
-  // per work item.
+  // At most one block (cluster) per work item.
   const int64_t items = (tiles_m + cm - 1) / cm * p.tiles_n * p.splits;
-  int64_t slots = g.sms;
-  if (cm > 1) {
-    int clusters = 0;
-    *step = "cudaOccupancyMaxActiveClusters";
-    err = max_active_clusters(kernel, cm, smem, &clusters);
-    if (err != cudaSuccess) return err;
-    slots = std::max(clusters, 1);
-  }
   const unsigned int blocks = static_cast<unsigned int>(std::min<int64_t>(items, slots) * cm);
   *step = "the kernel launch";
   return cuda::launch_dependent_clusters(true, static_cast<unsigned int>(cm), kernel, dim3(blocks),
