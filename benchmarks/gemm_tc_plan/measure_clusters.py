@@ -14,15 +14,16 @@ start inside 32-byte sectors ("sectors": a side of 8 mod 16 elements, bfloat16),
 
 from __future__ import annotations
 
-import argparse
-import json
-import math
-import random
-import time
 from typing import Any
 
 import torch
-from measure_tile_widths import DTYPES, operands  # this folder's (run as a script from here)
+from measure_tile_widths import (  # this folder's (run as a script from here)
+    DTYPES,
+    operands,
+    parse_args,
+    random_points,
+    run_points,
+)
 
 import lltm_ext
 from lltm_ext._extension import load_extension
@@ -88,34 +89,17 @@ def points(n_random: int, seed: int) -> list[tuple[str, int, int, int, str, str]
     for m in (256, 8192):
         for layout in ("nt", "nn"):
             out += [("linear", m, n, k, layout, "bfloat16") for k, n in LINEAR_LAYERS["cuda"]]
-    rng = random.Random(seed)
-    for _ in range(n_random):
-        m, n, k = (int(math.exp(rng.uniform(math.log(256), math.log(8192)))) for _ in range(3))
-        out.append(("random", m, n, k - k % 8, "nt", "bfloat16"))
-    return out
+    return out + random_points(n_random, seed)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("json", help="where to write the rows")
-    parser.add_argument("--random", type=int, default=24, help="random shapes")
-    parser.add_argument("--seed", type=int, default=5)
-    parser.add_argument("--budget", type=float, default=0.1, help="seconds of samples a point")
-    parser.add_argument("--limit-s", type=float, default=1e9, help="stop after this long")
-    parser.add_argument("--only", default="", help="comma-separated kinds of point to keep")
-    args = parser.parse_args()
-    if not torch.cuda.is_available():
-        raise SystemExit("measure_clusters.py: times CUDA kernels, but torch sees no GPU")
+    args = parse_args(__doc__, 0.1)
     ext = load_extension("gemm")
-    start, rows = time.monotonic(), []
-    for what, m, n, k, layout, dtype in points(args.random, args.seed):
-        if time.monotonic() - start > args.limit_s:
-            break
-        if args.only and what not in args.only.split(","):
-            continue
-        rows.append(measure(ext, m, n, k, layout, dtype, args.budget, what))
-        with open(args.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+
+    def one(what: str, m: int, n: int, k: int, layout: str, dtype: str) -> dict[str, Any]:
+        return measure(ext, m, n, k, layout, dtype, args.budget, what)
+
+    run_points(args, points(args.random, args.seed), one, {})
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import json
 import math
 import random
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -92,37 +93,63 @@ def points(n_random: int, seed: int) -> list[tuple[str, int, int, int, str, str]
     out += [("linear", 512, n, k, "nn", "bfloat16") for k, n in LINEAR_LAYERS["cuda"]]
     for m, n, k in [(1000, 3000, 5000), (4096, 4104, 2048), (2056, 8200, 1032), (5000, 3000, 2000)]:
         out.append(("uneven", m, n, k, "nt", "bfloat16"))
-    rng = random.Random(seed)
+    return out + random_points(n_random, seed)
+
+
+def random_points(n_random: int, seed: int) -> list[tuple[str, int, int, int, str, str]]:
+    """Random `a @ b.T` points in bfloat16: M, N, K log-uniform in 256-8192 (K a multiple of 8)."""
+    rng, out = random.Random(seed), []
     for _ in range(n_random):
         m, n, k = (int(math.exp(rng.uniform(math.log(256), math.log(8192)))) for _ in range(3))
         out.append(("random", m, n, k - k % 8, "nt", "bfloat16"))
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(doc: str, budget: float) -> argparse.Namespace:
+    """This folder's measurement scripts' arguments: the JSON path, random shapes, the time per
+    point and in all, the kinds of point kept; exits where torch sees no GPU."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("json", help="where to write the rows")
     parser.add_argument("--random", type=int, default=24, help="random shapes")
     parser.add_argument("--seed", type=int, default=5)
-    parser.add_argument("--budget", type=float, default=0.15, help="seconds of samples a point")
+    parser.add_argument("--budget", type=float, default=budget, help="seconds of samples a point")
     parser.add_argument("--limit-s", type=float, default=1e9, help="stop after this long")
     parser.add_argument("--only", default="", help="comma-separated kinds of point to keep")
     args = parser.parse_args()
     if not torch.cuda.is_available():
-        raise SystemExit("measure_tile_widths.py: times CUDA kernels, but torch sees no GPU")
-    ext = load_extension("gemm")
-    ws = widths(ext)
-    print("widths:", ws, flush=True)
+        raise SystemExit(f"{parser.prog}: times CUDA kernels, but torch sees no GPU")
+    return args
+
+
+def run_points(
+    args: argparse.Namespace,
+    points_: list[tuple[str, int, int, int, str, str]],
+    measure_one: Callable[..., dict[str, Any]],
+    header: dict[str, Any],
+) -> None:
+    """measure_one(what, m, n, k, layout, dtype) at each point of the kinds args.only keeps,
+    until args.limit_s has passed; after each, {"device", **header, "rows"} to args.json."""
     start, rows = time.monotonic(), []
-    for what, m, n, k, layout, dtype in points(args.random, args.seed):
+    for what, m, n, k, layout, dtype in points_:
         if time.monotonic() - start > args.limit_s:
             break
         if args.only and what not in args.only.split(","):
             continue
-        rows.append(measure(ext, ws, m, n, k, layout, dtype, args.budget, what))
+        rows.append(measure_one(what, m, n, k, layout, dtype))
         with open(args.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "widths": ws, "rows": rows}, f,
-                      indent=1)  # fmt: skip
+            json.dump({"device": torch.cuda.get_device_name(), **header, "rows": rows}, f, indent=1)
+
+
+def main() -> None:
+    args = parse_args(__doc__, 0.15)
+    ext = load_extension("gemm")
+    ws = widths(ext)
+    print("widths:", ws, flush=True)
+
+    def one(what: str, m: int, n: int, k: int, layout: str, dtype: str) -> dict[str, Any]:
+        return measure(ext, ws, m, n, k, layout, dtype, args.budget, what)
+
+    run_points(args, points(args.random, args.seed), one, {"widths": ws})
 
 
 if __name__ == "__main__":
