@@ -102,7 +102,7 @@ cudaError_t max_active_clusters(Sm90Kernel kernel, int blocks, int smem, int* co
   }
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned int>(blocks));
-  config.blockDim = dim3(sm90::Sm90Tile<128>::THREADS);
+  config.blockDim = dim3(sm90::Sm90Tile<128, sm90::kSm90BF16>::THREADS);
   config.dynamicSmemBytes = static_cast<size_t>(smem);
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeClusterDimension;
@@ -147,28 +147,28 @@ Sm90Kernel kernel_for_type(Sm90Type type, bool a_k, bool b_k) {
 }  // namespace
 
 cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** step) {
-  constexpr int BM = sm90::Sm90Tile<128>::BM;
+  constexpr int BM = sm90::Sm90Tile<128, sm90::kSm90BF16>::BM;
+  const int dt = g.type == kSm90Tf32       ? sm90::kSm90TF32
+                 : g.type == kSm90BFloat16 ? sm90::kSm90BF16
+                                           : sm90::kSm90F16;
   Sm90Kernel kernel;
   int smem = 0;
   if (g.bn == 256) {
     kernel = kernel_for_type<256>(g.type, g.a_kcontig, g.b_kcontig);
-    smem = sm90::Sm90Tile<256>::SMEM_BYTES;
+    smem = sm90::sm90_smem_bytes<256>(dt);
   } else if (g.bn == 128) {
     kernel = kernel_for_type<128>(g.type, g.a_kcontig, g.b_kcontig);
-    smem = sm90::Sm90Tile<128>::SMEM_BYTES;
+    smem = sm90::sm90_smem_bytes<128>(dt);
   } else if (g.bn == 64) {
     kernel = kernel_for_type<64>(g.type, g.a_kcontig, g.b_kcontig);
-    smem = sm90::Sm90Tile<64>::SMEM_BYTES;
+    smem = sm90::sm90_smem_bytes<64>(dt);
   } else if (g.bn == 16) {
     kernel = g.type == kSm90Tf32 ? nullptr
              : g.type == kSm90BFloat16
                  ? narrow_kernel_for<sm90::kSm90BF16>(g.a_kcontig, g.b_kcontig)
                  : narrow_kernel_for<sm90::kSm90F16>(g.a_kcontig, g.b_kcontig);
-    smem = sm90::Sm90Tile<16>::SMEM_BYTES;
+    smem = sm90::sm90_smem_bytes<16>(dt);
   } else {
-    const int dt = g.type == kSm90Tf32       ? sm90::kSm90TF32
-                   : g.type == kSm90BFloat16 ? sm90::kSm90BF16
-                                             : sm90::kSm90F16;
     kernel = sm90::wide_kernel(g.bn, dt, g.a_kcontig, g.b_kcontig, &smem);
   }
   *step =
@@ -251,7 +251,7 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   const unsigned int blocks = static_cast<unsigned int>(std::min<int64_t>(items, slots) * cm);
   *step = "the kernel launch";
   return cuda::launch_dependent_clusters(true, static_cast<unsigned int>(cm), kernel, dim3(blocks),
-                                         dim3(sm90::Sm90Tile<128>::THREADS),
+                                         dim3(sm90::Sm90Tile<128, sm90::kSm90BF16>::THREADS),
                                          static_cast<size_t>(smem), stream, map_a, map_b, map_c, p);
 }
 

@@ -23,7 +23,7 @@ Sm90KernelFn width_kernel(bool a_k, bool b_k) {
 
 template <int BN>
 Sm90KernelFn typed_kernel(int dt, bool a_k, bool b_k, int* smem) {
-  *smem = Sm90Tile<BN>::SMEM_BYTES;
+  *smem = sm90_smem_bytes<BN>(dt);
   return dt == kSm90TF32   ? width_kernel<BN, kSm90TF32>(a_k, b_k)
          : dt == kSm90BF16 ? width_kernel<BN, kSm90BF16>(a_k, b_k)
                            : width_kernel<BN, kSm90F16>(a_k, b_k);

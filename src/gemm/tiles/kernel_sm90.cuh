@@ -62,9 +62,10 @@ using namespace ::lltm_ext::cuda::sm90;  // NOLINT(google-build-using-namespace)
 // The element types: the kernel's DT template argument (operands and C of one type).
 inline constexpr int kSm90F16 = 0, kSm90BF16 = 1, kSm90TF32 = 2;  // TF32: float32 data
 
-// The shape and shared memory of the BN-wide block tile. A stage holds 128 bytes of K per row (64
-// 16-bit or 32 float32 elements), so the byte geometry is the same for every element type.
-template <int BN_>
+// The shape and shared memory of the BN-wide block tile for element type DT_ (kSm90*). A stage
+// holds 128 bytes of K per row (64 16-bit or 32 float32 elements), so the stages' byte geometry is
+// the same for every element type; C's staging is not (C_BOXES).
+template <int BN_, int DT_>
 struct Sm90Tile {
   static constexpr int BM = 128, BN = BN_, BK = 64;  // BK: in 16-bit elements (32 for TF32)
   static constexpr int CONSUMERS = 2;                // consumer warpgroups, 64 rows each
@@ -72,13 +73,22 @@ struct Sm90Tile {
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
   static constexpr int ATOM_BYTES = 64 * 128;  // one (64 MN) x (64 K) swizzle-atom column
-  // C staging for the TMA-store epilogue: per consumer, 64 rows x 128 bytes x 2 boxes. The narrow
-  // tile stores C directly.
+  // C staging for the TMA-store epilogue: per consumer, C_BOXES boxes of 64 rows x 128 bytes, one
+  // store pass's columns. Two boxes (a pass of 128 bytes x 2) unless one buys another stage for a
+  // 16-bit C, as at BN 192 (passes of one box, 64 columns: that width's passes anyway). A TF32 C
+  // keeps two: one would double its store passes, which cost more than the stage gains
+  // (docs/decisions.md#wgmma-stages). The narrow tile stores C directly.
   static constexpr bool C_STAGED = BN % 64 == 0;
-  static constexpr int C_BOX_BYTES = 64 * 128, C_BYTES = C_STAGED ? CONSUMERS * 2 * C_BOX_BYTES : 0;
+  static constexpr int C_BOX_BYTES = 64 * 128;
+  static constexpr int fit(int boxes) {
+    return (227 * 1024 - (C_STAGED ? CONSUMERS * boxes * C_BOX_BYTES : 0) - 1024 - 256) /
+           STAGE_BYTES;
+  }
+  static constexpr int C_BOXES = DT_ != kSm90TF32 && fit(1) > fit(2) ? 1 : 2;
+  static constexpr int C_BYTES = C_STAGED ? CONSUMERS * C_BOXES * C_BOX_BYTES : 0;
   // As many stages as fit in the 227 KB a block may have, beside C, the 1024-byte alignment and
-  // the barriers, up to 12: 4 at BN 256 and 192, 6 at 128, 8 at 64, 12 at 16.
-  static constexpr int STAGES_FIT = (227 * 1024 - C_BYTES - 1024 - 256) / STAGE_BYTES;
+  // the barriers, up to 12: 4 at BN 256, 5 at 192 (4 for TF32), 6 at 128, 8 at 64, 12 at 16.
+  static constexpr int STAGES_FIT = fit(C_BOXES);
   static constexpr int STAGES = STAGES_FIT < 12 ? STAGES_FIT : 12;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024;  // + align to 1024
   static constexpr int GROUP_M = 8;
@@ -86,6 +96,13 @@ struct Sm90Tile {
                 "wgmma tiles are 16, 64, 128, 192 or 256 wide");
   static_assert(STAGES >= 4, "at least four stages");
 };
+
+// Sm90Tile<BN, dt>::SMEM_BYTES for a runtime dt (float16 and bfloat16 alike).
+template <int BN>
+constexpr int sm90_smem_bytes(int dt) {
+  return dt == kSm90TF32 ? Sm90Tile<BN, kSm90TF32>::SMEM_BYTES
+                         : Sm90Tile<BN, kSm90BF16>::SMEM_BYTES;
+}
 
 // What the kernel needs besides the two tensor maps. C is row-major with leading dimension ldc.
 struct Sm90Params {
@@ -174,16 +191,16 @@ __device__ __forceinline__ void store_two(void* c, int64_t idx, float v0, float 
 // C = A B for A (M x K) and B (K x N) of type DT described by map_a / map_b (A_K: A is K-major,
 // its map's dims (K, M), else (M, K); B_K: B is K-major, dims (K, N), else (N, K); TF32: both
 // K-major, as wgmma's tf32 form requires); C in the same type. 384 threads,
-// Sm90Tile<BN>::SMEM_BYTES of dynamic shared memory, gridDim.x <= tiles x splits. The narrow tile
-// (BN 16: a side of at most 16 streamed past the other operand's 128-row tiles) needs B K-major and
-// stores C directly.
+// Sm90Tile<BN, DT>::SMEM_BYTES of dynamic shared memory, gridDim.x <= tiles x splits. The narrow
+// tile (BN 16: a side of at most 16 streamed past the other operand's 128-row tiles) needs B
+// K-major and stores C directly.
 template <int BN, int DT, bool A_K, bool B_K>
 __global__ void __launch_bounds__(384, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                      const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_c, const Sm90Params p) {
 #if LLTM_EXT_SM90A
-  using Tile = Sm90Tile<BN>;
+  using Tile = Sm90Tile<BN, DT>;
   static_assert(DT != kSm90TF32 || (A_K && B_K), "tf32 wgmma reads K-major operands only");
   static_assert(BN >= 64 || (B_K && DT != kSm90TF32), "the narrow tile: 16-bit, B K-major");
   constexpr int ELEM = DT == kSm90TF32 ? 4 : 2;
@@ -403,9 +420,13 @@ __global__ void __launch_bounds__(384, 1)
         // this fragment), then one thread stores them with TMA (clipped at M and N) and the
         // warpgroup moves on to the next tile while the copy engine writes C.
         constexpr int CB = 128 / ELEM;
-        constexpr int PASS_COLS = BN % (2 * CB) != 0 ? CB : BN < 2 * CB ? BN : 2 * CB;
+        constexpr int PASS_COLS = Tile::C_BOXES == 1 || BN % (2 * CB) != 0 ? CB
+                                  : BN < 2 * CB                            ? BN
+                                                                           : 2 * CB;
         constexpr int BOXES = PASS_COLS / CB, PASSES = BN / PASS_COLS;
-        uint8_t* const cs = smem + STAGES * Tile::STAGE_BYTES + w * 2 * Tile::C_BOX_BYTES;
+        static_assert(BOXES <= Tile::C_BOXES, "a pass's boxes fit the staging buffer");
+        uint8_t* const cs =
+            smem + STAGES * Tile::STAGE_BYTES + w * Tile::C_BOXES * Tile::C_BOX_BYTES;
         const uint32_t cs_addr = smem_u32(cs);
 #pragma unroll
         for (int pass = 0; pass < PASSES; ++pass) {
