@@ -163,6 +163,25 @@ cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, s
   return launch_dependent_if(true, kernel, grid, block, smem, stream, args...);
 }
 
+// *count: the clusters of cluster_x blocks (`block` threads, `smem` bytes of dynamic shared memory
+// each) of `kernel` that the current device runs at once.
+template <typename... Params>
+cudaError_t max_active_clusters(void (*kernel)(Params...), unsigned int cluster_x, dim3 block,
+                                size_t smem, int* count) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = cluster_x;
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(cluster_x);
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return cudaOccupancyMaxActiveClusters(count, kernel, &config);
+}
+
 // Whether the current device takes cooperative launches (the persistent kernels whose blocks
 // wait on each other need every block resident: a cooperative launch fails rather than hangs).
 inline cudaError_t cooperative_launch_supported(bool* supported) {

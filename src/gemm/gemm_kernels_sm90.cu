@@ -100,18 +100,9 @@ cudaError_t max_active_clusters(Sm90Kernel kernel, int blocks, int smem, int* co
   if (device < kMaxDevices && (*count = known[device].load(std::memory_order_relaxed)) > 0) {
     return cudaSuccess;
   }
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned int>(blocks));
-  config.blockDim = dim3(sm90::Sm90Tile<128, sm90::kSm90BF16>::THREADS);
-  config.dynamicSmemBytes = static_cast<size_t>(smem);
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = static_cast<unsigned int>(blocks);
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  err = cudaOccupancyMaxActiveClusters(count, kernel, &config);
+  err = cuda::max_active_clusters(kernel, static_cast<unsigned int>(blocks),
+                                  dim3(sm90::Sm90Tile<128, sm90::kSm90BF16>::THREADS),
+                                  static_cast<size_t>(smem), count);
   if (err == cudaSuccess && device < kMaxDevices) known[device].store(*count);
   return err;
 }

@@ -11,45 +11,6 @@
 namespace lltm_ext::lltm {
 namespace {
 
-template <typename Kernel, typename... Args>
-cudaError_t launch_cluster(Kernel kernel, int blocks, int64_t clusters, size_t smem, bool dependent,
-                           cudaStream_t stream, Args... args) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned int>(clusters * blocks));
-  config.blockDim = dim3(kClusterThreads);
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  // Clusters, and where `dependent` a programmatic dependent launch (the kernels run only where
-  // their sm_90 code does: they wait for the kernel before them first).
-  cudaLaunchAttribute attribute[2];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = static_cast<unsigned int>(blocks);
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[1].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = dependent ? 2 : 1;
-  return cudaLaunchKernelEx(&config, kernel, args...);
-}
-
-// Clusters of `blocks` blocks of `smem` bytes each that the current device runs at once.
-template <typename Kernel>
-cudaError_t max_clusters(Kernel kernel, int blocks, size_t smem, int* count) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned int>(blocks));
-  config.blockDim = dim3(kClusterThreads);
-  config.dynamicSmemBytes = smem;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = static_cast<unsigned int>(blocks);
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  return cudaOccupancyMaxActiveClusters(count, kernel, &config);
-}
-
 // f(forward kernel, backward kernel) for T and the product cs asks for: the tensor cores where
 // cs.mma (float32 and the half types; float64 has none: an invalid value), in three passes where
 // cs.split (float32 only).
@@ -130,10 +91,14 @@ cudaError_t prepare_cluster_steps(int max_smem, const ClusterShape& cs, int* for
       err = cudaFuncSetAttribute(backward, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
     }
     if (err == cudaSuccess) {
-      err = max_clusters(forward, cs.blocks, cluster_smem_bytes(cs, false, es), forward_clusters);
+      err = cuda::max_active_clusters(
+          forward, static_cast<unsigned int>(cs.blocks), dim3(kClusterThreads),
+          static_cast<size_t>(cluster_smem_bytes(cs, false, es)), forward_clusters);
     }
     if (err == cudaSuccess) {
-      err = max_clusters(backward, cs.blocks, cluster_smem_bytes(cs, true, es), backward_clusters);
+      err = cuda::max_active_clusters(
+          backward, static_cast<unsigned int>(cs.blocks), dim3(kClusterThreads),
+          static_cast<size_t>(cluster_smem_bytes(cs, true, es)), backward_clusters);
     }
     return err;
   });
@@ -145,10 +110,13 @@ cudaError_t launch_cluster_forward(T* gates, const T* bias, const T* h0, const T
                                    int64_t steps, const ClusterShape& cs, cudaStream_t stream) {
   const int64_t clusters = (batch + cs.rows - 1) / cs.rows;
   return with_cluster_kernels<T>(cs, [&](auto forward, auto) {
-    return launch_cluster(forward, cs.blocks, clusters,
-                          static_cast<size_t>(cluster_smem_bytes(cs, false, sizeof(T))),
-                          steps <= kDependentMaxSteps, stream, gates, bias, h0, c0, w, ld, output,
-                          cells, h_n, c_n, batch, steps, cs);
+    // A programmatic dependent launch over short sequences: the kernels run only where their
+    // sm_90 code does, and wait for the kernel before them first.
+    return cuda::launch_dependent_clusters(
+        steps <= kDependentMaxSteps, static_cast<unsigned int>(cs.blocks), forward,
+        dim3(static_cast<unsigned int>(clusters * cs.blocks)), dim3(kClusterThreads),
+        static_cast<size_t>(cluster_smem_bytes(cs, false, sizeof(T))), stream, gates, bias, h0, c0,
+        w, ld, output, cells, h_n, c_n, batch, steps, cs);
   });
 }
 
@@ -159,10 +127,11 @@ cudaError_t launch_cluster_backward(T* d_gates, const T* w, int64_t ld, const T*
                                     int64_t steps, const ClusterShape& cs, cudaStream_t stream) {
   const int64_t clusters = (batch + cs.rows - 1) / cs.rows;
   return with_cluster_kernels<T>(cs, [&](auto, auto backward) {
-    return launch_cluster(backward, cs.blocks, clusters,
-                          static_cast<size_t>(cluster_smem_bytes(cs, true, sizeof(T))),
-                          steps <= kDependentMaxSteps, stream, d_gates, w, ld, grad_output,
-                          grad_h_n, grad_c_n, cells, gates, bias, d_cell, batch, steps, cs);
+    return cuda::launch_dependent_clusters(
+        steps <= kDependentMaxSteps, static_cast<unsigned int>(cs.blocks), backward,
+        dim3(static_cast<unsigned int>(clusters * cs.blocks)), dim3(kClusterThreads),
+        static_cast<size_t>(cluster_smem_bytes(cs, true, sizeof(T))), stream, d_gates, w, ld,
+        grad_output, grad_h_n, grad_c_n, cells, gates, bias, d_cell, batch, steps, cs);
   });
 }
 

@@ -263,7 +263,8 @@ __global__ void __launch_bounds__(kClusterThreads)
                            scalar_t* __restrict__ h_n, scalar_t* __restrict__ c_n, int64_t batch,
                            int64_t steps, ClusterShape cs) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  cuda::pdl_wait();  // a programmatic dependent launch (launch_cluster); released at the last step
+  // A programmatic dependent launch (launch_cluster_forward); released at the last step.
+  cuda::pdl_wait();
   using acc_t = cuda::opmath_t<scalar_t>;
   constexpr int G = 3;
   constexpr bool kMma = P != Product::kSimt;
