@@ -107,7 +107,10 @@ def test_plan_invariants_over_random_shapes():
                 assert (p["splits"] - 1) * p["k_split"] < k <= p["splits"] * p["k_split"], where
                 assert 4 * p["splits"] * m * n <= 256 << 20, where
         else:
-            assert wgmma and p["tile"] in (64, 128, 192, 256), where
+            assert wgmma and p["tile"] in (64, 128, 168, 192, 256), where
+            # 168 (not whole 64-column atoms): B K-major at the kernel (tf32's always is).
+            assert p["tile"] != 168 or b_k or tf32, where
+            assert p["tile"] % 64 == 0 or p["cluster"] == 1, where
             assert p["copy_a"] == (not a_al or (tf32 and not a_k)), where
             assert p["copy_b"] == (not b_al or (tf32 and not b_k)), where
             if p["splits"] > 1:  # only for grids short of the SMs, in whole 64-element steps,
@@ -155,10 +158,25 @@ def test_plan_wgmma_width_by_the_model_where_rounds_mislead():
     for tf32 in (False, True):
         p = plan(1000, 3000, 5000, tf32=tf32)
         assert (p["kernel"], p["tile"], p["splits"]) == ("wgmma", 192, 1), (tf32, p)
-    p = plan(1555, 2832, 1351)
+    p = plan(1555, 2832, 1351, b_k=False)
     assert (p["kernel"], p["tile"]) == ("wgmma", 192), p
     # Where 192-wide tiles take as many rounds as 256-wide ones, 256 (3000 x 5000: four rounds).
     assert plan(3000, 5000, 2000)["tile"] == 256
+
+
+def test_plan_wgmma_168_where_its_rounds_are_even_and_b_is_k_major():
+    """168-wide tiles where they take no more rounds than the others' best and B reaches the
+    kernel K-major (x @ W.T; tf32's B always is, copied first): the linear layer 4096 x 11008 at
+    M = 512 (264 tiles: two full rounds, where 232 of 192 leave 32 SMs idle in the second) and
+    M = 2048; never for an N-major 16-bit B (x @ W), whose atoms are 64 columns wide."""
+    for m in (512, 2048):
+        assert plan(m, 11008, 4096)["tile"] == 168, plan(m, 11008, 4096)
+        assert plan(m, 11008, 4096, b_k=False)["tile"] != 168
+        assert plan(m, 11008, 4096, tf32=True, b_k=False)["tile"] == 168
+    assert plan(1555, 2832, 1351)["tile"] == 168
+    # Fewer rounds at another width: that width (M = 512, 4096 wide: one round of 128).
+    assert plan(512, 4096, 4096)["tile"] == 128
+    assert plan(8192, 28672, 8192)["tile"] != 168
 
 
 def test_fit_mirror_is_the_planners_cost_model():
@@ -184,7 +202,8 @@ def test_fit_mirror_is_the_planners_cost_model():
         seen.add((p["kernel"], p["tile"]))
         us = mirror.cost(mirror.P, dict(M=m, N=n, K=k, tf32=tf32), p)
         assert us == pytest.approx(p["us"], rel=1e-9), (m, n, k, tf32, p, us)
-    assert {("wgmma", 64), ("wgmma", 128), ("wgmma", 192), ("wgmma", 256), ("mma", 64)} <= seen
+    assert {("wgmma", 64), ("wgmma", 128), ("wgmma", 168), ("wgmma", 192), ("wgmma", 256)} <= seen
+    assert ("mma", 64) in seen
 
 
 def test_plan_copies_for_wgmma_only_where_it_pays():
@@ -439,7 +458,7 @@ def test_wgmma_split_k(dtype, tile):
 
 
 # gemm_tc_plan.h's kWgmmaWideTiles (test_build_tools checks the two agree).
-WIDE_TILES = (192,)
+WIDE_TILES = (168, 192)
 
 
 @pytest.mark.cuda
@@ -456,6 +475,12 @@ def test_wgmma_wide_tiles(dtype, tile):
     shapes += [(200, 2 * tile + 8, 2120)]
     with tf32_if(dtype):
         for layout in LAYOUTS:
+            if tile % 64 != 0 and layout[1] == "n" and dtype != torch.float32:
+                # An N-major B takes whole 64-column atoms: no such kernel at this width.
+                a, b = operands(128, tile, 64, layout, dtype)
+                with pytest.raises(RuntimeError):
+                    ext()._gemm_tensor_core(a, b, "wgmma", tile=tile)
+                continue
             for m, n, k in shapes:
                 a, b = operands(m, n, k, layout, dtype)
                 for splits, offset in [(1, 0), (3, 0), (1, 3)]:

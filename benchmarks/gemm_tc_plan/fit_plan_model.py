@@ -29,7 +29,7 @@ def cdiv(a, b):
     return (a + b - 1) // b
 
 
-def wgmma_width(M, N, sms):
+def wgmma_width(M, N, sms, b_kmajor=True):
     tm = cdiv(M, 128)
 
     def r(bn):
@@ -37,10 +37,14 @@ def wgmma_width(M, N, sms):
 
     c256, c128, c64, c192 = r(256) * 100, r(128) * 55, r(64) * 30, r(192) * 80
     if c64 < c128 and c64 < c256 and c64 < c192:
-        return 64
-    if c192 < c128 and c192 < c256:
-        return 192
-    return 128 if c128 < c256 else 256
+        width, cost_ = 64, c64
+    elif c192 < c128 and c192 < c256:
+        width, cost_ = 192, c192
+    else:
+        width, cost_ = (128 if c128 < c256 else 256), min(c128, c256)
+    if b_kmajor and r(168) * 74 < cost_:
+        width = 168
+    return width
 
 
 def math_us(P, blocks, steps, res, sms, flops, rate, step, block, by_active=False):
@@ -66,8 +70,10 @@ def cost(P, pr, plan, sms=132):
         ks = plan["k_split"] if s > 1 else K
         items = cdiv(M, 128) * cdiv(N, bn) * s
         bk = 32 if tf32 else 64
-        if bn == 192:  # wgmma_rate: the line through 128's and 256's rates
-            rate = (P["w128"] + P["w256"]) / 2 * (0.5 if tf32 else 1.0)
+        if 128 < bn < 256:  # wgmma_rate: the line through 128's and 256's rates
+            rate = (P["w128"] + (P["w256"] - P["w128"]) * (bn - 128) / 128.0) * (
+                0.5 if tf32 else 1.0
+            )
         else:
             rate = P[{64: "w64", 128: "w128", 256: "w256"}[bn]] * (0.5 if tf32 else 1.0)
         m = math_us(
@@ -155,7 +161,7 @@ def measured_plans(r):
         if kern == "wgmma":  # splits 0 (files before the wgmma K splits) or 1: one split
             ks = cdiv(cdiv(r["K"], max(sp, 1)), 64) * 64
             s = cdiv(r["K"], ks)
-            tile = tile or wgmma_width(r["M"], r["N"], 132)
+            tile = tile or wgmma_width(r["M"], r["N"], 132, b_k or tf32)
             tiles = cdiv(r["M"], 128) * cdiv(r["N"], tile)
             if s > 1 and not (tiles < 132 and tiles * s <= 132):
                 continue  # a split the planner never weighs

@@ -180,7 +180,7 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   const int a_rows = g.short_a && g.M <= 64 ? 64 : BM;
   const int64_t tiles_m = (g.M + BM - 1) / BM;
   // Clusters of two share B's stages (each block loads half of a K-major B box: BN / 2 rows).
-  int cm = g.cluster_m == 2 && g.bn >= 64 && tiles_m >= 2 ? 2 : 1;
+  int cm = g.cluster_m == 2 && g.bn >= 64 && g.bn % 64 == 0 && tiles_m >= 2 ? 2 : 1;
   // Persistent: a block per SM, or a cluster per pair of SMs that hold one at once (none there,
   // on a GPU without room for a pair: blocks alone).
   int64_t slots = g.sms;
@@ -206,7 +206,7 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   // narrow tile and a transposed C directly.
   CUtensorMap map_c = map_a;  // (unused when tma_store is false)
   const int elem = g.type == kSm90Tf32 ? 4 : 2;
-  const bool tma_store = g.bn % 64 == 0 && !g.c_trans && rows_aligned(g.c, g.ldc, g.M, elem, 16);
+  const bool tma_store = g.bn >= 64 && !g.c_trans && rows_aligned(g.c, g.ldc, g.M, elem, 16);
   if (tma_store) {
     err = make_map(encode, &map_c, g.c, g.type, g.N, g.M, g.ldc, 64, step, /*out=*/true);
     if (err != cudaSuccess) return err;

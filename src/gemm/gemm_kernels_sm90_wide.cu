@@ -11,9 +11,12 @@ namespace {
 
 template <int BN, int DT>
 Sm90KernelFn width_kernel(bool a_k, bool b_k) {
-  static_assert(BN % 64 == 0, "whole 64-column atoms of an N-major B, whole boxes of C");
   if constexpr (DT == kSm90TF32) {
     return a_k && b_k ? &gemm_sm90_kernel<BN, DT, true, true> : nullptr;
+  } else if constexpr (BN % 64 != 0) {
+    // Not whole 64-column atoms of an N-major B: B K-major only.
+    if (!b_k) return nullptr;
+    return a_k ? &gemm_sm90_kernel<BN, DT, true, true> : &gemm_sm90_kernel<BN, DT, false, true>;
   } else {
     if (a_k)
       return b_k ? &gemm_sm90_kernel<BN, DT, true, true> : &gemm_sm90_kernel<BN, DT, true, false>;
@@ -33,10 +36,12 @@ Sm90KernelFn typed_kernel(int dt, bool a_k, bool b_k, int* smem) {
 
 Sm90KernelFn wide_kernel(int bn, int dt, bool a_k, bool b_k, int* smem) {
   using gemm::kWgmmaWideTiles;
-  static_assert(kWgmmaWideTiles.size() == 1, "one case below for each of kWgmmaWideTiles");
+  static_assert(kWgmmaWideTiles.size() == 2, "one case below for each of kWgmmaWideTiles");
   switch (bn) {
     case kWgmmaWideTiles[0]:
       return typed_kernel<kWgmmaWideTiles[0]>(dt, a_k, b_k, smem);
+    case kWgmmaWideTiles[1]:
+      return typed_kernel<kWgmmaWideTiles[1]>(dt, a_k, b_k, smem);
     default:
       return nullptr;
   }

@@ -119,23 +119,33 @@ double copy_us(double bytes, bool aligned_rows) {
 }
 
 // The wgmma kernel's block tile width: the one whose tiles take the SMs the fewest rounds, a
-// round of 192- / 128- / 64-wide tiles costing 0.8 / 0.55 / 0.3 of a 256-wide round (ties to the
-// wider of 128 and 256, then to 256 over 192).
-int wgmma_width(int64_t M, int64_t N, int sms) {
+// round of 192- / 168- / 128- / 64-wide tiles costing 0.8 / 0.74 / 0.55 / 0.3 of a 256-wide round
+// (ties to the wider of 128 and 256, then to 256 over 192, then to those over 168); 168 only where
+// B reaches the kernel K-major (b_kmajor: an N-major B's atoms are 64 columns wide).
+int wgmma_width(int64_t M, int64_t N, int sms, bool b_kmajor) {
   const int64_t tiles_m = ceil_div(M, 128);
   auto rounds = [&](int64_t bn) { return ceil_div(tiles_m * ceil_div(N, bn), sms); };
   const int64_t cost256 = rounds(256) * 100, cost128 = rounds(128) * 55, cost64 = rounds(64) * 30;
   const int64_t cost192 = rounds(192) * 80;
-  if (cost64 < cost128 && cost64 < cost256 && cost64 < cost192) return 64;
-  if (cost192 < cost128 && cost192 < cost256) return 192;
-  return cost128 < cost256 ? 128 : 256;
+  int width = 0;
+  int64_t cost = 0;
+  if (cost64 < cost128 && cost64 < cost256 && cost64 < cost192) {
+    width = 64, cost = cost64;
+  } else if (cost192 < cost128 && cost192 < cost256) {
+    width = 192, cost = cost192;
+  } else {
+    width = cost128 < cost256 ? 128 : 256;
+    cost = std::min(cost128, cost256);
+  }
+  if (b_kmajor && rounds(168) * 74 < cost) width = 168;
+  return width;
 }
 
 }  // namespace
 
 bool wgmma_clusters(const TcProblem& p, const TcPlan& plan) {
   return plan.kernel == TcKernel::kWgmma && !plan.copy_b && !p.b_sectors && plan.tile >= 128 &&
-         p.M > 128;
+         plan.tile % 64 == 0 && p.M > 128;
 }
 
 double tc_cost_us(const TcProblem& p, const TcDevice& dev, const TcPlan& plan) {
@@ -255,7 +265,9 @@ void plan_wgmma(const TcProblem& p, const TcDevice& dev, const TcForce& force, b
   plan.copy_a = copy_a;
   plan.copy_b = copy_b;
   const int sms = std::max(dev.sms, 1);
-  plan.tile = force.tile > 0 ? force.tile : wgmma_width(p.M, p.N, sms);
+  // B at the kernel: K-major where it is, and tf32's always (copied K-major first).
+  const bool b_kmajor = p.b_kcontig || p.tf32;
+  plan.tile = force.tile > 0 ? force.tile : wgmma_width(p.M, p.N, sms, b_kmajor);
   auto with_split = [&](int splits, int64_t k_split) {
     plan.splits = splits;
     plan.k_split = k_split;
@@ -270,7 +282,8 @@ void plan_wgmma(const TcProblem& p, const TcDevice& dev, const TcForce& force, b
   // which misleads at a long K over few rounds (docs/decisions.md#wgmma-width).
   if (force.tile <= 0) {
     const double rounds_us = tc_cost_us(p, dev, plan);
-    for (const int tile : {64, 128, 192, 256}) {
+    for (const int tile : {64, 128, 168, 192, 256}) {
+      if (tile == 168 && !b_kmajor) continue;
       TcPlan other = plan;
       other.tile = tile;
       other.us = tc_cost_us(p, dev, other);

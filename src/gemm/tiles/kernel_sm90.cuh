@@ -4,9 +4,9 @@
 // sm_90a only (an empty body elsewhere).
 //
 // Design:
-//   - block tile BM x BN = 128 x BN (BN 256, 192, 128 or 64), K steps of 128 bytes (one 128-byte
-//     swizzle row: BK = 64 16-bit elements, 32 for tf32); STAGES stages of A and B tiles in
-//     dynamic shared memory;
+//   - block tile BM x BN = 128 x BN (BN 256, 192, 168, 128 or 64; 168, not whole 64-column
+//     atoms, for a K-major B only), K steps of 128 bytes (one 128-byte swizzle row: BK = 64
+//     16-bit elements, 32 for tf32); STAGES stages of A and B tiles in dynamic shared memory;
 //   - warpgroup 0 is the producer: after giving registers back (setmaxnreg), one thread waits for
 //     a free stage (`empty` barrier), announces its bytes on the stage's `full` barrier and issues
 //     the TMA loads; out-of-bounds rows / columns (M, N, K tails) arrive as zeros;
@@ -34,8 +34,9 @@
 //     of p.partial (row-major M x N) by direct stores, which the split-K reduction sums into C;
 //   - epilogue: accumulators converted to the output type, written to a shared staging buffer in
 //     TMA's swizzled layout and stored by TMA, asynchronously (the next tile's main loop overlaps
-//     the writes of C); where C's base or stride does not suit TMA, stored by each thread
-//     directly (two elements at a time where alignment allows), predicated on M and N;
+//     the writes of C; at BN 168 its whole 64-column passes so, the last 40 columns directly);
+//     where C's base or stride does not suit TMA, stored by each thread directly (two elements at
+//     a time where alignment allows), predicated on M and N;
 //   - launched as a programmatic dependent launch: the barriers' set-up overlaps the end of the
 //     kernel before it, and the split-K reduction after it is scheduled once every load is issued.
 #pragma once
@@ -45,6 +46,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/cuda_kernel.cuh"    // pdl_wait, pdl_release
 #include "gemm/tiles/pack_half.cuh"  // pack2 / pack1: the 16-bit epilogue
@@ -78,7 +80,7 @@ struct Sm90Tile {
   // 16-bit C, as at BN 192 (passes of one box, 64 columns: that width's passes anyway). A TF32 C
   // keeps two: one would double its store passes, which cost more than the stage gains
   // (docs/decisions.md#wgmma-stages). The narrow tile stores C directly.
-  static constexpr bool C_STAGED = BN % 64 == 0;
+  static constexpr bool C_STAGED = BN >= 64;  // whole 64-column passes; the rest stored directly
   static constexpr int C_BOX_BYTES = 64 * 128;
   static constexpr int fit(int boxes) {
     return (227 * 1024 - (C_STAGED ? CONSUMERS * boxes * C_BOX_BYTES : 0) - 1024 - 256) /
@@ -87,13 +89,14 @@ struct Sm90Tile {
   static constexpr int C_BOXES = DT_ != kSm90TF32 && fit(1) > fit(2) ? 1 : 2;
   static constexpr int C_BYTES = C_STAGED ? CONSUMERS * C_BOXES * C_BOX_BYTES : 0;
   // As many stages as fit in the 227 KB a block may have, beside C, the 1024-byte alignment and
-  // the barriers, up to 12: 4 at BN 256, 5 at 192 (4 for TF32), 6 at 128, 8 at 64, 12 at 16.
+  // the barriers, up to 12: 4 at BN 256, 5 at 192 (4 for TF32) and 168, 6 at 128, 8 at 64, 12
+  // at 16.
   static constexpr int STAGES_FIT = fit(C_BOXES);
   static constexpr int STAGES = STAGES_FIT < 12 ? STAGES_FIT : 12;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024;  // + align to 1024
   static constexpr int GROUP_M = 8;
-  static_assert(BN == 16 || (BN % 64 == 0 && BN <= 256),
-                "wgmma tiles are 16, 64, 128, 192 or 256 wide");
+  static_assert(BN == 16 || (BN % 8 == 0 && BN >= 64 && BN <= 256),
+                "wgmma tiles are 16 wide, or 64-256 in steps of 8");
   static_assert(STAGES >= 4, "at least four stages");
 };
 
@@ -203,6 +206,7 @@ __global__ void __launch_bounds__(384, 1)
   using Tile = Sm90Tile<BN, DT>;
   static_assert(DT != kSm90TF32 || (A_K && B_K), "tf32 wgmma reads K-major operands only");
   static_assert(BN >= 64 || (B_K && DT != kSm90TF32), "the narrow tile: 16-bit, B K-major");
+  static_assert(BN % 64 == 0 || B_K, "an N-major B in whole 64-column atoms");
   constexpr int ELEM = DT == kSm90TF32 ? 4 : 2;
   constexpr int BM = Tile::BM, BK = 128 / ELEM, STAGES = Tile::STAGES;
   // Static shared memory: only this (sm_90a) body has it, which is how the host tells the loaded
@@ -382,11 +386,11 @@ __global__ void __launch_bounds__(384, 1)
       // columns c, c + 1) and (row r + 8, the same columns), r = 16 warp + lane / 4,
       // c = 8 j + 2 (lane % 4). each_pair(store): store(r, c, v0, v1) for each such pair of the
       // tile's elements whose row and first column lie inside M x N.
-      auto each_pair = [&](auto&& store) {
+      auto each_pair = [&](auto&& store, auto j0) {
         const int row = m0 + 64 * w + 16 * warp + lane / 4;
         const int col0 = n0 + 2 * (lane % 4);
 #pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
+        for (int j = decltype(j0)::value; j < BN / 8; ++j) {
           const int col = col0 + 8 * j;
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
@@ -395,25 +399,39 @@ __global__ void __launch_bounds__(384, 1)
           }
         }
       };
+      // C's elements stored by each thread directly.
+      auto direct = [&](int r, int col, float v0, float v1) {
+        const bool second = col + 1 < p.N;
+        if (p.c_trans) {
+          const int64_t at = static_cast<int64_t>(col) * p.ldc + r;
+          store_two<DT>(p.c, at, v0, 0.f, false, false);
+          if (second) store_two<DT>(p.c, at + p.ldc, v1, 0.f, false, false);
+          return;
+        }
+        store_two<DT>(p.c, static_cast<int64_t>(r) * p.ldc + col, v0, v1, p.pairs && second,
+                      second);
+      };
       if (p.splits > 1) {
         // A K split's partial tile: float32, to its slice, by direct stores (pairs where N is
         // even: every column this thread writes first is even).
         float* const slice = p.partial + static_cast<int64_t>(u / tiles) * p.M * p.N;
-        each_pair([&](int r, int col, float v0, float v1) {
-          if (p.c_trans) {
-            float* const dst = slice + static_cast<int64_t>(col) * p.M + r;
-            dst[0] = v0;
-            if (col + 1 < p.N) dst[p.M] = v1;
-            return;
-          }
-          float* const dst = slice + static_cast<int64_t>(r) * p.N + col;
-          if (p.N % 2 == 0) {
-            *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
-          } else {
-            dst[0] = v0;
-            if (col + 1 < p.N) dst[1] = v1;
-          }
-        });
+        each_pair(
+            [&](int r, int col, float v0, float v1) {
+              if (p.c_trans) {
+                float* const dst = slice + static_cast<int64_t>(col) * p.M + r;
+                dst[0] = v0;
+                if (col + 1 < p.N) dst[p.M] = v1;
+                return;
+              }
+              float* const dst = slice + static_cast<int64_t>(r) * p.N + col;
+              if (p.N % 2 == 0) {
+                *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+              } else {
+                dst[0] = v0;
+                if (col + 1 < p.N) dst[1] = v1;
+              }
+            },
+            std::integral_constant<int, 0>{});
       } else if (Tile::C_STAGED && p.tma_store) {
         // Through shared memory, PASS_COLS columns at a time: 64-row boxes of 128-byte rows (CB
         // columns) in TMA's 128-byte swizzle (16-byte chunk index ^ row % 8: conflict-free for
@@ -461,18 +479,12 @@ __global__ void __launch_bounds__(384, 1)
             bulk_commit();
           }
         }
+        // Columns past the last whole pass (BN not a multiple of it): stored directly.
+        if constexpr (BN % PASS_COLS != 0) {
+          each_pair(direct, std::integral_constant<int, PASSES * PASS_COLS / 8>{});
+        }
       } else {
-        each_pair([&](int r, int col, float v0, float v1) {
-          const bool second = col + 1 < p.N;
-          if (p.c_trans) {
-            const int64_t at = static_cast<int64_t>(col) * p.ldc + r;
-            store_two<DT>(p.c, at, v0, 0.f, false, false);
-            if (second) store_two<DT>(p.c, at + p.ldc, v1, 0.f, false, false);
-            return;
-          }
-          store_two<DT>(p.c, static_cast<int64_t>(r) * p.ldc + col, v0, v1, p.pairs && second,
-                        second);
-        });
+        each_pair(direct, std::integral_constant<int, 0>{});
       }
     }
     if (p.tma_store && tid == 0) bulk_wait<0>();  // C written before the block exits
