@@ -164,7 +164,7 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   }
   *step =
       "choosing the kernel (tf32 needs K-major operands; the narrow tile 16-bit ones, B "
-      "K-major)";
+      "K-major; tiles not a multiple of 64 wide, such as 168, a K-major B)";
   if (kernel == nullptr) return cudaErrorInvalidValue;
   // First a runtime call on the kernel: it also makes the device's primary context current on
   // this thread (a thread such as autograd's may have none yet), which the driver's encoder needs.
