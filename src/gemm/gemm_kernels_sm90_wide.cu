@@ -36,12 +36,14 @@ Sm90KernelFn typed_kernel(int dt, bool a_k, bool b_k, int* smem) {
 
 Sm90KernelFn wide_kernel(int bn, int dt, bool a_k, bool b_k, int* smem) {
   using gemm::kWgmmaWideTiles;
-  static_assert(kWgmmaWideTiles.size() == 2, "one case below for each of kWgmmaWideTiles");
+  static_assert(kWgmmaWideTiles.size() == 3, "one case below for each of kWgmmaWideTiles");
   switch (bn) {
     case kWgmmaWideTiles[0]:
       return typed_kernel<kWgmmaWideTiles[0]>(dt, a_k, b_k, smem);
     case kWgmmaWideTiles[1]:
       return typed_kernel<kWgmmaWideTiles[1]>(dt, a_k, b_k, smem);
+    case kWgmmaWideTiles[2]:
+      return typed_kernel<kWgmmaWideTiles[2]>(dt, a_k, b_k, smem);
     default:
       return nullptr;
   }

@@ -13,7 +13,7 @@ enum class TcKernel : int { kNone = 0, kWgmma = 1, kMma = 2 };
 // The wgmma kernel's block tile widths besides 64, 128 and 256, which fit some grids' tiles to
 // whole rounds of SMs (docs/decisions.md#wgmma-width); tools/codegen/sm90_wgmma.py writes their
 // wgmma instructions.
-inline constexpr std::array<int, 2> kWgmmaWideTiles = {168, 192};
+inline constexpr std::array<int, 3> kWgmmaWideTiles = {144, 168, 192};
 
 // One call: c (M x N) = a (M x K) @ b (K x N), each operand K-major or not, each aligned (a
 // 16-byte aligned base and rows a multiple of 16 bytes apart: what TMA and 16-byte cp.async copies

@@ -20,9 +20,9 @@ HALF_HEADER = ROOT / "src" / "gemm" / "tiles" / "sm90_wgmma.cuh"
 TF32_HEADER = ROOT / "src" / "common" / "sm90_wgmma_tf32.cuh"
 # The tile widths: the GEMM's 64, 128, 256 and gemm_tc_plan.h's kWgmmaWideTiles (168, 192; the
 # test in tests/test_build_tools.py checks), and its narrow tile, 16, in 16-bit types only.
-HALF_WIDTHS = (16, 64, 128, 168, 192, 256)
-TF32_WIDTHS = (64, 128, 168, 192, 256)
-WIDE_WIDTHS = (168, 192)
+HALF_WIDTHS = (16, 64, 128, 144, 168, 192, 256)
+TF32_WIDTHS = (64, 128, 144, 168, 192, 256)
+WIDE_WIDTHS = (144, 168, 192)
 
 HALF_TOP = """\
 // wgmma.mma_async m64nNk16 with float32 accumulators for 16-bit inputs (bf16, f16), N = {widths},
