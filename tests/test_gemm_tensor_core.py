@@ -107,9 +107,9 @@ def test_plan_invariants_over_random_shapes():
                 assert (p["splits"] - 1) * p["k_split"] < k <= p["splits"] * p["k_split"], where
                 assert 4 * p["splits"] * m * n <= 256 << 20, where
         else:
-            assert wgmma and p["tile"] in (64, 128, 168, 192, 256), where
-            # 168 (not whole 64-column atoms): B K-major at the kernel (tf32's always is).
-            assert p["tile"] != 168 or b_k or tf32, where
+            assert wgmma and p["tile"] in (64, 128, 144, 168, 192, 256), where
+            # 144 and 168 (not whole 64-column atoms): B K-major at the kernel (tf32's always is).
+            assert p["tile"] % 64 == 0 or p["tile"] == 16 or b_k or tf32, where
             assert p["tile"] % 64 == 0 or p["cluster"] == 1, where
             assert p["copy_a"] == (not a_al or (tf32 and not a_k)), where
             assert p["copy_b"] == (not b_al or (tf32 and not b_k)), where
@@ -173,7 +173,12 @@ def test_plan_wgmma_168_where_its_rounds_are_even_and_b_is_k_major():
         assert plan(m, 11008, 4096)["tile"] == 168, plan(m, 11008, 4096)
         assert plan(m, 11008, 4096, b_k=False)["tile"] != 168
         assert plan(m, 11008, 4096, tf32=True, b_k=False)["tile"] == 168
-    assert plan(1555, 2832, 1351)["tile"] == 168
+    # Two rounds either way at 1555 x 2832: the narrower 144 (260 tiles) costs less.
+    assert plan(1555, 2832, 1351)["tile"] == 144
+    # 144 where its rounds cost less still: 5120 x 13824 at M = 512 (384 tiles, three rounds of
+    # 0.61 against two of 256), as x @ W.T only.
+    assert plan(512, 13824, 5120)["tile"] == 144, plan(512, 13824, 5120)
+    assert plan(512, 13824, 5120, b_k=False)["tile"] == 256
     # Fewer rounds at another width: that width (M = 512, 4096 wide: one round of 128).
     assert plan(512, 4096, 4096)["tile"] == 128
     assert plan(8192, 28672, 8192)["tile"] != 168

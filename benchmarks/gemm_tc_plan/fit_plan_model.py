@@ -43,7 +43,9 @@ def wgmma_width(M, N, sms, b_kmajor=True):
     else:
         width, cost_ = (128 if c128 < c256 else 256), min(c128, c256)
     if b_kmajor and r(168) * 74 < cost_:
-        width = 168
+        width, cost_ = 168, r(168) * 74
+    if b_kmajor and r(144) * 61 < cost_:
+        width = 144
     return width
 
 

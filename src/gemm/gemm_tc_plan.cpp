@@ -119,9 +119,10 @@ double copy_us(double bytes, bool aligned_rows) {
 }
 
 // The wgmma kernel's block tile width: the one whose tiles take the SMs the fewest rounds, a
-// round of 192- / 168- / 128- / 64-wide tiles costing 0.8 / 0.74 / 0.55 / 0.3 of a 256-wide round
-// (ties to the wider of 128 and 256, then to 256 over 192, then to those over 168); 168 only where
-// B reaches the kernel K-major (b_kmajor: an N-major B's atoms are 64 columns wide).
+// round of 192- / 168- / 144- / 128- / 64-wide tiles costing 0.8 / 0.74 / 0.61 / 0.55 / 0.3 of a
+// 256-wide round (ties to the wider of 128 and 256, then to 256 over 192, then to those over 168,
+// then over 144); 168 and 144 only where B reaches the kernel K-major (b_kmajor: an N-major B's
+// atoms are 64 columns wide).
 int wgmma_width(int64_t M, int64_t N, int sms, bool b_kmajor) {
   const int64_t tiles_m = ceil_div(M, 128);
   auto rounds = [&](int64_t bn) { return ceil_div(tiles_m * ceil_div(N, bn), sms); };
@@ -137,7 +138,8 @@ int wgmma_width(int64_t M, int64_t N, int sms, bool b_kmajor) {
     width = cost128 < cost256 ? 128 : 256;
     cost = std::min(cost128, cost256);
   }
-  if (b_kmajor && rounds(168) * 74 < cost) width = 168;
+  if (b_kmajor && rounds(168) * 74 < cost) width = 168, cost = rounds(168) * 74;
+  if (b_kmajor && rounds(144) * 61 < cost) width = 144;
   return width;
 }
 
@@ -282,8 +284,8 @@ void plan_wgmma(const TcProblem& p, const TcDevice& dev, const TcForce& force, b
   // which misleads at a long K over few rounds (docs/decisions.md#wgmma-width).
   if (force.tile <= 0) {
     const double rounds_us = tc_cost_us(p, dev, plan);
-    for (const int tile : {64, 128, 168, 192, 256}) {
-      if (tile == 168 && !b_kmajor) continue;
+    for (const int tile : {64, 128, 144, 168, 192, 256}) {
+      if (tile % 64 != 0 && !b_kmajor) continue;
       TcPlan other = plan;
       other.tile = tile;
       other.us = tc_cost_us(p, dev, other);

@@ -786,14 +786,14 @@ def run_gemm_wgmma(dtypes: list[torch.dtype], prefilled: bool = False) -> None:
                     for i, (a, b) in enumerate(cases):
                         what = f"gemm_wgmma {width} tf32 copy case {i}"
                         check_gemm(product(a, b, prefilled), a, b, dtype, what, bound)
-    run_gemm_wgmma_168(dtypes)
+    run_gemm_wgmma_part_atoms(dtypes)
 
 
-def run_gemm_wgmma_168(dtypes: list[torch.dtype]) -> None:
-    """The 168-wide tile (not whole 64-column atoms: B K-major only, tf32's B copied K-major
-    first; C's whole 64-column passes by TMA, the last 40 columns stored directly), forced through
-    `_gemm_tensor_core` into NaN-filled outputs, with and without K splits. Skipped where the
-    wgmma kernel cannot run (it says so in run_gemm_wgmma's line)."""
+def run_gemm_wgmma_part_atoms(dtypes: list[torch.dtype]) -> None:
+    """The 144- and 168-wide tiles (not whole 64-column atoms: B K-major only, tf32's B copied
+    K-major first; C's whole 64-column passes by TMA, the last 16 or 40 columns stored directly),
+    forced through `_gemm_tensor_core` into NaN-filled outputs, with and without K splits. Skipped
+    where the wgmma kernel cannot run (it says so in run_gemm_wgmma's line)."""
     ext = load_extension("gemm")
     if DEVICE != "cuda" or ext._gemm_half_path() != "wgmma":
         return
@@ -803,12 +803,14 @@ def run_gemm_wgmma_168(dtypes: list[torch.dtype]) -> None:
         for dtype in [d for d in dtypes if d != torch.float64]:
             bound = GEMM_REL_TF32 if dtype == torch.float32 else GEMM_REL[dtype]
             layouts = LAYOUTS if dtype == torch.float32 else ("nt", "tt")
-            for (m, n, k), layout, splits in itertools.product(WGMMA_SHAPES, layouts, (1, 3)):
+            for (m, n, k), layout, splits, width in itertools.product(
+                WGMMA_SHAPES, layouts, (1, 3), (144, 168)
+            ):
                 a = padded(k, m, dtype).t() if layout[0] == "t" else padded(m, k, dtype)
                 b = padded(n, k, dtype).t() if layout[1] == "t" else padded(k, n, dtype)
                 c = torch.full((m, n), math.nan, dtype=dtype, device=DEVICE)
-                ext._gemm_tensor_core(a, b, "wgmma", tile=168, splits=splits, out=c)
-                what = f"gemm_wgmma 168 {str(dtype)[6:]} {m}x{n}x{k} {layout} {splits} splits"
+                ext._gemm_tensor_core(a, b, "wgmma", tile=width, splits=splits, out=c)
+                what = f"gemm_wgmma {width} {str(dtype)[6:]} {m}x{n}x{k} {layout} {splits} splits"
                 check_gemm(c, a, b, dtype, what, bound)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved_tf32

@@ -4,9 +4,9 @@
 // sm_90a only (an empty body elsewhere).
 //
 // Design:
-//   - block tile BM x BN = 128 x BN (BN 256, 192, 168, 128 or 64; 168, not whole 64-column
-//     atoms, for a K-major B only), K steps of 128 bytes (one 128-byte swizzle row: BK = 64
-//     16-bit elements, 32 for tf32); STAGES stages of A and B tiles in dynamic shared memory;
+//   - block tile BM x BN = 128 x BN (BN 256, 192, 168, 144, 128 or 64; 168 and 144, not whole
+//     64-column atoms, for a K-major B only), K steps of 128 bytes (one 128-byte swizzle row: BK =
+//     64 16-bit elements, 32 for tf32); STAGES stages of A and B tiles in dynamic shared memory;
 //   - warpgroup 0 is the producer: after giving registers back (setmaxnreg), one thread waits for
 //     a free stage (`empty` barrier), announces its bytes on the stage's `full` barrier and issues
 //     the TMA loads; out-of-bounds rows / columns (M, N, K tails) arrive as zeros;
@@ -34,7 +34,7 @@
 //     of p.partial (row-major M x N) by direct stores, which the split-K reduction sums into C;
 //   - epilogue: accumulators converted to the output type, written to a shared staging buffer in
 //     TMA's swizzled layout and stored by TMA, asynchronously (the next tile's main loop overlaps
-//     the writes of C; at BN 168 its whole 64-column passes so, the last 40 columns directly);
+//     the writes of C; at BN 168 and 144 its whole 64-column passes so, the rest directly);
 //     where C's base or stride does not suit TMA, stored by each thread directly (two elements at
 //     a time where alignment allows), predicated on M and N;
 //   - launched as a programmatic dependent launch: the barriers' set-up overlaps the end of the
@@ -89,8 +89,8 @@ struct Sm90Tile {
   static constexpr int C_BOXES = DT_ != kSm90TF32 && fit(1) > fit(2) ? 1 : 2;
   static constexpr int C_BYTES = C_STAGED ? CONSUMERS * C_BOXES * C_BOX_BYTES : 0;
   // As many stages as fit in the 227 KB a block may have, beside C, the 1024-byte alignment and
-  // the barriers, up to 12: 4 at BN 256, 5 at 192 (4 for TF32) and 168, 6 at 128, 8 at 64, 12
-  // at 16.
+  // the barriers, up to 12: 4 at BN 256, 5 at 192 (4 for TF32) and 168, 6 at 144 (5 for TF32)
+  // and 128, 8 at 64, 12 at 16.
   static constexpr int STAGES_FIT = fit(C_BOXES);
   static constexpr int STAGES = STAGES_FIT < 12 ? STAGES_FIT : 12;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024;  // + align to 1024

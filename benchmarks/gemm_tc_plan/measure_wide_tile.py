@@ -1,18 +1,19 @@
-"""The wgmma kernel's 168-wide tiles (B K-major): forced, checked against float64 beside forced
-192-wide tiles (NaN-poisoned outputs, K splits, tiles cut by M and N); then, at every shape where
-the planner on this GPU picks 168 (the linear layers x @ W.T at M = 256-8192, the bench's sweep
-of seed 1 and 2000 random shapes of seed 7), auto timed beside each width forced (128, 168, 192,
-256) and cuBLAS, interleaved: whether 168 was the right pick, and what it gains over the best of
-the other widths. bfloat16, and TF32 at the sweep's shapes.
+"""The wgmma kernel's tiles of a width that is not whole 64-column atoms (144 or 168, B K-major):
+forced, checked against float64 beside forced 192-wide tiles (NaN-poisoned outputs, K splits,
+tiles cut by M and N); then, at every shape where the planner on this GPU picks that width (the
+linear layers x @ W.T at M = 256-8192, the bench's sweep of seed 1 and 2000 random shapes of seed
+7), auto timed beside each width forced (128, 144, 168, 192, 256) and cuBLAS, interleaved: whether
+the pick was right, and what it gains over the best of the other widths. bfloat16, and TF32 at
+the sweep's shapes.
 
-    python benchmarks/gemm_tc_plan/measure_tile_168.py tile_168.json
+    python benchmarks/gemm_tc_plan/measure_wide_tile.py tile_168.json --width 168
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
-import sys
 from typing import Any
 
 import torch
@@ -23,6 +24,7 @@ from lltm_ext.cli.linear import LINEAR_LAYERS
 from lltm_ext.cli.sweep import gemm_shapes, time_medians
 
 SHAPES = [
+    (128, 144, 64),
     (128, 168, 64),
     (136, 3 * 168 - 5, 1000),
     (8, 264, 40),
@@ -35,8 +37,8 @@ def rel_err(c: torch.Tensor, ref: torch.Tensor) -> float:
     return float((c.double() - ref).norm() / ref.norm())
 
 
-def check(ext: Any) -> list[dict[str, Any]]:
-    """Forced 168 against float64, next to forced 192's error, every dtype, A either way."""
+def check(ext: Any, width: int) -> list[dict[str, Any]]:
+    """Forced `width` against float64, next to forced 192's error, every dtype, A either way."""
     rows = []
     for dt in (torch.bfloat16, torch.float16, torch.float32):
         torch.backends.cuda.matmul.allow_tf32 = dt == torch.float32
@@ -48,7 +50,7 @@ def check(ext: Any) -> list[dict[str, Any]]:
             ref = a.double() @ b.double()
             for splits in (1, 3):
                 out = torch.full((m, n), math.nan, device="cuda", dtype=dt)
-                ext._gemm_tensor_core(a, b, "wgmma", tile=168, splits=splits, out=out)
+                ext._gemm_tensor_core(a, b, "wgmma", tile=width, splits=splits, out=out)
                 err = rel_err(out, ref)
                 e192 = rel_err(ext._gemm_tensor_core(a, b, "wgmma", tile=192, splits=splits), ref)
                 ok = math.isfinite(err) and err <= 1.5 * e192 + 1e-7
@@ -58,7 +60,7 @@ def check(ext: Any) -> list[dict[str, Any]]:
     return rows
 
 
-WIDTHS = (128, 168, 192, 256)
+WIDTHS = (128, 144, 168, 192, 256)
 
 
 def operands(m: int, n: int, k: int, layout: str, dt: torch.dtype) -> tuple[torch.Tensor, ...]:
@@ -98,8 +100,13 @@ def time_shape(ext: Any, a: torch.Tensor, b: torch.Tensor) -> dict[str, float]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("json", help="where to write the rows")
+    parser.add_argument("--width", type=int, default=168, help="the tile width checked and timed")
+    args = parser.parse_args()
+    width = args.width
     ext = load_extension("gemm")
-    out: dict[str, Any] = {"check": check(ext), "rows": []}
+    out: dict[str, Any] = {"width": width, "check": check(ext, width), "rows": []}
     print("checks", len(out["check"]), "bad", sum(not c["ok"] for c in out["check"]), flush=True)
     for source, m, n, k, layout in candidates():
         for dt in (torch.bfloat16, torch.float32):
@@ -107,23 +114,25 @@ def main() -> None:
                 continue
             torch.backends.cuda.matmul.allow_tf32 = dt == torch.float32
             a, b = operands(m, n, k, layout, dt)
-            if ext._cuda_tc_plan(a, b)[1] != 168:
+            if ext._cuda_tc_plan(a, b)[1] != width:
                 continue
             r = dict(source=source, dtype="tf32" if dt == torch.float32 else "bfloat16", M=m,
                      N=n, K=k, layout=layout, **time_shape(ext, a, b))  # fmt: skip
-            others = min(r[f"t{w}"] for w in WIDTHS if w != 168)
-            r["best_other_over_168"] = round(others / r["t168"], 3)
+            others = min(r[f"t{w}"] for w in WIDTHS if w != width)
+            r["best_other_over_width"] = round(others / r[f"t{width}"], 3)
             r["ref_over_auto"] = round(r["ref"] / r["auto"], 3)
             out["rows"].append(r)
             print(" ".join(f"{key} {val}" for key, val in r.items()), flush=True)
-            with open(sys.argv[1], "w") as f:
+            with open(args.json, "w") as f:
                 json.dump(out, f, indent=1)
     torch.backends.cuda.matmul.allow_tf32 = False
-    ratios = [r["best_other_over_168"] for r in out["rows"]]
+    ratios = [r["best_other_over_width"] for r in out["rows"]]
     if ratios:
         gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
-        print(f"{len(ratios)} shapes: best other width / 168 geomean {gm:.3f}, min {min(ratios)}")
-    with open(sys.argv[1], "w") as f:
+        print(
+            f"{len(ratios)} shapes: best other width / {width} geomean {gm:.3f}, min {min(ratios)}"
+        )
+    with open(args.json, "w") as f:
         json.dump(out, f, indent=1)
 
 
