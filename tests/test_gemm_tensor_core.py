@@ -84,11 +84,12 @@ def test_plan_invariants_over_random_shapes():
         flags = [rng.random() < 0.5 for _ in range(7)]
         tf32, a_k, b_k, a_al, b_al, a_w, b_w = flags
         wgmma, mma = rng.random() < 0.7, rng.random() < 0.9
+        b_s = rng.random() < 0.8  # B's rows whole sectors apart (where 16-byte aligned)
         p = plan(
             m, n, k, tf32=tf32, a_k=a_k, b_k=b_k, a_al=a_al, b_al=b_al, wgmma=wgmma, mma=mma,
-            a_w=a_w, b_w=b_w,
+            a_w=a_w, b_w=b_w, b_s=b_s,
         )  # fmt: skip
-        where = f"{m}x{n}x{k} {flags} wgmma={wgmma} mma={mma}: {p}"
+        where = f"{m}x{n}x{k} {flags} b_s={b_s} wgmma={wgmma} mma={mma}: {p}"
         if not (wgmma or mma):
             assert p["kernel"] == "none", where
             continue
@@ -108,11 +109,15 @@ def test_plan_invariants_over_random_shapes():
                 assert 4 * p["splits"] * m * n <= 256 << 20, where
         else:
             assert wgmma and p["tile"] in (64, 128, 144, 168, 192, 256), where
-            # 144 and 168 (not whole 64-column atoms): B K-major at the kernel (tf32's always is).
-            assert p["tile"] % 64 == 0 or p["tile"] == 16 or b_k or tf32, where
+            need_b = not b_al or (tf32 and not b_k)
+            # 144 and 168 (not whole 64-column atoms): B K-major at the kernel (tf32's always is),
+            # its rows whole sectors apart or copied because they must be.
+            off_grid = (b_k or tf32) and (b_s or need_b)
+            assert p["tile"] % 64 == 0 or p["tile"] == 16 or off_grid, where
             assert p["tile"] % 64 == 0 or p["cluster"] == 1, where
             assert p["copy_a"] == (not a_al or (tf32 and not a_k)), where
-            assert p["copy_b"] == (not b_al or (tf32 and not b_k)), where
+            # B's rows inside sectors may be copied too.
+            assert p["copy_b"] == need_b or (p["copy_b"] and b_al and not b_s), where
             if p["splits"] > 1:  # only for grids short of the SMs, in whole 64-element steps,
                 # into one round of items
                 assert math.ceil(m / 128) * math.ceil(n / p["tile"]) * p["splits"] <= 132, where
@@ -164,21 +169,30 @@ def test_plan_wgmma_width_by_the_model_where_rounds_mislead():
     assert plan(3000, 5000, 2000)["tile"] == 256
 
 
-def test_plan_wgmma_168_where_its_rounds_are_even_and_b_is_k_major():
-    """168-wide tiles where they take no more rounds than the others' best and B reaches the
-    kernel K-major (x @ W.T; tf32's B always is, copied first): the linear layer 4096 x 11008 at
-    M = 512 (264 tiles: two full rounds, where 232 of 192 leave 32 SMs idle in the second) and
-    M = 2048; never for an N-major 16-bit B (x @ W), whose atoms are 64 columns wide."""
+def test_plan_wgmma_144_and_168_where_their_rounds_cost_less_and_b_reads_at_full_speed():
+    """144- and 168-wide tiles (not whole 64-column atoms, run without clusters) where their rounds
+    cost less than the other widths' and B reaches the kernel K-major (x @ W.T; tf32's B always
+    is, copied first) with rows whole sectors apart, as it is or copied because TMA cannot read
+    it: the linear layer 4096 x 11008 at M = 512 (264 tiles of 168: two full rounds, where 232 of
+    192 leave 32 SMs idle in the second) and M = 2048; never for an N-major 16-bit B (x @ W),
+    whose atoms are 64 columns wide, nor for a B whose rows start inside sectors, which 64-multiple
+    widths read in clusters of two blocks."""
     for m in (512, 2048):
         assert plan(m, 11008, 4096)["tile"] == 168, plan(m, 11008, 4096)
         assert plan(m, 11008, 4096, b_k=False)["tile"] != 168
         assert plan(m, 11008, 4096, tf32=True, b_k=False)["tile"] == 168
+        assert plan(m, 11008, 4096, b_al=False)["tile"] == 168  # copied to aligned rows anyway
     # Two rounds either way at 1555 x 2832: the narrower 144 (260 tiles) costs less.
     assert plan(1555, 2832, 1351)["tile"] == 144
     # 144 where its rounds cost less still: 5120 x 13824 at M = 512 (384 tiles, three rounds of
     # 0.61 against two of 256), as x @ W.T only.
     assert plan(512, 13824, 5120)["tile"] == 144, plan(512, 13824, 5120)
     assert plan(512, 13824, 5120, b_k=False)["tile"] == 256
+    # B's rows inside sectors: a 64-multiple width in clusters, B read in place.
+    for m, n, k in ((512, 11008, 4096), (512, 13824, 5120), (1032, 4104, 1032), (2056, 2056, 1032)):
+        for tf32 in (False, True):
+            p = plan(m, n, k, tf32=tf32, b_s=False)
+            assert p["tile"] % 64 == 0 and p["cluster"] == 2 and not p["copy_b"], (m, n, k, p)
     # Fewer rounds at another width: that width (M = 512, 4096 wide: one round of 128).
     assert plan(512, 4096, 4096)["tile"] == 128
     assert plan(8192, 28672, 8192)["tile"] != 168

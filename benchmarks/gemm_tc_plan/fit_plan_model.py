@@ -29,7 +29,7 @@ def cdiv(a, b):
     return (a + b - 1) // b
 
 
-def wgmma_width(M, N, sms, b_kmajor=True):
+def wgmma_width(M, N, sms, off_grid=True):
     tm = cdiv(M, 128)
 
     def r(bn):
@@ -42,9 +42,9 @@ def wgmma_width(M, N, sms, b_kmajor=True):
         width, cost_ = 192, c192
     else:
         width, cost_ = (128 if c128 < c256 else 256), min(c128, c256)
-    if b_kmajor and r(168) * 74 < cost_:
+    if off_grid and r(168) * 74 < cost_:
         width, cost_ = 168, r(168) * 74
-    if b_kmajor and r(144) * 61 < cost_:
+    if off_grid and r(144) * 61 < cost_:
         width = 144
     return width
 
@@ -163,6 +163,8 @@ def measured_plans(r):
         if kern == "wgmma":  # splits 0 (files before the wgmma K splits) or 1: one split
             ks = cdiv(cdiv(r["K"], max(sp, 1)), 64) * 64
             s = cdiv(r["K"], ks)
+            # 144 / 168 need B K-major at the kernel, its rows whole sectors apart (not recorded
+            # in the rows: taken as whole).
             tile = tile or wgmma_width(r["M"], r["N"], 132, b_k or tf32)
             tiles = cdiv(r["M"], 128) * cdiv(r["N"], tile)
             if s > 1 and not (tiles < 132 and tiles * s <= 132):

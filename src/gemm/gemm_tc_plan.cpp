@@ -121,9 +121,8 @@ double copy_us(double bytes, bool aligned_rows) {
 // The wgmma kernel's block tile width: the one whose tiles take the SMs the fewest rounds, a
 // round of 192- / 168- / 144- / 128- / 64-wide tiles costing 0.8 / 0.74 / 0.61 / 0.55 / 0.3 of a
 // 256-wide round (ties to the wider of 128 and 256, then to 256 over 192, then to those over 168,
-// then over 144); 168 and 144 only where B reaches the kernel K-major (b_kmajor: an N-major B's
-// atoms are 64 columns wide).
-int wgmma_width(int64_t M, int64_t N, int sms, bool b_kmajor) {
+// then over 144); 168 and 144 only where off_grid allows them (plan_wgmma).
+int wgmma_width(int64_t M, int64_t N, int sms, bool off_grid) {
   const int64_t tiles_m = ceil_div(M, 128);
   auto rounds = [&](int64_t bn) { return ceil_div(tiles_m * ceil_div(N, bn), sms); };
   const int64_t cost256 = rounds(256) * 100, cost128 = rounds(128) * 55, cost64 = rounds(64) * 30;
@@ -138,8 +137,8 @@ int wgmma_width(int64_t M, int64_t N, int sms, bool b_kmajor) {
     width = cost128 < cost256 ? 128 : 256;
     cost = std::min(cost128, cost256);
   }
-  if (b_kmajor && rounds(168) * 74 < cost) width = 168, cost = rounds(168) * 74;
-  if (b_kmajor && rounds(144) * 61 < cost) width = 144;
+  if (off_grid && rounds(168) * 74 < cost) width = 168, cost = rounds(168) * 74;
+  if (off_grid && rounds(144) * 61 < cost) width = 144;
   return width;
 }
 
@@ -267,9 +266,14 @@ void plan_wgmma(const TcProblem& p, const TcDevice& dev, const TcForce& force, b
   plan.copy_a = copy_a;
   plan.copy_b = copy_b;
   const int sms = std::max(dev.sms, 1);
-  // B at the kernel: K-major where it is, and tf32's always (copied K-major first).
-  const bool b_kmajor = p.b_kcontig || p.tf32;
-  plan.tile = force.tile > 0 ? force.tile : wgmma_width(p.M, p.N, sms, b_kmajor);
+  // Tiles off the 64-column grid (144, 168) only for a B that reaches the kernel K-major (where it
+  // is, and tf32's always: copied K-major first; an N-major B's atoms are 64 columns wide) with
+  // rows whole sectors apart, as they are or copied because TMA cannot read them: those tiles run
+  // without clusters, and B's rows inside sectors run faster in clusters at another width than
+  // either read so or copied first (docs/decisions.md#wgmma-width).
+  const bool need_b = force.copy || !p.b_aligned || (p.tf32 && !p.b_kcontig);
+  const bool off_grid = (p.b_kcontig || p.tf32) && (p.b_sectors || need_b);
+  plan.tile = force.tile > 0 ? force.tile : wgmma_width(p.M, p.N, sms, off_grid);
   auto with_split = [&](int splits, int64_t k_split) {
     plan.splits = splits;
     plan.k_split = k_split;
@@ -285,7 +289,7 @@ void plan_wgmma(const TcProblem& p, const TcDevice& dev, const TcForce& force, b
   if (force.tile <= 0) {
     const double rounds_us = tc_cost_us(p, dev, plan);
     for (const int tile : {64, 128, 144, 168, 192, 256}) {
-      if (tile % 64 != 0 && !b_kmajor) continue;
+      if (tile % 64 != 0 && !off_grid) continue;
       TcPlan other = plan;
       other.tile = tile;
       other.us = tc_cost_us(p, dev, other);
