@@ -196,6 +196,12 @@ inline constexpr std::array kSettings = {
             "mma.sync kernel; simt: the tiled SIMT kernel (exact float32); wgmma64/128/192/256: "
             "wgmma with that tile width; mma64/128/256: mma with a 64 x 64, 128 x 128 or 128 x 256 "
             "tile. A forced kernel the device cannot run is an error."},
+    Setting{"LLTM_EXT_GEMM_F32", "lltm_ext.gemm", Kind::kChoice, "auto|simt|tensor", "every call",
+            "Where exact float32 runs (TF32 not allowed). auto: on Hopper's tensor cores in three "
+            "TF32 passes (operands split into tf32 big and small parts, each stage's sums added "
+            "in float32) where the planner puts them ahead of the SIMT kernels, else the SIMT "
+            "kernels; simt: the SIMT kernels; tensor: the tensor cores wherever the SIMT tiles "
+            "would run (an error without Hopper's kernel)."},
     Setting{"LLTM_EXT_GEMM_TF32", "lltm_ext.gemm", Kind::kChoice, "1|0", "every call",
             "1: float32 products may run as TF32 exactly where torch's own float32 matmuls may "
             "(torch.backends.cuda.matmul.allow_tf32, set_float32_matmul_precision); 0: never "

@@ -581,9 +581,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "_tc_plan",
       [](int64_t M, int64_t N, int64_t K, bool tf32, bool a_kcontig, bool b_kcontig, bool a_aligned,
          bool b_aligned, int sms, bool wgmma, bool mma, bool a_words, bool b_words, bool a_sectors,
-         bool b_sectors) {
+         bool b_sectors, bool x3) {
         lltm_ext::gemm::TcProblem p;
-        p.M = M, p.N = N, p.K = K, p.tf32 = tf32;
+        p.M = M, p.N = N, p.K = K, p.tf32 = tf32 || x3, p.x3 = x3;
         p.a_kcontig = a_kcontig, p.b_kcontig = b_kcontig;
         p.a_aligned = a_aligned, p.b_aligned = b_aligned;
         p.a_words = a_words, p.b_words = b_words;
@@ -594,11 +594,33 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       },
       "The tensor-core plan (kernel, tile, aligned, splits, k_split, copy_a, copy_b, modelled us, "
       "words, cluster) "
-      "for M x N x K on a GPU with `sms` SMs running the wgmma / mma kernels as given (tests)",
+      "for M x N x K on a GPU with `sms` SMs running the wgmma / mma kernels as given (tests); "
+      "x3: exact float32 in three tf32 passes",
       py::arg("M"), py::arg("N"), py::arg("K"), py::arg("tf32"), py::arg("a_kcontig"),
       py::arg("b_kcontig"), py::arg("a_aligned"), py::arg("b_aligned"), py::arg("sms"),
       py::arg("wgmma"), py::arg("mma"), py::arg("a_words") = true, py::arg("b_words") = true,
-      py::arg("a_sectors") = true, py::arg("b_sectors") = true);
+      py::arg("a_sectors") = true, py::arg("b_sectors") = true, py::arg("x3") = false);
+  m.def(
+      "_cuda_exact_plan",
+      [](const at::Tensor& a, const at::Tensor& b) {
+#ifdef WITH_CUDA
+        const c10::cuda::CUDAGuard guard(a.device());
+        const at::Tensor ca = lltm_ext::gemm::cuda_operand(a), cb = lltm_ext::gemm::cuda_operand(b);
+        const lltm_ext::gemm::Choice ch =
+            lltm_ext::gemm::cuda_choose(ca.size(0), cb.size(1), ca.size(1),
+                                        lltm_ext::gemm::operand_of(cb, /*is_a=*/false).k_contig);
+        const lltm_ext::gemm::ExactPlan e =
+            lltm_ext::gemm::cuda_exact_plan(ca, cb, ch.cost / lltm_ext::gemm::kSimtUnitsPerUs);
+        return std::make_tuple(e.tensor, e.simt_us, lltm_ext::gemm::plan_tuple(e.plan));
+#else
+        TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
+        return std::make_tuple(false, 0.0, lltm_ext::gemm::plan_tuple({}));
+#endif
+      },
+      "Exact float32 a @ b on the current CUDA device where the SIMT tiles would run: (whether it "
+      "takes the tensor cores in three tf32 passes, the SIMT schedule's modelled microseconds, "
+      "the tensor-core plan) (a, b float32 CUDA tensors; LLTM_EXT_GEMM_F32 applies)",
+      py::arg("a"), py::arg("b"));
   m.def(
       "_cuda_tc_plan",
       [](const at::Tensor& a, const at::Tensor& b) {

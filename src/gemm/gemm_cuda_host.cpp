@@ -741,6 +741,12 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
       }
       if (config < 0 || splits <= 0) {
         const Choice choice = cuda_choose(M, N, K, B.k_contig);
+        // Exact float32 on Hopper's tensor cores in three tf32 passes where the planner puts
+        // them ahead of the SIMT schedule (LLTM_EXT_GEMM_F32), not for the tuning entry point.
+        if (config < 0 && splits <= 0 && !tf32_allowed() &&
+            run_exact_tensor_core(a, b, c, stream, choice.cost / kSimtUnitsPerUs)) {
+          break;
+        }
         if (config < 0) config = choice.config;
         if (splits <= 0) {
           splits = choice.splits;

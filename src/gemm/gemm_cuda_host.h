@@ -91,4 +91,18 @@ bool wgmma_runs_here();
 // The plan run_tensor_core would run for a @ b on the current device (kernel kNone: none).
 TcPlan cuda_tc_plan(const at::Tensor& a, const at::Tensor& b, const TcForce& force = {});
 
+// Exact float32 (TF32 not allowed) on Hopper's wgmma kernel in three tf32 passes: the plan for a @
+// b (kernel kNone where the device has no wgmma kernel or LLTM_EXT_GEMM_F32 is simt), and whether
+// the call takes it (tensor: always, an error where the device cannot; auto: where the plan's
+// modelled time, as fitted (gemm_tc_cuda_host.cpp), is below simt_us, the SIMT schedule's).
+struct ExactPlan {
+  bool tensor = false;
+  double simt_us = 0;
+  TcPlan plan;
+};
+ExactPlan cuda_exact_plan(const at::Tensor& a, const at::Tensor& b, double simt_us);
+// c = a @ b as cuda_exact_plan says, where it takes the tensor cores; whether it ran.
+bool run_exact_tensor_core(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
+                           cudaStream_t stream, double simt_us);
+
 }  // namespace lltm_ext::gemm

@@ -174,7 +174,7 @@ Choice choose_tiles(int64_t M, int64_t N, int64_t K, bool b_k_contig, const GpuF
       best_config = candidates[c];
     }
   }
-  return {best_config, best.splits, best.tail_tiles, best.tail_splits};
+  return {best_config, best.splits, best.tail_tiles, best.tail_splits, best.cost};
 }
 
 Choice choose_tiles(int64_t M, int64_t N, int64_t K, int64_t sms, bool b_k_contig,

@@ -17,7 +17,13 @@ namespace lltm_ext::gemm {
 // tail_splits; 0: none).
 struct Choice {
   int config, splits, tail_tiles, tail_splits;
+  double cost = 0;  // the estimate, in the model's units (kSimtUnitsPerUs of them a microsecond)
 };
+
+// The model's units a microsecond on an H100 / H200 (one multiply-add of one SM at rate 1: about
+// a full SM's float32 rate in cuBLAS's kernels), to set its estimates beside the tensor-core
+// planner's (the exact float32 GEMM on the tensor cores).
+inline constexpr double kSimtUnitsPerUs = 1.93e5;
 
 // The float32 kernels a GPU runs: the cp.async configs (sm_80 and newer), or the register-staged
 // one (any GPU).

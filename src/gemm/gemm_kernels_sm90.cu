@@ -57,7 +57,8 @@ EncodeTiled encode_tiled() {
 cudaError_t make_map(EncodeTiled encode, CUtensorMap* map, const void* data, Sm90Type type,
                      int64_t inner, int64_t outer, int64_t ld, uint32_t box_outer,
                      const char** step, bool out = false) {
-  const int elem = type == kSm90Tf32 ? 4 : 2;
+  const bool f32 = type == kSm90Tf32 || type == kSm90F32x3;
+  const int elem = f32 ? 4 : 2;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
   // One row only: its stride is never followed; any multiple of 16 bytes is valid.
   const int64_t per16 = 16 / elem;
@@ -66,7 +67,7 @@ cudaError_t make_map(EncodeTiled encode, CUtensorMap* map, const void* data, Sm9
   const cuuint32_t box[2] = {static_cast<cuuint32_t>(128 / elem), box_outer};
   const cuuint32_t elem_strides[2] = {1, 1};
   const CUtensorMapDataType dtype =
-      type == kSm90Tf32 ? (out ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_TFLOAT32)
+      f32 ? (out ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_TFLOAT32)
       : type == kSm90BFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                               : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const CUresult r = encode(map, dtype, 2, const_cast<void*>(data), dims, strides, box,
@@ -130,6 +131,12 @@ Sm90Kernel narrow_kernel_for(bool a_k, bool b_k) {
 
 template <int BN>
 Sm90Kernel kernel_for_type(Sm90Type type, bool a_k, bool b_k) {
+  if (type == kSm90F32x3) {
+    if constexpr (BN == 64 || BN == 128) {
+      return a_k && b_k ? &sm90::gemm_sm90_kernel<BN, sm90::kSm90F32X3, true, true> : nullptr;
+    }
+    return nullptr;
+  }
   if (type == kSm90Tf32) return kernel_for<BN, sm90::kSm90TF32>(a_k, b_k);
   if (type == kSm90BFloat16) return kernel_for<BN, sm90::kSm90BF16>(a_k, b_k);
   return kernel_for<BN, sm90::kSm90F16>(a_k, b_k);
@@ -139,9 +146,11 @@ Sm90Kernel kernel_for_type(Sm90Type type, bool a_k, bool b_k) {
 
 cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** step) {
   constexpr int BM = sm90::Sm90Tile<128, sm90::kSm90BF16>::BM;
-  const int dt = g.type == kSm90Tf32       ? sm90::kSm90TF32
+  const int dt = g.type == kSm90F32x3      ? sm90::kSm90F32X3
+                 : g.type == kSm90Tf32     ? sm90::kSm90TF32
                  : g.type == kSm90BFloat16 ? sm90::kSm90BF16
                                            : sm90::kSm90F16;
+  const bool x3 = g.type == kSm90F32x3;
   Sm90Kernel kernel;
   int smem = 0;
   if (g.bn == 256) {
@@ -154,17 +163,18 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
     kernel = kernel_for_type<64>(g.type, g.a_kcontig, g.b_kcontig);
     smem = sm90::sm90_smem_bytes<64>(dt);
   } else if (g.bn == 16) {
-    kernel = g.type == kSm90Tf32 ? nullptr
+    kernel = g.type == kSm90Tf32 || x3 ? nullptr
              : g.type == kSm90BFloat16
                  ? narrow_kernel_for<sm90::kSm90BF16>(g.a_kcontig, g.b_kcontig)
                  : narrow_kernel_for<sm90::kSm90F16>(g.a_kcontig, g.b_kcontig);
     smem = sm90::sm90_smem_bytes<16>(dt);
   } else {
-    kernel = sm90::wide_kernel(g.bn, dt, g.a_kcontig, g.b_kcontig, &smem);
+    kernel = x3 ? nullptr : sm90::wide_kernel(g.bn, dt, g.a_kcontig, g.b_kcontig, &smem);
   }
   *step =
-      "choosing the kernel (tf32 needs K-major operands; the narrow tile 16-bit ones, B "
-      "K-major; tiles not a multiple of 64 wide, such as 168, a K-major B)";
+      "choosing the kernel (tf32 needs K-major operands, float32 in three passes also a tile 64 "
+      "or 128 wide; the narrow tile 16-bit ones, B K-major; tiles not a multiple of 64 wide, "
+      "such as 168, a K-major B)";
   if (kernel == nullptr) return cudaErrorInvalidValue;
   // First a runtime call on the kernel: it also makes the device's primary context current on
   // this thread (a thread such as autograd's may have none yet), which the driver's encoder needs.
@@ -180,7 +190,7 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   const int a_rows = g.short_a && g.M <= 64 ? 64 : BM;
   const int64_t tiles_m = (g.M + BM - 1) / BM;
   // Clusters of two share B's stages (each block loads half of a K-major B box: BN / 2 rows).
-  int cm = g.cluster_m == 2 && g.bn >= 64 && g.bn % 64 == 0 && tiles_m >= 2 ? 2 : 1;
+  int cm = !x3 && g.cluster_m == 2 && g.bn >= 64 && g.bn % 64 == 0 && tiles_m >= 2 ? 2 : 1;
   // Persistent: a block per SM, or a cluster per pair of SMs that hold one at once (none there,
   // on a GPU without room for a pair: blocks alone).
   int64_t slots = g.sms;
@@ -195,17 +205,20 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
       cm = 1;
     }
   }
+  // Float32 in three passes: each split copy's rows are its big parts, then its small parts.
+  const int64_t parts = x3 ? 2 : 1;
   CUtensorMap map_a, map_b;
-  err = g.a_kcontig ? make_map(encode, &map_a, g.a, g.type, g.K, g.M, g.lda, a_rows, step)
+  err = g.a_kcontig ? make_map(encode, &map_a, g.a, g.type, g.K, parts * g.M, g.lda, a_rows, step)
                     : make_map(encode, &map_a, g.a, g.type, g.M, g.K, g.lda, 64, step);
   if (err != cudaSuccess) return err;
-  err = g.b_kcontig ? make_map(encode, &map_b, g.b, g.type, g.K, g.N, g.ldb, g.bn / cm, step)
-                    : make_map(encode, &map_b, g.b, g.type, g.N, g.K, g.ldb, 64, step);
+  err = g.b_kcontig
+            ? make_map(encode, &map_b, g.b, g.type, g.K, parts * g.N, g.ldb, g.bn / cm, step)
+            : make_map(encode, &map_b, g.b, g.type, g.N, g.K, g.ldb, 64, step);
   if (err != cudaSuccess) return err;
   // C (M x N, row-major): stored by TMA in 64 x 64 boxes where its base and stride allow; the
   // narrow tile and a transposed C directly.
   CUtensorMap map_c = map_a;  // (unused when tma_store is false)
-  const int elem = g.type == kSm90Tf32 ? 4 : 2;
+  const int elem = g.type == kSm90Tf32 || x3 ? 4 : 2;
   const bool tma_store = g.bn >= 64 && !g.c_trans && rows_aligned(g.c, g.ldc, g.M, elem, 16);
   if (tma_store) {
     err = make_map(encode, &map_c, g.c, g.type, g.N, g.M, g.ldc, 64, step, /*out=*/true);
@@ -223,6 +236,13 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   p.a_rows = a_rows;
   p.c_trans = g.c_trans;
   p.cluster_m = cm;
+  if (x3) {
+    p.a_small = static_cast<int>(g.M);
+    p.b_small = static_cast<int>(g.N);
+    p.a = g.exact_a;
+    p.b = g.exact_b;
+    p.a_rs = g.a_rs, p.a_ks = g.a_ks, p.b_ks = g.b_ks, p.b_cs = g.b_cs;
+  }
   p.tiles_m = static_cast<int>(tiles_m);
   p.tiles_n = static_cast<int>((g.N + g.bn - 1) / g.bn);
   if (g.splits > 1) {
@@ -259,6 +279,37 @@ cudaError_t launch_transpose_f32(const float* in, float* out, int64_t R, int64_t
   } else {
     tiles::transpose_f32_kernel<false><<<blocks, tiles::kTransposeThreads, 0, stream>>>(
         in, out, R, C, ld_in, ld_out, tiles_r, count);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_split_tf32(const float* in, float* out, int64_t R, int64_t C, int64_t ld_in,
+                              int64_t ld_out, bool transposed, bool vec, int sms,
+                              cudaStream_t stream) {
+  namespace tiles = lltm_ext::gemm_tiles;
+  if (transposed) {
+    const int64_t tiles_r = (R + tiles::kTransposeTile - 1) / tiles::kTransposeTile;
+    const int64_t count = (C + tiles::kTransposeTile - 1) / tiles::kTransposeTile * tiles_r;
+    const unsigned int blocks =
+        static_cast<unsigned int>(std::max<int64_t>(1, std::min<int64_t>(count, 16LL * sms)));
+    if (vec) {
+      tiles::transpose_f32_kernel<true, true><<<blocks, tiles::kTransposeThreads, 0, stream>>>(
+          in, out, R, C, ld_in, ld_out, tiles_r, count);
+    } else {
+      tiles::transpose_f32_kernel<false, true><<<blocks, tiles::kTransposeThreads, 0, stream>>>(
+          in, out, R, C, ld_in, ld_out, tiles_r, count);
+    }
+    return cudaGetLastError();
+  }
+  const int64_t runs = R * ((C + 3) / 4);
+  const unsigned int blocks = static_cast<unsigned int>(std::max<int64_t>(
+      1, std::min<int64_t>((runs + tiles::kSplitThreads - 1) / tiles::kSplitThreads, 16LL * sms)));
+  if (vec) {
+    tiles::split_rows_tf32_kernel<true>
+        <<<blocks, tiles::kSplitThreads, 0, stream>>>(in, out, R, C, ld_in, ld_out);
+  } else {
+    tiles::split_rows_tf32_kernel<false>
+        <<<blocks, tiles::kSplitThreads, 0, stream>>>(in, out, R, C, ld_in, ld_out);
   }
   return cudaGetLastError();
 }

@@ -142,8 +142,9 @@ cudaError_t launch_small_mma(const ShortKCall& g, cudaStream_t stream);
 
 // ---- The Hopper tensor-core GEMM (gemm_kernels_sm90.cu; bf16 / fp16 / tf32, sm_90a) ----
 
-// Element types of Sm90Gemm::type (float32 operands are read as tf32).
-enum Sm90Type : int { kSm90Half = 0, kSm90BFloat16 = 1, kSm90Tf32 = 2 };
+// Element types of Sm90Gemm::type (float32 operands are read as tf32; kSm90F32x3: float32 at full
+// precision, in three tf32 passes over operands split by launch_split_tf32).
+enum Sm90Type : int { kSm90Half = 0, kSm90BFloat16 = 1, kSm90Tf32 = 2, kSm90F32x3 = 3 };
 
 // One call of a tensor-core kernel: C (M x N, row-major, ldc) = A (M x K) B (K x N). An operand
 // is K-major (A row-major, B a transposed row-major matrix) or not; ld is the stride of its
@@ -177,6 +178,13 @@ struct Sm90Gemm : GemmProblem {
   // 2: clusters of two blocks on neighbouring tile rows, B multicast (Sm90Params::cluster_m),
   // where the tiles are 64 or more wide and M takes two tile rows or more (else 1).
   int cluster_m = 1;
+  // kSm90F32x3 (tiles 64 or 128 wide, no clusters): a and b are the split copies (2 M, resp. 2 N
+  // rows of K, big parts first), and exact_a / exact_b the operands as given, A (r, k) at
+  // exact_a[r * a_rs + k * a_ks], B (k, c) at exact_b[k * b_ks + c * b_cs] (the outputs that come
+  // out non-finite are recomputed from them).
+  const float* exact_a = nullptr;
+  const float* exact_b = nullptr;
+  int64_t a_rs = 0, a_ks = 0, b_ks = 0, b_cs = 0;
 };
 
 // Launches the kernel for g on `stream`; returns the launch's error, or cudaErrorNotSupported
@@ -190,6 +198,16 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
 // vec: in 16-byte aligned and ld_in % 4 == 0 (or R == 1). R, C > 0; at most 16 blocks per SM.
 cudaError_t launch_transpose_f32(const float* in, float* out, int64_t R, int64_t C, int64_t ld_in,
                                  int64_t ld_out, bool vec, int sms, cudaStream_t stream);
+
+// The exact float32 GEMM's operand copy (gemm_tiles::split_rows_tf32_kernel, or with `transposed`
+// transpose_f32_kernel's split form): out gets the tf32 big parts of the R x C matrix `in` (row
+// r at in + r * ld_in), K-major, then as many rows of the small parts. Not transposed: in's rows
+// are out's, R rows of C (out 2 R x ld_out); transposed: in's columns are out's rows (out 2 C x
+// ld_out). The padding columns zeros; ld_out % 4 == 0, out 16-byte aligned; vec: in 16-byte
+// aligned and ld_in % 4 == 0 (or R == 1). R, C > 0.
+cudaError_t launch_split_tf32(const float* in, float* out, int64_t R, int64_t C, int64_t ld_in,
+                              int64_t ld_out, bool transposed, bool vec, int sms,
+                              cudaStream_t stream);
 
 // dst's rows = src's rows, each row_bytes long, src_pitch and dst_pitch bytes apart
 // (gemm_tiles::copy_rows_kernel): the wgmma kernel's copies of operands whose rows TMA cannot read,

@@ -1,4 +1,5 @@
-// Host side of lltm_ext.gemm on the tensor cores (bfloat16 / float16, and float32 as TF32): which
+// Host side of lltm_ext.gemm on the tensor cores (bfloat16 / float16, float32 as TF32, and float32
+// at full precision in three TF32 passes on Hopper): which
 // kernels the device runs, the plan (gemm_tc_plan.cpp) for each call, and its execution: operand
 // copies for the Hopper wgmma kernel where TMA cannot read an operand, the mma.sync kernel aligned
 // or register-staged, split-K partials and their reduction; all on the current stream under the
@@ -179,6 +180,23 @@ Operand k_major_copy(const Operand& op, int64_t K, int64_t rows, const at::Tenso
   return Operand{scratch->data_ptr(), ld, /*k_contig=*/true, /*vec=*/true};
 }
 
+// Float32 operand `op` (element (r, k) of its `rows` x K at data[r * ld + k] where K-major, else
+// data[k * ld + r]) split into tf32 big and small parts for the exact float32 GEMM, into a scratch
+// tensor from the caching allocator: 2 rows x round_up(K, 4), K-major, the big parts in the first
+// rows (rows 16-byte aligned, as TMA needs), written by lltm_ext's split copy on `stream`.
+// *scratch keeps the copy alive until after the launch (freed stream-ordered).
+Operand split_copy(const Operand& op, int64_t K, int64_t rows, const at::Tensor& like,
+                   cudaStream_t stream, at::Tensor* scratch) {
+  const int64_t ld = (K + 3) / 4 * 4;
+  *scratch = at::empty({2 * rows, ld}, like.options());
+  const int64_t in_rows = op.k_contig ? rows : K, in_cols = op.k_contig ? K : rows;
+  const bool vec = aligned(op.data, 16) && (in_rows <= 1 || op.ld % 4 == 0);
+  C10_CUDA_CHECK(launch_split_tf32(static_cast<const float*>(op.data), scratch->data_ptr<float>(),
+                                   in_rows, in_cols, op.ld, ld, /*transposed=*/!op.k_contig, vec,
+                                   cuda::sm_count(like.get_device()), stream));
+  return Operand{scratch->data_ptr(), ld, /*k_contig=*/true, /*vec=*/true};
+}
+
 // The problem the planner sees for a @ b: sizes, type, layouts, and whether each operand suits
 // TMA and the 16-byte cp.async copies (one rule: rows_aligned(..., 16)), and TMA at full speed
 // (rows_aligned(..., 32)).
@@ -247,15 +265,17 @@ void reduce_workspace(const at::Tensor& workspace, const at::Tensor& c, int spli
 }
 
 // c = a @ b on the wgmma kernel with block tile width plan.tile, after the plan's copies (tf32
-// operands that are not K-major through lltm_ext's transpose kernel, others through aligned_copy).
+// operands that are not K-major through lltm_ext's transpose kernel, others through aligned_copy;
+// x3, float32 at full precision: both split by split_copy).
 void run_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const TcPlan& plan,
-               cudaStream_t stream) {
+               cudaStream_t stream, bool x3 = false) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   const bool tf32 = a.scalar_type() == at::kFloat;
   // An operand as wgmma reads it: in place, or copied (`keep` holds the copy until after the
   // launch; rows: its M or N).
   auto prepare = [&](const at::Tensor& t, bool is_a, bool copy, int64_t rows, at::Tensor* keep) {
     const Operand op = operand_of(t, is_a);
+    if (x3) return split_copy(op, K, rows, t, stream, keep);
     if (!copy) return op;
     if (tf32 && !op.k_contig) return k_major_copy(op, K, rows, t, stream, keep);
     *keep = aligned_copy(t, stream);
@@ -270,7 +290,18 @@ void run_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, co
                         (!tf32 || (A.k_contig && B.k_contig)));
   Sm90Gemm g;
   fill_problem(&g, A, B, c, M, N, K);
-  g.type = tf32 ? kSm90Tf32 : a.scalar_type() == at::kBFloat16 ? kSm90BFloat16 : kSm90Half;
+  g.type = x3     ? kSm90F32x3
+           : tf32 ? kSm90Tf32
+                  : (a.scalar_type() == at::kBFloat16 ? kSm90BFloat16 : kSm90Half);
+  if (x3) {  // the operands as given, for the outputs that come out non-finite
+    const Operand A0 = operand_of(a, /*is_a=*/true), B0 = operand_of(b, /*is_a=*/false);
+    g.exact_a = static_cast<const float*>(A0.data);
+    g.exact_b = static_cast<const float*>(B0.data);
+    g.a_rs = A0.k_contig ? A0.ld : 1;
+    g.a_ks = A0.k_contig ? 1 : A0.ld;
+    g.b_ks = B0.k_contig ? 1 : B0.ld;
+    g.b_cs = B0.k_contig ? B0.ld : 1;
+  }
   g.sms = cuda::sm_count(c.get_device());
   g.bn = plan.tile;
   g.overlap = g_wgmma_overlap.load();
@@ -311,7 +342,55 @@ void run_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cons
   if (plan.splits > 1) reduce_workspace(workspace, c, plan.splits, stream);
 }
 
+// Exact float32 goes to the tensor cores (auto) where the planner's time for the three passes,
+// times kExactTensorScale plus kExactTensorUs, is below the SIMT schedule's estimate: fitted to
+// both paths' measured times on an H200 (benchmarks/gemm_f32_plan/measure_f32_tensor.py, 50 shapes
+// of the sweep's seed 2 and 16 large ones), where the planner's tf32 rates put the large products
+// about twice as slow as they run and the small ones' copies and launches too cheap
+// (docs/decisions.md#exact-f32-tensor).
+constexpr double kExactTensorScale = 0.5, kExactTensorUs = 12.0;
+
+// Which path exact float32 takes (LLTM_EXT_GEMM_F32): 0 auto, 1 simt, 2 tensor.
+int exact_f32_setting() {
+  const std::string value = env_choice(settings::ChoiceKey("LLTM_EXT_GEMM_F32"));
+  return value == "simt" ? 1 : value == "tensor" ? 2 : 0;
+}
+
 }  // namespace
+
+ExactPlan cuda_exact_plan(const at::Tensor& a, const at::Tensor& b, double simt_us) {
+  ExactPlan e;
+  e.simt_us = simt_us;
+  const int setting = exact_f32_setting();
+  if (setting == 1) return e;
+  TcForce force;
+  force.kernel = TcKernel::kWgmma;
+  const int device = c10::cuda::current_device();
+  TcDevice dev;
+  dev.sms = cuda::sm_count(device);
+  dev.wgmma = sm90_loaded(device);
+  TORCH_CHECK(setting != 2 || dev.wgmma,
+              "lltm_ext.gemm: LLTM_EXT_GEMM_F32=tensor runs exact float32 on Hopper's wgmma "
+              "kernel, but cuda:",
+              device,
+              " does not run this module's sm_90a code (a Hopper GPU and a build whose "
+              "architectures include 9.0a are needed); use auto or simt.");
+  if (!dev.wgmma) return e;
+  TcProblem p = problem_of(a, b);
+  p.x3 = true;
+  e.plan = plan_tensor_core(p, dev, force);
+  e.tensor = e.plan.kernel == TcKernel::kWgmma &&
+             (setting == 2 || e.plan.us * kExactTensorScale + kExactTensorUs < simt_us);
+  return e;
+}
+
+bool run_exact_tensor_core(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
+                           cudaStream_t stream, double simt_us) {
+  const ExactPlan e = cuda_exact_plan(a, b, simt_us);
+  if (!e.tensor) return false;
+  run_wgmma(a, b, c, e.plan, stream, /*x3=*/true);
+  return true;
+}
 
 TcPlan cuda_tc_plan(const at::Tensor& a, const at::Tensor& b, const TcForce& force) {
   TcForce f = force;

@@ -53,6 +53,10 @@ constexpr int64_t kMaxWorkspace = int64_t{256} << 20;  // split-K float32 partia
 // behind wgmma. The 4-byte copies and register-staged loads keep their fitted rates: the share
 // there moved their K splits off the measured best (docs/decisions.md#tc-plan-mma-memory).
 constexpr double kMmaMemoryShare = 0.45;
+// Float32 at full precision in three tf32 passes: the wgmma kernel's tf32 rate over this (three
+// passes, and each stage's sums added before the next stage starts), and its operand copies'
+// traffic over a plain copy's (4 bytes read, 8 written an element).
+constexpr double kX3Slowdown = 3.0, kX3CopyBytes = 1.5;
 
 // Dense rates at full waves, FLOP/s: wgmma per tile width (64, 128, 256), bfloat16 / float16
 // (TF32 at half); mma per tile (64, 128, 256), 16-bit and TF32, aligned (cp.async) operands; the
@@ -142,6 +146,13 @@ int wgmma_width(int64_t M, int64_t N, int sms, bool off_grid) {
   return width;
 }
 
+// The width of float32 in three passes (64 or 128), by the same round count.
+int x3_width(int64_t M, int64_t N, int sms) {
+  const int64_t tiles_m = ceil_div(M, 128);
+  auto rounds = [&](int64_t bn) { return ceil_div(tiles_m * ceil_div(N, bn), sms); };
+  return rounds(64) * 30 < rounds(128) * 55 ? 64 : 128;
+}
+
 }  // namespace
 
 bool wgmma_clusters(const TcProblem& p, const TcPlan& plan) {
@@ -161,7 +172,7 @@ double tc_cost_us(const TcProblem& p, const TcDevice& dev, const TcPlan& plan) {
     const int64_t k_split = splits > 1 ? plan.k_split : p.K;
     const int64_t items = ceil_div(p.M, 128) * ceil_div(p.N, bn) * splits;
     const int64_t bk = p.tf32 ? 32 : 64;
-    const double rate = wgmma_rate(bn) * (p.tf32 ? 0.5 : 1.0);
+    const double rate = wgmma_rate(bn) * (p.tf32 ? 0.5 : 1.0) / (p.x3 ? kX3Slowdown : 1.0);
     const double math = math_us(items, ceil_div(k_split, bk), 1, sms, 2.0 * 128 * bn * bk, rate,
                                 kWgmmaStepUs, kWgmmaBlockUs);
     const double part_bytes = splits > 1 ? 4.0 * splits * static_cast<double>(p.M) * p.N : 0.0;
@@ -179,8 +190,12 @@ double tc_cost_us(const TcProblem& p, const TcDevice& dev, const TcPlan& plan) {
     slow /= std::max(reads_a + reads_b, 1.0);
     double us = kWgmmaBaseUs + std::max(math, mem) * (1.0 + slow);
     if (splits > 1) us += kLaunchUs + (part_bytes + c_bytes) / kBandwidth * 1e6;
-    if (plan.copy_a) us += copy_us(a_bytes, p.a_aligned && !(p.tf32 && !p.a_kcontig));
-    if (plan.copy_b) us += copy_us(b_bytes, p.b_aligned && !(p.tf32 && !p.b_kcontig));
+    if (p.x3) {
+      us += copy_us(kX3CopyBytes * a_bytes, false) + copy_us(kX3CopyBytes * b_bytes, false);
+    } else {
+      if (plan.copy_a) us += copy_us(a_bytes, p.a_aligned && !(p.tf32 && !p.a_kcontig));
+      if (plan.copy_b) us += copy_us(b_bytes, p.b_aligned && !(p.tf32 && !p.b_kcontig));
+    }
     return us;
   }
   if (plan.kernel == TcKernel::kMma) {
@@ -272,8 +287,10 @@ void plan_wgmma(const TcProblem& p, const TcDevice& dev, const TcForce& force, b
   // without clusters, and B's rows inside sectors run faster in clusters at another width than
   // either read so or copied first (docs/decisions.md#wgmma-width).
   const bool need_b = force.copy || !p.b_aligned || (p.tf32 && !p.b_kcontig);
-  const bool off_grid = (p.b_kcontig || p.tf32) && (p.b_sectors || need_b);
-  plan.tile = force.tile > 0 ? force.tile : wgmma_width(p.M, p.N, sms, off_grid);
+  const bool off_grid = !p.x3 && (p.b_kcontig || p.tf32) && (p.b_sectors || need_b);
+  plan.tile = force.tile > 0 ? force.tile
+              : p.x3         ? x3_width(p.M, p.N, sms)
+                             : wgmma_width(p.M, p.N, sms, off_grid);
   auto with_split = [&](int splits, int64_t k_split) {
     plan.splits = splits;
     plan.k_split = k_split;
@@ -289,7 +306,7 @@ void plan_wgmma(const TcProblem& p, const TcDevice& dev, const TcForce& force, b
   if (force.tile <= 0) {
     const double rounds_us = tc_cost_us(p, dev, plan);
     for (const int tile : {64, 128, 144, 168, 192, 256}) {
-      if (tile % 64 != 0 && !off_grid) continue;
+      if ((tile % 64 != 0 && !off_grid) || (p.x3 && tile > 128)) continue;
       TcPlan other = plan;
       other.tile = tile;
       other.us = tc_cost_us(p, dev, other);
@@ -298,7 +315,7 @@ void plan_wgmma(const TcProblem& p, const TcDevice& dev, const TcForce& force, b
   }
   // Split at each width (a forced one of kWgmmaWideTiles too) whose tiles leave SMs idle.
   const bool wide = force.tile > 0 && force.tile != 64 && force.tile != 128 && force.tile != 256;
-  const std::array<int, 4> split_widths = {64, 128, 256, wide ? force.tile : 0};
+  const std::array<int, 4> split_widths = {64, 128, p.x3 ? 0 : 256, wide ? force.tile : 0};
   for (const int tile : split_widths) {
     if (tile == 0) continue;
     const int64_t tiles = ceil_div(p.M, 128) * ceil_div(p.N, tile);
@@ -325,8 +342,9 @@ TcPlan plan_tensor_core(const TcProblem& p, const TcDevice& dev, const TcForce& 
     // TMA needs aligned operands, and tf32 wgmma K-major ones: others are copied first. Operands
     // whose rows start inside sectors may be copied too (auto only), where the model says the
     // copy costs less than TMA's slower reads (docs/decisions.md#mid-sector-rows).
-    const bool need_a = force.copy || !p.a_aligned || (p.tf32 && !p.a_kcontig);
-    const bool need_b = force.copy || !p.b_aligned || (p.tf32 && !p.b_kcontig);
+    // Float32 in three passes: both operands split by a copy, always.
+    const bool need_a = force.copy || p.x3 || !p.a_aligned || (p.tf32 && !p.a_kcontig);
+    const bool need_b = force.copy || p.x3 || !p.b_aligned || (p.tf32 && !p.b_kcontig);
     const bool auto_plan = force.kernel == TcKernel::kNone;
     for (int choice = 0; choice < 4; ++choice) {
       const bool copy_a = need_a || (choice & 1) != 0, copy_b = need_b || (choice & 2) != 0;
@@ -337,7 +355,7 @@ TcPlan plan_tensor_core(const TcProblem& p, const TcDevice& dev, const TcForce& 
       plan_wgmma(p, dev, force, copy_a, copy_b, consider, &best);
     }
   }
-  if (dev.mma && want_mma) {
+  if (dev.mma && want_mma && !p.x3) {
     const bool aligned = p.a_aligned && p.b_aligned && !force.unaligned && !force.registers;
     const bool words = !aligned && p.a_words && p.b_words && !force.registers;
     for (const int tile : {64, 128, 256}) {

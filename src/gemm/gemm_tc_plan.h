@@ -22,6 +22,9 @@ inline constexpr std::array<int, 3> kWgmmaWideTiles = {144, 168, 192};
 struct TcProblem {
   int64_t M = 0, N = 0, K = 0;
   bool tf32 = false;  // float32 operands read as tf32 (else 16-bit operands)
+  // float32 at full precision, in three tf32 passes (tf32 is set too): the wgmma kernel only, 64
+  // or 128 wide, both operands first split into tf32 big and small parts by a copy.
+  bool x3 = false;
   bool a_kcontig = true, b_kcontig = true;
   bool a_aligned = true, b_aligned = true;
   bool a_words = true, b_words = true;

@@ -12,7 +12,8 @@ contiguous or not; split-K from the heuristic, float32 and float64; the register
 forced), every float32 tile config through the tuning entry point (_gemm_with_config: with and
 without split-K, and tail split-K on ragged tiles), and the Hopper tensor-core kernels (gemm_wgmma:
 each block tile width forced, for bfloat16, float16 and float32 as TF32, every layout, and again
-with its blocks in clusters of two sharing B (gemm_wgmma_clusters), operands with
+with its blocks in clusters of two sharing B (gemm_wgmma_clusters), and exact float32 in three tf32
+passes (gemm_wgmma_exact: split copies, K splits, Inf / NaN operands), operands with
 the 16-byte aligned rows TMA needs and M / N / K tails, C stored by TMA and element by element,
 out=; tf32's K-major copies from aligned, unaligned and misaligned operands; the row copies of
 the operands it copies, gemm_row_copies: 16-, 4- and 2-byte loads, rows long and short; skipped,
@@ -789,6 +790,47 @@ def run_gemm_wgmma(dtypes: list[torch.dtype], prefilled: bool = False) -> None:
     run_gemm_wgmma_part_atoms(dtypes)
 
 
+def run_gemm_wgmma_exact(dtypes: list[torch.dtype]) -> None:
+    """Exact float32 on the wgmma kernel in three tf32 passes (LLTM_EXT_GEMM_F32=tensor, TF32
+    off): every layout, operands with padded and with odd rows (split copies by 16-byte and by
+    element loads, transposed or not), K splits, NaN-filled outputs; and Inf / NaN operands, whose
+    outputs the kernel recomputes from the operands as given (non-finite where float32's are).
+    Skipped, with a line saying so, where the wgmma kernel cannot run."""
+    ext = load_extension("gemm")
+    if torch.float32 not in dtypes or DEVICE != "cuda" or ext._gemm_half_path() != "wgmma":
+        print("  gemm_wgmma_exact: skipped (no float32, or no wgmma kernel here)", flush=True)
+        return
+    saved_tf32, saved_env = (
+        torch.backends.cuda.matmul.allow_tf32,
+        os.environ.get("LLTM_EXT_GEMM_F32"),
+    )
+    dtype = torch.float32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        os.environ["LLTM_EXT_GEMM_F32"] = "tensor"
+        shapes = [s for s in WGMMA_SHAPES if min(s) > 16] + [(33, 65, 37), (24, 40, 9000)]
+        for (m, n, k), layout, make in itertools.product(shapes, LAYOUTS, (padded, randn)):
+            a = make(k, m, dtype=dtype).t() if layout[0] == "t" else make(m, k, dtype=dtype)
+            b = make(n, k, dtype=dtype).t() if layout[1] == "t" else make(k, n, dtype=dtype)
+            c = torch.full((m, n), math.nan, dtype=dtype, device=DEVICE)
+            assert lltm_ext.gemm(a, b, out=c) is c
+            check_gemm(c, a, b, dtype, f"gemm_wgmma exact {m}x{n}x{k} {layout} {make.__name__}")
+        a, b = randn(136, 72, dtype=dtype).cpu(), randn(72, 264, dtype=dtype).cpu()
+        a[3, 5], a[7, 9], b[5, 11] = math.inf, math.nan, 0.0
+        c = torch.full((136, 264), math.nan, dtype=dtype, device=DEVICE)
+        c = lltm_ext.gemm(a.to(DEVICE), b.to(DEVICE), out=c).cpu()
+        ref = a.double() @ b.double()
+        assert torch.equal(torch.isfinite(c), torch.isfinite(ref)), "gemm_wgmma exact Inf / NaN"
+        global CHECKS
+        CHECKS += 1
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved_tf32
+        if saved_env is None:
+            os.environ.pop("LLTM_EXT_GEMM_F32", None)
+        else:
+            os.environ["LLTM_EXT_GEMM_F32"] = saved_env
+
+
 def run_gemm_wgmma_part_atoms(dtypes: list[torch.dtype]) -> None:
     """The 144- and 168-wide tiles (not whole 64-column atoms: B K-major only, tf32's B copied
     K-major first; C's whole 64-column passes by TMA, the last 16 or 40 columns stored directly),
@@ -1159,7 +1201,8 @@ def main() -> int:
         default="relu,sigmoid,round_ste,lltm,lltm_module,lltm_sequence,lltm_sequence_packed,"
         "lltm_sequence_mixed,rounded_operands,gemm,"
         "gemm_configs,"
-        "gemm_wgmma,gemm_wgmma_clusters,gemm_mma,gemm_tc_plans,gemm_row_copies,gemm_small_side,"
+        "gemm_wgmma,gemm_wgmma_clusters,gemm_wgmma_exact,gemm_mma,gemm_tc_plans,gemm_row_copies,"
+        "gemm_small_side,"
         "gemm_short_k,gemm_skinny,"
         "gemm_narrow",
     )
@@ -1211,6 +1254,8 @@ def main() -> int:
             run_gemm_wgmma(dtypes, args.prefilled_tma_outputs)
         elif op == "gemm_wgmma_clusters":
             run_gemm_wgmma_clusters(dtypes, args.prefilled_tma_outputs)
+        elif op == "gemm_wgmma_exact":
+            run_gemm_wgmma_exact(dtypes)
         elif op == "gemm_mma":
             run_gemm_mma(dtypes)
         elif op == "gemm_row_copies":

@@ -1,7 +1,7 @@
-// The Hopper tensor-core GEMM kernel for bfloat16 / float16, and float32 as TF32 (float32
-// accumulation): TMA loads into a shared-memory ring, one producer warpgroup and two consumer
-// warpgroups synchronized by mbarriers, wgmma on 128 x BN block tiles, persistent over the tiles.
-// sm_90a only (an empty body elsewhere).
+// The Hopper tensor-core GEMM kernel for bfloat16 / float16, float32 as TF32, and float32 at full
+// precision in three TF32 passes (float32 accumulation): TMA loads into a shared-memory ring, one
+// producer warpgroup and two consumer warpgroups synchronized by mbarriers, wgmma on 128 x BN block
+// tiles, persistent over the tiles. sm_90a only (an empty body elsewhere).
 //
 // Design:
 //   - block tile BM x BN = 128 x BN (BN 256, 192, 168, 144, 128 or 64; 168 and 144, not whole
@@ -37,6 +37,14 @@
 //     the writes of C; at BN 168 and 144 its whole 64-column passes so, the rest directly);
 //     where C's base or stride does not suit TMA, stored by each thread directly (two elements at
 //     a time where alignment allows), predicated on M and N;
+//   - float32 at full precision (DT kSm90F32X3; tiles 64 and 128 wide, no clusters): each operand
+//     is copied beforehand K-major into a tf32 "big" part and a "small" part (the rounded
+//     remainder; gemm/tiles/split_tf32.cuh), a stage holds both parts of A and B, and the
+//     consumers run each stage's three passes (small x big, big x small, big x big) into sums of
+//     their own, started from zero, which they then add to the float32 accumulators: the tensor
+//     core's truncated sums never chain over more than one stage. Outputs that come out
+//     non-finite (an Inf or NaN among their operands, or an operand that rounds to Inf) are
+//     recomputed exactly from the operands as given, so that they are what float32 gives;
 //   - launched as a programmatic dependent launch: the barriers' set-up overlaps the end of the
 //     kernel before it, and the split-K reduction after it is scheduled once every load is issued.
 #pragma once
@@ -63,6 +71,8 @@ using namespace ::lltm_ext::cuda::sm90;  // NOLINT(google-build-using-namespace)
 
 // The element types: the kernel's DT template argument (operands and C of one type).
 inline constexpr int kSm90F16 = 0, kSm90BF16 = 1, kSm90TF32 = 2;  // TF32: float32 data
+// Float32 at full precision, in three TF32 passes over split operands (see the design above).
+inline constexpr int kSm90F32X3 = 3;
 
 // The shape and shared memory of the BN-wide block tile for element type DT_ (kSm90*). A stage
 // holds 128 bytes of K per row (64 16-bit or 32 float32 elements), so the stages' byte geometry is
@@ -73,7 +83,9 @@ struct Sm90Tile {
   static constexpr int CONSUMERS = 2;                // consumer warpgroups, 64 rows each
   static constexpr int THREADS = 128 * (CONSUMERS + 1);
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
-  static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+  // kSm90F32X3: a stage holds A's and B's big parts, then their small parts.
+  static constexpr int PARTS = DT_ == kSm90F32X3 ? 2 : 1;
+  static constexpr int STAGE_BYTES = PARTS * (A_BYTES + B_BYTES);
   static constexpr int ATOM_BYTES = 64 * 128;  // one (64 MN) x (64 K) swizzle-atom column
   // C staging for the TMA-store epilogue: per consumer, C_BOXES boxes of 64 rows x 128 bytes, one
   // store pass's columns. Two boxes (a pass of 128 bytes x 2) unless one buys another stage for a
@@ -86,23 +98,29 @@ struct Sm90Tile {
     return (227 * 1024 - (C_STAGED ? CONSUMERS * boxes * C_BOX_BYTES : 0) - 1024 - 256) /
            STAGE_BYTES;
   }
-  static constexpr int C_BOXES = DT_ != kSm90TF32 && fit(1) > fit(2) ? 1 : 2;
+  static constexpr int C_BOXES = DT_ < kSm90TF32 && fit(1) > fit(2) ? 1 : 2;
   static constexpr int C_BYTES = C_STAGED ? CONSUMERS * C_BOXES * C_BOX_BYTES : 0;
   // As many stages as fit in the 227 KB a block may have, beside C, the 1024-byte alignment and
   // the barriers, up to 12: 4 at BN 256, 5 at 192 (4 for TF32) and 168, 6 at 144 (5 for TF32)
-  // and 128, 8 at 64, 12 at 16.
+  // and 128, 8 at 64, 12 at 16; float32 in three passes 3 at 128, 4 at 64.
   static constexpr int STAGES_FIT = fit(C_BOXES);
   static constexpr int STAGES = STAGES_FIT < 12 ? STAGES_FIT : 12;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024;  // + align to 1024
   static constexpr int GROUP_M = 8;
   static_assert(BN == 16 || (BN % 8 == 0 && BN >= 64 && BN <= 256),
                 "wgmma tiles are 16 wide, or 64-256 in steps of 8");
-  static_assert(STAGES >= 4, "at least four stages");
+  static_assert(STAGES >= (PARTS == 2 ? 3 : 4), "at least four stages (three of two parts)");
+  static_assert(
+      DT_ != kSm90F32X3 || BN == 64 || BN == 128,
+      "float32 in three passes: tiles 64 or 128 wide (its sums take twice the registers)");
 };
 
 // Sm90Tile<BN, dt>::SMEM_BYTES for a runtime dt (float16 and bfloat16 alike).
 template <int BN>
 constexpr int sm90_smem_bytes(int dt) {
+  if constexpr (BN == 64 || BN == 128) {
+    if (dt == kSm90F32X3) return Sm90Tile<BN, kSm90F32X3>::SMEM_BYTES;
+  }
   return dt == kSm90TF32 ? Sm90Tile<BN, kSm90TF32>::SMEM_BYTES
                          : Sm90Tile<BN, kSm90BF16>::SMEM_BYTES;
 }
@@ -137,7 +155,25 @@ struct Sm90Params {
   // is read from L2 once for the two. The second block of a last, odd row loads no A and stores
   // nothing.
   int cluster_m = 1;
+  // kSm90F32X3: the rows of map_a / map_b where the small parts start (A's big parts are rows
+  // 0 .. M - 1, its small parts rows a_small .. a_small + M - 1; B's the same with N), and the
+  // operands as given, from which outputs that come out non-finite are recomputed: A (r, k) at
+  // a[r * a_rs + k * a_ks], B (k, c) at b[k * b_ks + c * b_cs].
+  int a_small = 0, b_small = 0;
+  const float* a = nullptr;
+  const float* b = nullptr;
+  int64_t a_rs = 0, a_ks = 0, b_ks = 0, b_cs = 0;
 };
+
+// The float32 sum over k in [k0, k1) of a[k * a_ks] b[k * b_ks], one fused multiply-add a k: an
+// output of the operands as given, as exact float32 gives it, where the three passes came out
+// non-finite. Not inlined: the kernel's unrolled epilogue calls it once per accumulator.
+static __device__ __noinline__ float sm90_exact_dot(const float* a, const float* b, int64_t a_ks,
+                                                    int64_t b_ks, int k0, int k1) {
+  float s = 0.f;
+  for (int k = k0; k < k1; ++k) s = fmaf(a[k * a_ks], b[k * b_ks], s);
+  return s;
+}
 
 // Work item u's tile and K steps [kt_begin, kt_end): the tiles of split 0, then of split 1, ...
 // (with clusters of two, `tiles` counts the pairs of tile rows' tiles).
@@ -172,7 +208,7 @@ __device__ __forceinline__ void sm90_tile_coords(int t, int tiles_m, int tiles_n
 template <int DT>
 __device__ __forceinline__ void store_two(void* c, int64_t idx, float v0, float v1, bool pair,
                                           bool second) {
-  if constexpr (DT == kSm90TF32) {
+  if constexpr (DT >= kSm90TF32) {
     float* const dst = static_cast<float*>(c) + idx;
     if (pair) {
       *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
@@ -204,10 +240,11 @@ __global__ void __launch_bounds__(384, 1)
                      const __grid_constant__ CUtensorMap map_c, const Sm90Params p) {
 #if LLTM_EXT_SM90A
   using Tile = Sm90Tile<BN, DT>;
-  static_assert(DT != kSm90TF32 || (A_K && B_K), "tf32 wgmma reads K-major operands only");
-  static_assert(BN >= 64 || (B_K && DT != kSm90TF32), "the narrow tile: 16-bit, B K-major");
+  static_assert(DT < kSm90TF32 || (A_K && B_K), "tf32 wgmma reads K-major operands only");
+  static_assert(BN >= 64 || (B_K && DT < kSm90TF32), "the narrow tile: 16-bit, B K-major");
   static_assert(BN % 64 == 0 || B_K, "an N-major B in whole 64-column atoms");
-  constexpr int ELEM = DT == kSm90TF32 ? 4 : 2;
+  constexpr bool F32 = DT >= kSm90TF32, X3 = DT == kSm90F32X3;
+  constexpr int ELEM = F32 ? 4 : 2;
   constexpr int BM = Tile::BM, BK = 128 / ELEM, STAGES = Tile::STAGES;
   // Static shared memory: only this (sm_90a) body has it, which is how the host tells the loaded
   // image from the other architectures' empty stubs (gemm_kernels_sm90.cu, sm90_image_loaded).
@@ -266,9 +303,17 @@ __global__ void __launch_bounds__(384, 1)
           uint8_t* const sa = smem + stage * Tile::STAGE_BYTES;
           uint8_t* const sb = sa + Tile::A_BYTES;
           // B's bytes arrive in full either way: with clusters, half from the other block.
-          mbar_arrive_expect_tx(&full[stage], (a_live ? p.a_rows * 128 : 0) + Tile::B_BYTES);
+          mbar_arrive_expect_tx(&full[stage],
+                                Tile::PARTS * ((a_live ? p.a_rows * 128 : 0) + Tile::B_BYTES));
           const int k0 = kt * BK;
-          if (a_live) {
+          if constexpr (X3) {
+            // Both operands K-major, no clusters: the big parts, then the small ones.
+            uint8_t* const small = sb + Tile::B_BYTES;
+            tma_load_2d(sa, &map_a, &full[stage], k0, m0);
+            tma_load_2d(sb, &map_b, &full[stage], k0, n0);
+            tma_load_2d(small, &map_a, &full[stage], k0, p.a_small + m0);
+            tma_load_2d(small + Tile::A_BYTES, &map_b, &full[stage], k0, p.b_small + n0);
+          } else if (a_live) {
             if constexpr (A_K) {
               tma_load_2d(sa, &map_a, &full[stage], k0, m0);  // a box of p.a_rows rows
             } else {
@@ -277,7 +322,9 @@ __global__ void __launch_bounds__(384, 1)
               }
             }
           }
-          if (cm > 1) {
+          if constexpr (X3) {
+            // B's parts loaded above.
+          } else if (cm > 1) {
             // This block's half of B, to both blocks: K-major, rows rank BN / 2 ..; MN-major,
             // the atom columns j = rank, rank + 2, ...
             if constexpr (B_K) {
@@ -316,6 +363,8 @@ __global__ void __launch_bounds__(384, 1)
     float acc[BN / 2];
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+    // kSm90F32X3: one stage's sums (unused otherwise).
+    float part[X3 ? BN / 2 : 1];
     int stage = 0;
     uint32_t phase = 0;
     // A stage goes back to the producer(s): one arrival per warp, on both blocks' `empty` in a
@@ -338,6 +387,39 @@ __global__ void __launch_bounds__(384, 1)
         // start ATOM_BYTES * w into the stage. B: the whole stage part.
         const uint32_t a_addr = smem_u32(smem + stage * Tile::STAGE_BYTES) + w * Tile::ATOM_BYTES;
         const uint32_t b_addr = smem_u32(smem + stage * Tile::STAGE_BYTES + Tile::A_BYTES);
+        if constexpr (X3) {
+          // The stage's three passes into sums of its own, from zero (smaller terms first), then
+          // added to the float32 sums once they are done; the stage goes back meanwhile.
+          constexpr uint32_t kSmall = Tile::A_BYTES + Tile::B_BYTES;
+          wgmma_fence();
+#pragma unroll
+          for (int kk = 0; kk < 4; ++kk) {
+            const uint64_t da = desc_sw128(a_addr + 32 * kk, 16, 1024);
+            const uint64_t db = desc_sw128(b_addr + 32 * kk, 16, 1024);
+            const uint64_t da2 = desc_sw128(a_addr + kSmall + 32 * kk, 16, 1024);
+            const uint64_t db2 = desc_sw128(b_addr + kSmall + 32 * kk, 16, 1024);
+            WgmmaTf32<BN>::mma(part, da2, db, kk > 0 ? 1 : 0);
+            WgmmaTf32<BN>::mma(part, da, db2, 1);
+            WgmmaTf32<BN>::mma(part, da, db, 1);
+          }
+          wgmma_commit();
+          wgmma_wait<0>();
+#pragma unroll
+          for (int i = 0; i < BN / 2; ++i) fence_operand(part[i]);
+          release(stage);
+          if (kt == kt_begin) {
+#pragma unroll
+            for (int i = 0; i < BN / 2; ++i) acc[i] = part[i];
+          } else {
+#pragma unroll
+            for (int i = 0; i < BN / 2; ++i) acc[i] += part[i];
+          }
+          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+          }
+          continue;
+        }
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
@@ -348,7 +430,7 @@ __global__ void __launch_bounds__(384, 1)
           const uint64_t db =
               desc_sw128(b_addr + (B_K ? 32 * kk : 2048 * kk), B_K ? 16 : Tile::ATOM_BYTES, 1024);
           const int scale_d = (kt > kt_begin || kk > 0) ? 1 : 0;
-          if constexpr (DT == kSm90TF32) {
+          if constexpr (F32) {
             WgmmaTf32<BN>::mma(acc, da, db, scale_d);
           } else {
             Wgmma<BN, DT == kSm90BF16>::template mma<A_K ? 0 : 1, B_K ? 0 : 1>(acc, da, db,
@@ -375,13 +457,32 @@ __global__ void __launch_bounds__(384, 1)
           phase ^= 1;
         }
       }
-      if (p.overlap) {
+      if (p.overlap && !X3) {
         wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) fence_operand(acc[i]);
         if (held >= 0) release(held);
       }
       if (m0 >= p.M) continue;  // the second block of a last, odd row of a cluster's pair
+      if constexpr (X3) {
+        // Outputs that came out non-finite, recomputed from the operands as given over this
+        // item's K range (a warp's lanes go in only where one of them holds such an output).
+        bool bad = false;
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) bad |= !isfinite(acc[i]);
+        if (__any_sync(0xffffffffu, bad)) {
+          const int k0 = kt_begin * BK, k1 = min(kt_end * BK, p.K);
+          const int row = m0 + 64 * w + 16 * warp + lane / 4;
+#pragma unroll
+          for (int i = 0; i < BN / 2; ++i) {
+            const int r = row + 8 * ((i / 2) % 2), col = n0 + 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+            if (!isfinite(acc[i]) && r < p.M && col < p.N)
+              acc[i] =
+                  sm90_exact_dot(p.a + static_cast<int64_t>(r) * p.a_rs,
+                                 p.b + static_cast<int64_t>(col) * p.b_cs, p.a_ks, p.b_ks, k0, k1);
+          }
+        }
+      }
       // Epilogue: the m64nBN accumulator fragment: per 8 columns j, a thread holds (row r,
       // columns c, c + 1) and (row r + 8, the same columns), r = 16 warp + lane / 4,
       // c = 8 j + 2 (lane % 4). each_pair(store): store(r, c, v0, v1) for each such pair of the
@@ -461,7 +562,7 @@ __global__ void __launch_bounds__(384, 1)
               const uint32_t addr = cs_addr + box * Tile::C_BOX_BYTES + r * 128 +
                                     (((cb >> 4) ^ (r & 7)) << 4) + (cb & 15);
               const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-              if constexpr (DT == kSm90TF32) {
+              if constexpr (F32) {
                 st_shared_v2_f32(addr, v0, v1);
               } else {
                 st_shared_u32(addr, pack2<DT == kSm90BF16>(v0, v1));
