@@ -8,7 +8,8 @@ matrix-vector and short-K kernels first): torch.mm at full precision, lltm_ext.g
 LLTM_EXT_GEMM_F32=simt, =tensor and auto, sampled interleaved (one call each in turn, L2 flushed
 before each, as the sweep samples); the planner's modelled times of both paths
 (`_cuda_exact_plan`); and max |error| / max |product| of each against float64 (computed on the
-GPU). One JSON row per shape, rewritten every 10 rows.
+GPU). One JSON row per shape under "rows", with the device, build and command; rewritten every 10
+rows.
 
     python benchmarks/gemm_f32_plan/measure_f32_tensor.py f32_tensor.json --shapes 100 --seed 2
 """
@@ -19,6 +20,8 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
 
 import torch
 
@@ -47,6 +50,26 @@ def with_setting(value: str | None, a: torch.Tensor, b: torch.Tensor):
         return lltm_ext.gemm(a, b)
 
     return call
+
+
+def document(rows: list[dict]) -> dict:
+    """The rows with what they are and where they come from."""
+    try:
+        build = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        build = "unknown"
+    return dict(
+        device=torch.cuda.get_device_name(),
+        what="exact float32: torch.mm, lltm_ext.gemm with LLTM_EXT_GEMM_F32=simt / tensor / auto "
+        "(us, medians of interleaved samples); the planner's modelled times of both paths; max "
+        "|error| / max |product| against float64",
+        build=build,
+        torch=torch.__version__,
+        command="python " + " ".join(sys.argv),
+        rows=rows,
+    )
 
 
 def main() -> None:
@@ -108,7 +131,7 @@ def main() -> None:
         )
         if len(rows) % 10 == 0:
             with open(args.json, "w") as f:
-                json.dump(rows, f)
+                json.dump(document(rows), f)
         u = rows[-1]["us"]
         print(
             f"{m}x{n}x{k} {layout} ref {u['torch.mm']:.1f} simt {u['simt']:.1f} tensor "
@@ -117,7 +140,7 @@ def main() -> None:
             flush=True,
         )
     with open(args.json, "w") as f:
-        json.dump(rows, f)
+        json.dump(document(rows), f)
 
 
 if __name__ == "__main__":

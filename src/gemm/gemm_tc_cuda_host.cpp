@@ -343,12 +343,13 @@ void run_mma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cons
 }
 
 // Exact float32 goes to the tensor cores (auto) where the planner's time for the three passes,
-// times kExactTensorScale plus kExactTensorUs, is below the SIMT schedule's estimate: fitted to
-// both paths' measured times on an H200 (benchmarks/gemm_f32_plan/measure_f32_tensor.py, 50 shapes
-// of the sweep's seed 2 and 16 large ones), where the planner's tf32 rates put the large products
-// about twice as slow as they run and the small ones' copies and launches too cheap
+// times kExactTensorScale, plus kExactTensorUs and kExactTensorRoundUs per round of the plan's
+// blocks over the SMs, is below the SIMT schedule's estimate: fitted to both paths' measured times
+// on an H200 (benchmarks/gemm_f32_plan/measure_f32_tensor.py, 50 shapes of the sweep's seed 2 and
+// 16 large ones), where the planner's tf32 rates put the large products over twice as slow as they
+// run, and the copies, launches and each round's start and stores too cheap
 // (docs/decisions.md#exact-f32-tensor).
-constexpr double kExactTensorScale = 0.5, kExactTensorUs = 12.0;
+constexpr double kExactTensorScale = 0.4, kExactTensorUs = 8.0, kExactTensorRoundUs = 6.0;
 
 // Which path exact float32 takes (LLTM_EXT_GEMM_F32): 0 auto, 1 simt, 2 tensor.
 int exact_f32_setting() {
@@ -379,8 +380,13 @@ ExactPlan cuda_exact_plan(const at::Tensor& a, const at::Tensor& b, double simt_
   TcProblem p = problem_of(a, b);
   p.x3 = true;
   e.plan = plan_tensor_core(p, dev, force);
-  e.tensor = e.plan.kernel == TcKernel::kWgmma &&
-             (setting == 2 || e.plan.us * kExactTensorScale + kExactTensorUs < simt_us);
+  const int64_t items = (p.M + 127) / 128 * ((p.N + e.plan.tile - 1) / std::max(e.plan.tile, 1)) *
+                        std::max(e.plan.splits, 1);
+  const double rounds = static_cast<double>((items + dev.sms - 1) / std::max(dev.sms, 1));
+  e.tensor =
+      e.plan.kernel == TcKernel::kWgmma &&
+      (setting == 2 ||
+       e.plan.us * kExactTensorScale + kExactTensorUs + rounds * kExactTensorRoundUs < simt_us);
   return e;
 }
 
