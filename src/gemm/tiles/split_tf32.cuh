@@ -26,6 +26,19 @@ __device__ __forceinline__ float2 tf32_split(float x) {
   return make_float2(big, tf32_round(x - big));
 }
 
+// v = the run of four floats src[0 .. 3], of columns c .. c + 3 of a row of C columns, zeros from
+// column C on. VEC: one 16-byte load where all four are in range (src then 16-byte aligned).
+template <bool VEC>
+__device__ __forceinline__ void load_run4(const float* src, int64_t c, int64_t C, float (&v)[4]) {
+  if (VEC && c + 3 < C) {
+    const float4 x = __ldg(reinterpret_cast<const float4*>(src));
+    v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = c + j < C ? __ldg(src + j) : 0.f;
+  }
+}
+
 inline constexpr int kSplitThreads = 256;
 
 // out rows r < R: the big parts of in's row r (R x C, row-major, leading dimension ld_in); out
@@ -42,15 +55,8 @@ __global__ void __launch_bounds__(kSplitThreads)
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / runs, c = (i - r * runs) * 4;
-    const float* const src = in + r * ld_in + c;
-    float v[4] = {0.f, 0.f, 0.f, 0.f};
-    if (VEC && c + 3 < C) {
-      const float4 x = __ldg(reinterpret_cast<const float4*>(src));
-      v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
-    } else {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) v[j] = c + j < C ? __ldg(src + j) : 0.f;
-    }
+    float v[4];
+    load_run4<VEC>(in + r * ld_in + c, c, C, v);
     float2 s[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) s[j] = tf32_split(v[j]);

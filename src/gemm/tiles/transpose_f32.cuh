@@ -42,16 +42,7 @@ __global__ void __launch_bounds__(kTransposeThreads)
       const int tr = row + 16 * i;
       const int64_t r = r0 + tr;
       float v[4] = {0.f, 0.f, 0.f, 0.f};
-      if (r < R) {
-        const float* const src = in + r * ld_in + c;
-        if (VEC && c + 3 < C) {
-          const float4 x = __ldg(reinterpret_cast<const float4*>(src));
-          v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
-        } else {
-#pragma unroll
-          for (int j = 0; j < 4; ++j) v[j] = c + j < C ? __ldg(src + j) : 0.f;
-        }
-      }
+      if (r < R) load_run4<VEC>(in + r * ld_in + c, c, C, v);
 #pragma unroll
       for (int j = 0; j < 4; ++j) tile[tr][4 * q + j] = v[j];
     }
