@@ -697,6 +697,8 @@ SHORT_K_SHAPES = [
     (1000, 7, 64),
     (6, 1001, 100),
     (300, 261, 31),
+    (2100, 1100, 37),  # more tiles than the persistent grid (2 per SM): blocks take several
+    (4100, 700, 70),  # several tiles of three K chunks each
 ]
 
 
@@ -720,6 +722,29 @@ def test_short_k(dtype, layout):
                 out = poisoned(m, n, dtype, offset)  # the public API (the short-K kernel or not)
                 lltm_ext.gemm(a, b, out=out)
                 assert rel_err(out, ref_mm(a, b)) <= GEMV_BOUND[dtype], (m, n, k, layout, offset)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_short_k_wide_float32_through_gemm(layout):
+    """Exact float32 past K = 16 on an output of many tiles (4100 x 2000: 1040 of 64 x 128, over
+    1.5 per SM on any GPU of up to 693 SMs) takes the short-K kernel (the profiler sees it, and
+    lltm_ext.gemm's bits are the forced kernel's), within float accumulation's bound of float64;
+    past K = 128, or on one tile, other kernels run."""
+    from lltm_ext.explain import _ran
+
+    with tf32_if(torch.float16):  # TF32 off: exact float32
+        for m, n, k, offset in ((4100, 2000, 40, 1), (4100, 2000, 128, 0)):
+            a, b = operands(m, n, k, layout, torch.float32, offset)
+            out = poisoned(m, n, torch.float32, offset)
+            assert _ran(lambda a=a, b=b, out=out: lltm_ext.gemm(a, b, out=out)) == [
+                "short_k_kernel"
+            ], (m, n, k, layout)
+            assert torch.equal(out, ext()._gemm_short_k(a, b)), (m, n, k, layout)
+            assert rel_err(out, ref_mm(a, b)) <= GEMV_BOUND[torch.float32], (m, n, k, layout)
+        for m, n, k in ((4100, 2000, 129), (70, 100, 40)):
+            a, b = operands(m, n, k, layout, torch.float32)
+            assert "short_k_kernel" not in _ran(lambda a=a, b=b: lltm_ext.gemm(a, b)), (m, n, k)
 
 
 # The mma form: K of 1, within one k16 step, at and past 16 / 32, 41, 64; M and N at and past the

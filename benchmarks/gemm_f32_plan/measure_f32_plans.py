@@ -5,11 +5,12 @@ random shapes: the data that fit_f32_model.py fits the heuristic's constants to
 For each of N shapes drawn as `lltm-ext bench --sweep` draws them (lltm_ext.cli.sweep.gemm_shapes,
 this seed) whose sides are both above 4 (smaller sides take the matrix-vector kernels, not the
 heuristic): each candidate config at each power-of-two number of K splits whose parts are at least
-64 deep, what the heuristic picks, and torch.mm, all sampled interleaved (one call each in turn, L2
-flushed before each, as the sweep samples). Writes one JSON row per shape (rewritten every 10
-rows, so a run cut short keeps what it measured).
+64 deep, what the heuristic picks, torch.mm and (--short-k) the short-K kernel forced at any K, all
+sampled interleaved (one call each in turn, L2 flushed before each, as the sweep samples). Writes
+one JSON row per shape (rewritten every 10 rows, so a run cut short keeps what it measured).
 
     python benchmarks/gemm_f32_plan/measure_f32_plans.py f32_plans.json --shapes 200 --seed 2
+    python benchmarks/gemm_f32_plan/measure_f32_plans.py short_k.json --seed 3 --k-max 128 --short-k
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ def main() -> None:
         default=",".join(map(str, CONFIGS)),
         help="comma-separated float32 config indices to time (gemm_configs.h)",
     )
+    parser.add_argument("--k-max", type=int, default=0, help="only shapes of K at most this")
+    parser.add_argument(
+        "--short-k", action="store_true", help="also the short-K kernel (`_gemm_short_k`), any K"
+    )
     args = parser.parse_args()
     configs = [int(c) for c in args.configs.split(",")]
     ext = load_extension("gemm")
@@ -79,12 +84,15 @@ def main() -> None:
     )
     for idx, s in enumerate(shapes):
         m, n, k, layout = s["M"], s["N"], s["K"], s["layout"]
-        if min(m, n) <= 4:
+        if min(m, n) <= 4 or (args.k_max and k > args.k_max):
             continue
         gen = torch.Generator().manual_seed(idx)
         a, b = make(m, k, layout[0] == "t", gen), make(k, n, layout[1] == "t", gen)
         names = ["torch.mm", "auto"]
         fns = [functools.partial(torch.mm, a, b), functools.partial(lltm_ext.gemm, a, b)]
+        if args.short_k:
+            names.append("short_k")
+            fns.append(functools.partial(ext._gemm_short_k, a, b))
         for config in configs:
             for splits in SPLITS:
                 if splits > 1 and -(-k // splits) < 64:
@@ -110,7 +118,8 @@ def main() -> None:
                 choice=list(ext._cuda_choose(m, n, k, layout[1] == "t")),
                 ref_us=times[0],
                 auto_us=times[1],
-                plans=dict(zip(names[2:], times[2:], strict=True)),
+                plans={nm: t for nm, t in zip(names[2:], times[2:], strict=True) if "/" in nm},
+                **({"short_k_us": times[2]} if args.short_k else {}),
                 samples=per_side,
             )
         )
@@ -118,9 +127,10 @@ def main() -> None:
             with open(args.json, "w") as f:
                 json.dump(rows, f)
         best = min(rows[-1]["plans"].items(), key=lambda kv: kv[1])
+        short = f" short_k {times[2]:.1f}" if args.short_k else ""
         print(
             f"{m}x{n}x{k} {layout} ref {times[0]:.1f} auto {times[1]:.1f} {rows[-1]['choice']}"
-            f" best {best[0]} {best[1]:.1f}",
+            f" best {best[0]} {best[1]:.1f}{short}",
             flush=True,
         )
     with open(args.json, "w") as f:

@@ -220,6 +220,12 @@ constexpr int64_t kGemvSide = 4;
 // exact float32 and float32 with TF32 allowed (than the TF32 tensor cores, and exact); past those
 // it lost. Figures: docs/decisions.md#short-k.
 constexpr int64_t kShortKHalf = 8, kShortKFloat = 16, kShortKTf32 = 3;
+// Exact float32 past kShortKFloat, up to kShortKFloatWide: the short-K kernel where its grid holds
+// at least kShortKWideTilesPerSm tiles per SM (its persistent blocks then keep every SM busy);
+// there it measured faster than the SIMT tiles on an H200 at every such shape, and slower on
+// fewer tiles (docs/decisions.md#short-k).
+constexpr int64_t kShortKFloatWide = 128;
+constexpr double kShortKWideTilesPerSm = 1.5;
 // The longest K the mma short-K kernel takes (bfloat16 / float16; try_short_k_mma).
 constexpr int64_t kShortKMma = 64;
 // The small-product kernel's range in lltm_ext.gemm (bfloat16 / float16; try_small_mma): K up to
@@ -447,6 +453,7 @@ void run_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, 
   g.ldc = g.N;
   g.a_kcontig = layout_of(a)->row_major;
   g.b_kcontig = !layout_of(b)->row_major;
+  g.sms = cuda::sm_count(a.get_device());
   if constexpr (std::is_same_v<T, float>) {
     TORCH_INTERNAL_ASSERT(kernel == ShortKKernel::kSimt, "gemm_cuda: a 16-bit kernel for float32");
     C10_CUDA_CHECK(launch_short_k<T>(g, stream));
@@ -457,13 +464,22 @@ void run_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, 
   }
 }
 
-// Runs the short-K kernel for c = a @ b when the product suits it (K at most k_max, both sides
-// past the matrix-vector kernels'), and says whether it did.
+// Runs the short-K kernel for c = a @ b when the product suits it (K at most k_max, or at most
+// k_wide with an output of at least kShortKWideTilesPerSm of its tiles per SM; both sides past the
+// matrix-vector kernels'), and says whether it did.
 template <typename T>
 bool try_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cudaStream_t stream,
-                 int64_t k_max) {
+                 int64_t k_max, int64_t k_wide = 0) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  if (M <= kGemvSide || N <= kGemvSide || K > k_max) return false;
+  if (M <= kGemvSide || N <= kGemvSide) return false;
+  if (K > k_max) {
+    const int64_t tiles =
+        (M + kShortKTileM - 1) / kShortKTileM * ((N + kShortKTileN - 1) / kShortKTileN);
+    if (K > k_wide ||
+        static_cast<double>(tiles) < kShortKWideTilesPerSm * cuda::sm_count(a.get_device())) {
+      return false;
+    }
+  }
   run_short_k<T>(a, b, c, stream);
   return true;
 }
@@ -728,7 +744,8 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
       if (config < 0 && splits <= 0) {  // exact float32 on the short-K kernel, TF32 or not
         const bool tf32 = tf32_allowed();
         if ((!tf32 || !half_path_forced()) &&
-            try_short_k<float>(a, b, c, stream, tf32 ? kShortKTf32 : kShortKFloat)) {
+            try_short_k<float>(a, b, c, stream, tf32 ? kShortKTf32 : kShortKFloat,
+                               tf32 ? 0 : kShortKFloatWide)) {
           break;
         }
       }

@@ -5,6 +5,7 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include <algorithm>
 #include <limits>
 #include <type_traits>
 
@@ -18,10 +19,10 @@ namespace lltm_ext::gemm {
 template <typename T>
 cudaError_t launch_short_k(const ShortKCall& g, cudaStream_t stream) {
   namespace sk = lltm_ext::gemm_tiles::short_k;
-  if (g.M <= 0 || g.N <= 0 || g.K <= 0) return cudaErrorInvalidValue;
+  if (g.M <= 0 || g.N <= 0 || g.K <= 0 || g.sms <= 0) return cudaErrorInvalidValue;
   const int64_t tiles = (g.M + sk::kBM - 1) / sk::kBM * ((g.N + sk::kBN - 1) / sk::kBN);
-  if (tiles > std::numeric_limits<int>::max()) return cudaErrorInvalidConfiguration;
-  sk::short_k_kernel<T><<<static_cast<unsigned int>(tiles), sk::kThreads, 0, stream>>>(g);
+  const int64_t blocks = std::min<int64_t>(tiles, int64_t{g.sms} * sk::kBlocksPerSm);
+  sk::short_k_kernel<T><<<static_cast<unsigned int>(blocks), sk::kThreads, 0, stream>>>(g);
   return cudaGetLastError();
 }
 

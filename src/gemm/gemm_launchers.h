@@ -123,7 +123,11 @@ struct ShortKCall {
   int64_t M, N, K;
   int64_t as_m, as_k, bs_k, bs_n, ldc;
   bool a_kcontig, b_kcontig;
+  int sms;  // the device's SMs: the short-K kernel's persistent grid is sized by them
 };
+
+// The short-K kernel's tile of C, rows x columns (the host sizes its choice by it).
+inline constexpr int kShortKTileM = 64, kShortKTileN = 128;
 
 template <typename T>
 cudaError_t launch_short_k(const ShortKCall& g, cudaStream_t stream);

@@ -1156,8 +1156,9 @@ def run_gemm_narrow(dtypes: list[torch.dtype]) -> None:
 
 
 # A short K beside a larger output (the short-K kernel): K within one staged chunk, past it, of 1;
-# M / N at and past the 64 x 128 tile's edges.
-SHORT_K_SHAPES = ((65, 129, 33), (7, 300, 1), (130, 5, 64), (64, 128, 3))
+# M / N at and past the 64 x 128 tile's edges; more tiles than its persistent grid (2 blocks per
+# SM), so that blocks take several.
+SHORT_K_SHAPES = ((65, 129, 33), (7, 300, 1), (130, 5, 64), (64, 128, 3), (2100, 1100, 37))
 # Its mma form (K <= 64): the 128 x 128 tile's edges, each K-step count (9, 17, 41), odd rows of C;
 # the small-product kernel (K <= 512): the 32 x 32 tile's edges, K within one warp's step, past the
 # 8 warps' steps, at the limit.
