@@ -2,7 +2,7 @@
 // takes it up to a K of 8 to 128 by dtype and output size): the time there is C's writes and the
 // operands' load latency, not the math, so a block keeps the loads in flight while it computes and
 // writes. Each block computes 64 x 128 tiles of C in float FMAs (exact float32; the half types'
-// products are exact in float), from K staged 32 at a time in shared memory, and writes C row by
+// products are exact in float), from K staged 16 at a time in shared memory, and writes C row by
 // row.
 //
 // The grid is persistent (at most kBlocksPerSm blocks per SM, each taking every gridDim.x-th
@@ -15,7 +15,7 @@
 // and j + 96, so that each store instruction of a warp writes 32 consecutive elements of a row of
 // C (whole sectors at any alignment; lanes owning 4 adjacent columns wrote each sector in four
 // partial stores, and the L2's store traffic, not DRAM, bounded the kernel). A chunk's loads
-// follow each operand's unit stride (coalesced), a fixed number per thread (8 of A, 16 of B),
+// follow each operand's unit stride (coalesced), a fixed number per thread (4 of A, 8 of B),
 // converted to float on the way to shared memory. The sums go in k order (deterministic).
 #pragma once
 
@@ -37,9 +37,12 @@ constexpr int kBM = lltm_ext::gemm::kShortKTileM;  // 64: 8 warps of kRows rows
 constexpr int kBN = lltm_ext::gemm::kShortKTileN;  // 128: 4 columns per lane
 static_assert(kBM == kThreads / 32 * kRows && kBN == 4 * 32,
               "one warp per 8 rows, 4 columns a lane");
-constexpr int kKC = 32;                        // K elements staged per item
-constexpr int kLoadsA = kBM * kKC / kThreads;  // 8 elements of A per thread and chunk
-constexpr int kLoadsB = kKC * kBN / kThreads;  // 16 of B
+// K elements staged per item: 16 keeps the next item's loads, the sums and a step's operands in
+// the 128 registers that two blocks per SM leave a thread (32 spilled, and the spills cost most
+// at the smallest products).
+constexpr int kKC = 16;
+constexpr int kLoadsA = kBM * kKC / kThreads;  // 4 elements of A per thread and chunk
+constexpr int kLoadsB = kKC * kBN / kThreads;  // 8 of B
 // Padding of the staging rows (a multiple of 4 floats keeps float4 reads aligned): the stores of
 // an operand read along its other dimension hit 8 banks instead of 1.
 constexpr int kPad = 4;
