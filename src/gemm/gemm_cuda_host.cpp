@@ -223,8 +223,8 @@ constexpr int64_t kShortKHalf = 8, kShortKFloat = 16, kShortKTf32 = 3;
 // Exact float32 past kShortKFloat, up to kShortKFloatWide: the short-K kernel where its grid holds
 // at least kShortKWideTilesPerSm tiles per SM (its persistent blocks then keep every SM busy);
 // there it measured faster than the SIMT tiles on an H200 at every such shape, and slower on
-// fewer tiles (docs/decisions.md#short-k).
-constexpr int64_t kShortKFloatWide = 128;
+// fewer tiles or, at some shapes, past a K of 64 (docs/decisions.md#short-k).
+constexpr int64_t kShortKFloatWide = 64;
 constexpr double kShortKWideTilesPerSm = 1.5;
 // The longest K the mma short-K kernel takes (bfloat16 / float16; try_short_k_mma).
 constexpr int64_t kShortKMma = 64;
