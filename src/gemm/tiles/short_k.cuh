@@ -1,5 +1,5 @@
 // The GEMM's short-K kernel, for products whose K is short beside a larger output (lltm_ext.gemm
-// takes it up to a K of 8 to 128 by dtype and output size): the time there is C's writes and the
+// takes it up to a K of 8 to 64 by dtype and output size): the time there is C's writes and the
 // operands' load latency, not the math, so a block keeps the loads in flight while it computes and
 // writes. Each block computes 64 x 128 tiles of C in float FMAs (exact float32; the half types'
 // products are exact in float), from K staged 16 at a time in shared memory, and writes C row by
