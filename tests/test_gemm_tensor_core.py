@@ -698,7 +698,7 @@ SHORT_K_SHAPES = [
     (6, 1001, 100),
     (300, 261, 31),
     (2100, 1100, 37),  # more tiles than the persistent grid (2 per SM): blocks take several
-    (4100, 700, 70),  # several tiles of three K chunks each
+    (4100, 700, 70),  # several tiles of five K chunks (16 each) each
 ]
 
 
@@ -709,7 +709,8 @@ def test_short_k(dtype, layout):
     """The short-K kernel forced (`_gemm_short_k`), every layout, operands and a NaN-poisoned out=
     at every misalignment: within float accumulation's bound of float64 (float32 exact whatever
     the TF32 setting), every element written, the same bits twice; and lltm_ext.gemm at the same
-    shapes (the short-K kernel up to K = 8 for the half types, 16 for exact float32)."""
+    shapes (the short-K kernel up to K = 8 for the half types, 16 for exact float32, 64 on
+    many tiles)."""
     with tf32_if(torch.float16):  # TF32 off: lltm_ext.gemm's float32 is exact here
         for m, n, k in SHORT_K_SHAPES:
             for offset in (0, 1, 3):
