@@ -553,15 +553,20 @@ def test_cpu_auto_takes_the_dot_path_only_where_k_repays_it(dtype):
 def test_cpu_auto_takes_the_direct_path_for_small_products(dtype):
     """float and double products too small for packing to pay run on the direct path (AVX2 and
     AVX-512 copies): few rows of C over B read along N, few rows over a short K gathered, many rows
-    over a few columns of a small B; a long B, a large product and a GEMV do not. Against
-    float64."""
+    over a few columns of a small B; a long B, a large product, a GEMV and B gathered from K = 128
+    (a linear layer's x @ W.T: the dot path) do not. Against float64."""
     gen = torch.Generator().manual_seed(9)
     direct = has_direct_path()
+    avx512 = cpu_isa_name() == "avx512"
     cases = [
         ((6, 29, 2212), "nn", direct),
         ((4, 55, 3000), "nn", direct),
         ((2, 7449, 5), "nt", direct),
         ((112, 28, 143), "nn", direct),
+        ((16, 512, 127), "nt", avx512),  # more than 8 rows, B gathered (AVX-512 only)
+        ((16, 512, 128), "nt", False),  # from K = 128 on the dot path
+        ((32, 512, 1024), "nt", False),  # B's columns 4 KB apart
+        ((10, 250, 1637), "nt", False),
         ((20, 6137, 7887), "nn", False),  # B of 190 MB: packed
         ((300, 300, 300), "nn", False),
         ((1, 1, 5000), "nt", False),  # a dot product

@@ -53,8 +53,8 @@ constexpr double kAmxMinMacs = 4096;
 constexpr int64_t kAmxFlipMinK = 32;
 // kDirect (float and double, AVX2 and AVX-512 copies) for the products direct_q() describes: up to
 // kDirectMaxRows rows of C, B of at most kDirectMaxB bytes, C^T from K >= kDirectFlipMinK, B
-// gathered for K <= kDirectGatherK or over at least kDirectGatherN columns, axpy_rows kept for
-// more than kDirectAxpyN columns.
+// gathered for K <= kDirectGatherK or over at least kDirectGatherN columns below K = kDotMinK,
+// axpy_rows kept for more than kDirectAxpyN columns.
 constexpr int64_t kDirectMaxRows = 32;
 constexpr double kDirectMaxB = 2.0 * 1024 * 1024;
 constexpr int64_t kDirectFlipMinK = 8;
@@ -212,7 +212,10 @@ Report run_typed(Problem p, const Knobs& knobs) {
   // when C has many rows over a few columns of a small B; then with B gathered, for a K short
   // enough (kDirectGatherK) that packing B would be most of the work (a transpose of a thin
   // matrix), or past kSkinny rows over at least kDirectGatherN columns, where the dot path's sums
-  // across lanes cost more than the gathers. (Measured over the CPU sweep's shapes:
+  // across lanes cost more than the gathers, but only below kDotMinK: from there the dot path,
+  // which reads B's rows along K, ran faster at every such shape measured, the most where the rows
+  // are 4 KB apart (K = 1024 in float: the lines of a gather all map to one set of L1 and evict
+  // each other between k steps). (Measured over the CPU sweep's shapes and linear layers:
   // docs/gemm_cpu.md.)
   const auto direct_q = [&](bool gathered) {
     if (!fits(Path::kDirect, q) || q.M > kDirectMaxRows || q.N < 2) return false;
@@ -228,7 +231,8 @@ Report run_typed(Problem p, const Knobs& knobs) {
       return q.sbn != 1 &&
              (q.K <= kDirectGatherK2 || (q.M <= kAxpyMaxRows && q.K <= kDirectGatherK));
     }
-    return q.sbn != 1 && (q.K <= kDirectGatherK || (q.M > kSkinny && q.N >= kDirectGatherN));
+    return q.sbn != 1 &&
+           (q.K <= kDirectGatherK || (q.M > kSkinny && q.N >= kDirectGatherN && q.K < kDotMinK));
   };
   // (AVX2 copy) kDirect in whichever orientation x loads B along N, up to kDirectNearRows rows of
   // C there, B small enough to be read again per tile of rows (as direct_q), and C written
