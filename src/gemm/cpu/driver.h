@@ -61,6 +61,17 @@ constexpr int64_t kDirectFlipMinK = 8;
 constexpr int64_t kDirectGatherK = 16;
 constexpr int64_t kDirectGatherN = 32;
 constexpr int64_t kDirectAxpyN = 64;
+// Whether the past-kSkinny gathers are left out (AVX-512 copy): on AMD's CPUs, where a gather
+// costs more than on the Xeon these rules were fitted on, packing B ran faster at every such
+// product measured (figures: docs/decisions.md#cpu-gather-max-k).
+inline bool cpu_gathers_slow() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const bool amd = __builtin_cpu_is("amd");
+  return amd;
+#else
+  return false;
+#endif
+}
 // kDirect for many rows of C (direct_tall()): up to kDirectTallMaxN columns, B of at most
 // kDirectTallMaxB bytes, gathered for K up to kDirectTallGatherK.
 constexpr int64_t kDirectTallMaxN = 64;
@@ -133,10 +144,11 @@ Report run_typed(Problem p, const Knobs& knobs) {
   if (p.K == 1) p.sak = p.sbk = 1;
 
   Report rep;
-  bool pair_ok = false, amx_ok = false;
+  bool pair_ok = false, amx_ok = false, gathers_slow = false;
 #if LLTM_GEMM_CPU_LEVEL == 2
   pair_ok = std::is_same_v<T, BFloat16> && knobs.bf16_dot && cpu_has_avx512_bf16();
   amx_ok = std::is_same_v<T, BFloat16> && knobs.amx && amx_bf16_usable();
+  gathers_slow = cpu_gathers_slow();
 #endif
   constexpr int L = kLanes<Acc>;
   constexpr int NR = kNR<Acc>;
@@ -215,8 +227,8 @@ Report run_typed(Problem p, const Knobs& knobs) {
   // across lanes cost more than the gathers, but only below kDotMinK: from there the dot path,
   // which reads B's rows along K, ran faster at every such shape measured, the most where the rows
   // are 4 KB apart (K = 1024 in float: the lines of a gather all map to one set of L1 and evict
-  // each other between k steps). (Measured over the CPU sweep's shapes and linear layers:
-  // docs/gemm_cpu.md.)
+  // each other between k steps); and not on CPUs whose gathers are slow (cpu_gathers_slow).
+  // (Measured over the CPU sweep's shapes and linear layers: docs/gemm_cpu.md.)
   const auto direct_q = [&](bool gathered) {
     if (!fits(Path::kDirect, q) || q.M > kDirectMaxRows || q.N < 2) return false;
     if (static_cast<double>(q.K) * static_cast<double>(q.N) * sizeof(T) > kDirectMaxB) {
@@ -231,8 +243,8 @@ Report run_typed(Problem p, const Knobs& knobs) {
       return q.sbn != 1 &&
              (q.K <= kDirectGatherK2 || (q.M <= kAxpyMaxRows && q.K <= kDirectGatherK));
     }
-    return q.sbn != 1 &&
-           (q.K <= kDirectGatherK || (q.M > kSkinny && q.N >= kDirectGatherN && q.K < kDotMinK));
+    return q.sbn != 1 && (q.K <= kDirectGatherK || (!gathers_slow && q.M > kSkinny &&
+                                                    q.N >= kDirectGatherN && q.K < kDotMinK));
   };
   // (AVX2 copy) kDirect in whichever orientation x loads B along N, up to kDirectNearRows rows of
   // C there, B small enough to be read again per tile of rows (as direct_q), and C written
