@@ -559,6 +559,26 @@ def test_cpu_auto_takes_the_dot_path_only_where_k_repays_it(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=lambda d: str(d)[6:])
+def test_cpu_dot_path_past_eight_rows_from_a_k_that_repays_its_sums(dtype):
+    """x @ W.T (W's rows along K) past 8 rows of C runs the dot path from K = max(128, M L / 2), L
+    the vector's lanes in this copy of the kernels (each element of C summed across the lanes costs
+    what K / L multiply-adds repay), and not one k below. Against float64."""
+    lanes = {"avx512": 64, "avx2+fma": 32, "baseline": 16}[cpu_isa_name()] // dtype.itemsize
+    gen = torch.Generator().manual_seed(14)
+    for m in (16, 32, 64):
+        k_dot = max(128, m * lanes // 2)
+        for k in (k_dot - 1, k_dot):
+            a, b = cpu_operands(m, 300, k, "nt", dtype, gen)
+            with cpu_knobs() as ext:
+                c = lltm_ext.gemm(a, b)
+                ran = ext._cpu_last_run()[0]
+            where = f"{m}x300x{k} nt: {ran}"
+            assert (ran == "dot") == (k >= k_dot), where
+            err = rel_err(c, ref_mm(a, b))
+            assert err <= REL_BOUND[dtype], f"{where}: relative error {err:.3e}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=lambda d: str(d)[6:])
 def test_cpu_auto_takes_the_direct_path_for_small_products(dtype):
     """float and double products too small for packing to pay run on the direct path (AVX2 and
     AVX-512 copies): few rows of C over B read along N, few rows over a short K gathered, many rows

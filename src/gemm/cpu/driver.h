@@ -30,9 +30,9 @@ Problem transposed(const Problem& p) {
 }
 
 // The plan's thresholds (docs/gemm_cpu.md: how they were measured). kDot for rows of C up to
-// kSkinny whenever the long operand is contiguous along K (and K >= 2 vectors), and up to
-// kDotMaxRows when K >= kDotMinK; the blocked paths read B in place (kRows) for up to
-// kRowsMaxRows rows of C.
+// kSkinny where the long operand is contiguous along K (and K >= 2 vectors and repays the sums
+// across lanes: dot_suits), and up to kDotMaxRows where also K >= kDotMinK; the blocked paths
+// read B in place (kRows) for up to kRowsMaxRows rows of C.
 constexpr int64_t kSkinny = 8;
 constexpr int64_t kDotMaxRows = 64;
 constexpr int64_t kDotMinK = 128;
@@ -198,17 +198,22 @@ Report run_typed(Problem p, const Knobs& knobs) {
     if (amx_ok && knobs.path == Path::kPacked) return amx_flip();
     return packed_cost(transposed(p)) < packed_cost(p);
   };
-  // kDot in orientation x: its long operand contiguous along K, K of 2 vectors or more, and few
-  // rows of C: up to kSkinny when K repays reducing each element of C across the lanes (measured
-  // on 1500 x M x K: kDot beats kPacked from K of about M * L / 2 in float, M * L on the bfloat16
-  // pair kernels; M = 8 crosses at K ~ 64 in float32, ~ 128 in bfloat16), or up to kDotMaxRows
-  // when K >= kDotMinK. A's rows must be contiguous along K too, unless there are enough columns
-  // of C to repay gathering them (each A element serves n) or so few rows that gathering them
-  // costs no more than packing them would (figures: docs/decisions.md#cpu-dot-path).
+  // kDot in orientation x: its long operand contiguous along K, K of 2 vectors or more, and up to
+  // kDotMaxRows rows of C where K repays reducing each element of C across the lanes: kDot beats
+  // kPacked from K of about M * L / 2 in float, M * L on the bfloat16 pair kernels (measured on
+  // 1500 x M x K up to kSkinny rows: M = 8 crosses at K ~ 64 in float32, ~ 128 in bfloat16; and on
+  // x @ W.T up to 64 rows: docs/decisions.md#cpu-dot-rows), past kSkinny rows from K = kDotMinK
+  // only, and at any such K where C is narrower than one of kPacked's panels (NR: there the panel's
+  // padding and the packing cost more than the sums across lanes). A's rows must be contiguous
+  // along K too, unless there are enough columns of C to repay gathering them (each A element
+  // serves n) or so few rows that gathering them costs no more than packing them would (figures:
+  // docs/decisions.md#cpu-dot-path).
   const int64_t dot_k_per_row = pair_ok ? L : L / 2;
   const auto dot_suits = [&](const Problem& x) {
-    const bool few_rows =
-        (x.M <= kSkinny && x.K >= x.M * dot_k_per_row) || (x.M <= kDotMaxRows && x.K >= kDotMinK);
+    const bool repays = x.K >= x.M * dot_k_per_row;
+    const bool few_rows = x.M <= kSkinny ? repays
+                                         : x.M <= kDotMaxRows && x.K >= kDotMinK &&
+                                               (repays || x.N < NR);  // (less than a panel)
     const bool a_cheap = x.sak == 1 || x.N >= kDotGatherN || x.M <= kSkinny;
     // (AVX2: a single row of C from K = L on: gathering B instead cost more there; figures:
     // docs/decisions.md#cpu-dot-path)
