@@ -106,6 +106,31 @@ class ElementwiseTests:
         assert dx.shape == x.shape and dx.dtype == dtype and dx.device == x.device
         assert_close(dx, self.spec.ref_grad(x, grad, dtype), dtype)
 
+    @pytest.mark.parametrize("device", devices())
+    @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=lambda d: str(d)[6:])
+    def test_dense_views_keep_their_layout(self, device, dtype):
+        """A transposed or permuted x runs in place, in memory order (no copy), and y has x's
+        strides, as PyTorch's element-wise ops give; a slice with steps is copied first (y
+        contiguous). Gradients in any layout. Against float64."""
+        views = [  # (view of 54 elements, whether it is dense)
+            (lambda t: t.reshape(6, 9).t(), True),
+            (lambda t: t.reshape(3, 2, 9).permute(2, 0, 1), True),
+            (lambda t: t.reshape(2, 1, 27).transpose(0, 2), True),
+            (lambda t: t.reshape(6, 9)[:, ::2], False),
+        ]
+        for view, dense in views:
+            x = view(make_input((54,), dtype, device)).detach().requires_grad_()
+            assert not x.is_contiguous()
+            y = self.spec.fn(x)
+            if dense:
+                assert y.stride() == x.stride(), (y.stride(), x.stride())
+            else:
+                assert y.is_contiguous()
+            assert_close(y, self.spec.ref(x.detach().double().cpu()), dtype)
+            for grad in (make_input(tuple(x.shape), dtype, device, scale=1.0), torch.ones_like(y)):
+                (dx,) = torch.autograd.grad(y, x, grad, retain_graph=True)
+                assert_close(dx, self.spec.ref_grad(x, grad, dtype), dtype)
+
     @pytest.mark.parametrize("device,dtype", DEVICE_DTYPES)
     def test_special_values(self, device, dtype):
         """NaN and +-inf as PyTorch has them; saturation at +-1000; signed zeros; halves."""
@@ -187,12 +212,14 @@ class ElementwiseTests:
     def test_kernel_checks(self):
         """The operators below the public one check what it otherwise guarantees; their fake
         kernels (meta tensors) give the same messages."""
-        with pytest.raises(RuntimeError, match="`x` must be contiguous"):
-            self.spec.forward_op(torch.randn(3, 4).t())
         for device in ("cpu", "meta"):
+            with pytest.raises(RuntimeError, match="`x` must be dense"):
+                self.spec.forward_op(torch.randn(3, 8, device=device)[:, ::2])
             if self.spec.backward_op is None:
                 continue
             y = self.spec.forward_op(torch.randn(3, 4, device=device))
+            with pytest.raises(RuntimeError, match=r"`grad` must have the strides of `output`"):
+                self.spec.backward_op(torch.randn(4, 3, device=device).t(), y)
             with pytest.raises(RuntimeError, match=r"`grad` must have the shape of `output`"):
                 self.spec.backward_op(torch.randn(4, 3, device=device), y)
             with pytest.raises(RuntimeError, match=r"one dtype.*`grad` is Double"):

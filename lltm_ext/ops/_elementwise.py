@@ -10,13 +10,55 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from lltm_ext.ops._checks import check_floating, check_inputs, check_like, check_same_sizes
+from lltm_ext.ops._checks import (
+    check_floating,
+    check_inputs,
+    check_like,
+    check_same_sizes,
+    describe,
+)
+
+
+def is_dense(t: Tensor) -> bool:
+    """Whether `t`'s elements fill one block of memory, each once (contiguous, or a permutation of
+    contiguous dimensions such as ``x.t()``): c10's ``is_non_overlapping_and_dense``."""
+    if t.is_contiguous():
+        return True
+    expected = 1
+    for d in sorted((d for d in range(t.dim()) if t.shape[d] != 1), key=t.stride):
+        if t.stride(d) != expected:
+            return False
+        expected *= t.shape[d]
+    return True
+
+
+def check_dense(t: Tensor, name: str) -> None:
+    """``check_dense`` of ``src/common/checks.h``, with its message."""
+    torch._check(
+        is_dense(t),
+        lambda: (
+            f"lltm_ext: `{name}` must be dense (contiguous, or a permutation of contiguous "
+            f"dimensions such as x.t()), but got a {describe(t)} with strides {list(t.stride())} "
+            "(call .contiguous() first; the Python API does this for you)."
+        ),
+    )
 
 
 def fake_like(x: Tensor) -> Tensor:
-    """What the kernels return for an input `x` of any shape: a new contiguous tensor like it."""
+    """What the public operator returns for an input `x` of any layout: a new tensor with x's
+    strides where x is dense, else contiguous (the kernels run on a contiguous copy)."""
     check_inputs(x=x)
+    if is_dense(x):
+        return torch.empty_like(x)
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+def fake_forward(x: Tensor) -> Tensor:
+    """Fake ``<op>_forward``: a dense x of any shape (the checks of ``elementwise::forward``), a new
+    tensor laid out as x."""
+    check_inputs(x=x)
+    check_dense(x, "x")
+    return torch.empty_like(x)
 
 
 def fake_grad(grad: Tensor, output: Tensor) -> Tensor:
@@ -26,4 +68,12 @@ def fake_grad(grad: Tensor, output: Tensor) -> Tensor:
     check_floating(output, "output")
     check_like(grad, "grad", output, "output")
     check_same_sizes(grad, "grad", output, "output")
-    return torch.empty(output.shape, dtype=output.dtype, device=output.device)
+    check_dense(output, "output")
+    torch._check(
+        grad.stride() == output.stride(),
+        lambda: (
+            f"lltm_ext: `grad` must have the strides of `output` {list(output.stride())}, but got "
+            f"strides {list(grad.stride())}."
+        ),
+    )
+    return torch.empty_like(output)

@@ -15,7 +15,7 @@ C++ (``src/common/elementwise_binding.h``: no Python runs in forward or backward
 from torch import Tensor, nn
 
 from lltm_ext._extension import load_ops, operator_call, register_fake
-from lltm_ext.ops._elementwise import fake_grad, fake_like
+from lltm_ext.ops._elementwise import fake_forward, fake_grad, fake_like
 
 __all__ = ["ReLU", "ReLUFunction", "relu"]
 
@@ -23,13 +23,13 @@ _ops = load_ops("relu")
 relu_op = _ops.relu.default
 """``relu(x) -> y``: the public operator, any layout, with its autograd in C++."""
 relu_forward = _ops.relu_forward.default
-"""``relu_forward(x) -> y``: max(x, 0) of a contiguous x (any shape), a new contiguous tensor."""
+"""``relu_forward(x) -> y``: max(x, 0) of a dense x (any shape), a new tensor laid out as x."""
 relu_backward = _ops.relu_backward.default
-"""``relu_backward(grad, y) -> dx``: grad where y > 0 (or NaN), else 0; contiguous, one shape."""
+"""``relu_backward(grad, y) -> dx``: grad where y > 0 (or NaN), else 0; one shape and layout."""
 _relu_call = operator_call("relu", "relu", relu_op)
 
 register_fake(_ops, "lltm_ext::relu")(fake_like)
-register_fake(_ops, "lltm_ext::relu_forward")(fake_like)
+register_fake(_ops, "lltm_ext::relu_forward")(fake_forward)
 register_fake(_ops, "lltm_ext::relu_backward")(fake_grad)
 
 
@@ -50,7 +50,9 @@ def relu(x: Tensor) -> Tensor:
             CPU or a CUDA device.
 
     Returns:
-        y, x's shape, dtype and device (a new contiguous tensor). Differentiable (first order).
+        y, x's shape, dtype and device: a new tensor with x's strides where x is dense (a
+        transposed or permuted view, as torch.relu keeps it), else contiguous. Differentiable
+        (first order).
     """
     return _relu_call(x)
 

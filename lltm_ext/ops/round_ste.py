@@ -20,7 +20,7 @@ the operator ``round_ste_forward`` (checks and CPU/CUDA dispatch) -> the kernels
 from torch import Tensor, nn
 
 from lltm_ext._extension import load_ops, operator_call, register_fake
-from lltm_ext.ops._elementwise import fake_like
+from lltm_ext.ops._elementwise import fake_forward, fake_like
 
 __all__ = ["RoundSTE", "RoundSTEFunction", "round_ste"]
 
@@ -29,11 +29,11 @@ round_ste_op = _ops.round_ste.default
 """``round_ste(x) -> y``: the public operator, any layout, with its straight-through autograd in
 C++."""
 round_ste_forward = _ops.round_ste_forward.default
-"""``round_ste_forward(x) -> y``: floor(x + 1/2), exactly, of a contiguous x; a new tensor."""
+"""``round_ste_forward(x) -> y``: floor(x + 1/2), exactly, of a dense x; a new tensor like x."""
 _round_ste_call = operator_call("round_ste", "round_ste", round_ste_op)
 
 register_fake(_ops, "lltm_ext::round_ste")(fake_like)
-register_fake(_ops, "lltm_ext::round_ste_forward")(fake_like)
+register_fake(_ops, "lltm_ext::round_ste_forward")(fake_forward)
 
 
 class RoundSTEFunction:
@@ -53,7 +53,8 @@ def round_ste(x: Tensor) -> Tensor:
         x: any shape, float32, float64, float16 or bfloat16, on the CPU or a CUDA device.
 
     Returns:
-        y, x's shape, dtype and device (a new contiguous tensor). Its gradient wrt x is the
+        y, x's shape, dtype and device: a new tensor with x's strides where x is dense (a
+        transposed or permuted view), else contiguous. Its gradient wrt x is the
         incoming gradient, unchanged (the same tensor).
 
     Unlike torch.round, which rounds halves to even (2.5 -> 2), halves round up (2.5 -> 3,

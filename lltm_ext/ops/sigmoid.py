@@ -16,7 +16,7 @@ the same path.
 from torch import Tensor, nn
 
 from lltm_ext._extension import load_ops, operator_call, register_fake
-from lltm_ext.ops._elementwise import fake_grad, fake_like
+from lltm_ext.ops._elementwise import fake_forward, fake_grad, fake_like
 
 __all__ = ["Sigmoid", "SigmoidFunction", "sigmoid"]
 
@@ -24,13 +24,13 @@ _ops = load_ops("sigmoid")
 sigmoid_op = _ops.sigmoid.default
 """``sigmoid(x) -> y``: the public operator, any layout, with its autograd in C++ (saves y)."""
 sigmoid_forward = _ops.sigmoid_forward.default
-"""``sigmoid_forward(x) -> y``: 1 / (1 + exp(-x)) of a contiguous x, a new contiguous tensor."""
+"""``sigmoid_forward(x) -> y``: 1 / (1 + exp(-x)) of a dense x, a new tensor laid out as x."""
 sigmoid_backward = _ops.sigmoid_backward.default
-"""``sigmoid_backward(grad, y) -> dx``: grad * y * (1 - y); contiguous, one shape."""
+"""``sigmoid_backward(grad, y) -> dx``: grad * y * (1 - y); one shape and layout."""
 _sigmoid_call = operator_call("sigmoid", "sigmoid", sigmoid_op)
 
 register_fake(_ops, "lltm_ext::sigmoid")(fake_like)
-register_fake(_ops, "lltm_ext::sigmoid_forward")(fake_like)
+register_fake(_ops, "lltm_ext::sigmoid_forward")(fake_forward)
 register_fake(_ops, "lltm_ext::sigmoid_backward")(fake_grad)
 
 
@@ -51,7 +51,9 @@ def sigmoid(x: Tensor) -> Tensor:
             CPU or a CUDA device.
 
     Returns:
-        y, x's shape, dtype and device (a new contiguous tensor). Differentiable (first order).
+        y, x's shape, dtype and device: a new tensor with x's strides where x is dense (a
+        transposed or permuted view, as torch.sigmoid keeps it), else contiguous. Differentiable
+        (first order).
     """
     return _sigmoid_call(x)
 

@@ -84,6 +84,24 @@ inline void check_same_sizes(const at::Tensor& t, const char* name, const at::Te
               "` ", ref.sizes(), ", but got a ", describe(t), ".");
 }
 
+// An element-wise kernel's operand: its elements fill one block of memory, each once (contiguous,
+// or a permutation of contiguous dimensions such as x.t()), so a kernel that runs over numel()
+// elements from its data pointer meets each element once.
+inline void check_dense(const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.is_non_overlapping_and_dense(), "lltm_ext: `", name,
+              "` must be dense (contiguous, or a permutation of contiguous dimensions such as "
+              "x.t()), but got a ",
+              describe(t), " with strides ", t.strides(),
+              " (call .contiguous() first; the Python API does this for you).");
+}
+
+// Operands of one element-wise kernel laid out alike (their elements in the same order in memory).
+inline void check_same_strides(const at::Tensor& t, const char* name, const at::Tensor& ref,
+                               const char* ref_name) {
+  TORCH_CHECK(t.strides() == ref.strides(), "lltm_ext: `", name, "` must have the strides of `",
+              ref_name, "` ", ref.strides(), ", but got strides ", t.strides(), ".");
+}
+
 // A tensor argument every kernel can read: defined, floating, contiguous, on CPU or CUDA.
 inline void check_input(const at::Tensor& t, const char* name) {
   check_defined(t, name);

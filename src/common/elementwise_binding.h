@@ -22,7 +22,9 @@
 
 namespace lltm_ext::elementwise {
 
-// CPU kernels write every element of their last argument; all tensors contiguous, one shape.
+// CPU kernels write every element of their last argument; all tensors dense and laid out alike
+// (check_dense, check_same_strides), one shape: the kernels run over numel() elements in memory
+// order, whatever order that is.
 using ForwardKernel = void (*)(const at::Tensor& x, const at::Tensor& y);
 using BackwardKernel = void (*)(const at::Tensor& grad, const at::Tensor& output,
                                 const at::Tensor& grad_input);
@@ -45,13 +47,17 @@ void run_cuda(const Launch& launch, const at::Tensor& out, const Inputs&... inpu
 }
 #endif
 
-// y = op(x) for x of any shape: a new contiguous tensor like x.
+// y = op(x) for a dense x of any shape: a new tensor laid out as x (x's strides), as PyTorch's
+// element-wise ops lay out theirs.
 template <typename CudaLaunch>
 at::Tensor forward(const char* op, const at::Tensor& x, ForwardKernel cpu,
                    [[maybe_unused]] const CudaLaunch& cuda) {
-  CHECK_INPUT(x);
+  check_defined(x, "x");
+  check_device_type(x, "x");
+  check_floating(x, "x");
+  check_dense(x, "x");
   check_backend(x, op);
-  at::Tensor y = at::empty(x.sizes(), x.options());
+  at::Tensor y = at::empty_like(x);
   if (x.is_cuda()) {
 #ifdef WITH_CUDA
     run_cuda(cuda, y, x);
@@ -64,16 +70,22 @@ at::Tensor forward(const char* op, const at::Tensor& x, ForwardKernel cpu,
   return y;
 }
 
-// The gradient wrt x from the incoming gradient and the saved output (one shape, dtype, device).
+// The gradient wrt x from the incoming gradient and the saved output (one shape, dtype, device,
+// layout), laid out as they are.
 template <typename CudaLaunch>
 at::Tensor backward(const char* op, const at::Tensor& grad, const at::Tensor& output,
                     BackwardKernel cpu, [[maybe_unused]] const CudaLaunch& cuda) {
-  CHECK_INPUT(grad);
-  CHECK_INPUT(output);
+  for (const auto& [t, name] : {std::pair{&grad, "grad"}, std::pair{&output, "output"}}) {
+    check_defined(*t, name);
+    check_device_type(*t, name);
+    check_floating(*t, name);
+  }
   CHECK_LIKE(grad, output);
   CHECK_SAME_SIZES(grad, output);
+  check_dense(output, "output");
+  check_same_strides(grad, "grad", output, "output");
   check_backend(output, op);
-  at::Tensor grad_input = at::empty(output.sizes(), output.options());
+  at::Tensor grad_input = at::empty_like(output);
   if (output.is_cuda()) {
 #ifdef WITH_CUDA
     run_cuda(cuda, grad_input, grad, output);
@@ -130,11 +142,26 @@ const auto& find_operator() {
   return op;
 }
 
-// The public operator's CPU and CUDA kernel, the forward without autograd: any layout in
-// (non-contiguous x is copied), a new contiguous y out.
+// x as the kernels take it: as it is where it is dense (contiguous, or a permutation of contiguous
+// dimensions such as a transposed view: run in memory order, no copy), else a contiguous copy
+// (a slice with steps, an expanded view).
+inline at::Tensor dense(const at::Tensor& x) {
+  return x.is_non_overlapping_and_dense() ? x : x.contiguous();
+}
+
+// The incoming gradient laid out as the saved output y (usually it is already).
+inline at::Tensor laid_out_as(const at::Tensor& grad, const at::Tensor& y) {
+  if (grad.strides() == y.strides() && grad.sizes() == y.sizes()) {
+    return grad;
+  }
+  return at::empty_like(y).copy_(grad);
+}
+
+// The public operator's CPU and CUDA kernel, the forward without autograd: any layout in, y laid
+// out as dense(x).
 template <typename Op>
 at::Tensor public_kernel(const at::Tensor& x) {
-  return Op::forward(x.contiguous());
+  return Op::forward(dense(x));
 }
 
 // Autograd of the public operator: forward calls `<op>_forward` and saves its output y; backward
@@ -145,7 +172,7 @@ template <typename Op>
 struct AutogradFunction : torch::autograd::Function<AutogradFunction<Op>> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x) {
     const at::AutoDispatchBelowADInplaceOrView below_autograd;
-    at::Tensor y = find_operator<Op, Operator::kForward>().call(x.contiguous());
+    at::Tensor y = find_operator<Op, Operator::kForward>().call(dense(x));
     if constexpr (!straight_through<Op>()) {
       ctx->save_for_backward({y});
     }
@@ -161,7 +188,7 @@ struct AutogradFunction : torch::autograd::Function<AutogradFunction<Op>> {
       at::Tensor dx;
       {
         const at::AutoDispatchBelowADInplaceOrView below_autograd;
-        dx = find_operator<Op, Operator::kBackward>().call(grads[0].contiguous(), y);
+        dx = find_operator<Op, Operator::kBackward>().call(laid_out_as(grads[0], y), y);
       }
       return first_order_only(Op::kName, {dx}, {y});
     }

@@ -175,9 +175,9 @@ void run_range_avx512(const Op& op, T* __restrict__ out, int64_t begin, int64_t 
 }
 #endif
 
-// out = op(inputs...) element-wise, in parallel. Every tensor: contiguous, out's dtype and element
-// count (checked by the caller; the bindings have checked the dtype, so the dispatch's error for
-// other dtypes is never reached).
+// out = op(inputs...) element-wise over memory order, in parallel. Every tensor: dense, laid out
+// as out, out's dtype and element count (checked by the caller; the bindings have checked the
+// dtype, so the dispatch's error for other dtypes is never reached).
 template <typename Op, typename... Inputs>
 void launch(const at::Tensor& out, const Op& op, const Inputs&... inputs) {
   static_assert(sizeof...(Inputs) >= 1, "an element-wise op needs at least one input");

@@ -5,7 +5,8 @@
 // Ops that need exp, a reciprocal or rint take them from a `Math` policy: `Math` (or `FastMath`,
 // for results rounded to half types; MathFor<T> picks) below on CUDA, cpu::elementwise::Math
 // (elementwise_cpu.h) on the CPU. launch(stream, n, op, out, in_0, ...) checks nothing: the
-// binding has validated the tensors (one device, dtype and element count, contiguous), allocated
+// binding has validated the tensors (one device, dtype and element count, dense and laid out
+// alike: the kernels run in memory order), allocated
 // `out`, set the device and checks the returned error (common/elementwise_binding.h). Plain CUDA:
 // no ATen (common/cuda_kernel.cuh says why).
 //

@@ -32,7 +32,8 @@ struct Backward {
   }
 };
 
-// All tensors contiguous, one dtype and device, one element count; outputs are written whole.
+// All tensors dense and laid out alike, one dtype and device, one element count; outputs are
+// written whole.
 void forward_cpu(const at::Tensor& x, const at::Tensor& y);
 void backward_cpu(const at::Tensor& grad, const at::Tensor& y, const at::Tensor& grad_input);
 
