@@ -5,7 +5,7 @@ round on x of --shape in each layout (``t``: the last two dimensions of a contig
 transposed; ``permuted``: a 3-D tensor's dimensions reversed; ``sliced``: every other column, not
 dense), timed in turn in one process (``lltm_ext.cli.sweep.time_medians``: medians of interleaved
 samples; on CUDA each sample after an L2 flush), forward only. Records each output's strides
-beside torch's.
+beside torch's; --json writes the rows and the environment (``write_json``).
 
     python benchmarks/elementwise_layouts.py --device cpu --threads 1 --json layouts.json
 """
@@ -13,13 +13,12 @@ beside torch's.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import torch
 
 import lltm_ext
-from lltm_ext.cli.bench import metadata
+from lltm_ext.cli.bench import write_json
 from lltm_ext.cli.sweep import time_medians
 
 OPS = {"relu": torch.relu, "sigmoid": torch.sigmoid, "round_ste": torch.round}
@@ -80,15 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                         flush=True,
                     )
     if args.json:
-        doc = {
-            "what": "element-wise ops per input layout against torch's, us (medians), forward",
-            "command": "python benchmarks/elementwise_layouts.py " + " ".join(sys.argv[1:]),
-            "environment": metadata(device),
-            "rows": rows,
-        }
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
+        write_json(args.json, rows, device)
     return 0
 
 

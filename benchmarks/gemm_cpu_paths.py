@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import sys
 from typing import Any
 
 import torch
 
 from lltm_ext._extension import load_extension
-from lltm_ext.cli.bench import metadata
+from lltm_ext.cli.bench import write_json
 from lltm_ext.cli.sweep import time_medians
 
 PATHS = ("direct", "dot", "packed", "rows")
@@ -112,15 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             auto = row["auto"][0] + (" C^T" if row["auto"][1] else "")
             print(f"{dtype_name:8s} {m}x{n}x{k} {layout}  auto={auto:10s} {paths}", flush=True)
     if args.json:
-        doc = {
-            "what": "CPU GEMM paths forced per shape beside auto and torch.mm, us (medians)",
-            "command": "python benchmarks/gemm_cpu_paths.py " + " ".join(sys.argv[1:]),
-            "environment": metadata(torch.device("cpu")),
-            "rows": rows,
-        }
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
+        write_json(args.json, rows, torch.device("cpu"))
     return 0
 
 
