@@ -31,8 +31,7 @@ struct Forward {
 };
 
 // All tensors dense and laid out alike, one dtype and device, one element count; y is written
-// whole. (Backward is
-// the straight-through estimator, the incoming gradient itself: no kernel.)
+// whole. (Backward is the straight-through estimator, the incoming gradient itself: no kernel.)
 void forward_cpu(const at::Tensor& x, const at::Tensor& y);
 
 #ifdef WITH_CUDA
