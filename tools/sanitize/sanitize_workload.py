@@ -2,7 +2,8 @@
 backward, in every CUDA dtype, on small edge cases, each result checked against a float64 CPU
 reference.
 Covered: relu, sigmoid and round_ste (sizes 0, 1, odd, tails after every vector width, more than one
-block; misaligned views x[1:] into forward and backward kernels; a non-contiguous input), lltm
+block; misaligned views x[1:] into forward and backward kernels; a non-contiguous input; transposed
+and permuted inputs, run in place), lltm
 (empty batch / features, odd sizes, misaligned state and gradient tensors; the LLTM module through
 SGD steps, as a user trains it), lltm_sequence (empty sequence, batch or features, odd sizes,
 misaligned views, time-major and batch-first, backward through time; the fused step kernels and, on
@@ -158,11 +159,25 @@ def run_elementwise(name: str, dtype: torch.dtype) -> None:
             y_off.copy_(y.detach())
             dx_off = backward_op.default(grad, y_off)
             check(dx_off, dx.detach().double().cpu(), dtype, f"{name} backward misaligned n={n}")
-    # A non-contiguous input (every other column): copied by the Python layer.
+    # A non-contiguous input (every other column): copied contiguous first.
     x = randn(33, 18, dtype=dtype)[:, ::2].requires_grad_()
     y = fn(x)
     check(y, ref(x.detach().double().cpu()), dtype, f"{name} forward strided")
     torch.autograd.grad(y.sum(), x)
+    # Dense views (transposed, permuted) run in place, y laid out as x; backward from a gradient
+    # laid out otherwise (copied as y is laid out) and from one laid out as y.
+    for x in (randn(33, 17, dtype=dtype).t(), randn(3, 5, 7, dtype=dtype).permute(2, 0, 1)):
+        x.requires_grad_()
+        y = fn(x)
+        check(y, ref(x.detach().double().cpu()), dtype, f"{name} forward {list(x.stride())}")
+        for grad in (randn(*x.shape, dtype=dtype), torch.ones_like(y)):
+            (dx,) = torch.autograd.grad(y, x, grad, retain_graph=True)
+            if name == "round_ste":
+                want = grad.double().cpu()
+            else:
+                x64 = x.detach().double().cpu().requires_grad_()
+                (want,) = torch.autograd.grad(ref(x64), x64, grad.double().cpu())
+            check(dx, want, dtype, f"{name} backward {list(x.stride())}")
 
 
 # ---------------------------------------------------------------------------------------------
