@@ -102,11 +102,16 @@ inline void check_same_strides(const at::Tensor& t, const char* name, const at::
               ref_name, "` ", ref.strides(), ", but got strides ", t.strides(), ".");
 }
 
-// A tensor argument every kernel can read: defined, floating, contiguous, on CPU or CUDA.
-inline void check_input(const at::Tensor& t, const char* name) {
+// A tensor argument of a kernel: defined, floating, on CPU or CUDA.
+inline void check_operand(const at::Tensor& t, const char* name) {
   check_defined(t, name);
   check_device_type(t, name);
   check_floating(t, name);
+}
+
+// A tensor argument every kernel can read: defined, floating, contiguous, on CPU or CUDA.
+inline void check_input(const at::Tensor& t, const char* name) {
+  check_operand(t, name);
   check_contiguous(t, name);
 }
 

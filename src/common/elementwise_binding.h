@@ -52,9 +52,7 @@ void run_cuda(const Launch& launch, const at::Tensor& out, const Inputs&... inpu
 template <typename CudaLaunch>
 at::Tensor forward(const char* op, const at::Tensor& x, ForwardKernel cpu,
                    [[maybe_unused]] const CudaLaunch& cuda) {
-  check_defined(x, "x");
-  check_device_type(x, "x");
-  check_floating(x, "x");
+  check_operand(x, "x");
   check_dense(x, "x");
   check_backend(x, op);
   at::Tensor y = at::empty_like(x);
@@ -75,11 +73,8 @@ at::Tensor forward(const char* op, const at::Tensor& x, ForwardKernel cpu,
 template <typename CudaLaunch>
 at::Tensor backward(const char* op, const at::Tensor& grad, const at::Tensor& output,
                     BackwardKernel cpu, [[maybe_unused]] const CudaLaunch& cuda) {
-  for (const auto& [t, name] : {std::pair{&grad, "grad"}, std::pair{&output, "output"}}) {
-    check_defined(*t, name);
-    check_device_type(*t, name);
-    check_floating(*t, name);
-  }
+  check_operand(grad, "grad");
+  check_operand(output, "output");
   CHECK_LIKE(grad, output);
   CHECK_SAME_SIZES(grad, output);
   check_dense(output, "output");

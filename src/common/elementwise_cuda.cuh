@@ -6,9 +6,8 @@
 // for results rounded to half types; MathFor<T> picks) below on CUDA, cpu::elementwise::Math
 // (elementwise_cpu.h) on the CPU. launch(stream, n, op, out, in_0, ...) checks nothing: the
 // binding has validated the tensors (one device, dtype and element count, dense and laid out
-// alike: the kernels run in memory order), allocated
-// `out`, set the device and checks the returned error (common/elementwise_binding.h). Plain CUDA:
-// no ATen (common/cuda_kernel.cuh says why).
+// alike: the kernels run in memory order), allocated `out`, set the device and checks the returned
+// error (common/elementwise_binding.h). Plain CUDA: no ATen (common/cuda_kernel.cuh says why).
 //
 // Two kernels, one picked per launch:
 //  * vector_kernel, when every pointer is 16-byte aligned: 16-byte loads and stores (LDG.E.128,
