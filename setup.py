@@ -94,7 +94,11 @@ CUDA_OPS = [
     op
     for op in OPS
     if WITH_CUDA
-    and any(p.suffix == ".cu" for u in (op, *SOURCES[op].uses) for p in SOURCES[u].cuda)
+    and any(
+        p.suffix == ".cu"
+        for u in (op, *set(SOURCES[op].uses) - SOURCES[op].uses_cpu_only)
+        for p in SOURCES[u].cuda
+    )
 ]
 TWINS = CUDA_OPS if TWIN_MODE == "1" or (TWIN_MODE == "auto" and not DEV_BUILD) else []
 try:

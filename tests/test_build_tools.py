@@ -267,6 +267,18 @@ def test_op_folders_with_subfolders_and_uses(tmp_path):
         ["s/s.cpp"],
         [("_a", "a/a_cpu.cpp")],
     )
+    # `a cpu`: a's CPU kernels alone, linked from a's module whatever its kind, or compiled here.
+    (tmp_path / "s/uses.txt").write_text("a cpu  # its CPU kernels\n")
+    src["s"] = config.op_sources(tmp_path / "s")
+    assert src["s"].uses == ("a",) and src["s"].uses_cpu_only == {"a"}
+    assert names(config.module_sources("s", src, both, cuda=True))[1] == [("_a", "a/a_cpu.cpp")]
+    assert names(config.module_sources("s", src, {"a": False, "s": True}, cuda=True))[1] == [
+        ("_a", "a/a_cpu.cpp")
+    ]
+    assert names(config.module_sources("s", src, {"s": True}, cuda=True))[0][-1] == "a/a_cpu.cpp"
+    (tmp_path / "s/uses.txt").write_text("a cuda\n")
+    with pytest.raises(config.BuildConfigError, match="a line is an op folder, or an op folder"):
+        config.op_sources(tmp_path / "s")
     # uses.txt must name another op folder, which names none itself.
     (tmp_path / "s/uses.txt").write_text("z\n")
     with pytest.raises(config.BuildConfigError, match="names 'z', which is not another op folder"):

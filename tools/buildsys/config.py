@@ -157,12 +157,14 @@ class OpSources:
     """An op folder's files, its subfolders included. binding: <op>.cpp; cpu: the other *.cpp
     (CPU kernels, built into every module); cuda: *.cu and *_cuda_host.cpp (host code that
     launches the kernels), built into CUDA modules only; uses: the op folders named in its
-    uses.txt, whose kernels (their cpu and cuda sources) this module links too."""
+    uses.txt, whose kernels (their cpu and cuda sources) this module links too; uses_cpu_only:
+    those of them whose line says `cpu`, whose CPU kernels alone it links."""
 
     binding: Path
     cpu: tuple[Path, ...]
     cuda: tuple[Path, ...]
     uses: tuple[str, ...] = ()
+    uses_cpu_only: frozenset[str] = frozenset()
 
 
 def op_sources(folder: Path) -> OpSources:
@@ -172,18 +174,28 @@ def op_sources(folder: Path) -> OpSources:
     cuda_host = tuple(p for p in others if p.name.endswith("_cuda_host.cpp"))
     cpu = tuple(p for p in others if p not in cuda_host)
     cuda = tuple(sorted(folder.rglob("*.cu"))) + cuda_host
-    return OpSources(binding, cpu, cuda, op_uses(folder))
+    uses, cpu_only = op_uses(folder)
+    return OpSources(binding, cpu, cuda, uses, cpu_only)
 
 
-def op_uses(folder: Path) -> tuple[str, ...]:
-    """The op folders that src/<op>/uses.txt names (one a line, '#' comments), checked: each is
-    an op folder beside this one that names none itself (one level: what a module links is read
-    off its own folder)."""
+def op_uses(folder: Path) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The op folders that src/<op>/uses.txt names (one a line, '#' comments; `<op> cpu` for its
+    CPU kernels alone), and those of them marked `cpu`; checked: each is an op folder beside this
+    one that names none itself (one level: what a module links is read off its own folder)."""
     path = folder / USES_FILE
     if not path.is_file():
-        return ()
-    names = [ln.split("#", 1)[0].strip() for ln in path.read_text().splitlines()]
-    names = [n for n in names if n]
+        return (), frozenset()
+    lines = [ln.split("#", 1)[0].split() for ln in path.read_text().splitlines()]
+    names, cpu_only = [], set()
+    for words in filter(None, lines):
+        if len(words) > 2 or words[1:] not in ([], ["cpu"]):
+            raise BuildConfigError(
+                f"{path.relative_to(folder.parent.parent)}: a line is an op folder, or an op "
+                f"folder and `cpu` (its CPU kernels alone), not {' '.join(words)!r}"
+            )
+        names.append(words[0])
+        if words[1:] == ["cpu"]:
+            cpu_only.add(words[0])
     for name in names:
         other = folder.parent / name
         if name == folder.name or not (other / f"{name}.cpp").is_file():
@@ -197,7 +209,7 @@ def op_uses(folder: Path) -> tuple[str, ...]:
                 f"{USES_FILE} of its own: a module links the kernels of the folders it names, "
                 "not theirs"
             )
-    return tuple(names)
+    return tuple(names), frozenset(cpu_only)
 
 
 @dataclass(frozen=True)
@@ -229,8 +241,9 @@ def module_sources(
         compiled += list(src.cpu) + (list(src.cuda) if cuda else [])
     for name in src.uses:
         used = sources[name]
-        owner_ok = name in built and (built[name] or not cuda)
-        wanted = list(used.cpu) + (list(used.cuda) if cuda else [])
+        with_cuda = cuda and name not in src.uses_cpu_only
+        owner_ok = name in built and (built[name] or not with_cuda)
+        wanted = list(used.cpu) + (list(used.cuda) if with_cuda else [])
         if owner_ok:
             linked += [(f"_{name}", p) for p in wanted]
         elif twin:
