@@ -110,10 +110,10 @@ def _sequence(
     from lltm_ext.ops.lltm_sequence import lltm_sequence
 
     x = input.transpose(0, 1) if batch_first else input
-    # Under autocast a float32 state keeps float32; on CUDA's cuBLAS path its products run in the
-    # autocast dtype (float32 sums); elsewhere, where they are large, the products outside the
-    # time loop do, else all in TF32 on operands rounded to that dtype (the operator's autocast
-    # kernel); a state in that dtype runs in it.
+    # Under autocast a float32 state keeps float32; on the CPU its products run in the autocast
+    # dtype (each rounded to it), on CUDA's cuBLAS path too (float32 sums); elsewhere on CUDA,
+    # where they are large, the products outside the time loop do, else all in TF32 on operands
+    # rounded to that dtype (the operator's autocast kernel); a state in that dtype runs in it.
     lower = autocast_dtype(x)
     state_dtype = x.dtype if state is None else state[1].dtype
     autocast_tf32 = lower is not None and torch.promote_types(state_dtype, lower) == torch.float32
@@ -121,12 +121,21 @@ def _sequence(
         x, weights = x.to(lower), weights.to(lower)
     extension = load_extension("lltm_sequence")
     plan = extension._explain(x, weights, bias.requires_grad, tf32 or autocast_tf32)
-    mixed = autocast_tf32 and x.is_cuda and extension._autocast_mixed(x, weights)
+    mixed = autocast_tf32 and extension._autocast_mixed(x, weights)
     if mixed == "cublas" and lower is not None and plan["path"] != "cublas":
         # The mixed call on the cuBLAS path where float32's plan is another: the half type's plan
         # (its rule for that path, and its step products) is what runs.
         plan = extension._explain(x.to(lower), weights.to(lower), bias.requires_grad, False)
-    if mixed and lower is not None:
+    if mixed == "cpu" and lower is not None:
+        plan = {
+            **plan,
+            "detail": "the mixed time loop in C++: every product in "
+            f"{_dtype_name(lower)} on lltm_ext's CPU GEMM (h rounded to it per step), added up "
+            "in float32 gates; the cell's gate pass in float32",
+            "weight_gradient": f"lltm_ext's CPU GEMM: {_dtype_name(lower)} products of dG "
+            "(rounded to it) with h and x, and a column sum",
+        }
+    elif mixed and lower is not None:
         # The mixed call's d W: a product in the autocast dtype (float32 sums) of dG rounded to it.
         plan = {
             **plan,
@@ -143,7 +152,9 @@ def _sequence(
         path=plan["path"],
         detail=plan["detail"],
         precision=(
-            f"float32 state; products in {_dtype_name(lower)} (float32 sums; autocast)"
+            f"float32 state; products in {_dtype_name(lower)} (each rounded to it; autocast)"
+            if mixed == "cpu" and lower is not None
+            else f"float32 state; products in {_dtype_name(lower)} (float32 sums; autocast)"
             if mixed and lower is not None and plan["path"] == "cublas"
             else f"float32 state; the products outside the time loop in {_dtype_name(lower)} "
             "(float32 sums), the steps' in TF32 (autocast)"

@@ -126,6 +126,50 @@ def test_sequence_matches_the_pure_cell_loop_under_autocast(device, lower, steps
     assert torch.isfinite(weights.grad).all()
 
 
+@pytest.mark.parametrize("lower", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(
+    "steps, batch, features, state",
+    [(12, 16, 20, 96), (40, 4, 7, 181), (6, 33, 0, 64)],
+    ids=["even", "odd", "no-input"],
+)
+def test_cpu_sequence_under_autocast_mixed_loop_within_the_loops_error(
+    lower, steps, batch, features, state
+):
+    # Past a step's product of 2^17 multiply-adds CPU autocast takes the mixed loop (products in
+    # `lower`, each rounded to it; float32 state): forward, the final state and the gradients of
+    # the weights, bias, input and initial state within 2x the pure loop's own error.
+    x, weights, bias, h0, c0 = _sequence_operands(
+        "cpu", steps, B=batch, F=features, S=state, state_scale=1.0
+    )
+    x.requires_grad_()
+    h0.requires_grad_()
+    c0.requires_grad_()
+    leaves = (x, weights, bias, h0, c0)
+    with torch.autocast("cpu", dtype=lower):
+        assert (
+            "each rounded to it"
+            in lltm_ext.explain(lltm_ext.lltm_sequence, x, weights, bias, (h0, c0)).precision
+        )
+        out, (h_n, c_n) = lltm_ext.lltm_sequence(x, weights, bias, (h0, c0))
+        loop = lltm_loop(lltm_reference, x, weights, bias, h0, c0)
+    leaves64 = [t.detach().double().requires_grad_() for t in leaves]
+    out64 = lltm_loop(lltm_reference, *leaves64)
+    assert out.dtype == h_n.dtype == c_n.dtype == torch.float32
+    err, loop_err = _max_error([out], [out64]), _max_error([loop], [out64])
+    assert err <= 2 * loop_err, (err, loop_err)
+    torch.testing.assert_close(h_n, out[-1], rtol=0, atol=0)
+    probe = torch.randn_like(out64)
+    grads = torch.autograd.grad((out * probe).sum(), leaves)
+    loop_grads = torch.autograd.grad((loop.float() * probe).sum(), leaves)
+    grads64 = torch.autograd.grad((out64 * probe.double()).sum(), leaves64)
+    for name, g, g_loop, g64 in zip("x w b h0 c0".split(), grads, loop_grads, grads64, strict=True):
+        assert g.dtype == torch.float32 and g.shape == g64.shape, name
+        if g.numel() == 0:  # no input features: an empty input gradient
+            continue
+        g_err, g_loop_err = _max_error([g], [g64]), _max_error([g_loop], [g64])
+        assert g_err <= 2 * g_loop_err, (name, g_err, g_loop_err)
+
+
 # Shapes for each CUDA kernel family whose float32 products TF32 changes (the small-state kernels
 # compute in float32 at every setting), at a small batch (where the planner keeps full-precision
 # products) and past 64 rows (one TF32 pass): (T, B, F, S).

@@ -43,8 +43,9 @@ def test_cpu_paths():
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA_MARK)])
 def test_sequence_tf32_and_autocast_precision(device):
-    """The call's tf32=True and autocast's float32 state say TF32 on CUDA (the plan under TF32),
-    float32 products on the CPU (no TF32 there); a state in the autocast dtype runs in it."""
+    """The call's tf32=True and autocast's float32 state say TF32 on CUDA (the plan under TF32);
+    on the CPU (no TF32 there) autocast's float32 state at this size takes the mixed loop,
+    products in bfloat16; a state in the autocast dtype runs in it."""
     x, w, b = sequence_args(20, 96, 64, 384, device)
     asked = lltm_ext.explain(lltm_ext.lltm_sequence, x, w, b, tf32=True, run=True)
     assert ("products in TF32" in asked.precision) == (device == "cuda"), asked.precision
@@ -52,8 +53,9 @@ def test_sequence_tf32_and_autocast_precision(device):
         auto = lltm_ext.explain(lltm_ext.lltm_sequence, x, w, b)
         lower = lltm_ext.explain(lltm_ext.lltm_sequence, x.to(torch.bfloat16), w, b)
     assert auto.precision.startswith(
-        "float32 state; products in " + ("TF32" if device == "cuda" else "float32")
-    )
+        "float32 state; products in "
+        + ("TF32" if device == "cuda" else "bfloat16 (each rounded to it")
+    ), auto.precision
     assert auto.dtype == "float32" and lower.dtype == "bfloat16"
     if device == "cuda":  # the TF32 plan: one pass past 64 rows, as with torch's "high" precision
         torch.set_float32_matmul_precision("high")
@@ -62,6 +64,27 @@ def test_sequence_tf32_and_autocast_precision(device):
         finally:
             torch.set_float32_matmul_precision("highest")
         assert (auto.path, auto.product) == (high.path, high.product) == (asked.path, asked.product)
+
+
+def test_cpu_autocast_mixed_loop_from_its_size(monkeypatch):
+    """Under CPU autocast a float32 state takes the mixed loop (bfloat16 products) from a step's
+    product of 2^17 multiply-adds (B S 3S), below it float32 products on the rounded operands;
+    LLTM_EXT_SEQUENCE_MIXED=off keeps float32 at every size, products takes the mixed loop."""
+    cases = {(2, 16): "float32 on the", (4, 104): "float32 on the", (4, 105): "bfloat16 (each"}
+    for (batch, state), words in cases.items():
+        x, w, b = sequence_args(5, batch, 8, state, "cpu")
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            found = lltm_ext.explain(lltm_ext.lltm_sequence, x, w, b, run=True)
+        assert found.precision.startswith("float32 state; products in " + words), found.precision
+    for setting, size, words in (
+        ("off", 105, "float32 on the"),
+        ("products", 16, "bfloat16 (each"),
+    ):
+        x, w, b = sequence_args(5, 4, 8, size, "cpu")
+        monkeypatch.setenv("LLTM_EXT_SEQUENCE_MIXED", setting)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            found = lltm_ext.explain(lltm_ext.lltm_sequence, x, w, b, run=True)
+        assert found.precision.startswith("float32 state; products in " + words), found.precision
 
 
 @CUDA_MARK

@@ -103,7 +103,11 @@ inline constexpr std::array kSettings = {
             "every call",
             "A float32 state with float16 or bfloat16 products (the autocast kernel's call for a "
             "float32 state, or the operator's with half input, weights and bias and a float32 "
-            "state) on CUDA. auto: on the cuBLAS path past 32 batch rows, and below 40 rows "
+            "state). On the CPU every product in the half type (each rounded to it, as the "
+            "loop's), the gate math and state in float32, which the autocast kernel takes where a "
+            "step's product is at least 2^17 multiply-adds (products: at every size; else the "
+            "float32 sequence on operands rounded to the half type). On CUDA, auto: on the "
+            "cuBLAS path past 32 batch rows, and below 40 rows "
             "past S = 512 (docs/decisions_sequence.md#half-small-batch-cublas), the step products "
             "in the half type with float32 sums and the gate math and state in float32; elsewhere "
             "the float32 time loop (TF32 step products) with the products outside it (input "

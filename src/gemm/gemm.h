@@ -39,8 +39,9 @@ inline std::optional<Layout> layout_of(const at::Tensor& t) {
   return std::nullopt;
 }
 
-// c (M x N, contiguous, written) = a (M x K) @ b (K x N); a and b with any strides, one dtype.
-// Its kernels run the copy for cpu::isa() (common/cpu_isa.h), as the element-wise loops do.
+// c (M x N, written) = a (M x K) @ b (K x N); a, b and c with any strides (c's elements apart, not
+// overlapping a's or b's), one dtype. Its kernels run the copy for cpu::isa() (common/cpu_isa.h),
+// as the element-wise loops do.
 void gemm_cpu(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c);
 
 // The ISA name (cpu::isa_name()'s) of the kernel copy the last gemm_cpu call in this process ran,

@@ -21,6 +21,7 @@
 #include "common/env_setting.h"
 #include "common/module.h"
 #include "common/first_order.h"
+#include "gemm/gemm.h"
 #include "lltm/lltm.h"
 #include "lltm/rounded_op.h"
 #ifdef WITH_CUDA
@@ -49,8 +50,11 @@ bool matmul_allows_tf32(const at::Tensor& t, bool requested = false) {
          (requested || at::globalContext().allowTF32CuBLAS());
 }
 
-// c = a @ b + beta c (beta 0 or 1) on the tensors' device: cuBLAS on CUDA (gemm_cuda), ATen on
-// the CPU; a, b, c 2-D views with unit stride in one dimension.
+// c = a @ b + beta c (beta 0 or 1) on the tensors' device: cuBLAS on CUDA (gemm_cuda); on the
+// CPU lltm_ext's own GEMM where c is written (gemm/gemm.h: gemm_cpu, linked from src/gemm/, which
+// takes any strides; ATen's falls far behind it where a side is narrow, such as the products with
+// few input features: docs/lltm_sequence_cpu.md#the-products), ATen's addmm where it is added
+// to; a, b, c 2-D views with unit stride in one dimension.
 void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double beta, bool tf32) {
   if (c.is_cuda()) {
 #ifdef WITH_CUDA
@@ -59,8 +63,7 @@ void gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, double 
     fail_not_compiled_with_cuda("lltm_sequence");
 #endif
   } else if (beta == 0) {
-    at::Tensor out = c;
-    at::mm_out(out, a, b);
+    gemm::gemm_cpu(a, b, c);
   } else {
     c.addmm_(a, b, beta, 1);
   }
@@ -225,18 +228,63 @@ bool mixed_runs_float32_loop(const at::Tensor& input, const Dims& d) {
 #endif
 }
 
+// Whether a mixed call runs the CPU's mixed time loop (forward_mixed_cpu): on the CPU, unless
+// LLTM_EXT_SEQUENCE_MIXED=off.
+bool mixed_runs_cpu_loop(const at::Tensor& input, const Dims& d) {
+  return !input.is_cuda() && d.steps > 0 && env_choice("LLTM_EXT_SEQUENCE_MIXED") != "off";
+}
+
+// Whether the CPU's mixed loop pays for its casts and the steps' extra passes (h_{t-1} rounded,
+// the product added), which the autocast kernel's call then takes: a step's product of at least
+// 2^17 multiply-adds (B S 3S), or LLTM_EXT_SEQUENCE_MIXED=products. Below it the float32 loop on
+// the rounded operands runs as fast or faster (docs/lltm_sequence_cpu.md#under-autocast).
+bool cpu_mixed_products_pay(const Dims& d) {
+  constexpr int64_t kMinStepProduct = int64_t{1} << 17;
+  return d.batch * d.state * 3 * d.state >= kMinStepProduct ||
+         env_choice("LLTM_EXT_SEQUENCE_MIXED") == "products";
+}
+
+// The CPU time loop of a mixed call: every product in the half type on lltm_ext's CPU GEMM, its
+// result rounded to that type as the loop's product is (the input projections of all steps in one
+// product; per step h_{t-1} rounded to the half type, as the loop's product rounds it, times
+// W_h^T), added up in float32 gates; the gate math, the state and the outputs float32. b: the
+// bias (3S) in float32. Writes output, cells, gates (T, B, 3S: without the bias).
+void forward_mixed_cpu(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& b,
+                       const at::Tensor& h0, const at::Tensor& c0, const Dims& d,
+                       const at::Tensor& output, const at::Tensor& cells, const at::Tensor& gates) {
+  const auto [T, B, I, S] = d;
+  at::Tensor projections = at::empty({T * B, 3 * S}, input.options());
+  gemm(input.view({T * B, I}), weights.narrow(1, S, I).t(), projections, 0, false);
+  gates.view({T * B, 3 * S}).copy_(projections);
+  const at::Tensor w_h_t = weights.narrow(1, 0, S).t();
+  const at::Tensor h_half = at::empty({B, S}, input.options());
+  const at::Tensor product = at::empty({B, 3 * S}, input.options());
+  for (int64_t t = 0; t < T; ++t) {
+    const at::Tensor g = gates[t];
+    if (t > 0 || h0.defined()) {
+      h_half.copy_(t == 0 ? h0 : output[t - 1]);
+      gemm(h_half, w_h_t, product, 0, false);
+      g.add_(product);
+    }
+    forward_gates_cpu(g, b, t == 0 ? or_zeros(c0, output, B, S) : cells[t - 1], output[t],
+                      cells[t]);
+  }
+}
+
 // Forward of a mixed call (check_forward_args): input, weights, bias in float16 or bfloat16, the
 // state float32. On CUDA where the plan is the cuBLAS path, the products run in the half type
 // (h_{t-1} rounded to it each step, as the loop's product rounds it) and add up in float32 into
 // float32 gates; the gate math, the state and the outputs are float32. Elsewhere on CUDA the input
 // projections are one such product, and the float32 time loop runs on them with TF32 step products
 // (W_h in float32, which holds its values exactly; h_{t-1} rounded to TF32, less than the loop's
-// half type rounds it). Otherwise the operands go to float32 and the float32 sequence runs with
-// TF32 allowed. Outputs as forward's, float32.
+// half type rounds it). On the CPU, forward_mixed_cpu. Otherwise (LLTM_EXT_SEQUENCE_MIXED=off) the
+// operands go to float32 and the float32 sequence runs with TF32 allowed. Outputs as forward's,
+// float32.
 Forward forward_mixed(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
                       const at::Tensor& h0, const at::Tensor& c0, const Dims& d) {
   const bool cublas = mixed_runs_cublas(input, d);
-  if (!cublas && !mixed_runs_float32_loop(input, d)) {
+  const bool cpu_loop = mixed_runs_cpu_loop(input, d);
+  if (!cublas && !cpu_loop && !mixed_runs_float32_loop(input, d)) {
     return forward(input.to(at::kFloat), weights.to(at::kFloat), bias.to(at::kFloat),
                    as_optional(h0), as_optional(c0), /*tf32_requested=*/true);
   }
@@ -246,6 +294,12 @@ Forward forward_mixed(const at::Tensor& input, const at::Tensor& weights, const 
   at::Tensor gates = at::empty({T, B, 3 * S}, f32);
   at::Tensor h_n = at::empty({B, S}, f32), c_n = at::empty({B, S}, f32);
   const at::Tensor b = bias.reshape({3 * S}).to(at::kFloat);
+  if (cpu_loop) {
+    forward_mixed_cpu(input, weights, b, h0, c0, d, output, cells, gates);
+    h_n.copy_(output[T - 1]);
+    c_n.copy_(cells[T - 1]);
+    return {output, h_n, c_n, cells, gates};
+  }
 #ifdef WITH_CUDA
   if (cublas) {
     sequence_forward_mixed_cuda(input, weights, b, h0, c0, output, h_n, c_n, cells, gates);
@@ -321,13 +375,38 @@ Backward backward(const at::Tensor& grad_output, const OptionalTensor& grad_h_n_
                   const at::Tensor& output, const at::Tensor& cells, const at::Tensor& gates,
                   OutputMask output_mask, bool tf32_requested);
 
+// The CPU loop of a mixed call's backward through time, as forward_mixed_cpu ran forward: per step
+// the float32 gate pass, dG_t rounded to the half type into d_gates (T, B, 3S), and d h_{t-1} =
+// dG_t W_h, a product in the half type, into d_h (float32; at t = 0 only where want_h0). d_c (2,
+// B, S), float32: dL/dc_t in turn, d_c[0] dL/dc_0 at the end. b: the bias (3S) in float32.
+void backward_mixed_cpu(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
+                        const at::Tensor& grad_c_n, const at::Tensor& weights, const at::Tensor& b,
+                        const at::Tensor& cells, const at::Tensor& gates, const at::Tensor& d_gates,
+                        const at::Tensor& d_h, const at::Tensor& d_c, bool want_h0) {
+  const int64_t T = gates.size(0), B = gates.size(1), S = cells.size(2);
+  const at::Tensor w_h = weights.narrow(1, 0, S);
+  const at::Tensor dg = at::empty({B, 3 * S}, gates.options());
+  const at::Tensor d_h_half = at::empty({B, S}, d_gates.options());
+  for (int64_t t = T - 1; t >= 0; --t) {
+    const at::Tensor grad_h = t == T - 1 ? or_zeros(grad_h_n, cells, B, S) : d_h;
+    const at::Tensor grad_c = t == T - 1 ? or_zeros(grad_c_n, cells, B, S) : d_c[(t + 1) % 2];
+    backward_gates_cpu(grad_h, S, grad_output[t], grad_c, cells[t], gates[t], b, dg, d_c[t % 2]);
+    d_gates[t].copy_(dg);
+    if (t > 0 || want_h0) {
+      gemm(d_gates[t], w_h, d_h_half, 0, false);
+      d_h.copy_(d_h_half);
+    }
+  }
+}
+
 // Backward of a mixed call, as forward_mixed ran it: on CUDA's cuBLAS path, per step the float32
 // gate kernel, dG_t rounded to the half type, d h_{t-1} = dG_t W_h in half products added up in
 // float32; elsewhere on CUDA the float32 time loop (TF32 step products), then dG rounded to the
 // half type. Then d input, d W (half products of dG and [h_{t-1} | x_t], h rounded as the loop's
 // products read it) and d b in the half type, d h0 and d c0 in float32. Otherwise the float32
 // sequence's backward on the operands in float32, its d input, d W and d b rounded to the half
-// type (the dtypes of the arguments they belong to).
+// type (the dtypes of the arguments they belong to). On the CPU (mixed_runs_cpu_loop) the loop of
+// backward_mixed_cpu, then the products of the cuBLAS path's.
 Backward backward_mixed(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
                         const at::Tensor& grad_c_n, const at::Tensor& input,
                         const at::Tensor& weights, const at::Tensor& bias, const at::Tensor& h0,
@@ -335,7 +414,8 @@ Backward backward_mixed(const at::Tensor& grad_output, const at::Tensor& grad_h_
                         OutputMask mask, const Dims& d) {
   const at::ScalarType half = input.scalar_type();
   const bool cublas = mixed_runs_cublas(input, d);
-  if (!cublas && !mixed_runs_float32_loop(input, d)) {
+  const bool cpu_loop = mixed_runs_cpu_loop(input, d);
+  if (!cublas && !cpu_loop && !mixed_runs_float32_loop(input, d)) {
     auto [d_input, d_weights, d_bias, d_h0, d_c0] = backward(
         grad_output, as_optional(grad_h_n), as_optional(grad_c_n), input.to(at::kFloat),
         weights.to(at::kFloat), bias.to(at::kFloat), as_optional(h0), output, cells, gates, mask,
@@ -357,13 +437,18 @@ Backward backward_mixed(const at::Tensor& grad_output, const at::Tensor& grad_h_
   at::Tensor d_gates;  // in the half type
   at::Tensor d_h = at::empty({B, S}, f32);
   at::Tensor d_c = at::empty({2, B, S}, f32);
-#ifdef WITH_CUDA
   const at::Tensor b = bias.reshape({3 * S}).to(at::kFloat);
+  if (cpu_loop) {
+    d_gates = at::empty({T, B, 3 * S}, input.options());
+    backward_mixed_cpu(grad_output, grad_h_n, grad_c_n, weights, b, cells, gates, d_gates, d_h, d_c,
+                       want_h0);
+  }
+#ifdef WITH_CUDA
   if (cublas) {
     d_gates = at::empty({T, B, 3 * S}, input.options());
     sequence_backward_mixed_cuda(grad_output, grad_h_n, grad_c_n, weights, b, cells, gates, d_gates,
                                  d_h, d_c, want_h0);
-  } else {
+  } else if (!cpu_loop) {
     const at::Tensor d_gates_f32 = at::empty({T, B, 3 * S}, f32);
     sequence_backward_cuda(grad_output, grad_h_n, grad_c_n, weights.to(at::kFloat), b, cells, gates,
                            d_gates_f32, d_h, d_c, want_h0, /*tf32=*/true);
@@ -1069,8 +1154,8 @@ struct AutocastOperands {
   bool tf32;
 };
 // Whether the autocast kernel's unpacked call on input (T, B, I) with these weights (3S, S + I)
-// and a float32 state is the mixed call: on CUDA's cuBLAS path, or off it where the products
-// outside the time loop pay for the casts (mixed_products_pay).
+// and a float32 state is the mixed call: on the CPU's mixed loop, on CUDA's cuBLAS path, or off it
+// where the products outside the time loop pay for the casts (mixed_products_pay).
 bool mixed_call_for_autocast(const at::Tensor& input, const at::Tensor& weights) {
   if (input.dim() != 3 || weights.dim() != 2 || weights.size(0) % 3 != 0 ||
       weights.size(1) < weights.size(0) / 3) {
@@ -1078,6 +1163,9 @@ bool mixed_call_for_autocast(const at::Tensor& input, const at::Tensor& weights)
   }
   const int64_t S = weights.size(0) / 3;
   const Dims d{input.size(0), input.size(1), weights.size(1) - S, S};
+  if (mixed_runs_cpu_loop(input, d)) {
+    return cpu_mixed_products_pay(d);
+  }
   if (mixed_runs_cublas(input, d)) {
     return true;
   }
@@ -1246,8 +1334,9 @@ py::dict explain(const at::Tensor& input, const at::Tensor& weights, bool bias_g
   if (!input.is_cuda()) {
     out["path"] = "cpu";
     out["detail"] =
-        "the time loop in C++: the input projections of all steps in one ATen product, "
-        "per step h W_h^T (ATen) and the cell's gate pass (vectorized C++)";
+        "the time loop in C++: the input projections of all steps in one product (lltm_ext's "
+        "CPU GEMM), per step h W_h^T (ATen's addmm; backward dG W_h, lltm_ext's GEMM) and the "
+        "cell's gate pass (vectorized C++)";
     out["kernels"] = py::list();
     out["notes"] = py::list();
     return out;
@@ -1414,15 +1503,15 @@ std::vector<int64_t> step_graph_counts_or_zeros() {
 
 // How the autocast kernel's call on input (T, B, I) with these weights and a float32 state runs
 // (explain's account of its path and precision): "cublas", the mixed call on the cuBLAS path's
-// loops; "loop", the mixed call's float32 time loop between half products; "", not mixed.
+// loops; "loop", the mixed call's float32 time loop between half products; "cpu", the CPU's mixed
+// loop; "", not mixed.
 std::string autocast_takes_mixed(const at::Tensor& input, const at::Tensor& weights) {
   if (!mixed_call_for_autocast(input, weights)) {
     return "";
   }
   const int64_t S = weights.size(0) / 3;
-  return mixed_runs_cublas(input, Dims{input.size(0), input.size(1), weights.size(1) - S, S})
-             ? "cublas"
-             : "loop";
+  const Dims d{input.size(0), input.size(1), weights.size(1) - S, S};
+  return mixed_runs_cpu_loop(input, d) ? "cpu" : mixed_runs_cublas(input, d) ? "cublas" : "loop";
 }
 
 double grid_share(const at::Tensor& like, int64_t T, int64_t B, int64_t S, bool tf32_requested) {
