@@ -245,17 +245,26 @@ bool cpu_mixed_products_pay(const Dims& d) {
 }
 
 // The CPU time loop of a mixed call: every product in the half type on lltm_ext's CPU GEMM, its
-// result rounded to that type as the loop's product is (the input projections of all steps in one
-// product; per step h_{t-1} rounded to the half type, as the loop's product rounds it, times
-// W_h^T), added up in float32 gates; the gate math, the state and the outputs float32. b: the
-// bias (3S) in float32. Writes output, cells, gates (T, B, 3S: without the bias).
+// result rounded to that type as the loop's product is (the input projections of a stretch of
+// steps at a time, through a buffer of about 1 MiB that stays in cache and in the process's pages,
+// where one buffer for all steps would cost its fresh pages' first touch; per step h_{t-1} rounded
+// to the half type, as the loop's product rounds it, times W_h^T), added up in float32 gates; the
+// gate math, the state and the outputs float32. b: the bias (3S) in float32. Writes output, cells,
+// gates (T, B, 3S: without the bias).
 void forward_mixed_cpu(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& b,
                        const at::Tensor& h0, const at::Tensor& c0, const Dims& d,
                        const at::Tensor& output, const at::Tensor& cells, const at::Tensor& gates) {
   const auto [T, B, I, S] = d;
-  at::Tensor projections = at::empty({T * B, 3 * S}, input.options());
-  gemm(input.view({T * B, I}), weights.narrow(1, S, I).t(), projections, 0, false);
-  gates.view({T * B, 3 * S}).copy_(projections);
+  const int64_t step_bytes = std::max<int64_t>(B * 3 * S * input.element_size(), 1);
+  const int64_t chunk = std::clamp<int64_t>((int64_t{1} << 20) / step_bytes, 1, T);
+  const at::Tensor w_i_t = weights.narrow(1, S, I).t();
+  const at::Tensor projections = at::empty({chunk * B, 3 * S}, input.options());
+  for (int64_t t0 = 0; t0 < T; t0 += chunk) {
+    const int64_t rows = std::min(chunk, T - t0) * B;
+    const at::Tensor part = projections.narrow(0, 0, rows);
+    gemm(input.narrow(0, t0, rows / B).reshape({rows, I}), w_i_t, part, 0, false);
+    gates.narrow(0, t0, rows / B).view({rows, 3 * S}).copy_(part);
+  }
   const at::Tensor w_h_t = weights.narrow(1, 0, S).t();
   const at::Tensor h_half = at::empty({B, S}, input.options());
   const at::Tensor product = at::empty({B, 3 * S}, input.options());
@@ -477,8 +486,13 @@ Backward backward_mixed(const at::Tensor& grad_output, const at::Tensor& grad_h_
     gemm(dg_all.t(), h_prev.view({T * B, S}), dw_h, 0, false);
     copy_recurrent_block(d_weights, dw_h);
   }
-  if (want_bias) {
+  if (want_bias && input.is_cuda()) {
     d_bias = dg_all.sum(0, /*keepdim=*/false, at::kFloat).to(half);
+  } else if (want_bias) {
+    // The column sum as a product with a row of ones (float sums, rounded once), where ATen's sum
+    // in float of a half tensor makes a float copy of it first.
+    d_bias = at::empty({3 * S}, input.options());
+    gemm(at::ones({1, T * B}, input.options()), dg_all, d_bias.view({1, 3 * S}), 0, false);
   }
   if (want_h0) {
     d_h0 = d_h;
