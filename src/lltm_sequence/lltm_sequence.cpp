@@ -268,15 +268,16 @@ void forward_mixed_cpu(const at::Tensor& input, const at::Tensor& weights, const
   const at::Tensor w_h_t = weights.narrow(1, 0, S).t();
   const at::Tensor h_half = at::empty({B, S}, input.options());
   const at::Tensor product = at::empty({B, 3 * S}, input.options());
+  at::Tensor h_prev = h0, c_prev = or_zeros(c0, output, B, S);  // step t - 1's views
   for (int64_t t = 0; t < T; ++t) {
-    const at::Tensor g = gates[t];
-    if (t > 0 || h0.defined()) {
-      h_half.copy_(t == 0 ? h0 : output[t - 1]);
+    const at::Tensor g = gates[t], h = output[t], c = cells[t];
+    if (h_prev.defined()) {
+      h_half.copy_(h_prev);
       gemm(h_half, w_h_t, product, 0, false);
       g.add_(product);
     }
-    forward_gates_cpu(g, b, t == 0 ? or_zeros(c0, output, B, S) : cells[t - 1], output[t],
-                      cells[t]);
+    forward_gates_cpu(g, b, c_prev, h, c);
+    h_prev = h, c_prev = c;
   }
 }
 
@@ -358,13 +359,16 @@ Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Te
   } else {
     // The input projections of all steps, one product: gates = input W_i^T.
     gemm(input.view({T * B, I}), w_i.t(), gates.view({T * B, 3 * S}), 0, tf32);
+    // Per step a view of each tensor it touches (step t - 1's kept from the step before).
+    const at::Tensor w_h_t = w_h.t();
+    at::Tensor h_prev = h0, c_prev = or_zeros(c0, input, B, S);
     for (int64_t t = 0; t < T; ++t) {
-      const at::Tensor g = gates[t];
-      if (t > 0 || h0.defined()) {
-        gemm(t == 0 ? h0 : output[t - 1], w_h.t(), g, 1, tf32);  // + h_{t-1} W_h^T
+      const at::Tensor g = gates[t], h = output[t], c = cells[t];
+      if (h_prev.defined()) {
+        gemm(h_prev, w_h_t, g, 1, tf32);  // + h_{t-1} W_h^T
       }
-      forward_gates_cpu(g, b, t == 0 ? or_zeros(c0, input, B, S) : cells[t - 1], output[t],
-                        cells[t]);
+      forward_gates_cpu(g, b, c_prev, h, c);
+      h_prev = h, c_prev = c;
     }
     h_n.copy_(output[T - 1]);
     c_n.copy_(cells[T - 1]);
@@ -396,13 +400,15 @@ void backward_mixed_cpu(const at::Tensor& grad_output, const at::Tensor& grad_h_
   const at::Tensor w_h = weights.narrow(1, 0, S);
   const at::Tensor dg = at::empty({B, 3 * S}, gates.options());
   const at::Tensor d_h_half = at::empty({B, S}, d_gates.options());
+  const std::array<at::Tensor, 2> d_cs{d_c[0], d_c[1]};
   for (int64_t t = T - 1; t >= 0; --t) {
     const at::Tensor grad_h = t == T - 1 ? or_zeros(grad_h_n, cells, B, S) : d_h;
-    const at::Tensor grad_c = t == T - 1 ? or_zeros(grad_c_n, cells, B, S) : d_c[(t + 1) % 2];
-    backward_gates_cpu(grad_h, S, grad_output[t], grad_c, cells[t], gates[t], b, dg, d_c[t % 2]);
-    d_gates[t].copy_(dg);
+    const at::Tensor grad_c = t == T - 1 ? or_zeros(grad_c_n, cells, B, S) : d_cs[(t + 1) % 2];
+    const at::Tensor dg_half = d_gates[t];
+    backward_gates_cpu(grad_h, S, grad_output[t], grad_c, cells[t], gates[t], b, dg, d_cs[t % 2]);
+    dg_half.copy_(dg);
     if (t > 0 || want_h0) {
-      gemm(d_gates[t], w_h, d_h_half, 0, false);
+      gemm(dg_half, w_h, d_h_half, 0, false);
       d_h.copy_(d_h_half);
     }
   }
@@ -582,12 +588,13 @@ Backward backward(const at::Tensor& grad_output, const OptionalTensor& grad_h_n_
     fail_not_compiled_with_cuda("lltm_sequence");
 #endif
   } else {
+    const std::array<at::Tensor, 2> d_cs{d_c[0], d_c[1]};
     for (int64_t t = T - 1; t >= 0; --t) {
       // dL/dh_t = grad_output[t] + (grad_h_n, or d h_t from step t + 1); dL/dc_t likewise.
       const at::Tensor grad_h = t == T - 1 ? or_zeros(grad_h_n, input, B, S) : d_h;
-      const at::Tensor grad_c = t == T - 1 ? or_zeros(grad_c_n, input, B, S) : d_c[(t + 1) % 2];
+      const at::Tensor grad_c = t == T - 1 ? or_zeros(grad_c_n, input, B, S) : d_cs[(t + 1) % 2];
       const at::Tensor dg = d_gates[t];
-      backward_gates_cpu(grad_h, S, grad_output[t], grad_c, cells[t], gates[t], b, dg, d_c[t % 2]);
+      backward_gates_cpu(grad_h, S, grad_output[t], grad_c, cells[t], gates[t], b, dg, d_cs[t % 2]);
       if (t > 0 || want_h0) {
         gemm(dg, w_h, d_h, 0, tf32);  // d h_{t-1} = dG_t W_h
       }
