@@ -388,28 +388,36 @@ Backward backward(const at::Tensor& grad_output, const OptionalTensor& grad_h_n_
                   const at::Tensor& output, const at::Tensor& cells, const at::Tensor& gates,
                   OutputMask output_mask, bool tf32_requested);
 
-// The CPU loop of a mixed call's backward through time, as forward_mixed_cpu ran forward: per step
-// the float32 gate pass, dG_t rounded to the half type into d_gates (T, B, 3S), and d h_{t-1} =
-// dG_t W_h, a product in the half type, into d_h (float32; at t = 0 only where want_h0). d_c (2,
-// B, S), float32: dL/dc_t in turn, d_c[0] dL/dc_0 at the end. b: the bias (3S) in float32.
-void backward_mixed_cpu(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
-                        const at::Tensor& grad_c_n, const at::Tensor& weights, const at::Tensor& b,
-                        const at::Tensor& cells, const at::Tensor& gates, const at::Tensor& d_gates,
-                        const at::Tensor& d_h, const at::Tensor& d_c, bool want_h0) {
+// The CPU loop of backward through time, from forward's saved cells and gates (T, B, S | 3S) and
+// the incoming gradients (grad_h_n, grad_c_n undefined: zeros): per step the gate pass into dG_t
+// and d h_{t-1} = dG_t W_h into d_h (B, S; at t = 0 only where want_h0); d_c (2, B, S): dL/dc_t in
+// turn, d_c[0] dL/dc_0 at the end. d_gates (T, B, 3S) gets every dG_t: in the state's dtype, or in
+// a mixed call (d_gates and w_h in the half type, the state and b float32) rounded to the half
+// type, the gate pass writing a float32 buffer and the product running in the half type.
+void backward_loop_cpu(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
+                       const at::Tensor& grad_c_n, const at::Tensor& w_h, const at::Tensor& b,
+                       const at::Tensor& cells, const at::Tensor& gates, const at::Tensor& d_gates,
+                       const at::Tensor& d_h, const at::Tensor& d_c, bool want_h0) {
   const int64_t T = gates.size(0), B = gates.size(1), S = cells.size(2);
-  const at::Tensor w_h = weights.narrow(1, 0, S);
-  const at::Tensor dg = at::empty({B, 3 * S}, gates.options());
-  const at::Tensor d_h_half = at::empty({B, S}, d_gates.options());
+  const bool mixed = d_gates.scalar_type() != gates.scalar_type();
+  const at::Tensor dg_state = mixed ? at::empty({B, 3 * S}, gates.options()) : at::Tensor();
+  const at::Tensor d_h_half = mixed ? at::empty({B, S}, d_gates.options()) : d_h;
   const std::array<at::Tensor, 2> d_cs{d_c[0], d_c[1]};
   for (int64_t t = T - 1; t >= 0; --t) {
+    // dL/dh_t = grad_output[t] + (grad_h_n, or d h_t from step t + 1); dL/dc_t likewise.
     const at::Tensor grad_h = t == T - 1 ? or_zeros(grad_h_n, cells, B, S) : d_h;
     const at::Tensor grad_c = t == T - 1 ? or_zeros(grad_c_n, cells, B, S) : d_cs[(t + 1) % 2];
-    const at::Tensor dg_half = d_gates[t];
-    backward_gates_cpu(grad_h, S, grad_output[t], grad_c, cells[t], gates[t], b, dg, d_cs[t % 2]);
-    dg_half.copy_(dg);
+    const at::Tensor dg = d_gates[t];
+    backward_gates_cpu(grad_h, S, grad_output[t], grad_c, cells[t], gates[t], b,
+                       mixed ? dg_state : dg, d_cs[t % 2]);
+    if (mixed) {
+      dg.copy_(dg_state);
+    }
     if (t > 0 || want_h0) {
-      gemm(dg_half, w_h, d_h_half, 0, false);
-      d_h.copy_(d_h_half);
+      gemm(dg, w_h, d_h_half, 0, false);  // d h_{t-1} = dG_t W_h
+      if (mixed) {
+        d_h.copy_(d_h_half);
+      }
     }
   }
 }
@@ -420,8 +428,8 @@ void backward_mixed_cpu(const at::Tensor& grad_output, const at::Tensor& grad_h_
 // half type. Then d input, d W (half products of dG and [h_{t-1} | x_t], h rounded as the loop's
 // products read it) and d b in the half type, d h0 and d c0 in float32. Otherwise the float32
 // sequence's backward on the operands in float32, its d input, d W and d b rounded to the half
-// type (the dtypes of the arguments they belong to). On the CPU (mixed_runs_cpu_loop) the loop of
-// backward_mixed_cpu, then the products of the cuBLAS path's.
+// type (the dtypes of the arguments they belong to). On the CPU (mixed_runs_cpu_loop)
+// backward_loop_cpu's mixed loop, then the products of the cuBLAS path's.
 Backward backward_mixed(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
                         const at::Tensor& grad_c_n, const at::Tensor& input,
                         const at::Tensor& weights, const at::Tensor& bias, const at::Tensor& h0,
@@ -455,8 +463,8 @@ Backward backward_mixed(const at::Tensor& grad_output, const at::Tensor& grad_h_
   const at::Tensor b = bias.reshape({3 * S}).to(at::kFloat);
   if (cpu_loop) {
     d_gates = at::empty({T, B, 3 * S}, input.options());
-    backward_mixed_cpu(grad_output, grad_h_n, grad_c_n, weights, b, cells, gates, d_gates, d_h, d_c,
-                       want_h0);
+    backward_loop_cpu(grad_output, grad_h_n, grad_c_n, weights.narrow(1, 0, S), b, cells, gates,
+                      d_gates, d_h, d_c, want_h0);
   }
 #ifdef WITH_CUDA
   if (cublas) {
@@ -588,17 +596,8 @@ Backward backward(const at::Tensor& grad_output, const OptionalTensor& grad_h_n_
     fail_not_compiled_with_cuda("lltm_sequence");
 #endif
   } else {
-    const std::array<at::Tensor, 2> d_cs{d_c[0], d_c[1]};
-    for (int64_t t = T - 1; t >= 0; --t) {
-      // dL/dh_t = grad_output[t] + (grad_h_n, or d h_t from step t + 1); dL/dc_t likewise.
-      const at::Tensor grad_h = t == T - 1 ? or_zeros(grad_h_n, input, B, S) : d_h;
-      const at::Tensor grad_c = t == T - 1 ? or_zeros(grad_c_n, input, B, S) : d_cs[(t + 1) % 2];
-      const at::Tensor dg = d_gates[t];
-      backward_gates_cpu(grad_h, S, grad_output[t], grad_c, cells[t], gates[t], b, dg, d_cs[t % 2]);
-      if (t > 0 || want_h0) {
-        gemm(dg, w_h, d_h, 0, tf32);  // d h_{t-1} = dG_t W_h
-      }
-    }
+    backward_loop_cpu(grad_output, grad_h_n, grad_c_n, w_h, b, cells, gates, d_gates, d_h, d_c,
+                      want_h0);
   }
   const at::Tensor dg_all = d_gates.view({T * B, 3 * S});
   if (want_input) {
