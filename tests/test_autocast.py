@@ -384,6 +384,30 @@ def test_sequence_mixed_call_within_the_loops_error(monkeypatch, device, lower, 
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("lower", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", [(3, 0, 4, 5), (0, 2, 4, 5), (3, 2, 0, 5), (1, 1, 1, 1)], ids=str)
+def test_sequence_mixed_call_at_empty_and_unit_sizes(device, lower, shape):
+    # No batch rows, no steps, no input features, one of each: the mixed call's shapes and dtypes,
+    # forward and backward, and its values against the float64 loop where there are any.
+    T, B, F, S = shape
+    x, weights, bias, h0, c0 = _sequence_operands(device, T, B=B, F=F, S=S, state_scale=1.0)
+    xl, wl, bl = (t.to(lower).requires_grad_() for t in (x, weights, bias))
+    h0.requires_grad_()
+    c0.requires_grad_()
+    out, h_n, c_n = torch.ops.lltm_ext.lltm_sequence(xl, wl, bl, h0, c0)
+    assert out.shape == (T, B, S) and h_n.shape == c_n.shape == (B, S)
+    assert out.dtype == h_n.dtype == c_n.dtype == torch.float32
+    out64 = lltm_loop(lltm_reference, *_float64(xl, wl, bl, h0, c0))
+    if out.numel():
+        torch.testing.assert_close(out.double(), out64, rtol=0, atol=0.05)
+    leaves = (xl, wl, bl, h0, c0)
+    grads = torch.autograd.grad(out.sum() + h_n.sum() + c_n.sum(), leaves, allow_unused=True)
+    for g, leaf in zip(grads, leaves, strict=True):
+        assert g is None or (g.shape == leaf.shape and g.dtype == leaf.dtype)
+        assert g is None or torch.isfinite(g).all()
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
 def test_sequence_mixed_call_dtypes_checked(device):
     x, weights, bias, h0, c0 = _sequence_operands(device, 3)
     op = torch.ops.lltm_ext.lltm_sequence

@@ -260,10 +260,10 @@ void forward_mixed_cpu(const at::Tensor& input, const at::Tensor& weights, const
   const at::Tensor w_i_t = weights.narrow(1, S, I).t();
   const at::Tensor projections = at::empty({chunk * B, 3 * S}, input.options());
   for (int64_t t0 = 0; t0 < T; t0 += chunk) {
-    const int64_t rows = std::min(chunk, T - t0) * B;
+    const int64_t steps = std::min(chunk, T - t0), rows = steps * B;
     const at::Tensor part = projections.narrow(0, 0, rows);
-    gemm(input.narrow(0, t0, rows / B).reshape({rows, I}), w_i_t, part, 0, false);
-    gates.narrow(0, t0, rows / B).view({rows, 3 * S}).copy_(part);
+    gemm(input.narrow(0, t0, steps).reshape({rows, I}), w_i_t, part, 0, false);
+    gates.narrow(0, t0, steps).view({rows, 3 * S}).copy_(part);
   }
   const at::Tensor w_h_t = weights.narrow(1, 0, S).t();
   const at::Tensor h_half = at::empty({B, S}, input.options());
