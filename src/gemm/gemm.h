@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "gemm/cpu/api.h"
 #include "gemm/gemm_heuristic.h"
 
 namespace lltm_ext::gemm {
@@ -43,6 +44,11 @@ inline std::optional<Layout> layout_of(const at::Tensor& t) {
 // overlapping a's or b's), one dtype. Its kernels run the copy for cpu::isa() (common/cpu_isa.h),
 // as the element-wise loops do.
 void gemm_cpu(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c);
+
+// The same on pointers and element strides (cpugemm::Problem; M, N, K >= 1) of one dtype (float32,
+// float64, bfloat16, float16), for loops that multiply step after step (the sequence's CPU time
+// loops), where a tensor view per operand and call would cost as much as a small product.
+void gemm_cpu(at::ScalarType dtype, const cpugemm::Problem& p);
 
 // The ISA name (cpu::isa_name()'s) of the kernel copy the last gemm_cpu call in this process ran,
 // "" before the first: which copy LLTM_EXT_CPU_ISA and the CPU led to, for tests.

@@ -91,16 +91,20 @@ void gemm_cpu(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
     c.zero_();
     return;
   }
-  const cpugemm::Problem p{a.size(0),   b.size(1),    a.size(1),          a.const_data_ptr(),
-                           a.stride(0), a.stride(1),  b.const_data_ptr(), b.stride(0),
-                           b.stride(1), c.data_ptr(), c.stride(0),        c.stride(1)};
+  gemm_cpu(a.scalar_type(),
+           cpugemm::Problem{a.size(0), b.size(1), a.size(1), a.const_data_ptr(), a.stride(0),
+                            a.stride(1), b.const_data_ptr(), b.stride(0), b.stride(1), c.data_ptr(),
+                            c.stride(0), c.stride(1)});
+}
+
+void gemm_cpu(at::ScalarType dtype_in, const cpugemm::Problem& p) {
   cpugemm::Knobs knobs;
   knobs.path = static_cast<Path>(g_knob_path.load(std::memory_order_relaxed));
   knobs.parts = g_knob_parts.load(std::memory_order_relaxed);
   knobs.bf16_dot = g_knob_bf16_dot.load(std::memory_order_relaxed);
   knobs.transpose = g_knob_transpose.load(std::memory_order_relaxed);
   knobs.amx = g_knob_amx.load(std::memory_order_relaxed);
-  const cpugemm::Dtype dtype = dtype_of(a.scalar_type());
+  const cpugemm::Dtype dtype = dtype_of(dtype_in);
   const cpu::Isa isa = kernel_isa();
   g_last_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
   cpugemm::Report report;
