@@ -30,6 +30,21 @@ void backward_gates_cpu(const at::Tensor& grad_h, int64_t grad_h_ld, const at::T
                         const at::Tensor& gates, const at::Tensor& bias, const at::Tensor& d_gates,
                         const at::Tensor& d_old_cell);
 
+// The same two passes on pointers, for loops that run them step after step (the sequence's CPU
+// time loops), where a tensor view per operand and a dtype dispatch per call would cost as much
+// as a small step's math. Rows as above (contiguous, batch x state); bias null for none. Forward
+// with `product` (B, 3S) given first makes gates = gates + product, rounded to T, and reads that
+// stored value (backward reads it too): the step's recurrent product added to the input
+// projection. Backward writes d_gates in D, rounded to it. (T, P / D): each floating dtype with
+// itself, and float32 with bfloat16 or float16 (a mixed sequence: a float32 state, half products).
+template <typename T, typename P>
+void forward_gates_cpu(T* gates, const P* product, const T* bias, const T* old_cell, T* new_h,
+                       T* new_cell, int64_t batch, int64_t state);
+template <typename T, typename D>
+void backward_gates_cpu(const T* grad_h, int64_t grad_h_ld, const T* grad_h_extra,
+                        const T* grad_cell, const T* new_cell, const T* gates, const T* bias,
+                        D* d_gates, T* d_old_cell, int64_t batch, int64_t state);
+
 // d_bias (3S) = the column sums of d_gates (B, 3S), each column added up row by row in double:
 // the same bits for any thread count.
 void bias_grad_cpu(const at::Tensor& d_gates, const at::Tensor& d_bias);

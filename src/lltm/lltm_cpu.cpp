@@ -69,14 +69,21 @@ int64_t grain(int64_t state) {
 }
 
 // Rows [begin, end) of the forward gate math; g is (B, 3S), bias (3S) (read when kBias), the
-// others (B, S).
-template <typename T, bool kBias>
-void forward_rows_(const T* __restrict__ g, const T* __restrict__ bias, const T* __restrict__ c,
-                   T* __restrict__ h_out, T* __restrict__ c_out, int64_t state, int64_t begin,
-                   int64_t end) {
+// others (B, S). With kProduct, g first becomes g + product (B, 3S), rounded to T, and the math
+// reads that stored value (as backward will).
+template <typename T, typename P, bool kBias, bool kProduct>
+void forward_rows_(T* g, const P* __restrict__ product, const T* __restrict__ bias,
+                   const T* __restrict__ c, T* __restrict__ h_out, T* __restrict__ c_out,
+                   int64_t state, int64_t begin, int64_t end) {
   using acc_t = at::opmath_type<T>;
   for (int64_t b = begin; b < end; ++b) {
-    const T* gb = g + b * 3 * state;
+    T* gb = g + b * 3 * state;
+    if constexpr (kProduct) {
+      const P* pb = product + b * 3 * state;
+      for (int64_t s = 0; s < 3 * state; ++s) {
+        gb[s] = static_cast<T>(static_cast<acc_t>(gb[s]) + static_cast<acc_t>(pb[s]));
+      }
+    }
     const int64_t row = b * state;
     for (int64_t s = 0; s < state; ++s) {
       const int64_t i = row + s;
@@ -93,27 +100,34 @@ void forward_rows_(const T* __restrict__ g, const T* __restrict__ bias, const T*
   }
 }
 
-template <typename T>
-void forward_rows(const T* g, const T* bias, const T* c, T* h_out, T* c_out, int64_t state,
-                  int64_t begin, int64_t end) {
+template <typename T, typename P>
+void forward_rows(T* g, const P* product, const T* bias, const T* c, T* h_out, T* c_out,
+                  int64_t state, int64_t begin, int64_t end) {
+  const auto run = [&](auto with_bias, auto with_product) {
+    forward_rows_<T, P, decltype(with_bias)::value, decltype(with_product)::value>(
+        g, product, bias, c, h_out, c_out, state, begin, end);
+  };
+  using Yes = std::true_type;
+  using No = std::false_type;
   if (bias != nullptr) {
-    forward_rows_<T, true>(g, bias, c, h_out, c_out, state, begin, end);
+    product != nullptr ? run(Yes{}, Yes{}) : run(Yes{}, No{});
   } else {
-    forward_rows_<T, false>(g, bias, c, h_out, c_out, state, begin, end);
+    product != nullptr ? run(No{}, Yes{}) : run(No{}, No{});
   }
 }
 
-// Rows [begin, end) of the backward gate math; g and dg are (B, 3S), bias (3S) (read when
-// kBias), the others (B, S) (gh_extra read when kExtra), gh's rows ld_gh apart.
-template <typename T, bool kBias, bool kExtra>
+// Rows [begin, end) of the backward gate math; g and dg are (B, 3S) (dg in D: T, or rounded to
+// a half type), bias (3S) (read when kBias), the others (B, S) (gh_extra read when kExtra), gh's
+// rows ld_gh apart.
+template <typename T, typename D, bool kBias, bool kExtra>
 void backward_rows_(const T* __restrict__ gh, int64_t ld_gh, const T* __restrict__ gh_extra,
                     const T* __restrict__ gc, const T* __restrict__ nc, const T* __restrict__ g,
-                    const T* __restrict__ bias, T* __restrict__ dg, T* __restrict__ dc,
+                    const T* __restrict__ bias, D* __restrict__ dg, T* __restrict__ dc,
                     int64_t state, int64_t begin, int64_t end) {
   using acc_t = at::opmath_type<T>;
   for (int64_t b = begin; b < end; ++b) {
     const T* gb = g + b * 3 * state;
-    T* dgb = dg + b * 3 * state;
+    D* dgb = dg + b * 3 * state;
     const T* ghb = gh + b * ld_gh;
     const int64_t row = b * state;
     for (int64_t s = 0; s < state; ++s) {
@@ -131,19 +145,19 @@ void backward_rows_(const T* __restrict__ gh, int64_t ld_gh, const T* __restrict
       const auto r = backward_element<acc_t, VecMath>(grad_h, static_cast<acc_t>(gc[i]),
                                                       static_cast<acc_t>(nc[i]), z_i, z_o, z_c);
       dc[i] = static_cast<T>(r.d_old_cell);
-      dgb[s] = static_cast<T>(r.d_z_i);
-      dgb[state + s] = static_cast<T>(r.d_z_o);
-      dgb[2 * state + s] = static_cast<T>(r.d_z_c);
+      dgb[s] = static_cast<D>(r.d_z_i);
+      dgb[state + s] = static_cast<D>(r.d_z_o);
+      dgb[2 * state + s] = static_cast<D>(r.d_z_c);
     }
   }
 }
 
-template <typename T>
+template <typename T, typename D>
 void backward_rows(const T* gh, int64_t ld_gh, const T* gh_extra, const T* gc, const T* nc,
-                   const T* g, const T* bias, T* dg, T* dc, int64_t state, int64_t begin,
+                   const T* g, const T* bias, D* dg, T* dc, int64_t state, int64_t begin,
                    int64_t end) {
   const auto run = [&](auto with_bias, auto with_extra) {
-    backward_rows_<T, decltype(with_bias)::value, decltype(with_extra)::value>(
+    backward_rows_<T, D, decltype(with_bias)::value, decltype(with_extra)::value>(
         gh, ld_gh, gh_extra, gc, nc, g, bias, dg, dc, state, begin, end);
   };
   using Yes = std::true_type;
@@ -158,55 +172,99 @@ void backward_rows(const T* gh, int64_t ld_gh, const T* gh_extra, const T* gc, c
 #if LLTM_EXT_CPU_X86_COPIES
 // The same loops for AVX2 + FMA and for AVX-512 (see elementwise_cpu.h: `flatten` compiles all
 // the inlined math for the target; only called where the CPU has it).
-template <typename T, typename... Args>
+template <typename... Args>
 LLTM_EXT_FLATTEN_FOR("avx2,fma")
 void forward_rows_avx2(Args... args) {
-  forward_rows<T>(args...);
+  forward_rows(args...);
 }
-template <typename T, typename... Args>
+template <typename... Args>
 LLTM_EXT_FLATTEN_FOR(LLTM_EXT_AVX512_FEATURES)
 void forward_rows_avx512(Args... args) {
-  forward_rows<T>(args...);
+  forward_rows(args...);
 }
-template <typename T, typename... Args>
+template <typename... Args>
 LLTM_EXT_FLATTEN_FOR("avx2,fma")
 void backward_rows_avx2(Args... args) {
-  backward_rows<T>(args...);
+  backward_rows(args...);
 }
-template <typename T, typename... Args>
+template <typename... Args>
 LLTM_EXT_FLATTEN_FOR(LLTM_EXT_AVX512_FEATURES)
 void backward_rows_avx512(Args... args) {
-  backward_rows<T>(args...);
+  backward_rows(args...);
 }
 #endif
 
 }  // namespace
 
-void forward_gates_cpu(const at::Tensor& gates, const at::Tensor& bias, const at::Tensor& old_cell,
-                       const at::Tensor& new_h, const at::Tensor& new_cell) {
-  const int64_t batch = old_cell.size(0);
-  const int64_t state = old_cell.size(1);
+template <typename T, typename P>
+void forward_gates_cpu(T* gates, const P* product, const T* bias, const T* old_cell, T* new_h,
+                       T* new_cell, int64_t batch, int64_t state) {
   if (batch * state == 0) {
     return;
   }
   const cpu::Isa use = cpu::isa();
-  LLTM_EXT_DISPATCH_FLOATING(gates.scalar_type(), "lltm_forward_cpu", [&] {
-    const scalar_t* g = gates.const_data_ptr<scalar_t>();
-    const scalar_t* bs = data_or_null<scalar_t>(bias);
-    const scalar_t* c = old_cell.const_data_ptr<scalar_t>();
-    scalar_t* h = new_h.mutable_data_ptr<scalar_t>();
-    scalar_t* nc = new_cell.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, batch, grain(state), [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, batch, grain(state), [&](int64_t begin, int64_t end) {
 #if LLTM_EXT_CPU_X86_COPIES
-      if (use == cpu::Isa::kAvx512) {
-        return forward_rows_avx512<scalar_t>(g, bs, c, h, nc, state, begin, end);
-      }
-      if (use == cpu::Isa::kAvx2) {
-        return forward_rows_avx2<scalar_t>(g, bs, c, h, nc, state, begin, end);
-      }
+    if (use == cpu::Isa::kAvx512) {
+      return forward_rows_avx512(gates, product, bias, old_cell, new_h, new_cell, state, begin,
+                                 end);
+    }
+    if (use == cpu::Isa::kAvx2) {
+      return forward_rows_avx2(gates, product, bias, old_cell, new_h, new_cell, state, begin, end);
+    }
 #endif
-      forward_rows<scalar_t>(g, bs, c, h, nc, state, begin, end);
-    });
+    forward_rows(gates, product, bias, old_cell, new_h, new_cell, state, begin, end);
+  });
+}
+
+template <typename T, typename D>
+void backward_gates_cpu(const T* grad_h, int64_t grad_h_ld, const T* grad_h_extra,
+                        const T* grad_cell, const T* new_cell, const T* gates, const T* bias,
+                        D* d_gates, T* d_old_cell, int64_t batch, int64_t state) {
+  if (batch * state == 0) {
+    return;
+  }
+  const cpu::Isa use = cpu::isa();
+  at::parallel_for(0, batch, grain(state), [&](int64_t begin, int64_t end) {
+#if LLTM_EXT_CPU_X86_COPIES
+    if (use == cpu::Isa::kAvx512) {
+      return backward_rows_avx512(grad_h, grad_h_ld, grad_h_extra, grad_cell, new_cell, gates, bias,
+                                  d_gates, d_old_cell, state, begin, end);
+    }
+    if (use == cpu::Isa::kAvx2) {
+      return backward_rows_avx2(grad_h, grad_h_ld, grad_h_extra, grad_cell, new_cell, gates, bias,
+                                d_gates, d_old_cell, state, begin, end);
+    }
+#endif
+    backward_rows(grad_h, grad_h_ld, grad_h_extra, grad_cell, new_cell, gates, bias, d_gates,
+                  d_old_cell, state, begin, end);
+  });
+}
+
+// The pairs of types the sequence's loops run: the state's dtype alone, and a float32 state with
+// half products (a mixed sequence).
+#define LLTM_EXT_GATE_PASSES(T, P)                                                         \
+  template void forward_gates_cpu<T, P>(T*, const P*, const T*, const T*, T*, T*, int64_t, \
+                                        int64_t);                                          \
+  template void backward_gates_cpu<T, P>(const T*, int64_t, const T*, const T*, const T*,  \
+                                         const T*, const T*, P*, T*, int64_t, int64_t);
+LLTM_EXT_GATE_PASSES(float, float)
+LLTM_EXT_GATE_PASSES(double, double)
+LLTM_EXT_GATE_PASSES(c10::BFloat16, c10::BFloat16)
+LLTM_EXT_GATE_PASSES(c10::Half, c10::Half)
+LLTM_EXT_GATE_PASSES(float, c10::BFloat16)
+LLTM_EXT_GATE_PASSES(float, c10::Half)
+#undef LLTM_EXT_GATE_PASSES
+
+void forward_gates_cpu(const at::Tensor& gates, const at::Tensor& bias, const at::Tensor& old_cell,
+                       const at::Tensor& new_h, const at::Tensor& new_cell) {
+  LLTM_EXT_DISPATCH_FLOATING(gates.scalar_type(), "lltm_forward_cpu", [&] {
+    // Without a product the gates are only read.
+    forward_gates_cpu<scalar_t, scalar_t>(
+        const_cast<scalar_t*>(gates.const_data_ptr<scalar_t>()), nullptr,
+        data_or_null<scalar_t>(bias), old_cell.const_data_ptr<scalar_t>(),
+        new_h.mutable_data_ptr<scalar_t>(), new_cell.mutable_data_ptr<scalar_t>(), old_cell.size(0),
+        old_cell.size(1));
   });
 }
 
@@ -214,34 +272,13 @@ void backward_gates_cpu(const at::Tensor& grad_h, int64_t grad_h_ld, const at::T
                         const at::Tensor& grad_cell, const at::Tensor& new_cell,
                         const at::Tensor& gates, const at::Tensor& bias, const at::Tensor& d_gates,
                         const at::Tensor& d_old_cell) {
-  const int64_t batch = new_cell.size(0);
-  const int64_t state = new_cell.size(1);
-  if (batch * state == 0) {
-    return;
-  }
-  const cpu::Isa use = cpu::isa();
   LLTM_EXT_DISPATCH_FLOATING(new_cell.scalar_type(), "lltm_backward_cpu", [&] {
-    const scalar_t* gh = grad_h.const_data_ptr<scalar_t>();
-    const scalar_t* ex = data_or_null<scalar_t>(grad_h_extra);
-    const scalar_t* gc = grad_cell.const_data_ptr<scalar_t>();
-    const scalar_t* nc = new_cell.const_data_ptr<scalar_t>();
-    const scalar_t* g = gates.const_data_ptr<scalar_t>();
-    const scalar_t* bs = data_or_null<scalar_t>(bias);
-    scalar_t* dg = d_gates.mutable_data_ptr<scalar_t>();
-    scalar_t* dc = d_old_cell.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, batch, grain(state), [&](int64_t begin, int64_t end) {
-#if LLTM_EXT_CPU_X86_COPIES
-      if (use == cpu::Isa::kAvx512) {
-        return backward_rows_avx512<scalar_t>(gh, grad_h_ld, ex, gc, nc, g, bs, dg, dc, state,
-                                              begin, end);
-      }
-      if (use == cpu::Isa::kAvx2) {
-        return backward_rows_avx2<scalar_t>(gh, grad_h_ld, ex, gc, nc, g, bs, dg, dc, state, begin,
-                                            end);
-      }
-#endif
-      backward_rows<scalar_t>(gh, grad_h_ld, ex, gc, nc, g, bs, dg, dc, state, begin, end);
-    });
+    backward_gates_cpu<scalar_t, scalar_t>(
+        grad_h.const_data_ptr<scalar_t>(), grad_h_ld, data_or_null<scalar_t>(grad_h_extra),
+        grad_cell.const_data_ptr<scalar_t>(), new_cell.const_data_ptr<scalar_t>(),
+        gates.const_data_ptr<scalar_t>(), data_or_null<scalar_t>(bias),
+        d_gates.mutable_data_ptr<scalar_t>(), d_old_cell.mutable_data_ptr<scalar_t>(),
+        new_cell.size(0), new_cell.size(1));
   });
 }
 
