@@ -18,16 +18,17 @@
 
 #include "common/autocast.h"
 #include "common/checks.h"
+#include "common/dispatch.h"
 #include "common/env_setting.h"
 #include "common/module.h"
 #include "common/first_order.h"
 #include "gemm/gemm.h"
 #include "lltm/lltm.h"
 #include "lltm/rounded_op.h"
+#include "lltm_sequence/sequence_cpu.h"
 #ifdef WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>
 
-#include "common/dispatch.h"
 #include "lltm_sequence/lltm_sequence.h"
 #include "lltm_sequence/plan.h"
 #include "lltm_sequence/step_graphs.h"
@@ -195,14 +196,58 @@ at::Tensor tensor_or_undefined(const OptionalTensor& t) {
 OptionalTensor as_optional(const at::Tensor& t) {
   return t.defined() ? OptionalTensor(t) : std::nullopt;
 }
-// t, or zeros of shape (B, S) like `like` where t is undefined: the CPU loop's operands.
-at::Tensor or_zeros(const at::Tensor& t, const at::Tensor& like, int64_t B, int64_t S) {
-  return t.defined() ? t : at::zeros({B, S}, like.options());
-}
 using Backward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
                 const OptionalTensor& h0_in, const OptionalTensor& c0_in, bool tf32_requested);
+
+// f(T{}, P{}) for the CPU loops' pairs of dtypes (sequence_cpu.h): the state's `state` and the
+// products' `products`, one floating dtype, or float32 with bfloat16 / float16 (a mixed call).
+template <typename F>
+void dispatch_cpu_loop(at::ScalarType state, at::ScalarType products, F&& f) {
+  if (state == products) {
+    LLTM_EXT_DISPATCH_FLOATING(state, "lltm_sequence_cpu", [&] { f(scalar_t{}, scalar_t{}); });
+  } else if (products == at::kBFloat16) {
+    f(float{}, c10::BFloat16{});
+  } else {
+    f(float{}, c10::Half{});
+  }
+}
+
+// forward_loop_cpu (sequence_cpu.h) on tensors: weights (3S, S + I) in the products' dtype, b
+// (3S) and the rest in the state's; h0, c0 (B, S) or undefined for zeros; gates (holding the input
+// projections), output and cells step-major (rows of 3S | S), contiguous.
+void forward_loop_cpu(const StepRows& rows, const at::Tensor& weights, const at::Tensor& b,
+                      const at::Tensor& h0, const at::Tensor& c0, const at::Tensor& gates,
+                      const at::Tensor& output, const at::Tensor& cells) {
+  dispatch_cpu_loop(gates.scalar_type(), weights.scalar_type(), [&](auto state, auto products) {
+    using T = decltype(state);
+    using P = decltype(products);
+    forward_loop_cpu<T, P>(rows, b.numel() / 3, weights.const_data_ptr<P>(), weights.stride(0),
+                           b.const_data_ptr<T>(), data_or_null<T>(h0), data_or_null<T>(c0),
+                           gates.mutable_data_ptr<T>(), output.mutable_data_ptr<T>(),
+                           cells.mutable_data_ptr<T>());
+  });
+}
+
+// backward_loop_cpu (sequence_cpu.h) on tensors: weights as forward_loop_cpu's, d_gates in their
+// dtype; grad_h_n, grad_c_n (B, S) or undefined for zeros; d_h0 (when want_h0) and d_c0 (B, S)
+// written.
+void backward_loop_cpu(const StepRows& rows, const at::Tensor& weights, const at::Tensor& b,
+                       const at::Tensor& grad_output, const at::Tensor& grad_h_n,
+                       const at::Tensor& grad_c_n, const at::Tensor& cells, const at::Tensor& gates,
+                       const at::Tensor& d_gates, const at::Tensor& d_h0, const at::Tensor& d_c0,
+                       bool want_h0) {
+  dispatch_cpu_loop(gates.scalar_type(), weights.scalar_type(), [&](auto state, auto products) {
+    using T = decltype(state);
+    using D = decltype(products);
+    backward_loop_cpu<T, D>(
+        rows, b.numel() / 3, weights.const_data_ptr<D>(), weights.stride(0), b.const_data_ptr<T>(),
+        grad_output.const_data_ptr<T>(), data_or_null<T>(grad_h_n), data_or_null<T>(grad_c_n),
+        cells.const_data_ptr<T>(), gates.const_data_ptr<T>(), d_gates.mutable_data_ptr<D>(),
+        want_h0 ? d_h0.mutable_data_ptr<T>() : nullptr, d_c0.mutable_data_ptr<T>());
+  });
+}
 
 // Whether a mixed call (float32 state, half products) of these sizes runs its own loop on CUDA:
 // where the float32 plan is the cuBLAS path, whose step products then run in the half type.
@@ -247,10 +292,10 @@ bool cpu_mixed_products_pay(const Dims& d) {
 // The CPU time loop of a mixed call: every product in the half type on lltm_ext's CPU GEMM, its
 // result rounded to that type as the loop's product is (the input projections of a stretch of
 // steps at a time, through a buffer of about 1 MiB that stays in cache and in the process's pages,
-// where one buffer for all steps would cost its fresh pages' first touch; per step h_{t-1} rounded
-// to the half type, as the loop's product rounds it, times W_h^T), added up in float32 gates; the
-// gate math, the state and the outputs float32. b: the bias (3S) in float32. Writes output, cells,
-// gates (T, B, 3S: without the bias).
+// where one buffer for all steps would cost its fresh pages' first touch; then the time loop of
+// sequence_cpu.h: per step h_{t-1} rounded to the half type, as the loop's product rounds it,
+// times W_h^T), added up in float32 gates; the gate math, the state and the outputs float32. b: the
+// bias (3S) in float32. Writes output, cells, gates (T, B, 3S: without the bias).
 void forward_mixed_cpu(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& b,
                        const at::Tensor& h0, const at::Tensor& c0, const Dims& d,
                        const at::Tensor& output, const at::Tensor& cells, const at::Tensor& gates) {
@@ -265,20 +310,7 @@ void forward_mixed_cpu(const at::Tensor& input, const at::Tensor& weights, const
     gemm(input.narrow(0, t0, steps).reshape({rows, I}), w_i_t, part, 0, false);
     gates.narrow(0, t0, steps).view({rows, 3 * S}).copy_(part);
   }
-  const at::Tensor w_h_t = weights.narrow(1, 0, S).t();
-  const at::Tensor h_half = at::empty({B, S}, input.options());
-  const at::Tensor product = at::empty({B, 3 * S}, input.options());
-  at::Tensor h_prev = h0, c_prev = or_zeros(c0, output, B, S);  // step t - 1's views
-  for (int64_t t = 0; t < T; ++t) {
-    const at::Tensor g = gates[t], h = output[t], c = cells[t];
-    if (h_prev.defined()) {
-      h_half.copy_(h_prev);
-      gemm(h_half, w_h_t, product, 0, false);
-      g.add_(product);
-    }
-    forward_gates_cpu(g, b, c_prev, h, c);
-    h_prev = h, c_prev = c;
-  }
+  forward_loop_cpu(StepRows::uniform(T, B), weights, b, h0, c0, gates, output, cells);
 }
 
 // Forward of a mixed call (check_forward_args): input, weights, bias in float16 or bfloat16, the
@@ -338,7 +370,6 @@ Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Te
   }
   const bool tf32 = matmul_allows_tf32(input, tf32_requested);
   const at::Tensor b = bias.reshape({3 * S});
-  const at::Tensor w_h = weights.narrow(1, 0, S);  // (3S, S), rows S + I apart
   const at::Tensor w_i = weights.narrow(1, S, I);  // (3S, I)
   at::Tensor output = at::empty({T, B, S}, input.options());
   at::Tensor cells = at::empty({T, B, S}, input.options());
@@ -359,17 +390,8 @@ Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Te
   } else {
     // The input projections of all steps, one product: gates = input W_i^T.
     gemm(input.view({T * B, I}), w_i.t(), gates.view({T * B, 3 * S}), 0, tf32);
-    // Per step a view of each tensor it touches (step t - 1's kept from the step before).
-    const at::Tensor w_h_t = w_h.t();
-    at::Tensor h_prev = h0, c_prev = or_zeros(c0, input, B, S);
-    for (int64_t t = 0; t < T; ++t) {
-      const at::Tensor g = gates[t], h = output[t], c = cells[t];
-      if (h_prev.defined()) {
-        gemm(h_prev, w_h_t, g, 1, tf32);  // + h_{t-1} W_h^T
-      }
-      forward_gates_cpu(g, b, c_prev, h, c);
-      h_prev = h, c_prev = c;
-    }
+    // Then per step the recurrent product and the gate pass (sequence_cpu.h).
+    forward_loop_cpu(StepRows::uniform(T, B), weights, b, h0, c0, gates, output, cells);
     h_n.copy_(output[T - 1]);
     c_n.copy_(cells[T - 1]);
   }
@@ -387,40 +409,6 @@ Backward backward(const at::Tensor& grad_output, const OptionalTensor& grad_h_n_
                   const at::Tensor& weights, const at::Tensor& bias, const OptionalTensor& h0_in,
                   const at::Tensor& output, const at::Tensor& cells, const at::Tensor& gates,
                   OutputMask output_mask, bool tf32_requested);
-
-// The CPU loop of backward through time, from forward's saved cells and gates (T, B, S | 3S) and
-// the incoming gradients (grad_h_n, grad_c_n undefined: zeros): per step the gate pass into dG_t
-// and d h_{t-1} = dG_t W_h into d_h (B, S; at t = 0 only where want_h0); d_c (2, B, S): dL/dc_t in
-// turn, d_c[0] dL/dc_0 at the end. d_gates (T, B, 3S) gets every dG_t: in the state's dtype, or in
-// a mixed call (d_gates and w_h in the half type, the state and b float32) rounded to the half
-// type, the gate pass writing a float32 buffer and the product running in the half type.
-void backward_loop_cpu(const at::Tensor& grad_output, const at::Tensor& grad_h_n,
-                       const at::Tensor& grad_c_n, const at::Tensor& w_h, const at::Tensor& b,
-                       const at::Tensor& cells, const at::Tensor& gates, const at::Tensor& d_gates,
-                       const at::Tensor& d_h, const at::Tensor& d_c, bool want_h0) {
-  const int64_t T = gates.size(0), B = gates.size(1), S = cells.size(2);
-  const bool mixed = d_gates.scalar_type() != gates.scalar_type();
-  const at::Tensor dg_state = mixed ? at::empty({B, 3 * S}, gates.options()) : at::Tensor();
-  const at::Tensor d_h_half = mixed ? at::empty({B, S}, d_gates.options()) : d_h;
-  const std::array<at::Tensor, 2> d_cs{d_c[0], d_c[1]};
-  for (int64_t t = T - 1; t >= 0; --t) {
-    // dL/dh_t = grad_output[t] + (grad_h_n, or d h_t from step t + 1); dL/dc_t likewise.
-    const at::Tensor grad_h = t == T - 1 ? or_zeros(grad_h_n, cells, B, S) : d_h;
-    const at::Tensor grad_c = t == T - 1 ? or_zeros(grad_c_n, cells, B, S) : d_cs[(t + 1) % 2];
-    const at::Tensor dg = d_gates[t];
-    backward_gates_cpu(grad_h, S, grad_output[t], grad_c, cells[t], gates[t], b,
-                       mixed ? dg_state : dg, d_cs[t % 2]);
-    if (mixed) {
-      dg.copy_(dg_state);
-    }
-    if (t > 0 || want_h0) {
-      gemm(dg, w_h, d_h_half, 0, false);  // d h_{t-1} = dG_t W_h
-      if (mixed) {
-        d_h.copy_(d_h_half);
-      }
-    }
-  }
-}
 
 // Backward of a mixed call, as forward_mixed ran it: on CUDA's cuBLAS path, per step the float32
 // gate kernel, dG_t rounded to the half type, d h_{t-1} = dG_t W_h in half products added up in
@@ -463,8 +451,8 @@ Backward backward_mixed(const at::Tensor& grad_output, const at::Tensor& grad_h_
   const at::Tensor b = bias.reshape({3 * S}).to(at::kFloat);
   if (cpu_loop) {
     d_gates = at::empty({T, B, 3 * S}, input.options());
-    backward_loop_cpu(grad_output, grad_h_n, grad_c_n, weights.narrow(1, 0, S), b, cells, gates,
-                      d_gates, d_h, d_c, want_h0);
+    backward_loop_cpu(StepRows::uniform(T, B), weights, b, grad_output, grad_h_n, grad_c_n, cells,
+                      gates, d_gates, d_h, d_c[0], want_h0);
   }
 #ifdef WITH_CUDA
   if (cublas) {
@@ -561,7 +549,6 @@ Backward backward(const at::Tensor& grad_output, const OptionalTensor& grad_h_n_
   const auto [want_input, want_weights, want_bias, want_h0, want_c0] = output_mask;
   const bool tf32 = matmul_allows_tf32(input, tf32_requested);
   const at::Tensor b = bias.reshape({3 * S});
-  const at::Tensor w_h = weights.narrow(1, 0, S);
   const at::Tensor w_i = weights.narrow(1, S, I);
   at::Tensor d_input, d_weights, d_bias, d_h0, d_c0;
   if (!(want_input || want_weights || want_bias || want_h0 || want_c0)) {
@@ -596,8 +583,8 @@ Backward backward(const at::Tensor& grad_output, const OptionalTensor& grad_h_n_
     fail_not_compiled_with_cuda("lltm_sequence");
 #endif
   } else {
-    backward_loop_cpu(grad_output, grad_h_n, grad_c_n, w_h, b, cells, gates, d_gates, d_h, d_c,
-                      want_h0);
+    backward_loop_cpu(StepRows::uniform(T, B), weights, b, grad_output, grad_h_n, grad_c_n, cells,
+                      gates, d_gates, d_h, d_c[0], want_h0);
   }
   const at::Tensor dg_all = d_gates.view({T * B, 3 * S});
   if (want_input) {
@@ -917,7 +904,7 @@ Forward packed_forward(const at::Tensor& data, at::IntArrayRef batch_sizes,
   const bool tf32 = matmul_allows_tf32(data, tf32_requested);
   const int64_t N = p.rows;
   const at::Tensor b = bias.reshape({3 * S});
-  const at::Tensor w_h = weights.narrow(1, 0, S), w_i = weights.narrow(1, S, I);
+  const at::Tensor w_i = weights.narrow(1, S, I);
   at::Tensor output = at::empty({N, S}, data.options());
   at::Tensor cells = at::empty({N, S}, data.options());
   at::Tensor gates = at::empty({N, 3 * S}, data.options());
@@ -951,16 +938,7 @@ Forward packed_forward(const at::Tensor& data, at::IntArrayRef batch_sizes,
     fail_not_compiled_with_cuda("lltm_sequence_packed");
 #endif
   } else {
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t bs = p.sizes[t], first = p.offsets[t];
-      const at::Tensor g = gates.narrow(0, first, bs);
-      if (t > 0 || h0.defined()) {  // + h_{t-1} W_h^T
-        gemm(t == 0 ? h0 : output.narrow(0, p.offsets[t - 1], bs), w_h.t(), g, 1, tf32);
-      }
-      forward_gates_cpu(g, b,
-                        t == 0 ? or_zeros(c0, data, B, S) : cells.narrow(0, p.offsets[t - 1], bs),
-                        output.narrow(0, first, bs), cells.narrow(0, first, bs));
-    }
+    forward_loop_cpu(StepRows{p.sizes, p.offsets}, weights, b, h0, c0, gates, output, cells);
   }
   if (!final_state_written) {
     h_n = last_rows(output, p);
@@ -1005,19 +983,19 @@ Backward packed_backward(const at::Tensor& grad_output, const OptionalTensor& gr
   }
   const bool tf32 = matmul_allows_tf32(data, tf32_requested);
   const at::Tensor b = bias.reshape({3 * S});
-  const at::Tensor w_h = weights.narrow(1, 0, S), w_i = weights.narrow(1, S, I);
-  const auto given_or_zeros = [&](const at::Tensor& t) {
-    return t.defined() ? t.clone() : at::zeros({B, S}, data.options());
-  };
-  // dL/dh of each sequence's rows, carried from step to step: a step (or stretch) of bs rows
-  // reads the first bs rows of one buffer and writes its d h_{t-1} into the other's. Both start as
-  // grad_h_n: rows past a step's batch are never written before the step whose batch reaches
-  // them reads them, so there they hold the final state's gradient of the sequences that end
-  // there. dL/dc likewise.
-  const at::Tensor dh[2] = {given_or_zeros(grad_h_n), given_or_zeros(grad_h_n)};
+  const at::Tensor w_i = weights.narrow(1, S, I);
   at::Tensor d_gates = at::empty({N, 3 * S}, data.options());
   if (data.is_cuda()) {
 #ifdef WITH_CUDA
+    const auto given_or_zeros = [&](const at::Tensor& t) {
+      return t.defined() ? t.clone() : at::zeros({B, S}, data.options());
+    };
+    // dL/dh of each sequence's rows, carried from stretch to stretch: a stretch of bs rows reads
+    // the first bs rows of one buffer and writes its d h_{t-1} into the other's. Both start as
+    // grad_h_n: rows past a stretch's batch are never written before the stretch whose batch
+    // reaches them reads them, so there they hold the final state's gradient of the sequences
+    // that end there.
+    const at::Tensor dh[2] = {given_or_zeros(grad_h_n), given_or_zeros(grad_h_n)};
     // dL/dc: the stretch's gate kernels carry it in d_c (two buffers of its batch, in turn; dL/dc
     // before the stretch in the first), copied into `carried` for the stretch before.
     const at::Tensor carried = given_or_zeros(grad_c_n);
@@ -1046,21 +1024,13 @@ Backward packed_backward(const at::Tensor& grad_output, const OptionalTensor& gr
     fail_not_compiled_with_cuda("lltm_sequence_packed");
 #endif
   } else {
-    const at::Tensor dc[2] = {given_or_zeros(grad_c_n), given_or_zeros(grad_c_n)};
-    for (int64_t t = T - 1; t >= 0; --t) {
-      const int64_t bs = p.sizes[t], first = p.offsets[t];
-      // Step t reads buffer (t + 1) % 2 and writes buffer t % 2.
-      const at::Tensor grad_h = dh[(t + 1) % 2].narrow(0, 0, bs);
-      const at::Tensor dg = d_gates.narrow(0, first, bs);
-      backward_gates_cpu(grad_h, S, grad_output.narrow(0, first, bs),
-                         dc[(t + 1) % 2].narrow(0, 0, bs), cells.narrow(0, first, bs),
-                         gates.narrow(0, first, bs), b, dg, dc[t % 2].narrow(0, 0, bs));
-      if (t > 0 || want_h0) {
-        gemm(dg, w_h, dh[t % 2].narrow(0, 0, bs), 0, tf32);  // d h_{t-1} = dG_t W_h
-      }
+    d_h0 = want_h0 ? at::empty({B, S}, data.options()) : at::Tensor();
+    d_c0 = at::empty({B, S}, data.options());
+    backward_loop_cpu(StepRows{p.sizes, p.offsets}, weights, b, grad_output, grad_h_n, grad_c_n,
+                      cells, gates, d_gates, d_h0, d_c0, want_h0);
+    if (!want_c0) {
+      d_c0 = at::Tensor();
     }
-    d_h0 = want_h0 ? dh[0] : at::Tensor();
-    d_c0 = want_c0 ? dc[0] : at::Tensor();
   }
   if (want_data) {
     d_data = at::empty({N, I}, data.options());
