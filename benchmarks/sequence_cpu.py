@@ -1,5 +1,5 @@
-"""The sequence's CPU loop, part by part: its products on ATen against lltm_ext's GEMM, and the
-mixed loop under autocast against float32 products on the rounded operands.
+"""The sequence's CPU loop, part by part: its products on ATen against lltm_ext's GEMM, the
+mixed loop under autocast against float32 products on the rounded operands, packed batches.
 
 An experiment (not shipped), timed in one process (``lltm_ext.cli.sweep.time_medians``: medians
 of interleaved samples), one thread by default:
@@ -13,9 +13,13 @@ of interleaved samples), one thread by default:
   ``torch.autocast("cpu", bfloat16)`` at T = --steps, I = --features over a grid of batches and
   states, with ``LLTM_EXT_SEQUENCE_MIXED=products`` (the mixed loop at every size) against
   ``off`` (float32 products on the operands rounded to bfloat16): where the mixed loop pays.
+* ``--part packed``: ``LLTMSequence(I, S)`` against ``torch.nn.LSTM(I, S)`` forward+backward on
+  one ``PackedSequence`` of B sequences whose lengths are drawn from [T/4, T] (the longest T), at
+  each T x B x I x S of --packed-shapes, in float32 and under ``torch.autocast("cpu", bfloat16)``.
 
     python benchmarks/sequence_cpu.py --part products --json products.json
     python benchmarks/sequence_cpu.py --part mixed --json mixed.json
+    python benchmarks/sequence_cpu.py --part packed --json packed.json
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import os
 import sys
 
 import torch
+from torch.nn.utils.rnn import pack_padded_sequence
 
 import lltm_ext
 from lltm_ext.cli.bench import write_json
@@ -99,9 +104,44 @@ def mixed_row(steps: int, batch: int, features: int, state: int, budget: float) 
     }
 
 
+def packed_rows(shape: str, budget: float, seed: int) -> list[dict]:
+    """LLTMSequence against nn.LSTM on one packed batch of uneven lengths, float32 and autocast."""
+    T, B, F, S = (int(v) for v in shape.split("x"))  # F: the input features (I)
+    gen = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(max(T // 4, 1), T + 1, (B,), generator=gen)
+    lengths[0] = T
+    x = torch.randn(T, B, F, generator=gen)
+    packed = pack_padded_sequence(x, lengths, enforce_sorted=False)
+    ours, ref = lltm_ext.LLTMSequence(F, S), torch.nn.LSTM(F, S)
+    rows = []
+    for mode in ("float32", "autocast"):
+
+        def call(module: torch.nn.Module, mode: str = mode) -> None:
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mode == "autocast"):
+                out = module(packed)[0]
+            out.data.float().sum().backward()
+
+        (t_ours, t_ref), samples = time_medians(
+            [lambda: call(ours), lambda: call(ref)], torch.device("cpu"), budget
+        )
+        rows.append(
+            {
+                "part": "packed",
+                "mode": mode,
+                "shape": {"T": T, "B": B, "I": F, "S": S},
+                "rows": int(lengths.sum()),
+                "ours_us": round(t_ours * 1e6, 1),
+                "ref_us": round(t_ref * 1e6, 1),
+                "ratio": round(t_ref / t_ours, 3),
+                "samples": samples,
+            }
+        )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--part", choices=("products", "mixed"), required=True)
+    p.add_argument("--part", choices=("products", "mixed", "packed"), required=True)
     p.add_argument(
         "--shapes",
         default="442x20x11x80,1605x370x1x40,103x27x1155x245,131x25x88x480",
@@ -111,6 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--features", type=int, default=32, help="mixed: I (default 32)")
     p.add_argument("--batches", default="1,4,16,64", help="mixed: B list")
     p.add_argument("--states", default="16,32,64,128,256", help="mixed: S list")
+    p.add_argument(
+        "--packed-shapes",
+        default="64x16x32x128,200x8x16x64,442x20x11x80,50x32x128x256,100x64x64x512,25x243x236x185",
+        help="packed: TxBxIxS list (the longest sequence T)",
+    )
+    p.add_argument("--seed", type=int, default=1, help="packed: the lengths' and inputs' seed")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     p.add_argument("--budget", type=float, default=0.4, help="seconds per case (default 0.4)")
     p.add_argument("--json", help="write the rows and the environment here")
@@ -125,6 +171,15 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"{shape:18s} {row['product']:8s} lltm_ext {row['ours_us']:10.1f} us  "
                     f"torch.mm {row['ref_us']:10.1f} us  {row['ratio']:.2f}x",
+                    flush=True,
+                )
+    elif args.part == "packed":
+        for shape in args.packed_shapes.split(","):
+            for row in packed_rows(shape, args.budget, args.seed):
+                rows.append(row)
+                print(
+                    f"{shape:18s} {row['mode']:8s} lltm_ext {row['ours_us']:10.1f} us  "
+                    f"nn.LSTM {row['ref_us']:10.1f} us  {row['ratio']:.2f}x",
                     flush=True,
                 )
     else:
