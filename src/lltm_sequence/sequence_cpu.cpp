@@ -33,6 +33,14 @@ void product(int64_t M, int64_t N, int64_t K, const P* a, int64_t lda, const P* 
                  gemm::cpugemm::Problem{M, N, K, a, lda, 1, b, sbk, sbn, c, ldc, 1});
 }
 
+// Where forward copies W_h^T row-major (forward_loop_cpu): the GEMM packs a row-major B with
+// vector copies, a K-contiguous one with transposes, which weigh on small steps' products; at
+// larger states and single rows the K-contiguous read is as fast or faster, and the copy costs
+// about two mid-sized steps' products (docs/lltm_sequence_cpu.md#the-products).
+constexpr int64_t kCopyWeightsMaxState = 256;
+constexpr int64_t kCopyWeightsMinBatch = 4;
+constexpr int64_t kCopyWeightsMinSteps = 8;
+
 }  // namespace
 
 StepRows StepRows::uniform(int64_t steps, int64_t batch) {
@@ -53,6 +61,17 @@ void forward_loop_cpu(const StepRows& rows, int64_t S, const P* w_h, int64_t ld_
     return;
   }
   constexpr bool kMixed = !std::is_same_v<T, P>;
+  // W_h^T (S, 3S) copied row-major once, where the steps' products are small enough that the
+  // GEMM's packing of a K-contiguous W_h^T weighs on them and there are enough of them to repay
+  // the copy; elsewhere read in place (element (k, n) at w_h[n * ld_w + k]).
+  const bool copy_w =
+      S <= kCopyWeightsMaxState && B >= kCopyWeightsMinBatch && steps >= kCopyWeightsMinSteps;
+  std::vector<P> w_t(copy_w ? S * 3 * S : 0);
+  for (int64_t n = 0; n < (copy_w ? 3 * S : 0); ++n) {
+    for (int64_t k = 0; k < S; ++k) {
+      w_t[k * 3 * S + n] = w_h[n * ld_w + k];
+    }
+  }
   std::vector<P> step_product(B * 3 * S);
   std::vector<P> h_rounded(kMixed ? B * S : 0);
   std::vector<T> zeros(c0 == nullptr ? B * S : 0);
@@ -69,7 +88,11 @@ void forward_loop_cpu(const StepRows& rows, int64_t S, const P* w_h, int64_t ld_
       } else {
         a = h_prev;
       }
-      product<P>(bs, 3 * S, S, a, S, w_h, 1, ld_w, step_product.data(), 3 * S);
+      if (copy_w) {
+        product<P>(bs, 3 * S, S, a, S, w_t.data(), 3 * S, 1, step_product.data(), 3 * S);
+      } else {
+        product<P>(bs, 3 * S, S, a, S, w_h, 1, ld_w, step_product.data(), 3 * S);
+      }
     }
     forward_gates_cpu<T, P>(gates + row * 3 * S, h_prev != nullptr ? step_product.data() : nullptr,
                             bias, c_prev, output + row * S, cells + row * S, bs, S);
