@@ -217,9 +217,9 @@ void dispatch_cpu_loop(at::ScalarType state, at::ScalarType products, F&& f) {
 // forward_loop_cpu (sequence_cpu.h) on tensors: weights (3S, S + I) in the products' dtype, b
 // (3S) and the rest in the state's; h0, c0 (B, S) or undefined for zeros; gates (holding the input
 // projections), output and cells step-major (rows of 3S | S), contiguous.
-void forward_loop_cpu(const StepRows& rows, const at::Tensor& weights, const at::Tensor& b,
-                      const at::Tensor& h0, const at::Tensor& c0, const at::Tensor& gates,
-                      const at::Tensor& output, const at::Tensor& cells) {
+void forward_loop_cpu_tensors(const StepRows& rows, const at::Tensor& weights, const at::Tensor& b,
+                              const at::Tensor& h0, const at::Tensor& c0, const at::Tensor& gates,
+                              const at::Tensor& output, const at::Tensor& cells) {
   dispatch_cpu_loop(gates.scalar_type(), weights.scalar_type(), [&](auto state, auto products) {
     using T = decltype(state);
     using P = decltype(products);
@@ -233,11 +233,11 @@ void forward_loop_cpu(const StepRows& rows, const at::Tensor& weights, const at:
 // backward_loop_cpu (sequence_cpu.h) on tensors: weights as forward_loop_cpu's, d_gates in their
 // dtype; grad_h_n, grad_c_n (B, S) or undefined for zeros; d_h0 (when want_h0) and d_c0 (B, S)
 // written.
-void backward_loop_cpu(const StepRows& rows, const at::Tensor& weights, const at::Tensor& b,
-                       const at::Tensor& grad_output, const at::Tensor& grad_h_n,
-                       const at::Tensor& grad_c_n, const at::Tensor& cells, const at::Tensor& gates,
-                       const at::Tensor& d_gates, const at::Tensor& d_h0, const at::Tensor& d_c0,
-                       bool want_h0) {
+void backward_loop_cpu_tensors(const StepRows& rows, const at::Tensor& weights, const at::Tensor& b,
+                               const at::Tensor& grad_output, const at::Tensor& grad_h_n,
+                               const at::Tensor& grad_c_n, const at::Tensor& cells,
+                               const at::Tensor& gates, const at::Tensor& d_gates,
+                               const at::Tensor& d_h0, const at::Tensor& d_c0, bool want_h0) {
   dispatch_cpu_loop(gates.scalar_type(), weights.scalar_type(), [&](auto state, auto products) {
     using T = decltype(state);
     using D = decltype(products);
@@ -310,7 +310,7 @@ void forward_mixed_cpu(const at::Tensor& input, const at::Tensor& weights, const
     gemm(input.narrow(0, t0, steps).reshape({rows, I}), w_i_t, part, 0, false);
     gates.narrow(0, t0, steps).view({rows, 3 * S}).copy_(part);
   }
-  forward_loop_cpu(StepRows::uniform(T, B), weights, b, h0, c0, gates, output, cells);
+  forward_loop_cpu_tensors(StepRows::uniform(T, B), weights, b, h0, c0, gates, output, cells);
 }
 
 // Forward of a mixed call (check_forward_args): input, weights, bias in float16 or bfloat16, the
@@ -391,7 +391,7 @@ Forward forward(const at::Tensor& input, const at::Tensor& weights, const at::Te
     // The input projections of all steps, one product: gates = input W_i^T.
     gemm(input.view({T * B, I}), w_i.t(), gates.view({T * B, 3 * S}), 0, tf32);
     // Then per step the recurrent product and the gate pass (sequence_cpu.h).
-    forward_loop_cpu(StepRows::uniform(T, B), weights, b, h0, c0, gates, output, cells);
+    forward_loop_cpu_tensors(StepRows::uniform(T, B), weights, b, h0, c0, gates, output, cells);
     h_n.copy_(output[T - 1]);
     c_n.copy_(cells[T - 1]);
   }
@@ -451,8 +451,8 @@ Backward backward_mixed(const at::Tensor& grad_output, const at::Tensor& grad_h_
   const at::Tensor b = bias.reshape({3 * S}).to(at::kFloat);
   if (cpu_loop) {
     d_gates = at::empty({T, B, 3 * S}, input.options());
-    backward_loop_cpu(StepRows::uniform(T, B), weights, b, grad_output, grad_h_n, grad_c_n, cells,
-                      gates, d_gates, d_h, d_c[0], want_h0);
+    backward_loop_cpu_tensors(StepRows::uniform(T, B), weights, b, grad_output, grad_h_n, grad_c_n,
+                              cells, gates, d_gates, d_h, d_c[0], want_h0);
   }
 #ifdef WITH_CUDA
   if (cublas) {
@@ -583,8 +583,8 @@ Backward backward(const at::Tensor& grad_output, const OptionalTensor& grad_h_n_
     fail_not_compiled_with_cuda("lltm_sequence");
 #endif
   } else {
-    backward_loop_cpu(StepRows::uniform(T, B), weights, b, grad_output, grad_h_n, grad_c_n, cells,
-                      gates, d_gates, d_h, d_c[0], want_h0);
+    backward_loop_cpu_tensors(StepRows::uniform(T, B), weights, b, grad_output, grad_h_n, grad_c_n,
+                              cells, gates, d_gates, d_h, d_c[0], want_h0);
   }
   const at::Tensor dg_all = d_gates.view({T * B, 3 * S});
   if (want_input) {
@@ -938,7 +938,8 @@ Forward packed_forward(const at::Tensor& data, at::IntArrayRef batch_sizes,
     fail_not_compiled_with_cuda("lltm_sequence_packed");
 #endif
   } else {
-    forward_loop_cpu(StepRows{p.sizes, p.offsets}, weights, b, h0, c0, gates, output, cells);
+    forward_loop_cpu_tensors(StepRows{p.sizes, p.offsets}, weights, b, h0, c0, gates, output,
+                             cells);
   }
   if (!final_state_written) {
     h_n = last_rows(output, p);
@@ -1026,8 +1027,8 @@ Backward packed_backward(const at::Tensor& grad_output, const OptionalTensor& gr
   } else {
     d_h0 = want_h0 ? at::empty({B, S}, data.options()) : at::Tensor();
     d_c0 = at::empty({B, S}, data.options());
-    backward_loop_cpu(StepRows{p.sizes, p.offsets}, weights, b, grad_output, grad_h_n, grad_c_n,
-                      cells, gates, d_gates, d_h0, d_c0, want_h0);
+    backward_loop_cpu_tensors(StepRows{p.sizes, p.offsets}, weights, b, grad_output, grad_h_n,
+                              grad_c_n, cells, gates, d_gates, d_h0, d_c0, want_h0);
     if (!want_c0) {
       d_c0 = at::Tensor();
     }
