@@ -37,6 +37,16 @@ void backward_gates_cpu(const at::Tensor& grad_h, int64_t grad_h_ld, const at::T
 // stored value (backward reads it too): the step's recurrent product added to the input
 // projection. Backward writes d_gates in D, rounded to it. (T, P / D): each floating dtype with
 // itself, and float32 with bfloat16 or float16 (a mixed sequence: a float32 state, half products).
+// The (T, P) pairs the pointer forms, and the sequence's CPU loops on them, are compiled for:
+// X(T, P) for each.
+#define LLTM_EXT_FOR_EACH_STATE_AND_PRODUCT(X) \
+  X(float, float)                              \
+  X(double, double)                            \
+  X(c10::BFloat16, c10::BFloat16)              \
+  X(c10::Half, c10::Half)                      \
+  X(float, c10::BFloat16)                      \
+  X(float, c10::Half)
+
 template <typename T, typename P>
 void forward_gates_cpu(T* gates, const P* product, const T* bias, const T* old_cell, T* new_h,
                        T* new_cell, int64_t batch, int64_t state);

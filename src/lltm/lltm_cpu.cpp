@@ -241,19 +241,14 @@ void backward_gates_cpu(const T* grad_h, int64_t grad_h_ld, const T* grad_h_extr
   });
 }
 
-// The pairs of types the sequence's loops run: the state's dtype alone, and a float32 state with
-// half products (a mixed sequence).
+// Compiled for the pairs of types the sequence's loops run (lltm.h): the state's dtype alone, and a
+// float32 state with half products (a mixed sequence).
 #define LLTM_EXT_GATE_PASSES(T, P)                                                         \
   template void forward_gates_cpu<T, P>(T*, const P*, const T*, const T*, T*, T*, int64_t, \
                                         int64_t);                                          \
   template void backward_gates_cpu<T, P>(const T*, int64_t, const T*, const T*, const T*,  \
                                          const T*, const T*, P*, T*, int64_t, int64_t);
-LLTM_EXT_GATE_PASSES(float, float)
-LLTM_EXT_GATE_PASSES(double, double)
-LLTM_EXT_GATE_PASSES(c10::BFloat16, c10::BFloat16)
-LLTM_EXT_GATE_PASSES(c10::Half, c10::Half)
-LLTM_EXT_GATE_PASSES(float, c10::BFloat16)
-LLTM_EXT_GATE_PASSES(float, c10::Half)
+LLTM_EXT_FOR_EACH_STATE_AND_PRODUCT(LLTM_EXT_GATE_PASSES)
 #undef LLTM_EXT_GATE_PASSES
 
 void forward_gates_cpu(const at::Tensor& gates, const at::Tensor& bias, const at::Tensor& old_cell,

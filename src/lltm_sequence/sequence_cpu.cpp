@@ -148,12 +148,7 @@ void backward_loop_cpu(const StepRows& rows, int64_t S, const D* w_h, int64_t ld
   template void backward_loop_cpu<T, P>(const StepRows&, int64_t, const P*, int64_t, const T*,    \
                                         const T*, const T*, const T*, const T*, const T*, P*, T*, \
                                         T*);
-LLTM_EXT_SEQUENCE_LOOPS(float, float)
-LLTM_EXT_SEQUENCE_LOOPS(double, double)
-LLTM_EXT_SEQUENCE_LOOPS(c10::BFloat16, c10::BFloat16)
-LLTM_EXT_SEQUENCE_LOOPS(c10::Half, c10::Half)
-LLTM_EXT_SEQUENCE_LOOPS(float, c10::BFloat16)
-LLTM_EXT_SEQUENCE_LOOPS(float, c10::Half)
+LLTM_EXT_FOR_EACH_STATE_AND_PRODUCT(LLTM_EXT_SEQUENCE_LOOPS)
 #undef LLTM_EXT_SEQUENCE_LOOPS
 
 }  // namespace lltm_ext::lltm
