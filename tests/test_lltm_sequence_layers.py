@@ -789,6 +789,147 @@ def test_packed_operator_under_autocast():
         torch.testing.assert_close(g, w, rtol=0, atol=0)
 
 
+def _packed_mixed_operands(device, lengths, features, state, lower, seed=0):
+    """Packed rows of `lengths` (sorted longest first), weights and bias in `lower`, a float32
+    state: the packed operator's mixed call -> (data, sizes, weights, bias, h0, c0), leaves."""
+    torch.manual_seed(seed)
+    sizes = [sum(n > t for n in lengths) for t in range(max(lengths))]
+    data = torch.randn(sum(sizes), features, device=device)
+    weights = torch.randn(3 * state, state + features, device=device) / (state + features) ** 0.5
+    bias = 0.1 * torch.randn(3 * state, device=device)
+    h0 = 0.5 * torch.randn(len(lengths), state, device=device)
+    c0 = torch.randn(len(lengths), state, device=device)
+    return (
+        data.to(lower).requires_grad_(),
+        sizes,
+        weights.to(lower).requires_grad_(),
+        bias.to(lower).requires_grad_(),
+        h0.requires_grad_(),
+        c0.requires_grad_(),
+    )
+
+
+@pytest.mark.parametrize("lower", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("given", [True, False], ids=["state", "no-state"])
+def test_packed_mixed_call_is_the_sequences_on_the_cpu(lower, given):
+    """Half data, weights and bias with a float32 state: on the CPU the packed operator runs the
+    sequence's mixed loop, so a batch of equal lengths gives the unpacked mixed call's bits, forward
+    and every gradient."""
+    T, B, features, state = 7, 12, 10, 96
+    data, sizes, weights, bias, h0, c0 = _packed_mixed_operands(
+        "cpu", [T] * B, features, state, lower
+    )
+    hs = (h0, c0) if given else (None, torch.zeros(B, state))
+    packed = torch.ops.lltm_ext.lltm_sequence_packed(data, sizes, weights, bias, *hs)
+    x = data.view(T, B, features)
+    alone = torch.ops.lltm_ext.lltm_sequence(x, weights, bias, *hs)
+    assert [t.dtype for t in packed] == [torch.float32] * 3
+    for got, want in zip(packed, alone, strict=True):
+        assert torch.equal(got.view_as(want), want)
+    probes = [torch.randn_like(t) for t in packed]
+    wrt = [t for t in (data, weights, bias, *hs) if t is not None and t.requires_grad]
+    grads = torch.autograd.grad(packed, wrt, probes)
+    want = torch.autograd.grad(
+        alone, wrt, [p.view_as(a) for p, a in zip(probes, alone, strict=True)]
+    )
+    for g, w, leaf in zip(grads, want, wrt, strict=True):
+        assert g.dtype == leaf.dtype and torch.equal(g, w)
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("lower", [torch.bfloat16, torch.float16])
+def test_packed_mixed_call_within_the_loops_error(monkeypatch, device, lower):
+    """The packed mixed call over uneven lengths against each sequence's loop of the pure cell in
+    float64 and under autocast: outputs, final state and the weights' and bias's gradients within
+    2x that loop's own error (on the CPU the mixed loop; on CUDA, and on the CPU with
+    LLTM_EXT_SEQUENCE_MIXED=off, the float32 sequence on the operands in float32)."""
+    lengths = [11, 11, 9, 8, 8, 6, 5, 5, 3, 2, 2, 1] * 2
+    leaves = _packed_mixed_operands(device, lengths, 9, 80, lower)
+    data, sizes, weights, bias, h0, c0 = leaves
+    tensors = (data, weights, bias, h0, c0)
+    leaves64 = [t.detach().double().requires_grad_() for t in tensors]
+    want = packed_reference(leaves64[0], sizes, *leaves64[1:])
+    with torch.autocast(device, dtype=lower):
+        # the loop on the same values, as float32 tensors (autocast rounds its products' operands)
+        loop = packed_reference(data.float(), sizes, weights.float(), bias.float(), h0, c0)
+    probes = [torch.randn_like(w) for w in want]
+    g64 = torch.autograd.grad(want, leaves64, probes)
+    g_loop = torch.autograd.grad(loop, (weights, bias), [p.to(device).float() for p in probes])
+    for mixed in ("auto", "off") if device == "cpu" else ("auto",):
+        monkeypatch.setenv("LLTM_EXT_SEQUENCE_MIXED", mixed)
+        got = torch.ops.lltm_ext.lltm_sequence_packed(data, sizes, weights, bias, h0, c0)
+        assert [t.dtype for t in got] == [torch.float32] * 3
+        for g, w, lp in zip(got, want, loop, strict=True):
+            err, loop_err = (g.double().cpu() - w).abs().max(), (lp.double().cpu() - w).abs().max()
+            assert err <= 2 * loop_err, (mixed, err, loop_err)
+        grads = torch.autograd.grad(got, tensors, [p.to(device).float() for p in probes])
+        assert [g.dtype for g in grads] == [t.dtype for t in tensors]
+        for g, w, lp in zip(grads[1:3], g64[1:3], g_loop, strict=True):
+            err, loop_err = (g.double().cpu() - w).abs().max(), (lp.double().cpu() - w).abs().max()
+            assert err <= 2 * loop_err, (mixed, err, loop_err)
+        for g, w in zip(grads[3:], g64[3:], strict=True):
+            torch.testing.assert_close(g.double().cpu(), w, rtol=0.05, atol=0.05 * w.abs().max())
+
+
+@pytest.mark.parametrize("lower", [torch.bfloat16, torch.float16])
+def test_packed_under_cpu_autocast_runs_mixed_where_it_pays(monkeypatch, lower):
+    """CPU autocast with a float32 state: past a step's product of 2^17 multiply-adds (rows per
+    step on average) the packed operator's autocast kernel makes the mixed call (the same bits as
+    by hand: the operands in `lower`, the state float32); below it, or with
+    LLTM_EXT_SEQUENCE_MIXED=off, the float32 sequence on the rounded operands."""
+    op = torch.ops.lltm_ext.lltm_sequence_packed
+    leaves = _packed_mixed_operands("cpu", [9, 8, 8, 7, 4, 4, 3, 1] * 3, 6, 96, torch.float32)
+    data, sizes, weights, bias, h0, c0 = leaves
+    for given in ((h0, c0), (None, None)):
+        with torch.autocast("cpu", dtype=lower):
+            got = op(data, sizes, weights, bias, *given)
+        by_hand = op(
+            data.to(lower),
+            sizes,
+            weights.to(lower),
+            bias.to(lower),
+            given[0],
+            torch.zeros(24, 96) if given[1] is None else given[1],
+        )
+        for g, w in zip(got, by_hand, strict=True):
+            assert g.dtype == torch.float32 and torch.equal(g, w)
+    monkeypatch.setenv("LLTM_EXT_SEQUENCE_MIXED", "off")
+    with torch.autocast("cpu", dtype=lower):
+        got = op(data, sizes, weights, bias, h0, c0)
+
+    def rounded(t):
+        return t.to(lower).float()
+
+    want = op(rounded(data), sizes, rounded(weights), rounded(bias), rounded(h0), c0)
+    for g, w in zip(got, want, strict=True):
+        assert torch.equal(g, w)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_packed_mixed_call_opcheck_and_dtypes_checked(device):
+    """The packed operators' mixed call through torch.library.opcheck (fake kernels: float32
+    outputs and state gradients, half gradients of data, weights and bias); a state in neither
+    data's dtype nor float32 named."""
+    ops = torch.ops.lltm_ext
+    data, sizes, weights, bias, h0, c0 = (
+        t.detach() if isinstance(t, torch.Tensor) else t
+        for t in _packed_mixed_operands(device, [4, 3, 3, 1], 3, 4, torch.bfloat16)
+    )
+    args = [data, sizes, weights, bias, h0, c0]
+    torch.library.opcheck(ops.lltm_sequence_packed_forward.default, args)
+    grad_args = [t.clone().requires_grad_() if isinstance(t, torch.Tensor) else t for t in args]
+    torch.library.opcheck(ops.lltm_sequence_packed.default, grad_args)
+    output, h_n, c_n, cells, gates = ops.lltm_sequence_packed_forward(*args)
+    assert output.dtype == cells.dtype == gates.dtype == h_n.dtype == torch.float32
+    grads = [torch.randn_like(output), torch.randn_like(h_n), torch.randn_like(c_n)]
+    saved = [data, sizes, weights, bias, h0, output, cells, gates]
+    torch.library.opcheck(ops.lltm_sequence_packed_backward.default, [*grads, *saved, [True] * 5])
+    with pytest.raises(RuntimeError, match=r"state \(h_0, c_0\) is Half and `data` is BFloat16"):
+        ops.lltm_sequence_packed(data, sizes, weights, bias, h0.half(), c0.half())
+    with pytest.raises(RuntimeError, match=r"`h_0` is Double and the state is Float"):
+        ops.lltm_sequence_packed(data, sizes, weights, bias, h0.double(), c0)
+
+
 def test_bad_packed_sequences():
     module = lltm_ext.LLTMSequence(3, 4)
     data = torch.randn(5, 3)
@@ -995,7 +1136,10 @@ def test_bad_packed_operator_arguments():
         ((data, [9, 0], weights, bias), r"positive.*\[9, 0\]"),
         ((data, [], weights, bias), r"at least one step"),
         ((data, sizes, weights, bias, torch.randn(2, 4)), r"`h_0` must have shape \[3, 4\]"),
-        ((data, sizes, weights, bias, None, torch.randn(3, 4).double()), r"`c_0` is Double"),
+        (
+            (data, sizes, weights, bias, None, torch.randn(3, 4).double()),
+            r"state \(h_0, c_0\) is Double and `data` is Float",
+        ),
         ((data.long(), sizes, weights.long(), bias.long()), r"`data` must have a floating-point"),
     ]
     for args, message in bad:

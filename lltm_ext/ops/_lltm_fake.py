@@ -118,30 +118,37 @@ def _state_dtype(input: Tensor, *states: Tensor | None) -> torch.dtype:
     return next((t.dtype for t in states if t is not None), input.dtype)
 
 
-def _check_state_dtypes(input: Tensor, state: torch.dtype, **tensors: Tensor | None) -> None:
+def _check_state_dtypes(
+    input: Tensor,
+    state: torch.dtype,
+    names: tuple[str, str, str] = ("input", "h0", "c0"),
+    **tensors: Tensor | None,
+) -> None:
     """The state's tensors in the state's dtype, which is the input's, or float32 with float16 or
-    bfloat16 input (a mixed call), as ``check_forward_args`` checks them."""
+    bfloat16 input (a mixed call), as ``check_state`` checks them; `names`: the input's, h0's and
+    c0's in the messages."""
+    input_name, h0_name, c0_name = names
     for name, t in tensors.items():
         if t is None:
             continue
         check_floating(t, name)
         device = (
             f"lltm_ext: all tensors must be on one device, but `{name}` is on {t.device} and "
-            f"`input` is on {input.device}."
+            f"`{input_name}` is on {input.device}."
         )
         torch._check(t.device == input.device, functools.partial(str, device))
         dtype = (
             f"lltm_ext: all tensors must have one dtype, but `{name}` is {dtype_name(t.dtype)} "
-            f"and the state is {dtype_name(state)} (c0's, else h0's)."
+            f"and the state is {dtype_name(state)} ({c0_name}'s, else {h0_name}'s)."
         )
         torch._check(t.dtype == state, functools.partial(str, dtype))
     torch._check(
         state == input.dtype or (state == torch.float32 and input.dtype in _HALF),
         lambda: (
-            f"lltm_ext: all tensors must have one dtype, but the state (h0, c0) is "
-            f"{dtype_name(state)} and `input` is {dtype_name(input.dtype)} (a float32 state may "
-            "go with float16 or bfloat16 input, weights and bias: their products then run in "
-            "that dtype)."
+            f"lltm_ext: all tensors must have one dtype, but the state ({h0_name}, {c0_name}) is "
+            f"{dtype_name(state)} and `{input_name}` is {dtype_name(input.dtype)} (a float32 "
+            f"state may go with float16 or bfloat16 {input_name}, weights and bias: their "
+            "products then run in that dtype)."
         ),
     )
 
@@ -218,7 +225,7 @@ def _sequence_gradients(
     assert weights is not None and bias is not None and output is not None
     check_inputs(**{input_name: input}, weights=weights, bias=bias)
     # the saved tensors and gradients in the state's dtype: output's (float32 in a mixed call)
-    _check_state_dtypes(input, output.dtype, **named)
+    _check_state_dtypes(input, output.dtype, (input_name, "h0", "c0"), **named)
     state = (batch, weights.shape[0] // 3)
     shapes = (tuple(input.shape), tuple(weights.shape), (weights.shape[0],), state, state)
     likes = (input, input, input, output, output)
@@ -293,9 +300,11 @@ def _check_packed_shapes(
     bias: Tensor,
     h0: Tensor | None,
     c0: Tensor | None,
+    output: Tensor | None = None,
 ) -> tuple[int, int]:
     """The packed sequence's checks (``src/lltm_sequence/lltm_sequence.cpp``: data (N, I), the
-    state (batch_sizes[0], S)), for the fake kernels. Returns (B, S)."""
+    state (batch_sizes[0], S) in data's dtype or, with half data, float32; `output`: backward's
+    saved output, which gives the state's dtype), for the fake kernels. Returns (B, S)."""
     sizes = list(batch_sizes)
     torch._check(
         data.dim() == 2,
@@ -316,6 +325,8 @@ def _check_packed_shapes(
             f"counts that add up to `data`'s {data.shape[0]} rows, but got {sizes[:8]}."
         ),
     )
+    state_dtype = _state_dtype(data, output, c0, h0)
+    _check_state_dtypes(data, state_dtype, ("data", "h_0", "c_0"), h_0=h0, c_0=c0)
     state = weights.shape[0] // 3
     for name, t in (("h_0", h0), ("c_0", c0)):
         if t is not None:
@@ -330,7 +341,8 @@ def _check_packed_shapes(
 @register_fake(_sequence_ops, "lltm_ext::lltm_sequence_packed_forward")
 def _(data, batch_sizes, weights, bias, h0=None, c0=None, tf32=False):
     batch, state = _check_packed_shapes(data, batch_sizes, weights, bias, h0, c0)
-    return _sequence_outputs(data, (data.shape[0],), batch, state, saved=True)
+    like = _state_like(data, h0, c0)
+    return _sequence_outputs(like, (data.shape[0],), batch, state, saved=True)
 
 
 @register_fake(_sequence_ops, "lltm_ext::lltm_sequence_packed_backward")
@@ -349,7 +361,7 @@ def _(
     output_mask=(True,) * 5,
     tf32=False,
 ):
-    batch, _ = _check_packed_shapes(data, batch_sizes, weights, bias, h0, None)
+    batch, _ = _check_packed_shapes(data, batch_sizes, weights, bias, h0, None, output)
     tensors = (grad_output, grad_h_n, grad_c_n, weights, bias, h0, output, cells, gates)
     return _sequence_gradients("data", data, batch, tensors, output_mask)
 
@@ -357,4 +369,5 @@ def _(
 @register_fake(_sequence_ops, "lltm_ext::lltm_sequence_packed")
 def _(data, batch_sizes, weights, bias, h0=None, c0=None, tf32=False):
     batch, state = _check_packed_shapes(data, batch_sizes, weights, bias, h0, c0)
-    return _sequence_outputs(data, (data.shape[0],), batch, state, saved=False)
+    like = _state_like(data, h0, c0)
+    return _sequence_outputs(like, (data.shape[0],), batch, state, saved=False)

@@ -129,6 +129,33 @@ bool is_mixed(const at::Tensor& input, at::ScalarType state) {
   return state != input.scalar_type();
 }
 
+// The state's dtype (state_dtype), with h0 and c0 (named `h0_name`, `c0_name`) checked against it
+// and `input` (named `input_name`): on input's device, in one dtype, which is input's, or float32
+// with float16 or bfloat16 input (a mixed call).
+at::ScalarType check_state(const at::Tensor& input, const char* input_name, const at::Tensor& h0,
+                           const char* h0_name, const at::Tensor& c0, const char* c0_name,
+                           const at::Tensor& state_ref) {
+  const at::ScalarType state_type = state_dtype(input, h0, c0, state_ref);
+  for (const auto& [t, name] : {std::pair<const at::Tensor&, const char*>{h0, h0_name},
+                                std::pair<const at::Tensor&, const char*>{c0, c0_name}}) {
+    if (t.defined()) {
+      check_input(t, name);
+      check_same_device(t, name, input, input_name);
+      TORCH_CHECK(t.scalar_type() == state_type, "lltm_ext: all tensors must have one dtype, but `",
+                  name, "` is ", t.scalar_type(), " and the state is ", state_type, " (", c0_name,
+                  "'s, else ", h0_name, "'s).");
+    }
+  }
+  TORCH_CHECK(!is_mixed(input, state_type) ||
+                  (state_type == at::kFloat &&
+                   (input.scalar_type() == at::kHalf || input.scalar_type() == at::kBFloat16)),
+              "lltm_ext: all tensors must have one dtype, but the state (", h0_name, ", ", c0_name,
+              ") is ", state_type, " and `", input_name, "` is ", input.scalar_type(),
+              " (a float32 state may go with float16 or bfloat16 ", input_name,
+              ", weights and bias: their products then run in that dtype).");
+  return state_type;
+}
+
 // h0, c0: each (B, S), or undefined (the operator's None: zeros); state_ref as state_dtype's.
 Dims check_forward_args(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
                         const at::Tensor& h0, const at::Tensor& c0,
@@ -138,24 +165,7 @@ Dims check_forward_args(const at::Tensor& input, const at::Tensor& weights, cons
   CHECK_INPUT(bias);
   CHECK_LIKE(weights, input);
   CHECK_LIKE(bias, input);
-  const at::ScalarType state_type = state_dtype(input, h0, c0, state_ref);
-  for (const auto& [t, name] : {std::pair<const at::Tensor&, const char*>{h0, "h0"},
-                                std::pair<const at::Tensor&, const char*>{c0, "c0"}}) {
-    if (t.defined()) {
-      check_input(t, name);
-      check_same_device(t, name, input, "input");
-      TORCH_CHECK(t.scalar_type() == state_type, "lltm_ext: all tensors must have one dtype, but `",
-                  name, "` is ", t.scalar_type(), " and the state is ", state_type,
-                  " (c0's, else h0's).");
-    }
-  }
-  TORCH_CHECK(!is_mixed(input, state_type) ||
-                  (state_type == at::kFloat &&
-                   (input.scalar_type() == at::kHalf || input.scalar_type() == at::kBFloat16)),
-              "lltm_ext: all tensors must have one dtype, but the state (h0, c0) is ", state_type,
-              " and `input` is ", input.scalar_type(),
-              " (a float32 state may go with float16 or bfloat16 input, weights and bias: their "
-              "products then run in that dtype).");
+  check_state(input, "input", h0, "h0", c0, "c0", state_ref);
   check_backend(input, "lltm_sequence");
   TORCH_CHECK(
       weights.dim() == 2 && weights.size(0) % 3 == 0 && weights.size(1) >= weights.size(0) / 3,
@@ -289,28 +299,32 @@ bool cpu_mixed_products_pay(const Dims& d) {
          env_choice("LLTM_EXT_SEQUENCE_MIXED") == "products";
 }
 
-// The CPU time loop of a mixed call: every product in the half type on lltm_ext's CPU GEMM, its
-// result rounded to that type as the loop's product is (the input projections of a stretch of
-// steps at a time, through a buffer of about 1 MiB that stays in cache and in the process's pages,
-// where one buffer for all steps would cost its fresh pages' first touch; then the time loop of
-// sequence_cpu.h: per step h_{t-1} rounded to the half type, as the loop's product rounds it,
-// times W_h^T), added up in float32 gates; the gate math, the state and the outputs float32. b: the
-// bias (3S) in float32. Writes output, cells, gates (T, B, 3S: without the bias).
-void forward_mixed_cpu(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& b,
-                       const at::Tensor& h0, const at::Tensor& c0, const Dims& d,
+// The CPU time loop of a mixed call over `rows` (a (T, B) sequence or a packed batch): every
+// product in the half type on lltm_ext's CPU GEMM, its result rounded to that type as the loop's
+// product is (the input projections of x (N, I) a stretch of rows at a time, through a buffer of
+// about 1 MiB that stays in cache and in the process's pages, where one buffer for all rows would
+// cost its fresh pages' first touch; then the time loop of sequence_cpu.h: per step h_{t-1}
+// rounded to the half type, as the loop's product rounds it, times W_h^T), added up in float32
+// gates; the gate math, the state and the outputs float32. b: the bias (3S) in float32. Writes
+// output, cells (N, S) and gates (N, 3S: without the bias).
+void forward_mixed_cpu(const at::Tensor& x, const at::Tensor& weights, const at::Tensor& b,
+                       const at::Tensor& h0, const at::Tensor& c0, const StepRows& rows,
                        const at::Tensor& output, const at::Tensor& cells, const at::Tensor& gates) {
-  const auto [T, B, I, S] = d;
-  const int64_t step_bytes = std::max<int64_t>(B * 3 * S * input.element_size(), 1);
-  const int64_t chunk = std::clamp<int64_t>((int64_t{1} << 20) / step_bytes, 1, T);
-  const at::Tensor w_i_t = weights.narrow(1, S, I).t();
-  const at::Tensor projections = at::empty({chunk * B, 3 * S}, input.options());
-  for (int64_t t0 = 0; t0 < T; t0 += chunk) {
-    const int64_t steps = std::min(chunk, T - t0), rows = steps * B;
-    const at::Tensor part = projections.narrow(0, 0, rows);
-    gemm(input.narrow(0, t0, steps).reshape({rows, I}), w_i_t, part, 0, false);
-    gates.narrow(0, t0, steps).view({rows, 3 * S}).copy_(part);
+  const int64_t N = x.size(0), I = x.size(1), S = b.numel() / 3;
+  if (N == 0) {
+    return;
   }
-  forward_loop_cpu_tensors(StepRows::uniform(T, B), weights, b, h0, c0, gates, output, cells);
+  const int64_t row_bytes = std::max<int64_t>(3 * S * x.element_size(), 1);
+  const int64_t chunk = std::clamp<int64_t>((int64_t{1} << 20) / row_bytes, 1, N);
+  const at::Tensor w_i_t = weights.narrow(1, S, I).t();
+  const at::Tensor projections = at::empty({chunk, 3 * S}, x.options());
+  for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+    const int64_t n = std::min(chunk, N - r0);
+    const at::Tensor part = projections.narrow(0, 0, n);
+    gemm(x.narrow(0, r0, n), w_i_t, part, 0, false);
+    gates.narrow(0, r0, n).copy_(part);
+  }
+  forward_loop_cpu_tensors(rows, weights, b, h0, c0, gates, output, cells);
 }
 
 // Forward of a mixed call (check_forward_args): input, weights, bias in float16 or bfloat16, the
@@ -337,7 +351,8 @@ Forward forward_mixed(const at::Tensor& input, const at::Tensor& weights, const 
   at::Tensor h_n = at::empty({B, S}, f32), c_n = at::empty({B, S}, f32);
   const at::Tensor b = bias.reshape({3 * S}).to(at::kFloat);
   if (cpu_loop) {
-    forward_mixed_cpu(input, weights, b, h0, c0, d, output, cells, gates);
+    forward_mixed_cpu(input.view({T * B, I}), weights, b, h0, c0, StepRows::uniform(T, B),
+                      output.view({T * B, S}), cells.view({T * B, S}), gates.view({T * B, 3 * S}));
     h_n.copy_(output[T - 1]);
     c_n.copy_(cells[T - 1]);
     return {output, h_n, c_n, cells, gates};
@@ -409,6 +424,15 @@ Backward backward(const at::Tensor& grad_output, const OptionalTensor& grad_h_n_
                   const at::Tensor& weights, const at::Tensor& bias, const OptionalTensor& h0_in,
                   const at::Tensor& output, const at::Tensor& cells, const at::Tensor& gates,
                   OutputMask output_mask, bool tf32_requested);
+
+// d b of a mixed call on the CPU: the column sums of dG (N, 3S) in its half type, as a product
+// with a row of ones (float sums, rounded once), where ATen's sum in float of a half tensor makes
+// a float copy of it first.
+at::Tensor half_column_sums_cpu(const at::Tensor& dg) {
+  at::Tensor sums = at::empty({dg.size(1)}, dg.options());
+  gemm(at::ones({1, dg.size(0)}, dg.options()), dg, sums.view({1, dg.size(1)}), 0, false);
+  return sums;
+}
 
 // Backward of a mixed call, as forward_mixed ran it: on CUDA's cuBLAS path, per step the float32
 // gate kernel, dG_t rounded to the half type, d h_{t-1} = dG_t W_h in half products added up in
@@ -491,10 +515,7 @@ Backward backward_mixed(const at::Tensor& grad_output, const at::Tensor& grad_h_
   if (want_bias && input.is_cuda()) {
     d_bias = dg_all.sum(0, /*keepdim=*/false, at::kFloat).to(half);
   } else if (want_bias) {
-    // The column sum as a product with a row of ones (float sums, rounded once), where ATen's sum
-    // in float of a half tensor makes a float copy of it first.
-    d_bias = at::empty({3 * S}, input.options());
-    gemm(at::ones({1, T * B}, input.options()), dg_all, d_bias.view({1, 3 * S}), 0, false);
+    d_bias = half_column_sums_cpu(dg_all);
   }
   if (want_h0) {
     d_h0 = d_h;
@@ -821,9 +842,11 @@ Packing check_packing(at::IntArrayRef batch_sizes, int64_t rows) {
 
 // The packed arguments' checks: data (N, I), weights (3S, S + I), bias (3S) or (1, 3S), the
 // state (B, S) and batch_sizes; returns the packing and (T, B, I, S).
+// state_ref as state_dtype's (backward's saved output).
 std::pair<Packing, Dims> check_packed_args(const at::Tensor& data, at::IntArrayRef batch_sizes,
                                            const at::Tensor& weights, const at::Tensor& bias,
-                                           const at::Tensor& h0, const at::Tensor& c0) {
+                                           const at::Tensor& h0, const at::Tensor& c0,
+                                           const at::Tensor& state_ref = at::Tensor()) {
   CHECK_INPUT(data);
   CHECK_INPUT(weights);
   CHECK_INPUT(bias);
@@ -846,11 +869,10 @@ std::pair<Packing, Dims> check_packed_args(const at::Tensor& data, at::IntArrayR
               "lltm_ext.lltm_sequence_packed: `bias` must have shape [", 3 * S, "] or [1, ", 3 * S,
               "] (3 * state_size), but got a ", describe(bias), ".");
   const Packing p = check_packing(batch_sizes, data.size(0));
+  check_state(data, "data", h0, "h_0", c0, "c_0", state_ref);
   for (const auto& [t, name] : {std::pair<const at::Tensor&, const char*>{h0, "h_0"},
                                 std::pair<const at::Tensor&, const char*>{c0, "c_0"}}) {
     if (t.defined()) {
-      CHECK_INPUT(t);
-      check_like(t, name, data, "data");
       TORCH_CHECK(t.dim() == 2 && t.size(0) == p.batch && t.size(1) == S,
                   "lltm_ext.lltm_sequence_packed: the state's `", name, "` must have shape [",
                   p.batch, ", ", S, "] ([batch_sizes[0], state_size]), but got a ", describe(t),
@@ -893,7 +915,10 @@ at::Tensor previous_rows(const at::Tensor& output, const at::Tensor& h0, const P
 }
 
 // Forward over the packed rows. Returns (output (N, S), h_n, c_n (B, S), cells (N, S), gates
-// (N, 3S): the pre-activations without the bias), as forward's.
+// (N, 3S): the pre-activations without the bias), as forward's. A mixed call (half data, weights
+// and bias, a float32 state) runs the CPU's mixed loop (forward_mixed_cpu) on the CPU; elsewhere
+// (CUDA, or LLTM_EXT_SEQUENCE_MIXED=off) the float32 sequence on the operands in float32, TF32
+// allowed, as forward_mixed's fallback.
 Forward packed_forward(const at::Tensor& data, at::IntArrayRef batch_sizes,
                        const at::Tensor& weights, const at::Tensor& bias,
                        const OptionalTensor& h0_in, const OptionalTensor& c0_in,
@@ -901,18 +926,28 @@ Forward packed_forward(const at::Tensor& data, at::IntArrayRef batch_sizes,
   const at::Tensor h0 = tensor_or_undefined(h0_in), c0 = tensor_or_undefined(c0_in);
   const auto [p, dims] = check_packed_args(data, batch_sizes, weights, bias, h0, c0);
   const auto [T, B, I, S] = dims;
+  const bool mixed = is_mixed(data, state_dtype(data, h0, c0));
+  if (mixed && !mixed_runs_cpu_loop(data, dims)) {
+    return packed_forward(data.to(at::kFloat), batch_sizes, weights.to(at::kFloat),
+                          bias.to(at::kFloat), h0_in, c0_in, /*tf32_requested=*/true);
+  }
   const bool tf32 = matmul_allows_tf32(data, tf32_requested);
   const int64_t N = p.rows;
-  const at::Tensor b = bias.reshape({3 * S});
+  const at::ScalarType state_type = mixed ? at::kFloat : data.scalar_type();
+  const at::TensorOptions state_options = data.options().dtype(state_type);
+  const at::Tensor b = bias.reshape({3 * S}).to(state_type);
   const at::Tensor w_i = weights.narrow(1, S, I);
-  at::Tensor output = at::empty({N, S}, data.options());
-  at::Tensor cells = at::empty({N, S}, data.options());
-  at::Tensor gates = at::empty({N, 3 * S}, data.options());
+  at::Tensor output = at::empty({N, S}, state_options);
+  at::Tensor cells = at::empty({N, S}, state_options);
+  at::Tensor gates = at::empty({N, 3 * S}, state_options);
   at::Tensor h_n, c_n;
-  // The input projections of all rows, one product: gates = data W_i^T.
-  gemm(data, w_i.t(), gates, 0, tf32);
   bool final_state_written = false;
-  if (data.is_cuda()) {
+  if (!mixed) {  // the input projections of all rows, one product: gates = data W_i^T
+    gemm(data, w_i.t(), gates, 0, tf32);
+  }
+  if (mixed) {
+    forward_mixed_cpu(data, weights, b, h0, c0, StepRows{p.sizes, p.offsets}, output, cells, gates);
+  } else if (data.is_cuda()) {
 #ifdef WITH_CUDA
     const auto stretches = p.stretches();
     // One stretch writes the final state itself; more leave it to last_rows (a stretch's last
@@ -950,6 +985,10 @@ Forward packed_forward(const at::Tensor& data, at::IntArrayRef batch_sizes,
 
 // Backward through the packed rows from packed_forward's saved tensors, as backward's: (d_data
 // (N, I), d_weights, d_bias, d_h0, d_c0), each undefined where output_mask says it is not wanted.
+// A mixed call as packed_forward ran it: on the CPU backward_loop_cpu's mixed loop (dG rounded
+// to the half type), then d data, d W and d b as half products of dG, as backward_mixed's;
+// elsewhere the float32 sequence's backward on the operands in float32, its d data, d W and d b
+// rounded to the half type.
 Backward packed_backward(const at::Tensor& grad_output, const OptionalTensor& grad_h_n_in,
                          const OptionalTensor& grad_c_n_in, const at::Tensor& data,
                          at::IntArrayRef batch_sizes, const at::Tensor& weights,
@@ -959,12 +998,17 @@ Backward packed_backward(const at::Tensor& grad_output, const OptionalTensor& gr
   const at::Tensor grad_h_n = tensor_or_undefined(grad_h_n_in);
   const at::Tensor grad_c_n = tensor_or_undefined(grad_c_n_in);
   const at::Tensor h0 = tensor_or_undefined(h0_in);
-  const auto [p, dims] = check_packed_args(data, batch_sizes, weights, bias, h0, at::Tensor());
+  CHECK_INPUT(output);
+  const auto [p, dims] =
+      check_packed_args(data, batch_sizes, weights, bias, h0, at::Tensor(), output);
   const auto [T, B, I, S] = dims;
   const int64_t N = p.rows;
-  for (const at::Tensor* t : {&grad_output, &output, &cells, &gates}) {
+  // The saved tensors and the gradients are the state's (output's) dtype: data's, or float32 in
+  // a mixed call.
+  check_same_device(output, "output", data, "data");
+  for (const at::Tensor* t : {&grad_output, &cells, &gates}) {
     CHECK_INPUT(*t);
-    check_like(*t, "a saved tensor or gradient", data, "data");
+    check_like(*t, "a saved tensor or gradient", output, "output");
   }
   CHECK_SHAPE(grad_output, N, S);
   CHECK_SHAPE(output, N, S);
@@ -973,7 +1017,7 @@ Backward packed_backward(const at::Tensor& grad_output, const OptionalTensor& gr
   for (const at::Tensor* t : {&grad_h_n, &grad_c_n}) {
     if (t->defined()) {
       CHECK_INPUT(*t);
-      check_like(*t, "a saved tensor or gradient", data, "data");
+      check_like(*t, "a saved tensor or gradient", output, "output");
       check_shape(*t, "a final state's gradient", {B, S});
     }
   }
@@ -982,9 +1026,22 @@ Backward packed_backward(const at::Tensor& grad_output, const OptionalTensor& gr
   if (!(want_data || want_weights || want_bias || want_h0 || want_c0)) {
     return {d_data, d_weights, d_bias, d_h0, d_c0};
   }
+  const bool mixed = is_mixed(data, output.scalar_type());
+  if (mixed && !mixed_runs_cpu_loop(data, dims)) {
+    auto results = packed_backward(grad_output, grad_h_n_in, grad_c_n_in, data.to(at::kFloat),
+                                   batch_sizes, weights.to(at::kFloat), bias.to(at::kFloat), h0_in,
+                                   output, cells, gates, output_mask, /*tf32_requested=*/true);
+    for (at::Tensor* t : {&std::get<0>(results), &std::get<1>(results), &std::get<2>(results)}) {
+      if (t->defined()) {
+        *t = t->to(data.scalar_type());
+      }
+    }
+    return results;
+  }
   const bool tf32 = matmul_allows_tf32(data, tf32_requested);
-  const at::Tensor b = bias.reshape({3 * S});
+  const at::Tensor b = bias.reshape({3 * S}).to(output.scalar_type());
   const at::Tensor w_i = weights.narrow(1, S, I);
+  // dG in the products' dtype: data's (the half type of a mixed call)
   at::Tensor d_gates = at::empty({N, 3 * S}, data.options());
   if (data.is_cuda()) {
 #ifdef WITH_CUDA
@@ -1025,8 +1082,8 @@ Backward packed_backward(const at::Tensor& grad_output, const OptionalTensor& gr
     fail_not_compiled_with_cuda("lltm_sequence_packed");
 #endif
   } else {
-    d_h0 = want_h0 ? at::empty({B, S}, data.options()) : at::Tensor();
-    d_c0 = at::empty({B, S}, data.options());
+    d_h0 = want_h0 ? at::empty({B, S}, output.options()) : at::Tensor();
+    d_c0 = at::empty({B, S}, output.options());
     backward_loop_cpu_tensors(StepRows{p.sizes, p.offsets}, weights, b, grad_output, grad_h_n,
                               grad_c_n, cells, gates, d_gates, d_h0, d_c0, want_h0);
     if (!want_c0) {
@@ -1040,7 +1097,8 @@ Backward packed_backward(const at::Tensor& grad_output, const OptionalTensor& gr
   bool bias_done = false;
   if (want_weights) {
     // d W = dG^T [h_prev | data] over all rows, h_prev each row's h_{t-1}.
-    const at::Tensor h_prev = previous_rows(output, h0, p);
+    // (h_{t-1} rounded to a mixed call's half type, as its products read it)
+    const at::Tensor h_prev = previous_rows(output, h0, p).to(data.scalar_type());
     d_weights = at::empty({3 * S, S + I}, weights.options());
     const at::Tensor bias_out = want_bias ? at::empty({3 * S}, b.options()) : at::Tensor();
     // The sequence's kernel, on the rows as one step of N: its h0 is h_prev.
@@ -1056,7 +1114,7 @@ Backward packed_backward(const at::Tensor& grad_output, const OptionalTensor& gr
     }
   }
   if (want_bias && !bias_done) {
-    d_bias = d_gates.sum(0);
+    d_bias = mixed ? half_column_sums_cpu(d_gates) : d_gates.sum(0);
   }
   return {d_data, d_weights, d_bias, d_h0, d_c0};
 }
@@ -1144,18 +1202,27 @@ struct AutocastOperands {
   at::Tensor input, weights, bias, h0, c0;
   bool tf32;
 };
-// Whether the autocast kernel's unpacked call on input (T, B, I) with these weights (3S, S + I)
-// and a float32 state is the mixed call: on the CPU's mixed loop, on CUDA's cuBLAS path, or off it
-// where the products outside the time loop pay for the casts (mixed_products_pay).
-bool mixed_call_for_autocast(const at::Tensor& input, const at::Tensor& weights) {
-  if (input.dim() != 3 || weights.dim() != 2 || weights.size(0) % 3 != 0 ||
-      weights.size(1) < weights.size(0) / 3) {
+// Whether the autocast kernel's call with these weights (3S, S + I) and a float32 state is the
+// mixed call: on the CPU's mixed loop, where its products pay (cpu_mixed_products_pay; a packed
+// batch's B there: its rows per step on average); for an unpacked input (T, B, I) also on CUDA's
+// cuBLAS path, or off it where the products outside the time loop pay for the casts
+// (mixed_products_pay). batch_sizes: a packed batch's, data (N, I); none: unpacked.
+bool mixed_call_for_autocast(const at::Tensor& input, const at::Tensor& weights,
+                             at::OptionalIntArrayRef batch_sizes = std::nullopt) {
+  const bool packed = batch_sizes.has_value();
+  if (input.dim() != (packed ? 2 : 3) || (packed && batch_sizes->empty()) || weights.dim() != 2 ||
+      weights.size(0) % 3 != 0 || weights.size(1) < weights.size(0) / 3) {
     return false;  // the operator's checks say what is wrong
   }
   const int64_t S = weights.size(0) / 3;
-  const Dims d{input.size(0), input.size(1), weights.size(1) - S, S};
+  const int64_t steps = packed ? static_cast<int64_t>(batch_sizes->size()) : input.size(0);
+  const int64_t batch = packed ? (input.size(0) + steps - 1) / steps : input.size(1);
+  const Dims d{steps, batch, weights.size(1) - S, S};
   if (mixed_runs_cpu_loop(input, d)) {
     return cpu_mixed_products_pay(d);
+  }
+  if (packed) {
+    return false;
   }
   if (mixed_runs_cublas(input, d)) {
     return true;
@@ -1168,12 +1235,12 @@ bool mixed_call_for_autocast(const at::Tensor& input, const at::Tensor& weights)
 #endif
 }
 
-// `sequence`: input (T, B, I) of an unpacked call, which may go mixed (below).
+// input: an unpacked call's (T, B, I), or a packed batch's data (N, I) with its batch_sizes.
 template <c10::DeviceType device>
-std::optional<AutocastOperands> autocast_operands(const at::Tensor& input,
-                                                  const at::Tensor& weights, const at::Tensor& bias,
-                                                  const at::Tensor& h0, const at::Tensor& c0,
-                                                  bool tf32, bool sequence = false) {
+std::optional<AutocastOperands> autocast_operands(
+    const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
+    const at::Tensor& h0, const at::Tensor& c0, bool tf32,
+    at::OptionalIntArrayRef batch_sizes = std::nullopt) {
   if (!autocast::all_eligible<device>({&input, &weights, &bias, &h0, &c0})) {
     return std::nullopt;
   }
@@ -1184,10 +1251,11 @@ std::optional<AutocastOperands> autocast_operands(const at::Tensor& input,
         autocast::to_lower<device>(bias, lower),  autocast::to_lower<device>(h0, lower),
         autocast::to_lower<device>(c0, lower),    tf32};
   }
-  // A float32 state on CUDA's cuBLAS path, or where the products outside the time loop pay for
-  // their casts: the mixed call (forward_mixed), products in `lower` on the operands in it, the
-  // state float32 (h0 and c0 in it; c0 zeros where both are None, to say so).
-  if (sequence && mixed_call_for_autocast(input, weights)) {
+  // A float32 state where mixed_call_for_autocast says: the mixed call (forward_mixed,
+  // packed_forward), products in `lower` on the operands in it, the state float32 (h0 and c0 in
+  // it; c0 zeros where both are None, to say so).
+  if (mixed_call_for_autocast(input, weights, batch_sizes)) {
+    const int64_t batch = batch_sizes ? batch_sizes->front() : input.size(1);
     return AutocastOperands{
         autocast::to_lower<device>(input, lower),
         autocast::to_lower<device>(weights, lower),
@@ -1195,7 +1263,7 @@ std::optional<AutocastOperands> autocast_operands(const at::Tensor& input,
         h0.defined() ? h0.to(at::kFloat) : h0,
         c0.defined() || h0.defined()
             ? (c0.defined() ? c0.to(at::kFloat) : c0)
-            : at::zeros({input.size(1), weights.size(0) / 3}, input.options().dtype(at::kFloat)),
+            : at::zeros({batch, weights.size(0) / 3}, input.options().dtype(at::kFloat)),
         tf32};
   }
   // The operands rounded to `lower` and held in float32, in one call (lltm_sequence_rounded).
@@ -1214,7 +1282,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> sequence_autocast(
                              .typed<decltype(sequence)>();
   const autocast::Below<device> below;
   const auto cast = autocast_operands<device>(input, weights, bias, tensor_or_undefined(h0),
-                                              tensor_or_undefined(c0), tf32, /*sequence=*/true);
+                                              tensor_or_undefined(c0), tf32);
   if (!cast) {
     return op.call(input, weights, bias, h0, c0, tf32);
   }
@@ -1222,7 +1290,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> sequence_autocast(
                  as_optional(cast->c0), cast->tf32);
 }
 
-// The packed sequence under torch.autocast, by the same rule (one cast of every row).
+// The packed sequence under torch.autocast, by the same rule (one cast of every row; the mixed
+// call on the CPU alone).
 template <c10::DeviceType device>
 std::tuple<at::Tensor, at::Tensor, at::Tensor> packed_autocast(
     const at::Tensor& data, at::IntArrayRef batch_sizes, const at::Tensor& weights,
@@ -1232,7 +1301,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> packed_autocast(
                              .typed<decltype(packed)>();
   const autocast::Below<device> below;
   const auto cast = autocast_operands<device>(data, weights, bias, tensor_or_undefined(h0),
-                                              tensor_or_undefined(c0), tf32);
+                                              tensor_or_undefined(c0), tf32, batch_sizes);
   if (!cast) {
     return op.call(data, batch_sizes, weights, bias, h0, c0, tf32);
   }
@@ -1326,8 +1395,8 @@ py::dict explain(const at::Tensor& input, const at::Tensor& weights, bool bias_g
     out["path"] = "cpu";
     out["detail"] =
         "the time loop in C++: the input projections of all steps in one product (lltm_ext's "
-        "CPU GEMM), per step h W_h^T (ATen's addmm; backward dG W_h, lltm_ext's GEMM) and the "
-        "cell's gate pass (vectorized C++)";
+        "CPU GEMM), per step h W_h^T (backward: dG W_h) on lltm_ext's GEMM into a step buffer "
+        "and the cell's gate pass (vectorized C++)";
     out["kernels"] = py::list();
     out["notes"] = py::list();
     return out;
