@@ -45,20 +45,13 @@ def check_dense(t: Tensor, name: str) -> None:
 
 
 def fake_like(x: Tensor) -> Tensor:
-    """What the public operator returns for an input `x` of any layout: a new tensor with x's
-    strides where x is dense, else contiguous (the kernels run on a contiguous copy)."""
+    """What the public operator and ``<op>_forward`` return for an input `x` of any layout: a new
+    tensor with x's strides where x is dense, else contiguous (the kernels read x in place as
+    strided rows on CUDA where they can, else a contiguous copy)."""
     check_inputs(x=x)
     if is_dense(x):
         return torch.empty_like(x)
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
-
-
-def fake_forward(x: Tensor) -> Tensor:
-    """Fake ``<op>_forward``: a dense x of any shape (the checks of ``elementwise::forward``), a new
-    tensor laid out as x."""
-    check_inputs(x=x)
-    check_dense(x, "x")
-    return torch.empty_like(x)
 
 
 def fake_grad(grad: Tensor, output: Tensor) -> Tensor:

@@ -15,7 +15,7 @@ C++ (``src/common/elementwise_binding.h``: no Python runs in forward or backward
 from torch import Tensor, nn
 
 from lltm_ext._extension import load_ops, operator_call, register_fake
-from lltm_ext.ops._elementwise import fake_forward, fake_grad, fake_like
+from lltm_ext.ops._elementwise import fake_grad, fake_like
 
 __all__ = ["ReLU", "ReLUFunction", "relu"]
 
@@ -29,7 +29,7 @@ relu_backward = _ops.relu_backward.default
 _relu_call = operator_call("relu", "relu", relu_op)
 
 register_fake(_ops, "lltm_ext::relu")(fake_like)
-register_fake(_ops, "lltm_ext::relu_forward")(fake_forward)
+register_fake(_ops, "lltm_ext::relu_forward")(fake_like)
 register_fake(_ops, "lltm_ext::relu_backward")(fake_grad)
 
 

@@ -20,7 +20,7 @@ the operator ``round_ste_forward`` (checks and CPU/CUDA dispatch) -> the kernels
 from torch import Tensor, nn
 
 from lltm_ext._extension import load_ops, operator_call, register_fake
-from lltm_ext.ops._elementwise import fake_forward, fake_like
+from lltm_ext.ops._elementwise import fake_like
 
 __all__ = ["RoundSTE", "RoundSTEFunction", "round_ste"]
 
@@ -33,7 +33,7 @@ round_ste_forward = _ops.round_ste_forward.default
 _round_ste_call = operator_call("round_ste", "round_ste", round_ste_op)
 
 register_fake(_ops, "lltm_ext::round_ste")(fake_like)
-register_fake(_ops, "lltm_ext::round_ste_forward")(fake_forward)
+register_fake(_ops, "lltm_ext::round_ste_forward")(fake_like)
 
 
 class RoundSTEFunction:

@@ -16,7 +16,7 @@ the same path.
 from torch import Tensor, nn
 
 from lltm_ext._extension import load_ops, operator_call, register_fake
-from lltm_ext.ops._elementwise import fake_forward, fake_grad, fake_like
+from lltm_ext.ops._elementwise import fake_grad, fake_like
 
 __all__ = ["Sigmoid", "SigmoidFunction", "sigmoid"]
 
@@ -30,7 +30,7 @@ sigmoid_backward = _ops.sigmoid_backward.default
 _sigmoid_call = operator_call("sigmoid", "sigmoid", sigmoid_op)
 
 register_fake(_ops, "lltm_ext::sigmoid")(fake_like)
-register_fake(_ops, "lltm_ext::sigmoid_forward")(fake_forward)
+register_fake(_ops, "lltm_ext::sigmoid_forward")(fake_like)
 register_fake(_ops, "lltm_ext::sigmoid_backward")(fake_grad)
 
 

@@ -6,9 +6,12 @@
 
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "common/first_order.h"
 #include "common/module.h"
+#include "common/strided_rows.h"
 
 // The CUDA launcher of an op (a template over the dtype, defined in its .cu file:
 // cudaError_t fn(T* out, const T* in..., int64_t n, cudaStream_t)) as a generic callable where this
@@ -47,18 +50,56 @@ void run_cuda(const Launch& launch, const at::Tensor& out, const Inputs&... inpu
 }
 #endif
 
-// y = op(x) for a dense x of any shape: a new tensor laid out as x (x's strides), as PyTorch's
-// element-wise ops lay out theirs.
+// The least a row of strided rows holds for the rows kernel: half its block's threads.
+constexpr int64_t kMinStridedCols = 128;
+
+// x (not dense) as strided rows (common/strided_rows.h): its dimensions of size 1 dropped, each
+// merged into the one before where that one's stride steps over it whole; what is left of at
+// most two dimensions, with rows of at least kMinStridedCols whose stride is the smaller (or the
+// rows' 0: an expanded row), so that a warp's reads share sectors. Else none (rows 0).
+inline StridedRows strided_rows(const at::Tensor& x) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (size, stride), outermost first
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (x.size(d) == 1) {
+      continue;
+    }
+    if (!dims.empty() && dims.back().second == x.stride(d) * x.size(d)) {
+      dims.back() = {dims.back().first * x.size(d), x.stride(d)};
+    } else {
+      dims.emplace_back(x.size(d), x.stride(d));
+    }
+  }
+  if (dims.empty() || dims.size() > 2 || dims.back().first < kMinStridedCols) {
+    return {};
+  }
+  const auto [cols, col_stride] = dims.back();
+  if (dims.size() == 2 && dims[0].second != 0 && dims[0].second < col_stride) {
+    return {};
+  }
+  return dims.size() == 1 ? StridedRows{1, cols, 0, col_stride}
+                          : StridedRows{dims[0].first, cols, dims[0].second, col_stride};
+}
+
+// y = op(x) for x of any shape and layout: a new tensor laid out as x (x's strides) where x is
+// dense, as PyTorch's element-wise ops lay out theirs, else contiguous. A dense x runs in memory
+// order; one that is not, on CUDA where it reads as strided rows (strided_rows), in place, else
+// from a contiguous copy.
 template <typename CudaLaunch>
 at::Tensor forward(const char* op, const at::Tensor& x, ForwardKernel cpu,
                    [[maybe_unused]] const CudaLaunch& cuda) {
   check_operand(x, "x");
-  check_dense(x, "x");
   check_backend(x, op);
-  at::Tensor y = at::empty_like(x);
+  StridedRows rows;
+  if (!x.is_non_overlapping_and_dense()) {
+    rows = x.is_cuda() ? strided_rows(x) : StridedRows{};
+    if (rows.rows == 0) {
+      return forward(op, x.contiguous(), cpu, cuda);
+    }
+  }
+  at::Tensor y = rows.rows == 0 ? at::empty_like(x) : at::empty(x.sizes(), x.options());
   if (x.is_cuda()) {
 #ifdef WITH_CUDA
-    run_cuda(cuda, y, x);
+    run_cuda([&](auto... args) { return cuda(args..., rows); }, y, x);
 #else
     fail_not_compiled_with_cuda(op);
 #endif
@@ -137,13 +178,6 @@ const auto& find_operator() {
   return op;
 }
 
-// x as the kernels take it: as it is where it is dense (contiguous, or a permutation of contiguous
-// dimensions such as a transposed view: run in memory order, no copy), else a contiguous copy
-// (a slice with steps, an expanded view).
-inline at::Tensor dense(const at::Tensor& x) {
-  return x.is_non_overlapping_and_dense() ? x : x.contiguous();
-}
-
 // The incoming gradient laid out as the saved output y (usually it is already).
 inline at::Tensor laid_out_as(const at::Tensor& grad, const at::Tensor& y) {
   if (grad.strides() == y.strides() && grad.sizes() == y.sizes()) {
@@ -153,10 +187,10 @@ inline at::Tensor laid_out_as(const at::Tensor& grad, const at::Tensor& y) {
 }
 
 // The public operator's CPU and CUDA kernel, the forward without autograd: any layout in, y laid
-// out as dense(x).
+// out as forward lays it out.
 template <typename Op>
 at::Tensor public_kernel(const at::Tensor& x) {
-  return Op::forward(dense(x));
+  return Op::forward(x);
 }
 
 // Autograd of the public operator: forward calls `<op>_forward` and saves its output y; backward
@@ -167,7 +201,7 @@ template <typename Op>
 struct AutogradFunction : torch::autograd::Function<AutogradFunction<Op>> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x) {
     const at::AutoDispatchBelowADInplaceOrView below_autograd;
-    at::Tensor y = find_operator<Op, Operator::kForward>().call(dense(x));
+    at::Tensor y = find_operator<Op, Operator::kForward>().call(x);
     if constexpr (!straight_through<Op>()) {
       ctx->save_for_backward({y});
     }

@@ -9,7 +9,7 @@
 // alike: the kernels run in memory order), allocated `out`, set the device and checks the returned
 // error (common/elementwise_binding.h). Plain CUDA: no ATen (common/cuda_kernel.cuh says why).
 //
-// Two kernels, one picked per launch:
+// Two kernels for dense tensors, one picked per launch:
 //  * vector_kernel, when every pointer is 16-byte aligned: 16-byte loads and stores (LDG.E.128,
 //    STG.E.128), kPacksPerThread packs per input per thread, all loads issued before the first
 //    use, math in opmath_t; block 0 also finishes the tail of less than one pack.
@@ -19,6 +19,8 @@
 // One pack per thread over the whole tensor ran at PyTorch's speed; a grid sized to the GPU
 // (every thread looping) and more packs per thread were slower: 2048 resident threads x 16 bytes
 // per SM are enough bytes in flight (docs/kernel_notes.md has the measurements).
+// And rows_kernel (launch_rows) for one input that is not dense, read in place as strided rows
+// (common/strided_rows.h), the output contiguous: a copy first would read and write it once more.
 #pragma once
 
 #include <algorithm>
@@ -28,6 +30,7 @@
 #include <utility>
 
 #include "common/cuda_kernel.cuh"
+#include "common/strided_rows.h"
 
 namespace lltm_ext::cuda::elementwise {
 
@@ -37,6 +40,7 @@ constexpr int kPackBytes = 16;      // one LDG.E.128 / STG.E.128
 constexpr int kPacksPerThread = 1;  // per input per iteration (see the grid above)
 constexpr int kScalarUnroll = 4;    // elements per input per thread per iteration (scalar path)
 constexpr int64_t kMaxBlocks = 0x7fffffff;  // grid.x limit
+constexpr int64_t kMaxGridY = 65535;        // grid.y limit
 
 // CUDA's own exp, reciprocal and rint: expf is the accurate one (not __expf), 1 / x is IEEE
 // division, rintf is one instruction.
@@ -188,6 +192,37 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   }
 }
 
+// out = op(in) with `in` read as strided rows and `out` contiguous: blocks in y walk the rows
+// (grid-stride), in x a row's columns, kScalarUnroll per thread, loads first.
+template <typename T, typename Op>
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
+    rows_kernel(const T* __restrict__ in, T* __restrict__ out,
+                const ::lltm_ext::elementwise::StridedRows r, const Op op) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads * kScalarUnroll;
+  for (int64_t row = blockIdx.y; row < r.rows; row += gridDim.y) {
+    const T* src = in + row * r.row_stride;
+    T* dst = out + row * r.cols;
+    for (int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads * kScalarUnroll + threadIdx.x;
+         first < r.cols; first += step) {
+      T v[kScalarUnroll][1];
+#pragma unroll
+      for (int u = 0; u < kScalarUnroll; ++u) {
+        const int64_t c = first + u * kThreads;
+        if (c < r.cols) {
+          v[u][0] = src[c * r.col_stride];
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kScalarUnroll; ++u) {
+        const int64_t c = first + u * kThreads;
+        if (c < r.cols) {
+          dst[c] = apply(op, v[u]);
+        }
+      }
+    }
+  }
+}
+
 // Blocks of kThreads for `items` per-thread work items: the whole tensor at once (>= 1).
 inline unsigned int blocks_for(int64_t items) {
   const int64_t blocks = (items + kThreads - 1) / kThreads;
@@ -222,6 +257,28 @@ cudaError_t launch(cudaStream_t stream, int64_t n, const Op& op, T* out, const I
     scalar_kernel<T, Op, N><<<blocks, kThreads, 0, stream>>>(args, n, op);
   }
   return cudaGetLastError();
+}
+
+// out = op(in) for `in` laid out as strided rows `r` (rows > 0) and a contiguous `out`, on
+// `stream`. Returns the launch's error.
+template <typename T, typename Op>
+cudaError_t launch_rows(cudaStream_t stream, const ::lltm_ext::elementwise::StridedRows& r,
+                        const Op& op, T* out, const T* in) {
+  if (r.rows == 0 || r.cols == 0) {
+    return cudaSuccess;
+  }
+  const dim3 blocks(blocks_for((r.cols + kScalarUnroll - 1) / kScalarUnroll),
+                    static_cast<unsigned int>(std::min(r.rows, kMaxGridY)));
+  rows_kernel<T, Op><<<blocks, kThreads, 0, stream>>>(in, out, r, op);
+  return cudaGetLastError();
+}
+
+// y = op(x) for n elements: x dense (x_rows.rows 0, launch) or read as strided rows (launch_rows).
+template <typename T, typename Op>
+cudaError_t launch_unary(cudaStream_t stream, int64_t n,
+                         const ::lltm_ext::elementwise::StridedRows& x_rows, const Op& op, T* y,
+                         const T* x) {
+  return x_rows.rows > 0 ? launch_rows(stream, x_rows, op, y, x) : launch(stream, n, op, y, x);
 }
 
 }  // namespace lltm_ext::cuda::elementwise

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "common/macros.h"
+#include "common/strided_rows.h"
 
 #ifdef WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -39,9 +40,11 @@ void backward_cpu(const at::Tensor& grad, const at::Tensor& y, const at::Tensor&
 
 #ifdef WITH_CUDA
 // CUDA launchers (relu_cuda.cu), for T = float, double, c10::Half, c10::BFloat16: n elements on
-// `stream` (out's device current); they return the launch's error.
+// `stream` (out's device current); they return the launch's error. x_rows: x dense (rows 0), or
+// x's strided rows, y contiguous.
 template <typename T>
-cudaError_t launch_forward(T* y, const T* x, int64_t n, cudaStream_t stream);
+cudaError_t launch_forward(T* y, const T* x, int64_t n, cudaStream_t stream,
+                           elementwise::StridedRows x_rows);
 template <typename T>
 cudaError_t launch_backward(T* grad_input, const T* grad, const T* y, int64_t n,
                             cudaStream_t stream);

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "common/macros.h"
+#include "common/strided_rows.h"
 
 #ifdef WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -36,9 +37,11 @@ void forward_cpu(const at::Tensor& x, const at::Tensor& y);
 
 #ifdef WITH_CUDA
 // CUDA launchers (round_ste_cuda.cu), for T = float, double, c10::Half, c10::BFloat16: n elements
-// on `stream` (out's device current); they return the launch's error.
+// on `stream` (out's device current); they return the launch's error. x_rows: x dense (rows 0),
+// or x's strided rows, y contiguous.
 template <typename T>
-cudaError_t launch_forward(T* y, const T* x, int64_t n, cudaStream_t stream);
+cudaError_t launch_forward(T* y, const T* x, int64_t n, cudaStream_t stream,
+                           elementwise::StridedRows x_rows);
 #endif
 
 }  // namespace lltm_ext::round_ste

@@ -5,12 +5,15 @@
 namespace lltm_ext::round_ste {
 
 template <typename T>
-cudaError_t launch_forward(T* y, const T* x, int64_t n, cudaStream_t stream) {
-  return cuda::elementwise::launch(stream, n, Forward<cuda::elementwise::Math>{}, y, x);
+cudaError_t launch_forward(T* y, const T* x, int64_t n, cudaStream_t stream,
+                           elementwise::StridedRows x_rows) {
+  return cuda::elementwise::launch_unary(stream, n, x_rows, Forward<cuda::elementwise::Math>{}, y,
+                                         x);
 }
 
-#define LLTM_EXT_INSTANTIATE(T) \
-  template cudaError_t launch_forward<T>(T*, const T*, int64_t, cudaStream_t);
+#define LLTM_EXT_INSTANTIATE(T)                                               \
+  template cudaError_t launch_forward<T>(T*, const T*, int64_t, cudaStream_t, \
+                                         elementwise::StridedRows);
 LLTM_EXT_FOR_FLOATING_TYPES(LLTM_EXT_INSTANTIATE)
 
 }  // namespace lltm_ext::round_ste

@@ -8,8 +8,10 @@
 namespace lltm_ext::sigmoid {
 
 template <typename T>
-cudaError_t launch_forward(T* y, const T* x, int64_t n, cudaStream_t stream) {
-  return cuda::elementwise::launch(stream, n, Forward<cuda::elementwise::MathFor<T>>{}, y, x);
+cudaError_t launch_forward(T* y, const T* x, int64_t n, cudaStream_t stream,
+                           elementwise::StridedRows x_rows) {
+  return cuda::elementwise::launch_unary(stream, n, x_rows,
+                                         Forward<cuda::elementwise::MathFor<T>>{}, y, x);
 }
 
 template <typename T>
@@ -18,8 +20,9 @@ cudaError_t launch_backward(T* grad_input, const T* grad, const T* y, int64_t n,
   return cuda::elementwise::launch(stream, n, Backward{}, grad_input, grad, y);
 }
 
-#define LLTM_EXT_INSTANTIATE(T)                                                \
-  template cudaError_t launch_forward<T>(T*, const T*, int64_t, cudaStream_t); \
+#define LLTM_EXT_INSTANTIATE(T)                                               \
+  template cudaError_t launch_forward<T>(T*, const T*, int64_t, cudaStream_t, \
+                                         elementwise::StridedRows);           \
   template cudaError_t launch_backward<T>(T*, const T*, const T*, int64_t, cudaStream_t);
 LLTM_EXT_FOR_FLOATING_TYPES(LLTM_EXT_INSTANTIATE)
 

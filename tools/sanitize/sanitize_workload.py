@@ -2,8 +2,8 @@
 backward, in every CUDA dtype, on small edge cases, each result checked against a float64 CPU
 reference.
 Covered: relu, sigmoid and round_ste (sizes 0, 1, odd, tails after every vector width, more than one
-block; misaligned views x[1:] into forward and backward kernels; a non-contiguous input; transposed
-and permuted inputs, run in place), lltm
+block; misaligned views x[1:] into forward and backward kernels; inputs that are not dense, copied
+or read as strided rows; transposed and permuted inputs, run in place), lltm
 (empty batch / features, odd sizes, misaligned state and gradient tensors; the LLTM module through
 SGD steps, as a user trains it), lltm_sequence (empty sequence, batch or features, odd sizes,
 misaligned views, time-major and batch-first, backward through time; the fused step kernels and, on
@@ -159,11 +159,19 @@ def run_elementwise(name: str, dtype: torch.dtype) -> None:
             y_off.copy_(y.detach())
             dx_off = backward_op.default(grad, y_off)
             check(dx_off, dx.detach().double().cpu(), dtype, f"{name} backward misaligned n={n}")
-    # A non-contiguous input (every other column): copied contiguous first.
-    x = randn(33, 18, dtype=dtype)[:, ::2].requires_grad_()
-    y = fn(x)
-    check(y, ref(x.detach().double().cpu()), dtype, f"{name} forward strided")
-    torch.autograd.grad(y.sum(), x)
+    # Inputs that are not dense: short rows (copied contiguous first); rows of 128 or more read in
+    # place as strided rows (every other column, a corner at an offset, an expanded row).
+    strided = (
+        randn(33, 18, dtype=dtype)[:, ::2],
+        randn(33, 300, dtype=dtype)[:, ::2],
+        randn(9, 7, 261, dtype=dtype)[1:, ::2, 3:],
+        randn(1, 257, dtype=dtype).expand(5, 257),
+    )
+    for x in strided:
+        x = x.detach().requires_grad_()
+        y = fn(x)
+        check(y, ref(x.detach().double().cpu()), dtype, f"{name} forward {list(x.stride())}")
+        torch.autograd.grad(y.sum(), x)
     # Dense views (transposed, permuted) run in place, y laid out as x; backward from a gradient
     # laid out otherwise (copied as y is laid out) and from one laid out as y.
     for x in (randn(33, 17, dtype=dtype).t(), randn(3, 5, 7, dtype=dtype).permute(2, 0, 1)):
