@@ -847,7 +847,7 @@ def test_packed_mixed_call_within_the_loops_error(monkeypatch, device, lower):
     leaves = _packed_mixed_operands(device, lengths, 9, 80, lower)
     data, sizes, weights, bias, h0, c0 = leaves
     tensors = (data, weights, bias, h0, c0)
-    leaves64 = [t.detach().double().requires_grad_() for t in tensors]
+    leaves64 = [t.detach().double().cpu().requires_grad_() for t in tensors]
     want = packed_reference(leaves64[0], sizes, *leaves64[1:])
     with torch.autocast(device, dtype=lower):
         # the loop on the same values, as float32 tensors (autocast rounds its products' operands)
