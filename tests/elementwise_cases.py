@@ -135,7 +135,7 @@ class ElementwiseTests:
     @pytest.mark.parametrize("device", devices())
     @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=lambda d: str(d)[6:])
     def test_views_that_are_not_dense(self, device, dtype):
-        """Inputs that are not dense, y contiguous: on CUDA those whose dimensions merge into at
+        """Inputs that are not dense, y contiguous: those whose dimensions merge into at
         most two with rows of 128 or more are read in place as strided rows (every other column, a
         corner with offsets, a 3-D slice whose outer dimensions merge, an expanded row, a 1-D step,
         more rows than a grid's y), the rest copied first (short rows, dimensions that do not

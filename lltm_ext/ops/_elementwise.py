@@ -47,7 +47,7 @@ def check_dense(t: Tensor, name: str) -> None:
 def fake_like(x: Tensor) -> Tensor:
     """What the public operator and ``<op>_forward`` return for an input `x` of any layout: a new
     tensor with x's strides where x is dense, else contiguous (the kernels read x in place as
-    strided rows on CUDA where they can, else a contiguous copy)."""
+    strided rows where they can, else a contiguous copy)."""
     check_inputs(x=x)
     if is_dense(x):
         return torch.empty_like(x)

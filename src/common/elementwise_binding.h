@@ -27,8 +27,9 @@ namespace lltm_ext::elementwise {
 
 // CPU kernels write every element of their last argument; all tensors dense and laid out alike
 // (check_dense, check_same_strides), one shape: the kernels run over numel() elements in memory
-// order, whatever order that is.
-using ForwardKernel = void (*)(const at::Tensor& x, const at::Tensor& y);
+// order, whatever order that is. Forward's x may instead be read as strided rows (x_rows), y
+// contiguous.
+using ForwardKernel = void (*)(const at::Tensor& x, const at::Tensor& y, StridedRows x_rows);
 using BackwardKernel = void (*)(const at::Tensor& grad, const at::Tensor& output,
                                 const at::Tensor& grad_input);
 
@@ -82,8 +83,8 @@ inline StridedRows strided_rows(const at::Tensor& x) {
 
 // y = op(x) for x of any shape and layout: a new tensor laid out as x (x's strides) where x is
 // dense, as PyTorch's element-wise ops lay out theirs, else contiguous. A dense x runs in memory
-// order; one that is not, on CUDA where it reads as strided rows (strided_rows), in place, else
-// from a contiguous copy.
+// order; one that is not, where it reads as strided rows (strided_rows), in place, else from a
+// contiguous copy.
 template <typename CudaLaunch>
 at::Tensor forward(const char* op, const at::Tensor& x, ForwardKernel cpu,
                    [[maybe_unused]] const CudaLaunch& cuda) {
@@ -91,7 +92,7 @@ at::Tensor forward(const char* op, const at::Tensor& x, ForwardKernel cpu,
   check_backend(x, op);
   StridedRows rows;
   if (!x.is_non_overlapping_and_dense()) {
-    rows = x.is_cuda() ? strided_rows(x) : StridedRows{};
+    rows = strided_rows(x);
     if (rows.rows == 0) {
       return forward(op, x.contiguous(), cpu, cuda);
     }
@@ -104,7 +105,7 @@ at::Tensor forward(const char* op, const at::Tensor& x, ForwardKernel cpu,
     fail_not_compiled_with_cuda(op);
 #endif
   } else {
-    cpu(x, y);
+    cpu(x, y, rows);
   }
   return y;
 }

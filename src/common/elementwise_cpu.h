@@ -17,6 +17,7 @@
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -26,6 +27,7 @@
 #include "common/checks.h"
 #include "common/cpu_isa.h"
 #include "common/dispatch.h"
+#include "common/strided_rows.h"
 
 namespace lltm_ext::cpu::elementwise {
 
@@ -200,6 +202,53 @@ void launch(const at::Tensor& out, const Op& op, const Inputs&... inputs) {
       }
 #endif
       run_range(op, o, begin, end, inputs.template const_data_ptr<scalar_t>()...);
+    });
+  });
+}
+
+// y = op(x) for x read as strided rows `r` (rows > 0; common/strided_rows.h) and a contiguous y,
+// in parallel over y's elements: each thread gathers a stretch of a row at a time into a buffer
+// that stays in L1 and runs the vectorized loop from it into y (a contiguous copy of x first would
+// write and read the whole tensor once more). r.rows == 0: launch.
+template <typename Op>
+void launch_unary(const at::Tensor& y, const Op& op, const at::Tensor& x,
+                  const ::lltm_ext::elementwise::StridedRows& r) {
+  if (r.rows == 0) {
+    launch(y, op, x);
+    return;
+  }
+  const int64_t n = y.numel();
+  if (n == 0) {
+    return;
+  }
+  constexpr int64_t kStretch = 2048;  // elements per gather
+  const Isa use = isa();
+  LLTM_EXT_DISPATCH_FLOATING(y.scalar_type(), "lltm_ext_elementwise", [&] {
+    scalar_t* out = y.mutable_data_ptr<scalar_t>();
+    const scalar_t* in = x.const_data_ptr<scalar_t>();
+    at::parallel_for(0, n, at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
+      scalar_t buffer[kStretch];
+      for (int64_t i = begin; i < end;) {
+        const int64_t row = i / r.cols, col = i - row * r.cols;
+        const int64_t count = std::min({kStretch, r.cols - col, end - i});
+        const scalar_t* src = in + row * r.row_stride + col * r.col_stride;
+        for (int64_t k = 0; k < count; ++k) {
+          buffer[k] = src[k * r.col_stride];
+        }
+        scalar_t* dst = out + i;
+#if LLTM_EXT_CPU_X86_COPIES
+        if (use == Isa::kAvx512) {
+          run_range_avx512(op, dst, 0, count, static_cast<const scalar_t*>(buffer));
+        } else if (use == Isa::kAvx2) {
+          run_range_avx2(op, dst, 0, count, static_cast<const scalar_t*>(buffer));
+        } else {
+          run_range(op, dst, 0, count, static_cast<const scalar_t*>(buffer));
+        }
+#else
+        run_range(op, dst, 0, count, static_cast<const scalar_t*>(buffer));
+#endif
+        i += count;
+      }
     });
   });
 }

@@ -4,8 +4,8 @@
 
 namespace lltm_ext::relu {
 
-void forward_cpu(const at::Tensor& x, const at::Tensor& y) {
-  cpu::elementwise::launch(y, Forward{}, x);
+void forward_cpu(const at::Tensor& x, const at::Tensor& y, elementwise::StridedRows x_rows) {
+  cpu::elementwise::launch_unary(y, Forward{}, x, x_rows);
 }
 
 void backward_cpu(const at::Tensor& grad, const at::Tensor& y, const at::Tensor& grad_input) {

@@ -31,9 +31,10 @@ struct Forward {
   }
 };
 
-// All tensors dense and laid out alike, one dtype and device, one element count; y is written
+// All tensors dense and laid out alike (forward: or x read as strided rows x_rows, y
+// contiguous), one dtype and device, one element count; y is written
 // whole. (Backward is the straight-through estimator, the incoming gradient itself: no kernel.)
-void forward_cpu(const at::Tensor& x, const at::Tensor& y);
+void forward_cpu(const at::Tensor& x, const at::Tensor& y, elementwise::StridedRows x_rows);
 
 #ifdef WITH_CUDA
 // CUDA launchers (round_ste_cuda.cu), for T = float, double, c10::Half, c10::BFloat16: n elements

@@ -36,9 +36,10 @@ struct Backward {
   }
 };
 
-// All tensors dense and laid out alike, one dtype and device, one element count; outputs are
+// All tensors dense and laid out alike (forward: or x read as strided rows x_rows, y
+// contiguous), one dtype and device, one element count; outputs are
 // written whole.
-void forward_cpu(const at::Tensor& x, const at::Tensor& y);
+void forward_cpu(const at::Tensor& x, const at::Tensor& y, elementwise::StridedRows x_rows);
 void backward_cpu(const at::Tensor& grad, const at::Tensor& y, const at::Tensor& grad_input);
 
 #ifdef WITH_CUDA

@@ -4,8 +4,8 @@
 
 namespace lltm_ext::sigmoid {
 
-void forward_cpu(const at::Tensor& x, const at::Tensor& y) {
-  cpu::elementwise::launch(y, Forward<cpu::elementwise::Math>{}, x);
+void forward_cpu(const at::Tensor& x, const at::Tensor& y, elementwise::StridedRows x_rows) {
+  cpu::elementwise::launch_unary(y, Forward<cpu::elementwise::Math>{}, x, x_rows);
 }
 
 void backward_cpu(const at::Tensor& grad, const at::Tensor& y, const at::Tensor& grad_input) {
