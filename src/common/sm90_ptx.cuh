@@ -22,6 +22,15 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// `v` as a register the compiler cannot see into: a shared-memory address taken before a loop
+// then stays in that register, where the compiler would otherwise recompute it inside the loop
+// from the block's rank in its cluster (a special-register read that the loop waits for).
+__device__ __forceinline__ uint32_t opaque_u32(uint32_t v) {
+  uint32_t r;
+  asm volatile("mov.b32 %0, %1;" : "=r"(r) : "r"(v));
+  return r;
+}
+
 // ---- mbarriers (shared::cta, 64-bit) ----
 
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
@@ -41,27 +50,34 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t by
                : "memory");
 }
 
+// The barrier helpers below also take the barrier's shared-memory address (smem_u32, held by
+// opaque_u32 where a loop reuses it).
+__device__ __forceinline__ void mbar_arrive(uint32_t addr) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(addr) : "memory");
+}
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+  mbar_arrive(smem_u32(bar));
 }
 
-// One arrival on the mbarrier at `bar`'s offset in block `cta` of the cluster (this block's own
+// One arrival on the mbarrier at `addr`'s offset in block `cta` of the cluster (this block's own
 // too), with the default (CTA-scope) release: what it must order, the warp's wgmma reads of the
 // stage that it gives back, completed before the arrival.
-__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta) {
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t addr, uint32_t cta) {
   asm volatile(
       "{\n"
       ".reg .b32 remote;\n"
       "mapa.shared::cluster.u32 remote, %0, %1;\n"
       "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
-      "}\n" ::"r"(smem_u32(bar)),
+      "}\n" ::"r"(addr),
       "r"(cta)
       : "memory");
 }
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta) {
+  mbar_arrive_cluster(smem_u32(bar), cta);
+}
 
 // Waits until the phase of parity `parity` has completed.
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  const uint32_t addr = smem_u32(bar);
+__device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) {
   uint32_t done = 0;
   do {
     asm volatile(
@@ -74,6 +90,9 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
         : "r"(addr), "r"(parity)
         : "memory");
   } while (!done);
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  mbar_wait(smem_u32(bar), parity);
 }
 
 // ---- TMA ----

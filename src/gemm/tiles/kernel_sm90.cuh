@@ -12,7 +12,8 @@
 //     the TMA loads; out-of-bounds rows / columns (M, N, K tails) arrive as zeros;
 //   - warpgroups 1 and 2 are consumers, each owning 64 rows of the block tile (64 x BN float32
 //     accumulators, BN / 2 registers per thread): per stage, four wgmma m64nBNk16 (k8 for tf32)
-//     straight from shared memory, then a release of the stage (one arrival per warp) once
+//     straight from shared memory (descriptors and barrier addresses taken once, before the K
+//     loop, which adds offsets to them), then a release of the stage (one arrival per warp) once
 //     they are done: with p.overlap, a step later, one group left in flight meanwhile; where
 //     M <= 64 (p.a_rows 64) stages hold 64 rows of A, and the second consumer's math reads rows
 //     that no load wrote and stores none of its results (a branch around its math instead would
@@ -367,12 +368,32 @@ __global__ void __launch_bounds__(384, 1)
     float part[X3 ? BN / 2 : 1];
     int stage = 0;
     uint32_t phase = 0;
+    // Shared-memory addresses taken once, outside the K loop, which only adds to them: the
+    // barriers' (8 bytes a stage), and the low words of stage 0's wgmma descriptors (a
+    // descriptor's address field counts 16 bytes and stays below 2^14 in a block's shared memory,
+    // so a stage or a K step further is an add to it; the high word is the same for all). A: the
+    // consumer's 64 rows are 64 K-major rows of 128 bytes, or one atom column: both start
+    // ATOM_BYTES * w into the stage. B: the whole stage part.
+    const uint32_t full_addr = opaque_u32(smem_u32(full));
+    const uint32_t empty_addr = opaque_u32(smem_u32(empty));
+    const uint32_t stage0 = smem_u32(smem);
+    // LBO (MN-major): the next atom column; SBO: 8 rows.
+    const uint64_t desc_a0 =
+        desc_sw128(stage0 + w * Tile::ATOM_BYTES, A_K ? 16 : Tile::ATOM_BYTES, 1024);
+    const uint64_t desc_b0 = desc_sw128(stage0 + Tile::A_BYTES, B_K ? 16 : Tile::ATOM_BYTES, 1024);
+    const uint32_t desc_a_lo = opaque_u32(static_cast<uint32_t>(desc_a0));
+    const uint32_t desc_b_lo = opaque_u32(static_cast<uint32_t>(desc_b0));
+    const uint64_t desc_a_hi = desc_a0 >> 32 << 32, desc_b_hi = desc_b0 >> 32 << 32;
+    // A K step: K-major, the next 16 K (8 for tf32) are 32 bytes along the (swizzled) row;
+    // MN-major, 16 rows of 128 bytes further.
+    constexpr uint32_t kStageDesc = Tile::STAGE_BYTES / 16;
+    constexpr uint32_t kStepA = (A_K ? 32 : 2048) / 16, kStepB = (B_K ? 32 : 2048) / 16;
     // A stage goes back to the producer(s): one arrival per warp, on both blocks' `empty` in a
     // cluster of two.
     auto release = [&](int s) {
       if (lane != 0) return;
-      mbar_arrive(&empty[s]);
-      if (cm > 1) mbar_arrive_cluster(&empty[s], rank ^ 1);
+      mbar_arrive(empty_addr + 8 * s);
+      if (cm > 1) mbar_arrive_cluster(empty_addr + 8 * s, rank ^ 1);
     };
     for (int u = first; u < items; u += step_u) {
       int t, kt_begin, kt_end, tm, tn;
@@ -382,12 +403,12 @@ __global__ void __launch_bounds__(384, 1)
       const int m0 = tm * BM, n0 = tn * BN;
       int held = -1;  // p.overlap: the stage the group still in flight may be reading
       for (int kt = kt_begin; kt < kt_end; ++kt) {
-        mbar_wait(&full[stage], phase);
-        // A: the consumer's 64 rows are 64 K-major rows of 128 bytes, or one atom column: both
-        // start ATOM_BYTES * w into the stage. B: the whole stage part.
-        const uint32_t a_addr = smem_u32(smem + stage * Tile::STAGE_BYTES) + w * Tile::ATOM_BYTES;
-        const uint32_t b_addr = smem_u32(smem + stage * Tile::STAGE_BYTES + Tile::A_BYTES);
+        mbar_wait(full_addr + 8 * stage, phase);
         if constexpr (X3) {
+          // A: the consumer's 64 rows are 64 K-major rows of 128 bytes, starting ATOM_BYTES * w
+          // into the stage. B: the whole stage part.
+          const uint32_t a_addr = stage0 + stage * Tile::STAGE_BYTES + w * Tile::ATOM_BYTES;
+          const uint32_t b_addr = stage0 + stage * Tile::STAGE_BYTES + Tile::A_BYTES;
           // The stage's three passes into sums of its own, from zero (smaller terms first), then
           // added to the float32 sums once they are done; the stage goes back meanwhile.
           constexpr uint32_t kSmall = Tile::A_BYTES + Tile::B_BYTES;
@@ -421,14 +442,11 @@ __global__ void __launch_bounds__(384, 1)
           continue;
         }
         wgmma_fence();
+        const uint32_t stage_desc = static_cast<uint32_t>(stage) * kStageDesc;
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          // K-major: the next 16 K (8 for tf32) are 32 bytes along the (swizzled) row; MN-major:
-          // 16 rows of 128 bytes further. LBO (MN-major): the next atom column; SBO: 8 rows.
-          const uint64_t da =
-              desc_sw128(a_addr + (A_K ? 32 * kk : 2048 * kk), A_K ? 16 : Tile::ATOM_BYTES, 1024);
-          const uint64_t db =
-              desc_sw128(b_addr + (B_K ? 32 * kk : 2048 * kk), B_K ? 16 : Tile::ATOM_BYTES, 1024);
+          const uint64_t da = desc_a_hi | (desc_a_lo + stage_desc + kk * kStepA);
+          const uint64_t db = desc_b_hi | (desc_b_lo + stage_desc + kk * kStepB);
           const int scale_d = (kt > kt_begin || kk > 0) ? 1 : 0;
           if constexpr (F32) {
             WgmmaTf32<BN>::mma(acc, da, db, scale_d);
