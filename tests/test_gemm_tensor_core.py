@@ -515,22 +515,27 @@ def test_wgmma_wide_tiles(dtype, tile):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", TC_DTYPES.values(), ids=TC_DTYPES.keys())
-@pytest.mark.parametrize("switch", ["overlap", "short_a", "cluster"])
+@pytest.mark.parametrize("switch", ["overlap", "short_a", "cluster", "pingpong"])
 def test_wgmma_switches_change_no_bit(dtype, switch):
     """The wgmma kernel's switches at their defaults and changed: the consumers with one group in
     flight across K steps or waiting for each step's; stages of 64 rows of A where M <= 64 (the
     second consumer idle) or 128; blocks alone or in clusters of two sharing B (tile rows even
-    and odd in number, more pairs than one round). The same products in the same order, so the
-    same bits; every tile width and layout, K of one step and of many, with and without K
-    splits, M of 1 to 64 and past it."""
+    and odd in number, more pairs than one round); the two consumer warpgroups splitting each
+    block tile's rows or taking the block's tiles in turn (ping-pong: 16-bit, tiles 64 or 128
+    wide; more tiles than blocks, so that each passes over the other's stages). The same
+    products in the same order, so the same bits; every tile width and layout, K of one step and
+    of many, with and without K splits, M of 1 to 64 and past it."""
     if not tc_runs("wgmma"):
         pytest.skip("the wgmma kernel does not run here (a Hopper GPU and sm_90a code)")
     shapes = [(256, 512, 64), (136, 72, 1000), (1000, 1100, 1024), (1, 264, 520), (40, 200, 1000)]
     shapes += [(64, 512, 4096), (65, 136, 200), (300, 520, 700), (2100, 4100, 72)]
-    # cluster: never (1) against wherever the kernel can (2); the others: default against off.
-    base = {"cluster": 1} if switch == "cluster" else {}
-    changed = {"cluster": 2} if switch == "cluster" else {switch: False}
+    # cluster, pingpong: never (1) against wherever the kernel can (2); the others: default
+    # against off.
+    never = switch in ("cluster", "pingpong")
+    base = {switch: 1} if never else {}
+    changed = {switch: 2} if never else {switch: False}
     runs = [(64, 1), (128, 1), (256, 1), (128, 3)] + [(192, 1), (192, 2)] * (switch == "cluster")
+    runs += [(64, 3)] * (switch == "pingpong")
     with tf32_if(dtype):
         for layout in LAYOUTS:
             for m, n, k in shapes:
