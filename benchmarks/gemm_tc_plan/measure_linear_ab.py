@@ -3,7 +3,8 @@
 layout, each point `lltm_ext.gemm` (the auto plan) against cuBLAS, interleaved, checked against
 float64. `run` times the build it imports; `compare` puts runs of two builds side by side (each
 run's ratios to cuBLAS, so runs from separate processes on one machine compare), per M and point
-by point.
+by point. `run --knobs pingpong=2` times one build with the wgmma kernel's switches set
+(`_set_gemm_wgmma_knobs`), so that one build's variants compare the same way.
 
     PYTHONPATH=<build A> python benchmarks/gemm_tc_plan/measure_linear_ab.py run a1.json
     PYTHONPATH=<build B> python benchmarks/gemm_tc_plan/measure_linear_ab.py run b1.json
@@ -18,22 +19,21 @@ import math
 from typing import Any
 
 
-def points() -> list[tuple[int, int, int, str]]:
-    """(M, N, K, layout) of every point."""
+def points(
+    ms: tuple[int, ...] = (64, 128, 256, 512, 1024, 2048),
+) -> list[tuple[int, int, int, str]]:
+    """(M, N, K, layout) of every point: the linear layers at each M of ms, and 3000x5000x2000."""
     from lltm_ext.cli.linear import LINEAR_LAYERS
 
     out = [
-        (m, n, k, layout)
-        for m in (64, 128, 256, 512, 1024, 2048)
-        for k, n in LINEAR_LAYERS["cuda"]
-        for layout in ("nt", "nn")
+        (m, n, k, layout) for m in ms for k, n in LINEAR_LAYERS["cuda"] for layout in ("nt", "nn")
     ]
     return out + [(3000, 5000, 2000, layout) for layout in ("nn", "nt", "tn", "tt")]
 
 
-def run(path: str, budget: float) -> None:
-    """Times every point (ours and cuBLAS interleaved, `budget` seconds of samples a point) and
-    writes the rows to path."""
+def run(path: str, budget: float, ms: tuple[int, ...], knobs: dict[str, int]) -> None:
+    """Times every point (ours and cuBLAS interleaved, `budget` seconds of samples a point) at the
+    linear layers' M of ms, with the wgmma switches `knobs` set, and writes the rows to path."""
     import torch
     from measure_tile_widths import operands  # this folder's (run as a script from here)
 
@@ -44,7 +44,8 @@ def run(path: str, budget: float) -> None:
     if not torch.cuda.is_available():
         raise SystemExit("measure_linear_ab.py: times CUDA kernels, but torch sees no GPU")
     ext, rows = load_extension("gemm"), []
-    for m, n, k, layout in points():
+    ext._set_gemm_wgmma_knobs(**knobs)
+    for m, n, k, layout in points(ms):
         a, b = operands(m, n, k, layout, torch.bfloat16)
         ref = a.double() @ b.double()
         err = float((lltm_ext.gemm(a, b).double() - ref).norm() / ref.norm())
@@ -59,7 +60,9 @@ def run(path: str, budget: float) -> None:
         print(f"{m}x{n}x{k} {layout} {r['plan']} ours {r['auto']:.1f} cuBLAS {r['ref']:.1f} us "
               f"{r['ref'] / r['auto']:.3f}x", flush=True)  # fmt: skip
     with open(path, "w") as f:
-        json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+        json.dump(
+            {"device": torch.cuda.get_device_name(), "knobs": knobs, "rows": rows}, f, indent=1
+        )
 
 
 def _geomean(xs: list[float]) -> float:
@@ -100,6 +103,8 @@ def main() -> None:
     r = sub.add_parser("run", help="time the build on PYTHONPATH")
     r.add_argument("json")
     r.add_argument("--budget", type=float, default=0.12, help="seconds of samples a point")
+    r.add_argument("--ms", default="64,128,256,512,1024,2048", help="the linear layers' M")
+    r.add_argument("--knobs", nargs="*", default=[], help="name=value: _set_gemm_wgmma_knobs")
     c = sub.add_parser("compare", help="runs side by side")
     c.add_argument("json")
     c.add_argument("runs", nargs="+", help="name=file, the first the baseline")
@@ -108,7 +113,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.what == "run":
-        run(args.json, args.budget)
+        ms = tuple(int(m) for m in args.ms.split(","))
+        knobs = {k: int(v) for k, v in (item.split("=", 1) for item in args.knobs)}
+        run(args.json, args.budget, ms, knobs)
     else:
         compare(args.json, dict(item.split("=", 1) for item in args.runs), args.what)
 
