@@ -513,6 +513,14 @@ def test_wgmma_wide_tiles(dtype, tile):
         ext()._gemm_tensor_core(a, a, "mma", tile=tile)
 
 
+def test_wgmma_switches_reject_unknown_values():
+    """The wgmma kernel's switches name their values when given another (on any build)."""
+    with pytest.raises(RuntimeError, match="cluster is 0, 1 or 2, not 3"):
+        ext()._set_gemm_wgmma_knobs(cluster=3)
+    with pytest.raises(RuntimeError, match="pingpong is 0, 1, 2 or 3, not 4"):
+        ext()._set_gemm_wgmma_knobs(pingpong=4)
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", TC_DTYPES.values(), ids=TC_DTYPES.keys())
 @pytest.mark.parametrize("switch", ["overlap", "short_a", "cluster", "pingpong"])
@@ -522,7 +530,8 @@ def test_wgmma_switches_change_no_bit(dtype, switch):
     second consumer idle) or 128; blocks alone or in clusters of two sharing B (tile rows even
     and odd in number, more pairs than one round); the two consumer warpgroups splitting each
     block tile's rows or taking the block's tiles in turn (ping-pong: 16-bit, tiles 64 or 128
-    wide; more tiles than blocks, so that each passes over the other's stages). The same
+    wide, of 128 or 64 rows; more tiles than blocks, so that each passes over the other's
+    stages). The same
     products in the same order, so the same bits; every tile width and layout, K of one step and
     of many, with and without K splits, M of 1 to 64 and past it."""
     if not tc_runs("wgmma"):
@@ -533,7 +542,8 @@ def test_wgmma_switches_change_no_bit(dtype, switch):
     # against off.
     never = switch in ("cluster", "pingpong")
     base = {switch: 1} if never else {}
-    changed = {switch: 2} if never else {switch: False}
+    changed = [{switch: 2}] if never else [{switch: False}]
+    changed += [{switch: 3}] * (switch == "pingpong")  # ping-pong's 64-row tiles
     runs = [(64, 1), (128, 1), (256, 1), (128, 3)] + [(192, 1), (192, 2)] * (switch == "cluster")
     runs += [(64, 3)] * (switch == "pingpong")
     with tf32_if(dtype):
@@ -543,7 +553,7 @@ def test_wgmma_switches_change_no_bit(dtype, switch):
                 for tile, splits in runs:
                     run = dict(tile=tile, splits=splits)
                     outs = []
-                    for knobs in (base, changed):
+                    for knobs in (base, *changed):
                         ext()._set_gemm_wgmma_knobs(**knobs)
                         try:
                             out = poisoned(m, n, dtype)
@@ -551,9 +561,9 @@ def test_wgmma_switches_change_no_bit(dtype, switch):
                         finally:
                             ext()._set_gemm_wgmma_knobs()
                         outs.append(out)
-                    on, off = outs
-                    assert torch.equal(on, off), (m, n, k, layout, tile, splits)
-                    assert_like_torch(on, a, b)
+                    for i, out in enumerate(outs[1:]):
+                        assert torch.equal(outs[0], out), (m, n, k, layout, tile, splits, i)
+                    assert_like_torch(outs[0], a, b)
 
 
 @pytest.mark.cuda

@@ -68,10 +68,11 @@ static_assert(half_paths_match_the_table(),
 std::atomic<int> g_half_path{-1};
 
 // set_cuda_wgmma_knobs(): the wgmma kernel's Sm90Gemm::overlap, ::short_a, ::cluster_m and
-// ::pingpong.
+// ::pingpong_rows.
 std::atomic<bool> g_wgmma_overlap{true}, g_wgmma_short_a{true};
-std::atomic<int> g_wgmma_cluster{0};   // 0: the plan's
-std::atomic<int> g_wgmma_pingpong{0};  // 0: the plan's, 1: never, 2: where it applies
+std::atomic<int> g_wgmma_cluster{0};  // 0: the plan's
+// 0: the plan's, 1: never, 2: tiles of 128 rows where it applies, 3: of 64 rows.
+std::atomic<int> g_wgmma_pingpong{0};
 
 int parse_half_path(const std::string& value, const char* what) {
   return settings::choice_index(kHalfPathSetting, value, what);
@@ -311,7 +312,7 @@ void run_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, co
   const int cluster = g_wgmma_cluster.load();
   g.cluster_m = cluster == 0 ? plan.cluster : cluster;
   const int pingpong = g_wgmma_pingpong.load();
-  g.pingpong = pingpong == 0 ? false : pingpong == 2;
+  g.pingpong_rows = pingpong == 2 ? 128 : pingpong == 3 ? 64 : 0;  // the plan's: none
   const at::Tensor workspace = split_workspace(plan, c, &g);
   const char* step = "";
   const cudaError_t err = launch_sm90(g, stream, &step);

@@ -906,13 +906,13 @@ def run_gemm_wgmma_clusters(dtypes: list[torch.dtype], prefilled: bool = False) 
 
 def run_gemm_wgmma_pingpong(dtypes: list[torch.dtype], prefilled: bool = False) -> None:
     """run_gemm_wgmma's checks with the wgmma kernel in ping-pong wherever it applies (16-bit, tiles
-    64 or 128 wide, 128-row stages: one consumer warpgroup sums a block tile, the other takes the
-    block's next; `_set_gemm_wgmma_knobs(pingpong=2)`), K splits too, and again in clusters of two;
-    `prefilled` as there."""
+    64 or 128 wide: one consumer warpgroup sums a block tile, the other takes the block's next;
+    `_set_gemm_wgmma_knobs(pingpong=2)`, tiles of 128 rows, and `pingpong=3`, of 64), each alone
+    and in clusters of two; `prefilled` as there."""
     ext = load_extension("gemm")
-    for cluster in (0, 2):
+    for cluster, pingpong in itertools.product((0, 2), (2, 3)):
         if DEVICE == "cuda":
-            ext._set_gemm_wgmma_knobs(cluster=cluster, pingpong=2)
+            ext._set_gemm_wgmma_knobs(cluster=cluster, pingpong=pingpong)
         try:
             run_gemm_wgmma([d for d in dtypes if d in HALF], prefilled)
         finally:

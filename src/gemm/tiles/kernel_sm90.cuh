@@ -4,7 +4,8 @@
 // tiles, persistent over the tiles. sm_90a only (an empty body elsewhere).
 //
 // Design:
-//   - block tile BM x BN = 128 x BN (BN 256, 192, 168, 144, 128 or 64; 168 and 144, not whole
+//   - block tile BM x BN = 128 x BN (64 x BN for ping-pong's 64-row tiles; BN 256, 192, 168, 144,
+//   128 or 64; 168 and 144, not whole
 //     64-column atoms, for a K-major B only), K steps of 128 bytes (one 128-byte swizzle row: BK =
 //     64 16-bit elements, 32 for tf32); STAGES stages of A and B tiles in dynamic shared memory;
 //   - warpgroup 0 is the producer: after giving registers back (setmaxnreg), one thread waits for
@@ -21,9 +22,10 @@
 //   - operands of either major-ness for 16-bit types: a K-major operand is one box of 128 bytes
 //     of K x rows; an M- / N-major one is boxes of (64 M or N) x (64 K), each a 128-byte-swizzled
 //     atom column, read by wgmma with its transpose bit set (tf32: K-major only);
-//   - ping-pong (PP; 16-bit, tiles 64 or 128 wide, 128-row stages): one consumer warpgroup sums
-//     a whole block tile (two m64nBN accumulators, eight wgmma a stage), the other takes the
-//     block's next work item; each passes over the other's stages, and starts an item's main loop
+//   - ping-pong (PP, the tile's rows: 128 or 64; 16-bit, tiles 64 or 128 wide): one consumer
+//     warpgroup sums a whole block tile (PP / 64 m64nBN accumulators, 4 PP / 64 wgmma a stage;
+//     64-row tiles hold stages of 64 rows of A, so more of them fit), the other takes the block's
+//     next work item; each passes over the other's stages, and starts an item's main loop
 //     only once the other has waited for every stage of the item before (a `turn` barrier each),
 //     so that one's epilogue runs under the other's main loop and no `full` wait runs a phase
 //     ahead of its barrier (parity waits cannot tell such phases apart);
@@ -84,9 +86,10 @@ inline constexpr int kSm90F32X3 = 3;
 // The shape and shared memory of the BN-wide block tile for element type DT_ (kSm90*). A stage
 // holds 128 bytes of K per row (64 16-bit or 32 float32 elements), so the stages' byte geometry is
 // the same for every element type; C's staging is not (C_BOXES).
-template <int BN_, int DT_>
+template <int BN_, int DT_, int BM_ = 128>
 struct Sm90Tile {
-  static constexpr int BM = 128, BN = BN_, BK = 64;  // BK: in 16-bit elements (32 for TF32)
+  // BM: 128, or 64 for the ping-pong kernel's 64-row tiles (one consumer warpgroup a tile).
+  static constexpr int BM = BM_, BN = BN_, BK = 64;  // BK: in 16-bit elements (32 for TF32)
   static constexpr int CONSUMERS = 2;                // consumer warpgroups, 64 rows each
   static constexpr int THREADS = 128 * (CONSUMERS + 1);
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
@@ -117,6 +120,7 @@ struct Sm90Tile {
   static_assert(BN == 16 || (BN % 8 == 0 && BN >= 64 && BN <= 256),
                 "wgmma tiles are 16 wide, or 64-256 in steps of 8");
   static_assert(STAGES >= (PARTS == 2 ? 3 : 4), "at least four stages (three of two parts)");
+  static_assert(BM == 128 || BM == 64, "block tiles of 128 rows, or 64 (ping-pong)");
   static_assert(
       DT_ != kSm90F32X3 || BN == 64 || BN == 128,
       "float32 in three passes: tiles 64 or 128 wide (its sums take twice the registers)");
@@ -240,18 +244,20 @@ __device__ __forceinline__ void store_two(void* c, int64_t idx, float v0, float 
 // Sm90Tile<BN, DT>::SMEM_BYTES of dynamic shared memory, gridDim.x <= tiles x splits. The narrow
 // tile (BN 16: a side of at most 16 streamed past the other operand's 128-row tiles) needs B
 // K-major and stores C directly.
-template <int BN, int DT, bool A_K, bool B_K, bool PP = false>
+template <int BN, int DT, bool A_K, bool B_K, int PP = 0>
 __global__ void __launch_bounds__(384, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                      const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_c, const Sm90Params p) {
 #if LLTM_EXT_SM90A
-  using Tile = Sm90Tile<BN, DT>;
+  // PP: ping-pong, each consumer warpgroup summing whole block tiles of PP (128 or 64) rows.
+  constexpr bool PINGPONG = PP != 0;
+  using Tile = Sm90Tile<BN, DT, PINGPONG ? PP : 128>;
   static_assert(DT < kSm90TF32 || (A_K && B_K), "tf32 wgmma reads K-major operands only");
   static_assert(BN >= 64 || (B_K && DT < kSm90TF32), "the narrow tile: 16-bit, B K-major");
   static_assert(BN % 64 == 0 || B_K, "an N-major B in whole 64-column atoms");
-  static_assert(!PP || (DT < kSm90TF32 && (BN == 64 || BN == 128)),
-                "ping-pong: 16-bit tiles 64 or 128 wide (a tile's sums in one warpgroup)");
+  static_assert(!PINGPONG || (DT < kSm90TF32 && (BN == 64 || BN == 128) && (PP == 64 || PP == 128)),
+                "ping-pong: 16-bit tiles of 128 or 64 rows, 64 or 128 wide (in one warpgroup)");
   constexpr bool F32 = DT >= kSm90TF32, X3 = DT == kSm90F32X3;
   constexpr int ELEM = F32 ? 4 : 2;
   constexpr int BM = Tile::BM, BK = 128 / ELEM, STAGES = Tile::STAGES;
@@ -259,15 +265,15 @@ __global__ void __launch_bounds__(384, 1)
   // image from the other architectures' empty stubs (gemm_kernels_sm90.cu, sm90_image_loaded).
   // PP: two barriers more after `full`'s, the consumer warpgroups' turns (turn[w]: the other one
   // has waited for its item's every stage).
-  __shared__ uint64_t full[STAGES + (PP ? 2 : 0)], empty[STAGES];
+  __shared__ uint64_t full[STAGES + (PINGPONG ? 2 : 0)], empty[STAGES];
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw_addr = smem_u32(smem_raw);
   uint8_t* const smem = smem_raw + ((1024 - (raw_addr & 1023)) & 1023);  // 1024-aligned stages
 
   // PP: warp-uniform to the compiler (a shuffle from lane 0), whose item loop depends on it (else
   // ptxas takes that loop for divergent and serializes every wgmma: C7518).
-  const int warpgroup = PP ? __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0)
-                           : static_cast<int>(threadIdx.x / 128);
+  const int warpgroup = PINGPONG ? __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0)
+                                 : static_cast<int>(threadIdx.x / 128);
   const int tid = threadIdx.x % 128;
   // Clusters of two (p.cluster_m): a stage's B arrives half from each block, so a stage is free
   // once both blocks' consumers are done with it (their arrivals on each other's `empty`).
@@ -275,9 +281,9 @@ __global__ void __launch_bounds__(384, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], (PP ? 1 : Tile::CONSUMERS) * 4 * cm);
+      mbar_init(&empty[s], (PINGPONG ? 1 : Tile::CONSUMERS) * 4 * cm);
     }
-    if constexpr (PP) {
+    if constexpr (PINGPONG) {
       mbar_init(&full[STAGES], 1);
       mbar_init(&full[STAGES + 1], 1);
     }
@@ -376,11 +382,11 @@ __global__ void __launch_bounds__(384, 1)
     }
   } else {  // consumers
     setmaxnreg_inc<232>();
-    const int w = warpgroup - 1;  // rows 64 w .. 64 w + 63 of the block tile (PP: every row)
+    const int w = warpgroup - 1;  // rows 64 w .. 64 w + 63 of the block tile (PP: all of it)
     const int warp = tid / 32, lane = tid % 32;
-    // The 64-row halves of the block tile that this warpgroup sums: its own, or with PP both
-    // (an m64nBN accumulator each), the other warpgroup taking the next work item.
-    constexpr int HALVES = PP ? 2 : 1;
+    // The 64-row parts of the block tile that this warpgroup sums (an m64nBN accumulator each):
+    // its own, or with PP every one, the other warpgroup taking the next work item.
+    constexpr int HALVES = PINGPONG ? PP / 64 : 1;
     float acc[HALVES][BN / 2];
 #pragma unroll
     for (int h = 0; h < HALVES; ++h) {
@@ -409,8 +415,8 @@ __global__ void __launch_bounds__(384, 1)
     const uint32_t empty_addr = opaque_u32(smem_u32(empty));
     const uint32_t stage0 = smem_u32(smem);
     // LBO (MN-major): the next atom column; SBO: 8 rows.
-    const uint64_t desc_a0 =
-        desc_sw128(stage0 + (PP ? 0 : w) * Tile::ATOM_BYTES, A_K ? 16 : Tile::ATOM_BYTES, 1024);
+    const uint64_t desc_a0 = desc_sw128(stage0 + (PINGPONG ? 0 : w) * Tile::ATOM_BYTES,
+                                        A_K ? 16 : Tile::ATOM_BYTES, 1024);
     const uint64_t desc_b0 = desc_sw128(stage0 + Tile::A_BYTES, B_K ? 16 : Tile::ATOM_BYTES, 1024);
     const uint32_t desc_a_lo = opaque_u32(static_cast<uint32_t>(desc_a0));
     const uint32_t desc_b_lo = opaque_u32(static_cast<uint32_t>(desc_b0));
@@ -432,13 +438,14 @@ __global__ void __launch_bounds__(384, 1)
     // warpgroup starts an item's main loop only once the other has waited for every stage of the
     // item before (its turn): a wait on a stage's `full` tells phases apart by parity only, so it
     // must not come before the stage's previous phase has completed.
-    const int u_first = first + (PP ? w * step_u : 0), u_step = (PP ? 2 : 1) * step_u;
+    const int u_first = first + (PINGPONG ? w * step_u : 0);
+    const int u_step = (PINGPONG ? 2 : 1) * step_u;
     const uint32_t turn_addr = full_addr + 8 * (STAGES + w),
                    next_addr = full_addr + 8 * (STAGES + 1 - w);
     uint32_t turn_phase = 0;
     for (int u = u_first; u < items; u += u_step) {
       int t, kt_begin, kt_end, tm, tn;
-      if constexpr (PP) {
+      if constexpr (PINGPONG) {
         if (u - step_u >= first) {  // the other warpgroup's item before this one
           sm90_work(p, u - step_u, tiles, k_tiles, t, kt_begin, kt_end);
           const int s = stage + (kt_end - kt_begin);
@@ -527,7 +534,7 @@ __global__ void __launch_bounds__(384, 1)
           phase ^= 1;
         }
       }
-      if constexpr (PP) {
+      if constexpr (PINGPONG) {
         if (tid == 0) mbar_arrive(next_addr);  // the other warpgroup's turn
       }
       if (p.overlap && !X3) {
@@ -555,10 +562,10 @@ __global__ void __launch_bounds__(384, 1)
           }
         }
       }
-      // The tile's halves this warpgroup holds (PP: both, rows 64 half .. 64 half + 63).
+      // The tile's 64-row parts this warpgroup holds (rows 64 half .. 64 half + 63).
 #pragma unroll
       for (int hv = 0; hv < HALVES; ++hv) {
-        const int half = PP ? hv : w;
+        const int half = PINGPONG ? hv : w;
         const float (&v)[BN / 2] = acc[hv];
         // Epilogue: the m64nBN accumulator fragment: per 8 columns j, a thread holds (row r,
         // columns c, c + 1) and (row r + 8, the same columns), r = 16 warp + lane / 4,
@@ -679,8 +686,9 @@ __global__ void __launch_bounds__(384, 1)
 // tf32 with an operand that is not K-major; *smem gets its dynamic shared memory.
 using Sm90KernelFn = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, Sm90Params);
 Sm90KernelFn wide_kernel(int bn, int dt, bool a_k, bool b_k, int* smem);
-// The ping-pong kernel (PP) of width bn (64 or 128) for a 16-bit DT and the operands' major-ness
-// (gemm_kernels_sm90_pingpong.cu): nullptr for another width or type; *smem as above.
-Sm90KernelFn pingpong_kernel(int bn, int dt, bool a_k, bool b_k, int* smem);
+// The ping-pong kernel (PP) of `rows` x bn tiles (128 or 64 x 64 or 128) for a 16-bit DT and the
+// operands' major-ness (gemm_kernels_sm90_pingpong.cu): nullptr for another shape or type; *smem
+// as above.
+Sm90KernelFn pingpong_kernel(int rows, int bn, int dt, bool a_k, bool b_k, int* smem);
 
 }  // namespace lltm_ext::gemm_tiles::sm90
