@@ -18,7 +18,10 @@ if ! "$PY" -c "from lltm_ext._extension import load_extension as l; l('gemm')" 2
   LLTM_EXT_OPS=gemm "$PY" setup.py build_ext --inplace > "$OUT/build.log" 2>&1 ||
     { tail -30 "$OUT/build.log"; exit 1; }
 fi
-"$PY" -m pytest -q tests/test_gemm_tensor_core.py -k "switches and pingpong" 2>&1 | tail -3
+"$PY" -m pytest -q tests/test_gemm_tensor_core.py -k "switches and pingpong" > "$OUT/test.log" 2>&1
+rc=$?
+tail -3 "$OUT/test.log"
+[ $rc = 0 ] || { echo "pingpong_ab.sh: the switch's bit test failed; nothing timed"; exit 1; }
 for what in "${@:-linear}"; do
   case $what in
     linear)
