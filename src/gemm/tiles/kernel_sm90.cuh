@@ -4,10 +4,10 @@
 // tiles, persistent over the tiles. sm_90a only (an empty body elsewhere).
 //
 // Design:
-//   - block tile BM x BN = 128 x BN (64 x BN for ping-pong's 64-row tiles; BN 256, 192, 168, 144,
-//   128 or 64; 168 and 144, not whole
-//     64-column atoms, for a K-major B only), K steps of 128 bytes (one 128-byte swizzle row: BK =
-//     64 16-bit elements, 32 for tf32); STAGES stages of A and B tiles in dynamic shared memory;
+//   - block tile BM x BN = 128 x BN (64 x BN for ping-pong's 64-row tiles; BN 256, 192, 168,
+//     144, 128 or 64; 168 and 144, not whole 64-column atoms, for a K-major B only), K steps of
+//     128 bytes (one 128-byte swizzle row: BK = 64 16-bit elements, 32 for tf32); STAGES stages
+//     of A and B tiles in dynamic shared memory;
 //   - warpgroup 0 is the producer: after giving registers back (setmaxnreg), one thread waits for
 //     a free stage (`empty` barrier), announces its bytes on the stage's `full` barrier and issues
 //     the TMA loads; out-of-bounds rows / columns (M, N, K tails) arrive as zeros;
