@@ -3,7 +3,7 @@
 layout, each point `lltm_ext.gemm` (the auto plan) against cuBLAS, interleaved, checked against
 float64. `run` times the build it imports; `compare` puts runs of two builds side by side (each
 run's ratios to cuBLAS, so runs from separate processes on one machine compare), per M and point
-by point. `run --knobs pingpong=2` times one build with the wgmma kernel's switches set
+by point. `run --knobs cluster=2` times one build with the wgmma kernel's switches set
 (`_set_gemm_wgmma_knobs`), so that one build's variants compare the same way.
 
     PYTHONPATH=<build A> python benchmarks/gemm_tc_plan/measure_linear_ab.py run a1.json

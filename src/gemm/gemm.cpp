@@ -510,14 +510,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       py::arg("path"));
   m.def(
       "_set_gemm_wgmma_knobs",
-      [](bool overlap, bool short_a, int64_t cluster, int64_t pingpong) {
+      [](bool overlap, bool short_a, int64_t cluster) {
         TORCH_CHECK(cluster >= 0 && cluster <= 2, "lltm_ext.gemm: cluster is 0, 1 or 2, not ",
                     cluster, ".");
-        TORCH_CHECK(pingpong >= 0 && pingpong <= 3, "lltm_ext.gemm: pingpong is 0, 1, 2 or 3, not ",
-                    pingpong, ".");
 #ifdef WITH_CUDA
-        lltm_ext::gemm::set_cuda_wgmma_knobs(overlap, short_a, static_cast<int>(cluster),
-                                             static_cast<int>(pingpong));
+        lltm_ext::gemm::set_cuda_wgmma_knobs(overlap, short_a, static_cast<int>(cluster));
 #else
         TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
 #endif
@@ -526,12 +523,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "tensor-core ops in flight across K steps (else it waits for each step's); short_a, stages "
       "of 64 rows of A where M <= 64 (else 128, the rows past M filled with zeros); cluster, 2: "
       "blocks in clusters of two on neighbouring tile rows, B's stages multicast to both (where "
-      "M spans two tile rows and the tile is 64 or more wide), 1: never, 0: as planned; "
-      "pingpong, 2: one consumer warpgroup per block tile of 128 rows, the other on the next "
-      "(16-bit, tiles 64 or 128 wide, M > 64), 3: likewise with tiles of 64 rows (any M), 1: "
-      "never, 0: as planned",
-      py::arg("overlap") = true, py::arg("short_a") = true, py::arg("cluster") = 0,
-      py::arg("pingpong") = 0);
+      "M spans two tile rows and the tile is 64 or more wide), 1: never, 0: as planned",
+      py::arg("overlap") = true, py::arg("short_a") = true, py::arg("cluster") = 0);
   m.def(
       "_cuda_choose",
       [](int64_t M, int64_t N, int64_t K, bool b_k_contig) {

@@ -132,10 +132,8 @@ void set_cuda_half_path(const std::string& path);
 // group in flight across K steps (default) or wait for each step's group; whether a product of
 // M <= 64 loads stages of 64 rows of A (default) or 128; whether blocks run in clusters of two
 // that share B's stages: as planned (0, the default; TcPlan::cluster), never (1) or wherever they
-// can (2); whether one consumer warpgroup sums a whole block tile while the other takes the next
-// (ping-pong, Sm90Gemm::pingpong_rows): as planned (0), never (1), or wherever it applies with
-// tiles of 128 rows (2) or of 64 rows (3).
-void set_cuda_wgmma_knobs(bool overlap, bool short_a, int cluster, int pingpong);
+// can (2).
+void set_cuda_wgmma_knobs(bool overlap, bool short_a, int cluster);
 
 // What the tile heuristic is told about the current CUDA device: its SM count, its float32 path,
 // the occupancy of each config (read once per device; 0 for configs its path does not run).

@@ -151,20 +151,9 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
                  : g.type == kSm90BFloat16 ? sm90::kSm90BF16
                                            : sm90::kSm90F16;
   const bool x3 = g.type == kSm90F32x3;
-  // With M <= 64 (g.short_a) A's K-major boxes are 64 rows deep, and one M-major box is loaded.
-  int a_rows = g.short_a && g.M <= 64 ? 64 : BM;
-  Sm90Kernel kernel = nullptr;
+  Sm90Kernel kernel;
   int smem = 0;
-  // Ping-pong where it applies (Sm90Gemm::pingpong_rows): block tiles of that many rows, stages
-  // of as many rows of A.
-  const int pp = g.pingpong_rows;
-  const bool pingpong = (pp == 64 || (pp == BM && a_rows == BM)) && (g.bn == 64 || g.bn == 128) &&
-                        (g.type == kSm90BFloat16 || g.type == kSm90Half);
-  const int bm = pingpong ? pp : BM;
-  if (pingpong) {
-    a_rows = pp;
-    kernel = sm90::pingpong_kernel(pp, g.bn, dt, g.a_kcontig, g.b_kcontig, &smem);
-  } else if (g.bn == 256) {
+  if (g.bn == 256) {
     kernel = kernel_for_type<256>(g.type, g.a_kcontig, g.b_kcontig);
     smem = sm90::sm90_smem_bytes<256>(dt);
   } else if (g.bn == 128) {
@@ -197,7 +186,9 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   if (encode == nullptr) return cudaErrorNotSupported;
   // A (M x K): K-major rows of K, else M-major rows of M; boxes of 64 K x 128 M, resp. 64 M x
   // 64 K. B (K x N): K-major rows of K, else N-major rows of N; 64 K x BN, resp. 64 N x 64 K.
-  const int64_t tiles_m = (g.M + bm - 1) / bm;
+  // With M <= 64 (g.short_a) A's K-major boxes are 64 rows deep, and one M-major box is loaded.
+  const int a_rows = g.short_a && g.M <= 64 ? 64 : BM;
+  const int64_t tiles_m = (g.M + BM - 1) / BM;
   // Clusters of two share B's stages (each block loads half of a K-major B box: BN / 2 rows).
   int cm = !x3 && g.cluster_m == 2 && g.bn >= 64 && g.bn % 64 == 0 && tiles_m >= 2 ? 2 : 1;
   // Persistent: a block per SM, or a cluster per pair of SMs that hold one at once (none there,

@@ -182,11 +182,6 @@ struct Sm90Gemm : GemmProblem {
   // 2: clusters of two blocks on neighbouring tile rows, B multicast (Sm90Params::cluster_m),
   // where the tiles are 64 or more wide and M takes two tile rows or more (else 1).
   int cluster_m = 1;
-  // Ping-pong (gemm_sm90_kernel's PP): one consumer warpgroup sums a whole block tile of
-  // pingpong_rows (128 or 64) rows, the other the block's next one, where the type is 16-bit and
-  // the tile 64 or 128 wide (128 rows: and M > 64 or !short_a); else (0) the two split each
-  // 128-row tile's rows.
-  int pingpong_rows = 0;
   // kSm90F32x3 (tiles 64 or 128 wide, no clusters): a and b are the split copies (2 M, resp. 2 N
   // rows of K, big parts first), and exact_a / exact_b the operands as given, A (r, k) at
   // exact_a[r * a_rs + k * a_ks], B (k, c) at exact_b[k * b_ks + c * b_cs] (the outputs that come

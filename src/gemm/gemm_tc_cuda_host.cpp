@@ -67,12 +67,9 @@ static_assert(half_paths_match_the_table(),
 // kHalfPaths; -1: not read yet.
 std::atomic<int> g_half_path{-1};
 
-// set_cuda_wgmma_knobs(): the wgmma kernel's Sm90Gemm::overlap, ::short_a, ::cluster_m and
-// ::pingpong_rows.
+// set_cuda_wgmma_knobs(): the wgmma kernel's Sm90Gemm::overlap, ::short_a and ::cluster_m.
 std::atomic<bool> g_wgmma_overlap{true}, g_wgmma_short_a{true};
 std::atomic<int> g_wgmma_cluster{0};  // 0: the plan's
-// 0: the plan's, 1: never, 2: tiles of 128 rows where it applies, 3: of 64 rows.
-std::atomic<int> g_wgmma_pingpong{0};
 
 int parse_half_path(const std::string& value, const char* what) {
   return settings::choice_index(kHalfPathSetting, value, what);
@@ -311,8 +308,6 @@ void run_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, co
   g.short_a = g_wgmma_short_a.load();
   const int cluster = g_wgmma_cluster.load();
   g.cluster_m = cluster == 0 ? plan.cluster : cluster;
-  const int pingpong = g_wgmma_pingpong.load();
-  g.pingpong_rows = pingpong == 2 ? 128 : pingpong == 3 ? 64 : 0;  // the plan's: none
   const at::Tensor workspace = split_workspace(plan, c, &g);
   const char* step = "";
   const cudaError_t err = launch_sm90(g, stream, &step);
@@ -511,11 +506,10 @@ void set_cuda_half_path(const std::string& path) {
   g_half_path.store(parse_half_path(path, "the half-precision GEMM path"));
 }
 
-void set_cuda_wgmma_knobs(bool overlap, bool short_a, int cluster, int pingpong) {
+void set_cuda_wgmma_knobs(bool overlap, bool short_a, int cluster) {
   g_wgmma_overlap.store(overlap);
   g_wgmma_short_a.store(short_a);
   g_wgmma_cluster.store(cluster);
-  g_wgmma_pingpong.store(pingpong);
 }
 
 }  // namespace lltm_ext::gemm

@@ -13,8 +13,7 @@ contiguous or not; split-K from the heuristic, float32 and float64; the register
 forced), every float32 tile config through the tuning entry point (_gemm_with_config: with and
 without split-K, and tail split-K on ragged tiles), and the Hopper tensor-core kernels (gemm_wgmma:
 each block tile width forced, for bfloat16, float16 and float32 as TF32, every layout, and again
-with its blocks in clusters of two sharing B (gemm_wgmma_clusters), and with one consumer
-warpgroup a block tile, the other on the next (gemm_wgmma_pingpong), and exact float32 in three tf32
+with its blocks in clusters of two sharing B (gemm_wgmma_clusters), and exact float32 in three tf32
 passes (gemm_wgmma_exact: split copies, K splits, Inf / NaN operands), operands with
 the 16-byte aligned rows TMA needs and M / N / K tails, C stored by TMA and element by element,
 out=; tf32's K-major copies from aligned, unaligned and misaligned operands; the row copies of
@@ -904,22 +903,6 @@ def run_gemm_wgmma_clusters(dtypes: list[torch.dtype], prefilled: bool = False) 
             ext._set_gemm_wgmma_knobs()
 
 
-def run_gemm_wgmma_pingpong(dtypes: list[torch.dtype], prefilled: bool = False) -> None:
-    """run_gemm_wgmma's checks with the wgmma kernel in ping-pong wherever it applies (16-bit, tiles
-    64 or 128 wide: one consumer warpgroup sums a block tile, the other takes the block's next;
-    `_set_gemm_wgmma_knobs(pingpong=2)`, tiles of 128 rows, and `pingpong=3`, of 64), each alone
-    and in clusters of two; `prefilled` as there."""
-    ext = load_extension("gemm")
-    for cluster, pingpong in itertools.product((0, 2), (2, 3)):
-        if DEVICE == "cuda":
-            ext._set_gemm_wgmma_knobs(cluster=cluster, pingpong=pingpong)
-        try:
-            run_gemm_wgmma([d for d in dtypes if d in HALF], prefilled)
-        finally:
-            if DEVICE == "cuda":
-                ext._set_gemm_wgmma_knobs()
-
-
 # (M, N, K) for the mma.sync kernels: tails of the 64 / 128 tiles and of the 32-element K step,
 # K % 8 != 0 (the last 16-byte chunk of a K-major row partly past K), 1 x 1 x 1, K longer than the
 # 4-stage ring, odd N (the last column stored alone), and more tiles than an H100 / H200 has SMs.
@@ -1242,7 +1225,7 @@ def main() -> int:
         default="relu,sigmoid,round_ste,lltm,lltm_module,lltm_sequence,lltm_sequence_packed,"
         "lltm_sequence_mixed,rounded_operands,gemm,"
         "gemm_configs,"
-        "gemm_wgmma,gemm_wgmma_clusters,gemm_wgmma_pingpong,gemm_wgmma_exact,gemm_mma,gemm_tc_plans,gemm_row_copies,"
+        "gemm_wgmma,gemm_wgmma_clusters,gemm_wgmma_exact,gemm_mma,gemm_tc_plans,gemm_row_copies,"
         "gemm_small_side,"
         "gemm_short_k,gemm_skinny,"
         "gemm_narrow",
@@ -1295,8 +1278,6 @@ def main() -> int:
             run_gemm_wgmma(dtypes, args.prefilled_tma_outputs)
         elif op == "gemm_wgmma_clusters":
             run_gemm_wgmma_clusters(dtypes, args.prefilled_tma_outputs)
-        elif op == "gemm_wgmma_pingpong":
-            run_gemm_wgmma_pingpong(dtypes, args.prefilled_tma_outputs)
         elif op == "gemm_wgmma_exact":
             run_gemm_wgmma_exact(dtypes)
         elif op == "gemm_mma":

@@ -4,10 +4,9 @@
 // tiles, persistent over the tiles. sm_90a only (an empty body elsewhere).
 //
 // Design:
-//   - block tile BM x BN = 128 x BN (64 x BN for ping-pong's 64-row tiles; BN 256, 192, 168,
-//     144, 128 or 64; 168 and 144, not whole 64-column atoms, for a K-major B only), K steps of
-//     128 bytes (one 128-byte swizzle row: BK = 64 16-bit elements, 32 for tf32); STAGES stages
-//     of A and B tiles in dynamic shared memory;
+//   - block tile BM x BN = 128 x BN (BN 256, 192, 168, 144, 128 or 64; 168 and 144, not whole
+//     64-column atoms, for a K-major B only), K steps of 128 bytes (one 128-byte swizzle row: BK =
+//     64 16-bit elements, 32 for tf32); STAGES stages of A and B tiles in dynamic shared memory;
 //   - warpgroup 0 is the producer: after giving registers back (setmaxnreg), one thread waits for
 //     a free stage (`empty` barrier), announces its bytes on the stage's `full` barrier and issues
 //     the TMA loads; out-of-bounds rows / columns (M, N, K tails) arrive as zeros;
@@ -22,13 +21,6 @@
 //   - operands of either major-ness for 16-bit types: a K-major operand is one box of 128 bytes
 //     of K x rows; an M- / N-major one is boxes of (64 M or N) x (64 K), each a 128-byte-swizzled
 //     atom column, read by wgmma with its transpose bit set (tf32: K-major only);
-//   - ping-pong (PP, the tile's rows: 128 or 64; 16-bit, tiles 64 or 128 wide): one consumer
-//     warpgroup sums a whole block tile (PP / 64 m64nBN accumulators, 4 PP / 64 wgmma a stage;
-//     64-row tiles hold stages of 64 rows of A, so more of them fit), the other takes the block's
-//     next work item; each passes over the other's stages, and starts an item's main loop
-//     only once the other has waited for every stage of the item before (a `turn` barrier each),
-//     so that one's epilogue runs under the other's main loop and no `full` wait runs a phase
-//     ahead of its barrier (parity waits cannot tell such phases apart);
 //   - persistent: gridDim.x <= the SM count, each block walks work items (tiles, or with K splits
 //     the tiles of each split) blockIdx.x, + gridDim.x, ... in groups of GROUP_M tile rows
 //     (neighbours share A and B panels in L2); the producer runs ahead into the next item while
@@ -86,10 +78,9 @@ inline constexpr int kSm90F32X3 = 3;
 // The shape and shared memory of the BN-wide block tile for element type DT_ (kSm90*). A stage
 // holds 128 bytes of K per row (64 16-bit or 32 float32 elements), so the stages' byte geometry is
 // the same for every element type; C's staging is not (C_BOXES).
-template <int BN_, int DT_, int BM_ = 128>
+template <int BN_, int DT_>
 struct Sm90Tile {
-  // BM: 128, or 64 for the ping-pong kernel's 64-row tiles (one consumer warpgroup a tile).
-  static constexpr int BM = BM_, BN = BN_, BK = 64;  // BK: in 16-bit elements (32 for TF32)
+  static constexpr int BM = 128, BN = BN_, BK = 64;  // BK: in 16-bit elements (32 for TF32)
   static constexpr int CONSUMERS = 2;                // consumer warpgroups, 64 rows each
   static constexpr int THREADS = 128 * (CONSUMERS + 1);
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
@@ -120,7 +111,6 @@ struct Sm90Tile {
   static_assert(BN == 16 || (BN % 8 == 0 && BN >= 64 && BN <= 256),
                 "wgmma tiles are 16 wide, or 64-256 in steps of 8");
   static_assert(STAGES >= (PARTS == 2 ? 3 : 4), "at least four stages (three of two parts)");
-  static_assert(BM == 128 || BM == 64, "block tiles of 128 rows, or 64 (ping-pong)");
   static_assert(
       DT_ != kSm90F32X3 || BN == 64 || BN == 128,
       "float32 in three passes: tiles 64 or 128 wide (its sums take twice the registers)");
@@ -244,36 +234,27 @@ __device__ __forceinline__ void store_two(void* c, int64_t idx, float v0, float 
 // Sm90Tile<BN, DT>::SMEM_BYTES of dynamic shared memory, gridDim.x <= tiles x splits. The narrow
 // tile (BN 16: a side of at most 16 streamed past the other operand's 128-row tiles) needs B
 // K-major and stores C directly.
-template <int BN, int DT, bool A_K, bool B_K, int PP = 0>
+template <int BN, int DT, bool A_K, bool B_K>
 __global__ void __launch_bounds__(384, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                      const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_c, const Sm90Params p) {
 #if LLTM_EXT_SM90A
-  // PP: ping-pong, each consumer warpgroup summing whole block tiles of PP (128 or 64) rows.
-  constexpr bool PINGPONG = PP != 0;
-  using Tile = Sm90Tile<BN, DT, PINGPONG ? PP : 128>;
+  using Tile = Sm90Tile<BN, DT>;
   static_assert(DT < kSm90TF32 || (A_K && B_K), "tf32 wgmma reads K-major operands only");
   static_assert(BN >= 64 || (B_K && DT < kSm90TF32), "the narrow tile: 16-bit, B K-major");
   static_assert(BN % 64 == 0 || B_K, "an N-major B in whole 64-column atoms");
-  static_assert(!PINGPONG || (DT < kSm90TF32 && (BN == 64 || BN == 128) && (PP == 64 || PP == 128)),
-                "ping-pong: 16-bit tiles of 128 or 64 rows, 64 or 128 wide (in one warpgroup)");
   constexpr bool F32 = DT >= kSm90TF32, X3 = DT == kSm90F32X3;
   constexpr int ELEM = F32 ? 4 : 2;
   constexpr int BM = Tile::BM, BK = 128 / ELEM, STAGES = Tile::STAGES;
   // Static shared memory: only this (sm_90a) body has it, which is how the host tells the loaded
   // image from the other architectures' empty stubs (gemm_kernels_sm90.cu, sm90_image_loaded).
-  // PP: two barriers more after `full`'s, the consumer warpgroups' turns (turn[w]: the other one
-  // has waited for its item's every stage).
-  __shared__ uint64_t full[STAGES + (PINGPONG ? 2 : 0)], empty[STAGES];
+  __shared__ uint64_t full[STAGES], empty[STAGES];
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw_addr = smem_u32(smem_raw);
   uint8_t* const smem = smem_raw + ((1024 - (raw_addr & 1023)) & 1023);  // 1024-aligned stages
 
-  // PP: warp-uniform to the compiler (a shuffle from lane 0), whose item loop depends on it (else
-  // ptxas takes that loop for divergent and serializes every wgmma: C7518).
-  const int warpgroup = PINGPONG ? __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0)
-                                 : static_cast<int>(threadIdx.x / 128);
+  const int warpgroup = threadIdx.x / 128;
   const int tid = threadIdx.x % 128;
   // Clusters of two (p.cluster_m): a stage's B arrives half from each block, so a stage is free
   // once both blocks' consumers are done with it (their arrivals on each other's `empty`).
@@ -281,11 +262,7 @@ __global__ void __launch_bounds__(384, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], (PINGPONG ? 1 : Tile::CONSUMERS) * 4 * cm);
-    }
-    if constexpr (PINGPONG) {
-      mbar_init(&full[STAGES], 1);
-      mbar_init(&full[STAGES + 1], 1);
+      mbar_init(&empty[s], Tile::CONSUMERS * 4 * cm);
     }
     mbar_init_fence();
   }
@@ -382,25 +359,11 @@ __global__ void __launch_bounds__(384, 1)
     }
   } else {  // consumers
     setmaxnreg_inc<232>();
-    const int w = warpgroup - 1;  // rows 64 w .. 64 w + 63 of the block tile (PP: all of it)
+    const int w = warpgroup - 1;  // rows 64 w .. 64 w + 63 of the block tile
     const int warp = tid / 32, lane = tid % 32;
-    // The 64-row parts of the block tile that this warpgroup sums (an m64nBN accumulator each):
-    // its own, or with PP every one, the other warpgroup taking the next work item.
-    constexpr int HALVES = PINGPONG ? PP / 64 : 1;
-    float acc[HALVES][BN / 2];
+    float acc[BN / 2];
 #pragma unroll
-    for (int h = 0; h < HALVES; ++h) {
-#pragma unroll
-      for (int i = 0; i < BN / 2; ++i) acc[h][i] = 0.f;
-    }
-    // The accumulators, as wgmma leaves them, fenced against reordering past the wait before.
-    auto fence_acc = [&] {
-#pragma unroll
-      for (int h = 0; h < HALVES; ++h) {
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) fence_operand(acc[h][i]);
-      }
-    };
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
     // kSm90F32X3: one stage's sums (unused otherwise).
     float part[X3 ? BN / 2 : 1];
     int stage = 0;
@@ -415,8 +378,8 @@ __global__ void __launch_bounds__(384, 1)
     const uint32_t empty_addr = opaque_u32(smem_u32(empty));
     const uint32_t stage0 = smem_u32(smem);
     // LBO (MN-major): the next atom column; SBO: 8 rows.
-    const uint64_t desc_a0 = desc_sw128(stage0 + (PINGPONG ? 0 : w) * Tile::ATOM_BYTES,
-                                        A_K ? 16 : Tile::ATOM_BYTES, 1024);
+    const uint64_t desc_a0 =
+        desc_sw128(stage0 + w * Tile::ATOM_BYTES, A_K ? 16 : Tile::ATOM_BYTES, 1024);
     const uint64_t desc_b0 = desc_sw128(stage0 + Tile::A_BYTES, B_K ? 16 : Tile::ATOM_BYTES, 1024);
     const uint32_t desc_a_lo = opaque_u32(static_cast<uint32_t>(desc_a0));
     const uint32_t desc_b_lo = opaque_u32(static_cast<uint32_t>(desc_b0));
@@ -425,7 +388,6 @@ __global__ void __launch_bounds__(384, 1)
     // MN-major, 16 rows of 128 bytes further.
     constexpr uint32_t kStageDesc = Tile::STAGE_BYTES / 16;
     constexpr uint32_t kStepA = (A_K ? 32 : 2048) / 16, kStepB = (B_K ? 32 : 2048) / 16;
-    constexpr uint32_t kHalfA = Tile::ATOM_BYTES / 16;  // PP: rows 64 .. 127 of A's stage part
     // A stage goes back to the producer(s): one arrival per warp, on both blocks' `empty` in a
     // cluster of two.
     auto release = [&](int s) {
@@ -433,28 +395,8 @@ __global__ void __launch_bounds__(384, 1)
       mbar_arrive(empty_addr + 8 * s);
       if (cm > 1) mbar_arrive_cluster(empty_addr + 8 * s, rank ^ 1);
     };
-    // PP: the warpgroups take the block's work items in turn (w = 0 the first, third, ...), each
-    // passing over the stages of the other's items, which the producer loads in between. A
-    // warpgroup starts an item's main loop only once the other has waited for every stage of the
-    // item before (its turn): a wait on a stage's `full` tells phases apart by parity only, so it
-    // must not come before the stage's previous phase has completed.
-    const int u_first = first + (PINGPONG ? w * step_u : 0);
-    const int u_step = (PINGPONG ? 2 : 1) * step_u;
-    const uint32_t turn_addr = full_addr + 8 * (STAGES + w),
-                   next_addr = full_addr + 8 * (STAGES + 1 - w);
-    uint32_t turn_phase = 0;
-    for (int u = u_first; u < items; u += u_step) {
+    for (int u = first; u < items; u += step_u) {
       int t, kt_begin, kt_end, tm, tn;
-      if constexpr (PINGPONG) {
-        if (u - step_u >= first) {  // the other warpgroup's item before this one
-          sm90_work(p, u - step_u, tiles, k_tiles, t, kt_begin, kt_end);
-          const int s = stage + (kt_end - kt_begin);
-          phase ^= static_cast<uint32_t>((s / STAGES) & 1);
-          stage = s % STAGES;
-          mbar_wait(turn_addr, turn_phase);
-          turn_phase ^= 1;
-        }
-      }
       sm90_work(p, u, tiles, k_tiles, t, kt_begin, kt_end);
       sm90_tile_coords(t, tiles_mc, p.tiles_n, Tile::GROUP_M / cm, tm, tn);
       tm = tm * cm + rank;
@@ -488,10 +430,10 @@ __global__ void __launch_bounds__(384, 1)
           release(stage);
           if (kt == kt_begin) {
 #pragma unroll
-            for (int i = 0; i < BN / 2; ++i) acc[0][i] = part[i];
+            for (int i = 0; i < BN / 2; ++i) acc[i] = part[i];
           } else {
 #pragma unroll
-            for (int i = 0; i < BN / 2; ++i) acc[0][i] += part[i];
+            for (int i = 0; i < BN / 2; ++i) acc[i] += part[i];
           }
           if (++stage == STAGES) {
             stage = 0;
@@ -503,17 +445,14 @@ __global__ void __launch_bounds__(384, 1)
         const uint32_t stage_desc = static_cast<uint32_t>(stage) * kStageDesc;
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
+          const uint64_t da = desc_a_hi | (desc_a_lo + stage_desc + kk * kStepA);
           const uint64_t db = desc_b_hi | (desc_b_lo + stage_desc + kk * kStepB);
           const int scale_d = (kt > kt_begin || kk > 0) ? 1 : 0;
-#pragma unroll
-          for (int h = 0; h < HALVES; ++h) {
-            const uint64_t da = desc_a_hi | (desc_a_lo + stage_desc + kk * kStepA + h * kHalfA);
-            if constexpr (F32) {
-              WgmmaTf32<BN>::mma(acc[h], da, db, scale_d);
-            } else {
-              Wgmma<BN, DT == kSm90BF16>::template mma<A_K ? 0 : 1, B_K ? 0 : 1>(acc[h], da, db,
-                                                                                 scale_d);
-            }
+          if constexpr (F32) {
+            WgmmaTf32<BN>::mma(acc, da, db, scale_d);
+          } else {
+            Wgmma<BN, DT == kSm90BF16>::template mma<A_K ? 0 : 1, B_K ? 0 : 1>(acc, da, db,
+                                                                               scale_d);
           }
         }
         wgmma_commit();
@@ -521,12 +460,14 @@ __global__ void __launch_bounds__(384, 1)
           // This step's group runs on while the last one's stage goes back to the producer (the
           // groups on one accumulator keep their order).
           wgmma_wait<1>();
-          fence_acc();
+#pragma unroll
+          for (int i = 0; i < BN / 2; ++i) fence_operand(acc[i]);
           if (held >= 0) release(held);
           held = stage;
         } else {
           wgmma_wait<0>();
-          fence_acc();
+#pragma unroll
+          for (int i = 0; i < BN / 2; ++i) fence_operand(acc[i]);
           release(stage);
         }
         if (++stage == STAGES) {
@@ -534,12 +475,10 @@ __global__ void __launch_bounds__(384, 1)
           phase ^= 1;
         }
       }
-      if constexpr (PINGPONG) {
-        if (tid == 0) mbar_arrive(next_addr);  // the other warpgroup's turn
-      }
       if (p.overlap && !X3) {
         wgmma_wait<0>();
-        fence_acc();
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) fence_operand(acc[i]);
         if (held >= 0) release(held);
       }
       if (m0 >= p.M) continue;  // the second block of a last, odd row of a cluster's pair
@@ -548,129 +487,123 @@ __global__ void __launch_bounds__(384, 1)
         // item's K range (a warp's lanes go in only where one of them holds such an output).
         bool bad = false;
 #pragma unroll
-        for (int i = 0; i < BN / 2; ++i) bad |= !isfinite(acc[0][i]);
+        for (int i = 0; i < BN / 2; ++i) bad |= !isfinite(acc[i]);
         if (__any_sync(0xffffffffu, bad)) {
           const int k0 = kt_begin * BK, k1 = min(kt_end * BK, p.K);
           const int row = m0 + 64 * w + 16 * warp + lane / 4;
 #pragma unroll
           for (int i = 0; i < BN / 2; ++i) {
             const int r = row + 8 * ((i / 2) % 2), col = n0 + 8 * (i / 4) + 2 * (lane % 4) + i % 2;
-            if (!isfinite(acc[0][i]) && r < p.M && col < p.N)
-              acc[0][i] =
+            if (!isfinite(acc[i]) && r < p.M && col < p.N)
+              acc[i] =
                   sm90_exact_dot(p.a + static_cast<int64_t>(r) * p.a_rs,
                                  p.b + static_cast<int64_t>(col) * p.b_cs, p.a_ks, p.b_ks, k0, k1);
           }
         }
       }
-      // The tile's 64-row parts this warpgroup holds (rows 64 half .. 64 half + 63).
+      // Epilogue: the m64nBN accumulator fragment: per 8 columns j, a thread holds (row r,
+      // columns c, c + 1) and (row r + 8, the same columns), r = 16 warp + lane / 4,
+      // c = 8 j + 2 (lane % 4). each_pair(store): store(r, c, v0, v1) for each such pair of the
+      // tile's elements whose row and first column lie inside M x N.
+      auto each_pair = [&](auto&& store, auto j0) {
+        const int row = m0 + 64 * w + 16 * warp + lane / 4;
+        const int col0 = n0 + 2 * (lane % 4);
 #pragma unroll
-      for (int hv = 0; hv < HALVES; ++hv) {
-        const int half = PINGPONG ? hv : w;
-        const float (&v)[BN / 2] = acc[hv];
-        // Epilogue: the m64nBN accumulator fragment: per 8 columns j, a thread holds (row r,
-        // columns c, c + 1) and (row r + 8, the same columns), r = 16 warp + lane / 4,
-        // c = 8 j + 2 (lane % 4). each_pair(store): store(r, c, v0, v1) for each such pair of the
-        // tile's elements whose row and first column lie inside M x N.
-        auto each_pair = [&](auto&& store, auto j0) {
-          const int row = m0 + 64 * half + 16 * warp + lane / 4;
-          const int col0 = n0 + 2 * (lane % 4);
+        for (int j = decltype(j0)::value; j < BN / 8; ++j) {
+          const int col = col0 + 8 * j;
 #pragma unroll
-          for (int j = decltype(j0)::value; j < BN / 8; ++j) {
-            const int col = col0 + 8 * j;
+          for (int h = 0; h < 2; ++h) {
+            const int r = row + 8 * h;
+            if (r < p.M && col < p.N) store(r, col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+          }
+        }
+      };
+      // C's elements stored by each thread directly.
+      auto direct = [&](int r, int col, float v0, float v1) {
+        const bool second = col + 1 < p.N;
+        if (p.c_trans) {
+          const int64_t at = static_cast<int64_t>(col) * p.ldc + r;
+          store_two<DT>(p.c, at, v0, 0.f, false, false);
+          if (second) store_two<DT>(p.c, at + p.ldc, v1, 0.f, false, false);
+          return;
+        }
+        store_two<DT>(p.c, static_cast<int64_t>(r) * p.ldc + col, v0, v1, p.pairs && second,
+                      second);
+      };
+      if (p.splits > 1) {
+        // A K split's partial tile: float32, to its slice, by direct stores (pairs where N is
+        // even: every column this thread writes first is even).
+        float* const slice = p.partial + static_cast<int64_t>(u / tiles) * p.M * p.N;
+        each_pair(
+            [&](int r, int col, float v0, float v1) {
+              if (p.c_trans) {
+                float* const dst = slice + static_cast<int64_t>(col) * p.M + r;
+                dst[0] = v0;
+                if (col + 1 < p.N) dst[p.M] = v1;
+                return;
+              }
+              float* const dst = slice + static_cast<int64_t>(r) * p.N + col;
+              if (p.N % 2 == 0) {
+                *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+              } else {
+                dst[0] = v0;
+                if (col + 1 < p.N) dst[1] = v1;
+              }
+            },
+            std::integral_constant<int, 0>{});
+      } else if (Tile::C_STAGED && p.tma_store) {
+        // Through shared memory, PASS_COLS columns at a time: 64-row boxes of 128-byte rows (CB
+        // columns) in TMA's 128-byte swizzle (16-byte chunk index ^ row % 8: conflict-free for
+        // this fragment), then one thread stores them with TMA (clipped at M and N) and the
+        // warpgroup moves on to the next tile while the copy engine writes C.
+        constexpr int CB = 128 / ELEM;
+        constexpr int PASS_COLS = Tile::C_BOXES == 1 || BN % (2 * CB) != 0 ? CB
+                                  : BN < 2 * CB                            ? BN
+                                                                           : 2 * CB;
+        constexpr int BOXES = PASS_COLS / CB, PASSES = BN / PASS_COLS;
+        static_assert(BOXES <= Tile::C_BOXES, "a pass's boxes fit the staging buffer");
+        uint8_t* const cs =
+            smem + STAGES * Tile::STAGE_BYTES + w * Tile::C_BOXES * Tile::C_BOX_BYTES;
+        const uint32_t cs_addr = smem_u32(cs);
+#pragma unroll
+        for (int pass = 0; pass < PASSES; ++pass) {
+          if (tid == 0) bulk_wait_read<0>();  // the last store has read the staging buffer
+          named_barrier_sync(1 + w, 128);
+#pragma unroll
+          for (int jj = 0; jj < PASS_COLS / 8; ++jj) {
+            const int j = pass * (PASS_COLS / 8) + jj;
+            const uint32_t col = 8 * jj + 2 * (lane % 4);           // within the pass
+            const uint32_t box = col / CB, cb = (col % CB) * ELEM;  // byte within the box row
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-              const int r = row + 8 * h;
-              if (r < p.M && col < p.N) store(r, col, v[4 * j + 2 * h], v[4 * j + 2 * h + 1]);
-            }
-          }
-        };
-        // C's elements stored by each thread directly.
-        auto direct = [&](int r, int col, float v0, float v1) {
-          const bool second = col + 1 < p.N;
-          if (p.c_trans) {
-            const int64_t at = static_cast<int64_t>(col) * p.ldc + r;
-            store_two<DT>(p.c, at, v0, 0.f, false, false);
-            if (second) store_two<DT>(p.c, at + p.ldc, v1, 0.f, false, false);
-            return;
-          }
-          store_two<DT>(p.c, static_cast<int64_t>(r) * p.ldc + col, v0, v1, p.pairs && second,
-                        second);
-        };
-        if (p.splits > 1) {
-          // A K split's partial tile: float32, to its slice, by direct stores (pairs where N is
-          // even: every column this thread writes first is even).
-          float* const slice = p.partial + static_cast<int64_t>(u / tiles) * p.M * p.N;
-          each_pair(
-              [&](int r, int col, float v0, float v1) {
-                if (p.c_trans) {
-                  float* const dst = slice + static_cast<int64_t>(col) * p.M + r;
-                  dst[0] = v0;
-                  if (col + 1 < p.N) dst[p.M] = v1;
-                  return;
-                }
-                float* const dst = slice + static_cast<int64_t>(r) * p.N + col;
-                if (p.N % 2 == 0) {
-                  *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
-                } else {
-                  dst[0] = v0;
-                  if (col + 1 < p.N) dst[1] = v1;
-                }
-              },
-              std::integral_constant<int, 0>{});
-        } else if (Tile::C_STAGED && p.tma_store) {
-          // Through shared memory, PASS_COLS columns at a time: 64-row boxes of 128-byte rows (CB
-          // columns) in TMA's 128-byte swizzle (16-byte chunk index ^ row % 8: conflict-free for
-          // this fragment), then one thread stores them with TMA (clipped at M and N) and the
-          // warpgroup moves on to the next tile while the copy engine writes C.
-          constexpr int CB = 128 / ELEM;
-          constexpr int PASS_COLS = Tile::C_BOXES == 1 || BN % (2 * CB) != 0 ? CB
-                                    : BN < 2 * CB                            ? BN
-                                                                             : 2 * CB;
-          constexpr int BOXES = PASS_COLS / CB, PASSES = BN / PASS_COLS;
-          static_assert(BOXES <= Tile::C_BOXES, "a pass's boxes fit the staging buffer");
-          uint8_t* const cs =
-              smem + STAGES * Tile::STAGE_BYTES + w * Tile::C_BOXES * Tile::C_BOX_BYTES;
-          const uint32_t cs_addr = smem_u32(cs);
-#pragma unroll
-          for (int pass = 0; pass < PASSES; ++pass) {
-            if (tid == 0) bulk_wait_read<0>();  // the last store has read the staging buffer
-            named_barrier_sync(1 + w, 128);
-#pragma unroll
-            for (int jj = 0; jj < PASS_COLS / 8; ++jj) {
-              const int j = pass * (PASS_COLS / 8) + jj;
-              const uint32_t col = 8 * jj + 2 * (lane % 4);           // within the pass
-              const uint32_t box = col / CB, cb = (col % CB) * ELEM;  // byte within the box row
-#pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                const uint32_t r = 16 * warp + lane / 4 + 8 * h;
-                const uint32_t addr = cs_addr + box * Tile::C_BOX_BYTES + r * 128 +
-                                      (((cb >> 4) ^ (r & 7)) << 4) + (cb & 15);
-                const float v0 = v[4 * j + 2 * h], v1 = v[4 * j + 2 * h + 1];
-                if constexpr (F32) {
-                  st_shared_v2_f32(addr, v0, v1);
-                } else {
-                  st_shared_u32(addr, pack2<DT == kSm90BF16>(v0, v1));
-                }
+              const uint32_t r = 16 * warp + lane / 4 + 8 * h;
+              const uint32_t addr = cs_addr + box * Tile::C_BOX_BYTES + r * 128 +
+                                    (((cb >> 4) ^ (r & 7)) << 4) + (cb & 15);
+              const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+              if constexpr (F32) {
+                st_shared_v2_f32(addr, v0, v1);
+              } else {
+                st_shared_u32(addr, pack2<DT == kSm90BF16>(v0, v1));
               }
             }
-            fence_proxy_async_smem();
-            named_barrier_sync(1 + w, 128);
-            if (tid == 0) {
+          }
+          fence_proxy_async_smem();
+          named_barrier_sync(1 + w, 128);
+          if (tid == 0) {
 #pragma unroll
-              for (int box = 0; box < BOXES; ++box) {
-                tma_store_2d(&map_c, cs + box * Tile::C_BOX_BYTES, n0 + PASS_COLS * pass + CB * box,
-                             m0 + 64 * half);
-              }
-              bulk_commit();
+            for (int box = 0; box < BOXES; ++box) {
+              tma_store_2d(&map_c, cs + box * Tile::C_BOX_BYTES, n0 + PASS_COLS * pass + CB * box,
+                           m0 + 64 * w);
             }
+            bulk_commit();
           }
-          // Columns past the last whole pass (BN not a multiple of it): stored directly.
-          if constexpr (BN % PASS_COLS != 0) {
-            each_pair(direct, std::integral_constant<int, PASSES * PASS_COLS / 8>{});
-          }
-        } else {
-          each_pair(direct, std::integral_constant<int, 0>{});
         }
+        // Columns past the last whole pass (BN not a multiple of it): stored directly.
+        if constexpr (BN % PASS_COLS != 0) {
+          each_pair(direct, std::integral_constant<int, PASSES * PASS_COLS / 8>{});
+        }
+      } else {
+        each_pair(direct, std::integral_constant<int, 0>{});
       }
     }
     if (p.tma_store && tid == 0) bulk_wait<0>();  // C written before the block exits
@@ -686,9 +619,5 @@ __global__ void __launch_bounds__(384, 1)
 // tf32 with an operand that is not K-major; *smem gets its dynamic shared memory.
 using Sm90KernelFn = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, Sm90Params);
 Sm90KernelFn wide_kernel(int bn, int dt, bool a_k, bool b_k, int* smem);
-// The ping-pong kernel (PP) of `rows` x bn tiles (128 or 64 x 64 or 128) for a 16-bit DT and the
-// operands' major-ness (gemm_kernels_sm90_pingpong.cu): nullptr for another shape or type; *smem
-// as above.
-Sm90KernelFn pingpong_kernel(int rows, int bn, int dt, bool a_k, bool b_k, int* smem);
 
 }  // namespace lltm_ext::gemm_tiles::sm90
