@@ -100,7 +100,8 @@ def weight_kn_operands(m, n, k, dtype, pad=0, small_n=False):
     return (w.t(), x.t()) if small_n else (x, w)
 
 
-# The column kernel's shapes: the large side a multiple of 8, ending inside a 64-column block.
+# The column kernel's shapes: the large side a multiple of 8, ending inside a 32- and a 64-column
+# block.
 COLS_SHAPES = [(1, 8, 8), (3, 72, 40), (8, 136, 264), (9, 1000, 1000), (17, 512, 2056),
                (32, 4040, 8192), (5, 3000, 776)]  # fmt: skip
 
@@ -110,21 +111,25 @@ COLS_SHAPES = [(1, 8, 8), (3, 72, 40), (8, 136, 264), (9, 1000, 1000), (17, 512,
 @pytest.mark.parametrize("small_n", [False, True], ids=["small_m", "small_n"])
 def test_forced_tiles_weight_kn(needs_skinny, dtype, small_n):
     """The column kernel (the large operand contiguous along its side: x @ W with W stored (K, N),
-    and the mirror) at 1, 3, 4 and 8 warps with K splits of its own choice, none and 3, rows padded
-    or not, into a NaN-poisoned output: within float accumulation's bound of float64, the same bits
-    twice; through lltm_ext.gemm too."""
+    and the mirror) in blocks of 32 and 64 columns and its own choice, at 1, 3, 4 and 8 warps with
+    K splits of its own choice, none and 3, rows padded or not, into a NaN-poisoned output: within
+    float accumulation's bound of float64, the same bits twice, and at either block width with the
+    same warps and splits (each output's sum in the same k order); through lltm_ext.gemm too."""
     for m, n, k in COLS_SHAPES:
         for pad in (0, 8):
             a, b = weight_kn_operands(m, n, k, dtype, pad=pad, small_n=small_n)
             ref = ref_mm(a, b)
-            for warps in (1, 3, 4, 8):
-                for splits in (0, 1, 3):
-                    out = poisoned(a.size(0), b.size(1), dtype)
-                    ext()._gemm_skinny(a, b, out, warps=warps, splits=splits)
-                    err = rel_err(out, ref)
-                    where = f"{m}x{n}x{k} pad={pad} warps={warps} splits={splits}"
-                    assert err <= GEMV_BOUND[dtype], f"{where}: {err:.2e}"
+            for cols in (0, 32, 64):
+                for warps in (1, 3, 4, 8):
+                    for splits in (0, 1, 3):
+                        out = poisoned(a.size(0), b.size(1), dtype)
+                        ext()._gemm_skinny(a, b, out, warps=warps, splits=splits, cols=cols)
+                        err = rel_err(out, ref)
+                        where = f"{m}x{n}x{k} pad={pad} cols={cols} warps={warps} splits={splits}"
+                        assert err <= GEMV_BOUND[dtype], f"{where}: {err:.2e}"
             assert torch.equal(ext()._gemm_skinny(a, b), ext()._gemm_skinny(a, b))
+            wide = ext()._gemm_skinny(a, b, warps=4, splits=1, cols=64)
+            assert torch.equal(wide, ext()._gemm_skinny(a, b, warps=4, splits=1, cols=32))
             assert rel_err(lltm_ext.gemm(a, b), ref) <= GEMV_BOUND[dtype]
 
 
@@ -191,6 +196,8 @@ def test_what_it_cannot_run_is_an_error(needs_skinny):
         ext()._gemm_skinny(x.float(), w.float().t())
     with pytest.raises(RuntimeError, match="warps is 0"):
         ext()._gemm_skinny(x, w.t(), warps=9)
+    with pytest.raises(RuntimeError, match="cols is 0 \\(auto\\), 32 or 64, but got 48"):
+        ext()._gemm_skinny(x, w.t(), cols=48)
 
 
 @pytest.mark.cuda

@@ -139,9 +139,11 @@ at::Tensor gemm_short_k(const at::Tensor& a, const at::Tensor& b,
 
 // Tuning and test entry point (CUDA; float16, bfloat16): c = a @ b on the skinny kernel (a side
 // of at most 32, K a multiple of 8, both operands K-contiguous and 16-byte aligned), with its
-// warps and K splits, 0 for its own choice. out: contiguous, written (else a new tensor).
+// warps, K splits and the column kernel's block width (32 or 64 columns), 0 for its own choice.
+// out: contiguous, written (else a new tensor).
 at::Tensor gemm_skinny(const at::Tensor& a, const at::Tensor& b,
-                       const std::optional<at::Tensor>& out, int64_t warps, int64_t splits) {
+                       const std::optional<at::Tensor>& out, int64_t warps, int64_t splits,
+                       int64_t cols) {
   check_operands(a, b);
   TORCH_CHECK(a.is_cuda() && (a.scalar_type() == at::kHalf || a.scalar_type() == at::kBFloat16),
               "lltm_ext.gemm: _gemm_skinny takes float16 or bfloat16 CUDA tensors, but got a ",
@@ -155,7 +157,9 @@ at::Tensor gemm_skinny(const at::Tensor& a, const at::Tensor& b,
     c = at::empty({a.size(0), b.size(1)}, a.options());
   }
 #ifdef WITH_CUDA
-  gemm_cuda_skinny(a, b, c, static_cast<int>(warps), splits);
+  TORCH_CHECK(cols == 0 || cols == 32 || cols == 64,
+              "lltm_ext.gemm: _gemm_skinny's cols is 0 (auto), 32 or 64, but got ", cols, ".");
+  gemm_cuda_skinny(a, b, c, static_cast<int>(warps), splits, static_cast<int>(cols));
 #else
   fail_not_compiled_with_cuda("gemm");
 #endif
@@ -389,10 +393,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("a"), py::arg("b"), py::arg("out") = py::none(), py::arg("kernel") = "simt");
   m.def("_gemm_skinny", &lltm_ext::gemm::gemm_skinny,
         "CUDA GEMM on the skinny kernel (float16 / bfloat16, a side of at most 32, K a multiple of "
-        "8, both operands K-contiguous and 16-byte aligned; tuning, tests): warps (1 to 8) and "
-        "splits, 0 for its own choice; out: contiguous, written (else a new tensor)",
+        "8, both operands K-contiguous and 16-byte aligned; tuning, tests): warps (1 to 8), "
+        "splits and the column kernel's block width cols (32 or 64), 0 for its own choice; out: "
+        "contiguous, written (else a new tensor)",
         py::arg("a"), py::arg("b"), py::arg("out") = py::none(), py::arg("warps") = 0,
-        py::arg("splits") = 0);
+        py::arg("splits") = 0, py::arg("cols") = 0);
   m.def(
       "_cuda_configs",
       [] {

@@ -84,9 +84,10 @@ void gemm_cuda_short_k(const at::Tensor& a, const at::Tensor& b, const at::Tenso
 // c (M x N, contiguous, written) = a (M x K) @ b (K x N) on the skinny kernel (float16 /
 // bfloat16, a side of at most 32, K a multiple of 8, both operands K-contiguous and 16-byte
 // aligned, sm_80 or newer; anything else an error): warps per block (1 to 8, as shared memory
-// allows) and K splits, each 0 for the kernel's own choice. Tuning and tests.
+// allows), K splits, and the column kernel's block width (32 or 64 columns), each 0 for the
+// kernel's own choice. Tuning and tests.
 void gemm_cuda_skinny(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int warps = 0,
-                      int64_t splits = 0);
+                      int64_t splits = 0, int cols = 0);
 
 // The largest small side (min(M, N)) that the auto path gives the skinny kernel, where it can run
 // the product (0: never); process-wide, for tuning and tests.

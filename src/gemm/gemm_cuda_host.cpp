@@ -390,18 +390,20 @@ bool skinny_auto_takes(const SkinnyCall& g) {
   return g.S <= 16 || g.K >= 1024;
 }
 
-// Runs g (from skinny_call) into c with `warps` warps per block and `splits` K splits, each
-// chosen here where <= 0 (the rules measured best over the linear layers and random skinny
-// products on an H200: docs/decisions.md#skinny-tiles).
+// Runs g (from skinny_call) into c with `warps` warps per block, `splits` K splits and (the
+// column kernel) blocks of `cols` columns, each chosen here where <= 0 (the rules measured best
+// over the linear layers and random skinny products: docs/decisions.md#skinny-tiles).
 template <typename T>
 void run_skinny(SkinnyCall g, const at::Tensor& c, cudaStream_t stream, int warps = 0,
-                int64_t splits = 0) {
+                int64_t splits = 0, int cols = 0) {
   const int sms = cuda::sm_count(c.get_device());
-  const int64_t rows = g.l_contig ? 64 : 16;  // of X per block
+  // The column kernel's blocks: 32 columns where 64-column ones would leave SMs idle.
+  if (g.l_contig) g.cols = cols > 0 ? cols : (g.L + 63) / 64 < sms ? 32 : 64;
+  const int64_t rows = g.l_contig ? g.cols : 16;  // of X per block
   const int64_t blocks = (g.L + rows - 1) / rows;
   // K splits only where the blocks would leave most SMs idle and K is long: a split costs a
-  // second launch, which the short products cannot hide. The column kernel's blocks (64 columns)
-  // split in two only for a side past 16 at a long K with at most half the SMs busy.
+  // second launch, which the short products cannot hide. The column kernel's blocks split in two
+  // only for a side past 16 at a long K with at most half the SMs busy.
   if (splits <= 0 && g.l_contig) {
     splits = g.S > 16 && 2 * blocks <= sms && g.K >= 8192 ? 2 : 1;
   } else if (splits <= 0) {
@@ -632,7 +634,7 @@ void set_cuda_skinny_side(int side) {
 }
 
 void gemm_cuda_skinny(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int warps,
-                      int64_t splits) {
+                      int64_t splits, int cols) {
   const int64_t M = a.size(0), N = b.size(1);
   TORCH_CHECK(a.scalar_type() == at::kHalf || a.scalar_type() == at::kBFloat16,
               "lltm_ext.gemm: the skinny kernel takes float16 or bfloat16, but got ",
@@ -655,9 +657,9 @@ void gemm_cuda_skinny(const at::Tensor& a, const at::Tensor& b, const at::Tensor
               M, " x ", a.size(1), " by ", a.size(1), " x ", N, " product with strides (",
               a.stride(0), ", ", a.stride(1), ") and (", b.stride(0), ", ", b.stride(1), ").");
   if (a.scalar_type() == at::kHalf) {
-    run_skinny<at::Half>(*g, c, stream, warps, splits);
+    run_skinny<at::Half>(*g, c, stream, warps, splits, cols);
   } else {
-    run_skinny<at::BFloat16>(*g, c, stream, warps, splits);
+    run_skinny<at::BFloat16>(*g, c, stream, warps, splits, cols);
   }
 }
 

@@ -2,7 +2,7 @@
 // gemm/tiles/skinny_mma.cuh for float16 and bfloat16 and small sides of at most 8, 16 and 32, the
 // large operand K-contiguous (one 16-row tile of it per block: two measured slower on an H200,
 // and spill at a side of 9 to 16, docs/decisions.md#skinny-tiles) or L-contiguous (the column
-// kernel).
+// kernel, in blocks of 32 or 64 columns).
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
@@ -30,17 +30,21 @@ int smem_optin() {
 
 template <int ST, int RT>
 int ring_bytes(const SkinnyCall& g) {
-  return g.l_contig ? sk::cols_ring_bytes_per_warp<ST>() : sk::ring_bytes_per_warp<ST, RT>();
+  if (!g.l_contig) return sk::ring_bytes_per_warp<ST, RT>();
+  return g.cols == 32 ? sk::cols_ring_bytes_per_warp<ST, 2>()
+                      : sk::cols_ring_bytes_per_warp<ST, 4>();
 }
 
 template <int DT, int ST, int RT>
 cudaError_t launch_tile(const SkinnyCall& g, cudaStream_t stream) {
-  const int rows = 16 * (g.l_contig ? sk::kColsRT : RT);
+  const int rows = g.l_contig ? g.cols : 16 * RT;
   const dim3 grid(static_cast<unsigned int>((g.L + rows - 1) / rows),
                   static_cast<unsigned int>((g.K + g.k_split - 1) / g.k_split));
   const int smem = g.warps * ring_bytes<ST, RT>(g);
   if (smem > smem_optin()) return cudaErrorInvalidValue;
-  const auto kernel = g.l_contig ? sk::skinny_cols_kernel<DT, ST> : sk::skinny_kernel<DT, ST, RT>;
+  const auto kernel = !g.l_contig    ? sk::skinny_kernel<DT, ST, RT>
+                      : g.cols == 32 ? sk::skinny_cols_kernel<DT, ST, 2>
+                                     : sk::skinny_cols_kernel<DT, ST, 4>;
   if (smem > 48 * 1024) {
     const cudaError_t e =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -72,7 +76,7 @@ cudaError_t launch_skinny(const SkinnyCall& g, cudaStream_t stream) {
       std::is_same_v<T, c10::BFloat16> ? lltm_ext::cuda::kMmaBF16 : lltm_ext::cuda::kMmaF16;
   if (g.L <= 0 || g.K <= 0 || g.S < 1 || g.S > 32 || g.K % 8 != 0 || g.k_split <= 0 ||
       g.k_split % 8 != 0 || g.warps < 1 || g.warps > sk::kMaxWarps ||
-      (g.l_contig && (g.L % 8 != 0 || g.xs_k % 8 != 0))) {
+      (g.l_contig && (g.L % 8 != 0 || g.xs_k % 8 != 0 || (g.cols != 32 && g.cols != 64)))) {
     return cudaErrorInvalidValue;
   }
   if ((g.L + 31) / 16 > 0x7fffffff || (g.K + g.k_split - 1) / g.k_split > 65535) {

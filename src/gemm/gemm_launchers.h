@@ -85,10 +85,10 @@ cudaError_t launch_gemv(const GemvCall& g, cudaStream_t stream);
 // out[l, s] = sum over k of X[l, k] Y[s, k] (l < L, s < S <= 32, k < K; see
 // gemm/tiles/skinny_mma.cuh), Y K-contiguous, X K-contiguous (row stride xs_l) or, with
 // l_contig, L-contiguous (X[l, k] at x + k xs_k + l; L a multiple of 8), all bases 16-byte aligned
-// and strides multiples of 8 elements, K a multiple of 8; a block per 16 rows of X (64 with
-// l_contig) and K split, `warps` warps per block (1 to skinny_max_warps). k_split (a multiple of
-// 8): K elements per split; more than one split writes float partials into `partial`, one
-// `slice`-element slice per split, indexed as out (os_l, os_s).
+// and strides multiples of 8 elements, K a multiple of 8; a block per 16 rows of X (`cols`, 32
+// or 64, with l_contig) and K split, `warps` warps per block (1 to skinny_max_warps). k_split (a
+// multiple of 8): K elements per split; more than one split writes float partials into `partial`,
+// one `slice`-element slice per split, indexed as out (os_l, os_s).
 struct SkinnyCall {
   const void* x;
   const void* y;
@@ -101,6 +101,7 @@ struct SkinnyCall {
   int warps = 8;
   bool l_contig = false;
   int64_t xs_k = 0;
+  int cols = 64;  // the column kernel's block: 32 or 64 columns of X
 };
 
 template <typename T>

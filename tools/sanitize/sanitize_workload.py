@@ -1109,7 +1109,7 @@ def run_gemm_small_side(dtypes: list[torch.dtype]) -> None:
 # block; K of one run, inside a 64-k turn, and long enough for every warp's ring to wrap.
 SKINNY_SHAPES = ((1, 37, 8), (3, 300, 72), (9, 129, 1032), (17, 50, 264), (32, 1000, 4104))
 # Its column kernel (the large operand contiguous along its side, a multiple of 8): inside and past
-# one 64-column block.
+# one block of 32 and of 64 columns.
 SKINNY_COLS_SHAPES = ((1, 8, 8), (3, 296, 72), (9, 136, 1032), (17, 64, 264), (32, 1000, 4104))
 
 
@@ -1127,9 +1127,9 @@ def linear_case(
 
 
 def run_gemm_skinny(dtypes: list[torch.dtype]) -> None:
-    """The skinny kernel, forced (_gemm_skinny) at 1, 3 and 8 warps with K splits or none, and
-    through the public API (x @ W.T and its mirror), for float16 / bfloat16, NaN-filled out=
-    (CUDA only: the CPU dry run skips it)."""
+    """The skinny kernel, forced (_gemm_skinny) at 1, 3 and 8 warps with K splits or none (the
+    column kernel in blocks of 32 and 64 columns), and through the public API (x @ W.T and its
+    mirror), for float16 / bfloat16, NaN-filled out= (CUDA only: the CPU dry run skips it)."""
     if DEVICE != "cuda":
         print("  gemm_skinny: skipped, a CUDA kernel", flush=True)
         return
@@ -1138,11 +1138,12 @@ def run_gemm_skinny(dtypes: list[torch.dtype]) -> None:
     for dtype in (d for d in dtypes if d in HALF):
         for ((m, n, k), layout), mirror in itertools.product(cases, (False, True)):
             a, b = linear_case(m, n, k, layout, mirror, dtype)
-            for warps, splits in ((1, 1), (3, 3), (8, 0)):
+            widths = (32, 64) if layout == "n" else (0,)
+            for (warps, splits), cols in itertools.product(((1, 1), (3, 3), (8, 0)), widths):
                 out = torch.full((a.size(0), b.size(1)), math.nan, dtype=dtype, device=DEVICE)
-                ext._gemm_skinny(a, b, out=out, warps=warps, splits=splits)
+                ext._gemm_skinny(a, b, out=out, warps=warps, splits=splits, cols=cols)
                 what = f"{m}x{n}x{k} {layout} mirror={mirror} warps={warps} splits={splits} {dtype}"
-                check_gemm(out, a, b, dtype, f"gemm_skinny {what}")
+                check_gemm(out, a, b, dtype, f"gemm_skinny {what} cols={cols}")
             out = torch.full((a.size(0), b.size(1)), math.nan, dtype=dtype, device=DEVICE)
             assert lltm_ext.gemm(a, b, out=out) is out
             check_gemm(out, a, b, dtype, f"gemm_skinny auto {m}x{n}x{k} {layout} {mirror} {dtype}")

@@ -239,32 +239,45 @@ __global__ void __launch_bounds__(32 * kMaxWarps) skinny_kernel(const SkinnyCall
       p, acc, [&](int w) { return reinterpret_cast<float*>(smem + w * kRingStages * kSlot); });
 }
 
-// The column kernel's block: 64 columns of X (4 tiles of 16; 128 bytes of a K row), turns of 32 k.
-constexpr int kColsRT = 4, kColsTurn = 32;
+// The column kernel's turn: 32 k. Its block: CT tiles of 16 columns of X (CT = 4: 64 columns, a
+// K row's 128 bytes; CT = 2: 32 columns, 64 bytes, twice the blocks where 64-column blocks leave
+// SMs idle).
+constexpr int kColsTurn = 32;
 
-// Its shared memory per warp: kRingStages turns of X's 32 K rows of 128 bytes and Y's 8 ST rows of
-// 32 k (64 bytes).
-template <int ST>
+// Its shared memory per warp: kRingStages turns of X's 32 K rows of 32 CT bytes and Y's 8 ST rows
+// of 32 k (64 bytes).
+template <int ST, int CT>
 constexpr int cols_ring_bytes_per_warp() {
-  return kRingStages * (kColsTurn * 128 + 8 * ST * kColsTurn * 2);
+  return kRingStages * (kColsTurn * 32 * CT + 8 * ST * kColsTurn * 2);
+}
+
+// A chunk's position in the column kernel's slots (16-byte chunks, `chunks` to a row): chunk c of
+// row r at c ^ (r % 8) in 8-chunk rows, c ^ ((r / 2) % 4) in 4-chunk rows, so that the eight rows
+// an ldmatrix phase reads (8 consecutive rows at one chunk) hit distinct banks either way.
+template <int Chunks>
+__device__ __forceinline__ int cols_swizzle(int r, int c) {
+  static_assert(Chunks == 4 || Chunks == 8, "rows of 64 or 128 bytes");
+  return Chunks == 8 ? c ^ (r & 7) : c ^ ((r >> 1) & 3);
 }
 
 // The kernel for X stored K-major (L-contiguous: W stored (K, N), x @ W, and the mirror a.T @ b):
 // out[l, s] = sum over k of X[l, k] Y[s, k], X[l, k] at x + k xs_k + l, Y K-contiguous. The same
-// turns and rings as skinny_kernel, but a block is 64 columns of X (each K row's 128 bytes one
-// line) and a turn 32 k, copied whole: X as 32 K rows of 8 chunks, chunk c of row k at position
-// c ^ (k % 8), Y as 8 ST rows of 4 chunks, chunk c of row s at c ^ ((s / 2) % 4), so that the
-// eight rows an ldmatrix phase reads hit distinct banks. The fragments: A (16 l x 16 k) by
-// ldmatrix.trans of four 8 x 8 blocks of the K-major slot, B by ldmatrix of Y's rows. Needs L and
-// xs_k multiples of 8 (a chunk is whole inside a row or wholly past L: zero-filled).
-template <int DT, int ST>
+// turns and rings as skinny_kernel, but a block is 16 CT columns of X (a run of each K row) and a
+// turn 32 k, copied whole: X as 32 K rows of 2 CT chunks, Y as 8 ST rows of 4 chunks, each at its
+// cols_swizzle position. The fragments: A (16 l x 16 k) by ldmatrix.trans of four 8 x 8 blocks of
+// the K-major slot, B by ldmatrix of Y's rows. Needs L and xs_k multiples of 8 (a chunk is whole
+// inside a row or wholly past L: zero-filled).
+template <int DT, int ST, int CT>
 __global__ void __launch_bounds__(32 * kMaxWarps) skinny_cols_kernel(const SkinnyCall p) {
-  constexpr int kXBytes = kColsTurn * 128, kYRowBytes = kColsTurn * 2;
+  static_assert(CT == 2 || CT == 4, "blocks of 32 or 64 columns");
+  constexpr int kChunks = 2 * CT;  // 16-byte chunks of a K row of the block
+  constexpr int kXRowBytes = 16 * kChunks, kXBytes = kColsTurn * kXRowBytes;
+  constexpr int kYRowBytes = kColsTurn * 2;
   constexpr int kSlot = kXBytes + 8 * ST * kYRowBytes;
   extern __shared__ __align__(16) unsigned char smem[];
   const int warps = static_cast<int>(blockDim.x) / 32;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int64_t l0 = static_cast<int64_t>(blockIdx.x) * 16 * kColsRT;
+  const int64_t l0 = static_cast<int64_t>(blockIdx.x) * 16 * CT;
   const int64_t k_begin = static_cast<int64_t>(blockIdx.y) * p.k_split;
   const int64_t k_end = min(p.K, k_begin + p.k_split);
   const uint16_t* const x = static_cast<const uint16_t*>(p.x);
@@ -272,9 +285,11 @@ __global__ void __launch_bounds__(32 * kMaxWarps) skinny_cols_kernel(const Skinn
   unsigned char* const ring = smem + warp * kRingStages * kSlot;
   const uint32_t ring_addr = lltm_ext::cuda::shared_address(ring);
 
-  // X's copies: row k = lane / 8 + 4 q (q < 8) of the turn, chunk c = lane % 8 (columns
-  // l0 + 8 c ..); Y's: row s = lane / 4 + 8 q (q < ST), chunk cy = lane % 4.
-  const int c = lane % 8, xr0 = lane / 8;
+  // X's copies: row k = lane / kChunks + (32 / kChunks) q of the turn (q < kChunks), chunk
+  // c = lane % kChunks (columns l0 + 8 c ..); Y's: row s = lane / 4 + 8 q (q < ST), chunk
+  // cy = lane % 4.
+  constexpr int kXRowsPerPass = 32 / kChunks;
+  const int c = lane % kChunks, xr0 = lane / kChunks;
   const bool lin = l0 + 8 * c < p.L;
   const uint16_t* const xcol = x + (lin ? l0 + 8 * c : 0);
   const int cy = lane % 4, yr0 = lane / 4;
@@ -285,10 +300,11 @@ __global__ void __launch_bounds__(32 * kMaxWarps) skinny_cols_kernel(const Skinn
       const int64_t k0 = k_begin + (warp + idx * warps) * kColsTurn;
       const uint32_t slot = ring_addr + static_cast<uint32_t>(idx % kRingStages) * kSlot;
 #pragma unroll
-      for (int q = 0; q < 8; ++q) {
-        const int r = xr0 + 4 * q;
+      for (int q = 0; q < kChunks; ++q) {
+        const int r = xr0 + kXRowsPerPass * q;
         const bool in = lin && k0 + r < k_end;
-        const uint32_t at = static_cast<uint32_t>(r * 128 + ((c ^ (r & 7)) << 4));
+        const uint32_t at =
+            static_cast<uint32_t>(r * kXRowBytes + (cols_swizzle<kChunks>(r, c) << 4));
         lltm_ext::cuda::cp_async<16>(slot + at, in ? xcol + (k0 + r) * p.xs_k : x, in ? 16 : 0);
       }
 #pragma unroll
@@ -297,7 +313,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps) skinny_cols_kernel(const Skinn
         const int64_t k = k0 + 8 * cy;
         const bool in = s < p.S && k < k_end;
         const uint32_t at =
-            static_cast<uint32_t>(kXBytes + s * kYRowBytes + ((cy ^ ((s >> 1) & 3)) << 4));
+            static_cast<uint32_t>(kXBytes + s * kYRowBytes + (cols_swizzle<4>(s, cy) << 4));
         lltm_ext::cuda::cp_async<16>(slot + at, in ? y + s * p.ys_s + k : y, in ? 16 : 0);
       }
     }
@@ -308,10 +324,10 @@ __global__ void __launch_bounds__(32 * kMaxWarps) skinny_cols_kernel(const Skinn
 
   // ldmatrix's row addresses: lane = 8 m + j gives row j of matrix m. A (tile i, k step kk):
   // matrices (l 0-7, k 0-7), (l 8-15, k 0-7), (l 0-7, k 8-15), (l 8-15, k 8-15), each 8 K rows of
-  // the slot: row k = 16 kk + 8 (m / 2) + j, chunk 2 i + m % 2, at chunk ^ j. B (tile jt): Y's
-  // rows 8 jt + j, chunk m (k 8 m .. 8 m + 7 of the turn: k steps 0 and 1, halves 0 and 1).
+  // the slot: row k = 16 kk + 8 (m / 2) + j, chunk 2 i + m % 2. B (tile jt): Y's rows 8 jt + j,
+  // chunk m (k 8 m .. 8 m + 7 of the turn: k steps 0 and 1, halves 0 and 1).
   const int m = lane / 8, j = lane % 8;
-  float acc[kColsRT][ST][4];
+  float acc[CT][ST][4];
   zero(acc);
   for (int64_t idx = 0; idx < mine; ++idx) {
     issue(idx + kRingStages - 1);
@@ -323,15 +339,16 @@ __global__ void __launch_bounds__(32 * kMaxWarps) skinny_cols_kernel(const Skinn
     for (int jt = 0; jt < ST; ++jt) {
       const int s = 8 * jt + j;
       lltm_ext::cuda::ldmatrix_x4<false>(
-          bf[jt], slot + kXBytes + s * kYRowBytes + ((m ^ ((s >> 1) & 3)) << 4));
+          bf[jt], slot + kXBytes + s * kYRowBytes + (cols_swizzle<4>(s, m) << 4));
     }
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
 #pragma unroll
-      for (int i = 0; i < kColsRT; ++i) {
+      for (int i = 0; i < CT; ++i) {
         const int k = 16 * kk + 8 * (m >> 1) + j;
         uint32_t af[4];
-        lltm_ext::cuda::ldmatrix_x4<true>(af, slot + k * 128 + (((2 * i + (m & 1)) ^ j) << 4));
+        lltm_ext::cuda::ldmatrix_x4<true>(
+            af, slot + k * kXRowBytes + (cols_swizzle<kChunks>(k, 2 * i + (m & 1)) << 4));
 #pragma unroll
         for (int jt = 0; jt < ST; ++jt) {
           const uint32_t b[2] = {bf[jt][2 * kk], bf[jt][2 * kk + 1]};
@@ -343,7 +360,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps) skinny_cols_kernel(const Skinn
   }
   lltm_ext::cuda::cp_async_wait<0>();
   __syncwarp();
-  finish<DT, ST, kColsRT>(
+  finish<DT, ST, CT>(
       p, acc, [&](int w) { return reinterpret_cast<float*>(smem + w * kRingStages * kSlot); });
 }
 

@@ -1,0 +1,110 @@
+"""Times the skinny column kernel (src/gemm/tiles/skinny_mma.cuh: x @ W with W stored (K, N)) in
+blocks of 64 and of 32 columns against cuBLAS and the auto path: the data run_skinny's block
+width rule (src/gemm/gemm_cuda_host.cpp) is set from.
+
+Points: the linear layers of ``lltm-ext bench --linear`` at each M of --ms in layout n (x @ W,
+W (K, N)), and --random shapes with a small side of 1 to 16 (K a multiple of 8 from 64 to 16384,
+the large side 64 to 32768, a multiple of 8), x @ W or its mirror W.T @ x.T. At each point, one
+interleaved timing (``lltm_ext.cli.sweep.time_medians``, flush="read", as the linear bench):
+cuBLAS, the auto path, the column kernel at 64 and at 32 columns (its own warps and splits), each
+checked against float64 first. One JSON row per point, with the copy bandwidth of the run.
+
+    python benchmarks/gemm_skinny/measure_cols.py cols.json --random 40
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+
+import torch
+
+import lltm_ext
+from lltm_ext._extension import load_extension
+from lltm_ext.cli.linear import LINEAR_LAYERS, copy_bandwidth
+from lltm_ext.cli.sweep import time_medians
+
+
+def rel_err(c: torch.Tensor, c64: torch.Tensor) -> float:
+    return float((c.double() - c64).norm() / c64.norm().clamp_min(1e-300))
+
+
+def point(a: torch.Tensor, b: torch.Tensor, w_bytes: int, budget_s: float) -> dict[str, object]:
+    """a @ b timed: cuBLAS, the auto path, the column kernel at 64 and 32 columns."""
+    gemm = load_extension("gemm")
+    c64 = a.double() @ b.double()
+    fns = [
+        lambda: a @ b,
+        lambda: lltm_ext.gemm(a, b),
+        lambda: gemm._gemm_skinny(a, b, cols=64),
+        lambda: gemm._gemm_skinny(a, b, cols=32),
+    ]
+    names = ["cublas", "auto", "c64", "c32"]
+    errs = [rel_err(f(), c64) for f in fns]
+    times, samples = time_medians(fns, a.device, budget_s, flush="read")
+    return {
+        "M": a.size(0),
+        "N": b.size(1),
+        "K": a.size(1),
+        "w_bytes": w_bytes,
+        "samples": samples,
+        "us": {n: t * 1e6 for n, t in zip(names, times, strict=True)},
+        "err": dict(zip(names, errs, strict=True)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("json", help="where to write the rows")
+    parser.add_argument("--ms", default="1,4,8,12,16,24,32")
+    parser.add_argument("--random", type=int, default=40, help="random shapes, a side <= 16")
+    parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--dtypes", default="bfloat16,float16")
+    parser.add_argument("--budget", type=float, default=0.1, help="seconds of samples per point")
+    args = parser.parse_args()
+    dev = torch.device("cuda")
+    layers = LINEAR_LAYERS["cuda"]
+    copy = copy_bandwidth(max(k * n for k, n in layers) * 2, dev, 0.05, flush="read")
+    print(f"copy bandwidth {copy.gbps:.0f} GB/s", flush=True)
+    rows: list[dict[str, object]] = []
+
+    def record(row: dict[str, object], what: str, dtype: str) -> None:
+        row["what"] = what
+        row["dtype"] = dtype
+        row["copy_gbps"] = copy.gbps
+        rows.append(row)
+        us = row["us"]
+        print(
+            f"{what} {dtype} {row['M']}x{row['N']}x{row['K']}: cublas {us['cublas']:.1f} auto "
+            f"{us['auto']:.1f} c64 {us['c64']:.1f} c32 {us['c32']:.1f} us",
+            flush=True,
+        )
+        with open(args.json, "w") as f:
+            json.dump(rows, f)
+
+    gen = torch.Generator(device=dev).manual_seed(0)
+    ms = [int(m) for m in args.ms.split(",")]
+    for name in args.dtypes.split(","):
+        dtype = getattr(torch, name)
+        for k, n in layers:
+            w = (torch.rand(k, n, device=dev, generator=gen) * 2 - 1).mul_(k**-0.5).to(dtype)
+            x_all = torch.randn(max(ms), k, device=dev, generator=gen).to(dtype)
+            for m in ms:
+                record(point(x_all[:m], w, w.numel() * 2, args.budget), "linear", name)
+            del w, x_all
+        rng = random.Random(args.seed)
+        for _ in range(args.random):
+            s = rng.randint(1, 16)
+            k = 8 * int(math.exp(rng.uniform(math.log(8), math.log(2048))))
+            big = max(8, int(math.exp(rng.uniform(math.log(64), math.log(32768)))) // 8 * 8)
+            w = torch.randn(k, big, device=dev, generator=gen).to(dtype)
+            x = torch.randn(s, k, device=dev, generator=gen).to(dtype)
+            a, b = (w.t(), x.t()) if rng.random() < 0.3 else (x, w)
+            record(point(a, b, w.numel() * 2, args.budget), "random", name)
+    print(f"wrote {len(rows)} rows to {args.json}")
+
+
+if __name__ == "__main__":
+    main()
