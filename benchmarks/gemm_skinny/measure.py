@@ -21,11 +21,11 @@ import math
 import random
 
 import torch
+from rows import timed_row  # this folder's (run as a script from here)
 
 import lltm_ext
 from lltm_ext._extension import load_extension
 from lltm_ext.cli.linear import LINEAR_LAYERS, copy_bandwidth
-from lltm_ext.cli.sweep import time_medians
 
 WARPS = (2, 4, 8)
 SPLITS = (0, 1, 2, 4)
@@ -34,10 +34,6 @@ SPLITS = (0, 1, 2, 4)
 def variants() -> list[tuple[int, int]]:
     """(warps, splits) forced: the kernel's own choice, then the grid of fixed ones."""
     return [(0, 0)] + [(w, s) for w in WARPS for s in SPLITS]
-
-
-def rel_err(c: torch.Tensor, c64: torch.Tensor) -> float:
-    return float((c.double() - c64).norm() / c64.norm().clamp_min(1e-300))
 
 
 def point(
@@ -50,7 +46,6 @@ def point(
         a, b = (w.t(), x.t()) if small_n else (x, w)
     else:
         a, b = (w, x.t()) if small_n else (x, w.t())
-    c64 = a.double() @ b.double()
     side = gemm._gemm_skinny_side()
 
     def before() -> torch.Tensor:  # the auto path without the skinny kernel
@@ -60,29 +55,21 @@ def point(
         finally:
             gemm._set_gemm_skinny_side(side)
 
-    fns = [lambda: a @ b, lambda: lltm_ext.gemm(a, b), before]
-    names = ["cublas", "auto", "before"]
-    errs = [rel_err(f(), c64) for f in fns]
+    fns = {"cublas": lambda: a @ b, "auto": lambda: lltm_ext.gemm(a, b), "before": before}
     for wp, s in variants():
-        fn = lambda wp=wp, s=s: gemm._gemm_skinny(a, b, warps=wp, splits=s)  # noqa: E731
-        try:
-            errs.append(rel_err(fn(), c64))
-        except RuntimeError:  # more warps than the block's shared memory holds
-            continue
-        fns.append(fn)
-        names.append(f"w{wp}s{s}")
-    times, samples = time_medians(fns, x.device, budget_s)
-    return {
-        "M": a.size(0),
-        "N": b.size(1),
-        "K": a.size(1),
-        "small_n": small_n,
-        "layout": layout,
-        "w_bytes": w.numel() * w.element_size(),
-        "samples": samples,
-        "us": {n: t * 1e6 for n, t in zip(names, times, strict=True)},
-        "err": dict(zip(names, errs, strict=True)),
-    }
+        fns[f"w{wp}s{s}"] = lambda wp=wp, s=s: gemm._gemm_skinny(a, b, warps=wp, splits=s)
+    # A variant with more warps than the block's shared memory holds raises: left out.
+    return timed_row(
+        a,
+        b,
+        fns,
+        budget_s,
+        "write",
+        tuple(fns)[3:],
+        small_n=small_n,
+        layout=layout,
+        w_bytes=w.numel() * w.element_size(),
+    )
 
 
 def main() -> None:

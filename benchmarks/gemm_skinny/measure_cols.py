@@ -20,39 +20,23 @@ import math
 import random
 
 import torch
+from rows import timed_row  # this folder's (run as a script from here)
 
 import lltm_ext
 from lltm_ext._extension import load_extension
 from lltm_ext.cli.linear import LINEAR_LAYERS, copy_bandwidth
-from lltm_ext.cli.sweep import time_medians
-
-
-def rel_err(c: torch.Tensor, c64: torch.Tensor) -> float:
-    return float((c.double() - c64).norm() / c64.norm().clamp_min(1e-300))
 
 
 def point(a: torch.Tensor, b: torch.Tensor, w_bytes: int, budget_s: float) -> dict[str, object]:
     """a @ b timed: cuBLAS, the auto path, the column kernel at 64 and 32 columns."""
     gemm = load_extension("gemm")
-    c64 = a.double() @ b.double()
-    fns = [
-        lambda: a @ b,
-        lambda: lltm_ext.gemm(a, b),
-        lambda: gemm._gemm_skinny(a, b, cols=64),
-        lambda: gemm._gemm_skinny(a, b, cols=32),
-    ]
-    names = ["cublas", "auto", "c64", "c32"]
-    errs = [rel_err(f(), c64) for f in fns]
-    times, samples = time_medians(fns, a.device, budget_s, flush="read")
-    return {
-        "M": a.size(0),
-        "N": b.size(1),
-        "K": a.size(1),
-        "w_bytes": w_bytes,
-        "samples": samples,
-        "us": {n: t * 1e6 for n, t in zip(names, times, strict=True)},
-        "err": dict(zip(names, errs, strict=True)),
+    fns = {
+        "cublas": lambda: a @ b,
+        "auto": lambda: lltm_ext.gemm(a, b),
+        "c64": lambda: gemm._gemm_skinny(a, b, cols=64),
+        "c32": lambda: gemm._gemm_skinny(a, b, cols=32),
     }
+    return timed_row(a, b, fns, budget_s, w_bytes=w_bytes)
 
 
 def main() -> None:

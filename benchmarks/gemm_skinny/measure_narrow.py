@@ -21,23 +21,18 @@ import math
 import random
 
 import torch
+from rows import timed_row  # this folder's (run as a script from here)
 
 import lltm_ext
 from lltm_ext._extension import load_extension
 from lltm_ext.cli.linear import LINEAR_LAYERS, copy_bandwidth
-from lltm_ext.cli.sweep import time_medians
 
 SPLITS = (1, 2, 3, 4, 6, 8)
-
-
-def rel_err(c: torch.Tensor, c64: torch.Tensor) -> float:
-    return float((c.double() - c64).norm() / c64.norm().clamp_min(1e-300))
 
 
 def point(a: torch.Tensor, b: torch.Tensor, w_bytes: int, budget_s: float) -> dict[str, object]:
     """a @ b timed: cuBLAS, the auto path without the narrow tile, the narrow tile's splits."""
     gemm = load_extension("gemm")
-    c64 = a.double() @ b.double()
     side = gemm._gemm_narrow_side()
 
     def before() -> torch.Tensor:
@@ -47,22 +42,10 @@ def point(a: torch.Tensor, b: torch.Tensor, w_bytes: int, budget_s: float) -> di
         finally:
             gemm._set_gemm_narrow_side(side)
 
-    fns = [lambda: a @ b, before, lambda: gemm._gemm_narrow(a, b)]
-    names = ["cublas", "before", "narrow"]
+    fns = {"cublas": lambda: a @ b, "before": before, "narrow": lambda: gemm._gemm_narrow(a, b)}
     for s in SPLITS:
-        fns.append(lambda s=s: gemm._gemm_narrow(a, b, splits=s))
-        names.append(f"s{s}")
-    errs = [rel_err(f(), c64) for f in fns]
-    times, samples = time_medians(fns, a.device, budget_s, flush="read")
-    return {
-        "M": a.size(0),
-        "N": b.size(1),
-        "K": a.size(1),
-        "w_bytes": w_bytes,
-        "samples": samples,
-        "us": {n: t * 1e6 for n, t in zip(names, times, strict=True)},
-        "err": dict(zip(names, errs, strict=True)),
-    }
+        fns[f"s{s}"] = lambda s=s: gemm._gemm_narrow(a, b, splits=s)
+    return timed_row(a, b, fns, budget_s, w_bytes=w_bytes)
 
 
 def main() -> None:
