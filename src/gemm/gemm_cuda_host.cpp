@@ -397,8 +397,9 @@ template <typename T>
 void run_skinny(SkinnyCall g, const at::Tensor& c, cudaStream_t stream, int warps = 0,
                 int64_t splits = 0, int cols = 0) {
   const int sms = cuda::sm_count(c.get_device());
-  // The column kernel's blocks: 32 columns where 64-column ones would leave SMs idle.
-  if (g.l_contig) g.cols = cols > 0 ? cols : (g.L + 63) / 64 < sms ? 32 : 64;
+  // The column kernel's blocks: 32 columns where 64-column ones would fill at most half the SMs
+  // (H100: 32 won at 64 blocks of 64, lost at 128).
+  if (g.l_contig) g.cols = cols > 0 ? cols : 2 * ((g.L + 63) / 64) <= sms ? 32 : 64;
   const int64_t rows = g.l_contig ? g.cols : 16;  // of X per block
   const int64_t blocks = (g.L + rows - 1) / rows;
   // K splits only where the blocks would leave most SMs idle and K is long: a split costs a
