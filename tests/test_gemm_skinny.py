@@ -167,6 +167,28 @@ def test_linear_layer_through_gemm(dtype):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_weight_kn_in_one_wave_through_gemm(needs_skinny, dtype):
+    """lltm_ext.gemm(x, W) with W stored (K, N), N = 2048 (64 blocks of 32 columns, one wave on
+    any GPU of 64 SMs or more), K = 2056, M past 8 and past 16: the column kernel's bits at its
+    own choices (the auto path's hand-off ahead of the narrow tile and the wgmma kernel), within
+    float accumulation's bound of float64 and twice torch.mm's error; M = 8 is not handed off, and
+    still right."""
+    k, n = 2056, 2048
+    w = torch.randn(k, n, dtype=torch.float64).to("cuda", dtype)
+    x = torch.randn(32, k, dtype=torch.float64).to("cuda", dtype)
+    sms = torch.cuda.get_device_properties(w.device).multi_processor_count
+    for m in (8, 9, 16, 17, 24, 32):
+        c = lltm_ext.gemm(x[:m], w)
+        if m > 8 and (n + 31) // 32 <= sms:
+            assert torch.equal(c, ext()._gemm_skinny(x[:m], w)), m
+        ref = ref_mm(x[:m], w)
+        err = rel_err(c, ref)
+        assert err <= GEMV_BOUND[dtype], (m, err)
+        assert err <= max(2 * rel_err(x[:m] @ w, ref), 1e-4), (m, err)
+
+
+@pytest.mark.cuda
 def test_what_it_cannot_run_is_an_error(needs_skinny):
     """K not a multiple of 8, the small operand not K-contiguous, the large one contiguous along a
     side that is not a multiple of 8, a base off 16 bytes, a row stride off 16 bytes, a side past

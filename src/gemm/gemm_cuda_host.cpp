@@ -383,11 +383,20 @@ std::optional<SkinnyCall> skinny_call(const at::Tensor& a, const at::Tensor& b,
 // and K of 2048 on; the row kernel at any K for a side of at most 16, from K = 1024 on past that;
 // neither past a side of 16 at a large side of 8192 or more where the wgmma kernel runs (its one
 // row of tiles, 64-row A stages at such M, fills the SMs there and reads the weight faster), nor
-// the column kernel past 16 at all there.
+// the column kernel past 16 there but in one wave (skinny_cols_one_wave, asked first).
 bool skinny_auto_takes(const SkinnyCall& g) {
   if (g.S > 16 && (g.L >= 8192 || g.l_contig) && wgmma_runs_here()) return false;
   if (g.l_contig) return g.L >= 2048 && g.K >= 2048;
   return g.S <= 16 || g.K >= 1024;
+}
+
+// Whether the auto path runs g on the column kernel ahead of the narrow tile and the wgmma kernel:
+// a large operand contiguous along L, past a side of 8, where blocks of 32 columns fill at most one
+// wave of the SMs (H100, x @ W at L = 4096, K = 4096: 17.6 us against the narrow tile's 19.9 at
+// M = 16, 18.8 against the wgmma kernel's 21.4 at M = 24; even at K = 11008 and 14336). Those
+// kernels need K splits and a second launch to fill the SMs there; the column kernel does not.
+bool skinny_cols_one_wave(const SkinnyCall& g, int sms) {
+  return g.l_contig && g.S > 8 && g.L >= 2048 && g.K >= 2048 && (g.L + 31) / 32 <= sms;
 }
 
 // Runs g (from skinny_call) into c with `warps` warps per block, `splits` K splits and (the
@@ -707,22 +716,29 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
   const Operand B = operand_of(b, /*is_a=*/false);
   if (config < 0 && splits <= 0) {  // not the tuning entry point, which names a float32 config
     bool done = false;
-    if ((a.scalar_type() == at::kHalf || a.scalar_type() == at::kBFloat16) &&
-        std::min(M, N) <= g_narrow_side.load() && narrow_auto_takes(a, b) && !half_path_forced() &&
-        run_narrow(a, b, c, stream)) {
+    const bool half = a.scalar_type() == at::kHalf || a.scalar_type() == at::kBFloat16;
+    std::optional<SkinnyCall> g;
+    if (half && std::min(M, N) <= g_skinny_side.load() && !half_path_forced()) {
+      g = skinny_call(a, b, c);
+    }
+    const auto skinny = [&] {
+      if (a.scalar_type() == at::kHalf) {
+        run_skinny<at::Half>(*g, c, stream);
+      } else {
+        run_skinny<at::BFloat16>(*g, c, stream);
+      }
+    };
+    if (g && skinny_cols_one_wave(*g, cuda::sm_count(a.get_device()))) {
+      skinny();
       return;
     }
-    if ((a.scalar_type() == at::kHalf || a.scalar_type() == at::kBFloat16) &&
-        std::min(M, N) <= g_skinny_side.load() && !half_path_forced()) {
-      const std::optional<SkinnyCall> g = skinny_call(a, b, c);
-      if (g && skinny_auto_takes(*g)) {
-        if (a.scalar_type() == at::kHalf) {
-          run_skinny<at::Half>(*g, c, stream);
-        } else {
-          run_skinny<at::BFloat16>(*g, c, stream);
-        }
-        return;
-      }
+    if (half && std::min(M, N) <= g_narrow_side.load() && narrow_auto_takes(a, b) &&
+        !half_path_forced() && run_narrow(a, b, c, stream)) {
+      return;
+    }
+    if (g && skinny_auto_takes(*g)) {
+      skinny();
+      return;
     }
     switch (a.scalar_type()) {
       case at::kFloat:
