@@ -392,11 +392,13 @@ bool skinny_auto_takes(const SkinnyCall& g) {
 
 // Whether the auto path runs g on the column kernel ahead of the narrow tile and the wgmma kernel:
 // a large operand contiguous along L, past a side of 8, where blocks of 32 columns fill at most one
-// wave of the SMs (H100, x @ W at L = 4096, K = 4096: 17.6 us against the narrow tile's 19.9 at
-// M = 16, 18.8 against the wgmma kernel's 21.4 at M = 24; even at K = 11008 and 14336). Those
-// kernels need K splits and a second launch to fill the SMs there; the column kernel does not.
+// wave of the SMs (L from 2048 to 32 x SMs), from K = 2048, and past a side of 16 only below
+// K = 8192 (docs/decisions.md#skinny-tiles). Those kernels need K splits and a second launch to
+// fill the SMs there, which long K amortizes; the column kernel does not, but its blocks each
+// read all of Y, which costs more the wider Y is.
 bool skinny_cols_one_wave(const SkinnyCall& g, int sms) {
-  return g.l_contig && g.S > 8 && g.L >= 2048 && g.K >= 2048 && (g.L + 31) / 32 <= sms;
+  return g.l_contig && g.S > 8 && g.L >= 2048 && g.K >= 2048 && (g.S <= 16 || g.K < 8192) &&
+         (g.L + 31) / 32 <= sms;
 }
 
 // Runs g (from skinny_call) into c with `warps` warps per block, `splits` K splits and (the
