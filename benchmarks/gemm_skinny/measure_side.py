@@ -12,8 +12,13 @@ the column kernel at each of cols x splits x warps (a variant the kernel refuses
 for shared memory, left out; --cols "" for none), each checked against float64 first. One JSON
 row per point, with the copy bandwidth of the run.
 
-    python benchmarks/gemm_skinny/measure_side.py side.json --ms 12,24,32
-    python benchmarks/gemm_skinny/measure_side.py grid.json --cols "" --ls 2048,3072 --ks 2048
+    python benchmarks/gemm_skinny/measure_side.py side.json            # h100_side_variants.json
+    python benchmarks/gemm_skinny/measure_side.py grid.json --cols "" --ms 9,12,16,20,24,32 \
+        --ls 2048,2560,3072,3584,4096,4224 --ks 2048,4096,8192          # h100_one_wave.json
+
+(benchmarks/results/gemm_skinny; in h100_one_wave.json "auto" is the column kernel at every
+one-wave point, the rule before its bound on K; h100_one_wave_final.json, the rule as it is:
+--ms 9,16,20,24,32 --ls 2048,4096 --ks 4096,8192.)
 """
 
 from __future__ import annotations
