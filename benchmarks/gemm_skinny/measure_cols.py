@@ -20,11 +20,10 @@ import math
 import random
 
 import torch
-from rows import timed_row  # this folder's (run as a script from here)
+from rows import linear_setup, timed_row, weights_kn  # this folder's (run as a script from here)
 
 import lltm_ext
 from lltm_ext._extension import load_extension
-from lltm_ext.cli.linear import LINEAR_LAYERS, copy_bandwidth
 
 
 def point(a: torch.Tensor, b: torch.Tensor, w_bytes: int, budget_s: float) -> dict[str, object]:
@@ -48,16 +47,13 @@ def main() -> None:
     parser.add_argument("--dtypes", default="bfloat16,float16")
     parser.add_argument("--budget", type=float, default=0.1, help="seconds of samples per point")
     args = parser.parse_args()
-    dev = torch.device("cuda")
-    layers = LINEAR_LAYERS["cuda"]
-    copy = copy_bandwidth(max(k * n for k, n in layers) * 2, dev, 0.05, flush="read")
-    print(f"copy bandwidth {copy.gbps:.0f} GB/s", flush=True)
+    dev, layers, copy_gbps = linear_setup()
     rows: list[dict[str, object]] = []
 
     def record(row: dict[str, object], what: str, dtype: str) -> None:
         row["what"] = what
         row["dtype"] = dtype
-        row["copy_gbps"] = copy.gbps
+        row["copy_gbps"] = copy_gbps
         rows.append(row)
         us = row["us"]
         print(
@@ -72,12 +68,9 @@ def main() -> None:
     ms = [int(m) for m in args.ms.split(",")]
     for name in args.dtypes.split(","):
         dtype = getattr(torch, name)
-        for k, n in layers:
-            w = (torch.rand(k, n, device=dev, generator=gen) * 2 - 1).mul_(k**-0.5).to(dtype)
-            x_all = torch.randn(max(ms), k, device=dev, generator=gen).to(dtype)
+        for _, _, w, x_all in weights_kn(layers, max(ms), dtype, gen):
             for m in ms:
                 record(point(x_all[:m], w, w.numel() * 2, args.budget), "linear", name)
-            del w, x_all
         rng = random.Random(args.seed)
         for _ in range(args.random):
             s = rng.randint(1, 16)

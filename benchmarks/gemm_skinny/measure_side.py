@@ -28,11 +28,10 @@ import itertools
 import json
 
 import torch
-from rows import timed_row  # this folder's (run as a script from here)
+from rows import linear_setup, timed_row, weights_kn  # this folder's (run as a script from here)
 
 import lltm_ext
 from lltm_ext._extension import load_extension
-from lltm_ext.cli.linear import LINEAR_LAYERS, copy_bandwidth
 
 
 def variants(a: torch.Tensor, b: torch.Tensor, grid: list[tuple[int, int, int]]) -> dict:
@@ -66,10 +65,7 @@ def main() -> None:
     parser.add_argument("--dtypes", default="bfloat16")
     parser.add_argument("--budget", type=float, default=0.1, help="seconds of samples per point")
     args = parser.parse_args()
-    dev = torch.device("cuda")
-    layers = LINEAR_LAYERS["cuda"]
-    copy = copy_bandwidth(max(k * n for k, n in layers) * 2, dev, 0.05, flush="read")
-    print(f"copy bandwidth {copy.gbps:.0f} GB/s", flush=True)
+    dev, layers, copy_gbps = linear_setup()
     ints = [[int(v) for v in s.split(",") if v] for s in (args.cols, args.splits, args.warps)]
     grid = list(itertools.product(*ints))
     points = list(layers) + [
@@ -81,9 +77,7 @@ def main() -> None:
     ms = [int(m) for m in args.ms.split(",")]
     for name in args.dtypes.split(","):
         dtype = getattr(torch, name)
-        for k, n in points:
-            w = (torch.rand(k, n, device=dev, generator=gen) * 2 - 1).mul_(k**-0.5).to(dtype)
-            x_all = torch.randn(max(ms), k, device=dev, generator=gen).to(dtype)
+        for k, n, w, x_all in weights_kn(points, max(ms), dtype, gen):
             for m in ms:
                 a = x_all[:m]
                 row = timed_row(
@@ -94,7 +88,7 @@ def main() -> None:
                     optional=tuple(names),
                     what="linear" if (k, n) in layers else "grid",
                     dtype=name,
-                    copy_gbps=copy.gbps,
+                    copy_gbps=copy_gbps,
                     w_bytes=w.numel() * 2,
                 )
                 rows.append(row)
@@ -108,7 +102,6 @@ def main() -> None:
                 print(f"{name} {m}x{n}x{k}: {line}{tail} us", flush=True)
                 with open(args.json, "w") as f:
                     json.dump(rows, f)
-            del w, x_all
     print(f"wrote {len(rows)} rows to {args.json}")
 
 
