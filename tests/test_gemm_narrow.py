@@ -1,6 +1,6 @@
-"""The wgmma kernel's narrow tile (src/gemm/tiles/kernel_sm90.cuh with BN = 16): bfloat16 / float16
-products with a side of at most 16 (a linear layer over a few tokens), the large operand streamed
-through 128-row tiles by TMA, against float64.
+"""The wgmma kernel's narrow tiles (src/gemm/tiles/kernel_sm90.cuh with BN = 16, and 32 for a side
+of 17 to 32): bfloat16 / float16 products with a side of at most 32 (a linear layer over a few
+tokens), the large operand streamed through 128-row tiles by TMA, against float64.
 
 Forced through ``_gemm_narrow`` with K splits of its own choice and forced ones, both orientations
 (the small side M: operands swapped, C stored transposed; the small side N: as is), the large
@@ -33,8 +33,9 @@ def needs_wgmma():
         pytest.skip("the narrow tile needs the wgmma kernel (a Hopper GPU and sm_90a code)")
 
 
-# (M, N, K), M the small side: 1 to 16, the large side ending inside a 64- and 128-row tile or on
-# its edge, K of one partial step, a step's edge, long (splits of several steps).
+# (M, N, K), M the small side: 1 to 32 (both tiles, each width's edge), the large side ending
+# inside a 64- and 128-row tile or on its edge, K of one partial step, a step's edge, long (splits
+# of several steps).
 SHAPES = [
     (1, 8, 8),
     (1, 128, 64),
@@ -45,17 +46,26 @@ SHAPES = [
     (16, 8192, 2048),
     (5, 3000, 8200),
     (13, 2000, 72),
+    (17, 1000, 1000),
+    (24, 4104, 520),
+    (32, 8192, 2048),
+    (29, 136, 4104),
 ]
 
 
 def check_forced(a, b, dtype, where):
     ref = ref_mm(a, b)
-    for splits in (0, 1, 3, 7):
-        out = poisoned(a.size(0), b.size(1), dtype)
-        ext()._gemm_narrow(a, b, out, splits=splits)
-        err = rel_err(out, ref)
-        assert err <= GEMV_BOUND[dtype], f"{where} splits={splits}: {err:.2e}"
+    for rows in (0, 64):
+        for splits in (0, 1, 3, 7):
+            out = poisoned(a.size(0), b.size(1), dtype)
+            ext()._gemm_narrow(a, b, out, splits=splits, rows=rows)
+            err = rel_err(out, ref)
+            assert err <= GEMV_BOUND[dtype], f"{where} rows={rows} splits={splits}: {err:.2e}"
     assert torch.equal(ext()._gemm_narrow(a, b), ext()._gemm_narrow(a, b)), where
+    # The same products in the same order whatever the tile's rows: the same bits.
+    for splits in (1, 3):
+        same = ext()._gemm_narrow(a, b, splits=splits, rows=64)
+        assert torch.equal(same, ext()._gemm_narrow(a, b, splits=splits, rows=128)), where
 
 
 @pytest.mark.cuda
@@ -63,8 +73,9 @@ def check_forced(a, b, dtype, where):
 @pytest.mark.parametrize("small_n", [False, True], ids=["small_m", "small_n"])
 def test_forced_weight_nk(needs_wgmma, dtype, small_n):
     """x @ W.T (W stored (N, K), as nn.Linear stores it) and the mirror W @ x.T, with K splits of
-    its own choice, none, 3 and 7, into a NaN-poisoned output: within float accumulation's bound
-    of float64, every element written, the same bits twice; rows padded too."""
+    its own choice, none, 3 and 7, in tiles of 128 and of 64 rows, into a NaN-poisoned output:
+    within float accumulation's bound of float64, every element written, the same bits twice and
+    at either tile height; rows padded too."""
     for m, n, k in SHAPES:
         for pad in (0, 8):
             a, b = linear_operands(m, n, k, dtype, pad=pad, small_n=small_n)
@@ -77,7 +88,8 @@ def test_forced_weight_nk(needs_wgmma, dtype, small_n):
 def test_forced_weight_kn(needs_wgmma, dtype, small_n):
     """x @ W with W stored (K, N) (the large operand contiguous along its side: M-major A for the
     tensor cores) and the mirror, N a multiple of 8 (TMA's 16-byte rows), rows padded or not."""
-    for m, n, k in [(1, 8, 8), (3, 1000, 1000), (16, 4104, 2056), (7, 136, 4104), (16, 8192, 520)]:
+    kn = [(1, 8, 8), (3, 1000, 1000), (16, 4104, 2056), (7, 136, 4104), (16, 8192, 520)]
+    for m, n, k in kn + [(17, 1000, 1000), (32, 4104, 2056), (21, 136, 4104)]:
         for pad in (0, 8):
             a, b = weight_kn_operands(m, n, k, dtype, pad=pad, small_n=small_n)
             check_forced(a, b, dtype, f"{m}x{n}x{k} pad={pad}")
@@ -86,15 +98,17 @@ def test_forced_weight_kn(needs_wgmma, dtype, small_n):
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
 def test_auto_path_takes_what_it_was_measured_faster_at(needs_wgmma, dtype):
-    """lltm_ext.gemm runs on the narrow tile (the same bits as the forced call with its own
-    splits) where the auto rule sends it: x @ W with W stored (K, N) past 8 tokens (but where the
-    skinny column kernel's 32-column blocks fit in one wave) or at a K below 2048, x @ W.T over
-    layers of at least 8192 outputs past 8 tokens or at a K up to 1024; within the bound of
-    float64."""
+    """lltm_ext.gemm runs on the narrow tiles (the same bits as the forced call with its own
+    choices) where the auto rule sends it: x @ W with W stored (K, N) past 8 tokens (past 16 where
+    its blocks fill 3/4 to all of one wave; not where the skinny column kernel's 32-column blocks
+    fit in one wave) or at a K below 2048, x @ W.T over layers of at least 8192 outputs past 8
+    tokens, up to 16, or at a K up to 1024; within the bound of float64."""
     if ext()._gemm_narrow_side() == 0:
         pytest.skip("the auto path's narrow side is 0")
     cases = [
         weight_kn_operands(16, 8192, 2048, dtype),
+        weight_kn_operands(24, 8192, 2048, dtype),
+        weight_kn_operands(32, 4096, 8192, dtype),
         weight_kn_operands(9, 1024, 4096, dtype),
         weight_kn_operands(4, 2048, 1024, dtype),
         linear_operands(12, 8192, 1024, dtype),
@@ -111,15 +125,15 @@ def test_auto_path_takes_what_it_was_measured_faster_at(needs_wgmma, dtype):
 
 @pytest.mark.cuda
 def test_what_it_cannot_run_is_an_error(needs_wgmma):
-    """Clear errors: both sides past 16, float32, the small operand not K-contiguous, rows that
-    are not 16-byte aligned; negative splits."""
+    """Clear errors: both sides past 32, float32, the small operand not K-contiguous, rows that
+    are not 16-byte aligned; negative splits, tiles of other than 64 or 128 rows."""
     x = torch.randn(16, 512, dtype=torch.bfloat16, device="cuda")
     w = torch.randn(1024, 512, dtype=torch.bfloat16, device="cuda")
     ok = ext()._gemm_narrow(x, w.t())
     assert rel_err(ok, ref_mm(x, w.t())) <= GEMV_BOUND[torch.bfloat16]
     w509 = torch.randn(1024, 509, dtype=torch.bfloat16, device="cuda")
     bad = [
-        (torch.randn(17, 512, dtype=torch.bfloat16, device="cuda"), w.t()),  # both sides > 16
+        (torch.randn(33, 512, dtype=torch.bfloat16, device="cuda"), w.t()),  # both sides > 32
         (x.t().contiguous().t(), w.t()),  # the small operand M-contiguous
         (torch.randn(16, 509, dtype=torch.bfloat16, device="cuda"), w509.t()),  # rows of 1018 B
     ]
@@ -130,6 +144,8 @@ def test_what_it_cannot_run_is_an_error(needs_wgmma):
         ext()._gemm_narrow(x.float(), w.float().t())
     with pytest.raises(RuntimeError, match="splits is 0"):
         ext()._gemm_narrow(x, w.t(), splits=-1)
+    with pytest.raises(RuntimeError, match="rows is 0 \\(auto\\), 64 or 128, but got 32"):
+        ext()._gemm_narrow(x, w.t(), rows=32)
 
 
 @pytest.mark.cuda
@@ -150,7 +166,7 @@ def test_empty_and_k_zero(needs_wgmma):
 def test_auto_path_sides_are_checked():
     """The auto path's side settings take 0 (never) to their kernel's largest side, else a clear
     error; a setting made is read back."""
-    for name, most in (("narrow", 16), ("skinny", 32)):
+    for name, most in (("narrow", 32), ("skinny", 32)):
         get, put = getattr(ext(), f"_gemm_{name}_side"), getattr(ext(), f"_set_gemm_{name}_side")
         saved = get()
         try:

@@ -167,15 +167,18 @@ at::Tensor gemm_skinny(const at::Tensor& a, const at::Tensor& b,
 }
 
 // Tuning and test entry point (CUDA; float16, bfloat16): c = a @ b on the wgmma kernel's narrow
-// tile with `splits` K splits, 0 for its own choice. out: contiguous, written (else a new tensor).
+// tiles with `splits` K splits and tiles of `rows` rows (64 or 128), 0 for its own choice of each.
+// out: contiguous, written (else a new tensor).
 at::Tensor gemm_narrow(const at::Tensor& a, const at::Tensor& b,
-                       const std::optional<at::Tensor>& out, int64_t splits) {
+                       const std::optional<at::Tensor>& out, int64_t splits, int64_t rows) {
   check_operands(a, b);
   TORCH_CHECK(a.is_cuda() && (a.scalar_type() == at::kHalf || a.scalar_type() == at::kBFloat16),
               "lltm_ext.gemm: _gemm_narrow takes float16 or bfloat16 CUDA tensors, but got a ",
               describe(a), ".");
   TORCH_CHECK(splits >= 0, "lltm_ext.gemm: _gemm_narrow's splits is 0 (auto) or more, but got ",
               splits, ".");
+  TORCH_CHECK(rows == 0 || rows == 64 || rows == 128,
+              "lltm_ext.gemm: _gemm_narrow's rows is 0 (auto), 64 or 128, but got ", rows, ".");
   at::Tensor c;
   if (out.has_value()) {
     check_out(*out, a, b);
@@ -185,7 +188,7 @@ at::Tensor gemm_narrow(const at::Tensor& a, const at::Tensor& b,
     c = at::empty({a.size(0), b.size(1)}, a.options());
   }
 #ifdef WITH_CUDA
-  gemm_cuda_narrow(a, b, c, splits);
+  gemm_cuda_narrow(a, b, c, splits, static_cast<int>(rows));
 #else
   fail_not_compiled_with_cuda("gemm");
 #endif
@@ -432,10 +435,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "'staged' (as LLTM_EXT_GEMM_PATH does)",
       py::arg("path"));
   m.def("_gemm_narrow", &lltm_ext::gemm::gemm_narrow,
-        "CUDA GEMM on the wgmma kernel's narrow tile (float16 / bfloat16, a side of at most 16, "
+        "CUDA GEMM on the wgmma kernel's narrow tiles (float16 / bfloat16, a side of at most 32, "
         "that side's operand K-contiguous, rows 16-byte aligned, a Hopper GPU; tuning, tests): "
-        "splits, 0 for its own choice; out: contiguous, written (else a new tensor)",
-        py::arg("a"), py::arg("b"), py::arg("out") = py::none(), py::arg("splits") = 0);
+        "splits and rows (of the large side a tile takes, 64 or 128), 0 for its own choice; out: "
+        "contiguous, written (else a new tensor)",
+        py::arg("a"), py::arg("b"), py::arg("out") = py::none(), py::arg("splits") = 0,
+        py::arg("rows") = 0);
   m.def(
       "_gemm_narrow_side",
       [] {
@@ -458,7 +463,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 #endif
       },
       "Set the largest small side the bfloat16 / float16 auto path gives the narrow tile, 0 "
-      "(never) to 16 (tuning, tests; process-wide)",
+      "(never) to 32 (tuning, tests; process-wide)",
       py::arg("side"));
   m.def(
       "_gemm_skinny_side",

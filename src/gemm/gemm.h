@@ -94,12 +94,12 @@ void gemm_cuda_skinny(const at::Tensor& a, const at::Tensor& b, const at::Tensor
 int cuda_skinny_side();
 void set_cuda_skinny_side(int side);
 
-// c (M x N, contiguous, written) = a (M x K) @ b (K x N) on the wgmma kernel's narrow tile
-// (float16 / bfloat16, a side of at most 16, that side's operand K-contiguous, rows 16-byte
-// aligned, a Hopper GPU; anything else an error), with `splits` K splits (0: its own choice).
-// Tuning and tests.
+// c (M x N, contiguous, written) = a (M x K) @ b (K x N) on the wgmma kernel's narrow tiles
+// (float16 / bfloat16, a side of at most 32, that side's operand K-contiguous, rows 16-byte
+// aligned, a Hopper GPU; anything else an error), with `splits` K splits and tiles of `rows` rows
+// of the large side, 64 or 128 (0: its own choice of each). Tuning and tests.
 void gemm_cuda_narrow(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
-                      int64_t splits = 0);
+                      int64_t splits = 0, int rows = 0);
 
 // The largest small side (min(M, N)) that the auto path gives the narrow tile, where it can run
 // the product (0: never); process-wide, for tuning and tests.

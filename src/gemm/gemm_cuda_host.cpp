@@ -319,19 +319,27 @@ void set_side(std::atomic<int>* slot, int side, int64_t most, const char* what) 
   slot->store(side);
 }
 
-// Whether the auto path runs a @ b, its small side at most the narrow side, on the narrow tile
+// Whether the auto path runs a @ b, its small side at most the narrow side, on the narrow tiles
 // (where run_narrow can), as measured (docs/decisions.md#narrow-tile): a large operand contiguous
 // along its side L (x @ W with W stored (K, N)) from L = 1024 on, past a small side of 8 or below
-// K = 2048 (where the column kernel does not run); one K-contiguous (x @ W.T) from L = 8192 on,
-// past a small side of 8 or up to K = 1024. Never below K = 128 (the short-K kernels).
-bool narrow_auto_takes(const at::Tensor& a, const at::Tensor& b) {
+// K = 2048 (where the column kernel does not run), and past 16 only where the tiles' blocks (K
+// splits counted) fill 3/4 to all of one wave of the `sms` SMs; one K-contiguous (x @ W.T) from
+// L = 8192 on, past a small side of 8 (up to 16) or up to K = 1024. Never below K = 128 (the
+// short-K kernels).
+bool narrow_auto_takes(const at::Tensor& a, const at::Tensor& b, int sms) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   const int64_t S = std::min(M, N), L = std::max(M, N);
   const at::Tensor& big = M <= N ? b : a;
   const bool l_contig = M <= N ? big.stride(1) == 1 && N > 1 : big.stride(0) == 1 && M > 1;
   if (K < 128) return false;
+  if (l_contig && S > 16) {
+    const int rows = narrow_rows(L, K, sms);
+    const int64_t tiles = (L + rows - 1) / rows;
+    const int64_t blocks = tiles * narrow_splits(tiles, K, sms);
+    return L >= 1024 && 4 * blocks >= 3 * sms && blocks <= sms;
+  }
   if (l_contig) return L >= 1024 && (S > 8 || K < 2048);
-  return L >= 8192 && (S > 8 || K <= 1024);
+  return S <= 16 && L >= 8192 && (S > 8 || K <= 1024);
 }
 
 // Whether an operand's rows (rows of `elems` K-contiguous 16-bit elements, `ld` apart) suit the
@@ -675,8 +683,8 @@ void gemm_cuda_skinny(const at::Tensor& a, const at::Tensor& b, const at::Tensor
   }
 }
 
-void gemm_cuda_narrow(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
-                      int64_t splits) {
+void gemm_cuda_narrow(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int64_t splits,
+                      int rows) {
   const int64_t M = a.size(0), N = b.size(1);
   const c10::cuda::CUDAGuard guard(a.device());
   if (M == 0 || N == 0) return;
@@ -685,7 +693,7 @@ void gemm_cuda_narrow(const at::Tensor& a, const at::Tensor& b, const at::Tensor
     C10_CUDA_CHECK(cudaMemsetAsync(c.data_ptr(), 0, c.nbytes(), stream));
     return;
   }
-  TORCH_CHECK(run_narrow(a, b, c, stream, splits),
+  TORCH_CHECK(run_narrow(a, b, c, stream, splits, rows),
               "lltm_ext.gemm: the narrow tile needs float16 or bfloat16, a side of at most ",
               kNarrowSide,
               ", that side's operand K-contiguous, 16-byte aligned data and rows, and a GPU that "
@@ -734,8 +742,9 @@ void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, in
       skinny();
       return;
     }
-    if (half && std::min(M, N) <= g_narrow_side.load() && narrow_auto_takes(a, b) &&
-        !half_path_forced() && run_narrow(a, b, c, stream)) {
+    if (half && std::min(M, N) <= g_narrow_side.load() &&
+        narrow_auto_takes(a, b, cuda::sm_count(a.get_device())) && !half_path_forced() &&
+        run_narrow(a, b, c, stream)) {
       return;
     }
     if (g && skinny_auto_takes(*g)) {

@@ -61,21 +61,26 @@ Operand operand_of(const at::Tensor& t, bool is_a);
 bool run_tensor_core(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
                      cudaStream_t stream, const TcForce& force = {});
 
-// c (M x N, contiguous) = a @ b on the wgmma kernel's narrow tile (128 x 16: a side of at most
-// kNarrowSide streamed past the other operand's 128-row tiles; docs/decisions.md#narrow-tile)
+// c (M x N, contiguous) = a @ b on the wgmma kernel's narrow tiles (128 x 16 for a side of at most
+// 16, else 128 x 32 up to kNarrowSide: that side streamed past the other operand's 128-row tiles;
+// docs/decisions.md#narrow-tile)
 // where it runs: bfloat16 / float16 on the sm_90a image, the small side's operand K-contiguous,
 // both operands' rows 16-byte aligned; with M <= N swapped (C^T = b^T a^T, C stored transposed).
-// `splits` K splits, 0 for narrow_splits'. Returns false, having launched nothing, elsewhere.
-// M, N > 0.
-constexpr int64_t kNarrowSide = 16;
+// `splits` K splits, 0 for narrow_splits'; tiles of `rows` rows of the large side, 64 or 128, 0
+// for the rule's. Returns false, having launched nothing, elsewhere. M, N > 0.
+constexpr int64_t kNarrowSide = 32;
 bool run_narrow(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cudaStream_t stream,
-                int64_t splits = 0);
+                int64_t splits = 0, int rows = 0);
 
-// The narrow tile's K splits for `tiles` 128-row tiles over K on `sms` SMs: none unless the tiles
-// leave two thirds of the SMs idle, else one round of items, at most kNarrowMaxSplits, each at
-// least kNarrowMinSplitSteps K steps.
+// The narrow tile's K splits for `tiles` tiles over K on `sms` SMs: none unless the tiles leave
+// two thirds of the SMs idle, else one round of items, at most kNarrowMaxSplits, each at least
+// kNarrowMinSplitSteps K steps.
 constexpr int64_t kNarrowMaxSplits = 8, kNarrowMinSplitSteps = 8;
 int64_t narrow_splits(int64_t tiles, int64_t K, int sms);
+
+// The narrow tile's rows of the large side L: 64 where 128-row tiles would run unsplit on at most
+// half the SMs (twice the blocks, still one wave), else 128.
+int narrow_rows(int64_t L, int64_t K, int sms);
 
 // Whether LLTM_EXT_GEMM_HALF_PATH / set_cuda_half_path() force a kernel (not "auto"): then the
 // half types (and float32 where TF32 is allowed) run that kernel, not the short-K or small-product

@@ -121,12 +121,19 @@ Sm90Kernel kernel_for(bool a_k, bool b_k) {
   }
 }
 
-// The narrow tile's kernels: 16-bit, B K-major (nullptr otherwise).
-template <int DT>
+// The narrow tiles' kernels, BN 16 or 32: 16-bit, B K-major (nullptr otherwise).
+template <int BN, int DT>
 Sm90Kernel narrow_kernel_for(bool a_k, bool b_k) {
   if (!b_k) return nullptr;
-  return a_k ? &sm90::gemm_sm90_kernel<16, DT, true, true>
-             : &sm90::gemm_sm90_kernel<16, DT, false, true>;
+  return a_k ? &sm90::gemm_sm90_kernel<BN, DT, true, true>
+             : &sm90::gemm_sm90_kernel<BN, DT, false, true>;
+}
+
+template <int BN>
+Sm90Kernel narrow_kernel_for_type(Sm90Type type, bool a_k, bool b_k) {
+  if (type == kSm90Tf32 || type == kSm90F32x3) return nullptr;
+  return type == kSm90BFloat16 ? narrow_kernel_for<BN, sm90::kSm90BF16>(a_k, b_k)
+                               : narrow_kernel_for<BN, sm90::kSm90F16>(a_k, b_k);
 }
 
 template <int BN>
@@ -163,11 +170,11 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
     kernel = kernel_for_type<64>(g.type, g.a_kcontig, g.b_kcontig);
     smem = sm90::sm90_smem_bytes<64>(dt);
   } else if (g.bn == 16) {
-    kernel = g.type == kSm90Tf32 || x3 ? nullptr
-             : g.type == kSm90BFloat16
-                 ? narrow_kernel_for<sm90::kSm90BF16>(g.a_kcontig, g.b_kcontig)
-                 : narrow_kernel_for<sm90::kSm90F16>(g.a_kcontig, g.b_kcontig);
+    kernel = narrow_kernel_for_type<16>(g.type, g.a_kcontig, g.b_kcontig);
     smem = sm90::sm90_smem_bytes<16>(dt);
+  } else if (g.bn == 32) {
+    kernel = narrow_kernel_for_type<32>(g.type, g.a_kcontig, g.b_kcontig);
+    smem = sm90::sm90_smem_bytes<32>(dt);
   } else {
     kernel = x3 ? nullptr : sm90::wide_kernel(g.bn, dt, g.a_kcontig, g.b_kcontig, &smem);
   }
@@ -186,9 +193,10 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   if (encode == nullptr) return cudaErrorNotSupported;
   // A (M x K): K-major rows of K, else M-major rows of M; boxes of 64 K x 128 M, resp. 64 M x
   // 64 K. B (K x N): K-major rows of K, else N-major rows of N; 64 K x BN, resp. 64 N x 64 K.
-  // With M <= 64 (g.short_a) A's K-major boxes are 64 rows deep, and one M-major box is loaded.
-  const int a_rows = g.short_a && g.M <= 64 ? 64 : BM;
-  const int64_t tiles_m = (g.M + BM - 1) / BM;
+  // With M <= 64 (g.short_a), or in tiles of 64 rows (g.rows64), A's K-major boxes are 64 rows
+  // deep, and one M-major box is loaded.
+  const int a_rows = (g.short_a && g.M <= 64) || g.rows64 ? 64 : BM;
+  const int64_t tiles_m = (g.M + a_rows - 1) / a_rows;
   // Clusters of two share B's stages (each block loads half of a K-major B box: BN / 2 rows).
   int cm = !x3 && g.cluster_m == 2 && g.bn >= 64 && g.bn % 64 == 0 && tiles_m >= 2 ? 2 : 1;
   // Persistent: a block per SM, or a cluster per pair of SMs that hold one at once (none there,

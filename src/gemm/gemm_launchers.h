@@ -167,8 +167,8 @@ struct GemmProblem {
 // (rows_aligned(..., 16)) and M, N, K > 0.
 struct Sm90Gemm : GemmProblem {
   Sm90Type type;
-  int bn;   // block tile width: 64, 128, 256 or one of kWgmmaWideTiles; 16 (the narrow tile) for
-            // 16-bit types, B K-major
+  int bn;   // block tile width: 64, 128, 256 or one of kWgmmaWideTiles; 16 or 32 (the narrow
+            // tiles) for 16-bit types, B K-major
   int sms;  // the device's SM count (the persistent grid's upper bound)
   // Split-K: splits > 1 splits K into parts of k_split elements (a multiple of 64, and
   // splits = ceil(K / k_split)); each writes its float32 partial products to `partial`, splits
@@ -178,6 +178,7 @@ struct Sm90Gemm : GemmProblem {
   float* partial = nullptr;
   bool overlap = true;  // one wgmma group left in flight across K steps (else none)
   bool short_a = true;  // M <= 64: stages of 64 rows of A (Sm90Params::a_rows), else 128
+  bool rows64 = false;  // block tiles of 64 rows at any M (a_rows 64, the second consumer idle)
   // C (and the partials) stored transposed: element (m, n) at c[n * ldc + m] (Sm90Params::c_trans).
   bool c_trans = false;
   // 2: clusters of two blocks on neighbouring tile rows, B multicast (Sm90Params::cluster_m),

@@ -430,15 +430,23 @@ int64_t narrow_splits(int64_t tiles, int64_t K, int sms) {
       kNarrowMaxSplits);
 }
 
+int narrow_rows(int64_t L, int64_t K, int sms) {
+  // (docs/decisions.md#narrow-tile) Blocks of 64 rows leave the second consumer warpgroup idle,
+  // which costs little in a product bound by reading the large operand, and twice the blocks read
+  // it faster. Not where 128-row tiles split K: 64-row ones, unsplit on half the SMs, lost there.
+  const int64_t tiles = (L + 127) / 128;
+  return 2 * tiles <= sms && narrow_splits(tiles, K, sms) == 1 ? 64 : 128;
+}
+
 bool run_narrow(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cudaStream_t stream,
-                int64_t splits) {
+                int64_t splits, int rows) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   if ((a.scalar_type() != at::kHalf && a.scalar_type() != at::kBFloat16) ||
       std::min(M, N) > kNarrowSide || K == 0 || !wgmma_runs_here()) {
     return false;
   }
-  // The large side as A (128-row tiles), the small one as B (16 columns, K-major): swapped, C^T =
-  // b^T a^T, where M is the small side.
+  // The large side as A (tiles of 128 or 64 rows), the small one as B (16 or 32 columns,
+  // K-major): swapped, C^T = b^T a^T, where M is the small side.
   const bool swap = M <= N;
   const at::Tensor big = swap ? b.t() : a, small = swap ? a.t() : b;
   const int64_t L = swap ? N : M, S = swap ? M : N;
@@ -460,10 +468,12 @@ bool run_narrow(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, c
   g.c_trans = swap;
   g.type = a.scalar_type() == at::kBFloat16 ? kSm90BFloat16 : kSm90Half;
   g.sms = cuda::sm_count(c.get_device());
-  g.bn = 16;
+  g.bn = S <= 16 ? 16 : 32;
   g.overlap = g_wgmma_overlap.load();
   g.short_a = g_wgmma_short_a.load();
-  const int64_t tiles = (L + 127) / 128;
+  if (rows <= 0) rows = narrow_rows(L, K, g.sms);
+  g.rows64 = rows == 64;
+  const int64_t tiles = (L + rows - 1) / rows;
   if (splits <= 0) splits = narrow_splits(tiles, K, g.sms);
   // Splits of whole K steps (64), every split at least one step.
   const int64_t k_split = ((K + splits - 1) / splits + 63) / 64 * 64;

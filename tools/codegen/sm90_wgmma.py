@@ -19,8 +19,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 HALF_HEADER = ROOT / "src" / "gemm" / "tiles" / "sm90_wgmma.cuh"
 TF32_HEADER = ROOT / "src" / "common" / "sm90_wgmma_tf32.cuh"
 # The tile widths: the GEMM's 64, 128, 256 and gemm_tc_plan.h's kWgmmaWideTiles (144, 168, 192; the
-# test in tests/test_build_tools.py checks), and its narrow tile, 16, in 16-bit types only.
-HALF_WIDTHS = (16, 64, 128, 144, 168, 192, 256)
+# test in tests/test_build_tools.py checks), and its narrow tiles, 16 and 32, in 16-bit types only.
+HALF_WIDTHS = (16, 32, 64, 128, 144, 168, 192, 256)
 TF32_WIDTHS = (64, 128, 144, 168, 192, 256)
 WIDE_WIDTHS = (144, 168, 192)
 

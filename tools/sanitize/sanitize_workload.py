@@ -29,8 +29,8 @@ edges, operands and out= off by one element; its mma form for float16 and bfloat
 C's rows shifted off their 16-byte boundaries), and the skinny kernel (gemm_skinny: float16 and
 bfloat16, a side of 1 to 32 ending inside each tile, both orientations, the weight stored (N, K) and
 (K, N), 1, 3 and 8 warps with K splits and without, and through the public API), and the wgmma
-kernel's narrow tile (gemm_narrow: a side of 1 to 16, both orientations, both weight layouts, K
-splits).
+kernel's narrow tiles (gemm_narrow: a side of 1 to 32, both orientations, both weight layouts, K
+splits, tiles of 128 and 64 rows).
 Under --prefilled-tma-outputs (initcheck without --check-tensor-ops, which does
 not see the copy engine's stores) the wgmma kernels write only into NaN-filled out= buffers, and
 the `gemm` section runs bfloat16 / float16 on the SIMT kernel.
@@ -1149,16 +1149,17 @@ def run_gemm_skinny(dtypes: list[torch.dtype]) -> None:
             check_gemm(out, a, b, dtype, f"gemm_skinny auto {m}x{n}x{k} {layout} {mirror} {dtype}")
 
 
-# The narrow tile: the small side 1 to 16, the large side ending inside a 64- and 128-row tile, K
-# ending inside a 64-element step and past several (K splits).
-NARROW_SHAPES = ((1, 200, 72), (16, 136, 1032), (9, 328, 520), (5, 64, 8))
+# The narrow tiles: the small side 1 to 32 (16 and 32 wide), the large side ending inside a 64- and
+# 128-row tile, K ending inside a 64-element step and past several (K splits).
+NARROW_SHAPES = ((1, 200, 72), (16, 136, 1032), (9, 328, 520), (5, 64, 8), (17, 200, 520))
+NARROW_SHAPES += ((32, 136, 1032), (27, 72, 72))
 
 
 def run_gemm_narrow(dtypes: list[torch.dtype]) -> None:
-    """The wgmma kernel's narrow tile, forced (_gemm_narrow) with K splits 1, 3 and its own, both
-    orientations (the small side M: operands swapped, C stored transposed), the weight stored (N, K)
-    and (K, N), NaN-filled out= (CUDA only, where the wgmma kernel runs: skipped with a line
-    saying so elsewhere)."""
+    """The wgmma kernel's narrow tiles, forced (_gemm_narrow) with K splits 1, 3 and its own, in
+    tiles of its own rows, 64 and 128, both orientations (the small side M: operands swapped, C
+    stored transposed), the weight stored (N, K) and (K, N), NaN-filled out= (CUDA only, where the
+    wgmma kernel runs: skipped with a line saying so elsewhere)."""
     if DEVICE != "cuda":
         print("  gemm_narrow: skipped, a CUDA kernel", flush=True)
         return
@@ -1172,10 +1173,10 @@ def run_gemm_narrow(dtypes: list[torch.dtype]) -> None:
     for dtype in (d for d in dtypes if d in HALF):
         for (m, n, k), layout, mirror in itertools.product(NARROW_SHAPES, "tn", (False, True)):
             a, b = linear_case(m, n, k, layout, mirror, dtype)
-            for splits in (1, 3, 0):
+            for splits, rows in itertools.product((1, 3, 0), (0, 64, 128)):
                 out = torch.full((a.size(0), b.size(1)), math.nan, dtype=dtype, device=DEVICE)
-                ext._gemm_narrow(a, b, out=out, splits=splits)
-                what = f"{m}x{n}x{k} {layout} mirror={mirror} splits={splits} {dtype}"
+                ext._gemm_narrow(a, b, out=out, splits=splits, rows=rows)
+                what = f"{m}x{n}x{k} {layout} mirror={mirror} splits={splits} rows={rows} {dtype}"
                 check_gemm(out, a, b, dtype, f"gemm_narrow {what}")
 
 

@@ -15,9 +15,9 @@
 //     straight from shared memory (descriptors and barrier addresses taken once, before the K
 //     loop, which adds offsets to them), then a release of the stage (one arrival per warp) once
 //     they are done: with p.overlap, a step later, one group left in flight meanwhile; where
-//     M <= 64 (p.a_rows 64) stages hold 64 rows of A, and the second consumer's math reads rows
-//     that no load wrote and stores none of its results (a branch around its math instead would
-//     serialize every consumer's wgmmas: ptxas C7518);
+//     M <= 64, or in block tiles of 64 rows (p.a_rows 64), stages hold 64 rows of A, and the
+//     second consumer's math reads rows that no load wrote and stores none of its results (a
+//     branch around its math instead would serialize every consumer's wgmmas: ptxas C7518);
 //   - operands of either major-ness for 16-bit types: a K-major operand is one box of 128 bytes
 //     of K x rows; an M- / N-major one is boxes of (64 M or N) x (64 K), each a 128-byte-swizzled
 //     atom column, read by wgmma with its transpose bit set (tf32: K-major only);
@@ -108,8 +108,8 @@ struct Sm90Tile {
   static constexpr int STAGES = STAGES_FIT < 12 ? STAGES_FIT : 12;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024;  // + align to 1024
   static constexpr int GROUP_M = 8;
-  static_assert(BN == 16 || (BN % 8 == 0 && BN >= 64 && BN <= 256),
-                "wgmma tiles are 16 wide, or 64-256 in steps of 8");
+  static_assert(BN == 16 || BN == 32 || (BN % 8 == 0 && BN >= 64 && BN <= 256),
+                "wgmma tiles are 16 or 32 wide (the narrow tiles), or 64-256 in steps of 8");
   static_assert(STAGES >= (PARTS == 2 ? 3 : 4), "at least four stages (three of two parts)");
   static_assert(
       DT_ != kSm90F32X3 || BN == 64 || BN == 128,
@@ -141,10 +141,10 @@ struct Sm90Params {
   // The consumers keep one wgmma group in flight across K steps (its stage released a step
   // later), else wait for each step's group before the next.
   bool overlap = true;
-  // Rows of A a stage holds: 128, or 64 where M <= 64 (map_a's boxes then 64 rows deep; the
-  // second consumer's rows all lie past M, so that it stores nothing of what it computes from
-  // the stage's unloaded rows): TMA boxes reaching past M cost load time for the rows they
-  // fill with zeros.
+  // Rows of A a stage holds and of a block tile: 128, or 64 (where M <= 64, as TMA boxes
+  // reaching past M cost load time for the rows they fill with zeros; or tiles of 64 rows, twice
+  // the tiles): map_a's boxes then 64 rows deep, and the second consumer stores nothing of what
+  // it computes from the stage's unloaded rows.
   int a_rows = 128;
   // C stored transposed: the kernel's element (r, col) at c[col * ldc + r], its partials at
   // slice[col * M + r] (the narrow tile's swapped operands, C^T = B^T A^T: the caller's C is the
@@ -246,7 +246,7 @@ __global__ void __launch_bounds__(384, 1)
   static_assert(BN % 64 == 0 || B_K, "an N-major B in whole 64-column atoms");
   constexpr bool F32 = DT >= kSm90TF32, X3 = DT == kSm90F32X3;
   constexpr int ELEM = F32 ? 4 : 2;
-  constexpr int BM = Tile::BM, BK = 128 / ELEM, STAGES = Tile::STAGES;
+  constexpr int BK = 128 / ELEM, STAGES = Tile::STAGES;
   // Static shared memory: only this (sm_90a) body has it, which is how the host tells the loaded
   // image from the other architectures' empty stubs (gemm_kernels_sm90.cu, sm90_image_loaded).
   __shared__ uint64_t full[STAGES], empty[STAGES];
@@ -297,7 +297,7 @@ __global__ void __launch_bounds__(384, 1)
         sm90_work(p, u, tiles, k_tiles, t, kt_begin, kt_end);
         sm90_tile_coords(t, tiles_mc, p.tiles_n, Tile::GROUP_M / cm, tm, tn);
         tm = tm * cm + rank;
-        const int m0 = tm * BM, n0 = tn * BN;
+        const int m0 = tm * p.a_rows, n0 = tn * BN;
         const bool a_live = m0 < p.M;  // else the second block of a last, odd row of a pair
         for (int kt = kt_begin; kt < kt_end; ++kt) {
           mbar_wait(&empty[stage], phase ^ 1);
@@ -400,7 +400,7 @@ __global__ void __launch_bounds__(384, 1)
       sm90_work(p, u, tiles, k_tiles, t, kt_begin, kt_end);
       sm90_tile_coords(t, tiles_mc, p.tiles_n, Tile::GROUP_M / cm, tm, tn);
       tm = tm * cm + rank;
-      const int m0 = tm * BM, n0 = tn * BN;
+      const int m0 = tm * p.a_rows, n0 = tn * BN;
       int held = -1;  // p.overlap: the stage the group still in flight may be reading
       for (int kt = kt_begin; kt < kt_end; ++kt) {
         mbar_wait(full_addr + 8 * stage, phase);
@@ -482,6 +482,11 @@ __global__ void __launch_bounds__(384, 1)
         if (held >= 0) release(held);
       }
       if (m0 >= p.M) continue;  // the second block of a last, odd row of a cluster's pair
+      // The rows this consumer stores lie below m_lim: in 64-row tiles the second one stores none
+      // (its rows lie past M, or are the next tile's; its sums come from rows no load wrote). A
+      // limit, not a branch: a branch on the consumer here made ptxas serialize every wgmma
+      // (C7518).
+      const int m_lim = p.a_rows == 64 && w == 1 ? 0 : p.M;
       if constexpr (X3) {
         // Outputs that came out non-finite, recomputed from the operands as given over this
         // item's K range (a warp's lanes go in only where one of them holds such an output).
@@ -494,7 +499,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
           for (int i = 0; i < BN / 2; ++i) {
             const int r = row + 8 * ((i / 2) % 2), col = n0 + 8 * (i / 4) + 2 * (lane % 4) + i % 2;
-            if (!isfinite(acc[i]) && r < p.M && col < p.N)
+            if (!isfinite(acc[i]) && r < m_lim && col < p.N)
               acc[i] =
                   sm90_exact_dot(p.a + static_cast<int64_t>(r) * p.a_rs,
                                  p.b + static_cast<int64_t>(col) * p.b_cs, p.a_ks, p.b_ks, k0, k1);
@@ -514,7 +519,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int r = row + 8 * h;
-            if (r < p.M && col < p.N) store(r, col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+            if (r < m_lim && col < p.N) store(r, col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
           }
         }
       };
@@ -589,7 +594,7 @@ __global__ void __launch_bounds__(384, 1)
           }
           fence_proxy_async_smem();
           named_barrier_sync(1 + w, 128);
-          if (tid == 0) {
+          if (tid == 0 && m_lim > 0) {
 #pragma unroll
             for (int box = 0; box < BOXES; ++box) {
               tma_store_2d(&map_c, cs + box * Tile::C_BOX_BYTES, n0 + PASS_COLS * pass + CB * box,
