@@ -1,16 +1,18 @@
-"""Times the wgmma kernel's narrow tile (128 x 16, src/gemm/tiles/kernel_sm90.cuh with BN = 16) at
-each K split count against cuBLAS and the auto path without it: the data run_narrow's split rule
-and the auto path's range (narrow_splits, narrow_auto_takes in src/gemm/) are set from.
+"""Times the wgmma kernel's narrow tiles (128 x 16 and 128 x 32, src/gemm/tiles/kernel_sm90.cuh
+with BN = 16 and 32) at each K split count against cuBLAS and the auto path without them: the data
+run_narrow's split rule and the auto path's range (narrow_splits, narrow_auto_takes in src/gemm/)
+are set from.
 
 Points: the linear layers of ``lltm-ext bench --linear`` at each M of --ms, in layout t (x @ W.T,
-W (N, K)) and n (x @ W, W (K, N)), and --random shapes with a small side of 1 to 16 (K a multiple
-of 8 from 64 to 16384, the large side 64 to 32768, a multiple of 8). At each point, one interleaved
-timing (``lltm_ext.cli.sweep.time_medians``, flush="read": L2 emptied of W's lines, no dirty
-lines left to write back, as the linear bench times bandwidth): cuBLAS, the auto path without the
-narrow tile ("before"), the narrow tile with its own splits and at each of SPLITS, each checked
-against float64 first. One JSON row per point, with the copy bandwidth of the run.
+W (N, K)) and n (x @ W, W (K, N)), and --random shapes with a small side of 1 to --max-side (K a
+multiple of 8 from 64 to 16384, the large side 64 to 32768, a multiple of 8). At each point, one
+interleaved timing (``lltm_ext.cli.sweep.time_medians``, flush="read": L2 emptied of W's lines, no
+dirty lines left to write back, as the linear bench times bandwidth): cuBLAS, the auto path
+without the narrow tiles ("before"), the narrow tile with its own splits and at each of SPLITS,
+each checked against float64 first. One JSON row per point, with the copy bandwidth of the run.
 
     python benchmarks/gemm_skinny/measure_narrow.py narrow.json --random 40
+    python benchmarks/gemm_skinny/measure_narrow.py wide.json --ms 17,20,24,32 --max-side 32
 """
 
 from __future__ import annotations
@@ -30,8 +32,17 @@ from lltm_ext.cli.linear import LINEAR_LAYERS, copy_bandwidth
 SPLITS = (1, 2, 3, 4, 6, 8)
 
 
-def point(a: torch.Tensor, b: torch.Tensor, w_bytes: int, budget_s: float) -> dict[str, object]:
-    """a @ b timed: cuBLAS, the auto path without the narrow tile, the narrow tile's splits."""
+def point(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    w_bytes: int,
+    budget_s: float,
+    splits: tuple[int, ...] = SPLITS,
+    rows: tuple[int, ...] = (128,),
+) -> dict[str, object]:
+    """a @ b timed: cuBLAS, the auto path, the auto path without the narrow tiles, the narrow tile
+    with its own choices ("narrow"), and at each of `splits` ("s2": 128-row tiles; "r64s2": 64-row
+    ones; "r64": 64-row ones, its own splits) in tiles of each of `rows`."""
     gemm = load_extension("gemm")
     side = gemm._gemm_narrow_side()
 
@@ -42,9 +53,18 @@ def point(a: torch.Tensor, b: torch.Tensor, w_bytes: int, budget_s: float) -> di
         finally:
             gemm._set_gemm_narrow_side(side)
 
-    fns = {"cublas": lambda: a @ b, "before": before, "narrow": lambda: gemm._gemm_narrow(a, b)}
-    for s in SPLITS:
-        fns[f"s{s}"] = lambda s=s: gemm._gemm_narrow(a, b, splits=s)
+    fns = {
+        "cublas": lambda: a @ b,
+        "auto": lambda: lltm_ext.gemm(a, b),
+        "before": before,
+        "narrow": lambda: gemm._gemm_narrow(a, b),
+    }
+    for r in rows:
+        tag = "" if r == 128 else f"r{r}"
+        if tag:
+            fns[tag] = lambda r=r: gemm._gemm_narrow(a, b, rows=r)
+        for s in splits:
+            fns[f"{tag}s{s}"] = lambda s=s, r=r: gemm._gemm_narrow(a, b, splits=s, rows=r)
     return timed_row(a, b, fns, budget_s, w_bytes=w_bytes)
 
 
@@ -54,11 +74,16 @@ def main() -> None:
     parser.add_argument("--ms", default="1,8,16")
     parser.add_argument("--layouts", default="t,n")
     parser.add_argument("--random", type=int, default=40, help="random shapes, a side <= 16")
+    parser.add_argument("--max-side", type=int, default=16, help="the random shapes' largest side")
+    parser.add_argument("--splits", default=",".join(map(str, SPLITS)), help="forced K splits")
+    parser.add_argument("--rows", default="128", help="tile rows to time (64, 128)")
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"])
     parser.add_argument("--budget", type=float, default=0.1, help="seconds of samples per point")
     args = parser.parse_args()
     dtype = getattr(torch, args.dtype)
+    splits = tuple(int(v) for v in args.splits.split(",") if v)
+    tile_rows = tuple(int(v) for v in args.rows.split(",") if v)
     dev = torch.device("cuda")
     layers = LINEAR_LAYERS["cuda"]
     copy = copy_bandwidth(max(k * n for k, n in layers) * 2, dev, 0.05, flush="read")
@@ -70,12 +95,12 @@ def main() -> None:
         row["copy_gbps"] = copy.gbps
         rows.append(row)
         us = row["us"]
-        best = min((v, n) for n, v in us.items() if n.startswith("s"))
+        best = min((v, n) for n, v in us.items() if n not in ("cublas", "auto", "before"))
         bw = row["w_bytes"] / us["narrow"] / 1e3 / copy.gbps
         print(
-            f"{what} {row['M']}x{row['N']}x{row['K']}: cublas {us['cublas']:.1f} before "
-            f"{us['before']:.1f} narrow {us['narrow']:.1f} (bw {bw:.2f}) best {best[1]} "
-            f"{best[0]:.1f} us",
+            f"{what} {row.get('layout')} {row['M']}x{row['N']}x{row['K']}: cublas "
+            f"{us['cublas']:.1f} auto {us['auto']:.1f} before {us['before']:.1f} narrow "
+            f"{us['narrow']:.1f} (bw {bw:.2f}) best {best[1]} {best[0]:.1f} us",
             flush=True,
         )
         with open(args.json, "w") as f:
@@ -89,13 +114,13 @@ def main() -> None:
             wv = w.t() if layout == "t" else w.t().contiguous()  # (K, N)
             x_all = torch.randn(max(ms), k, device=dev, generator=gen).to(dtype)
             for m in ms:
-                row = point(x_all[:m], wv, w.numel() * 2, args.budget)
+                row = point(x_all[:m], wv, w.numel() * 2, args.budget, splits, tile_rows)
                 row["layout"] = layout
                 record(row, "linear")
             del w, wv, x_all
     rng = random.Random(args.seed)
     for _ in range(args.random):
-        s = rng.randint(1, 16)
+        s = rng.randint(1, args.max_side)
         k = 8 * int(math.exp(rng.uniform(math.log(8), math.log(2048))))
         big = max(8, int(math.exp(rng.uniform(math.log(64), math.log(32768)))) // 8 * 8)
         layout = rng.choice("tn")
@@ -103,7 +128,7 @@ def main() -> None:
         wv = w.t() if layout == "t" else w.t().contiguous()
         x = torch.randn(s, k, device=dev, generator=gen).to(dtype)
         a, b = (wv.t(), x.t()) if rng.random() < 0.3 else (x, wv)
-        row = point(a, b, w.numel() * 2, args.budget)
+        row = point(a, b, w.numel() * 2, args.budget, splits, tile_rows)
         row["layout"] = layout
         record(row, "random")
     print(f"wrote {len(rows)} rows to {args.json}")

@@ -64,6 +64,13 @@ def main() -> None:
     parser.add_argument("--ks", default="", help="K of those points")
     parser.add_argument("--dtypes", default="bfloat16")
     parser.add_argument("--budget", type=float, default=0.1, help="seconds of samples per point")
+    parser.add_argument(
+        "--flush",
+        default="read",
+        choices=["read", "write"],
+        help="how L2 is emptied before each sample (time_medians): read leaves it clean, write "
+        "(the linear bench's ratios) full of dirty lines",
+    )
     args = parser.parse_args()
     dev, layers, copy_gbps = linear_setup()
     ints = [[int(v) for v in s.split(",") if v] for s in (args.cols, args.splits, args.warps)]
@@ -86,10 +93,12 @@ def main() -> None:
                     variants(a, w, grid),
                     args.budget,
                     optional=tuple(names),
+                    flush=args.flush,
                     what="linear" if (k, n) in layers else "grid",
                     dtype=name,
                     copy_gbps=copy_gbps,
                     w_bytes=w.numel() * 2,
+                    flush_mode=args.flush,
                 )
                 rows.append(row)
                 us = row["us"]
