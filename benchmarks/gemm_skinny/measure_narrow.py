@@ -7,12 +7,17 @@ Points: the linear layers of ``lltm-ext bench --linear`` at each M of --ms, in l
 W (N, K)) and n (x @ W, W (K, N)), and --random shapes with a small side of 1 to --max-side (K a
 multiple of 8 from 64 to 16384, the large side 64 to 32768, a multiple of 8). At each point, one
 interleaved timing (``lltm_ext.cli.sweep.time_medians``, flush="read": L2 emptied of W's lines, no
-dirty lines left to write back, as the linear bench times bandwidth): cuBLAS, the auto path
-without the narrow tiles ("before"), the narrow tile with its own splits and at each of SPLITS,
-each checked against float64 first. One JSON row per point, with the copy bandwidth of the run.
+dirty lines left to write back, as the linear bench times bandwidth): cuBLAS, the auto path, the
+auto path without the narrow tiles ("before"), the narrow tile with its own choices and at each of
+--splits in tiles of each of --rows, each checked against float64 first. One JSON row per point,
+with the copy bandwidth of the run.
 
     python benchmarks/gemm_skinny/measure_narrow.py narrow.json --random 40
-    python benchmarks/gemm_skinny/measure_narrow.py wide.json --ms 17,20,24,32 --max-side 32
+    python benchmarks/gemm_skinny/measure_narrow.py rows.json --ms 9,16,20,32 --random 16 \
+        --max-side 32 --seed 5 --rows 128,64 --splits 1,2,4        # h100_narrow_rows.json
+
+(benchmarks/results/gemm_skinny; in h100_narrow_rows.json "auto" is a build with the 32-wide tile
+at every side of 17-32 for x @ W and 128-row tiles only, before the rules took their bounds.)
 """
 
 from __future__ import annotations

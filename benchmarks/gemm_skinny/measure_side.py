@@ -18,7 +18,9 @@ row per point, with the copy bandwidth of the run.
 
 (benchmarks/results/gemm_skinny; in h100_one_wave.json "auto" is the column kernel at every
 one-wave point, the rule before its bound on K; h100_one_wave_final.json, the rule as it is:
---ms 9,16,20,24,32 --ls 2048,4096 --ks 4096,8192.)
+--ms 9,16,20,24,32 --ls 2048,4096 --ks 4096,8192; h100_one_wave_flush.json, two runs' rows, each
+row's flush_mode: --cols "" --ms 20,32 --ls 2048,3072,4096 --ks 2048,4096 --budget 0.08 with
+--flush write, then read.)
 """
 
 from __future__ import annotations
