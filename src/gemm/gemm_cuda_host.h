@@ -62,8 +62,8 @@ bool run_tensor_core(const at::Tensor& a, const at::Tensor& b, const at::Tensor&
                      cudaStream_t stream, const TcForce& force = {});
 
 // c (M x N, contiguous) = a @ b on the wgmma kernel's narrow tiles (128 x 16 for a side of at most
-// 16, else 128 x 32 up to kNarrowSide: that side streamed past the other operand's 128-row tiles;
-// docs/decisions.md#narrow-tile)
+// 16, else 128 x 32 up to kNarrowSide: that side streamed past the other operand's tiles of 128 or
+// 64 rows; docs/decisions.md#narrow-tile)
 // where it runs: bfloat16 / float16 on the sm_90a image, the small side's operand K-contiguous,
 // both operands' rows 16-byte aligned; with M <= N swapped (C^T = b^T a^T, C stored transposed).
 // `splits` K splits, 0 for narrow_splits'; tiles of `rows` rows of the large side, 64 or 128, 0

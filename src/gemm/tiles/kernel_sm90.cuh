@@ -103,7 +103,7 @@ struct Sm90Tile {
   static constexpr int C_BYTES = C_STAGED ? CONSUMERS * C_BOXES * C_BOX_BYTES : 0;
   // As many stages as fit in the 227 KB a block may have, beside C, the 1024-byte alignment and
   // the barriers, up to 12: 4 at BN 256, 5 at 192 (4 for TF32) and 168, 6 at 144 (5 for TF32)
-  // and 128, 8 at 64, 12 at 16; float32 in three passes 3 at 128, 4 at 64.
+  // and 128, 8 at 64, 11 at 32, 12 at 16; float32 in three passes 3 at 128, 4 at 64.
   static constexpr int STAGES_FIT = fit(C_BOXES);
   static constexpr int STAGES = STAGES_FIT < 12 ? STAGES_FIT : 12;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024;  // + align to 1024
