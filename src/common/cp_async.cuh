@@ -49,6 +49,27 @@ __device__ __forceinline__ void cp_async(uint32_t dst, const void* src) {
 #endif
 }
 
+// An L2 cache policy under which the lines a load brings into L2 are the first it evicts: for an
+// operand streamed past the other (a weight past a few rows of activations), whose lines then
+// replace each other instead of what else L2 holds, dirty lines included, which would otherwise
+// be written back while the kernel reads.
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t policy = 0;
+#ifndef LLTM_EXT_NO_CP_ASYNC
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+#endif
+  return policy;
+}
+
+// cp_async<16> under an L2 cache policy (l2_evict_first_policy).
+__device__ __forceinline__ void cp_async_16_hint(uint32_t dst, const void* src, int src_bytes,
+                                                 uint64_t policy) {
+#ifndef LLTM_EXT_NO_CP_ASYNC
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst),
+               "l"(src), "r"(src_bytes), "l"(policy));
+#endif
+}
+
 __device__ __forceinline__ void cp_async_commit() {
 #ifndef LLTM_EXT_NO_CP_ASYNC
   asm volatile("cp.async.commit_group;\n" ::);

@@ -60,6 +60,16 @@ inline int sm_count(int device) {
   });
 }
 
+// The device's L2 cache size in bytes, once per device.
+inline int64_t l2_bytes(int device) {
+  static PerDevice<int64_t> cache;
+  return cache.get(device, [](int d) {
+    int n = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrL2CacheSize, d));
+    return static_cast<int64_t>(n);
+  });
+}
+
 // What the launch planners read of a device, once per device: the shared memory a block may opt
 // in to, and the compute capability's major version.
 struct DeviceLimits {

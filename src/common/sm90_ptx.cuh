@@ -108,6 +108,16 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const void* map, uint64_t
       : "memory");
 }
 
+// tma_load_2d under an L2 cache policy (cuda::l2_evict_first_policy, cp_async.cuh).
+__device__ __forceinline__ void tma_load_2d(void* dst, const void* map, uint64_t* bar, int c0,
+                                            int c1, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      ".L2::cache_hint [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "l"(policy)
+      : "memory");
+}
+
 // tma_load_2d into every block of the cluster in `ctas` (a bit per block rank): the box lands at
 // the same shared-memory offset in each, completing on each one's mbarrier at `bar`'s offset.
 __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const void* map, uint64_t* bar,

@@ -466,6 +466,30 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "(never) to 32 (tuning, tests; process-wide)",
       py::arg("side"));
   m.def(
+      "_gemm_l2_stream",
+      [] {
+#ifdef WITH_CUDA
+        return lltm_ext::gemm::cuda_l2_stream();
+#else
+        TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
+        return false;
+#endif
+      },
+      "Whether the CUDA kernels that stream a large operand load it under L2's evict-first "
+      "policy");
+  m.def(
+      "_set_gemm_l2_stream",
+      [](bool on) {
+#ifdef WITH_CUDA
+        lltm_ext::gemm::set_cuda_l2_stream(on);
+#else
+        TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
+#endif
+      },
+      "Set whether the CUDA kernels that stream a large operand load it under L2's evict-first "
+      "policy (measurement; process-wide)",
+      py::arg("on"));
+  m.def(
       "_gemm_skinny_side",
       [] {
 #ifdef WITH_CUDA

@@ -106,6 +106,12 @@ void gemm_cuda_narrow(const at::Tensor& a, const at::Tensor& b, const at::Tensor
 int cuda_narrow_side();
 void set_cuda_narrow_side(int side);
 
+// Whether the kernels that stream a large operand (the skinny kernels' X; the wgmma kernel's B at
+// up to 16 tile rows, its A at one tile column) load it under L2's evict-first policy: on by
+// default; process-wide, for measurement.
+bool cuda_l2_stream();
+void set_cuda_l2_stream(bool on);
+
 // Names of the float32 tile configs that gemm_cuda(..., config, splits) accepts, in index order.
 std::vector<std::string> cuda_config_names();
 

@@ -311,6 +311,9 @@ std::atomic<int> g_skinny_side{static_cast<int>(kSkinnySide)};
 // tuning).
 std::atomic<int> g_narrow_side{static_cast<int>(kNarrowSide)};
 
+// Whether streamed operands pass through L2 as evict-first (set_cuda_l2_stream: measurement).
+std::atomic<bool> g_l2_stream{true};
+
 // *slot = side, a path's largest small side for the auto path (0, never, to `most`), else an error
 // naming the path (`what`).
 void set_side(std::atomic<int>* slot, int side, int64_t most, const char* what) {
@@ -442,6 +445,8 @@ void run_skinny(SkinnyCall g, const at::Tensor& c, cudaStream_t stream, int warp
   TORCH_CHECK(g.warps <= max_warps, "lltm_ext.gemm: the skinny kernel runs at most ", max_warps,
               " warps per block with a small side of ", g.S, " on this device, but got ", g.warps,
               ".");
+  // Every element of X is read by one block.
+  g.stream_x = 2 * g.L * g.K <= l2_stream_limit(c.get_device());
   at::Tensor workspace;
   if (splits > 1) {
     workspace = at::empty({splits, c.numel()}, c.options().dtype(at::kFloat));
@@ -709,6 +714,22 @@ int cuda_narrow_side() {
 
 void set_cuda_narrow_side(int side) {
   set_side(&g_narrow_side, side, kNarrowSide, "the narrow tile");
+}
+
+bool cuda_l2_stream() {
+  return g_l2_stream.load();
+}
+
+void set_cuda_l2_stream(bool on) {
+  g_l2_stream.store(on);
+}
+
+// Three L2s: the hint saved 1-15% at 32-141 MB weights (2.8 L2s of the H100's 50 MB) under the
+// dirty L2 the linear bench leaves, but cost 3-10% at 470 MB (8192 x 28672), where L2 clean
+// it lost 5% too (docs/decisions.md#l2-stream).
+int64_t l2_stream_limit(int device) {
+  constexpr int64_t kL2StreamL2s = 3;
+  return g_l2_stream.load() ? kL2StreamL2s * cuda::l2_bytes(device) : 0;
 }
 
 void gemm_cuda(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, int config,

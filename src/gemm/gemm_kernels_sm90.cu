@@ -253,6 +253,19 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   }
   p.tiles_m = static_cast<int>(tiles_m);
   p.tiles_n = static_cast<int>((g.N + g.bn - 1) / g.bn);
+  // B (a weight past the activations' rows) streams through L2 as evict-first where at most 16
+  // tile rows read it (M <= 2048; more were not measured), and A where one tile column reads it,
+  // each up to l2_stream_limit's bytes (docs/decisions.md#l2-stream).
+  if (!x3) {
+    constexpr int64_t kStreamTileRows = 16;
+    int device = 0;
+    *step = "cudaGetDevice";
+    err = cudaGetDevice(&device);
+    if (err != cudaSuccess) return err;
+    const int64_t limit = l2_stream_limit(device);
+    p.stream_a = p.tiles_n == 1 && g.M * g.K * elem <= limit;
+    p.stream_b = p.tiles_m <= kStreamTileRows && g.K * g.N * elem <= limit;
+  }
   if (g.splits > 1) {
     // K steps of 128 bytes: 64 16-bit elements, 32 tf32 ones; every split at least one step.
     const int64_t bk = 128 / elem;

@@ -89,6 +89,11 @@ cudaError_t launch_gemv(const GemvCall& g, cudaStream_t stream);
 // or 64, with l_contig) and K split, `warps` warps per block (1 to skinny_max_warps). k_split (a
 // multiple of 8): K elements per split; more than one split writes float partials into `partial`,
 // one `slice`-element slice per split, indexed as out (os_l, os_s).
+// The largest operand, in bytes, that the kernels streaming it load under L2's evict-first
+// policy on `device` (cuda::l2_evict_first_policy), 0 where set_cuda_l2_stream turned that off
+// (gemm_cuda_host.cpp).
+int64_t l2_stream_limit(int device);
+
 struct SkinnyCall {
   const void* x;
   const void* y;
@@ -101,7 +106,8 @@ struct SkinnyCall {
   int warps = 8;
   bool l_contig = false;
   int64_t xs_k = 0;
-  int cols = 64;  // the column kernel's block: 32 or 64 columns of X
+  int cols = 64;          // the column kernel's block: 32 or 64 columns of X
+  bool stream_x = false;  // X (read once) loaded under L2's evict-first policy
 };
 
 template <typename T>

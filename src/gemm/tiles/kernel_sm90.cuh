@@ -57,6 +57,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/cp_async.cuh"       // l2_evict_first_policy
 #include "common/cuda_kernel.cuh"    // pdl_wait, pdl_release
 #include "gemm/tiles/pack_half.cuh"  // pack2 / pack1: the 16-bit epilogue
 #include "common/sm90_ptx.cuh"
@@ -164,6 +165,10 @@ struct Sm90Params {
   const float* a = nullptr;
   const float* b = nullptr;
   int64_t a_rs = 0, a_ks = 0, b_ks = 0, b_cs = 0;
+  // A (B) loaded under L2's evict-first policy (cuda::l2_evict_first_policy): an operand that few
+  // blocks read, close together (one tile column of A; a few tile rows of B), whose lines need not
+  // stay in L2.
+  bool stream_a = false, stream_b = false;
 };
 
 // The float32 sum over k in [k0, k1) of a[k * a_ks] b[k * b_ks], one fused multiply-add a k: an
@@ -292,6 +297,21 @@ __global__ void __launch_bounds__(384, 1)
       prefetch_tensor_map(&map_b);
       int stage = 0;
       uint32_t phase = 0;
+      const uint64_t policy = p.stream_a || p.stream_b ? cuda::l2_evict_first_policy() : 0;
+      const auto load_a = [&](void* dst, int c0, int c1) {
+        if (p.stream_a) {
+          tma_load_2d(dst, &map_a, &full[stage], c0, c1, policy);
+        } else {
+          tma_load_2d(dst, &map_a, &full[stage], c0, c1);
+        }
+      };
+      const auto load_b = [&](void* dst, int c0, int c1) {
+        if (p.stream_b) {
+          tma_load_2d(dst, &map_b, &full[stage], c0, c1, policy);
+        } else {
+          tma_load_2d(dst, &map_b, &full[stage], c0, c1);
+        }
+      };
       for (int u = first; u < items; u += step_u) {
         int t, kt_begin, kt_end, tm, tn;
         sm90_work(p, u, tiles, k_tiles, t, kt_begin, kt_end);
@@ -316,10 +336,10 @@ __global__ void __launch_bounds__(384, 1)
             tma_load_2d(small + Tile::A_BYTES, &map_b, &full[stage], k0, p.b_small + n0);
           } else if (a_live) {
             if constexpr (A_K) {
-              tma_load_2d(sa, &map_a, &full[stage], k0, m0);  // a box of p.a_rows rows
+              load_a(sa, k0, m0);  // a box of p.a_rows rows
             } else {
               for (int j = 0; j < p.a_rows / 64; ++j) {
-                tma_load_2d(sa + j * Tile::ATOM_BYTES, &map_a, &full[stage], m0 + 64 * j, k0);
+                load_a(sa + j * Tile::ATOM_BYTES, m0 + 64 * j, k0);
               }
             }
           }
@@ -340,11 +360,11 @@ __global__ void __launch_bounds__(384, 1)
               }
             }
           } else if constexpr (B_K) {
-            tma_load_2d(sb, &map_b, &full[stage], k0, n0);
+            load_b(sb, k0, n0);
           } else {
 #pragma unroll
             for (int j = 0; j < BN / 64; ++j) {
-              tma_load_2d(sb + j * Tile::ATOM_BYTES, &map_b, &full[stage], n0 + 64 * j, k0);
+              load_b(sb + j * Tile::ATOM_BYTES, n0 + 64 * j, k0);
             }
           }
           if (++stage == STAGES) {

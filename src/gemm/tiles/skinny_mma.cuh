@@ -178,6 +178,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps) skinny_kernel(const SkinnyCall
   const uint32_t dst0 = static_cast<uint32_t>(r0 * 128 + ((c ^ ((r0 & 1) << 2)) * 16));
   const int64_t turns = (k_end - k_begin + 63) / 64;
   const int64_t mine = warp < turns ? (turns - warp + warps - 1) / warps : 0;
+  const uint64_t policy = p.stream_x ? lltm_ext::cuda::l2_evict_first_policy() : 0;
   auto issue = [&](int64_t idx) {  // the warp's turn idx into its slot, then a commit
     if (idx < mine) {
       const int64_t k = k_begin + (warp + idx * warps) * 64 + 8 * c;
@@ -186,17 +187,20 @@ __global__ void __launch_bounds__(32 * kMaxWarps) skinny_kernel(const SkinnyCall
 #pragma unroll
       for (int q = 0; q < kCopies; ++q) {
         const int r = r0 + 4 * q;
-        const uint16_t* from;
-        bool in = kin;
         if (q < 4 * RT) {  // X's rows: r < 16 RT
           const int64_t l = min(l0 + r, p.L - 1);
-          from = x + l * p.xs_l;
+          const uint16_t* const from = x + l * p.xs_l + (kin ? k : 0);
+          if (p.stream_x) {
+            lltm_ext::cuda::cp_async_16_hint(slot + q * 512, from, kin ? 16 : 0, policy);
+          } else {
+            lltm_ext::cuda::cp_async<16>(slot + q * 512, from, kin ? 16 : 0);
+          }
         } else {
           const int sr = r - 16 * RT;
-          in = in && sr < p.S;
-          from = y + (sr < p.S ? sr : 0) * p.ys_s;
+          const bool in = kin && sr < p.S;
+          const uint16_t* const from = y + (sr < p.S ? sr : 0) * p.ys_s;
+          lltm_ext::cuda::cp_async<16>(slot + q * 512, from + (in ? k : 0), in ? 16 : 0);
         }
-        lltm_ext::cuda::cp_async<16>(slot + q * 512, from + (in ? k : 0), in ? 16 : 0);
       }
     }
     lltm_ext::cuda::cp_async_commit();
@@ -295,6 +299,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps) skinny_cols_kernel(const Skinn
   const int cy = lane % 4, yr0 = lane / 4;
   const int64_t turns = (k_end - k_begin + kColsTurn - 1) / kColsTurn;
   const int64_t mine = warp < turns ? (turns - warp + warps - 1) / warps : 0;
+  const uint64_t policy = p.stream_x ? lltm_ext::cuda::l2_evict_first_policy() : 0;
   auto issue = [&](int64_t idx) {  // the warp's turn idx into its slot, then a commit
     if (idx < mine) {
       const int64_t k0 = k_begin + (warp + idx * warps) * kColsTurn;
@@ -305,7 +310,12 @@ __global__ void __launch_bounds__(32 * kMaxWarps) skinny_cols_kernel(const Skinn
         const bool in = lin && k0 + r < k_end;
         const uint32_t at =
             static_cast<uint32_t>(r * kXRowBytes + (cols_swizzle<kChunks>(r, c) << 4));
-        lltm_ext::cuda::cp_async<16>(slot + at, in ? xcol + (k0 + r) * p.xs_k : x, in ? 16 : 0);
+        if (p.stream_x) {
+          lltm_ext::cuda::cp_async_16_hint(slot + at, in ? xcol + (k0 + r) * p.xs_k : x,
+                                           in ? 16 : 0, policy);
+        } else {
+          lltm_ext::cuda::cp_async<16>(slot + at, in ? xcol + (k0 + r) * p.xs_k : x, in ? 16 : 0);
+        }
       }
 #pragma unroll
       for (int q = 0; q < ST; ++q) {
