@@ -10,6 +10,12 @@ clean. One JSON row per point, and a summary: per flush, dtype, layout and M, th
 of cuBLAS time / ours, on and off, and of off / on.
 
     python benchmarks/gemm_skinny/measure_l2_stream.py l2.json --ms 1,8,16,32,128
+
+benchmarks/results/gemm_skinny: h100_l2_stream.json (that command, the hint at one tile row and no
+size limit), h100_l2_stream_limit.json (--ms 1,32,128 --dtypes bfloat16, with the limit of three
+L2s). The tile-row bound came from measure_linear_ab.py runs of one build at 1, 4, 8 and 16 rows
+(a knob since removed): h100_l2_stream_rows.json; against the build before:
+h100_l2_stream_ab.json; the sweep with it off and on: h100_l2_stream_sweep.json.
 """
 
 from __future__ import annotations
