@@ -724,7 +724,7 @@ void set_cuda_l2_stream(bool on) {
   g_l2_stream.store(on);
 }
 
-// Three L2s: the hint saved 1-15% at 32-141 MB weights (2.8 L2s of the H100's 50 MB) under the
+// Three L2s: the hint saved 1-20% at 32-141 MB weights (2.8 L2s of the H100's 50 MB) under the
 // dirty L2 the linear bench leaves, but cost 3-10% at 470 MB (8192 x 28672), where L2 clean
 // it lost 5% too (docs/decisions.md#l2-stream).
 int64_t l2_stream_limit(int device) {

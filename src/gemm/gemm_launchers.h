@@ -80,6 +80,11 @@ struct GemvCall {
 template <typename T>
 cudaError_t launch_gemv(const GemvCall& g, cudaStream_t stream);
 
+// The largest operand, in bytes, that the kernels streaming it load under L2's evict-first
+// policy on `device` (cuda::l2_evict_first_policy), 0 where set_cuda_l2_stream turned that off
+// (gemm_cuda_host.cpp).
+int64_t l2_stream_limit(int device);
+
 // ---- The skinny kernel (gemm_kernels_skinny.cu; float16, bfloat16, sm_80 on) ----
 
 // out[l, s] = sum over k of X[l, k] Y[s, k] (l < L, s < S <= 32, k < K; see
@@ -89,11 +94,6 @@ cudaError_t launch_gemv(const GemvCall& g, cudaStream_t stream);
 // or 64, with l_contig) and K split, `warps` warps per block (1 to skinny_max_warps). k_split (a
 // multiple of 8): K elements per split; more than one split writes float partials into `partial`,
 // one `slice`-element slice per split, indexed as out (os_l, os_s).
-// The largest operand, in bytes, that the kernels streaming it load under L2's evict-first
-// policy on `device` (cuda::l2_evict_first_policy), 0 where set_cuda_l2_stream turned that off
-// (gemm_cuda_host.cpp).
-int64_t l2_stream_limit(int device);
-
 struct SkinnyCall {
   const void* x;
   const void* y;
