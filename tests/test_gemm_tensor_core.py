@@ -514,9 +514,93 @@ def test_wgmma_wide_tiles(dtype, tile):
 
 
 def test_wgmma_switches_reject_unknown_values():
-    """The wgmma kernel's cluster switch names its values when given another (on any build)."""
+    """The wgmma kernel's cluster and Stream-K switches name their values when given another (on
+    any build)."""
     with pytest.raises(RuntimeError, match="cluster is 0, 1 or 2, not 3"):
         ext()._set_gemm_wgmma_knobs(cluster=3)
+    with pytest.raises(RuntimeError, match="stream_k is 'auto', 'off' or 'on', not 'sometimes'"):
+        ext()._set_gemm_wgmma_knobs(stream_k="sometimes")
+
+
+def stream_k_split(m, n, k, sms, tf32=False, how="auto"):
+    """(whole-tile tiles, Stream-K tiles, Stream-K blocks) of the 256-wide tiles on `sms` SMs."""
+    ext()._set_gemm_wgmma_knobs(stream_k=how)
+    try:
+        return ext()._cuda_stream_k(m, n, k, tf32, sms)
+    finally:
+        ext()._set_gemm_wgmma_knobs()
+
+
+def test_stream_k_rule():
+    """Stream-K takes a last round that fills at most 80% of the SMs, where K times the share it
+    leaves idle is 2000 or more (TF32's K counting twice); whole rounds stay whole tiles; forced
+    on, it takes the last round (or every tile where they are fewer than the SMs), never a range
+    past 2^31 steps; off, nothing."""
+    try:
+        # 4096 x 13824: 32 x 54 = 1728 tiles on 132 SMs, the last round 12 tiles (9%).
+        assert stream_k_split(4096, 13824, 5120, 132) == (1716, 12, 132)
+        assert stream_k_split(4096, 13824, 5120, 132, how="off") == (1728, 0, 0)
+        assert stream_k_split(4096, 13824, 2000, 132) == (1728, 0, 0)  # 0.91 x 2000 < 2000
+        # 8192 x 4096: 1024 tiles, the last round 100 of 132 (76%): K 14336 takes it, 4096 not
+        # (0.24 x 4096 = 983), unless in TF32 (1966: still short of 2000), 8192 in TF32 does.
+        assert stream_k_split(8192, 4096, 14336, 132) == (924, 100, 132)
+        assert stream_k_split(8192, 4096, 4096, 132) == (1024, 0, 0)
+        assert stream_k_split(8192, 4096, 4096, 132, tf32=True) == (1024, 0, 0)
+        assert stream_k_split(8192, 4096, 8192, 132, tf32=True) == (924, 100, 132)
+        # 3000 x 5000: 480 tiles, the last round 84 (64%): 0.36 x 2000 too little.
+        assert stream_k_split(3000, 5000, 2000, 132) == (480, 0, 0)
+        # The last round 116 of 132 (88%) and 124 (94%): whole tiles at any K.
+        assert stream_k_split(4096, 4096, 14336, 132) == (512, 0, 0)
+        assert stream_k_split(2048, 4096, 65536, 132) == (256, 0, 0)
+        # Whole rounds only, or fewer tiles than SMs (the planner splits K there): none.
+        assert stream_k_split(128 * 12, 256 * 11, 4096, 132) == (132, 0, 0)
+        assert stream_k_split(1000, 1000, 4096, 132) == (32, 0, 0)
+        # Forced on: the last round, all of a full one, every tile of a few; blocks <= steps.
+        assert stream_k_split(2048, 4096, 4096, 132, how="on") == (132, 124, 132)
+        assert stream_k_split(128 * 12, 256 * 11, 4096, 132, how="on") == (0, 132, 132)
+        assert stream_k_split(128, 256, 192, 132, how="on") == (0, 1, 3)
+        assert stream_k_split(128, 256, 2**37, 132, how="on") == (1, 0, 0)
+    except RuntimeError as e:
+        if "no CUDA kernels" in str(e):
+            pytest.skip("a build without CUDA kernels")
+        raise
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", TC_DTYPES.values(), ids=TC_DTYPES.keys())
+def test_wgmma_stream_k(dtype):
+    """The 256-wide wgmma tile with Stream-K forced on (``_set_gemm_wgmma_knobs(stream_k="on")``):
+    the last round's K steps cut into one range a block, a tile's parts summed by the block that
+    holds its last step. One tile over as many blocks as it has steps (K = 8192), a few tiles over
+    many blocks, whole rounds then a partial one (a tile over several blocks, one step each), a
+    full round alone, tiles cut by M and N, odd N, M <= 64 (whole tiles: stages of 64 rows), a K
+    of one step; every layout; like torch into a NaN-poisoned output, the same bits twice; and
+    through lltm_ext.gemm where the rule takes it (3000 x 5000 x 2000)."""
+    if not tc_runs("wgmma"):
+        pytest.skip("the wgmma kernel does not run here (a Hopper GPU and sm_90a code)")
+    shapes = [(128, 256, 8192), (300, 520, 3000), (1500, 3000, 520), (1536, 2816, 200)]
+    shapes += [(200, 87, 1000), (40, 200, 1000), (136, 72, 8)]
+    with tf32_if(dtype):
+        # Blocks alone (rows inside sectors would take clusters of two, which Stream-K leaves).
+        ext()._set_gemm_wgmma_knobs(cluster=1, stream_k="on")
+        try:
+            for layout in LAYOUTS:
+                for m, n, k in shapes:
+                    a, b = operands(m, n, k, layout, dtype)
+                    out = poisoned(m, n, dtype)
+                    ext()._gemm_tensor_core(a, b, "wgmma", tile=256, splits=1, out=out)
+                    assert_like_torch(out, a, b)
+                    twice = ext()._gemm_tensor_core(a, b, "wgmma", tile=256, splits=1)
+                    assert torch.equal(out, twice), (m, n, k, layout)
+        finally:
+            ext()._set_gemm_wgmma_knobs()
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        a, b = operands(3000, 5000, 2000, "nn", dtype)
+        if stream_k_split(3000, 5000, 2000, sms, dtype == torch.float32)[1] > 0:
+            out = poisoned(3000, 5000, dtype)
+            lltm_ext.gemm(a, b, out=out)
+            assert_like_torch(out, a, b)
+            assert torch.equal(out, lltm_ext.gemm(a, b))
 
 
 @pytest.mark.cuda

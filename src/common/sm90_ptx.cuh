@@ -95,6 +95,15 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   mbar_wait(smem_u32(bar), parity);
 }
 
+// ---- global memory ----
+
+// *p, acquiring at GPU scope what the writes before a matching release (or fence) made visible.
+__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
 // ---- TMA ----
 
 // The 2-D box of `map` at coordinates (c0 innermost, c1) into shared memory at dst, completing

@@ -544,11 +544,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       py::arg("path"));
   m.def(
       "_set_gemm_wgmma_knobs",
-      [](bool overlap, bool short_a, int64_t cluster) {
+      [](bool overlap, bool short_a, int64_t cluster, const std::string& stream_k) {
         TORCH_CHECK(cluster >= 0 && cluster <= 2, "lltm_ext.gemm: cluster is 0, 1 or 2, not ",
                     cluster, ".");
+        // The order of gemm_launchers.h's kStreamKAuto, kStreamKOff, kStreamKOn.
+        const int sk = stream_k == "auto" ? 0 : stream_k == "off" ? 1 : stream_k == "on" ? 2 : -1;
+        TORCH_CHECK(sk >= 0, "lltm_ext.gemm: stream_k is 'auto', 'off' or 'on', not '", stream_k,
+                    "'.");
 #ifdef WITH_CUDA
-        lltm_ext::gemm::set_cuda_wgmma_knobs(overlap, short_a, static_cast<int>(cluster));
+        lltm_ext::gemm::set_cuda_wgmma_knobs(overlap, short_a, static_cast<int>(cluster), sk);
 #else
         TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
 #endif
@@ -557,8 +561,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "tensor-core ops in flight across K steps (else it waits for each step's); short_a, stages "
       "of 64 rows of A where M <= 64 (else 128, the rows past M filled with zeros); cluster, 2: "
       "blocks in clusters of two on neighbouring tile rows, B's stages multicast to both (where "
-      "M spans two tile rows and the tile is 64 or more wide), 1: never, 0: as planned",
-      py::arg("overlap") = true, py::arg("short_a") = true, py::arg("cluster") = 0);
+      "M spans two tile rows and the tile is 64 or more wide), 1: never, 0: as planned; "
+      "stream_k, the 256-wide tile's last, partial round as Stream-K: 'auto' (the rule), 'off', "
+      "'on' (wherever it can)",
+      py::arg("overlap") = true, py::arg("short_a") = true, py::arg("cluster") = 0,
+      py::arg("stream_k") = "auto");
   m.def(
       "_cuda_choose",
       [](int64_t M, int64_t N, int64_t K, bool b_k_contig) {
@@ -655,6 +662,22 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "takes the tensor cores in three tf32 passes, the SIMT schedule's modelled microseconds, "
       "the tensor-core plan) (a, b float32 CUDA tensors; LLTM_EXT_GEMM_F32 applies)",
       py::arg("a"), py::arg("b"));
+  m.def(
+      "_cuda_stream_k",
+      [](int64_t M, int64_t N, int64_t K, bool tf32, int64_t sms) {
+        TORCH_CHECK(M >= 0 && N >= 0 && K >= 0 && sms > 0 && sms <= 4096,
+                    "lltm_ext.gemm: _cuda_stream_k takes sizes >= 0 and 1-4096 SMs.");
+#ifdef WITH_CUDA
+        return lltm_ext::gemm::cuda_stream_k_split(M, N, K, tf32, static_cast<int>(sms));
+#else
+        TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
+        return std::tuple<int64_t, int64_t, int64_t>{};
+#endif
+      },
+      "How the wgmma kernel's 128 x 256 tiles of an M x N x K product (16-bit, or TF32 where tf32 "
+      "is true) run on `sms` SMs under the Stream-K switch as set: (whole-tile tiles, Stream-K "
+      "tiles, Stream-K blocks)",
+      py::arg("M"), py::arg("N"), py::arg("K"), py::arg("tf32"), py::arg("sms"));
   m.def(
       "_cuda_tc_plan",
       [](const at::Tensor& a, const at::Tensor& b) {

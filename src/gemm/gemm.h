@@ -139,8 +139,15 @@ void set_cuda_half_path(const std::string& path);
 // group in flight across K steps (default) or wait for each step's group; whether a product of
 // M <= 64 loads stages of 64 rows of A (default) or 128; whether blocks run in clusters of two
 // that share B's stages: as planned (0, the default; TcPlan::cluster), never (1) or wherever they
-// can (2).
-void set_cuda_wgmma_knobs(bool overlap, bool short_a, int cluster);
+// can (2); whether the 256-wide tile's last, partial round runs as Stream-K: where the rule says
+// (0, the default), never (1) or wherever it can (2) (gemm_launchers.h: kStreamK*).
+void set_cuda_wgmma_knobs(bool overlap, bool short_a, int cluster, int stream_k);
+
+// How the wgmma kernel's 128 x 256 tiles of an M x N x K product (16-bit types, or TF32) run on
+// `sms` SMs, blocks alone, K unsplit, under the Stream-K switch as set: (whole-tile tiles,
+// Stream-K tiles, Stream-K blocks); (tiles, 0, 0) without Stream-K.
+std::tuple<int64_t, int64_t, int64_t> cuda_stream_k_split(int64_t M, int64_t N, int64_t K,
+                                                          bool tf32, int sms);
 
 // What the tile heuristic is told about the current CUDA device: its SM count, its float32 path,
 // the occupancy of each config (read once per device; 0 for configs its path does not run).

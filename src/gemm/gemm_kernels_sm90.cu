@@ -149,7 +149,42 @@ Sm90Kernel kernel_for_type(Sm90Type type, bool a_k, bool b_k) {
   return kernel_for<BN, sm90::kSm90F16>(a_k, b_k);
 }
 
+// Stream-K's auto rule (sm90_stream_k; docs/decisions.md#stream-k): the largest share of the SMs
+// that the last round may fill, and the least K (16-bit; TF32's counts twice, its steps taking
+// twice as long) times the share it leaves idle: what Stream-K saves, against its fixed cost (a
+// second launch, a float32 partial tile written and read per block).
+constexpr double kStreamKTail = 0.8;
+constexpr double kStreamKMinIdleK = 2000;
+
 }  // namespace
+
+Sm90StreamK sm90_stream_k(const Sm90Gemm& g) {
+  Sm90StreamK sk;
+  const bool f32 = g.type == kSm90Tf32 || g.type == kSm90F32x3;
+  if (g.stream_k == kStreamKOff || g.bn != 256 || g.type == kSm90F32x3 || g.splits > 1 ||
+      g.c_trans || g.cluster_m == 2 || g.rows64 || (g.short_a && g.M <= 64) || g.M <= 0 ||
+      g.N <= 0 || g.K <= 0 || g.sms <= 0) {
+    return sk;
+  }
+  const int64_t tiles = (g.M + 127) / 128 * ((g.N + 255) / 256);
+  const int64_t steps = (g.K + (f32 ? 31 : 63)) / (f32 ? 32 : 64);
+  const int64_t rem = tiles % g.sms;
+  if (g.stream_k == kStreamKOn) {
+    sk.sk_tiles = tiles < g.sms ? tiles : rem > 0 ? rem : g.sms;
+  } else if (tiles > g.sms && rem > 0) {
+    const double fill = static_cast<double>(rem) / g.sms;
+    if (fill <= kStreamKTail &&
+        (1 - fill) * static_cast<double>(g.K) * (f32 ? 2 : 1) >= kStreamKMinIdleK) {
+      sk.sk_tiles = rem;
+    }
+  }
+  // Its steps counted in int by the kernel.
+  if (sk.sk_tiles * steps >= (int64_t{1} << 31)) sk.sk_tiles = 0;
+  if (sk.sk_tiles == 0) return sk;
+  sk.dp_tiles = tiles - sk.sk_tiles;
+  sk.blocks = std::min<int64_t>(g.sms, sk.sk_tiles * steps);
+  return sk;
+}
 
 cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** step) {
   constexpr int BM = sm90::Sm90Tile<128, sm90::kSm90BF16>::BM;
@@ -278,12 +313,40 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
     p.k_tiles_split = static_cast<int>(g.k_split / bk);
     p.partial = g.partial;
   }
+  // Stream-K over the last, partial round: the whole rounds here, the rest by the SK kernel.
+  const Sm90StreamK sk = cm == 1 ? sm90_stream_k(g) : Sm90StreamK{};
+  Sm90Kernel sk_kernel = nullptr;
+  if (sk.sk_tiles > 0) {
+    *step = "setting up Stream-K (its kernel, its workspace)";
+    sk_kernel = sm90::stream_k_kernel(dt, g.a_kcontig, g.b_kcontig);
+    if (sk_kernel == nullptr || g.sk_space == nullptr || a_rows != BM) return cudaErrorInvalidValue;
+    err = cudaFuncSetAttribute(sk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return err;
+    p.sk_flags = reinterpret_cast<int*>(g.sk_space);
+    p.sk_partial = g.sk_space + sk.flag_floats();
+    p.sk_blocks = static_cast<int>(sk.blocks);
+    p.items_run = static_cast<int>(sk.dp_tiles);
+  }
+  const dim3 threads(sm90::Sm90Tile<128, sm90::kSm90BF16>::THREADS);
   // At most one block (cluster) per work item.
-  const int64_t items = (tiles_m + cm - 1) / cm * p.tiles_n * p.splits;
-  const unsigned int blocks = static_cast<unsigned int>(std::min<int64_t>(items, slots) * cm);
-  *step = "the kernel launch";
-  return cuda::launch_dependent_clusters(true, static_cast<unsigned int>(cm), kernel, dim3(blocks),
-                                         dim3(sm90::Sm90Tile<128, sm90::kSm90BF16>::THREADS),
+  const int64_t items =
+      sk.sk_tiles > 0 ? sk.dp_tiles : (tiles_m + cm - 1) / cm * p.tiles_n * p.splits;
+  if (items > 0) {
+    const unsigned int blocks = static_cast<unsigned int>(std::min<int64_t>(items, slots) * cm);
+    *step = "the kernel launch";
+    err = cuda::launch_dependent_clusters(true, static_cast<unsigned int>(cm), kernel, dim3(blocks),
+                                          threads, static_cast<size_t>(smem), stream, map_a, map_b,
+                                          map_c, p);
+    if (err != cudaSuccess || sk.sk_tiles == 0) return err;
+  } else {
+    // No whole rounds (Stream-K forced on a grid of fewer tiles than SMs): the flags zeroed here.
+    *step = "zeroing Stream-K's flags";
+    err = cudaMemsetAsync(p.sk_flags, 0, sk.blocks * sizeof(int), stream);
+    if (err != cudaSuccess) return err;
+  }
+  p.sk_first = static_cast<int>(sk.dp_tiles);
+  *step = "the Stream-K kernel launch";
+  return cuda::launch_dependent_clusters(items > 0, 1, sk_kernel, dim3(sk.blocks), threads,
                                          static_cast<size_t>(smem), stream, map_a, map_b, map_c, p);
 }
 

@@ -197,7 +197,26 @@ struct Sm90Gemm : GemmProblem {
   const float* exact_a = nullptr;
   const float* exact_b = nullptr;
   int64_t a_rs = 0, a_ks = 0, b_ks = 0, b_cs = 0;
+  // Stream-K over a last, partial round (sm90_stream_k): kStreamK* (auto: the rule's), and its
+  // workspace of Sm90StreamK::floats() float32 where it runs.
+  int stream_k = 0;
+  float* sk_space = nullptr;
 };
+
+// Stream-K for g (docs/decisions.md#stream-k): the whole-tile kernel runs dp_tiles tiles (whole
+// rounds of the persistent grid), the Stream-K kernel the last sk_tiles over `blocks` blocks; none
+// (sk_tiles 0) but for 128 x 256 tiles of 16-bit or TF32 types, blocks alone, no K splits, rows of
+// 128. Auto: where the tiles fill the last round to at most kStreamKTail of the SMs and K times the
+// share of them left idle is kStreamKMinIdleK or more (gemm_kernels_sm90.cu); on: wherever it can
+// (the last round, or all the tiles where they are fewer than the SMs); off: never.
+inline constexpr int kStreamKAuto = 0, kStreamKOff = 1, kStreamKOn = 2;
+struct Sm90StreamK {
+  int64_t dp_tiles = 0, sk_tiles = 0, blocks = 0;
+  // The workspace: a flag a block (rounded up to 64), then a 128 x 256 float32 slice a block.
+  int64_t flag_floats() const { return (blocks + 63) / 64 * 64; }
+  int64_t floats() const { return sk_tiles > 0 ? flag_floats() + blocks * 128 * 256 : 0; }
+};
+Sm90StreamK sm90_stream_k(const Sm90Gemm& g);
 
 // Launches the kernel for g on `stream`; returns the launch's error, or cudaErrorNotSupported
 // when the driver has no cuTensorMapEncodeTiled, or cudaErrorInvalidValue when it refuses a map;

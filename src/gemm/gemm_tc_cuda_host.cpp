@@ -10,6 +10,7 @@
 #include <array>
 #include <atomic>
 #include <string>
+#include <tuple>
 
 #include "common/cuda_host.h"
 #include "common/env_setting.h"
@@ -67,9 +68,11 @@ static_assert(half_paths_match_the_table(),
 // kHalfPaths; -1: not read yet.
 std::atomic<int> g_half_path{-1};
 
-// set_cuda_wgmma_knobs(): the wgmma kernel's Sm90Gemm::overlap, ::short_a and ::cluster_m.
+// set_cuda_wgmma_knobs(): the wgmma kernel's Sm90Gemm::overlap, ::short_a, ::cluster_m and
+// ::stream_k.
 std::atomic<bool> g_wgmma_overlap{true}, g_wgmma_short_a{true};
 std::atomic<int> g_wgmma_cluster{0};  // 0: the plan's
+std::atomic<int> g_wgmma_stream_k{kStreamKAuto};
 
 int parse_half_path(const std::string& value, const char* what) {
   return settings::choice_index(kHalfPathSetting, value, what);
@@ -309,10 +312,19 @@ void run_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, co
   const int cluster = g_wgmma_cluster.load();
   g.cluster_m = cluster == 0 ? plan.cluster : cluster;
   const at::Tensor workspace = split_workspace(plan, c, &g);
+  // Stream-K over a last, partial round: its flags and partial sums.
+  g.stream_k = g_wgmma_stream_k.load();
+  const int64_t sk_floats = sm90_stream_k(g).floats();
+  at::Tensor sk_space;
+  if (sk_floats > 0) {
+    sk_space = at::empty({sk_floats}, c.options().dtype(at::kFloat));
+    g.sk_space = sk_space.data_ptr<float>();
+  }
   const char* step = "";
   const cudaError_t err = launch_sm90(g, stream, &step);
   TORCH_CHECK(err == cudaSuccess, "lltm_ext.gemm: the wgmma GEMM (", M, " x ", N, " x ", K,
-              ", block tile 128 x ", g.bn, ", ", plan.splits, " K splits) failed at ", step, ": ",
+              ", block tile 128 x ", g.bn, ", ", plan.splits, " K splits",
+              sk_floats > 0 ? ", Stream-K" : "", ") failed at ", step, ": ",
               cudaGetErrorString(err), ".");
   if (plan.splits > 1) reduce_workspace(workspace, c, plan.splits, stream);
 }
@@ -516,10 +528,25 @@ void set_cuda_half_path(const std::string& path) {
   g_half_path.store(parse_half_path(path, "the half-precision GEMM path"));
 }
 
-void set_cuda_wgmma_knobs(bool overlap, bool short_a, int cluster) {
+std::tuple<int64_t, int64_t, int64_t> cuda_stream_k_split(int64_t M, int64_t N, int64_t K,
+                                                          bool tf32, int sms) {
+  Sm90Gemm g;
+  g.M = M, g.N = N, g.K = K;
+  g.type = tf32 ? kSm90Tf32 : kSm90BFloat16;
+  g.bn = 256;
+  g.sms = sms;
+  g.stream_k = g_wgmma_stream_k.load();
+  const Sm90StreamK sk = sm90_stream_k(g);
+  const int64_t tiles = (M + 127) / 128 * ((N + 255) / 256);
+  return sk.sk_tiles > 0 ? std::make_tuple(sk.dp_tiles, sk.sk_tiles, sk.blocks)
+                         : std::make_tuple(tiles, int64_t{0}, int64_t{0});
+}
+
+void set_cuda_wgmma_knobs(bool overlap, bool short_a, int cluster, int stream_k) {
   g_wgmma_overlap.store(overlap);
   g_wgmma_short_a.store(short_a);
   g_wgmma_cluster.store(cluster);
+  g_wgmma_stream_k.store(stream_k);
 }
 
 }  // namespace lltm_ext::gemm

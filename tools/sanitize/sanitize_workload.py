@@ -30,7 +30,10 @@ C's rows shifted off their 16-byte boundaries), and the skinny kernel (gemm_skin
 bfloat16, a side of 1 to 32 ending inside each tile, both orientations, the weight stored (N, K) and
 (K, N), 1, 3 and 8 warps with K splits and without, and through the public API), and the wgmma
 kernel's narrow tiles (gemm_narrow: a side of 1 to 32, both orientations, both weight layouts, K
-splits, tiles of 128 and 64 rows).
+splits, tiles of 128 and 64 rows), and the 256-wide wgmma tile's Stream-K kernel (gemm_stream_k:
+forced on, bfloat16, float16 and TF32, every layout, a tile's parts over one to many blocks, whole
+rounds before a partial one, a full round alone; the partial sums' slices and flags read and
+written across blocks).
 Under --prefilled-tma-outputs (initcheck without --check-tensor-ops, which does
 not see the copy engine's stores) the wgmma kernels write only into NaN-filled out= buffers, and
 the `gemm` section runs bfloat16 / float16 on the SIMT kernel.
@@ -1149,6 +1152,45 @@ def run_gemm_skinny(dtypes: list[torch.dtype]) -> None:
             check_gemm(out, a, b, dtype, f"gemm_skinny auto {m}x{n}x{k} {layout} {mirror} {dtype}")
 
 
+# (M, N, K) for the Stream-K kernel forced on: one tile over as many blocks as it has K steps, a few
+# tiles over many blocks, whole rounds then a partial one (on 132 SMs: 144 tiles, the last 12 a
+# step a block), a full round alone (132 tiles), tiles cut by M and N with odd N, a K of one step.
+STREAM_K_SHAPES = (
+    (128, 256, 2048),
+    (300, 520, 700),
+    (1500, 3000, 520),
+    (1536, 2816, 200),
+    (200, 87, 1000),
+    (136, 72, 8),
+)
+
+
+def run_gemm_stream_k(dtypes: list[torch.dtype]) -> None:
+    """The 256-wide wgmma tile with Stream-K forced on (`_set_gemm_wgmma_knobs(stream_k="on")`),
+    bfloat16, float16 and TF32, every layout, into NaN-filled outputs (CUDA only, where the wgmma
+    kernel runs: skipped with a line saying so elsewhere)."""
+    ext = load_extension("gemm")
+    if DEVICE != "cuda" or ext._gemm_half_path() != "wgmma":
+        print("  gemm_stream_k: skipped, the wgmma kernel does not run here", flush=True)
+        return
+    saved_tf32 = torch.backends.cuda.matmul.allow_tf32
+    ext._set_gemm_wgmma_knobs(cluster=1, stream_k="on")  # blocks alone: Stream-K's
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        for dtype in [d for d in dtypes if d != torch.float64]:
+            bound = GEMM_REL_TF32 if dtype == torch.float32 else GEMM_REL[dtype]
+            for (m, n, k), layout in itertools.product(STREAM_K_SHAPES, LAYOUTS):
+                a = padded(k, m, dtype).t() if layout[0] == "t" else padded(m, k, dtype)
+                b = padded(n, k, dtype).t() if layout[1] == "t" else padded(k, n, dtype)
+                c = torch.full((m, n), math.nan, dtype=dtype, device=DEVICE)
+                ext._gemm_tensor_core(a, b, "wgmma", tile=256, splits=1, out=c)
+                what = f"gemm_stream_k {str(dtype)[6:]} {m}x{n}x{k} {layout}"
+                check_gemm(c, a, b, dtype, what, bound)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved_tf32
+        ext._set_gemm_wgmma_knobs()
+
+
 # The narrow tiles: the small side 1 to 32 (16 and 32 wide), the large side ending inside a 64- and
 # 128-row tile, K ending inside a 64-element step and past several (K splits).
 NARROW_SHAPES = ((1, 200, 72), (16, 136, 1032), (9, 328, 520), (5, 64, 8), (17, 200, 520))
@@ -1230,7 +1272,7 @@ def main() -> int:
         "gemm_wgmma,gemm_wgmma_clusters,gemm_wgmma_exact,gemm_mma,gemm_tc_plans,gemm_row_copies,"
         "gemm_small_side,"
         "gemm_short_k,gemm_skinny,"
-        "gemm_narrow",
+        "gemm_narrow,gemm_stream_k",
     )
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument(
@@ -1296,6 +1338,8 @@ def main() -> int:
             run_gemm_skinny(dtypes)
         elif op == "gemm_narrow":
             run_gemm_narrow(dtypes)
+        elif op == "gemm_stream_k":
+            run_gemm_stream_k(dtypes)
         else:
             for dtype in dtypes:
                 if op in ELEMENTWISE:

@@ -46,6 +46,16 @@
 //     core's truncated sums never chain over more than one stage. Outputs that come out
 //     non-finite (an Inf or NaN among their operands, or an operand that rounds to Inf) are
 //     recomputed exactly from the operands as given, so that they are what float32 gives;
+//   - Stream-K over a last, partial round (the SK instantiation, a kernel of its own: both walks
+//     in one kernel made ptxas serialize every wgmma, C7518): where the tiles fill the last round
+//     of the persistent grid only partly, this kernel runs the whole rounds (p.items_run items)
+//     and a second launch, SK, the rest: their K steps, tile after tile, cut into one equal range
+//     a block, each range run a tile's part at a time from its end back. A part without its
+//     tile's last step (a block's first part) leaves its float32 sums in the block's slice of
+//     p.sk_partial and counts its consumers on p.sk_flags[block]; the part holding the last step
+//     adds the earlier parts' sums (lower blocks', their first parts) and stores C. The flags are
+//     zeroed by the first kernel's block 0, and SK waits for that kernel's end (pdl_wait) only
+//     before its first flag: its blocks start on the SMs the first kernel's blocks leave;
 //   - launched as a programmatic dependent launch: the barriers' set-up overlaps the end of the
 //     kernel before it, and the split-K reduction after it is scheduled once every load is issued.
 #pragma once
@@ -169,7 +179,34 @@ struct Sm90Params {
   // blocks read, close together (one tile column of A; a few tile rows of B), whose lines need not
   // stay in L2.
   bool stream_a = false, stream_b = false;
+  // Stream-K (see the design above; cluster_m 1, splits 1, a_rows 128): the whole-tile kernel runs
+  // work items [0, items_run) (0: all of them) and, where sk_flags is set, its block 0 first zeroes
+  // sk_flags[0 .. sk_blocks); the SK kernel runs tiles sk_first .. tiles - 1 over gridDim.x
+  // (= sk_blocks) ranges, block b's slice of partial sums at sk_partial + b BM BN (float32,
+  // [element][consumer thread]).
+  int items_run = 0;
+  int sk_first = 0, sk_blocks = 0;
+  float* sk_partial = nullptr;
+  int* sk_flags = nullptr;
 };
+
+// A block's walk over its work items: whole tiles, items next, next + step, ... below end;
+// Stream-K, the parts of its range of K steps [end, next) from next back.
+struct Sm90Walk {
+  int next, end, step;
+};
+
+// Stream-K over `total` K steps (< 2^31) in `blocks` ranges, the first total % blocks of them one
+// step longer: the first step of range b, and the range that holds step i.
+__device__ __forceinline__ int sk_range_start(int b, int total, int blocks) {
+  const int per = total / blocks, rem = total % blocks;
+  return b * per + min(b, rem);
+}
+__device__ __forceinline__ int sk_range_of(int i, int total, int blocks) {
+  const int per = total / blocks, rem = total % blocks;
+  const int long_steps = rem * (per + 1);
+  return i < long_steps ? i / (per + 1) : rem + (i - long_steps) / per;
+}
 
 // The float32 sum over k in [k0, k1) of a[k * a_ks] b[k * b_ks], one fused multiply-add a k: an
 // output of the operands as given, as exact float32 gives it, where the three passes came out
@@ -195,6 +232,28 @@ __device__ __forceinline__ void sm90_work(const Sm90Params& p, int u, int tiles,
   t = u - split * tiles;
   kt_begin = split * p.k_tiles_split;
   kt_end = min(k_tiles, kt_begin + p.k_tiles_split);
+}
+
+// The block's next work item (tile t, K steps [kt_begin, kt_end)), or false where it has none
+// left. SK: the Stream-K walk (tiles p.sk_first ..), else sm90_work's.
+template <bool SK>
+__device__ __forceinline__ bool sm90_next(const Sm90Params& p, Sm90Walk& walk, int tiles,
+                                          int k_tiles, int& t, int& kt_begin, int& kt_end) {
+  if constexpr (!SK) {
+    if (walk.next >= walk.end) return false;
+    sm90_work(p, walk.next, tiles, k_tiles, t, kt_begin, kt_end);
+    walk.next += walk.step;
+    return true;
+  } else {
+    if (walk.next <= walk.end) return false;
+    const int first = (walk.next - 1) / k_tiles * k_tiles;  // the tile's first step
+    const int lo = max(walk.end, first);
+    t = p.sk_first + first / k_tiles;
+    kt_begin = lo - first;
+    kt_end = walk.next - first;
+    walk.next = lo;
+    return true;
+  }
 }
 
 // Tile t's (row, column) of tiles: column-major within groups of `group` tile rows.
@@ -238,8 +297,9 @@ __device__ __forceinline__ void store_two(void* c, int64_t idx, float v0, float 
 // K-major, as wgmma's tf32 form requires); C in the same type. 384 threads,
 // Sm90Tile<BN, DT>::SMEM_BYTES of dynamic shared memory, gridDim.x <= tiles x splits. The narrow
 // tile (BN 16: a side of at most 16 streamed past the other operand's 128-row tiles) needs B
-// K-major and stores C directly.
-template <int BN, int DT, bool A_K, bool B_K>
+// K-major and stores C directly. SK: the Stream-K kernel of a last, partial round (16-bit or
+// TF32, blocks alone, no K splits, 128-row tiles).
+template <int BN, int DT, bool A_K, bool B_K, bool SK = false>
 __global__ void __launch_bounds__(384, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                      const __grid_constant__ CUtensorMap map_b,
@@ -249,6 +309,7 @@ __global__ void __launch_bounds__(384, 1)
   static_assert(DT < kSm90TF32 || (A_K && B_K), "tf32 wgmma reads K-major operands only");
   static_assert(BN >= 64 || (B_K && DT < kSm90TF32), "the narrow tile: 16-bit, B K-major");
   static_assert(BN % 64 == 0 || B_K, "an N-major B in whole 64-column atoms");
+  static_assert(!SK || (BN >= 64 && DT != kSm90F32X3), "Stream-K: 16-bit or TF32, 64 wide or more");
   constexpr bool F32 = DT >= kSm90TF32, X3 = DT == kSm90F32X3;
   constexpr int ELEM = F32 ? 4 : 2;
   constexpr int BK = 128 / ELEM, STAGES = Tile::STAGES;
@@ -278,8 +339,15 @@ __global__ void __launch_bounds__(384, 1)
     __syncthreads();
   }
   // A programmatic dependent launch (gemm_kernels_sm90.cu): the set-up above overlaps the end of
-  // the kernel before it, whose writes this waits for before any global memory is touched.
-  cuda::pdl_wait();
+  // the kernel before it, whose writes this waits for before any global memory is touched. SK
+  // follows the whole-tile kernel, which reads and writes nothing it touches but the flags (it
+  // began after that kernel's blocks had waited for theirs): it waits before its first flag.
+  if constexpr (!SK) {
+    cuda::pdl_wait();
+    if (p.sk_flags != nullptr && blockIdx.x == 0) {
+      for (int i = threadIdx.x; i < p.sk_blocks; i += blockDim.x) p.sk_flags[i] = 0;
+    }
+  }
 
   // A cluster walks the work items of its tile-row pairs (`tiles` of them a split); block `rank`
   // of it takes the pair's row rank.
@@ -287,8 +355,14 @@ __global__ void __launch_bounds__(384, 1)
   const int tiles_mc = (p.tiles_m + cm - 1) / cm;
   const int tiles = tiles_mc * p.tiles_n;
   const int k_tiles = (p.K + BK - 1) / BK;
-  const int items = tiles * max(p.splits, 1);
-  const int first = blockIdx.x / cm, step_u = gridDim.x / cm;
+  const int items = p.items_run > 0 ? p.items_run : tiles * max(p.splits, 1);
+  // The walk's start: whole tiles from this block's (cluster's) first; Stream-K, its range.
+  Sm90Walk start{static_cast<int>(blockIdx.x) / cm, items, static_cast<int>(gridDim.x) / cm};
+  const int sk_total = SK ? (tiles - p.sk_first) * k_tiles : 0;
+  if constexpr (SK) {
+    start.next = sk_range_start(blockIdx.x + 1, sk_total, gridDim.x);
+    start.end = sk_range_start(blockIdx.x, sk_total, gridDim.x);
+  }
 
   if (warpgroup == 0) {  // producer
     setmaxnreg_dec<40>();
@@ -312,9 +386,10 @@ __global__ void __launch_bounds__(384, 1)
           tma_load_2d(dst, &map_b, &full[stage], c0, c1);
         }
       };
-      for (int u = first; u < items; u += step_u) {
-        int t, kt_begin, kt_end, tm, tn;
-        sm90_work(p, u, tiles, k_tiles, t, kt_begin, kt_end);
+      Sm90Walk walk = start;
+      int t, kt_begin, kt_end;
+      while (sm90_next<SK>(p, walk, tiles, k_tiles, t, kt_begin, kt_end)) {
+        int tm, tn;
         sm90_tile_coords(t, tiles_mc, p.tiles_n, Tile::GROUP_M / cm, tm, tn);
         tm = tm * cm + rank;
         const int m0 = tm * p.a_rows, n0 = tn * BN;
@@ -415,9 +490,10 @@ __global__ void __launch_bounds__(384, 1)
       mbar_arrive(empty_addr + 8 * s);
       if (cm > 1) mbar_arrive_cluster(empty_addr + 8 * s, rank ^ 1);
     };
-    for (int u = first; u < items; u += step_u) {
-      int t, kt_begin, kt_end, tm, tn;
-      sm90_work(p, u, tiles, k_tiles, t, kt_begin, kt_end);
+    Sm90Walk walk = start;
+    int t, kt_begin, kt_end;
+    while (sm90_next<SK>(p, walk, tiles, k_tiles, t, kt_begin, kt_end)) {
+      int tm, tn;
       sm90_tile_coords(t, tiles_mc, p.tiles_n, Tile::GROUP_M / cm, tm, tn);
       tm = tm * cm + rank;
       const int m0 = tm * p.a_rows, n0 = tn * BN;
@@ -507,6 +583,41 @@ __global__ void __launch_bounds__(384, 1)
       // limit, not a branch: a branch on the consumer here made ptxas serialize every wgmma
       // (C7518).
       const int m_lim = p.a_rows == 64 && w == 1 ? 0 : p.M;
+      if constexpr (SK) {
+        // Each consumer thread's sums at [element][thread] of a slice: coalesced.
+        constexpr int CT = Tile::CONSUMERS * 128;
+        const int slot = w * 128 + tid;
+        if (kt_end < k_tiles) {
+          // A part without the tile's last step (the block's first part): its sums to the block's
+          // slice, then one count a consumer on its flag once all its threads have written.
+          cuda::pdl_wait();  // the flags zeroed by the whole-tile kernel
+          float* const mine = p.sk_partial + static_cast<int64_t>(blockIdx.x) * Tile::BM * BN;
+#pragma unroll
+          for (int i = 0; i < BN / 2; ++i) mine[i * CT + slot] = acc[i];
+          named_barrier_sync(1 + w, 128);
+          if (tid == 0) {
+            __threadfence();
+            atomicAdd(p.sk_flags + blockIdx.x, 1);
+          }
+          continue;
+        }
+        if (kt_begin > 0) {
+          // The tile's last part, its range's first: the earlier parts are the first parts of the
+          // blocks below, which they ran first; their sums added from the nearest back.
+          cuda::pdl_wait();
+          const int b0 = sk_range_of((t - p.sk_first) * k_tiles, sk_total, gridDim.x);
+          for (int b = static_cast<int>(blockIdx.x) - 1; b >= b0; --b) {
+            if (tid == 0) {
+              while (ld_acquire_gpu(p.sk_flags + b) < Tile::CONSUMERS) {
+              }
+            }
+            named_barrier_sync(1 + w, 128);
+            const float* const part = p.sk_partial + static_cast<int64_t>(b) * Tile::BM * BN;
+#pragma unroll
+            for (int i = 0; i < BN / 2; ++i) acc[i] += __ldcg(part + i * CT + slot);
+          }
+        }
+      }
       if constexpr (X3) {
         // Outputs that came out non-finite, recomputed from the operands as given over this
         // item's K range (a warp's lanes go in only where one of them holds such an output).
@@ -558,7 +669,8 @@ __global__ void __launch_bounds__(384, 1)
       if (p.splits > 1) {
         // A K split's partial tile: float32, to its slice, by direct stores (pairs where N is
         // even: every column this thread writes first is even).
-        float* const slice = p.partial + static_cast<int64_t>(u / tiles) * p.M * p.N;
+        float* const slice =
+            p.partial + static_cast<int64_t>(kt_begin / p.k_tiles_split) * p.M * p.N;
         each_pair(
             [&](int r, int col, float v0, float v1) {
               if (p.c_trans) {
@@ -636,6 +748,8 @@ __global__ void __launch_bounds__(384, 1)
   // No block of a cluster leaves while the other may still arrive on its barriers or load into
   // its shared memory.
   if (cm > 1) cluster_sync_threads();
+  // SK ends after the whole-tile kernel, whose stores of C the next kernel may read.
+  if constexpr (SK) cuda::pdl_wait();
 #endif  // LLTM_EXT_SM90A
 }
 
@@ -644,5 +758,9 @@ __global__ void __launch_bounds__(384, 1)
 // tf32 with an operand that is not K-major; *smem gets its dynamic shared memory.
 using Sm90KernelFn = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, Sm90Params);
 Sm90KernelFn wide_kernel(int bn, int dt, bool a_k, bool b_k, int* smem);
+
+// The Stream-K kernel (SK) of the 256-wide tile for DT (16-bit or TF32) and the operands'
+// major-ness (gemm_kernels_sm90_stream_k.cu): nullptr for tf32 with an operand not K-major.
+Sm90KernelFn stream_k_kernel(int dt, bool a_k, bool b_k);
 
 }  // namespace lltm_ext::gemm_tiles::sm90
