@@ -160,13 +160,14 @@ constexpr double kStreamKMinIdleK = 2000;
 
 Sm90StreamK sm90_stream_k(const Sm90Gemm& g) {
   Sm90StreamK sk;
+  const int64_t tiles = (g.M + 127) / 128 * ((g.N + 255) / 256);
+  sk.dp_tiles = tiles;
   const bool f32 = g.type == kSm90Tf32 || g.type == kSm90F32x3;
   if (g.stream_k == kStreamKOff || g.bn != 256 || g.type == kSm90F32x3 || g.splits > 1 ||
       g.c_trans || g.cluster_m == 2 || g.rows64 || (g.short_a && g.M <= 64) || g.M <= 0 ||
       g.N <= 0 || g.K <= 0 || g.sms <= 0) {
     return sk;
   }
-  const int64_t tiles = (g.M + 127) / 128 * ((g.N + 255) / 256);
   const int64_t steps = (g.K + (f32 ? 31 : 63)) / (f32 ? 32 : 64);
   const int64_t rem = tiles % g.sms;
   if (g.stream_k == kStreamKOn) {

@@ -537,9 +537,7 @@ std::tuple<int64_t, int64_t, int64_t> cuda_stream_k_split(int64_t M, int64_t N, 
   g.sms = sms;
   g.stream_k = g_wgmma_stream_k.load();
   const Sm90StreamK sk = sm90_stream_k(g);
-  const int64_t tiles = (M + 127) / 128 * ((N + 255) / 256);
-  return sk.sk_tiles > 0 ? std::make_tuple(sk.dp_tiles, sk.sk_tiles, sk.blocks)
-                         : std::make_tuple(tiles, int64_t{0}, int64_t{0});
+  return std::make_tuple(sk.dp_tiles, sk.sk_tiles, sk.blocks);
 }
 
 void set_cuda_wgmma_knobs(bool overlap, bool short_a, int cluster, int stream_k) {
