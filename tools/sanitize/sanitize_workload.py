@@ -661,6 +661,11 @@ def run_gemm(dtype: torch.dtype) -> None:
     ):
         assert lltm_ext.gemm(a, b, out=out) is out
         check_gemm(out, a, b, dtype, f"gemm out= case {j} {dtype}")
+    # The matrix-vector row kernel over rows that start off 16-byte boundaries (odd K): Y's padded
+    # chunks, K past one chunk, with and without K splits.
+    for m, n, k in ((1, 37, 8195), (3, 5, 20001)):
+        a, b = operands(m, n, k, "nt", dtype)
+        check_gemm(lltm_ext.gemm(a, b), a, b, dtype, f"gemm matrix-vector {m}x{n}x{k} {dtype}")
     # Split-K from the heuristic: few tiles, long K (float32 and float64 split; halves do not).
     for m, n, k in ((64, 48, 20000), (8, 8, 4097)):
         a, b = randn(m, k, dtype=dtype), randn(k, n, dtype=dtype)

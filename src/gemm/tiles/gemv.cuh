@@ -7,8 +7,9 @@
 // K split. Two kernels, by X's unit-stride dimension:
 //   - gemv_rows_kernel (X K-contiguous): WPR warps per row of X, lanes striding over K with
 //     16-byte loads (each row cut at its own 16-byte boundaries: any row stride), Y staged in
-//     shared memory a chunk of K at a time (so that Y's reads cost no more than X's); shuffle sums,
-//     then the row's warps summed through shared memory;
+//     shared memory a chunk of K at a time (so that Y's reads cost no more than X's; padded where
+//     X's rows start off 16-byte boundaries, so that its element reads meet no bank conflicts);
+//     shuffle sums, then the row's warps summed through shared memory;
 //   - gemv_cols_kernel (X L-contiguous): 32 consecutive l per block (one per lane: coalesced), its
 //     8 warps striding over K; the warps' sums added through shared memory.
 // With gridDim.y > 1 each block row of the grid takes one K split and writes its float partials
@@ -62,6 +63,17 @@ inline constexpr int kChunk = 32768 / static_cast<int>(sizeof(Acc));
 template <typename T, typename Acc, int S_MAX>
 __global__ void __launch_bounds__(kThreads) gemv_rows_kernel(const GemvCall p) {
   constexpr int CH = kChunk<Acc> / S_MAX;
+  // Where X's rows do not all start on 16-byte boundaries (its base or row stride), a lane's run
+  // of V elements starts off them in Y's chunk too, and Y is read one element at a time: lanes
+  // V elements apart would then meet in the same shared-memory banks (8 ways for 16-bit types).
+  // So there Y's chunk is staged with one element of padding after every 32 (element k at
+  // k + k / 32: the lanes' reads fall in distinct banks), in chunks of CHP elements to fit.
+  constexpr int CHP = CH * 32 / 33 / 32 * 32;
+  static_assert(CHP + CHP / 32 <= CH, "the padded chunk fits the staging buffer");
+  const bool pad = reinterpret_cast<uintptr_t>(p.x) % 16 != 0 ||
+                   p.xs_l * static_cast<int64_t>(sizeof(T)) % 16 != 0;
+  const int ch = pad ? CHP : CH;
+  const auto at = [pad](int k) { return pad ? k + k / 32 : k; };
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int rows_per_block = kThreads / 32 / p.wpr;
   const int64_t l = static_cast<int64_t>(blockIdx.x) * rows_per_block + warp / p.wpr;
@@ -76,12 +88,12 @@ __global__ void __launch_bounds__(kThreads) gemv_rows_kernel(const GemvCall p) {
   Acc acc[S_MAX];
 #pragma unroll
   for (int s = 0; s < S_MAX; ++s) acc[s] = Acc(0);
-  for (int64_t c0 = k_begin; c0 < k_end; c0 += CH) {  // c0 - k_begin: a multiple of CH
-    const int n = static_cast<int>(k_end - c0 < CH ? k_end - c0 : CH);
+  for (int64_t c0 = k_begin; c0 < k_end; c0 += ch) {  // c0 - k_begin: a multiple of ch
+    const int n = static_cast<int>(k_end - c0 < ch ? k_end - c0 : ch);
     __syncthreads();  // the last chunk is read
     for (int q = static_cast<int>(threadIdx.x); q < n * p.S; q += kThreads) {
       const int s = q / n, k = q % n;
-      ys[s][k] = tile_cast<Acc>(y[(c0 + k) * p.ys_k + s * p.ys_s]);
+      ys[s][at(k)] = tile_cast<Acc>(y[(c0 + k) * p.ys_k + s * p.ys_s]);
     }
     __syncthreads();
     if (l >= p.L) continue;
@@ -91,9 +103,9 @@ __global__ void __launch_bounds__(kThreads) gemv_rows_kernel(const GemvCall p) {
     const int head = min(
         n, static_cast<int>((16 - reinterpret_cast<uintptr_t>(row + c0) % 16) % 16 / sizeof(T)));
     const int runs = (n - head) / V, body_end = head + runs * V;
-    // ALIGNED (head 0, as for every row of a 16-byte-aligned X): k is a multiple of V, so that
-    // Y's run is read from shared memory in 16-byte loads too (with S = 3 or 4 the scalar reads
-    // of Y's runs cost more than X's loads).
+    // ALIGNED (!pad, and so head 0 in every row): k is a multiple of V, so that Y's run is read
+    // from shared memory in 16-byte loads too (with S = 3 or 4 the scalar reads of Y's runs cost
+    // more than X's loads); else one element at a time from the padded chunk.
     auto runs_of = [&](auto aligned) {
       constexpr bool ALIGNED = decltype(aligned)::value;
 #pragma unroll 2
@@ -106,11 +118,13 @@ __global__ void __launch_bounds__(kThreads) gemv_rows_kernel(const GemvCall p) {
         for (int s = 0; s < S_MAX; ++s) {
           if (s >= p.S) continue;
 #pragma unroll
-          for (int e = 0; e < V; ++e) acc[s] += tile_cast<Acc>(v[e]) * ys[s][k + e];
+          for (int e = 0; e < V; ++e) {
+            acc[s] += tile_cast<Acc>(v[e]) * ys[s][ALIGNED ? k + e : at(k + e)];
+          }
         }
       }
     };
-    if (head == 0) {
+    if (!pad && head == 0) {
       runs_of(std::true_type{});
     } else {
       runs_of(std::false_type{});
@@ -122,7 +136,7 @@ __global__ void __launch_bounds__(kThreads) gemv_rows_kernel(const GemvCall p) {
       const Acc x = tile_cast<Acc>(row[c0 + k]);
 #pragma unroll
       for (int s = 0; s < S_MAX; ++s) {
-        if (s < p.S) acc[s] += x * ys[s][k];
+        if (s < p.S) acc[s] += x * ys[s][at(k)];
       }
     }
   }
