@@ -459,8 +459,8 @@ def test_settings_table_compiles_as_cpp17_and_refuses_an_unknown_name(tmp_path):
 def test_wgmma_headers_match_their_generator_and_the_planner():
     """src/gemm/tiles/sm90_wgmma.cuh and src/common/sm90_wgmma_tf32.cuh are what
     tools/codegen/sm90_wgmma.py writes (where clang-format is here to format them), with the widths
-    of gemm_tc_plan.h's kWgmmaWideTiles, which the GPU tests force
-    (tests/test_gemm_tensor_core.py's WIDE_TILES)."""
+    of gemm_tc_plan.h's kWgmmaWideTiles and kWgmmaTallTiles, which the GPU tests force
+    (tests/test_gemm_tensor_core.py's WIDE_TILES and TALL_TILES)."""
     from tools.codegen import sm90_wgmma
 
     plan_h = (ROOT / "src/gemm/gemm_tc_plan.h").read_text()
@@ -471,6 +471,11 @@ def test_wgmma_headers_match_their_generator_and_the_planner():
     assert set(planner) <= set(sm90_wgmma.HALF_WIDTHS) & set(sm90_wgmma.TF32_WIDTHS)
     tests = (ROOT / "tests/test_gemm_tensor_core.py").read_text()
     assert f"WIDE_TILES = {planner}" in tests
+    found = re.search(r"kWgmmaTallTiles = \{([0-9, ]+)\}", plan_h)
+    assert found, "gemm_tc_plan.h: kWgmmaTallTiles not found"
+    tall = tuple(int(v) for v in found.group(1).split(","))
+    assert tall == sm90_wgmma.TALL_WIDTHS and set(tall) <= set(sm90_wgmma.HALF_WIDTHS)
+    assert f"TALL_TILES = {tall}" in tests
     half = sm90_wgmma.HALF_HEADER.read_text()
     tf32 = sm90_wgmma.TF32_HEADER.read_text()
     for width in sm90_wgmma.HALF_WIDTHS:

@@ -27,12 +27,12 @@ def ext():
 
 
 def x3_plan(m, n, k, *, sms=132, wgmma=True, a_k=True, b_k=True, a_al=True, b_al=True) -> dict:
-    kernel, tile, _, splits, k_split, copy_a, copy_b, us, _, cluster = ext()._tc_plan(
+    kernel, tile, _, splits, k_split, copy_a, copy_b, us, _, cluster, tile_m = ext()._tc_plan(
         m, n, k, False, a_k, b_k, a_al, b_al, sms, wgmma, True, x3=True
     )
     return dict(
         kernel=kernel, tile=tile, splits=splits, k_split=k_split, copy_a=copy_a, copy_b=copy_b,
-        us=us, cluster=cluster,
+        us=us, cluster=cluster, tile_m=tile_m,
     )  # fmt: skip
 
 

@@ -38,26 +38,12 @@ def plan(
 ) -> dict:  # fmt: skip
     """The planner's pick; a_al / b_al: rows 16-byte aligned, a_w / b_w: 4-byte aligned, a_s /
     b_s: 32-byte aligned (whole sectors; only where 16-byte aligned)."""
-    kernel, tile, aligned, splits, k_split, copy_a, copy_b, us, words, cluster = ext()._tc_plan(
-        m,
-        n,
-        k,
-        tf32,
-        a_k,
-        b_k,
-        a_al,
-        b_al,
-        sms,
-        wgmma,
-        mma,
-        a_w or a_al,
-        b_w or b_al,
-        a_s and a_al,
-        b_s and b_al,
-    )
+    sectors = (a_w or a_al, b_w or b_al, a_s and a_al, b_s and b_al)
+    got = ext()._tc_plan(m, n, k, tf32, a_k, b_k, a_al, b_al, sms, wgmma, mma, *sectors)
+    kernel, tile, aligned, splits, k_split, copy_a, copy_b, us, words, cluster, tile_m = got
     return dict(
         kernel=kernel, tile=tile, aligned=aligned, splits=splits, k_split=k_split,
-        copy_a=copy_a, copy_b=copy_b, us=us, words=words, cluster=cluster,
+        copy_a=copy_a, copy_b=copy_b, us=us, words=words, cluster=cluster, tile_m=tile_m,
     )  # fmt: skip
 
 
@@ -108,12 +94,16 @@ def test_plan_invariants_over_random_shapes():
                 assert (p["splits"] - 1) * p["k_split"] < k <= p["splits"] * p["k_split"], where
                 assert 4 * p["splits"] * m * n <= 256 << 20, where
         else:
-            assert wgmma and p["tile"] in (64, 128, 144, 168, 192, 256), where
+            assert wgmma and p["tile_m"] in (128, 256), where
+            tiles = (64, 128, 144, 168, 192, 256) if p["tile_m"] == 128 else TALL_TILES
+            assert p["tile"] in tiles, where
             need_b = not b_al or (tf32 and not b_k)
-            # 144 and 168 (not whole 64-column atoms): B K-major at the kernel (tf32's always is),
-            # its rows whole sectors apart or copied because they must be.
+            # 144, 168 and the 256-row tiles (not whole 64-column atoms): B K-major at the kernel
+            # (tf32's always is), its rows whole sectors apart or copied because they must be.
             off_grid = (b_k or tf32) and (b_s or need_b)
             assert p["tile"] % 64 == 0 or p["tile"] == 16 or off_grid, where
+            # The 256-row tile: 16-bit, B K-major as given, unsplit, blocks alone.
+            assert p["tile_m"] == 128 or (not tf32 and b_k and p["splits"] == 1), where
             assert p["tile"] % 64 == 0 or p["cluster"] == 1, where
             assert p["copy_a"] == (not a_al or (tf32 and not a_k)), where
             # B's rows inside sectors may be copied too.
@@ -165,8 +155,14 @@ def test_plan_wgmma_width_by_the_model_where_rounds_mislead():
         assert (p["kernel"], p["tile"], p["splits"]) == ("wgmma", 192, 1), (tf32, p)
     p = plan(1555, 2832, 1351, b_k=False)
     assert (p["kernel"], p["tile"]) == ("wgmma", 192), p
-    # Where 192-wide tiles take as many rounds as 256-wide ones, 256 (3000 x 5000: four rounds).
-    assert plan(3000, 5000, 2000)["tile"] == 256
+    # Where 192-wide tiles take as many rounds as 256-wide ones, 256 (3000 x 5000: four rounds),
+    # for x @ W and TF32; for 16-bit x @ W.T the 256-row tiles' three rounds of 256 x 152, unless K
+    # is short (their rounds cost more there).
+    assert plan(3000, 5000, 2000, b_k=False)["tile"] == 256
+    assert plan(3000, 5000, 2000, tf32=True)["tile"] == 256
+    p = plan(3000, 5000, 2000)
+    assert (p["tile"], p["tile_m"], p["splits"], p["cluster"]) == (152, 256, 1, 1), p
+    assert plan(3000, 5000, 1000)["tile_m"] == 128
 
 
 def test_plan_wgmma_144_and_168_where_their_rounds_cost_less_and_b_reads_at_full_speed():
@@ -241,8 +237,9 @@ def test_plan_copies_rows_inside_sectors_where_tma_is_busy():
     rows or more (x @ W at 3000 x 5000 x 2000, W's rows 10000 bytes apart); A's copied first
     (rows 128 bytes apart) for a large product whose kernel they slow, and B's where the blocks
     cannot pair (one tile row: M <= 128); not for a product bound by reading the weight once
-    (M = 16), nor for an M-major A alone (TMA's reads of it slow little), nor where every row is
-    whole sectors (no clusters there either)."""
+    (M = 16), nor for an M-major A alone on 128-row tiles (TMA's reads of it slow little), but on
+    256 x 152 ones (33 tile columns read it, not 20), nor where every row is whole sectors (no
+    clusters there either)."""
     big = plan(3000, 5000, 2000, b_s=False)
     assert big["kernel"] == "wgmma" and big["cluster"] == 2, big
     assert not (big["copy_a"] or big["copy_b"]), big
@@ -254,8 +251,10 @@ def test_plan_copies_rows_inside_sectors_where_tma_is_busy():
     assert not (aligned["copy_a"] or aligned["copy_b"]) and aligned["cluster"] == 1, aligned
     skinny = plan(16, 5000, 4104, a_s=False, b_s=False)
     assert not (skinny["copy_a"] or skinny["copy_b"]), skinny
-    m_major = plan(3000, 5008, 2000, a_k=False, a_s=False)
-    assert not m_major["copy_a"], m_major
+    m_major = plan(3000, 5008, 2000, a_k=False, a_s=False, b_k=False)
+    assert m_major["tile_m"] == 128 and not m_major["copy_a"], m_major
+    tall = plan(3000, 5008, 2000, a_k=False, a_s=False)
+    assert tall["tile_m"] == 256 and tall["copy_a"], tall
 
 
 # ----------------------------------------------------------------------------------------------
@@ -476,8 +475,9 @@ def test_wgmma_split_k(dtype, tile):
             assert_like_torch(out, a, b)
 
 
-# gemm_tc_plan.h's kWgmmaWideTiles (test_build_tools checks the two agree).
+# gemm_tc_plan.h's kWgmmaWideTiles and kWgmmaTallTiles (test_build_tools checks they agree).
 WIDE_TILES = (144, 168, 192)
+TALL_TILES = (152,)
 
 
 @pytest.mark.cuda
@@ -511,6 +511,44 @@ def test_wgmma_wide_tiles(dtype, tile):
     a = torch.ones(8, 8, dtype=torch.bfloat16, device="cuda")
     with pytest.raises(RuntimeError, match="tile must be"):
         ext()._gemm_tensor_core(a, a, "mma", tile=tile)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_wgmma_tall_tiles(dtype):
+    """The wgmma kernel's 256-row tiles (each consumer warpgroup two 64-row slabs), forced, with B
+    K-major (A either way): tiles cut by M (fewer rows than one slab, than one tile, odd) and N,
+    K of one partial step and of many, more tiles than one round of SMs, with and without K
+    splits; C stored through TMA, or directly where its base is off 16 bytes; a NaN-poisoned
+    output fully written, the same bits twice. An N-major B, TF32 and other widths are refused."""
+    if not tc_runs("wgmma"):
+        pytest.skip("the wgmma kernel does not run here (a Hopper GPU and sm_90a code)")
+    for tile in TALL_TILES:
+        shapes = [(256, tile, 64), (300, 3 * tile - 5, 1000), (8, 264, 40), (1000, 3000, 200)]
+        shapes += [(520, 2 * tile + 8, 2120), (100, 40, 130), (3000, 5000, 256)]
+        for layout in LAYOUTS:
+            if layout[1] == "n":
+                a, b = operands(256, tile, 64, layout, dtype)
+                with pytest.raises(RuntimeError, match="no tensor-core plan"):
+                    ext()._gemm_tensor_core(a, b, "wgmma", tile_m=256)
+                continue
+            for m, n, k in shapes:
+                a, b = operands(m, n, k, layout, dtype)
+                for splits, offset in [(1, 0), (3, 0), (1, 3)]:
+                    run = dict(tile=tile, tile_m=256, splits=splits)
+                    out = poisoned(m, n, dtype, offset)
+                    ext()._gemm_tensor_core(a, b, "wgmma", out=out, **run)
+                    assert_like_torch(out, a, b)
+                    twice = ext()._gemm_tensor_core(a, b, "wgmma", **run)
+                    assert torch.equal(out, twice), (m, n, k, layout, splits, offset)
+    a = torch.ones(8, 8, dtype=dtype, device="cuda")
+    with pytest.raises(RuntimeError, match="256-row tiles are"):
+        ext()._gemm_tensor_core(a, a.t(), "wgmma", tile=128, tile_m=256)
+    with pytest.raises(RuntimeError, match="tile_m must be"):
+        ext()._gemm_tensor_core(a, a.t(), "mma", tile_m=256)
+    with pytest.raises(RuntimeError, match="no tensor-core plan"):
+        f = torch.ones(8, 8, device="cuda")
+        ext()._gemm_tensor_core(f, f.t(), "wgmma", tile_m=256)
 
 
 def test_wgmma_switches_reject_unknown_values():

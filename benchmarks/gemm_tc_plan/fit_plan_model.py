@@ -17,7 +17,7 @@ import math
 # The constants as gemm_tc_plan.cpp has them (the starting point of a fit).
 P = dict(
     bw=1.37e12, launch=2.8, wbase=3.5, mbase=2.5, copyeff=1.2, busy=0.5,
-    w64=270e12, w128=600e12, w256=650e12, m64=250e12, m128=380e12, m256=305e12,
+    w64=270e12, w128=600e12, w256=650e12, wtall=620e12, m64=250e12, m128=380e12, m256=305e12,
     t64=140e12, t128=141e12, t256=139e12, mu16=160e12, mutf=80e12,
     mw64=98e12, mw128=130e12, tw64=43e12, tw128=48e12,
     wstep=0.25, mstep=0.12, mustep=0.45, mwstep=0.46,
@@ -67,19 +67,21 @@ def cost(P, pr, plan, sms=132):
     e = 4.0 if tf32 else 2.0
     ab, bb, cb = e * M * K, e * K * N, e * M * N
     if plan["kernel"] == "wgmma":
-        bn = plan["tile"]
+        bn, bm = plan["tile"], plan.get("tile_m", 128)
         s = plan.get("splits", 1)
         ks = plan["k_split"] if s > 1 else K
-        items = cdiv(M, 128) * cdiv(N, bn) * s
+        items = cdiv(M, bm) * cdiv(N, bn) * s
         bk = 32 if tf32 else 64
-        if 128 < bn < 256:  # wgmma_rate: the line through 128's and 256's rates
+        if bm == 256:  # the 256-row tile's own rate
+            rate = P["wtall"] * (0.5 if tf32 else 1.0)
+        elif 128 < bn < 256:  # wgmma_rate: the line through 128's and 256's rates
             rate = (P["w128"] + (P["w256"] - P["w128"]) * (bn - 128) / 128.0) * (
                 0.5 if tf32 else 1.0
             )
         else:
             rate = P[{64: "w64", 128: "w128", 256: "w256"}[bn]] * (0.5 if tf32 else 1.0)
         m = math_us(
-            P, items, cdiv(ks, bk), 1, sms, 2.0 * 128 * bn * bk, rate, P["wstep"], P["wblock"]
+            P, items, cdiv(ks, bk), 1, sms, 2.0 * bm * bn * bk, rate, P["wstep"], P["wblock"]
         )
         pb = 4.0 * s * M * N if s > 1 else 0.0
         me = mem_us(P, ab + bb + (pb if s > 1 else cb), min(items, sms), sms, P["wbusy"])

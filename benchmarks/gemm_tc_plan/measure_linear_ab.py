@@ -54,7 +54,7 @@ def run(path: str, budget: float, ms: tuple[int, ...], knobs: dict[str, int]) ->
         t, samples = time_medians(fns, torch.device("cuda"), budget)
         plan = ext._cuda_tc_plan(a, b)
         rows.append({"M": m, "N": n, "K": k, "layout": layout,
-                     "plan": [*plan[:4], plan[-1]], "auto": t[0] * 1e6, "ref": t[1] * 1e6,
+                     "plan": [*plan[:4], plan[9]], "auto": t[0] * 1e6, "ref": t[1] * 1e6,
                      "err": err, "samples": samples})  # fmt: skip
         r = rows[-1]
         print(f"{m}x{n}x{k} {layout} {r['plan']} ours {r['auto']:.1f} cuBLAS {r['ref']:.1f} us "

@@ -1,5 +1,6 @@
 """Times the wgmma kernel at every block tile width (64, 128, 256 and gemm_tc_plan.h's
-kWgmmaWideTiles), each forced (`_gemm_tensor_core`, the planner's K splits at that width), beside
+kWgmmaWideTiles) and its 256-row tile ("256x152": kWgmmaTallTiles, 16-bit with B K-major), each
+forced (`_gemm_tensor_core`, the planner's K splits at that width), beside
 the planner's pick (`lltm_ext.gemm`) and cuBLAS, interleaved, each checked against float64: the
 measurements behind the planner's width rule (docs/decisions.md#wgmma-width).
 
@@ -67,6 +68,14 @@ def measure(ext: Any, ws: list[int], m: int, n: int, k: int, layout: str, dtype:
         assert err < 1e-2, (m, n, k, layout, dtype, w, err)
         fns.append(lambda w=w: ext._gemm_tensor_core(a, b, "wgmma", tile=w))
         names.append(str(w))
+    try:
+        c = ext._gemm_tensor_core(a, b, "wgmma", tile_m=256)
+        err = float((c.double() - ref).norm() / ref.norm())
+        assert err < 1e-2, (m, n, k, layout, dtype, "tall", err)
+        fns.append(lambda: ext._gemm_tensor_core(a, b, "wgmma", tile_m=256))
+        names.append("256x152")
+    except RuntimeError:
+        pass  # no 256-row tile for this type or layout (or in this build)
     fns += [lambda: lltm_ext.gemm(a, b), lambda: a @ b]
     names += ["auto", "ref"]
     times, samples = time_medians(fns, torch.device("cuda"), budget)
@@ -74,13 +83,15 @@ def measure(ext: Any, ws: list[int], m: int, n: int, k: int, layout: str, dtype:
     plan = ext._cuda_tc_plan(a, b)
     best = min((v, key) for key, v in us.items() if key not in ("auto", "ref"))
     print(
-        f"{what:8s} {m}x{n}x{k} {layout} {dtype:8s} plan {plan[0]}{plan[1]}/{plan[3]}: "
+        f"{what:8s} {m}x{n}x{k} {layout} {dtype:8s} plan {plan[0]}{plan[1]}/{plan[3]}"
+        f"{'x256' if plan[10:11] == (256,) else ''}: "
         + " ".join(f"{key}={v:.1f}" for key, v in us.items())
         + f"  best {best[1]} ({us['ref'] / best[0]:.2f}x, auto {us['ref'] / us['auto']:.2f}x)",
         flush=True,
     )
     return {"what": what, "M": m, "N": n, "K": k, "layout": layout, "dtype": dtype,
-            "plan": list(plan[:4]), "us": us, "samples": samples}  # fmt: skip
+            "plan": list(plan[:4]) + list(plan[10:11]), "us": us,
+            "samples": samples}  # fmt: skip
 
 
 def points(n_random: int, seed: int) -> list[tuple[str, int, int, int, str, str]]:
@@ -124,18 +135,22 @@ def parse_args(doc: str, budget: float) -> argparse.Namespace:
 def run_points(
     args: argparse.Namespace,
     points_: list[tuple[str, int, int, int, str, str]],
-    measure_one: Callable[..., dict[str, Any]],
+    measure_one: Callable[..., dict[str, Any] | None],
     header: dict[str, Any],
 ) -> None:
     """measure_one(what, m, n, k, layout, dtype) at each point of the kinds args.only keeps,
-    until args.limit_s has passed; after each, {"device", **header, "rows"} to args.json."""
+    until args.limit_s has passed; after each, {"device", **header, "rows"} to args.json (a point
+    it returns None for is left out)."""
     start, rows = time.monotonic(), []
     for what, m, n, k, layout, dtype in points_:
         if time.monotonic() - start > args.limit_s:
             break
         if args.only and what not in args.only.split(","):
             continue
-        rows.append(measure_one(what, m, n, k, layout, dtype))
+        row = measure_one(what, m, n, k, layout, dtype)
+        if row is None:
+            continue
+        rows.append(row)
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), **header, "rows": rows}, f, indent=1)
 

@@ -293,33 +293,43 @@ at::Tensor gemm_with_config(const at::Tensor& a, const at::Tensor& b, int64_t co
 }
 
 // A tensor-core plan as Python sees it: (kernel, tile, aligned, splits, k_split, copy_a, copy_b,
-// modelled microseconds, words, cluster); kernel "wgmma", "mma" or "none".
-using PlanTuple = std::tuple<std::string, int, bool, int, int64_t, bool, bool, double, bool, int>;
+// modelled microseconds, words, cluster, tile_m); kernel "wgmma", "mma" or "none".
+using PlanTuple =
+    std::tuple<std::string, int, bool, int, int64_t, bool, bool, double, bool, int, int>;
 
 PlanTuple plan_tuple(const TcPlan& p) {
   const char* kernel = p.kernel == TcKernel::kWgmma ? "wgmma"
                        : p.kernel == TcKernel::kMma ? "mma"
                                                     : "none";
-  return {kernel,   p.tile,   p.aligned, p.splits, p.k_split,
-          p.copy_a, p.copy_b, p.us,      p.words,  p.cluster};
+  return {kernel,   p.tile, p.aligned, p.splits,  p.k_split, p.copy_a,
+          p.copy_b, p.us,   p.words,   p.cluster, p.tile_m};
 }
 
 TcForce parse_force(const std::string& kernel, int64_t tile, int64_t splits, bool unaligned,
-                    bool registers, bool copy) {
+                    bool registers, bool copy, int64_t tile_m) {
   TcForce f;
   TORCH_CHECK(kernel == "auto" || kernel == "wgmma" || kernel == "mma",
               "lltm_ext.gemm: kernel must be 'auto', 'wgmma' or 'mma', but got '", kernel, "'.");
   const bool wide =
       std::find(kWgmmaWideTiles.begin(), kWgmmaWideTiles.end(), tile) != kWgmmaWideTiles.end();
-  TORCH_CHECK(tile == 0 || tile == 64 || tile == 128 || tile == 256 || (wide && kernel == "wgmma"),
+  TORCH_CHECK(tile == 0 || tile == 64 || tile == 128 || tile == 256 ||
+                  (wide && kernel == "wgmma") || (tile_m == 256 && kernel == "wgmma"),
               "lltm_ext.gemm: tile must be 0 (any), 64, 128 or 256, or for kernel 'wgmma' one of ",
               c10::Join(", ", kWgmmaWideTiles), ", but got ", tile, ".");
   TORCH_CHECK(splits >= 0 && splits <= 128,
               "lltm_ext.gemm: splits must be 0 (any) .. 128, but got ", splits, ".");
+  const bool tall_width =
+      std::find(kWgmmaTallTiles.begin(), kWgmmaTallTiles.end(), tile) != kWgmmaTallTiles.end();
+  TORCH_CHECK(tile_m == 0 || tile_m == 128 || (tile_m == 256 && kernel == "wgmma"),
+              "lltm_ext.gemm: tile_m must be 0 (any) or 128, or 256 for kernel 'wgmma', but got ",
+              tile_m, ".");
+  TORCH_CHECK(tile_m != 256 || tile == 0 || tall_width, "lltm_ext.gemm: 256-row tiles are ",
+              c10::Join(", ", kWgmmaTallTiles), " wide, but got tile ", tile, ".");
   f.kernel = kernel == "wgmma" ? TcKernel::kWgmma
              : kernel == "mma" ? TcKernel::kMma
                                : TcKernel::kNone;
   f.tile = static_cast<int>(tile);
+  f.tile_m = static_cast<int>(tile_m);
   f.splits = static_cast<int>(splits);
   f.unaligned = unaligned;
   f.registers = registers;
@@ -331,7 +341,7 @@ TcForce parse_force(const std::string& kernel, int64_t tile, int64_t splits, boo
 // tensor-core plan with the forced choices; an error when no such plan runs on this device.
 at::Tensor gemm_tensor_core(const at::Tensor& a, const at::Tensor& b, const std::string& kernel,
                             int64_t tile, int64_t splits, bool unaligned, bool copy,
-                            const std::optional<at::Tensor>& out, bool registers) {
+                            const std::optional<at::Tensor>& out, bool registers, int64_t tile_m) {
   check_operands(a, b);
   if (out.has_value()) {
     check_out(*out, a, b);
@@ -343,7 +353,7 @@ at::Tensor gemm_tensor_core(const at::Tensor& a, const at::Tensor& b, const std:
               "but got a ",
               describe(a), ".");
   [[maybe_unused]] const TcForce force =
-      parse_force(kernel, tile, splits, unaligned, registers, copy);
+      parse_force(kernel, tile, splits, unaligned, registers, copy, tile_m);
   at::Tensor c = out.has_value() ? *out : at::empty({a.size(0), b.size(1)}, a.options());
 #ifdef WITH_CUDA
   if (c.numel() == 0) return c;
@@ -352,8 +362,9 @@ at::Tensor gemm_tensor_core(const at::Tensor& a, const at::Tensor& b, const std:
   TORCH_CHECK(run_tensor_core(cuda_operand(a), cuda_operand(b), c,
                               c10::cuda::getCurrentCUDAStream(), force),
               "lltm_ext.gemm: no tensor-core plan with kernel '", kernel, "', tile ", tile,
-              ", splits ", splits, (unaligned ? ", unaligned" : ""),
-              (registers ? ", registers" : ""), " runs on this device for these operands.");
+              (tile_m > 0 ? " x " + std::to_string(tile_m) + " rows" : std::string()), ", splits ",
+              splits, (unaligned ? ", unaligned" : ""), (registers ? ", registers" : ""),
+              " runs on this device for these operands.");
 #else
   fail_not_compiled_with_cuda("gemm");
 #endif
@@ -544,7 +555,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       py::arg("path"));
   m.def(
       "_set_gemm_wgmma_knobs",
-      [](bool overlap, bool short_a, int64_t cluster, const std::string& stream_k) {
+      [](bool overlap, bool short_a, int64_t cluster, const std::string& stream_k, bool tall) {
         TORCH_CHECK(cluster >= 0 && cluster <= 2, "lltm_ext.gemm: cluster is 0, 1 or 2, not ",
                     cluster, ".");
         // The order of gemm_launchers.h's kStreamKAuto, kStreamKOff, kStreamKOn.
@@ -552,7 +563,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         TORCH_CHECK(sk >= 0, "lltm_ext.gemm: stream_k is 'auto', 'off' or 'on', not '", stream_k,
                     "'.");
 #ifdef WITH_CUDA
-        lltm_ext::gemm::set_cuda_wgmma_knobs(overlap, short_a, static_cast<int>(cluster), sk);
+        lltm_ext::gemm::set_cuda_wgmma_knobs(overlap, short_a, static_cast<int>(cluster), sk, tall);
 #else
         TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
 #endif
@@ -563,9 +574,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "blocks in clusters of two on neighbouring tile rows, B's stages multicast to both (where "
       "M spans two tile rows and the tile is 64 or more wide), 1: never, 0: as planned; "
       "stream_k, the 256-wide tile's last, partial round as Stream-K: 'auto' (the rule), 'off', "
-      "'on' (wherever it can)",
+      "'on' (wherever it can); tall, the planner may take the 256-row tiles (else 128-row "
+      "tiles only, unless forced)",
       py::arg("overlap") = true, py::arg("short_a") = true, py::arg("cluster") = 0,
-      py::arg("stream_k") = "auto");
+      py::arg("stream_k") = "auto", py::arg("tall") = true);
   m.def(
       "_cuda_choose",
       [](int64_t M, int64_t N, int64_t K, bool b_k_contig) {
@@ -614,10 +626,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "'wgmma' / 'mma', tile (0: the planner's), splits (0: the planner's), unaligned (mma: "
         "not the 16-byte copies even for aligned operands: the 4-byte ones where the operands "
         "allow, else register-staged loads), copy (wgmma: copy both operands first), out "
-        "(contiguous, written; else a new tensor), registers (mma: the register-staged loads)",
+        "(contiguous, written; else a new tensor), registers (mma: the register-staged loads), "
+        "tile_m (wgmma: block tile rows, 0: the planner's, 128, or 256 at the widths of "
+        "kWgmmaTallTiles, 16-bit types with B K-major)",
         py::arg("a"), py::arg("b"), py::arg("kernel") = "auto", py::arg("tile") = 0,
         py::arg("splits") = 0, py::arg("unaligned") = false, py::arg("copy") = false,
-        py::arg("out") = py::none(), py::arg("registers") = false);
+        py::arg("out") = py::none(), py::arg("registers") = false, py::arg("tile_m") = 0);
   m.def(
       "_tc_plan",
       [](int64_t M, int64_t N, int64_t K, bool tf32, bool a_kcontig, bool b_kcontig, bool a_aligned,
@@ -634,7 +648,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         return lltm_ext::gemm::plan_tuple(lltm_ext::gemm::plan_tensor_core(p, dev));
       },
       "The tensor-core plan (kernel, tile, aligned, splits, k_split, copy_a, copy_b, modelled us, "
-      "words, cluster) "
+      "words, cluster, tile_m) "
       "for M x N x K on a GPU with `sms` SMs running the wgmma / mma kernels as given (tests); "
       "x3: exact float32 in three tf32 passes",
       py::arg("M"), py::arg("N"), py::arg("K"), py::arg("tf32"), py::arg("a_kcontig"),

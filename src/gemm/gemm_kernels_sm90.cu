@@ -163,9 +163,9 @@ Sm90StreamK sm90_stream_k(const Sm90Gemm& g) {
   const int64_t tiles = (g.M + 127) / 128 * ((g.N + 255) / 256);
   sk.dp_tiles = tiles;
   const bool f32 = g.type == kSm90Tf32 || g.type == kSm90F32x3;
-  if (g.stream_k == kStreamKOff || g.bn != 256 || g.type == kSm90F32x3 || g.splits > 1 ||
-      g.c_trans || g.cluster_m == 2 || g.rows64 || (g.short_a && g.M <= 64) || g.M <= 0 ||
-      g.N <= 0 || g.K <= 0 || g.sms <= 0) {
+  if (g.stream_k == kStreamKOff || g.bn != 256 || g.bm != 128 || g.type == kSm90F32x3 ||
+      g.splits > 1 || g.c_trans || g.cluster_m == 2 || g.rows64 || (g.short_a && g.M <= 64) ||
+      g.M <= 0 || g.N <= 0 || g.K <= 0 || g.sms <= 0) {
     return sk;
   }
   const int64_t steps = (g.K + (f32 ? 31 : 63)) / (f32 ? 32 : 64);
@@ -188,7 +188,7 @@ Sm90StreamK sm90_stream_k(const Sm90Gemm& g) {
 }
 
 cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** step) {
-  constexpr int BM = sm90::Sm90Tile<128, sm90::kSm90BF16>::BM;
+  const int BM = g.bm;
   const int dt = g.type == kSm90F32x3      ? sm90::kSm90F32X3
                  : g.type == kSm90Tf32     ? sm90::kSm90TF32
                  : g.type == kSm90BFloat16 ? sm90::kSm90BF16
@@ -196,7 +196,10 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   const bool x3 = g.type == kSm90F32x3;
   Sm90Kernel kernel;
   int smem = 0;
-  if (g.bn == 256) {
+  if (g.bm != 128) {
+    kernel =
+        g.bm == 256 && !x3 ? sm90::tall_kernel(g.bn, dt, g.a_kcontig, g.b_kcontig, &smem) : nullptr;
+  } else if (g.bn == 256) {
     kernel = kernel_for_type<256>(g.type, g.a_kcontig, g.b_kcontig);
     smem = sm90::sm90_smem_bytes<256>(dt);
   } else if (g.bn == 128) {
@@ -217,7 +220,7 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   *step =
       "choosing the kernel (tf32 needs K-major operands, float32 in three passes also a tile 64 "
       "or 128 wide; the narrow tile 16-bit ones, B K-major; tiles not a multiple of 64 wide, "
-      "such as 168, a K-major B)";
+      "such as 168, a K-major B; 256-row tiles 16-bit ones, 152 wide, B K-major)";
   if (kernel == nullptr) return cudaErrorInvalidValue;
   // First a runtime call on the kernel: it also makes the device's primary context current on
   // this thread (a thread such as autograd's may have none yet), which the driver's encoder needs.
@@ -227,14 +230,15 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   *step = "looking up cuTensorMapEncodeTiled";
   const EncodeTiled encode = encode_tiled();
   if (encode == nullptr) return cudaErrorNotSupported;
-  // A (M x K): K-major rows of K, else M-major rows of M; boxes of 64 K x 128 M, resp. 64 M x
+  // A (M x K): K-major rows of K, else M-major rows of M; boxes of 64 K x BM M, resp. 64 M x
   // 64 K. B (K x N): K-major rows of K, else N-major rows of N; 64 K x BN, resp. 64 N x 64 K.
   // With M <= 64 (g.short_a), or in tiles of 64 rows (g.rows64), A's K-major boxes are 64 rows
   // deep, and one M-major box is loaded.
-  const int a_rows = (g.short_a && g.M <= 64) || g.rows64 ? 64 : BM;
+  const int a_rows = BM == 128 && ((g.short_a && g.M <= 64) || g.rows64) ? 64 : BM;
   const int64_t tiles_m = (g.M + a_rows - 1) / a_rows;
   // Clusters of two share B's stages (each block loads half of a K-major B box: BN / 2 rows).
-  int cm = !x3 && g.cluster_m == 2 && g.bn >= 64 && g.bn % 64 == 0 && tiles_m >= 2 ? 2 : 1;
+  int cm =
+      !x3 && BM == 128 && g.cluster_m == 2 && g.bn >= 64 && g.bn % 64 == 0 && tiles_m >= 2 ? 2 : 1;
   // Persistent: a block per SM, or a cluster per pair of SMs that hold one at once (none there,
   // on a GPU without room for a pair: blocks alone).
   int64_t slots = g.sms;

@@ -69,8 +69,8 @@ static_assert(half_paths_match_the_table(),
 std::atomic<int> g_half_path{-1};
 
 // set_cuda_wgmma_knobs(): the wgmma kernel's Sm90Gemm::overlap, ::short_a, ::cluster_m and
-// ::stream_k.
-std::atomic<bool> g_wgmma_overlap{true}, g_wgmma_short_a{true};
+// ::stream_k, and whether the planner may take the 256-row tiles.
+std::atomic<bool> g_wgmma_overlap{true}, g_wgmma_short_a{true}, g_wgmma_tall{true};
 std::atomic<int> g_wgmma_cluster{0};  // 0: the plan's
 std::atomic<int> g_wgmma_stream_k{kStreamKAuto};
 
@@ -138,6 +138,8 @@ TcDevice device_facts(TcForce* force) {
                 ", and mma.sync with bfloat16 and cp.async need sm_80 or newer; use auto or "
                 "simt.");
   }
+  // The 256-row tiles off (set_cuda_wgmma_knobs): 128-row ones unless forced.
+  if (!g_wgmma_tall.load() && force->tile_m == 0) force->tile_m = 128;
   if (setting.forced && force->kernel == TcKernel::kNone) {
     force->kernel = setting.kernel == HalfKernel::kWgmma ? TcKernel::kWgmma : TcKernel::kMma;
     if (force->tile <= 0) force->tile = setting.tile;
@@ -307,6 +309,7 @@ void run_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, co
   }
   g.sms = cuda::sm_count(c.get_device());
   g.bn = plan.tile;
+  g.bm = plan.tile_m;
   g.overlap = g_wgmma_overlap.load();
   g.short_a = g_wgmma_short_a.load();
   const int cluster = g_wgmma_cluster.load();
@@ -323,7 +326,7 @@ void run_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, co
   const char* step = "";
   const cudaError_t err = launch_sm90(g, stream, &step);
   TORCH_CHECK(err == cudaSuccess, "lltm_ext.gemm: the wgmma GEMM (", M, " x ", N, " x ", K,
-              ", block tile 128 x ", g.bn, ", ", plan.splits, " K splits",
+              ", block tile ", g.bm, " x ", g.bn, ", ", plan.splits, " K splits",
               sk_floats > 0 ? ", Stream-K" : "", ") failed at ", step, ": ",
               cudaGetErrorString(err), ".");
   if (plan.splits > 1) reduce_workspace(workspace, c, plan.splits, stream);
@@ -540,7 +543,8 @@ std::tuple<int64_t, int64_t, int64_t> cuda_stream_k_split(int64_t M, int64_t N, 
   return std::make_tuple(sk.dp_tiles, sk.sk_tiles, sk.blocks);
 }
 
-void set_cuda_wgmma_knobs(bool overlap, bool short_a, int cluster, int stream_k) {
+void set_cuda_wgmma_knobs(bool overlap, bool short_a, int cluster, int stream_k, bool tall) {
+  g_wgmma_tall.store(tall);
   g_wgmma_overlap.store(overlap);
   g_wgmma_short_a.store(short_a);
   g_wgmma_cluster.store(cluster);

@@ -62,6 +62,13 @@ constexpr double kX3Slowdown = 3.0, kX3CopyBytes = 1.5;
 // (TF32 at half); mma per tile (64, 128, 256), 16-bit and TF32, aligned (cp.async) operands; the
 // register-staged 64 x 64 kernel at the last two.
 constexpr std::array<double, 3> kWgmmaRate = {270e12, 600e12, 650e12};
+// The 256-row tile's (kWgmmaTallTiles: 256 x 152); what a round of its tiles costs against a
+// round of 128 x 256 ones in the round count (wgmma_width), and the least K it is taken at (its
+// rounds cost more than that at a short K), set from the 256-row tile's and the other widths'
+// measured times (docs/decisions.md#wgmma-tall).
+constexpr double kWgmmaTallRate = 620e12;
+constexpr int64_t kTallRoundCost = 120;
+constexpr int64_t kTallMinK = 1024;
 constexpr std::array<double, 3> kMmaRate16 = {250e12, 380e12, 305e12};
 constexpr std::array<double, 3> kMmaRateTf32 = {140e12, 141e12, 139e12};
 constexpr double kMmaUnalignedRate16 = 160e12, kMmaUnalignedRateTf32 = 80e12;
@@ -122,11 +129,18 @@ double copy_us(double bytes, bool aligned_rows) {
   return kLaunchUs + 2.0 * bytes / rate * 1e6;
 }
 
-// The wgmma kernel's block tile width: the one whose tiles take the SMs the fewest rounds, a
-// round of 192- / 168- / 144- / 128- / 64-wide tiles costing 0.8 / 0.74 / 0.61 / 0.55 / 0.3 of a
-// 256-wide round (ties to the wider of 128 and 256, then to 256 over 192, then to those over 168,
-// then over 144); 168 and 144 only where off_grid allows them (plan_wgmma).
-int wgmma_width(int64_t M, int64_t N, int sms, bool off_grid) {
+// A wgmma block tile: width x rows.
+struct WgmmaTile {
+  int width, rows;
+};
+
+// The wgmma kernel's block tile: the one whose tiles take the SMs the fewest rounds, a round of
+// 128-row tiles 192- / 168- / 144- / 128- / 64-wide costing 0.8 / 0.74 / 0.61 / 0.55 / 0.3 of a
+// 256-wide round, and of 256 x 152 tiles kTallRoundCost / 100 (ties to the wider of 128 and 256,
+// then to 256 over 192, then to those over 168, then over 144, then over 256 x 152); 168, 144 and
+// the 256-row tile only where off_grid allows them (plan_wgmma), the 256-row one where `tall` does
+// and K is kTallMinK or more.
+WgmmaTile wgmma_width(int64_t M, int64_t N, int64_t K, int sms, bool off_grid, bool tall) {
   const int64_t tiles_m = ceil_div(M, 128);
   auto rounds = [&](int64_t bn) { return ceil_div(tiles_m * ceil_div(N, bn), sms); };
   const int64_t cost256 = rounds(256) * 100, cost128 = rounds(128) * 55, cost64 = rounds(64) * 30;
@@ -142,8 +156,12 @@ int wgmma_width(int64_t M, int64_t N, int sms, bool off_grid) {
     cost = std::min(cost128, cost256);
   }
   if (off_grid && rounds(168) * 74 < cost) width = 168, cost = rounds(168) * 74;
-  if (off_grid && rounds(144) * 61 < cost) width = 144;
-  return width;
+  if (off_grid && rounds(144) * 61 < cost) width = 144, cost = rounds(144) * 61;
+  const int tall_width = kWgmmaTallTiles[0];
+  const int64_t tall_cost =
+      ceil_div(ceil_div(M, 256) * ceil_div(N, tall_width), sms) * kTallRoundCost;
+  if (off_grid && tall && K >= kTallMinK && tall_cost < cost) return {tall_width, 256};
+  return {width, 128};
 }
 
 // The width of float32 in three passes (64 or 128), by the same round count.
@@ -156,8 +174,8 @@ int x3_width(int64_t M, int64_t N, int sms) {
 }  // namespace
 
 bool wgmma_clusters(const TcProblem& p, const TcPlan& plan) {
-  return plan.kernel == TcKernel::kWgmma && !plan.copy_b && !p.b_sectors && plan.tile >= 128 &&
-         plan.tile % 64 == 0 && p.M > 128;
+  return plan.kernel == TcKernel::kWgmma && plan.tile_m == 128 && !plan.copy_b && !p.b_sectors &&
+         plan.tile >= 128 && plan.tile % 64 == 0 && p.M > 128;
 }
 
 double tc_cost_us(const TcProblem& p, const TcDevice& dev, const TcPlan& plan) {
@@ -167,19 +185,20 @@ double tc_cost_us(const TcProblem& p, const TcDevice& dev, const TcPlan& plan) {
   const double c_bytes = elem * static_cast<double>(p.M) * static_cast<double>(p.N);
   const int sms = std::max(dev.sms, 1);
   if (plan.kernel == TcKernel::kWgmma) {
-    const int bn = plan.tile;
+    const int bn = plan.tile, bm = plan.tile_m;
     const int splits = std::max(plan.splits, 1);
     const int64_t k_split = splits > 1 ? plan.k_split : p.K;
-    const int64_t items = ceil_div(p.M, 128) * ceil_div(p.N, bn) * splits;
+    const int64_t items = ceil_div(p.M, bm) * ceil_div(p.N, bn) * splits;
     const int64_t bk = p.tf32 ? 32 : 64;
-    const double rate = wgmma_rate(bn) * (p.tf32 ? 0.5 : 1.0) / (p.x3 ? kX3Slowdown : 1.0);
-    const double math = math_us(items, ceil_div(k_split, bk), 1, sms, 2.0 * 128 * bn * bk, rate,
+    const double rate = (bm == 256 ? kWgmmaTallRate : wgmma_rate(bn)) * (p.tf32 ? 0.5 : 1.0) /
+                        (p.x3 ? kX3Slowdown : 1.0);
+    const double math = math_us(items, ceil_div(k_split, bk), 1, sms, 2.0 * bm * bn * bk, rate,
                                 kWgmmaStepUs, kWgmmaBlockUs);
     const double part_bytes = splits > 1 ? 4.0 * splits * static_cast<double>(p.M) * p.N : 0.0;
     const double mem = memory_us(a_bytes + b_bytes + (splits > 1 ? part_bytes : c_bytes),
                                  std::min<int64_t>(items, sms), sms, kWgmmaBusyShare);
     const double reads_a = a_bytes * static_cast<double>(ceil_div(p.N, bn));
-    const double reads_b = b_bytes * static_cast<double>(ceil_div(p.M, 128));
+    const double reads_b = b_bytes * static_cast<double>(ceil_div(p.M, bm));
     double slow = 0;
     if (!plan.copy_a && !p.a_sectors) {
       slow += (p.a_kcontig ? kMidSectorCost : kMidSectorCostMMajorA) * reads_a;
@@ -288,9 +307,20 @@ void plan_wgmma(const TcProblem& p, const TcDevice& dev, const TcForce& force, b
   // either read so or copied first (docs/decisions.md#wgmma-width).
   const bool need_b = force.copy || !p.b_aligned || (p.tf32 && !p.b_kcontig);
   const bool off_grid = !p.x3 && (p.b_kcontig || p.tf32) && (p.b_sectors || need_b);
-  plan.tile = force.tile > 0 ? force.tile
-              : p.x3         ? x3_width(p.M, p.N, sms)
-                             : wgmma_width(p.M, p.N, sms, off_grid);
+  // The 256-row tile: 16-bit types, B read K-major, unforced or forced to it.
+  const bool tall = !p.tf32 && p.b_kcontig && force.tile_m != 128;
+  if (force.tile_m == 256) {
+    // Forced: its width (the only one), B K-major and 16-bit, else no wgmma plan.
+    if (!tall || (force.tile > 0 && force.tile != kWgmmaTallTiles[0])) return;
+    plan.tile = kWgmmaTallTiles[0];
+    plan.tile_m = 256;
+  } else if (force.tile > 0 || p.x3) {
+    plan.tile = force.tile > 0 ? force.tile : x3_width(p.M, p.N, sms);
+  } else {
+    const WgmmaTile t = wgmma_width(p.M, p.N, p.K, sms, off_grid, tall);
+    plan.tile = t.width;
+    plan.tile_m = t.rows;
+  }
   auto with_split = [&](int splits, int64_t k_split) {
     plan.splits = splits;
     plan.k_split = k_split;
@@ -301,6 +331,7 @@ void plan_wgmma(const TcProblem& p, const TcDevice& dev, const TcForce& force, b
     return;
   }
   consider(plan);
+  if (force.tile_m == 256) return;  // unsplit only, unless forced
   // The other widths unsplit where the model puts them well ahead of the round count's width,
   // which misleads at a long K over few rounds (docs/decisions.md#wgmma-width).
   if (force.tile <= 0) {
@@ -309,6 +340,7 @@ void plan_wgmma(const TcProblem& p, const TcDevice& dev, const TcForce& force, b
       if ((tile % 64 != 0 && !off_grid) || (p.x3 && tile > 128)) continue;
       TcPlan other = plan;
       other.tile = tile;
+      other.tile_m = 128;
       other.us = tc_cost_us(p, dev, other);
       if (other.us * kOtherWidthMargin < rounds_us && other.us < best->us) *best = other;
     }
@@ -321,6 +353,7 @@ void plan_wgmma(const TcProblem& p, const TcDevice& dev, const TcForce& force, b
     const int64_t tiles = ceil_div(p.M, 128) * ceil_div(p.N, tile);
     if ((force.tile > 0 && tile != force.tile) || tiles >= sms) continue;
     plan.tile = tile;
+    plan.tile_m = 128;
     for_each_split(p, force, 64, true, [&](int splits, int64_t k_split) {
       if (splits > 1 && tiles * splits <= sms) with_split(splits, k_split);
     });

@@ -15,6 +15,11 @@ enum class TcKernel : int { kNone = 0, kWgmma = 1, kMma = 2 };
 // wgmma instructions.
 inline constexpr std::array<int, 3> kWgmmaWideTiles = {144, 168, 192};
 
+// The widths of the wgmma kernel's 256-row block tiles (16-bit types, B K-major): each consumer
+// warpgroup sums two 64-row slabs, more math per byte loaded than a 128-row tile, in tile counts
+// that fit some grids to whole rounds where no 128-row width does (docs/decisions.md#wgmma-tall).
+inline constexpr std::array<int, 1> kWgmmaTallTiles = {152};
+
 // One call: c (M x N) = a (M x K) @ b (K x N), each operand K-major or not, each aligned (a
 // 16-byte aligned base and rows a multiple of 16 bytes apart: what TMA and 16-byte cp.async copies
 // need) or not, and if not, 4-byte aligned (the same for 4 bytes: 4-byte cp.async copies) or not;
@@ -44,6 +49,7 @@ struct TcPlan {
   // whole 128 bytes apart.
   bool copy_a = false, copy_b = false;
   int tile = 0;         // wgmma: block tile width 64 / 128 / 192 / 256; mma: 64 / 128 / 256
+  int tile_m = 128;     // wgmma: block tile rows, 128, or 256 (at kWgmmaTallTiles' widths)
   bool aligned = true;  // mma: 16-byte cp.async copies (both operands aligned), else ...
   bool words = false;   // ... 4-byte cp.async copies (both 4-byte aligned), else registers
   int splits = 1;       // K splits (more than one: float32 partials and a reduction)
@@ -63,6 +69,7 @@ struct TcPlan {
 struct TcForce {
   TcKernel kernel = TcKernel::kNone;
   int tile = 0;
+  int tile_m = 0;  // wgmma: block tile rows, 0 (the model's), 128 or 256 (kWgmmaTallTiles)
   int splits = 0;
   bool unaligned = false;
   bool registers = false;

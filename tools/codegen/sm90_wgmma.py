@@ -18,11 +18,13 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HALF_HEADER = ROOT / "src" / "gemm" / "tiles" / "sm90_wgmma.cuh"
 TF32_HEADER = ROOT / "src" / "common" / "sm90_wgmma_tf32.cuh"
-# The tile widths: the GEMM's 64, 128, 256 and gemm_tc_plan.h's kWgmmaWideTiles (144, 168, 192; the
-# test in tests/test_build_tools.py checks), and its narrow tiles, 16 and 32, in 16-bit types only.
-HALF_WIDTHS = (16, 32, 64, 128, 144, 168, 192, 256)
+# The tile widths: the GEMM's 64, 128, 256, gemm_tc_plan.h's kWgmmaWideTiles (144, 168, 192) and
+# kWgmmaTallTiles (the 256-row tiles' widths, 16-bit only; the test in tests/test_build_tools.py
+# checks both), and its narrow tiles, 16 and 32, in 16-bit types only.
+HALF_WIDTHS = (16, 32, 64, 128, 144, 152, 168, 192, 256)
 TF32_WIDTHS = (64, 128, 144, 168, 192, 256)
 WIDE_WIDTHS = (144, 168, 192)
+TALL_WIDTHS = (152,)
 
 HALF_TOP = """\
 // wgmma.mma_async m64nNk16 with float32 accumulators for 16-bit inputs (bf16, f16), N = {widths},

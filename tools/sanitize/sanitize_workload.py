@@ -30,7 +30,9 @@ C's rows shifted off their 16-byte boundaries), and the skinny kernel (gemm_skin
 bfloat16, a side of 1 to 32 ending inside each tile, both orientations, the weight stored (N, K) and
 (K, N), 1, 3 and 8 warps with K splits and without, and through the public API), and the wgmma
 kernel's narrow tiles (gemm_narrow: a side of 1 to 32, both orientations, both weight layouts, K
-splits, tiles of 128 and 64 rows), and the 256-wide wgmma tile's Stream-K kernel (gemm_stream_k:
+splits, tiles of 128 and 64 rows), the wgmma kernel's 256-row tiles (gemm_wgmma 256x152: bfloat16
+and float16, B K-major, with and without K splits), and the 256-wide wgmma tile's Stream-K kernel
+(gemm_stream_k:
 forced on, bfloat16, float16 and TF32, every layout, a tile's parts over one to many blocks, whole
 rounds before a partial one, a full round alone; the partial sums' slices and flags read and
 written across blocks).
@@ -819,6 +821,7 @@ def run_gemm_wgmma(dtypes: list[torch.dtype], prefilled: bool = False) -> None:
                         what = f"gemm_wgmma {width} tf32 copy case {i}"
                         check_gemm(product(a, b, prefilled), a, b, dtype, what, bound)
     run_gemm_wgmma_part_atoms(dtypes)
+    run_gemm_wgmma_tall(dtypes)
 
 
 def run_gemm_wgmma_exact(dtypes: list[torch.dtype]) -> None:
@@ -887,6 +890,25 @@ def run_gemm_wgmma_part_atoms(dtypes: list[torch.dtype]) -> None:
                 check_gemm(c, a, b, dtype, what, bound)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved_tf32
+
+
+def run_gemm_wgmma_tall(dtypes: list[torch.dtype]) -> None:
+    """The 256-row tiles (bfloat16 / float16, B K-major: each consumer two 64-row slabs; C's whole
+    64-column passes by TMA slab after slab, the last 24 columns stored directly), forced through
+    `_gemm_tensor_core` into NaN-filled outputs, with and without K splits, M past one and two
+    tiles and inside one slab. Skipped where the wgmma kernel cannot run."""
+    ext = load_extension("gemm")
+    if DEVICE != "cuda" or ext._gemm_half_path() != "wgmma":
+        return
+    shapes = WGMMA_SHAPES + ((300, 457, 200),)
+    for dtype in [d for d in dtypes if d in (torch.bfloat16, torch.float16)]:
+        for (m, n, k), layout, splits in itertools.product(shapes, ("nt", "tt"), (1, 3)):
+            a = padded(k, m, dtype).t() if layout[0] == "t" else padded(m, k, dtype)
+            b = padded(n, k, dtype).t()
+            c = torch.full((m, n), math.nan, dtype=dtype, device=DEVICE)
+            ext._gemm_tensor_core(a, b, "wgmma", tile_m=256, splits=splits, out=c)
+            what = f"gemm_wgmma 256x152 {str(dtype)[6:]} {m}x{n}x{k} {layout} {splits} splits"
+            check_gemm(c, a, b, dtype, what, GEMM_REL[dtype])
 
 
 def run_gemm_wgmma_clusters(dtypes: list[torch.dtype], prefilled: bool = False) -> None:

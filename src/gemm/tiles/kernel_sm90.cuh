@@ -1,12 +1,14 @@
 // The Hopper tensor-core GEMM kernel for bfloat16 / float16, float32 as TF32, and float32 at full
 // precision in three TF32 passes (float32 accumulation): TMA loads into a shared-memory ring, one
 // producer warpgroup and two consumer warpgroups synchronized by mbarriers, wgmma on 128 x BN block
-// tiles, persistent over the tiles. sm_90a only (an empty body elsewhere).
+// tiles (or 256 x BN), persistent over the tiles. sm_90a only (an empty body elsewhere).
 //
 // Design:
 //   - block tile BM x BN = 128 x BN (BN 256, 192, 168, 144, 128 or 64; 168 and 144, not whole
-//     64-column atoms, for a K-major B only), K steps of 128 bytes (one 128-byte swizzle row: BK =
-//     64 16-bit elements, 32 for tf32); STAGES stages of A and B tiles in dynamic shared memory;
+//     64-column atoms, for a K-major B only), or 256 x 152 (16-bit, B K-major: each consumer sums
+//     two 64-row slabs, two wgmmas on the same B a K step, 152 accumulators a thread), K steps of
+//     128 bytes (one 128-byte swizzle row: BK = 64 16-bit elements, 32 for tf32); STAGES stages of
+//     A and B tiles in dynamic shared memory;
 //   - warpgroup 0 is the producer: after giving registers back (setmaxnreg), one thread waits for
 //     a free stage (`empty` barrier), announces its bytes on the stage's `full` barrier and issues
 //     the TMA loads; out-of-bounds rows / columns (M, N, K tails) arrive as zeros;
@@ -86,13 +88,16 @@ inline constexpr int kSm90F16 = 0, kSm90BF16 = 1, kSm90TF32 = 2;  // TF32: float
 // Float32 at full precision, in three TF32 passes over split operands (see the design above).
 inline constexpr int kSm90F32X3 = 3;
 
-// The shape and shared memory of the BN-wide block tile for element type DT_ (kSm90*). A stage
+// The shape and shared memory of the BM_ x BN_ block tile for element type DT_ (kSm90*). A stage
 // holds 128 bytes of K per row (64 16-bit or 32 float32 elements), so the stages' byte geometry is
 // the same for every element type; C's staging is not (C_BOXES).
-template <int BN_, int DT_>
+template <int BN_, int DT_, int BM_ = 128>
 struct Sm90Tile {
-  static constexpr int BM = 128, BN = BN_, BK = 64;  // BK: in 16-bit elements (32 for TF32)
-  static constexpr int CONSUMERS = 2;                // consumer warpgroups, 64 rows each
+  static constexpr int BM = BM_, BN = BN_, BK = 64;  // BK: in 16-bit elements (32 for TF32)
+  static constexpr int CONSUMERS = 2;                // consumer warpgroups, BM / 2 rows each
+  // The m64 slabs of a consumer's rows: one (128-row tiles) or two (256-row tiles, the consumer's
+  // accumulators two 64 x BN fragments, each K step's wgmmas two, one a slab, on the same B).
+  static constexpr int SLABS = BM / 128;
   static constexpr int THREADS = 128 * (CONSUMERS + 1);
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
   // kSm90F32X3: a stage holds A's and B's big parts, then their small parts.
@@ -125,11 +130,14 @@ struct Sm90Tile {
   static_assert(
       DT_ != kSm90F32X3 || BN == 64 || BN == 128,
       "float32 in three passes: tiles 64 or 128 wide (its sums take twice the registers)");
+  static_assert(BM == 128 || (BM == 256 && DT_ < kSm90TF32 && BN >= 64 && BN <= 152),
+                "256-row tiles: 16-bit types, 64 to 152 wide (BN accumulators a consumer thread)");
 };
 
 // Sm90Tile<BN, dt>::SMEM_BYTES for a runtime dt (float16 and bfloat16 alike).
-template <int BN>
+template <int BN, int BM = 128>
 constexpr int sm90_smem_bytes(int dt) {
+  if constexpr (BM != 128) return Sm90Tile<BN, kSm90BF16, BM>::SMEM_BYTES;  // 16-bit only
   if constexpr (BN == 64 || BN == 128) {
     if (dt == kSm90F32X3) return Sm90Tile<BN, kSm90F32X3>::SMEM_BYTES;
   }
@@ -152,7 +160,8 @@ struct Sm90Params {
   // The consumers keep one wgmma group in flight across K steps (its stage released a step
   // later), else wait for each step's group before the next.
   bool overlap = true;
-  // Rows of A a stage holds and of a block tile: 128, or 64 (where M <= 64, as TMA boxes
+  // Rows of A a stage holds and of a block tile: BM (128, or 256 for the 256-row tiles), or 64
+  // (128-row tiles where M <= 64, as TMA boxes
   // reaching past M cost load time for the rows they fill with zeros; or tiles of 64 rows, twice
   // the tiles): map_a's boxes then 64 rows deep, and the second consumer stores nothing of what
   // it computes from the stage's unloaded rows.
@@ -268,6 +277,16 @@ __device__ __forceinline__ void sm90_tile_coords(int t, int tiles_m, int tiles_n
   tn = r / rows;
 }
 
+// wgmma's operand fence on every accumulator of a consumer's slabs.
+template <int S, int N>
+__device__ __forceinline__ void fence_all(float (&acc)[S][N]) {
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) fence_operand(acc[s][i]);
+  }
+}
+
 // (v0, v1) to C's elements idx and idx + 1 (the second only when `second`), in C's type: one
 // store when `pair` (aligned, both in range).
 template <int DT>
@@ -299,17 +318,19 @@ __device__ __forceinline__ void store_two(void* c, int64_t idx, float v0, float 
 // tile (BN 16: a side of at most 16 streamed past the other operand's 128-row tiles) needs B
 // K-major and stores C directly. SK: the Stream-K kernel of a last, partial round (16-bit or
 // TF32, blocks alone, no K splits, 128-row tiles).
-template <int BN, int DT, bool A_K, bool B_K, bool SK = false>
+template <int BN, int DT, bool A_K, bool B_K, bool SK = false, int BM = 128>
 __global__ void __launch_bounds__(384, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                      const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_c, const Sm90Params p) {
 #if LLTM_EXT_SM90A
-  using Tile = Sm90Tile<BN, DT>;
+  using Tile = Sm90Tile<BN, DT, BM>;
+  constexpr int SLABS = Tile::SLABS;
   static_assert(DT < kSm90TF32 || (A_K && B_K), "tf32 wgmma reads K-major operands only");
   static_assert(BN >= 64 || (B_K && DT < kSm90TF32), "the narrow tile: 16-bit, B K-major");
   static_assert(BN % 64 == 0 || B_K, "an N-major B in whole 64-column atoms");
   static_assert(!SK || (BN >= 64 && DT != kSm90F32X3), "Stream-K: 16-bit or TF32, 64 wide or more");
+  static_assert(BM == 128 || !SK, "256-row tiles: no Stream-K kernel");
   constexpr bool F32 = DT >= kSm90TF32, X3 = DT == kSm90F32X3;
   constexpr int ELEM = F32 ? 4 : 2;
   constexpr int BK = 128 / ELEM, STAGES = Tile::STAGES;
@@ -454,11 +475,14 @@ __global__ void __launch_bounds__(384, 1)
     }
   } else {  // consumers
     setmaxnreg_inc<232>();
-    const int w = warpgroup - 1;  // rows 64 w .. 64 w + 63 of the block tile
+    const int w = warpgroup - 1;  // rows BM / 2 w .. BM / 2 (w + 1) - 1 of the block tile
     const int warp = tid / 32, lane = tid % 32;
-    float acc[BN / 2];
+    float acc[SLABS][BN / 2];  // slab s: the consumer's rows 64 s .. 64 s + 63
 #pragma unroll
-    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+    for (int s = 0; s < SLABS; ++s) {
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) acc[s][i] = 0.f;
+    }
     // kSm90F32X3: one stage's sums (unused otherwise).
     float part[X3 ? BN / 2 : 1];
     int stage = 0;
@@ -466,15 +490,15 @@ __global__ void __launch_bounds__(384, 1)
     // Shared-memory addresses taken once, outside the K loop, which only adds to them: the
     // barriers' (8 bytes a stage), and the low words of stage 0's wgmma descriptors (a
     // descriptor's address field counts 16 bytes and stays below 2^14 in a block's shared memory,
-    // so a stage or a K step further is an add to it; the high word is the same for all). A: the
-    // consumer's 64 rows are 64 K-major rows of 128 bytes, or one atom column: both start
-    // ATOM_BYTES * w into the stage. B: the whole stage part.
+    // so a stage, a K step or a slab further is an add to it; the high word is the same for all).
+    // A: each 64 rows of a consumer's slab are 64 K-major rows of 128 bytes, or one atom column:
+    // both start ATOM_BYTES (SLABS w + s) into the stage. B: the whole stage part.
     const uint32_t full_addr = opaque_u32(smem_u32(full));
     const uint32_t empty_addr = opaque_u32(smem_u32(empty));
     const uint32_t stage0 = smem_u32(smem);
     // LBO (MN-major): the next atom column; SBO: 8 rows.
     const uint64_t desc_a0 =
-        desc_sw128(stage0 + w * Tile::ATOM_BYTES, A_K ? 16 : Tile::ATOM_BYTES, 1024);
+        desc_sw128(stage0 + SLABS * w * Tile::ATOM_BYTES, A_K ? 16 : Tile::ATOM_BYTES, 1024);
     const uint64_t desc_b0 = desc_sw128(stage0 + Tile::A_BYTES, B_K ? 16 : Tile::ATOM_BYTES, 1024);
     const uint32_t desc_a_lo = opaque_u32(static_cast<uint32_t>(desc_a0));
     const uint32_t desc_b_lo = opaque_u32(static_cast<uint32_t>(desc_b0));
@@ -483,6 +507,7 @@ __global__ void __launch_bounds__(384, 1)
     // MN-major, 16 rows of 128 bytes further.
     constexpr uint32_t kStageDesc = Tile::STAGE_BYTES / 16;
     constexpr uint32_t kStepA = (A_K ? 32 : 2048) / 16, kStepB = (B_K ? 32 : 2048) / 16;
+    constexpr uint32_t kSlabA = Tile::ATOM_BYTES / 16;
     // A stage goes back to the producer(s): one arrival per warp, on both blocks' `empty` in a
     // cluster of two.
     auto release = [&](int s) {
@@ -526,10 +551,10 @@ __global__ void __launch_bounds__(384, 1)
           release(stage);
           if (kt == kt_begin) {
 #pragma unroll
-            for (int i = 0; i < BN / 2; ++i) acc[i] = part[i];
+            for (int i = 0; i < BN / 2; ++i) acc[0][i] = part[i];
           } else {
 #pragma unroll
-            for (int i = 0; i < BN / 2; ++i) acc[i] += part[i];
+            for (int i = 0; i < BN / 2; ++i) acc[0][i] += part[i];
           }
           if (++stage == STAGES) {
             stage = 0;
@@ -541,14 +566,17 @@ __global__ void __launch_bounds__(384, 1)
         const uint32_t stage_desc = static_cast<uint32_t>(stage) * kStageDesc;
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          const uint64_t da = desc_a_hi | (desc_a_lo + stage_desc + kk * kStepA);
           const uint64_t db = desc_b_hi | (desc_b_lo + stage_desc + kk * kStepB);
           const int scale_d = (kt > kt_begin || kk > 0) ? 1 : 0;
-          if constexpr (F32) {
-            WgmmaTf32<BN>::mma(acc, da, db, scale_d);
-          } else {
-            Wgmma<BN, DT == kSm90BF16>::template mma<A_K ? 0 : 1, B_K ? 0 : 1>(acc, da, db,
-                                                                               scale_d);
+#pragma unroll
+          for (int s = 0; s < SLABS; ++s) {
+            const uint64_t da = desc_a_hi | (desc_a_lo + stage_desc + kk * kStepA + s * kSlabA);
+            if constexpr (F32) {
+              WgmmaTf32<BN>::mma(acc[s], da, db, scale_d);
+            } else {
+              Wgmma<BN, DT == kSm90BF16>::template mma<A_K ? 0 : 1, B_K ? 0 : 1>(acc[s], da, db,
+                                                                                 scale_d);
+            }
           }
         }
         wgmma_commit();
@@ -556,14 +584,12 @@ __global__ void __launch_bounds__(384, 1)
           // This step's group runs on while the last one's stage goes back to the producer (the
           // groups on one accumulator keep their order).
           wgmma_wait<1>();
-#pragma unroll
-          for (int i = 0; i < BN / 2; ++i) fence_operand(acc[i]);
+          fence_all(acc);
           if (held >= 0) release(held);
           held = stage;
         } else {
           wgmma_wait<0>();
-#pragma unroll
-          for (int i = 0; i < BN / 2; ++i) fence_operand(acc[i]);
+          fence_all(acc);
           release(stage);
         }
         if (++stage == STAGES) {
@@ -573,8 +599,7 @@ __global__ void __launch_bounds__(384, 1)
       }
       if (p.overlap && !X3) {
         wgmma_wait<0>();
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) fence_operand(acc[i]);
+        fence_all(acc);
         if (held >= 0) release(held);
       }
       if (m0 >= p.M) continue;  // the second block of a last, odd row of a cluster's pair
@@ -593,7 +618,7 @@ __global__ void __launch_bounds__(384, 1)
           cuda::pdl_wait();  // the flags zeroed by the whole-tile kernel
           float* const mine = p.sk_partial + static_cast<int64_t>(blockIdx.x) * Tile::BM * BN;
 #pragma unroll
-          for (int i = 0; i < BN / 2; ++i) mine[i * CT + slot] = acc[i];
+          for (int i = 0; i < BN / 2; ++i) mine[i * CT + slot] = acc[0][i];
           named_barrier_sync(1 + w, 128);
           if (tid == 0) {
             __threadfence();
@@ -614,7 +639,7 @@ __global__ void __launch_bounds__(384, 1)
             named_barrier_sync(1 + w, 128);
             const float* const part = p.sk_partial + static_cast<int64_t>(b) * Tile::BM * BN;
 #pragma unroll
-            for (int i = 0; i < BN / 2; ++i) acc[i] += __ldcg(part + i * CT + slot);
+            for (int i = 0; i < BN / 2; ++i) acc[0][i] += __ldcg(part + i * CT + slot);
           }
         }
       }
@@ -623,34 +648,39 @@ __global__ void __launch_bounds__(384, 1)
         // item's K range (a warp's lanes go in only where one of them holds such an output).
         bool bad = false;
 #pragma unroll
-        for (int i = 0; i < BN / 2; ++i) bad |= !isfinite(acc[i]);
+        for (int i = 0; i < BN / 2; ++i) bad |= !isfinite(acc[0][i]);
         if (__any_sync(0xffffffffu, bad)) {
           const int k0 = kt_begin * BK, k1 = min(kt_end * BK, p.K);
           const int row = m0 + 64 * w + 16 * warp + lane / 4;
 #pragma unroll
           for (int i = 0; i < BN / 2; ++i) {
             const int r = row + 8 * ((i / 2) % 2), col = n0 + 8 * (i / 4) + 2 * (lane % 4) + i % 2;
-            if (!isfinite(acc[i]) && r < m_lim && col < p.N)
-              acc[i] =
+            if (!isfinite(acc[0][i]) && r < m_lim && col < p.N)
+              acc[0][i] =
                   sm90_exact_dot(p.a + static_cast<int64_t>(r) * p.a_rs,
                                  p.b + static_cast<int64_t>(col) * p.b_cs, p.a_ks, p.b_ks, k0, k1);
           }
         }
       }
-      // Epilogue: the m64nBN accumulator fragment: per 8 columns j, a thread holds (row r,
-      // columns c, c + 1) and (row r + 8, the same columns), r = 16 warp + lane / 4,
-      // c = 8 j + 2 (lane % 4). each_pair(store): store(r, c, v0, v1) for each such pair of the
-      // tile's elements whose row and first column lie inside M x N.
+      // Epilogue: each slab's m64nBN accumulator fragment: per 8 columns j, a thread holds (row
+      // r, columns c, c + 1) and (row r + 8, the same columns), r = 16 warp + lane / 4 (within
+      // the slab's 64 rows), c = 8 j + 2 (lane % 4). each_pair(store): store(r, c, v0, v1) for
+      // each such pair of the tile's elements whose row and first column lie inside M x N.
       auto each_pair = [&](auto&& store, auto j0) {
-        const int row = m0 + 64 * w + 16 * warp + lane / 4;
         const int col0 = n0 + 2 * (lane % 4);
 #pragma unroll
-        for (int j = decltype(j0)::value; j < BN / 8; ++j) {
-          const int col = col0 + 8 * j;
+        for (int s = 0; s < SLABS; ++s) {
+          const int row = m0 + 64 * (SLABS * w + s) + 16 * warp + lane / 4;
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int r = row + 8 * h;
-            if (r < m_lim && col < p.N) store(r, col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+          for (int j = decltype(j0)::value; j < BN / 8; ++j) {
+            const int col = col0 + 8 * j;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int r = row + 8 * h;
+              if (r < m_lim && col < p.N) {
+                store(r, col, acc[s][4 * j + 2 * h], acc[s][4 * j + 2 * h + 1]);
+              }
+            }
           }
         }
       };
@@ -702,8 +732,11 @@ __global__ void __launch_bounds__(384, 1)
         uint8_t* const cs =
             smem + STAGES * Tile::STAGE_BYTES + w * Tile::C_BOXES * Tile::C_BOX_BYTES;
         const uint32_t cs_addr = smem_u32(cs);
+        // Slab after slab (rows m_slab ..), each through the staging buffer in passes.
 #pragma unroll
-        for (int pass = 0; pass < PASSES; ++pass) {
+        for (int sp = 0; sp < SLABS * PASSES; ++sp) {
+          const int s = sp / PASSES, pass = sp % PASSES;
+          const int m_slab = m0 + 64 * (SLABS * w + s);
           if (tid == 0) bulk_wait_read<0>();  // the last store has read the staging buffer
           named_barrier_sync(1 + w, 128);
 #pragma unroll
@@ -716,7 +749,7 @@ __global__ void __launch_bounds__(384, 1)
               const uint32_t r = 16 * warp + lane / 4 + 8 * h;
               const uint32_t addr = cs_addr + box * Tile::C_BOX_BYTES + r * 128 +
                                     (((cb >> 4) ^ (r & 7)) << 4) + (cb & 15);
-              const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+              const float v0 = acc[s][4 * j + 2 * h], v1 = acc[s][4 * j + 2 * h + 1];
               if constexpr (F32) {
                 st_shared_v2_f32(addr, v0, v1);
               } else {
@@ -726,11 +759,11 @@ __global__ void __launch_bounds__(384, 1)
           }
           fence_proxy_async_smem();
           named_barrier_sync(1 + w, 128);
-          if (tid == 0 && m_lim > 0) {
+          if (tid == 0 && m_slab < m_lim) {
 #pragma unroll
             for (int box = 0; box < BOXES; ++box) {
               tma_store_2d(&map_c, cs + box * Tile::C_BOX_BYTES, n0 + PASS_COLS * pass + CB * box,
-                           m0 + 64 * w);
+                           m_slab);
             }
             bulk_commit();
           }
@@ -758,6 +791,11 @@ __global__ void __launch_bounds__(384, 1)
 // tf32 with an operand that is not K-major; *smem gets its dynamic shared memory.
 using Sm90KernelFn = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, Sm90Params);
 Sm90KernelFn wide_kernel(int bn, int dt, bool a_k, bool b_k, int* smem);
+
+// The kernel of a 256-row tile of width bn (one of kWgmmaTallTiles) for DT (16-bit) and the
+// operands' major-ness (gemm_kernels_sm90_tall.cu): nullptr for another width or type, or for 160
+// with an N-major B; *smem gets its dynamic shared memory.
+Sm90KernelFn tall_kernel(int bn, int dt, bool a_k, bool b_k, int* smem);
 
 // The Stream-K kernel (SK) of the 256-wide tile for DT (16-bit or TF32) and the operands'
 // major-ness (gemm_kernels_sm90_stream_k.cu): nullptr for tf32 with an operand not K-major.
