@@ -273,17 +273,18 @@ def test_src_comments_hold_no_measured_figures(tmp_path):
         f"{p.relative_to(ROOT)}:{f}" for p in src_files() for f in measured_figures_in_comments(p)
     ]
     assert not found, (
-        "figures in comments (move them to docs/decisions.md or decisions_sequence.md):\n"
-        + "\n".join(found)
+        "figures in comments (move them to docs/decisions.md, decisions_cpu.md or "
+        "decisions_sequence.md):\n" + "\n".join(found)
     )
 
 
 def test_figures_anchors_named_in_the_code_exist():
-    """Each docs/decisions.md#anchor (docs/decisions_sequence.md#anchor: the LLTM sequence's) that
+    """Each docs/decisions.md#anchor (decisions_sequence.md#anchor: the LLTM sequence's;
+    decisions_cpu.md#anchor: the CPU GEMM's) that
     src/ or lltm_ext/ names is a heading of that page (its anchor as GitHub makes it: lowercase,
     spaces to '-', other punctuation dropped)."""
     anchors = {}
-    for page in ("decisions.md", "decisions_sequence.md"):
+    for page in ("decisions.md", "decisions_cpu.md", "decisions_sequence.md"):
         headings = re.findall(r"^#+ (.+)$", (ROOT / "docs" / page).read_text(), re.M)
         anchors[page] = {
             re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings
@@ -291,7 +292,7 @@ def test_figures_anchors_named_in_the_code_exist():
     named = {}
     for path in src_files() + sorted((ROOT / "lltm_ext").rglob("*.py")):
         for page, anchor in re.findall(
-            r"docs/(decisions(?:_sequence)?\.md)#([\w-]+)", path.read_text()
+            r"docs/(decisions(?:_sequence|_cpu)?\.md)#([\w-]+)", path.read_text()
         ):
             named.setdefault((page, anchor), path.relative_to(ROOT).as_posix())
     assert {page for page, _ in named} == set(anchors), "a decisions page that no comment names"

@@ -47,7 +47,7 @@ constexpr int kBTile = kAmxRows * 16;     // uint32 pairs
 // panel: 1 MB at most, in L2) and of kAmxMc rows of A (the tiles a block's rows take from A or
 // its packed copy). Over products of 20-8227 rows on the development machine (one core of a Xeon
 // with AMX), shallower panels ran slower; other blocks of rows (32-256) and columns (256-1024)
-// moved it by less than the runs' spread. Figures: docs/decisions.md#cpu-amx-blocking.
+// moved it by less than the runs' spread. Figures: docs/decisions_cpu.md#cpu-amx-blocking.
 constexpr int kAmxKc = 1024;
 constexpr int kAmxMc = 128;
 constexpr int kAmxNc = 512;
@@ -389,8 +389,8 @@ void amx_blocked(const Problem& p, const Region& r, Scratch& s) {
             }
           }
           // Row pairs outer: C is written along its rows (down a column of tiles, short-K
-          // products wrote slower; figures: docs/decisions.md#cpu-amx-loop-order), and a pair's A
-          // tiles stay in L1 across the columns.
+          // products wrote slower; figures: docs/decisions_cpu.md#cpu-amx-loop-order), and a pair's
+          // A tiles stay in L1 across the columns.
           for (int it = 0; it < row_tiles; it += 2) {
             const ATiles& g0 = groups[it];
             const bool two_rows = it + 1 < row_tiles;

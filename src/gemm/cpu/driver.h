@@ -39,7 +39,7 @@ constexpr int64_t kDotMinK = 128;
 constexpr int64_t kRowsMaxRows = 128;
 // ... and, past kRowsAnyB rows, a B of at most kRowsMaxB bytes: a larger B read in place, a panel
 // of rows spread over as many pages, ran slower than packed (one core of a Xeon with AVX-512; at
-// 4 MB and below, or up to 16 rows, in place won). Figures: docs/decisions.md#cpu-rows-max-b.
+// 4 MB and below, or up to 16 rows, in place won). Figures: docs/decisions_cpu.md#cpu-rows-max-b.
 constexpr int64_t kRowsAnyB = 16;
 constexpr double kRowsMaxB = 4.0 * 1024 * 1024;
 constexpr int64_t kDotGatherN = 64;
@@ -47,7 +47,7 @@ constexpr int64_t kDotGatherN = 64;
 // product but those of K <= kAmxMinK or a single row or column of C, where storing C or streaming
 // the long operand is the work and the other paths do it with less overhead, and those under
 // kAmxMinMacs multiply-adds, where setting up the tiles is (figures:
-// docs/decisions.md#cpu-amx-min-macs). C^T = B^T A^T (see amx_flip) from K >= kAmxFlipMinK.
+// docs/decisions_cpu.md#cpu-amx-min-macs). C^T = B^T A^T (see amx_flip) from K >= kAmxFlipMinK.
 constexpr int64_t kAmxMinK = 8;
 constexpr double kAmxMinMacs = 4096;
 constexpr int64_t kAmxFlipMinK = 32;
@@ -63,7 +63,7 @@ constexpr int64_t kDirectGatherN = 32;
 constexpr int64_t kDirectAxpyN = 64;
 // Whether the past-kSkinny gathers are left out (AVX-512 copy): on AMD's CPUs, where a gather
 // costs more than on the Xeon these rules were fitted on, packing B ran faster at every such
-// product measured (figures: docs/decisions.md#cpu-gather-max-k).
+// product measured (figures: docs/decisions_cpu.md#cpu-gather-max-k).
 inline bool cpu_gathers_slow() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   static const bool amd = __builtin_cpu_is("amd");
@@ -86,7 +86,7 @@ constexpr int64_t kDirectTallMaxN = 64;
 // (writing C is the work there); up to kDirectNearRows rows of C it takes the orientation that
 // loads B along N where the skinny one would gather (direct_near()), and its tall case
 // (direct_tall()) is tried in both orientations, C^T written transposed only from K >=
-// kDirectTallFlipMinK. Figures: docs/decisions.md#cpu-avx2-rules.
+// kDirectTallFlipMinK. Figures: docs/decisions_cpu.md#cpu-avx2-rules.
 constexpr double kPackKContigA = kLevel == 2 ? 0.3 : kLevel == 1 ? 0.3 : 1.0;
 constexpr double kPackKContigB = kLevel == 2 ? 0.3 : 0.75;
 constexpr int64_t kDirectGatherK2 = 4;
@@ -100,7 +100,7 @@ constexpr double kDirectTallMaxB = 32.0 * 1024;
 // float32 on one core of the development machine. There, with the team's workers awake, two parts
 // already paid at 64^3; the grain is kept larger because a woken worker on a core busy with other
 // processes can hold a parallel region for a time slice of the OS scheduler, which only larger
-// work can afford to risk (figures: docs/decisions.md#cpu-grain). Products of more than
+// work can afford to risk (figures: docs/decisions_cpu.md#cpu-grain). Products of more than
 // kFineParts grains are cut into two parts per thread, so that a thread slowed by other work on
 // its core leaves more of the product to the others.
 constexpr double kGrainMacs = 1048576.0;
@@ -190,7 +190,7 @@ Report run_typed(Problem p, const Knobs& knobs) {
   // transposed costs a transpose per 16 x 16 block. So C^T = B^T A^T only where neither holds in
   // C = A B but both do in C^T (a.T @ b.T), and K repays the transposed stores (below 32, a
   // single partial step of K, the stores are most of the work; figures:
-  // docs/decisions.md#cpu-amx-flip).
+  // docs/decisions_cpu.md#cpu-amx-flip).
   const auto amx_flip = [&] {
     return p.sak != 1 && p.sbn != 1 && p.sbk == 1 && p.sam == 1 && p.K >= kAmxFlipMinK;
   };
@@ -202,12 +202,12 @@ Report run_typed(Problem p, const Knobs& knobs) {
   // kDotMaxRows rows of C where K repays reducing each element of C across the lanes: kDot beats
   // kPacked from K of about M * L / 2 in float, M * L on the bfloat16 pair kernels (measured on
   // 1500 x M x K up to kSkinny rows: M = 8 crosses at K ~ 64 in float32, ~ 128 in bfloat16; and on
-  // x @ W.T up to 64 rows: docs/decisions.md#cpu-dot-rows), past kSkinny rows from K = kDotMinK
+  // x @ W.T up to 64 rows: docs/decisions_cpu.md#cpu-dot-rows), past kSkinny rows from K = kDotMinK
   // only, and at any such K where C is narrower than one of kPacked's panels (NR: there the panel's
   // padding and the packing cost more than the sums across lanes). A's rows must be contiguous
   // along K too, unless there are enough columns of C to repay gathering them (each A element
   // serves n) or so few rows that gathering them costs no more than packing them would (figures:
-  // docs/decisions.md#cpu-dot-path).
+  // docs/decisions_cpu.md#cpu-dot-path).
   const int64_t dot_k_per_row = pair_ok ? L : L / 2;
   const auto dot_suits = [&](const Problem& x) {
     const bool repays = x.K >= x.M * dot_k_per_row;
@@ -216,7 +216,7 @@ Report run_typed(Problem p, const Knobs& knobs) {
                                                (repays || x.N < NR);  // (less than a panel)
     const bool a_cheap = x.sak == 1 || x.N >= kDotGatherN || x.M <= kSkinny;
     // (AVX2: a single row of C from K = L on: gathering B instead cost more there; figures:
-    // docs/decisions.md#cpu-dot-path)
+    // docs/decisions_cpu.md#cpu-dot-path)
     const int64_t min_k = kLevel == 1 && x.M == 1 ? L : 2 * L;
     return fits(Path::kDot, x) && x.K >= min_k && few_rows && a_cheap;
   };

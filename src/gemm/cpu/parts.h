@@ -9,7 +9,7 @@
 // on the development machine, interleaved with torch.mm at 2 threads, over random shapes large
 // enough to split: the team was far ahead (its workers are still spinning from torch's last op,
 // and a helper of another pool competes with them for the core). Figures:
-// docs/decisions.md#cpu-threads.
+// docs/decisions_cpu.md#cpu-threads.
 #pragma once
 
 namespace lltm_ext::gemm::cpugemm::LLTM_GEMM_CPU_NS {

@@ -79,7 +79,7 @@ void dot_columns(const Problem& p, const Region& r, Scratch& s) {
         const T* src = A + i * p.sam + k0 * p.sak;
         Acc* dst = ap + i * kd;
         if (p.sak == 1) {  // (a vector at a time: one by one, float16 cost more than the dot;
-                           // docs/decisions.md#cpu-skinny-convert)
+                           // docs/decisions_cpu.md#cpu-skinny-convert)
           constexpr int L = kLanes<Acc>;
           int64_t k = 0;
           for (; k + L <= kd; k += L) storev(dst + k, load_cvt<Acc>(src + k));
