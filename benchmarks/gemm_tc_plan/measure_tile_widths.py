@@ -116,13 +116,16 @@ def random_points(n_random: int, seed: int) -> list[tuple[str, int, int, int, st
     return out
 
 
-def parse_args(doc: str, budget: float) -> argparse.Namespace:
-    """This folder's measurement scripts' arguments: the JSON path, random shapes, the time per
-    point and in all, the kinds of point kept; exits where torch sees no GPU."""
+def parse_args(doc: str, budget: float, large: bool = False) -> argparse.Namespace:
+    """This folder's measurement scripts' arguments: the JSON path, random shapes (and with
+    `large`, --large: more of them, M, N, K of 256-8192), the time per point and in all, the kinds
+    of point kept; exits where torch sees no GPU."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("json", help="where to write the rows")
     parser.add_argument("--random", type=int, default=24, help="random shapes")
     parser.add_argument("--seed", type=int, default=5)
+    if large:
+        parser.add_argument("--large", type=int, default=0, help="large random shapes")
     parser.add_argument("--budget", type=float, default=budget, help="seconds of samples a point")
     parser.add_argument("--limit-s", type=float, default=1e9, help="stop after this long")
     parser.add_argument("--only", default="", help="comma-separated kinds of point to keep")

@@ -67,7 +67,7 @@ constexpr std::array<double, 3> kWgmmaRate = {270e12, 600e12, 650e12};
 // rounds cost more than that at a short K), set from the 256-row tile's and the other widths'
 // measured times (docs/decisions.md#wgmma-tall).
 constexpr double kWgmmaTallRate = 620e12;
-constexpr int64_t kTallRoundCost = 120;
+constexpr int64_t kTallRoundCost = 130;
 constexpr int64_t kTallMinK = 1024;
 constexpr std::array<double, 3> kMmaRate16 = {250e12, 380e12, 305e12};
 constexpr std::array<double, 3> kMmaRateTf32 = {140e12, 141e12, 139e12};
