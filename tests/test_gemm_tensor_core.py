@@ -648,7 +648,8 @@ def test_wgmma_switches_change_no_bit(dtype, switch):
     """The wgmma kernel's switches at their defaults and changed: the consumers with one group in
     flight across K steps or waiting for each step's; stages of 64 rows of A where M <= 64 (the
     second consumer idle) or 128; blocks alone or in clusters of two sharing B (tile rows even
-    and odd in number, more pairs than one round). The same products in the same order, so the
+    and odd in number, more pairs than one round; widths off the 64-column grid, whose halves of
+    a K-major B overlap, and 256-row tiles too). The same products in the same order, so the
     same bits; every tile width and layout, K of one step and of many, with and without K
     splits, M of 1 to 64 and past it."""
     if not tc_runs("wgmma"):
@@ -658,13 +659,18 @@ def test_wgmma_switches_change_no_bit(dtype, switch):
     # cluster: never (1) against wherever the kernel can (2); the others: default against off.
     base = {"cluster": 1} if switch == "cluster" else {}
     changed = {"cluster": 2} if switch == "cluster" else {switch: False}
-    runs = [(64, 1), (128, 1), (256, 1), (128, 3)] + [(192, 1), (192, 2)] * (switch == "cluster")
+    runs = [(64, 1, 128), (128, 1, 128), (256, 1, 128), (128, 3, 128)]
+    if switch == "cluster":
+        runs += [(192, 1, 128), (192, 2, 128), (144, 1, 128), (168, 2, 128)]
+        runs += [(t, s, 256) for t in TALL_TILES for s in (1, 3) if dtype != torch.float32]
     with tf32_if(dtype):
         for layout in LAYOUTS:
             for m, n, k in shapes:
                 a, b = operands(m, n, k, layout, dtype)
-                for tile, splits in runs:
-                    run = dict(tile=tile, splits=splits)
+                for tile, splits, tile_m in runs:
+                    if tile_m == 256 and layout[1] == "n":
+                        continue  # 256-row tiles read B K-major only
+                    run = dict(tile=tile, splits=splits, tile_m=tile_m)
                     outs = []
                     for knobs in (base, changed):
                         ext()._set_gemm_wgmma_knobs(**knobs)
@@ -675,7 +681,7 @@ def test_wgmma_switches_change_no_bit(dtype, switch):
                             ext()._set_gemm_wgmma_knobs()
                         outs.append(out)
                     on, off = outs
-                    assert torch.equal(on, off), (m, n, k, layout, tile, splits)
+                    assert torch.equal(on, off), (m, n, k, layout, tile, splits, tile_m)
                     assert_like_torch(on, a, b)
 
 

@@ -572,7 +572,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "tensor-core ops in flight across K steps (else it waits for each step's); short_a, stages "
       "of 64 rows of A where M <= 64 (else 128, the rows past M filled with zeros); cluster, 2: "
       "blocks in clusters of two on neighbouring tile rows, B's stages multicast to both (where "
-      "M spans two tile rows and the tile is 64 or more wide), 1: never, 0: as planned; "
+      "M spans two tile rows and the tile is 64 or more wide, whole 64-column atoms where B is "
+      "N-major), 1: never, 0: as planned; "
       "stream_k, the 256-wide tile's last, partial round as Stream-K: 'auto' (the rule), 'off', "
       "'on' (wherever it can); tall, the planner may take the 256-row tiles (else 128-row "
       "tiles only, unless forced)",

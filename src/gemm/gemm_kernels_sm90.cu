@@ -236,9 +236,11 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   // deep, and one M-major box is loaded.
   const int a_rows = BM == 128 && ((g.short_a && g.M <= 64) || g.rows64) ? 64 : BM;
   const int64_t tiles_m = (g.M + a_rows - 1) / a_rows;
-  // Clusters of two share B's stages (each block loads half of a K-major B box: BN / 2 rows).
-  int cm =
-      !x3 && BM == 128 && g.cluster_m == 2 && g.bn >= 64 && g.bn % 64 == 0 && tiles_m >= 2 ? 2 : 1;
+  // Clusters of two share B's stages (each block loads half of them: of a K-major B, a box of
+  // Sm90Tile::B_HALF rows; of an N-major one, every other 64-column atom).
+  int cm = !x3 && g.cluster_m == 2 && g.bn >= 64 && (g.bn % 64 == 0 || g.b_kcontig) && tiles_m >= 2
+               ? 2
+               : 1;
   // Persistent: a block per SM, or a cluster per pair of SMs that hold one at once (none there,
   // on a GPU without room for a pair: blocks alone).
   int64_t slots = g.sms;
@@ -260,7 +262,8 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
                     : make_map(encode, &map_a, g.a, g.type, g.M, g.K, g.lda, 64, step);
   if (err != cudaSuccess) return err;
   err = g.b_kcontig
-            ? make_map(encode, &map_b, g.b, g.type, g.K, parts * g.N, g.ldb, g.bn / cm, step)
+            ? make_map(encode, &map_b, g.b, g.type, g.K, parts * g.N, g.ldb,
+                       cm > 1 ? (g.bn / 2 + 7) / 8 * 8 : g.bn, step)
             : make_map(encode, &map_b, g.b, g.type, g.N, g.K, g.ldb, 64, step);
   if (err != cudaSuccess) return err;
   // C (M x N, row-major): stored by TMA in 64 x 64 boxes where its base and stride allow; the

@@ -185,13 +185,14 @@ struct Sm90Gemm : GemmProblem {
   bool overlap = true;  // one wgmma group left in flight across K steps (else none)
   bool short_a = true;  // M <= 64: stages of 64 rows of A (Sm90Params::a_rows), else 128
   bool rows64 = false;  // block tiles of 64 rows at any M (a_rows 64, the second consumer idle)
-  // Block tile rows: 128, or 256 (16-bit types, bn one of kWgmmaTallTiles, no clusters, no
-  // Stream-K; short_a and rows64 do not apply).
+  // Block tile rows: 128, or 256 (16-bit types, bn one of kWgmmaTallTiles, no Stream-K; short_a
+  // and rows64 do not apply).
   int bm = 128;
   // C (and the partials) stored transposed: element (m, n) at c[n * ldc + m] (Sm90Params::c_trans).
   bool c_trans = false;
   // 2: clusters of two blocks on neighbouring tile rows, B multicast (Sm90Params::cluster_m),
-  // where the tiles are 64 or more wide and M takes two tile rows or more (else 1).
+  // where the tiles are 64 or more wide (whole 64-column atoms where B is N-major) and M takes
+  // two tile rows or more (else 1).
   int cluster_m = 1;
   // kSm90F32x3 (tiles 64 or 128 wide, no clusters): a and b are the split copies (2 M, resp. 2 N
   // rows of K, big parts first), and exact_a / exact_b the operands as given, A (r, k) at

@@ -103,6 +103,11 @@ struct Sm90Tile {
   // kSm90F32X3: a stage holds A's and B's big parts, then their small parts.
   static constexpr int PARTS = DT_ == kSm90F32X3 ? 2 : 1;
   static constexpr int STAGE_BYTES = PARTS * (A_BYTES + B_BYTES);
+  // Clusters of two, B K-major: each block loads B_HALF of a stage's BN rows of B for both, rows
+  // 0 .. B_HALF - 1 and BN - B_HALF .. BN - 1: whole 8-row swizzle groups, so that each half
+  // starts 1024 bytes into the stage part as the 128-byte swizzle needs; where BN / 2 is not a
+  // multiple of 8 (152: 80 rows a half) the middle rows arrive from both blocks, the same bytes.
+  static constexpr int B_HALF = (BN / 2 + 7) / 8 * 8;
   static constexpr int ATOM_BYTES = 64 * 128;  // one (64 MN) x (64 K) swizzle-atom column
   // C staging for the TMA-store epilogue: per consumer, C_BOXES boxes of 64 rows x 128 bytes, one
   // store pass's columns. Two boxes (a pass of 128 bytes x 2) unless one buys another stage for a
@@ -407,6 +412,7 @@ __global__ void __launch_bounds__(384, 1)
           tma_load_2d(dst, &map_b, &full[stage], c0, c1);
         }
       };
+      const int b_bytes = cm > 1 && B_K ? 2 * Tile::B_HALF * 128 : Tile::B_BYTES;
       Sm90Walk walk = start;
       int t, kt_begin, kt_end;
       while (sm90_next<SK>(p, walk, tiles, k_tiles, t, kt_begin, kt_end)) {
@@ -419,9 +425,10 @@ __global__ void __launch_bounds__(384, 1)
           mbar_wait(&empty[stage], phase ^ 1);
           uint8_t* const sa = smem + stage * Tile::STAGE_BYTES;
           uint8_t* const sb = sa + Tile::A_BYTES;
-          // B's bytes arrive in full either way: with clusters, half from the other block.
+          // B's bytes arrive in full either way: with clusters, half from the other block (a
+          // K-major B's two halves of B_HALF rows, which may overlap).
           mbar_arrive_expect_tx(&full[stage],
-                                Tile::PARTS * ((a_live ? p.a_rows * 128 : 0) + Tile::B_BYTES));
+                                Tile::PARTS * ((a_live ? p.a_rows * 128 : 0) + b_bytes));
           const int k0 = kt * BK;
           if constexpr (X3) {
             // Both operands K-major, no clusters: the big parts, then the small ones.
@@ -442,11 +449,11 @@ __global__ void __launch_bounds__(384, 1)
           if constexpr (X3) {
             // B's parts loaded above.
           } else if (cm > 1) {
-            // This block's half of B, to both blocks: K-major, rows rank BN / 2 ..; MN-major,
-            // the atom columns j = rank, rank + 2, ...
+            // This block's half of B, to both blocks: K-major, B_HALF rows from row
+            // rank (BN - B_HALF); MN-major, the atom columns j = rank, rank + 2, ...
             if constexpr (B_K) {
-              tma_load_2d_multicast(sb + rank * (BN / 2) * 128, &map_b, &full[stage], k0,
-                                    n0 + rank * (BN / 2), 3);
+              const int row = rank * (BN - Tile::B_HALF);
+              tma_load_2d_multicast(sb + row * 128, &map_b, &full[stage], k0, n0 + row, 3);
             } else {
 #pragma unroll
               for (int j = 0; j < BN / 64; ++j) {
