@@ -102,9 +102,15 @@ def test_plan_invariants_over_random_shapes():
             # (tf32's always is), its rows whole sectors apart or copied because they must be.
             off_grid = (b_k or tf32) and (b_s or need_b)
             assert p["tile"] % 64 == 0 or p["tile"] == 16 or off_grid, where
-            # The 256-row tile: 16-bit, B K-major as given, unsplit, blocks alone.
+            # The 256-row tile: 16-bit, B K-major as given, unsplit.
             assert p["tile_m"] == 128 or (not tf32 and b_k and p["splits"] == 1), where
-            assert p["tile"] % 64 == 0 or p["cluster"] == 1, where
+            # Clusters of two: 256-row tiles over two tile rows or more where pairs take no more
+            # rounds; 128-row tiles only in whole 64-column atoms.
+            tiles_m, tiles_n = -(-m // 256), -(-n // p["tile"])
+            pairs_fit = -(-(-(-tiles_m // 2) * tiles_n) // 66) <= -(-tiles_m * tiles_n // 132)
+            if p["tile_m"] == 256:
+                assert p["cluster"] == (2 if tiles_m >= 2 and pairs_fit else 1), where
+            assert p["tile"] % 64 == 0 or p["tile_m"] == 256 or p["cluster"] == 1, where
             assert p["copy_a"] == (not a_al or (tf32 and not a_k)), where
             # B's rows inside sectors may be copied too.
             assert p["copy_b"] == need_b or (p["copy_b"] and b_al and not b_s), where
@@ -157,11 +163,11 @@ def test_plan_wgmma_width_by_the_model_where_rounds_mislead():
     assert (p["kernel"], p["tile"]) == ("wgmma", 192), p
     # Where 192-wide tiles take as many rounds as 256-wide ones, 256 (3000 x 5000: four rounds),
     # for x @ W and TF32; for 16-bit x @ W.T the 256-row tiles' three rounds of 256 x 152, unless K
-    # is short (their rounds cost more there).
+    # is short (their rounds cost more there), in pairs of tile rows (6 x 33 pairs: 3 rounds of 66).
     assert plan(3000, 5000, 2000, b_k=False)["tile"] == 256
     assert plan(3000, 5000, 2000, tf32=True)["tile"] == 256
     p = plan(3000, 5000, 2000)
-    assert (p["tile"], p["tile_m"], p["splits"], p["cluster"]) == (152, 256, 1, 1), p
+    assert (p["tile"], p["tile_m"], p["splits"], p["cluster"]) == (152, 256, 1, 2), p
     assert plan(3000, 5000, 1000)["tile_m"] == 128
 
 
@@ -239,16 +245,19 @@ def test_plan_copies_rows_inside_sectors_where_tma_is_busy():
     cannot pair (one tile row: M <= 128); not for a product bound by reading the weight once
     (M = 16), nor for an M-major A alone on 128-row tiles (TMA's reads of it slow little), but on
     256 x 152 ones (33 tile columns read it, not 20), nor where every row is whole sectors (no
-    clusters there either)."""
+    clusters there either, but for 256-row tiles)."""
     big = plan(3000, 5000, 2000, b_s=False)
     assert big["kernel"] == "wgmma" and big["cluster"] == 2, big
     assert not (big["copy_a"] or big["copy_b"]), big
     big_a = plan(3000, 5008, 2000, a_s=False)
-    assert big_a["copy_a"] and big_a["cluster"] == 1, big_a
+    assert big_a["copy_a"] and (big_a["tile_m"], big_a["cluster"]) == (256, 2), big_a
     one_row = plan(128, 5000, 8192, b_s=False)
     assert one_row["kernel"] == "wgmma" and one_row["cluster"] == 1, one_row
     aligned = plan(3000, 5008, 2000)
-    assert not (aligned["copy_a"] or aligned["copy_b"]) and aligned["cluster"] == 1, aligned
+    assert not (aligned["copy_a"] or aligned["copy_b"]), aligned
+    assert (aligned["tile_m"], aligned["cluster"]) == (256, 2), aligned
+    aligned_128 = plan(3000, 5008, 2000, b_k=False)
+    assert (aligned_128["tile_m"], aligned_128["cluster"]) == (128, 1), aligned_128
     skinny = plan(16, 5000, 4104, a_s=False, b_s=False)
     assert not (skinny["copy_a"] or skinny["copy_b"]), skinny
     m_major = plan(3000, 5008, 2000, a_k=False, a_s=False, b_k=False)
@@ -668,8 +677,8 @@ def test_wgmma_switches_change_no_bit(dtype, switch):
             for m, n, k in shapes:
                 a, b = operands(m, n, k, layout, dtype)
                 for tile, splits, tile_m in runs:
-                    if tile_m == 256 and layout[1] == "n":
-                        continue  # 256-row tiles read B K-major only
+                    if (tile_m == 256 or tile % 64 != 0) and layout[1] == "n":
+                        continue  # widths off the 64-column grid read B K-major only
                     run = dict(tile=tile, splits=splits, tile_m=tile_m)
                     outs = []
                     for knobs in (base, changed):

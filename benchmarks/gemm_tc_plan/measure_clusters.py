@@ -5,11 +5,12 @@ against float64.
 
 Shapes: the linear layers of `lltm-ext bench --linear` at M = 256, 512, 2048 and 8192 (x @ W.T,
 "nt", and x @ W, "nn"; bfloat16), 3000x5000x2000 in every layout and type, products whose B rows
-start inside 32-byte sectors ("sectors": a side of 8 mod 16 elements, bfloat16), and random shapes
-(M, N, K of 256-8192, `a @ b.T`, bfloat16).
+start inside 32-byte sectors ("sectors": a side of 8 mod 16 elements, bfloat16), random shapes
+(M, N, K of 256-8192, `a @ b.T`, bfloat16), and ("tall") those of `--large` more such shapes that
+the planner gives 256-row tiles (their plan's runs keep its 256 rows; the widths' are 128-row).
 
     python benchmarks/gemm_tc_plan/measure_clusters.py clusters.json [--random 24 --seed 5]
-        [--only uneven,sectors]
+        [--only uneven,sectors,tall --large 4000]
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from measure_tall import large_tall  # this folder's (run as a script from here)
 from measure_tile_widths import (  # this folder's (run as a script from here)
     DTYPES,
     operands,
@@ -44,22 +46,22 @@ def measure(ext: Any, m: int, n: int, k: int, layout: str, dtype: str, budget: f
     plan = ext._cuda_tc_plan(a, b)
     runs = []
     if plan[0] == "wgmma":
-        runs += [(f"plan{c}", int(plan[1]), int(plan[3]), c) for c in (1, 2)]
-    runs += [(f"w{w}c{c}", w, 1, c) for w in (128, 192, 256) for c in (1, 2)]
+        runs += [(f"plan{c}", int(plan[1]), int(plan[3]), c, int(plan[10])) for c in (1, 2)]
+    runs += [(f"w{w}c{c}", w, 1, c, 128) for w in (128, 192, 256) for c in (1, 2)]
 
-    def forced(tile: int, splits: int, cluster: int) -> torch.Tensor:
+    def forced(tile: int, splits: int, cluster: int, rows: int) -> torch.Tensor:
         ext._set_gemm_wgmma_knobs(cluster=cluster)
         try:
-            return ext._gemm_tensor_core(a, b, "wgmma", tile=tile, splits=splits)
+            return ext._gemm_tensor_core(a, b, "wgmma", tile=tile, splits=splits, tile_m=rows)
         finally:
             ext._set_gemm_wgmma_knobs()
 
     fns, names = [], []
-    for name, tile, splits, cluster in runs:
-        c = forced(tile, splits, cluster)
+    for name, tile, splits, cluster, rows in runs:
+        c = forced(tile, splits, cluster, rows)
         err = float((c.double() - ref).norm() / ref.norm())
         assert err < 1e-2, (m, n, k, layout, dtype, name, err)
-        fns.append(lambda t=tile, s=splits, c=cluster: forced(t, s, c))
+        fns.append(lambda t=tile, s=splits, c=cluster, r=rows: forced(t, s, c, r))
         names.append(name)
     fns += [lambda: lltm_ext.gemm(a, b), lambda: a @ b]
     names += ["auto", "ref"]
@@ -71,10 +73,12 @@ def measure(ext: Any, m: int, n: int, k: int, layout: str, dtype: str, budget: f
         flush=True,
     )
     return {"what": what, "M": m, "N": n, "K": k, "layout": layout, "dtype": dtype,
-            "plan": list(plan[:4]), "us": us, "samples": samples}  # fmt: skip
+            "plan": list(plan[:4]) + [plan[10]], "us": us, "samples": samples}  # fmt: skip
 
 
-def points(n_random: int, seed: int) -> list[tuple[str, int, int, int, str, str]]:
+def points(
+    ext: Any, n_random: int, seed: int, n_large: int
+) -> list[tuple[str, int, int, int, str, str]]:
     """(what, M, N, K, layout, dtype) of every point."""
     out = []
     for m in (512, 2048):
@@ -89,17 +93,18 @@ def points(n_random: int, seed: int) -> list[tuple[str, int, int, int, str, str]
     for m in (256, 8192):
         for layout in ("nt", "nn"):
             out += [("linear", m, n, k, layout, "bfloat16") for k, n in LINEAR_LAYERS["cuda"]]
-    return out + random_points(n_random, seed)
+    out += random_points(n_random, seed)
+    return out + [("tall", *p[1:]) for p in large_tall(ext, n_large, seed)]
 
 
 def main() -> None:
-    args = parse_args(__doc__, 0.1)
+    args = parse_args(__doc__, 0.1, large=True)
     ext = load_extension("gemm")
 
     def one(what: str, m: int, n: int, k: int, layout: str, dtype: str) -> dict[str, Any]:
         return measure(ext, m, n, k, layout, dtype, args.budget, what)
 
-    run_points(args, points(args.random, args.seed), one, {})
+    run_points(args, points(ext, args.random, args.seed, args.large), one, {})
 
 
 if __name__ == "__main__":

@@ -261,10 +261,9 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   err = g.a_kcontig ? make_map(encode, &map_a, g.a, g.type, g.K, parts * g.M, g.lda, a_rows, step)
                     : make_map(encode, &map_a, g.a, g.type, g.M, g.K, g.lda, 64, step);
   if (err != cudaSuccess) return err;
-  err = g.b_kcontig
-            ? make_map(encode, &map_b, g.b, g.type, g.K, parts * g.N, g.ldb,
-                       cm > 1 ? (g.bn / 2 + 7) / 8 * 8 : g.bn, step)
-            : make_map(encode, &map_b, g.b, g.type, g.N, g.K, g.ldb, 64, step);
+  const int b_rows = cm > 1 ? (g.bn / 2 + 7) / 8 * 8 : g.bn;  // in pairs, Sm90Tile::B_HALF
+  err = g.b_kcontig ? make_map(encode, &map_b, g.b, g.type, g.K, parts * g.N, g.ldb, b_rows, step)
+                    : make_map(encode, &map_b, g.b, g.type, g.N, g.K, g.ldb, 64, step);
   if (err != cudaSuccess) return err;
   // C (M x N, row-major): stored by TMA in 64 x 64 boxes where its base and stride allow; the
   // narrow tile and a transposed C directly.

@@ -173,9 +173,18 @@ int x3_width(int64_t M, int64_t N, int sms) {
 
 }  // namespace
 
-bool wgmma_clusters(const TcProblem& p, const TcPlan& plan) {
-  return plan.kernel == TcKernel::kWgmma && plan.tile_m == 128 && !plan.copy_b && !p.b_sectors &&
-         plan.tile >= 128 && plan.tile % 64 == 0 && p.M > 128;
+bool wgmma_clusters(const TcProblem& p, const TcPlan& plan, int sms) {
+  if (plan.kernel != TcKernel::kWgmma) return false;
+  if (plan.tile_m == 256) {
+    // The 256-row tiles: pairs of tile rows wherever they take the SMs no more rounds than the
+    // tiles alone (a pair's second block idles on a last, odd tile row; a pair holds two SMs).
+    const int64_t tiles_m = ceil_div(p.M, 256), tiles_n = ceil_div(p.N, plan.tile);
+    const int64_t pairs = std::max<int64_t>(sms / 2, 1);
+    return plan.splits <= 1 && tiles_m >= 2 &&
+           ceil_div(ceil_div(tiles_m, 2) * tiles_n, pairs) <=
+               ceil_div(tiles_m * tiles_n, std::max(sms, 1));
+  }
+  return !plan.copy_b && !p.b_sectors && plan.tile >= 128 && plan.tile % 64 == 0 && p.M > 128;
 }
 
 double tc_cost_us(const TcProblem& p, const TcDevice& dev, const TcPlan& plan) {
@@ -204,7 +213,7 @@ double tc_cost_us(const TcProblem& p, const TcDevice& dev, const TcPlan& plan) {
       slow += (p.a_kcontig ? kMidSectorCost : kMidSectorCostMMajorA) * reads_a;
     }
     if (!plan.copy_b && !p.b_sectors) {
-      slow += (wgmma_clusters(p, plan) ? kMidSectorCostClusterB : kMidSectorCost) * reads_b;
+      slow += (wgmma_clusters(p, plan, sms) ? kMidSectorCostClusterB : kMidSectorCost) * reads_b;
     }
     slow /= std::max(reads_a + reads_b, 1.0);
     double us = kWgmmaBaseUs + std::max(math, mem) * (1.0 + slow);
@@ -409,7 +418,7 @@ TcPlan plan_tensor_core(const TcProblem& p, const TcDevice& dev, const TcForce& 
     }
   }
   if (best.kernel == TcKernel::kNone) best.us = 0;
-  best.cluster = wgmma_clusters(p, best) ? 2 : 1;
+  best.cluster = wgmma_clusters(p, best, dev.sms) ? 2 : 1;
   return best;
 }
 

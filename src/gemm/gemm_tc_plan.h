@@ -56,7 +56,8 @@ struct TcPlan {
   int64_t k_split = 0;  // K elements per split (mma: a multiple of 32, wgmma: of 64), splits > 1
   // wgmma: blocks in clusters of this many (1 or 2; 2: neighbouring tile rows share B's stages,
   // each block loading half of them for both): where B is read in place from rows that start
-  // inside 32-byte sectors (docs/decisions.md#wgmma-clusters). Set by plan_tensor_core.
+  // inside 32-byte sectors, and for 256-row tiles (docs/decisions.md#wgmma-clusters). Set by
+  // plan_tensor_core.
   int cluster = 1;
   double us = 0;  // the cost model's estimate, microseconds
 };
@@ -82,8 +83,9 @@ TcPlan plan_tensor_core(const TcProblem& p, const TcDevice& dev, const TcForce& 
 
 // The model's time of `plan` for p on dev (microseconds): what plan_tensor_core minimizes.
 double tc_cost_us(const TcProblem& p, const TcDevice& dev, const TcPlan& plan);
-// Whether a wgmma plan runs in clusters of two (TcPlan::cluster): B read in place from rows that
-// start inside sectors, tiles 128 or more wide, two tile rows or more.
-bool wgmma_clusters(const TcProblem& p, const TcPlan& plan);
+// Whether a wgmma plan on `sms` SMs runs in clusters of two (TcPlan::cluster): 128-row tiles where
+// B is read in place from rows that start inside sectors, tiles 128 or more wide, two tile rows or
+// more; 256-row tiles unsplit over two tile rows or more, where the pairs take no more rounds.
+bool wgmma_clusters(const TcProblem& p, const TcPlan& plan, int sms);
 
 }  // namespace lltm_ext::gemm
