@@ -914,7 +914,9 @@ def run_gemm_wgmma_tall(dtypes: list[torch.dtype]) -> None:
 def run_gemm_wgmma_clusters(dtypes: list[torch.dtype], prefilled: bool = False) -> None:
     """run_gemm_wgmma's checks with the wgmma kernel's blocks in clusters of two wherever they can
     pair (two tile rows or more: B's stages multicast to both; `_set_gemm_wgmma_knobs(cluster=2)`),
-    K splits too; `prefilled` as there."""
+    K splits too; `prefilled` as there. Then, still in pairs, a K-major B at widths off the
+    64-column grid (each block's half of B's rows overlapping the other's) and the 256-row tiles
+    (an odd number of tile rows: the last pair's second block idle)."""
     ext = load_extension("gemm")
     if DEVICE == "cuda":
         ext._set_gemm_wgmma_knobs(cluster=2)
@@ -923,10 +925,13 @@ def run_gemm_wgmma_clusters(dtypes: list[torch.dtype], prefilled: bool = False) 
         if DEVICE == "cuda" and ext._gemm_half_path() == "wgmma":
             for dtype in [d for d in dtypes if d in HALF]:
                 a, b = padded(520, 1032, dtype), padded(200, 1032, dtype).t()
-                for tile, splits in ((128, 3), (256, 2)):
+                runs = ((128, 3, 128), (256, 2, 128), (144, 1, 128), (168, 2, 128))
+                for tile, splits, rows in runs + ((152, 1, 256), (152, 3, 256)):
                     c = torch.full((520, 200), math.nan, dtype=dtype, device=DEVICE)
-                    ext._gemm_tensor_core(a, b, "wgmma", tile=tile, splits=splits, out=c)
-                    what = f"gemm_wgmma_clusters {tile} {splits} splits {dtype}"
+                    ext._gemm_tensor_core(
+                        a, b, "wgmma", tile=tile, splits=splits, tile_m=rows, out=c
+                    )
+                    what = f"gemm_wgmma_clusters {rows}x{tile} {splits} splits {dtype}"
                     check_gemm(c, a, b, dtype, what, GEMM_REL[dtype])
     finally:
         if DEVICE == "cuda":
