@@ -529,7 +529,8 @@ def test_wgmma_tall_tiles(dtype):
     K-major (A either way): tiles cut by M (fewer rows than one slab, than one tile, odd) and N,
     K of one partial step and of many, more tiles than one round of SMs, with and without K
     splits; C stored through TMA, or directly where its base is off 16 bytes; a NaN-poisoned
-    output fully written, the same bits twice. An N-major B, TF32 and other widths are refused."""
+    output fully written, the same bits twice; the planner's pick in pairs of tile rows, the same
+    bits as alone. An N-major B, TF32 and other widths are refused."""
     if not tc_runs("wgmma"):
         pytest.skip("the wgmma kernel does not run here (a Hopper GPU and sm_90a code)")
     for tile in TALL_TILES:
@@ -550,6 +551,20 @@ def test_wgmma_tall_tiles(dtype):
                     assert_like_torch(out, a, b)
                     twice = ext()._gemm_tensor_core(a, b, "wgmma", **run)
                     assert torch.equal(out, twice), (m, n, k, layout, splits, offset)
+    # The auto plan at 3000 x 5000 x 2000 x @ W.T on a GPU of 132 SMs: 256 x 152 tiles in pairs of
+    # tile rows (6 x 33 pairs, three rounds); the same bits as those tiles forced alone.
+    a, b = operands(3000, 5000, 2000, "nt", dtype)
+    kernel, tile, *_, cluster, tile_m = ext()._cuda_tc_plan(a, b)
+    if torch.cuda.get_device_properties(0).multi_processor_count == 132:
+        assert (kernel, tile, cluster, tile_m) == ("wgmma", 152, 2, 256)
+    auto = lltm_ext.gemm(a, b)
+    assert_like_torch(auto, a, b)
+    ext()._set_gemm_wgmma_knobs(cluster=1)
+    try:
+        alone = ext()._gemm_tensor_core(a, b, "wgmma", tile=152, tile_m=256)
+    finally:
+        ext()._set_gemm_wgmma_knobs()
+    assert torch.equal(auto, alone)
     a = torch.ones(8, 8, dtype=dtype, device="cuda")
     with pytest.raises(RuntimeError, match="256-row tiles are"):
         ext()._gemm_tensor_core(a, a.t(), "wgmma", tile=128, tile_m=256)
