@@ -808,12 +808,14 @@ GEMV_TF32_BOUND = 2e-3
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_small_side(case, layout):
     """M or N of 1 to 4 (the other sides 1 to 20000, K up to 20000: K splits where the large side
-    is short), every layout, operands 16-byte aligned or not (rows of every misalignment), a
-    NaN-poisoned out=: within the dtype's float-accumulation bound of float64 (TF32's where
-    allowed), the same bits twice."""
+    is short; a short K over many rows, a few lanes per row), every layout, operands 16-byte
+    aligned or not (rows of every misalignment), a NaN-poisoned out=: within the dtype's
+    float-accumulation bound of float64 (TF32's where allowed), the same bits twice."""
     dtype, tf32 = case
     shapes = [(1, 1, 1), (1, 7, 3), (3, 1, 1001), (4, 2000, 777), (2000, 3, 777), (1, 20000, 9)]
     shapes += [(2, 33, 20000), (129, 4, 5000), (1, 1, 9999), (4, 4, 4), (1, 300, 8195)]
+    # Short rows shared by a few lanes each (1, 2, 4, ... threads per row of the row kernel).
+    shapes += [(3, 10250, 13), (2, 3000, 150), (4100, 4, 40)]
     bound = GEMV_TF32_BOUND if tf32 else GEMV_BOUND[dtype]
     with tf32_if(torch.float32 if tf32 else torch.float16):
         for m, n, k in shapes:

@@ -272,10 +272,18 @@ bool try_gemv(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, cud
   // wait on one element per load, so it takes four times as many blocks (shorter K splits).
   const int64_t want = (rows ? 2LL : 8LL) * sms;
   int64_t blocks;
-  if (rows) {  // enough warps on the rows, more per row when they are few
-    g.wpr = 1;
-    while (g.wpr < 8 && g.L * g.wpr < 8 * want) g.wpr *= 2;
-    blocks = (g.L + 8 / g.wpr - 1) / (8 / g.wpr);
+  if (rows) {
+    // Threads per row: a warp's lanes, fewer where the row is short (each thread two 16-byte
+    // runs of X or more: a warp per row of 13 elements leaves most lanes idle and takes a block
+    // per 8 rows), then more per row while the rows are too few for about 16 warps per SM, as
+    // long as each thread keeps a run.
+    const int64_t v = 16 / static_cast<int64_t>(sizeof(T));  // elements per 16-byte run
+    const int64_t runs = (K + v - 1) / v;
+    g.tpr = 1;
+    while (g.tpr < 32 && 4 * g.tpr <= runs) g.tpr *= 2;
+    while (g.tpr < 256 && 2 * g.tpr <= runs && g.L * g.tpr < 256 * want) g.tpr *= 2;
+    const int64_t rows_per_block = 256 / g.tpr;
+    blocks = (g.L + rows_per_block - 1) / rows_per_block;
   } else {
     blocks = (g.L + 31) / 32;
   }

@@ -16,7 +16,7 @@ namespace gv = lltm_ext::gemm_tiles::gemv;
 
 template <typename T, typename Acc, int S_MAX>
 cudaError_t launch_s(const GemvCall& g, bool rows, cudaStream_t stream) {
-  const int rows_per_block = gv::kThreads / 32 / g.wpr;
+  const int rows_per_block = gv::kThreads / g.tpr;
   const dim3 grid(static_cast<unsigned int>(rows ? (g.L + rows_per_block - 1) / rows_per_block
                                                  : (g.L + 31) / 32),
                   static_cast<unsigned int>((g.K + g.k_split - 1) / g.k_split));
@@ -34,6 +34,7 @@ template <typename T>
 cudaError_t launch_gemv(const GemvCall& g, cudaStream_t stream) {
   using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
   if (g.k_split <= 0 || g.L <= 0 || g.S < 1 || g.S > 4) return cudaErrorInvalidValue;
+  if (g.tpr < 1 || g.tpr > gv::kThreads || (g.tpr & (g.tpr - 1)) != 0) return cudaErrorInvalidValue;
   if ((g.K + g.k_split - 1) / g.k_split > 65535) return cudaErrorInvalidConfiguration;
   const bool rows = g.xs_k == 1;
   if (g.S == 1) return launch_s<T, Acc, 1>(g, rows, stream);

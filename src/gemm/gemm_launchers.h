@@ -62,8 +62,9 @@ cudaError_t launch_tail_reduce(const T* partial, T* c, int M, int N, int64_t ldc
 
 // out[l, s] = sum over k of X[l, k] Y[k, s] (l < L, s < S, k < K; see gemm/tiles/gemv.cuh), every
 // matrix by element strides into its tensor, all of type T, accumulated in float (double for
-// double). X K-contiguous (xs_k == 1) runs the row kernel with wpr warps per row (1, 2, 4 or 8),
-// else X is L-contiguous (xs_l == 1). k_split: K elements per split; more than one split writes
+// double). X K-contiguous (xs_k == 1) runs the row kernel with tpr threads per row (a power of two
+// from 1 to 256: lanes of one warp up to 32, whole warps past it), else X is L-contiguous
+// (xs_l == 1). k_split: K elements per split; more than one split writes
 // float (double) partials into `partial`, one `slice`-element slice per split, indexed as out.
 struct GemvCall {
   const void* x;
@@ -74,7 +75,7 @@ struct GemvCall {
   int S;
   int64_t xs_l, xs_k, ys_k, ys_s, os_l, os_s;
   int64_t slice = 0;
-  int wpr = 1;
+  int tpr = 32;
 };
 
 template <typename T>

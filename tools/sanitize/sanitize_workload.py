@@ -664,8 +664,8 @@ def run_gemm(dtype: torch.dtype) -> None:
         assert lltm_ext.gemm(a, b, out=out) is out
         check_gemm(out, a, b, dtype, f"gemm out= case {j} {dtype}")
     # The matrix-vector row kernel over rows that start off 16-byte boundaries (odd K): Y's padded
-    # chunks, K past one chunk, with and without K splits.
-    for m, n, k in ((1, 37, 8195), (3, 5, 20001)):
+    # chunks, K past one chunk, with and without K splits; short rows that a few lanes share.
+    for m, n, k in ((1, 37, 8195), (3, 5, 20001), (3, 700, 13), (2, 300, 150)):
         a, b = operands(m, n, k, "nt", dtype)
         check_gemm(lltm_ext.gemm(a, b), a, b, dtype, f"gemm matrix-vector {m}x{n}x{k} {dtype}")
     # Split-K from the heuristic: few tiles, long K (float32 and float64 split; halves do not).

@@ -5,11 +5,12 @@
 // The problem, in the large operand's terms: out[l, s] = sum over k of X[l, k] Y[k, s], for l < L
 // (the large side: N when M is small, else M), s < S <= S_MAX (the small side), k in this block's
 // K split. Two kernels, by X's unit-stride dimension:
-//   - gemv_rows_kernel (X K-contiguous): WPR warps per row of X, lanes striding over K with
-//     16-byte loads (each row cut at its own 16-byte boundaries: any row stride), Y staged in
-//     shared memory a chunk of K at a time (so that Y's reads cost no more than X's; padded where
-//     X's rows start off 16-byte boundaries, so that its element reads meet no bank conflicts);
-//     shuffle sums, then the row's warps summed through shared memory;
+//   - gemv_rows_kernel (X K-contiguous): TPR threads per row of X (a few lanes for a short K, up to
+//     8 warps for a long one), striding over K with 16-byte loads, four in flight per thread
+//     (each row cut at its own 16-byte boundaries: any row stride), Y staged in shared memory a
+//     chunk of K at a time (so that Y's reads cost no more than X's; padded where X's rows start
+//     off 16-byte boundaries, so that its element reads meet no bank conflicts); shuffle sums,
+//     then a row's warps summed through shared memory;
 //   - gemv_cols_kernel (X L-contiguous): 32 consecutive l per block (one per lane: coalesced), its
 //     8 warps striding over K; the warps' sums added through shared memory.
 // With gridDim.y > 1 each block row of the grid takes one K split and writes its float partials
@@ -75,12 +76,11 @@ __global__ void __launch_bounds__(kThreads) gemv_rows_kernel(const GemvCall p) {
   const int ch = pad ? CHP : CH;
   const auto at = [pad](int k) { return pad ? k + k / 32 : k; };
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int rows_per_block = kThreads / 32 / p.wpr;
-  const int64_t l = static_cast<int64_t>(blockIdx.x) * rows_per_block + warp / p.wpr;
-  const int part = warp % p.wpr;  // the warp's share of the row's K
+  const int tpr = p.tpr;  // threads per row: a power of two, 1 to kThreads
+  const int64_t l = static_cast<int64_t>(blockIdx.x) * (kThreads / tpr) + threadIdx.x / tpr;
+  const int part = static_cast<int>(threadIdx.x) % tpr;  // the thread's share of the row's K
   const int64_t k_begin = static_cast<int64_t>(blockIdx.y) * p.k_split;
   const int64_t k_end = min(p.K, k_begin + p.k_split);
-  const int64_t stride = static_cast<int64_t>(p.wpr) * 32;
   const T* const y = static_cast<const T*>(p.y);
   const T* const row = static_cast<const T*>(p.x) + min(l, p.L - 1) * p.xs_l;
   // Y's chunk as Acc, [s][k].
@@ -105,13 +105,14 @@ __global__ void __launch_bounds__(kThreads) gemv_rows_kernel(const GemvCall p) {
     const int runs = (n - head) / V, body_end = head + runs * V;
     // ALIGNED (!pad, and so head 0 in every row): k is a multiple of V, so that Y's run is read
     // from shared memory in 16-byte loads too (with S = 3 or 4 the scalar reads of Y's runs cost
-    // more than X's loads); else one element at a time from the padded chunk.
+    // more than X's loads); else one element at a time from the padded chunk. Each thread issues
+    // its next four 16-byte loads before it adds them (more of the row in flight than one load
+    // at a time), then its last few runs singly, adding its runs in order of k either way.
     auto runs_of = [&](auto aligned) {
       constexpr bool ALIGNED = decltype(aligned)::value;
-#pragma unroll 2
-      for (int q = part * 32 + lane; q < runs; q += static_cast<int>(stride)) {
+      constexpr int U = 4;
+      const auto add = [&](const uint4& bits, int q) {
         const int k = (ALIGNED ? 0 : head) + q * V;
-        const uint4 bits = __ldg(reinterpret_cast<const uint4*>(row + c0 + k));
         T v[V];
         __builtin_memcpy(v, &bits, sizeof(bits));
 #pragma unroll
@@ -122,16 +123,28 @@ __global__ void __launch_bounds__(kThreads) gemv_rows_kernel(const GemvCall p) {
             acc[s] += tile_cast<Acc>(v[e]) * ys[s][ALIGNED ? k + e : at(k + e)];
           }
         }
+      };
+      const auto load = [&](int q) {
+        return __ldg(reinterpret_cast<const uint4*>(row + c0 + (ALIGNED ? 0 : head) + q * V));
+      };
+      int q = part;
+      for (; q + (U - 1) * tpr < runs; q += U * tpr) {
+        uint4 bits[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) bits[u] = load(q + u * tpr);
+#pragma unroll
+        for (int u = 0; u < U; ++u) add(bits[u], q + u * tpr);
       }
+      for (; q < runs; q += tpr) add(load(q), q);
     };
     if (!pad && head == 0) {
       runs_of(std::true_type{});
     } else {
       runs_of(std::false_type{});
     }
-    // The head and the tail, one element per lane.
+    // The head and the tail, one element per thread.
     const int scalars = head + (n - body_end);
-    for (int j = part * 32 + lane; j < scalars; j += static_cast<int>(stride)) {
+    for (int j = part; j < scalars; j += tpr) {
       const int k = j < head ? j : body_end + (j - head);
       const Acc x = tile_cast<Acc>(row[c0 + k]);
 #pragma unroll
@@ -140,23 +153,32 @@ __global__ void __launch_bounds__(kThreads) gemv_rows_kernel(const GemvCall p) {
       }
     }
   }
+  // The row's sum: across its lanes by shuffles (offsets below tpr stay inside the row's lanes),
+  // then, past a warp per row, across its warps through shared memory.
 #pragma unroll
   for (int s = 0; s < S_MAX; ++s) {
 #pragma unroll
-    for (int off = 16; off > 0; off /= 2) acc[s] += __shfl_xor_sync(0xffffffffu, acc[s], off);
+    for (int off = 16; off > 0; off /= 2) {
+      if (off < tpr) acc[s] += __shfl_xor_sync(0xffffffffu, acc[s], off);
+    }
   }
+  if (tpr <= 32) {
+    if (part == 0 && l < p.L) write_sums<T, Acc, S_MAX>(p, l, acc);
+    return;
+  }
+  const int wpr = tpr / 32;
   __shared__ Acc sums[kThreads / 32][S_MAX];
   if (lane == 0) {
 #pragma unroll
     for (int s = 0; s < S_MAX; ++s) sums[warp][s] = acc[s];
   }
   __syncthreads();
-  if (part == 0 && lane == 0 && l < p.L) {
+  if (part == 0 && l < p.L) {
     Acc total[S_MAX];
 #pragma unroll
     for (int s = 0; s < S_MAX; ++s) {
       total[s] = Acc(0);
-      for (int w = 0; w < p.wpr; ++w) total[s] += sums[warp + w][s];
+      for (int w = 0; w < wpr; ++w) total[s] += sums[warp + w][s];
     }
     write_sums<T, Acc, S_MAX>(p, l, total);
   }
