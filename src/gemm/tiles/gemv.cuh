@@ -6,11 +6,11 @@
 // (the large side: N when M is small, else M), s < S <= S_MAX (the small side), k in this block's
 // K split. Two kernels, by X's unit-stride dimension:
 //   - gemv_rows_kernel (X K-contiguous): TPR threads per row of X (a few lanes for a short K, up to
-//     8 warps for a long one), striding over K with 16-byte loads, four in flight per thread
-//     (each row cut at its own 16-byte boundaries: any row stride), Y staged in shared memory a
-//     chunk of K at a time (so that Y's reads cost no more than X's; padded where X's rows start
-//     off 16-byte boundaries, so that its element reads meet no bank conflicts); shuffle sums,
-//     then a row's warps summed through shared memory;
+//     8 warps for a long one), striding over K with 16-byte loads (each row cut at its own
+//     16-byte boundaries: any row stride), Y staged in shared memory a chunk of K at a time (so
+//     that Y's reads cost no more than X's; padded where X's rows start off 16-byte boundaries,
+//     so that its element reads meet no bank conflicts); shuffle sums within a row's lanes, then
+//     a row's warps summed through shared memory;
 //   - gemv_cols_kernel (X L-contiguous): 32 consecutive l per block (one per lane: coalesced), its
 //     8 warps striding over K; the warps' sums added through shared memory.
 // With gridDim.y > 1 each block row of the grid takes one K split and writes its float partials
@@ -105,14 +105,13 @@ __global__ void __launch_bounds__(kThreads) gemv_rows_kernel(const GemvCall p) {
     const int runs = (n - head) / V, body_end = head + runs * V;
     // ALIGNED (!pad, and so head 0 in every row): k is a multiple of V, so that Y's run is read
     // from shared memory in 16-byte loads too (with S = 3 or 4 the scalar reads of Y's runs cost
-    // more than X's loads); else one element at a time from the padded chunk. Each thread issues
-    // its next four 16-byte loads before it adds them (more of the row in flight than one load
-    // at a time), then its last few runs singly, adding its runs in order of k either way.
+    // more than X's loads); else one element at a time from the padded chunk.
     auto runs_of = [&](auto aligned) {
       constexpr bool ALIGNED = decltype(aligned)::value;
-      constexpr int U = 4;
-      const auto add = [&](const uint4& bits, int q) {
+#pragma unroll 2
+      for (int q = part; q < runs; q += tpr) {
         const int k = (ALIGNED ? 0 : head) + q * V;
+        const uint4 bits = __ldg(reinterpret_cast<const uint4*>(row + c0 + k));
         T v[V];
         __builtin_memcpy(v, &bits, sizeof(bits));
 #pragma unroll
@@ -123,19 +122,7 @@ __global__ void __launch_bounds__(kThreads) gemv_rows_kernel(const GemvCall p) {
             acc[s] += tile_cast<Acc>(v[e]) * ys[s][ALIGNED ? k + e : at(k + e)];
           }
         }
-      };
-      const auto load = [&](int q) {
-        return __ldg(reinterpret_cast<const uint4*>(row + c0 + (ALIGNED ? 0 : head) + q * V));
-      };
-      int q = part;
-      for (; q + (U - 1) * tpr < runs; q += U * tpr) {
-        uint4 bits[U];
-#pragma unroll
-        for (int u = 0; u < U; ++u) bits[u] = load(q + u * tpr);
-#pragma unroll
-        for (int u = 0; u < U; ++u) add(bits[u], q + u * tpr);
       }
-      for (; q < runs; q += tpr) add(load(q), q);
     };
     if (!pad && head == 0) {
       runs_of(std::true_type{});
