@@ -132,7 +132,7 @@ ci_stage "loopback: pip install lltm_ext -f <its page on 127.0.0.1>; another tor
   ${OTHER_TORCH:+--other-torch "$OTHER_TORCH"} --work "$WORK/loopback"
 
 if [[ -n $CPU_TORCH_WHEEL ]]; then
-  ci_stage "CPU-only torch $CPU_TORCH: the sdist built, repaired, checked, installed, tested" 480
+  ci_stage "CPU-only torch $CPU_TORCH: the sdist built, repaired, checked, installed, tested" 540
   rm -rf "$VENVS/cpu"
   python3 -m venv "$VENVS/cpu"
   CPY=$VENVS/cpu/bin/python
