@@ -576,12 +576,53 @@ def test_wgmma_tall_tiles(dtype):
 
 
 def test_wgmma_switches_reject_unknown_values():
-    """The wgmma kernel's cluster and Stream-K switches name their values when given another (on
-    any build)."""
+    """The wgmma kernel's cluster, Stream-K and swap switches name their values when given another
+    (on any build)."""
     with pytest.raises(RuntimeError, match="cluster is 0, 1 or 2, not 3"):
         ext()._set_gemm_wgmma_knobs(cluster=3)
     with pytest.raises(RuntimeError, match="stream_k is 'auto', 'off' or 'on', not 'sometimes'"):
         ext()._set_gemm_wgmma_knobs(stream_k="sometimes")
+    with pytest.raises(RuntimeError, match="swap is 'auto', 'off' or 'on', not 'yes'"):
+        ext()._set_gemm_wgmma_knobs(swap="yes")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bfloat16", "float16"])
+def test_wgmma_swap(dtype):
+    """16-bit a.T @ b.T (A M-major, B K-major) run as its transpose, b^T a^T stored transposed
+    (``_set_gemm_wgmma_knobs(swap="on")``): like torch into a NaN-poisoned output at an offset,
+    the same bits twice; tails in M and N, M and N of 1-9, odd sides (the operands copied to
+    aligned rows first), K splits, rows inside sectors (clusters of two), the tiles of
+    3000 x 5000 x 2000; forced tiles and splits too. Other layouts and float32 are unchanged by the
+    switch (the same bits as with it off)."""
+    if not tc_runs("wgmma"):
+        pytest.skip("the wgmma kernel does not run here (a Hopper GPU and sm_90a code)")
+    shapes = [(256, 512, 64), (136, 72, 1000), (1000, 1100, 1024), (1, 264, 520), (264, 1, 520)]
+    shapes += [(9, 7, 300), (65, 136, 200), (300, 520, 7000), (2100, 4100, 72), (3000, 5000, 2000)]
+    shapes += [(1032, 4104, 1032), (4104, 1032, 1032), (333, 517, 91)]
+    ext()._set_gemm_wgmma_knobs(swap="on")
+    try:
+        for m, n, k in shapes:
+            a, b = operands(m, n, k, "tt", dtype)
+            for offset in (0, 3):
+                out = poisoned(m, n, dtype, offset)
+                lltm_ext.gemm(a, b, out=out)
+                assert_like_torch(out, a, b)
+            assert torch.equal(out, lltm_ext.gemm(a, b)), (m, n, k)
+            for tile, splits in [(128, 1), (256, 3), (64, 2)]:
+                out = poisoned(m, n, dtype)
+                ext()._gemm_tensor_core(a, b, "wgmma", tile=tile, splits=splits, out=out)
+                assert_like_torch(out, a, b)
+    finally:
+        ext()._set_gemm_wgmma_knobs()
+    for layout in ("nn", "nt", "tn"):
+        a, b = operands(300, 520, 700, layout, dtype)
+        off = lltm_ext.gemm(a, b)
+        ext()._set_gemm_wgmma_knobs(swap="on")
+        try:
+            assert torch.equal(lltm_ext.gemm(a, b), off), layout
+        finally:
+            ext()._set_gemm_wgmma_knobs()
 
 
 def stream_k_split(m, n, k, sms, tf32=False, how="auto"):

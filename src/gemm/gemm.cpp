@@ -555,15 +555,20 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       py::arg("path"));
   m.def(
       "_set_gemm_wgmma_knobs",
-      [](bool overlap, bool short_a, int64_t cluster, const std::string& stream_k, bool tall) {
+      [](bool overlap, bool short_a, int64_t cluster, const std::string& stream_k, bool tall,
+         const std::string& swap) {
         TORCH_CHECK(cluster >= 0 && cluster <= 2, "lltm_ext.gemm: cluster is 0, 1 or 2, not ",
                     cluster, ".");
         // The order of gemm_launchers.h's kStreamKAuto, kStreamKOff, kStreamKOn.
         const int sk = stream_k == "auto" ? 0 : stream_k == "off" ? 1 : stream_k == "on" ? 2 : -1;
         TORCH_CHECK(sk >= 0, "lltm_ext.gemm: stream_k is 'auto', 'off' or 'on', not '", stream_k,
                     "'.");
+        // The order of gemm_launchers.h's kSwapAuto, kSwapOff, kSwapOn.
+        const int sw = swap == "auto" ? 0 : swap == "off" ? 1 : swap == "on" ? 2 : -1;
+        TORCH_CHECK(sw >= 0, "lltm_ext.gemm: swap is 'auto', 'off' or 'on', not '", swap, "'.");
 #ifdef WITH_CUDA
-        lltm_ext::gemm::set_cuda_wgmma_knobs(overlap, short_a, static_cast<int>(cluster), sk, tall);
+        lltm_ext::gemm::set_cuda_wgmma_knobs(overlap, short_a, static_cast<int>(cluster), sk, tall,
+                                             sw);
 #else
         TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
 #endif
@@ -576,9 +581,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "N-major), 1: never, 0: as planned; "
       "stream_k, the 256-wide tile's last, partial round as Stream-K: 'auto' (the rule), 'off', "
       "'on' (wherever it can); tall, the planner may take the 256-row tiles (else 128-row "
-      "tiles only, unless forced)",
+      "tiles only, unless forced); swap, a 16-bit product of an M-major A and a K-major B as its "
+      "transpose (b^T a^T, stored transposed): 'auto' (the rule), 'off', 'on'",
       py::arg("overlap") = true, py::arg("short_a") = true, py::arg("cluster") = 0,
-      py::arg("stream_k") = "auto", py::arg("tall") = true);
+      py::arg("stream_k") = "auto", py::arg("tall") = true, py::arg("swap") = "auto");
   m.def(
       "_cuda_choose",
       [](int64_t M, int64_t N, int64_t K, bool b_k_contig) {

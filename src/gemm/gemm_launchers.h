@@ -215,6 +215,8 @@ struct Sm90Gemm : GemmProblem {
 // share of them left idle is kStreamKMinIdleK or more (gemm_kernels_sm90.cu); on: wherever it can
 // (the last round, or all the tiles where they are fewer than the SMs); off: never.
 inline constexpr int kStreamKAuto = 0, kStreamKOff = 1, kStreamKOn = 2;
+// The wgmma path's operand swap (set_cuda_wgmma_knobs): as the rule says, never, wherever it can.
+inline constexpr int kSwapAuto = 0, kSwapOff = 1, kSwapOn = 2;
 // dp_tiles: the whole-tile kernel's 128 x 256 tiles (all of them where Stream-K takes none);
 // sk_tiles: Stream-K's, over `blocks` blocks.
 struct Sm90StreamK {

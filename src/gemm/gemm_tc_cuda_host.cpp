@@ -73,6 +73,9 @@ std::atomic<int> g_half_path{-1};
 std::atomic<bool> g_wgmma_overlap{true}, g_wgmma_short_a{true}, g_wgmma_tall{true};
 std::atomic<int> g_wgmma_cluster{0};  // 0: the plan's
 std::atomic<int> g_wgmma_stream_k{kStreamKAuto};
+// set_cuda_wgmma_knobs(): whether a product of an M-major A and a K-major B runs as its transpose
+// (kSwapAuto: where the rule says; kSwapOff; kSwapOn: wherever it can).
+std::atomic<int> g_wgmma_swap{kSwapAuto};
 
 int parse_half_path(const std::string& value, const char* what) {
   return settings::choice_index(kHalfPathSetting, value, what);
@@ -272,8 +275,9 @@ void reduce_workspace(const at::Tensor& workspace, const at::Tensor& c, int spli
 // c = a @ b on the wgmma kernel with block tile width plan.tile, after the plan's copies (tf32
 // operands that are not K-major through lltm_ext's transpose kernel, others through aligned_copy;
 // x3, float32 at full precision: both split by split_copy).
+// c_trans: the product is c's transpose (a and b swapped, C^T = b^T a^T), stored transposed.
 void run_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const TcPlan& plan,
-               cudaStream_t stream, bool x3 = false) {
+               cudaStream_t stream, bool x3 = false, bool c_trans = false) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   const bool tf32 = a.scalar_type() == at::kFloat;
   // An operand as wgmma reads it: in place, or copied (`keep` holds the copy until after the
@@ -295,6 +299,10 @@ void run_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, co
                         (!tf32 || (A.k_contig && B.k_contig)));
   Sm90Gemm g;
   fill_problem(&g, A, B, c, M, N, K);
+  if (c_trans) {  // c: N x M, row-major; the kernel's M x N product stored transposed
+    g.ldc = M;
+    g.c_trans = true;
+  }
   g.type = x3     ? kSm90F32x3
            : tf32 ? kSm90Tf32
                   : (a.scalar_type() == at::kBFloat16 ? kSm90BFloat16 : kSm90Half);
@@ -419,8 +427,26 @@ TcPlan cuda_tc_plan(const at::Tensor& a, const at::Tensor& b, const TcForce& for
   return plan_tensor_core(problem_of(a, b), dev, f);
 }
 
+// Whether c = a @ b runs on the wgmma kernel as its transpose, C^T = b^T a^T, stored transposed
+// (docs/decisions.md#wgmma-swap): 16-bit, A M-major and B K-major (a.T @ b.T of row-major
+// matrices), whose transpose reads both operands as the kernel's fastest layout does, A K-major
+// and B N-major.
+bool wgmma_swaps(const at::Tensor& a, const at::Tensor& b) {
+  const int swap = g_wgmma_swap.load();
+  if (swap != kSwapOn || a.scalar_type() == at::kFloat) return false;
+  return !operand_of(a, /*is_a=*/true).k_contig && operand_of(b, /*is_a=*/false).k_contig;
+}
+
 bool run_tensor_core(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
                      cudaStream_t stream, const TcForce& force) {
+  if (wgmma_swaps(a, b)) {
+    const at::Tensor a_t = b.t(), b_t = a.t();
+    const TcPlan plan = cuda_tc_plan(a_t, b_t, force);
+    if (plan.kernel == TcKernel::kWgmma) {
+      run_wgmma(a_t, b_t, c, plan, stream, /*x3=*/false, /*c_trans=*/true);
+      return true;
+    }
+  }
   const TcPlan plan = cuda_tc_plan(a, b, force);
   switch (plan.kernel) {
     case TcKernel::kWgmma:
@@ -543,7 +569,9 @@ std::tuple<int64_t, int64_t, int64_t> cuda_stream_k_split(int64_t M, int64_t N, 
   return std::make_tuple(sk.dp_tiles, sk.sk_tiles, sk.blocks);
 }
 
-void set_cuda_wgmma_knobs(bool overlap, bool short_a, int cluster, int stream_k, bool tall) {
+void set_cuda_wgmma_knobs(bool overlap, bool short_a, int cluster, int stream_k, bool tall,
+                          int swap) {
+  g_wgmma_swap.store(swap);
   g_wgmma_tall.store(tall);
   g_wgmma_overlap.store(overlap);
   g_wgmma_short_a.store(short_a);
