@@ -1,7 +1,8 @@
 """Times 16-bit products of an M-major A and a K-major B (layout tt: `a.T @ b.T` of row-major
 matrices) on the wgmma path as given and as their transpose (`_set_gemm_wgmma_knobs(swap="on")`:
-C^T = b^T a^T, A K-major and B N-major, C stored transposed), beside cuBLAS, interleaved, each
-checked against float64; with the planner's plan of each orientation.
+C^T = b^T a^T, A K-major and B N-major, C stored transposed by TMA, or by each thread directly
+into an output TMA cannot store to), beside cuBLAS, interleaved, each checked against float64;
+with the planner's plan of each orientation.
 
 Shapes: 3000x5000x2000 ("uneven", both 16-bit types), square and linear-layer-sized products
 ("large"), and random ones (M, N, K log-uniform in 256-8192, K a multiple of 8, bfloat16).
@@ -49,8 +50,19 @@ def measure(ext: Any, m: int, n: int, k: int, layout: str, dtype: str, budget: f
         err = float((c.double() - ref).norm() / ref.norm())
         assert err < 1e-2, (m, n, k, layout, dtype, swap, err)
     plans = {"off": list(ext._cuda_tc_plan(a, b)), "on": list(ext._cuda_tc_plan(b.t(), a.t()))}
-    names = ["off", "on", "ref"]
-    fns = [lambda: run("off"), lambda: run("on"), lambda: a @ b]
+    # "on_direct": into an output whose base is off 16 bytes, which TMA cannot store: C^T's
+    # elements stored by each thread directly.
+    shifted = torch.empty(m * n + 1, dtype=a.dtype, device=a.device)[1:].view(m, n)
+
+    def run_direct() -> torch.Tensor:
+        ext._set_gemm_wgmma_knobs(swap="on")
+        try:
+            return lltm_ext.gemm(a, b, out=shifted)
+        finally:
+            ext._set_gemm_wgmma_knobs()
+
+    names = ["off", "on", "on_direct", "ref"]
+    fns = [lambda: run("off"), lambda: run("on"), run_direct, lambda: a @ b]
     times, samples = time_medians(fns, torch.device("cuda"), budget)
     us = {name: t * 1e6 for name, t in zip(names, times, strict=True)}
     print(

@@ -265,13 +265,17 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   err = g.b_kcontig ? make_map(encode, &map_b, g.b, g.type, g.K, parts * g.N, g.ldb, b_rows, step)
                     : make_map(encode, &map_b, g.b, g.type, g.N, g.K, g.ldb, 64, step);
   if (err != cudaSuccess) return err;
-  // C (M x N, row-major): stored by TMA in 64 x 64 boxes where its base and stride allow; the
-  // narrow tile and a transposed C directly.
+  // C (M x N, row-major): stored by TMA in 64 x 64 boxes where its base and stride allow, a
+  // 16-bit C transposed (N x M, row-major) too; the narrow tile and the rest directly.
   CUtensorMap map_c = map_a;  // (unused when tma_store is false)
   const int elem = g.type == kSm90Tf32 || x3 ? 4 : 2;
-  const bool tma_store = g.bn >= 64 && !g.c_trans && rows_aligned(g.c, g.ldc, g.M, elem, 16);
+  const bool tma_store =
+      g.bn >= 64 && (g.c_trans ? elem == 2 && rows_aligned(g.c, g.ldc, g.N, 2, 16)
+                               : rows_aligned(g.c, g.ldc, g.M, elem, 16));
   if (tma_store) {
-    err = make_map(encode, &map_c, g.c, g.type, g.N, g.M, g.ldc, 64, step, /*out=*/true);
+    err = g.c_trans
+              ? make_map(encode, &map_c, g.c, g.type, g.M, g.N, g.ldc, 64, step, /*out=*/true)
+              : make_map(encode, &map_c, g.c, g.type, g.N, g.M, g.ldc, 64, step, /*out=*/true);
     if (err != cudaSuccess) return err;
   }
   sm90::Sm90Params p;

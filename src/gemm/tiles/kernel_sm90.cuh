@@ -38,8 +38,10 @@
 //   - epilogue: accumulators converted to the output type, written to a shared staging buffer in
 //     TMA's swizzled layout and stored by TMA, asynchronously (the next tile's main loop overlaps
 //     the writes of C; at BN 168 and 144 its whole 64-column passes so, the rest directly);
-//     where C's base or stride does not suit TMA, stored by each thread directly (two elements at
-//     a time where alignment allows), predicated on M and N;
+//     a 16-bit C stored transposed (p.c_trans: the caller swapped the operands, C^T = b^T a^T)
+//     the same way, the staged boxes' rows then C's columns; where C's base or stride does not
+//     suit TMA, stored by each thread directly (two elements at a time where alignment allows),
+//     predicated on M and N;
 //   - float32 at full precision (DT kSm90F32X3; tiles 64 and 128 wide, no clusters): each operand
 //     is copied beforehand K-major into a tf32 "big" part and a "small" part (the rounded
 //     remainder; gemm/tiles/split_tf32.cuh), a stage holds both parts of A and B, and the
@@ -754,9 +756,25 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               const uint32_t r = 16 * warp + lane / 4 + 8 * h;
+              const float v0 = acc[s][4 * j + 2 * h], v1 = acc[s][4 * j + 2 * h + 1];
+              if constexpr (!F32) {
+                if (p.c_trans) {
+                  // C transposed (16-bit): the box's rows are the pass's columns, each 64 rows
+                  // r of 2 bytes (conflict-free: a warp's 8 rows r share a 16-byte chunk, its 4
+                  // columns land on 4 chunks).
+                  const uint32_t rb = 2 * r, c_row = col % CB;
+#pragma unroll
+                  for (int e = 0; e < 2; ++e) {
+                    const uint32_t row = c_row + e;
+                    st_shared_u16(cs_addr + box * Tile::C_BOX_BYTES + row * 128 +
+                                      (((rb >> 4) ^ (row & 7)) << 4) + (rb & 15),
+                                  pack1<DT == kSm90BF16>(e == 0 ? v0 : v1));
+                  }
+                  continue;
+                }
+              }
               const uint32_t addr = cs_addr + box * Tile::C_BOX_BYTES + r * 128 +
                                     (((cb >> 4) ^ (r & 7)) << 4) + (cb & 15);
-              const float v0 = acc[s][4 * j + 2 * h], v1 = acc[s][4 * j + 2 * h + 1];
               if constexpr (F32) {
                 st_shared_v2_f32(addr, v0, v1);
               } else {
@@ -769,8 +787,12 @@ __global__ void __launch_bounds__(384, 1)
           if (tid == 0 && m_slab < m_lim) {
 #pragma unroll
             for (int box = 0; box < BOXES; ++box) {
-              tma_store_2d(&map_c, cs + box * Tile::C_BOX_BYTES, n0 + PASS_COLS * pass + CB * box,
-                           m_slab);
+              const int col = n0 + PASS_COLS * pass + CB * box;
+              if (p.c_trans) {  // map_c: C^T, rows of M (the kernel's N x M, row-major)
+                tma_store_2d(&map_c, cs + box * Tile::C_BOX_BYTES, m_slab, col);
+              } else {
+                tma_store_2d(&map_c, cs + box * Tile::C_BOX_BYTES, col, m_slab);
+              }
             }
             bulk_commit();
           }
