@@ -428,9 +428,9 @@ TcPlan cuda_tc_plan(const at::Tensor& a, const at::Tensor& b, const TcForce& for
 }
 
 // Whether c = a @ b runs on the wgmma kernel as its transpose, C^T = b^T a^T, stored transposed
-// (docs/decisions.md#wgmma-swap): 16-bit, A M-major and B K-major (a.T @ b.T of row-major
-// matrices), whose transpose reads both operands as the kernel's fastest layout does, A K-major
-// and B N-major.
+// (16-bit, A M-major and B K-major: a.T @ b.T of row-major matrices), whose transpose reads both
+// operands as the kernel's fastest layout does, A K-major and B N-major. Only where switched on
+// (set_cuda_wgmma_knobs) until benchmarks/gemm_tc_plan/measure_swap.py has run on a GPU.
 bool wgmma_swaps(const at::Tensor& a, const at::Tensor& b) {
   const int swap = g_wgmma_swap.load();
   if (swap != kSwapOn || a.scalar_type() == at::kFloat) return false;
