@@ -35,7 +35,8 @@ and float16, B K-major, with and without K splits), and the 256-wide wgmma tile'
 (gemm_stream_k:
 forced on, bfloat16, float16 and TF32, every layout, a tile's parts over one to many blocks, whole
 rounds before a partial one, a full round alone; the partial sums' slices and flags read and
-written across blocks).
+written across blocks), and a.T @ b.T run as its transpose (gemm_swap: bfloat16 and float16, C
+stored transposed by TMA and directly, forced tiles and K splits).
 Under --prefilled-tma-outputs (initcheck without --check-tensor-ops, which does
 not see the copy engine's stores) the wgmma kernels write only into NaN-filled out= buffers, and
 the `gemm` section runs bfloat16 / float16 on the SIMT kernel.
@@ -1223,6 +1224,40 @@ def run_gemm_stream_k(dtypes: list[torch.dtype]) -> None:
         ext._set_gemm_wgmma_knobs()
 
 
+# a.T @ b.T run as its transpose: tails, a side of 1, odd sides (copied first), K splits forced,
+# rows inside sectors (N = 8 mod 16 where the swapped B is N-major: clusters of two).
+SWAP_SHAPES = ((136, 72, 1000), (333, 517, 91), (300, 520, 700), (264, 1, 520), (520, 264, 64))
+
+
+def run_gemm_swap(dtypes: list[torch.dtype]) -> None:
+    """16-bit a.T @ b.T with `_set_gemm_wgmma_knobs(swap="on")`: b^T a^T on the wgmma kernel, C
+    stored transposed by TMA (aligned out=) and by each thread (out= off by one element), the
+    auto plan and tiles 64, 128 and 256 forced with K splits, into NaN-filled outputs (CUDA only,
+    where the wgmma kernel runs: skipped with a line saying so elsewhere)."""
+    ext = load_extension("gemm")
+    if DEVICE != "cuda" or ext._gemm_half_path() != "wgmma":
+        print("  gemm_swap: skipped, the wgmma kernel does not run here", flush=True)
+        return
+    ext._set_gemm_wgmma_knobs(swap="on")
+    try:
+        for dtype in [d for d in dtypes if d in HALF]:
+            for m, n, k in SWAP_SHAPES:
+                a, b = padded(k, m, dtype).t(), padded(n, k, dtype).t()
+                for offset in (0, 1):
+                    flat = torch.full((m * n + offset,), math.nan, dtype=dtype, device=DEVICE)
+                    c = flat[offset:].view(m, n)
+                    lltm_ext.gemm(a, b, out=c)
+                    what = f"gemm_swap {str(dtype)[6:]} {m}x{n}x{k} offset {offset}"
+                    check_gemm(c, a, b, dtype, what, GEMM_REL[dtype])
+                for tile, splits in ((128, 1), (256, 2), (64, 1)):
+                    c = torch.full((m, n), math.nan, dtype=dtype, device=DEVICE)
+                    ext._gemm_tensor_core(a, b, "wgmma", tile=tile, splits=splits, out=c)
+                    what = f"gemm_swap {str(dtype)[6:]} {m}x{n}x{k} tile {tile} splits {splits}"
+                    check_gemm(c, a, b, dtype, what, GEMM_REL[dtype])
+    finally:
+        ext._set_gemm_wgmma_knobs()
+
+
 # The narrow tiles: the small side 1 to 32 (16 and 32 wide), the large side ending inside a 64- and
 # 128-row tile, K ending inside a 64-element step and past several (K splits).
 NARROW_SHAPES = ((1, 200, 72), (16, 136, 1032), (9, 328, 520), (5, 64, 8), (17, 200, 520))
@@ -1304,7 +1339,7 @@ def main() -> int:
         "gemm_wgmma,gemm_wgmma_clusters,gemm_wgmma_exact,gemm_mma,gemm_tc_plans,gemm_row_copies,"
         "gemm_small_side,"
         "gemm_short_k,gemm_skinny,"
-        "gemm_narrow,gemm_stream_k",
+        "gemm_narrow,gemm_stream_k,gemm_swap",
     )
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument(
@@ -1372,6 +1407,8 @@ def main() -> int:
             run_gemm_narrow(dtypes)
         elif op == "gemm_stream_k":
             run_gemm_stream_k(dtypes)
+        elif op == "gemm_swap":
+            run_gemm_swap(dtypes)
         else:
             for dtype in dtypes:
                 if op in ELEMENTWISE:
