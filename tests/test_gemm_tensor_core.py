@@ -593,8 +593,8 @@ def test_wgmma_swap(dtype):
     (``_set_gemm_wgmma_knobs(swap="on")``): like torch into a NaN-poisoned output at an offset,
     the same bits twice; tails in M and N, M and N of 1-9, odd sides (the operands copied to
     aligned rows first), K splits, rows inside sectors (clusters of two), the tiles of
-    3000 x 5000 x 2000; forced tiles and splits too. Other layouts and float32 are unchanged by the
-    switch (the same bits as with it off)."""
+    3000 x 5000 x 2000; forced tiles and splits too. Auto swaps the planner's choices only. Other
+    layouts and float32 are unchanged by the switch (the same bits as with it off)."""
     if not tc_runs("wgmma"):
         pytest.skip("the wgmma kernel does not run here (a Hopper GPU and sm_90a code)")
     shapes = [(256, 512, 64), (136, 72, 1000), (1000, 1100, 1024), (1, 264, 520), (264, 1, 520)]
@@ -615,6 +615,25 @@ def test_wgmma_swap(dtype):
                 assert_like_torch(out, a, b)
     finally:
         ext()._set_gemm_wgmma_knobs()
+    # The default, auto, swaps wherever the planner chooses (the same bits as on) and runs a
+    # forced tile as given (the same bits as off).
+    a, b = operands(1000, 1100, 1024, "tt", dtype)
+    assert ext()._cuda_wgmma_swaps(a, b)
+    assert not ext()._cuda_wgmma_swaps(a.contiguous(), b)
+    assert not ext()._cuda_wgmma_swaps(a.float(), b.float())
+    for swap in ("on", "off"):
+        ext()._set_gemm_wgmma_knobs(swap=swap)
+        try:
+            planned = lltm_ext.gemm(a, b)
+            forced = ext()._gemm_tensor_core(a, b, "wgmma", tile=128)
+            swaps = ext()._cuda_wgmma_swaps(a, b)
+        finally:
+            ext()._set_gemm_wgmma_knobs()
+        assert swaps == (swap == "on")
+        if swap == "on":
+            assert torch.equal(lltm_ext.gemm(a, b), planned)
+        else:
+            assert torch.equal(ext()._gemm_tensor_core(a, b, "wgmma", tile=128), forced)
     for layout in ("nn", "nt", "tn"):
         a, b = operands(300, 520, 700, layout, dtype)
         off = lltm_ext.gemm(a, b)

@@ -700,6 +700,23 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "tiles, Stream-K blocks)",
       py::arg("M"), py::arg("N"), py::arg("K"), py::arg("tf32"), py::arg("sms"));
   m.def(
+      "_cuda_wgmma_swaps",
+      [](const at::Tensor& a, const at::Tensor& b) {
+#ifdef WITH_CUDA
+        const c10::cuda::CUDAGuard guard(a.device());
+        const at::Tensor ca = lltm_ext::gemm::cuda_operand(a), cb = lltm_ext::gemm::cuda_operand(b);
+        return lltm_ext::gemm::wgmma_swaps(ca, cb) &&
+               lltm_ext::gemm::cuda_tc_plan(cb.t(), ca.t()).kernel ==
+                   lltm_ext::gemm::TcKernel::kWgmma;
+#else
+        TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
+        return false;
+#endif
+      },
+      "Whether gemm(a, b) on the tensor cores runs as its transpose on the wgmma kernel "
+      "(_set_gemm_wgmma_knobs' swap; a, b CUDA tensors)",
+      py::arg("a"), py::arg("b"));
+  m.def(
       "_cuda_tc_plan",
       [](const at::Tensor& a, const at::Tensor& b) {
 #ifdef WITH_CUDA

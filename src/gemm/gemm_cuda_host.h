@@ -93,8 +93,14 @@ bool mma_runs_here();
 // Whether the current device runs this module's wgmma code (a Hopper GPU and its sm_90a image).
 bool wgmma_runs_here();
 
-// The plan run_tensor_core would run for a @ b on the current device (kernel kNone: none).
+// The plan run_tensor_core would run for a @ b on the current device (kernel kNone: none), unless
+// it swaps: then cuda_tc_plan(b.t(), a.t()) where that is a wgmma plan.
 TcPlan cuda_tc_plan(const at::Tensor& a, const at::Tensor& b, const TcForce& force = {});
+
+// Whether run_tensor_core tries a @ b as its transpose on the wgmma kernel (C^T = b^T a^T, stored
+// transposed; set_cuda_wgmma_knobs' swap): 16-bit, A M-major, B K-major, the planner's own choice
+// (or any, switched on).
+bool wgmma_swaps(const at::Tensor& a, const at::Tensor& b, const TcForce& force = {});
 
 // Exact float32 (TF32 not allowed) on Hopper's wgmma kernel in three tf32 passes: the plan for a @
 // b (kernel kNone where the device has no wgmma kernel or LLTM_EXT_GEMM_F32 is simt), and whether

@@ -427,19 +427,22 @@ TcPlan cuda_tc_plan(const at::Tensor& a, const at::Tensor& b, const TcForce& for
   return plan_tensor_core(problem_of(a, b), dev, f);
 }
 
-// Whether c = a @ b runs on the wgmma kernel as its transpose, C^T = b^T a^T, stored transposed
-// (16-bit, A M-major and B K-major: a.T @ b.T of row-major matrices), whose transpose reads both
-// operands as the kernel's fastest layout does, A K-major and B N-major. Only where switched on
-// (set_cuda_wgmma_knobs) until benchmarks/gemm_tc_plan/measure_swap.py has run on a GPU.
-bool wgmma_swaps(const at::Tensor& a, const at::Tensor& b) {
+// Swapped, the product reads both operands as the kernel's fastest layout does, A K-major and B
+// N-major (docs/decisions.md#wgmma-swap). Auto: the planner's choices only; a forced kernel, tile,
+// rows, splits or copy (tests, tuning) runs the layout as given. On: forced choices too, applied
+// to the transpose.
+bool wgmma_swaps(const at::Tensor& a, const at::Tensor& b, const TcForce& force) {
   const int swap = g_wgmma_swap.load();
-  if (swap != kSwapOn || a.scalar_type() == at::kFloat) return false;
+  if (swap == kSwapOff || a.scalar_type() == at::kFloat) return false;
+  const bool forced = force.kernel != TcKernel::kNone || force.tile > 0 || force.tile_m > 0 ||
+                      force.splits > 0 || force.unaligned || force.registers || force.copy;
+  if (swap == kSwapAuto && forced) return false;
   return !operand_of(a, /*is_a=*/true).k_contig && operand_of(b, /*is_a=*/false).k_contig;
 }
 
 bool run_tensor_core(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
                      cudaStream_t stream, const TcForce& force) {
-  if (wgmma_swaps(a, b)) {
+  if (wgmma_swaps(a, b, force)) {
     const at::Tensor a_t = b.t(), b_t = a.t();
     const TcPlan plan = cuda_tc_plan(a_t, b_t, force);
     if (plan.kernel == TcKernel::kWgmma) {
