@@ -615,10 +615,14 @@ def test_wgmma_swap(dtype):
                 assert_like_torch(out, a, b)
     finally:
         ext()._set_gemm_wgmma_knobs()
-    # The default, auto, swaps wherever the planner chooses (the same bits as on) and runs a
+    # The default, auto, swaps the planner's choices (the same bits as on) but not where C^T's
+    # rows would be stored element by element while both operands' rows are aligned, and runs a
     # forced tile as given (the same bits as off).
-    a, b = operands(1000, 1100, 1024, "tt", dtype)
+    a, b = operands(1000, 1104, 1024, "tt", dtype)
     assert ext()._cuda_wgmma_swaps(a, b)
+    assert not ext()._cuda_wgmma_swaps(a, b, out=poisoned(1000, 1104, dtype, 3))
+    assert not ext()._cuda_wgmma_swaps(*operands(1000, 1100, 1024, "tt", dtype))
+    assert ext()._cuda_wgmma_swaps(*operands(1001, 1100, 1024, "tt", dtype))
     assert not ext()._cuda_wgmma_swaps(a.contiguous(), b)
     assert not ext()._cuda_wgmma_swaps(a.float(), b.float())
     for swap in ("on", "off"):

@@ -701,11 +701,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       py::arg("M"), py::arg("N"), py::arg("K"), py::arg("tf32"), py::arg("sms"));
   m.def(
       "_cuda_wgmma_swaps",
-      [](const at::Tensor& a, const at::Tensor& b) {
+      [](const at::Tensor& a, const at::Tensor& b, const std::optional<at::Tensor>& out) {
 #ifdef WITH_CUDA
         const c10::cuda::CUDAGuard guard(a.device());
         const at::Tensor ca = lltm_ext::gemm::cuda_operand(a), cb = lltm_ext::gemm::cuda_operand(b);
-        return lltm_ext::gemm::wgmma_swaps(ca, cb) &&
+        const at::Tensor c = out ? *out : at::empty({ca.size(0), cb.size(1)}, ca.options());
+        return lltm_ext::gemm::wgmma_swaps(ca, cb, c) &&
                lltm_ext::gemm::cuda_tc_plan(cb.t(), ca.t()).kernel ==
                    lltm_ext::gemm::TcKernel::kWgmma;
 #else
@@ -713,9 +714,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         return false;
 #endif
       },
-      "Whether gemm(a, b) on the tensor cores runs as its transpose on the wgmma kernel "
-      "(_set_gemm_wgmma_knobs' swap; a, b CUDA tensors)",
-      py::arg("a"), py::arg("b"));
+      "Whether gemm(a, b, out=out) on the tensor cores runs as its transpose on the wgmma kernel "
+      "(_set_gemm_wgmma_knobs' swap; a, b CUDA tensors; out: a contiguous output, else a new one)",
+      py::arg("a"), py::arg("b"), py::arg("out") = py::none());
   m.def(
       "_cuda_tc_plan",
       [](const at::Tensor& a, const at::Tensor& b) {

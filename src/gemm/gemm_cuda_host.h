@@ -97,10 +97,11 @@ bool wgmma_runs_here();
 // it swaps: then cuda_tc_plan(b.t(), a.t()) where that is a wgmma plan.
 TcPlan cuda_tc_plan(const at::Tensor& a, const at::Tensor& b, const TcForce& force = {});
 
-// Whether run_tensor_core tries a @ b as its transpose on the wgmma kernel (C^T = b^T a^T, stored
-// transposed; set_cuda_wgmma_knobs' swap): 16-bit, A M-major, B K-major, the planner's own choice
-// (or any, switched on).
-bool wgmma_swaps(const at::Tensor& a, const at::Tensor& b, const TcForce& force = {});
+// Whether run_tensor_core tries c = a @ b as its transpose on the wgmma kernel (C^T = b^T a^T,
+// stored transposed; set_cuda_wgmma_knobs' swap): 16-bit, A M-major, B K-major, where the rule
+// takes it (or wherever, switched on).
+bool wgmma_swaps(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
+                 const TcForce& force = {});
 
 // Exact float32 (TF32 not allowed) on Hopper's wgmma kernel in three tf32 passes: the plan for a @
 // b (kernel kNone where the device has no wgmma kernel or LLTM_EXT_GEMM_F32 is simt), and whether

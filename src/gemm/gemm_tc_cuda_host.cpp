@@ -428,21 +428,29 @@ TcPlan cuda_tc_plan(const at::Tensor& a, const at::Tensor& b, const TcForce& for
 }
 
 // Swapped, the product reads both operands as the kernel's fastest layout does, A K-major and B
-// N-major (docs/decisions.md#wgmma-swap). Auto: the planner's choices only; a forced kernel, tile,
-// rows, splits or copy (tests, tuning) runs the layout as given. On: forced choices too, applied
-// to the transpose.
-bool wgmma_swaps(const at::Tensor& a, const at::Tensor& b, const TcForce& force) {
+// N-major (docs/decisions.md#wgmma-swap). Auto: the planner's choices only (a forced kernel, tile,
+// rows, splits or copy, as in tests and tuning, runs the layout as given), and not where C^T would
+// be stored element by element (c's rows not 16-byte aligned, so not by TMA) while both operands'
+// rows are aligned: that store measured slower than the unswapped product at large sizes. On:
+// wherever the layout allows, forced choices applied to the transpose.
+bool wgmma_swaps(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
+                 const TcForce& force) {
   const int swap = g_wgmma_swap.load();
   if (swap == kSwapOff || a.scalar_type() == at::kFloat) return false;
+  const Operand A = operand_of(a, /*is_a=*/true), B = operand_of(b, /*is_a=*/false);
+  if (A.k_contig || !B.k_contig) return false;
+  if (swap == kSwapOn) return true;
   const bool forced = force.kernel != TcKernel::kNone || force.tile > 0 || force.tile_m > 0 ||
                       force.splits > 0 || force.unaligned || force.registers || force.copy;
-  if (swap == kSwapAuto && forced) return false;
-  return !operand_of(a, /*is_a=*/true).k_contig && operand_of(b, /*is_a=*/false).k_contig;
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  const bool direct_store = !rows_aligned(c.data_ptr(), N, M, 2, 16);
+  return !forced && !(direct_store && rows_aligned(A.data, A.ld, K, 2, 16) &&
+                      rows_aligned(B.data, B.ld, N, 2, 16));
 }
 
 bool run_tensor_core(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
                      cudaStream_t stream, const TcForce& force) {
-  if (wgmma_swaps(a, b, force)) {
+  if (wgmma_swaps(a, b, c, force)) {
     const at::Tensor a_t = b.t(), b_t = a.t();
     const TcPlan plan = cuda_tc_plan(a_t, b_t, force);
     if (plan.kernel == TcKernel::kWgmma) {
