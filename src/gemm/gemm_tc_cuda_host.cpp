@@ -432,11 +432,12 @@ TcPlan cuda_tc_plan(const at::Tensor& a, const at::Tensor& b, const TcForce& for
 // rows, splits or copy, as in tests and tuning, runs the layout as given), and not where C^T would
 // be stored element by element (c's rows not 16-byte aligned, so not by TMA) while both operands'
 // rows are aligned: that store measured slower than the unswapped product at large sizes. On:
-// wherever the layout allows, forced choices applied to the transpose.
+// wherever the layout allows, forced choices applied to the transpose. Never on a GPU without the
+// wgmma kernel (the transpose would be planned, then the product as given).
 bool wgmma_swaps(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
                  const TcForce& force) {
   const int swap = g_wgmma_swap.load();
-  if (swap == kSwapOff || a.scalar_type() == at::kFloat) return false;
+  if (swap == kSwapOff || a.scalar_type() == at::kFloat || !wgmma_runs_here()) return false;
   const Operand A = operand_of(a, /*is_a=*/true), B = operand_of(b, /*is_a=*/false);
   if (A.k_contig || !B.k_contig) return false;
   if (swap == kSwapOn) return true;
