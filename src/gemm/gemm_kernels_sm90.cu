@@ -194,6 +194,12 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
                  : g.type == kSm90BFloat16 ? sm90::kSm90BF16
                                            : sm90::kSm90F16;
   const bool x3 = g.type == kSm90F32x3;
+  // C (M x N, row-major): stored by TMA in 64 x 64 boxes where its base and stride allow, a
+  // 16-bit C transposed (N x M, row-major) too, by kernels of its own (trans_kernel: 128-row
+  // tiles, A K-major, B N-major); the narrow tile and the rest directly.
+  const int elem = g.type == kSm90Tf32 || x3 ? 4 : 2;
+  bool tma_store = g.bn >= 64 && (g.c_trans ? elem == 2 && rows_aligned(g.c, g.ldc, g.N, 2, 16)
+                                            : rows_aligned(g.c, g.ldc, g.M, elem, 16));
   Sm90Kernel kernel;
   int smem = 0;
   if (g.bm != 128) {
@@ -222,6 +228,17 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
       "or 128 wide; the narrow tile 16-bit ones, B K-major; tiles not a multiple of 64 wide, "
       "such as 168, a K-major B; 256-row tiles 16-bit ones, 152 wide, B K-major)";
   if (kernel == nullptr) return cudaErrorInvalidValue;
+  if (g.c_trans && tma_store) {
+    int trans_smem = 0;
+    const Sm90Kernel trans =
+        g.bm == 128 ? sm90::trans_kernel(g.bn, dt, g.a_kcontig, g.b_kcontig, &trans_smem) : nullptr;
+    if (trans != nullptr) {
+      kernel = trans;
+      smem = trans_smem;
+    } else {
+      tma_store = false;
+    }
+  }
   // First a runtime call on the kernel: it also makes the device's primary context current on
   // this thread (a thread such as autograd's may have none yet), which the driver's encoder needs.
   *step = "cudaFuncSetAttribute";
@@ -265,13 +282,7 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   err = g.b_kcontig ? make_map(encode, &map_b, g.b, g.type, g.K, parts * g.N, g.ldb, b_rows, step)
                     : make_map(encode, &map_b, g.b, g.type, g.N, g.K, g.ldb, 64, step);
   if (err != cudaSuccess) return err;
-  // C (M x N, row-major): stored by TMA in 64 x 64 boxes where its base and stride allow, a
-  // 16-bit C transposed (N x M, row-major) too; the narrow tile and the rest directly.
   CUtensorMap map_c = map_a;  // (unused when tma_store is false)
-  const int elem = g.type == kSm90Tf32 || x3 ? 4 : 2;
-  const bool tma_store =
-      g.bn >= 64 && (g.c_trans ? elem == 2 && rows_aligned(g.c, g.ldc, g.N, 2, 16)
-                               : rows_aligned(g.c, g.ldc, g.M, elem, 16));
   if (tma_store) {
     err = g.c_trans
               ? make_map(encode, &map_c, g.c, g.type, g.M, g.N, g.ldc, 64, step, /*out=*/true)

@@ -324,8 +324,10 @@ __device__ __forceinline__ void store_two(void* c, int64_t idx, float v0, float 
 // Sm90Tile<BN, DT>::SMEM_BYTES of dynamic shared memory, gridDim.x <= tiles x splits. The narrow
 // tile (BN 16: a side of at most 16 streamed past the other operand's 128-row tiles) needs B
 // K-major and stores C directly. SK: the Stream-K kernel of a last, partial round (16-bit or
-// TF32, blocks alone, no K splits, 128-row tiles).
-template <int BN, int DT, bool A_K, bool B_K, bool SK = false, int BM = 128>
+// TF32, blocks alone, no K splits, 128-row tiles). CT: C stored transposed through TMA (16-bit,
+// p.c_trans and p.tma_store); a template argument, so that the other kernels' epilogue carries no
+// branch for it (as a runtime test it cost them 4-6% at large products).
+template <int BN, int DT, bool A_K, bool B_K, bool SK = false, int BM = 128, bool CT = false>
 __global__ void __launch_bounds__(384, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                      const __grid_constant__ CUtensorMap map_b,
@@ -338,6 +340,7 @@ __global__ void __launch_bounds__(384, 1)
   static_assert(BN % 64 == 0 || B_K, "an N-major B in whole 64-column atoms");
   static_assert(!SK || (BN >= 64 && DT != kSm90F32X3), "Stream-K: 16-bit or TF32, 64 wide or more");
   static_assert(BM == 128 || !SK, "256-row tiles: no Stream-K kernel");
+  static_assert(!CT || (DT < kSm90TF32 && !SK && BN >= 64), "a transposed TMA store: 16-bit");
   constexpr bool F32 = DT >= kSm90TF32, X3 = DT == kSm90F32X3;
   constexpr int ELEM = F32 ? 4 : 2;
   constexpr int BK = 128 / ELEM, STAGES = Tile::STAGES;
@@ -757,21 +760,19 @@ __global__ void __launch_bounds__(384, 1)
             for (int h = 0; h < 2; ++h) {
               const uint32_t r = 16 * warp + lane / 4 + 8 * h;
               const float v0 = acc[s][4 * j + 2 * h], v1 = acc[s][4 * j + 2 * h + 1];
-              if constexpr (!F32) {
-                if (p.c_trans) {
-                  // C transposed (16-bit): the box's rows are the pass's columns, each 64 rows
-                  // r of 2 bytes (conflict-free: a warp's 8 rows r share a 16-byte chunk, its 4
-                  // columns land on 4 chunks).
-                  const uint32_t rb = 2 * r, c_row = col % CB;
+              if constexpr (CT) {
+                // C transposed (16-bit): the box's rows are the pass's columns, each 64 rows r of
+                // 2 bytes (conflict-free: a warp's 8 rows r share a 16-byte chunk, its 4 columns
+                // land on 4 chunks).
+                const uint32_t rb = 2 * r, c_row = col % CB;
 #pragma unroll
-                  for (int e = 0; e < 2; ++e) {
-                    const uint32_t row = c_row + e;
-                    st_shared_u16(cs_addr + box * Tile::C_BOX_BYTES + row * 128 +
-                                      (((rb >> 4) ^ (row & 7)) << 4) + (rb & 15),
-                                  pack1<DT == kSm90BF16>(e == 0 ? v0 : v1));
-                  }
-                  continue;
+                for (int e = 0; e < 2; ++e) {
+                  const uint32_t row = c_row + e;
+                  st_shared_u16(cs_addr + box * Tile::C_BOX_BYTES + row * 128 +
+                                    (((rb >> 4) ^ (row & 7)) << 4) + (rb & 15),
+                                pack1<DT == kSm90BF16>(e == 0 ? v0 : v1));
                 }
+                continue;
               }
               const uint32_t addr = cs_addr + box * Tile::C_BOX_BYTES + r * 128 +
                                     (((cb >> 4) ^ (r & 7)) << 4) + (cb & 15);
@@ -788,7 +789,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
             for (int box = 0; box < BOXES; ++box) {
               const int col = n0 + PASS_COLS * pass + CB * box;
-              if (p.c_trans) {  // map_c: C^T, rows of M (the kernel's N x M, row-major)
+              if constexpr (CT) {  // map_c: C^T, rows of M (the kernel's N x M, row-major)
                 tma_store_2d(&map_c, cs + box * Tile::C_BOX_BYTES, m_slab, col);
               } else {
                 tma_store_2d(&map_c, cs + box * Tile::C_BOX_BYTES, col, m_slab);
@@ -825,6 +826,12 @@ Sm90KernelFn wide_kernel(int bn, int dt, bool a_k, bool b_k, int* smem);
 // operands' major-ness (gemm_kernels_sm90_tall.cu): nullptr for another width or type, or for 160
 // with an N-major B; *smem gets its dynamic shared memory.
 Sm90KernelFn tall_kernel(int bn, int dt, bool a_k, bool b_k, int* smem);
+
+// The kernel that stores a 16-bit C transposed through TMA (CT) at a width of 64, 128, 192 or
+// 256 for DT and A K-major, B N-major (the swapped operands of a.T @ b.T;
+// gemm_kernels_sm90_trans.cu): nullptr for another width, type or layout; *smem gets its dynamic
+// shared memory.
+Sm90KernelFn trans_kernel(int bn, int dt, bool a_k, bool b_k, int* smem);
 
 // The Stream-K kernel (SK) of the 256-wide tile for DT (16-bit or TF32) and the operands'
 // major-ness (gemm_kernels_sm90_stream_k.cu): nullptr for tf32 with an operand not K-major.
