@@ -326,7 +326,7 @@ __device__ __forceinline__ void store_two(void* c, int64_t idx, float v0, float 
 // K-major and stores C directly. SK: the Stream-K kernel of a last, partial round (16-bit or
 // TF32, blocks alone, no K splits, 128-row tiles). CT: C stored transposed through TMA (16-bit,
 // p.c_trans and p.tma_store); a template argument, so that the other kernels' epilogue carries no
-// branch for it (as a runtime test it cost them 4-6% at large products).
+// branch for it (a runtime test there slowed them all: docs/decisions.md#wgmma-swap).
 template <int BN, int DT, bool A_K, bool B_K, bool SK = false, int BM = 128, bool CT = false>
 __global__ void __launch_bounds__(384, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
