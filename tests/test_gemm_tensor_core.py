@@ -609,7 +609,8 @@ def test_wgmma_swap(dtype):
                 lltm_ext.gemm(a, b, out=out)
                 assert_like_torch(out, a, b)
             assert torch.equal(out, lltm_ext.gemm(a, b)), (m, n, k)
-            for tile, splits in [(128, 1), (256, 3), (64, 2)]:
+            # Each width of the transposed TMA store's kernels unsplit, and split (direct stores).
+            for tile, splits in [(64, 1), (128, 1), (192, 1), (256, 1), (256, 3), (64, 2)]:
                 out = poisoned(m, n, dtype)
                 ext()._gemm_tensor_core(a, b, "wgmma", tile=tile, splits=splits, out=out)
                 assert_like_torch(out, a, b)
