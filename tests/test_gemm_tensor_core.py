@@ -576,14 +576,51 @@ def test_wgmma_tall_tiles(dtype):
 
 
 def test_wgmma_switches_reject_unknown_values():
-    """The wgmma kernel's cluster, Stream-K and swap switches name their values when given another
-    (on any build)."""
+    """The wgmma kernel's cluster, Stream-K, swap and group switches name their values when given
+    another (on any build)."""
     with pytest.raises(RuntimeError, match="cluster is 0, 1 or 2, not 3"):
         ext()._set_gemm_wgmma_knobs(cluster=3)
+    with pytest.raises(RuntimeError, match="group is 1 to 1024 tile rows, not 0"):
+        ext()._set_gemm_wgmma_knobs(group=0)
     with pytest.raises(RuntimeError, match="stream_k is 'auto', 'off' or 'on', not 'sometimes'"):
         ext()._set_gemm_wgmma_knobs(stream_k="sometimes")
     with pytest.raises(RuntimeError, match="swap is 'auto', 'off' or 'on', not 'yes'"):
         ext()._set_gemm_wgmma_knobs(swap="yes")
+
+
+@pytest.mark.cuda
+def test_wgmma_tile_walk_groups():
+    """The order the wgmma kernel's blocks walk the tiles in (groups of 1-64 tile rows,
+    ``_set_gemm_wgmma_knobs(group=...)``) changes no bit of C: blocks alone and in clusters of two
+    (an odd count of tile rows), K splits, Stream-K, the 256-row tiles, the transposed store."""
+    if not tc_runs("wgmma"):
+        pytest.skip("the wgmma kernel does not run here (a Hopper GPU and sm_90a code)")
+    dtype = torch.bfloat16
+    # (shape, the plan forced (else auto), the other switches)
+    runs = [
+        ((1000, 1100, 520, "nn"), {}, {}),
+        ((1160, 4104, 1032, "nn"), {"tile": 128}, {"cluster": 2}),
+    ]
+    runs += [((2100, 1000, 300, "nt"), {"tile": 64, "splits": 3}, {})]
+    runs += [((3000, 5000, 2000, "nt"), {}, {}), ((1000, 1104, 1024, "tt"), {}, {})]
+    runs += [((900, 700, 4000, "nt"), {"tile": 256}, {"stream_k": "on"})]
+    for (m, n, k, layout), forced, knobs in runs:
+        a, b = operands(m, n, k, layout, dtype)
+        outs = []
+        for group in (8, 1, 3, 64):
+            ext()._set_gemm_wgmma_knobs(group=group, **knobs)
+            try:
+                out = poisoned(m, n, dtype)
+                if forced:
+                    ext()._gemm_tensor_core(a, b, "wgmma", out=out, **forced)
+                else:
+                    lltm_ext.gemm(a, b, out=out)
+            finally:
+                ext()._set_gemm_wgmma_knobs()
+            outs.append(out)
+        assert_like_torch(outs[0], a, b)
+        for out in outs[1:]:
+            assert torch.equal(out, outs[0]), (m, n, k, layout, forced)
 
 
 @pytest.mark.cuda

@@ -1,10 +1,10 @@
 """Two builds of the GEMM compared where users run it: the linear layers of `lltm-ext bench
---linear` (bfloat16, `x @ W.T` "nt" and `x @ W` "nn", M = 64-2048) and 3000x5000x2000 in every
-layout, each point `lltm_ext.gemm` (the auto plan) against cuBLAS, interleaved, checked against
-float64. `run` times the build it imports; `compare` puts runs of two builds side by side (each
-run's ratios to cuBLAS, so runs from separate processes on one machine compare), per M and point
-by point. `run --knobs cluster=2` times one build with the wgmma kernel's switches set
-(`_set_gemm_wgmma_knobs`), so that one build's variants compare the same way.
+--linear` (bfloat16, or `--dtype float16`; `x @ W.T` "nt" and `x @ W` "nn", M = 64-2048) and
+3000x5000x2000 in every layout, each point `lltm_ext.gemm` (the auto plan) against cuBLAS,
+interleaved, checked against float64. `run` times the build it imports; `compare` puts runs of two
+builds side by side (each run's ratios to cuBLAS, so runs from separate processes on one machine
+compare), per M and point by point. `run --knobs cluster=2` times one build with the wgmma
+kernel's switches set (`_set_gemm_wgmma_knobs`), so that one build's variants compare the same way.
 
     PYTHONPATH=<build A> python benchmarks/gemm_tc_plan/measure_linear_ab.py run a1.json
     PYTHONPATH=<build B> python benchmarks/gemm_tc_plan/measure_linear_ab.py run b1.json
@@ -31,9 +31,12 @@ def points(
     return out + [(3000, 5000, 2000, layout) for layout in ("nn", "nt", "tn", "tt")]
 
 
-def run(path: str, budget: float, ms: tuple[int, ...], knobs: dict[str, int]) -> None:
+def run(
+    path: str, budget: float, ms: tuple[int, ...], knobs: dict[str, int], dtype: str = "bfloat16"
+) -> None:
     """Times every point (ours and cuBLAS interleaved, `budget` seconds of samples a point) at the
-    linear layers' M of ms, with the wgmma switches `knobs` set, and writes the rows to path."""
+    linear layers' M of ms in `dtype`, with the wgmma switches `knobs` set, and writes the rows to
+    path."""
     import torch
     from measure_tile_widths import operands  # this folder's (run as a script from here)
 
@@ -46,7 +49,7 @@ def run(path: str, budget: float, ms: tuple[int, ...], knobs: dict[str, int]) ->
     ext, rows = load_extension("gemm"), []
     ext._set_gemm_wgmma_knobs(**knobs)
     for m, n, k, layout in points(ms):
-        a, b = operands(m, n, k, layout, torch.bfloat16)
+        a, b = operands(m, n, k, layout, getattr(torch, dtype))
         ref = a.double() @ b.double()
         err = float((lltm_ext.gemm(a, b).double() - ref).norm() / ref.norm())
         assert err < 1e-2, (m, n, k, layout, err)
@@ -61,7 +64,9 @@ def run(path: str, budget: float, ms: tuple[int, ...], knobs: dict[str, int]) ->
               f"{r['ref'] / r['auto']:.3f}x", flush=True)  # fmt: skip
     with open(path, "w") as f:
         json.dump(
-            {"device": torch.cuda.get_device_name(), "knobs": knobs, "rows": rows}, f, indent=1
+            {"device": torch.cuda.get_device_name(), "dtype": dtype, "knobs": knobs, "rows": rows},
+            f,
+            indent=1,
         )
 
 
@@ -105,6 +110,7 @@ def main() -> None:
     r.add_argument("--budget", type=float, default=0.12, help="seconds of samples a point")
     r.add_argument("--ms", default="64,128,256,512,1024,2048", help="the linear layers' M")
     r.add_argument("--knobs", nargs="*", default=[], help="name=value: _set_gemm_wgmma_knobs")
+    r.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
     c = sub.add_parser("compare", help="runs side by side")
     c.add_argument("json")
     c.add_argument("runs", nargs="+", help="name=file, the first the baseline")
@@ -115,7 +121,7 @@ def main() -> None:
     if args.what == "run":
         ms = tuple(int(m) for m in args.ms.split(","))
         knobs = {k: int(v) for k, v in (item.split("=", 1) for item in args.knobs)}
-        run(args.json, args.budget, ms, knobs)
+        run(args.json, args.budget, ms, knobs, args.dtype)
     else:
         compare(args.json, dict(item.split("=", 1) for item in args.runs), args.what)
 

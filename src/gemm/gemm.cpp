@@ -556,9 +556,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def(
       "_set_gemm_wgmma_knobs",
       [](bool overlap, bool short_a, int64_t cluster, const std::string& stream_k, bool tall,
-         const std::string& swap) {
+         const std::string& swap, int64_t group) {
         TORCH_CHECK(cluster >= 0 && cluster <= 2, "lltm_ext.gemm: cluster is 0, 1 or 2, not ",
                     cluster, ".");
+        TORCH_CHECK(group >= 1 && group <= 1024,
+                    "lltm_ext.gemm: group is 1 to 1024 tile rows, not ", group, ".");
         // The order of gemm_launchers.h's kStreamKAuto, kStreamKOff, kStreamKOn.
         const int sk = stream_k == "auto" ? 0 : stream_k == "off" ? 1 : stream_k == "on" ? 2 : -1;
         TORCH_CHECK(sk >= 0, "lltm_ext.gemm: stream_k is 'auto', 'off' or 'on', not '", stream_k,
@@ -568,7 +570,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         TORCH_CHECK(sw >= 0, "lltm_ext.gemm: swap is 'auto', 'off' or 'on', not '", swap, "'.");
 #ifdef WITH_CUDA
         lltm_ext::gemm::set_cuda_wgmma_knobs(overlap, short_a, static_cast<int>(cluster), sk, tall,
-                                             sw);
+                                             sw, static_cast<int>(group));
 #else
         TORCH_CHECK(false, "lltm_ext.gemm: this build has no CUDA kernels.");
 #endif
@@ -582,9 +584,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "stream_k, the 256-wide tile's last, partial round as Stream-K: 'auto' (the rule), 'off', "
       "'on' (wherever it can); tall, the planner may take the 256-row tiles (else 128-row "
       "tiles only, unless forced); swap, a 16-bit product of an M-major A and a K-major B as its "
-      "transpose (b^T a^T, stored transposed): 'auto' (the rule), 'off', 'on'",
+      "transpose (b^T a^T, stored transposed): 'auto' (the rule), 'off', 'on'; group, the tile "
+      "walk's groups of tile rows (8)",
       py::arg("overlap") = true, py::arg("short_a") = true, py::arg("cluster") = 0,
-      py::arg("stream_k") = "auto", py::arg("tall") = true, py::arg("swap") = "auto");
+      py::arg("stream_k") = "auto", py::arg("tall") = true, py::arg("swap") = "auto",
+      py::arg("group") = 8);
   m.def(
       "_cuda_choose",
       [](int64_t M, int64_t N, int64_t K, bool b_k_contig) {

@@ -143,9 +143,10 @@ void set_cuda_half_path(const std::string& path);
 // (0, the default), never (1) or wherever it can (2) (gemm_launchers.h: kStreamK*); whether the
 // planner may take the 256-row tiles (default) or 128-row ones only (unless forced); whether a
 // 16-bit product of an M-major A and a K-major B runs as its transpose, stored transposed: where
-// the rule says (0, the default), never (1) or always (2) (gemm_launchers.h: kSwap*).
+// the rule says (0, the default), never (1) or always (2) (gemm_launchers.h: kSwap*); how many
+// tile rows a group of the tile walk takes (8, the default).
 void set_cuda_wgmma_knobs(bool overlap, bool short_a, int cluster, int stream_k, bool tall,
-                          int swap);
+                          int swap, int group);
 
 // How the wgmma kernel's 128 x 256 tiles of an M x N x K product (16-bit types, or TF32) run on
 // `sms` SMs, blocks alone, K unsplit, under the Stream-K switch as set: (whole-tile tiles,

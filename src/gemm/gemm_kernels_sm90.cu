@@ -298,6 +298,7 @@ cudaError_t launch_sm90(const Sm90Gemm& g, cudaStream_t stream, const char** ste
   p.tma_store = tma_store;
   p.pairs = g.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(g.c) % (2 * elem) == 0;
   p.overlap = g.overlap;
+  p.group = g.group;
   p.a_rows = a_rows;
   p.c_trans = g.c_trans;
   p.cluster_m = cm;

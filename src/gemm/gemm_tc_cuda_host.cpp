@@ -68,10 +68,11 @@ static_assert(half_paths_match_the_table(),
 // kHalfPaths; -1: not read yet.
 std::atomic<int> g_half_path{-1};
 
-// set_cuda_wgmma_knobs(): the wgmma kernel's Sm90Gemm::overlap, ::short_a, ::cluster_m and
-// ::stream_k, and whether the planner may take the 256-row tiles.
+// set_cuda_wgmma_knobs(): the wgmma kernel's Sm90Gemm::overlap, ::short_a, ::cluster_m,
+// ::group and ::stream_k, and whether the planner may take the 256-row tiles.
 std::atomic<bool> g_wgmma_overlap{true}, g_wgmma_short_a{true}, g_wgmma_tall{true};
 std::atomic<int> g_wgmma_cluster{0};  // 0: the plan's
+std::atomic<int> g_wgmma_group{8};
 std::atomic<int> g_wgmma_stream_k{kStreamKAuto};
 // set_cuda_wgmma_knobs(): whether a product of an M-major A and a K-major B runs as its transpose
 // (kSwapAuto: where the rule says; kSwapOff; kSwapOn: wherever it can).
@@ -319,6 +320,7 @@ void run_wgmma(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, co
   g.bn = plan.tile;
   g.bm = plan.tile_m;
   g.overlap = g_wgmma_overlap.load();
+  g.group = g_wgmma_group.load();
   g.short_a = g_wgmma_short_a.load();
   const int cluster = g_wgmma_cluster.load();
   g.cluster_m = cluster == 0 ? plan.cluster : cluster;
@@ -523,6 +525,7 @@ bool run_narrow(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, c
   g.sms = cuda::sm_count(c.get_device());
   g.bn = S <= 16 ? 16 : 32;
   g.overlap = g_wgmma_overlap.load();
+  g.group = g_wgmma_group.load();
   g.short_a = g_wgmma_short_a.load();
   if (rows <= 0) rows = narrow_rows(L, K, g.sms);
   g.rows64 = rows == 64;
@@ -582,7 +585,8 @@ std::tuple<int64_t, int64_t, int64_t> cuda_stream_k_split(int64_t M, int64_t N, 
 }
 
 void set_cuda_wgmma_knobs(bool overlap, bool short_a, int cluster, int stream_k, bool tall,
-                          int swap) {
+                          int swap, int group) {
+  g_wgmma_group.store(group);
   g_wgmma_swap.store(swap);
   g_wgmma_tall.store(tall);
   g_wgmma_overlap.store(overlap);

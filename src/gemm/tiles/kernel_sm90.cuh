@@ -24,7 +24,7 @@
 //     of K x rows; an M- / N-major one is boxes of (64 M or N) x (64 K), each a 128-byte-swizzled
 //     atom column, read by wgmma with its transpose bit set (tf32: K-major only);
 //   - persistent: gridDim.x <= the SM count, each block walks work items (tiles, or with K splits
-//     the tiles of each split) blockIdx.x, + gridDim.x, ... in groups of GROUP_M tile rows
+//     the tiles of each split) blockIdx.x, + gridDim.x, ... in groups of p.group tile rows
 //     (neighbours share A and B panels in L2); the producer runs ahead into the next item while
 //     the consumers store the last one;
 //   - clusters of two (p.cluster_m 2): the blocks of a cluster take neighbouring tile rows of one
@@ -130,7 +130,6 @@ struct Sm90Tile {
   static constexpr int STAGES_FIT = fit(C_BOXES);
   static constexpr int STAGES = STAGES_FIT < 12 ? STAGES_FIT : 12;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024;  // + align to 1024
-  static constexpr int GROUP_M = 8;
   static_assert(BN == 16 || BN == 32 || (BN % 8 == 0 && BN >= 64 && BN <= 256),
                 "wgmma tiles are 16 or 32 wide (the narrow tiles), or 64-256 in steps of 8");
   static_assert(STAGES >= (PARTS == 2 ? 3 : 4), "at least four stages (three of two parts)");
@@ -167,6 +166,9 @@ struct Sm90Params {
   // The consumers keep one wgmma group in flight across K steps (its stage released a step
   // later), else wait for each step's group before the next.
   bool overlap = true;
+  // Tiles are walked column by column within groups of this many tile rows (pairs of rows in
+  // clusters of two), so that the blocks running at once share panels of A and B in L2.
+  int group = 8;
   // Rows of A a stage holds and of a block tile: BM (128, or 256 for the 256-row tiles), or 64
   // (128-row tiles where M <= 64, as TMA boxes
   // reaching past M cost load time for the rows they fill with zeros; or tiles of 64 rows, twice
@@ -385,6 +387,7 @@ __global__ void __launch_bounds__(384, 1)
   const int rank = cm > 1 ? static_cast<int>(cluster_rank()) : 0;
   const int tiles_mc = (p.tiles_m + cm - 1) / cm;
   const int tiles = tiles_mc * p.tiles_n;
+  const int group = max(p.group / cm, 1);  // in units of the cluster's rows
   const int k_tiles = (p.K + BK - 1) / BK;
   const int items = p.items_run > 0 ? p.items_run : tiles * max(p.splits, 1);
   // The walk's start: whole tiles from this block's (cluster's) first; Stream-K, its range.
@@ -422,7 +425,7 @@ __global__ void __launch_bounds__(384, 1)
       int t, kt_begin, kt_end;
       while (sm90_next<SK>(p, walk, tiles, k_tiles, t, kt_begin, kt_end)) {
         int tm, tn;
-        sm90_tile_coords(t, tiles_mc, p.tiles_n, Tile::GROUP_M / cm, tm, tn);
+        sm90_tile_coords(t, tiles_mc, p.tiles_n, group, tm, tn);
         tm = tm * cm + rank;
         const int m0 = tm * p.a_rows, n0 = tn * BN;
         const bool a_live = m0 < p.M;  // else the second block of a last, odd row of a pair
@@ -531,7 +534,7 @@ __global__ void __launch_bounds__(384, 1)
     int t, kt_begin, kt_end;
     while (sm90_next<SK>(p, walk, tiles, k_tiles, t, kt_begin, kt_end)) {
       int tm, tn;
-      sm90_tile_coords(t, tiles_mc, p.tiles_n, Tile::GROUP_M / cm, tm, tn);
+      sm90_tile_coords(t, tiles_mc, p.tiles_n, group, tm, tn);
       tm = tm * cm + rank;
       const int m0 = tm * p.a_rows, n0 = tn * BN;
       int held = -1;  // p.overlap: the stage the group still in flight may be reading
