@@ -585,10 +585,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "'on' (wherever it can); tall, the planner may take the 256-row tiles (else 128-row "
       "tiles only, unless forced); swap, a 16-bit product of an M-major A and a K-major B as its "
       "transpose (b^T a^T, stored transposed): 'auto' (the rule), 'off', 'on'; group, the tile "
-      "walk's groups of tile rows (8)",
+      "walk's groups of tile rows (16)",
       py::arg("overlap") = true, py::arg("short_a") = true, py::arg("cluster") = 0,
       py::arg("stream_k") = "auto", py::arg("tall") = true, py::arg("swap") = "auto",
-      py::arg("group") = 8);
+      py::arg("group") = 16);
   m.def(
       "_cuda_choose",
       [](int64_t M, int64_t N, int64_t K, bool b_k_contig) {

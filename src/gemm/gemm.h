@@ -144,7 +144,7 @@ void set_cuda_half_path(const std::string& path);
 // planner may take the 256-row tiles (default) or 128-row ones only (unless forced); whether a
 // 16-bit product of an M-major A and a K-major B runs as its transpose, stored transposed: where
 // the rule says (0, the default), never (1) or always (2) (gemm_launchers.h: kSwap*); how many
-// tile rows a group of the tile walk takes (8, the default).
+// tile rows a group of the tile walk takes (16, the default).
 void set_cuda_wgmma_knobs(bool overlap, bool short_a, int cluster, int stream_k, bool tall,
                           int swap, int group);
 
