@@ -168,6 +168,7 @@ struct Sm90Params {
   bool overlap = true;
   // Tiles are walked column by column within groups of this many tile rows (pairs of rows in
   // clusters of two), so that the blocks running at once share panels of A and B in L2.
+  // Figures: docs/decisions.md#wgmma-group.
   int group = 16;
   // Rows of A a stage holds and of a block tile: BM (128, or 256 for the 256-row tiles), or 64
   // (128-row tiles where M <= 64, as TMA boxes
