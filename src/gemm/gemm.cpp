@@ -588,7 +588,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "walk's groups of tile rows (16)",
       py::arg("overlap") = true, py::arg("short_a") = true, py::arg("cluster") = 0,
       py::arg("stream_k") = "auto", py::arg("tall") = true, py::arg("swap") = "auto",
-      py::arg("group") = 16);
+      py::arg("group") = lltm_ext::gemm::kWgmmaGroup);
   m.def(
       "_cuda_choose",
       [](int64_t M, int64_t N, int64_t K, bool b_k_contig) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "gemm/gemm_configs.h"
+#include "gemm/gemm_tc_plan.h"  // kWgmmaGroup
 
 namespace lltm_ext::gemm {
 
@@ -184,7 +185,8 @@ struct Sm90Gemm : GemmProblem {
   int64_t k_split = 0;
   float* partial = nullptr;
   bool overlap = true;  // one wgmma group left in flight across K steps (else none)
-  int group = 16;       // tiles walked in groups of this many tile rows (Sm90Params::group)
+  // Tiles walked in groups of this many tile rows (Sm90Params::group).
+  int group = kWgmmaGroup;
   bool short_a = true;  // M <= 64: stages of 64 rows of A (Sm90Params::a_rows), else 128
   bool rows64 = false;  // block tiles of 64 rows at any M (a_rows 64, the second consumer idle)
   // Block tile rows: 128, or 256 (16-bit types, bn one of kWgmmaTallTiles, no Stream-K; short_a

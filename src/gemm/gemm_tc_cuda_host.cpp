@@ -72,7 +72,7 @@ std::atomic<int> g_half_path{-1};
 // ::group and ::stream_k, and whether the planner may take the 256-row tiles.
 std::atomic<bool> g_wgmma_overlap{true}, g_wgmma_short_a{true}, g_wgmma_tall{true};
 std::atomic<int> g_wgmma_cluster{0};  // 0: the plan's
-std::atomic<int> g_wgmma_group{16};
+std::atomic<int> g_wgmma_group{kWgmmaGroup};
 std::atomic<int> g_wgmma_stream_k{kStreamKAuto};
 // set_cuda_wgmma_knobs(): whether a product of an M-major A and a K-major B runs as its transpose
 // (kSwapAuto: where the rule says; kSwapOff; kSwapOn: wherever it can).

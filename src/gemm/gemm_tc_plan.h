@@ -20,6 +20,11 @@ inline constexpr std::array<int, 3> kWgmmaWideTiles = {144, 168, 192};
 // that fit some grids to whole rounds where no 128-row width does (docs/decisions.md#wgmma-tall).
 inline constexpr std::array<int, 1> kWgmmaTallTiles = {152};
 
+// The wgmma kernel's tile walk: tiles go column by column within groups of this many tile rows, so
+// that the blocks running at once share panels of A and B in L2 (Sm90Params::group; the default of
+// _set_gemm_wgmma_knobs' group; docs/decisions.md#wgmma-group).
+inline constexpr int kWgmmaGroup = 16;
+
 // One call: c (M x N) = a (M x K) @ b (K x N), each operand K-major or not, each aligned (a
 // 16-byte aligned base and rows a multiple of 16 bytes apart: what TMA and 16-byte cp.async copies
 // need) or not, and if not, 4-byte aligned (the same for 4 bytes: 4-byte cp.async copies) or not;

@@ -75,6 +75,7 @@
 #include "common/cuda_kernel.cuh"    // pdl_wait, pdl_release
 #include "gemm/tiles/pack_half.cuh"  // pack2 / pack1: the 16-bit epilogue
 #include "common/sm90_ptx.cuh"
+#include "gemm/gemm_tc_plan.h"  // kWgmmaGroup
 #if LLTM_EXT_SM90A
 #include "gemm/tiles/sm90_wgmma.cuh"
 #include "common/sm90_wgmma_tf32.cuh"
@@ -168,8 +169,7 @@ struct Sm90Params {
   bool overlap = true;
   // Tiles are walked column by column within groups of this many tile rows (pairs of rows in
   // clusters of two), so that the blocks running at once share panels of A and B in L2.
-  // Figures: docs/decisions.md#wgmma-group.
-  int group = 16;
+  int group = lltm_ext::gemm::kWgmmaGroup;
   // Rows of A a stage holds and of a block tile: BM (128, or 256 for the 256-row tiles), or 64
   // (128-row tiles where M <= 64, as TMA boxes
   // reaching past M cost load time for the rows they fill with zeros; or tiles of 64 rows, twice
