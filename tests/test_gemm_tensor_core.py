@@ -16,6 +16,7 @@ import importlib.util
 import math
 import os
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -225,6 +226,36 @@ def test_fit_mirror_is_the_planners_cost_model():
         assert us == pytest.approx(p["us"], rel=1e-9), (m, n, k, tf32, p, us)
     assert {("wgmma", 64), ("wgmma", 128), ("wgmma", 168), ("wgmma", 192), ("wgmma", 256)} <= seen
     assert ("mma", 64) in seen
+
+
+def test_plan_changes_harness_is_the_planner(tmp_path):
+    """benchmarks/gemm_tc_plan/plan_changes.py's harness (the planner compiled alone, which lists
+    the picks a planner change makes differently) gives the extension's own plan for each problem
+    it asks, every field, over random problems in every layout and the swapped transposes."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks/gemm_tc_plan/plan_changes.py"
+    if not path.exists():
+        pytest.skip("no benchmarks/ here (the sdist leaves the experiments out)")
+    cxx = os.environ.get("CXX", "g++")
+    if shutil.which(cxx) is None:
+        pytest.skip(f"no C++ compiler ({cxx})")
+    spec = importlib.util.spec_from_file_location("plan_changes", path)
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    exe = tool.build_harness(None, tmp_path, cxx)
+    rng = random.Random(5)
+    lines = []
+    for _ in range(400):
+        m, n, k = (int(math.exp(rng.uniform(0, math.log(9001)))) for _ in range(3))
+        lines += tool.harness_lines((m, n, k, rng.random() < 0.3, rng.choice(LAYOUTS)), 132)
+    for line, got in zip(lines, tool.run_harness(exe, lines), strict=True):
+        m, n, k, *flags, sms = (int(v) for v in line.split())
+        f = [bool(v) for v in flags]  # tf32, a_k, b_k, a_al, b_al, a_w, b_w, a_s, b_s, c_trans
+        # The planner here has no view of c_trans (the swap's transpose is planned as any product).
+        want = ext()._tc_plan(m, n, k, *f[:5], sms, True, True, *f[5:9])
+        assert got[7] == pytest.approx(want[7], rel=1e-6), (line, got, want)
+        assert got[:7] + got[8:] == list(want[:7]) + list(want[8:]), (line, got, want)
+    assert len(lines) > 400  # some swapped transposes among them
 
 
 def test_plan_copies_for_wgmma_only_where_it_pays():
