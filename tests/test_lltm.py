@@ -393,6 +393,13 @@ def test_double_backward_raises():
     grads = torch.autograd.grad(new_h, args, v, create_graph=True)
     with pytest.raises(RuntimeError, match="first-order only"):
         grads[1].sum().backward()
+    # Only the input asking (the weights frozen): its gradient's derivative by the input raises.
+    x, w, b, h, c = [a.detach() for a in args]
+    x.requires_grad_()
+    new_h, _ = lltm_ext.lltm(x, w, b, h, c)
+    (d_x,) = torch.autograd.grad(new_h.square().sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match=r"lltm_ext.lltm: second derivatives are not"):
+        torch.autograd.grad(d_x.square().sum(), x)
     # Without create_graph nothing is added: plain gradients.
     new_h, _ = lltm_ext.lltm(*args)
     assert not any(g.requires_grad for g in torch.autograd.grad(new_h.sum(), args))

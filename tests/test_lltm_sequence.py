@@ -13,6 +13,7 @@ from helpers import assert_close, assert_compiled_matches_eager, device_dtypes, 
 import lltm_ext
 from lltm_ext._extension import load_extension
 from lltm_ext.ops.lltm import lltm_loop, lltm_reference
+from lltm_ext.ops.lltm_sequence import lltm_sequence_packed_op
 
 _ops = torch.ops.lltm_ext
 
@@ -448,6 +449,37 @@ def test_double_backward_raises():
     torch.testing.assert_close(d_w, ref_w)
     with pytest.raises(RuntimeError, match=r"lltm_ext.lltm_sequence: second derivatives are not"):
         torch.autograd.grad(d_w.sum(), (w,))
+
+
+@pytest.mark.parametrize("wants", ["input", "h0", "all"])
+@pytest.mark.parametrize("packed", [False, True])
+def test_double_backward_by_any_input_raises(wants, packed):
+    """A second derivative by the input or the state alone (weights frozen, or not asked for: a
+    Hessian-vector product in the input, say) raises too, never comes back as a silent zero."""
+    x, w, b, h, c = [a.detach() for a in make_args(4, 3, 3, 5, "cpu", torch.float64)]
+    asked = {"input": [x], "h0": [h], "all": [x, w, b, h, c]}[wants]
+    for a in asked:
+        a.requires_grad_()
+    if packed:  # the packed operator, as LLTMSequence calls it on a PackedSequence
+        data = torch.nn.utils.rnn.pack_padded_sequence(x, torch.tensor([4, 3, 1]))
+        sizes = data.batch_sizes.tolist()
+        output = lltm_sequence_packed_op(data.data, sizes, w, b, h, c)[0]
+    else:
+        output = lltm_ext.lltm_sequence(x, w, b, (h, c))[0]
+    first = torch.autograd.grad(output.square().sum(), asked, create_graph=True)
+    for g in first:
+        with pytest.raises(RuntimeError, match=r"lltm_ext.lltm_sequence\w*: second derivatives"):
+            torch.autograd.grad(g.square().sum(), asked, allow_unused=True)
+
+
+def test_module_double_backward_raises():
+    """The module as nn.LSTM is used (layers, both directions, parameters that want
+    gradients): a second derivative by its input raises."""
+    rnn = lltm_ext.LLTMSequence(3, 4, num_layers=2, bidirectional=True).double()
+    x = torch.randn(5, 2, 3, dtype=torch.float64, requires_grad=True)
+    (d_x,) = torch.autograd.grad(rnn(x)[0].sum(), (x,), create_graph=True)
+    with pytest.raises(RuntimeError, match=r"lltm_ext.lltm_sequence: second derivatives are not"):
+        torch.autograd.grad(d_x.square().sum(), (x,))
 
 
 @pytest.mark.cuda

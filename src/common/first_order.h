@@ -10,9 +10,11 @@
 namespace lltm_ext {
 
 // Gradients as they are, marked first-order only: under create_graph=True they depend on the
-// op's saved tensors (`saved`: its output y, or new_cell and weights, say), and differentiating
-// them again raises a clear error (instead of torch's "element 0 of tensors does not require
-// grad", or a silently missing term). `op` names the operator in the message (relu, lltm, ...).
+// op's saved tensors (`saved`: outputs of the op, saved as outputs, which carry its node and so
+// depend on every input of the graph; a saved input or intermediate would leave the others out),
+// and differentiating them again raises a clear error (instead of torch's "element 0 of tensors
+// does not require grad", or a silently missing term). `op` names the operator in the message
+// (relu, lltm, ...).
 struct FirstOrderOnly : torch::autograd::Function<FirstOrderOnly> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
                                                 const std::string& op, at::TensorList grads,

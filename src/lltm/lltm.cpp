@@ -231,8 +231,7 @@ struct Cell : torch::autograd::Function<Cell> {
     const at::Tensor d_input = d_X.narrow(1, state, d_X.size(1) - state);
     d_bias = d_bias.reshape(ctx->saved_data["bias_shape"].toIntVector());
     // Marked first-order only under create_graph=True.
-    return first_order_only("lltm", {d_input, d_weights, d_bias, d_old_h, d_old_cell},
-                            {new_cell, weights});
+    return first_order_only("lltm", {d_input, d_weights, d_bias, d_old_h, d_old_cell}, {new_cell});
   }
 };
 

@@ -745,7 +745,9 @@ variable_list gradients(AutogradContext* ctx, const BackwardArgs& a, const char*
   }
   variable_list out = {d_input, d_weights, d_bias, d_h0, d_c0};
   if (at::GradMode::is_enabled()) {  // create_graph=True
-    out = first_order_only(op, out, {a.saved[5], a.saved[1]});
+    // Through the op's output (saved as an output, it carries this node): the gradients then
+    // depend on every input of the graph, so a second derivative by any of them reaches the guard.
+    out = first_order_only(op, out, {a.saved[4]});
   }
   if (extra) {
     out.insert(out.begin() + 1, at::Tensor());
