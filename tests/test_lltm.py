@@ -265,11 +265,31 @@ def test_module_state_must_be_a_pair():
     cell = lltm_ext.LLTM(3, 5)
     x, h = torch.randn(4, 3), torch.randn(4, 5)
     with pytest.raises(
-        TypeError, match=r"`state` must be a pair \(h, cell\).*tensor of shape \[4, 5\]"
+        TypeError, match=r"`state` must be None \(zeros\) or a pair \(h, cell\).*shape \[4, 5\]"
     ):
         cell(x, h)
-    with pytest.raises(TypeError, match=r"`state` must be a pair.*tuple of length 3"):
+    with pytest.raises(TypeError, match=r"`state` must be None \(zeros\) or a pair.*length 3"):
         cell(x, (h, h, h))
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_module_without_state_starts_from_zeros(device, compiled):
+    """cell(x) and cell(x, None) are cell(x, (zeros, zeros)), as nn.LSTMCell's hx=None: the
+    reference's values and gradients; an input of the wrong rank still meets lltm's check."""
+    torch._dynamo.reset()
+    cell = lltm_ext.LLTM(3, 5, device=device, dtype=torch.float64)
+    step = torch.compile(cell, fullgraph=True) if compiled else cell
+    x = torch.randn(4, 3, device=device, dtype=torch.float64, requires_grad=True)
+    zero = torch.zeros(4, 5, device=device, dtype=torch.float64)
+    ref = lltm_reference(x, cell.weights, cell.bias, zero, zero)
+    ref_grads = torch.autograd.grad(ref[0].sum() + ref[1].sum(), (x, cell.weights))
+    for out in (step(x), step(x, None)):
+        torch.testing.assert_close(out, ref)
+        grads = torch.autograd.grad(out[0].sum() + out[1].sum(), (x, cell.weights))
+        torch.testing.assert_close(grads, ref_grads)
+    with pytest.raises(RuntimeError, match=r"`input` must have shape \[batch, 3\].*\[3\]"):
+        cell(torch.randn(3, device=device, dtype=torch.float64))
 
 
 @pytest.mark.parametrize("device", devices())

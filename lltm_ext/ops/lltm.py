@@ -141,16 +141,24 @@ class _LLTMParameters(nn.Module):
 class LLTM(_LLTMParameters):
     """The tutorial's LLTM cell as a module: ``LLTM(input_features, state_size)``.
 
-    ``forward(input (B, I), (h (B, S), cell (B, S))) -> (new_h, new_cell)``. Parameters:
-    ``weights`` (3S, S + I) and ``bias`` (3S,), Uniform(-1/sqrt(S), 1/sqrt(S)) at first, as in
-    the tutorial (:meth:`reset_parameters`); `device` and `dtype` are the parameters'.
+    ``forward(input (B, I), (h (B, S), cell (B, S)) = None) -> (new_h, new_cell)``, a zero state
+    where none is given (as ``nn.LSTMCell``). Parameters: ``weights`` (3S, S + I) and ``bias``
+    (3S,), Uniform(-1/sqrt(S), 1/sqrt(S)) at first, as in the tutorial
+    (:meth:`reset_parameters`); `device` and `dtype` are the parameters'.
     """
 
-    def forward(self, input: Tensor, state: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
-        """One step: `input` (B, I), `state` = (h, cell), each (B, S) -> (new_h, new_cell)."""
+    def forward(
+        self, input: Tensor, state: tuple[Tensor, Tensor] | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """One step: `input` (B, I), `state` = (h, cell), each (B, S), or None for zeros (in
+        input's dtype) -> (new_h, new_cell)."""
+        if state is None:
+            # (B, S) zeros, one tensor for both; an input of another rank meets lltm's own check.
+            zero = input.new_zeros(input.size(0) if input.dim() == 2 else 1, self.state_size)
+            return lltm(input, self.weights, self.bias, zero, zero)
         if not (isinstance(state, (tuple, list)) and len(state) == 2):
             raise TypeError(
-                "LLTM.forward: `state` must be a pair (h, cell) of two (batch, "
+                "LLTM.forward: `state` must be None (zeros) or a pair (h, cell) of two (batch, "
                 f"{self.state_size}) tensors, as in cell(x, (h, cell)), but got "
                 f"{_describe_state(state)}."
             )
