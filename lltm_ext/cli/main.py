@@ -87,18 +87,19 @@ def _info(args: argparse.Namespace) -> int:
         print(f"  {name:<11} {b!s:<34} {r!s}")
     print("  ops:")
     targets = ", ".join(built.get("cuda_targets") or [])
+    w = max((len(op) for op in ops), default=0)  # one column for every op's name
     for op, o in ops.items():
         if not o["loaded"]:
-            print(f"    {op:<9} NOT LOADED: {o['error']}")
+            print(f"    {op:<{w}} NOT LOADED: {o['error']}")
         elif o["cuda"]:
-            print(f"    {op:<9} CPU + CUDA kernels for {o['cuda_targets'].replace(',', ', ')}")
+            print(f"    {op:<{w}} CPU + CUDA kernels for {o['cuda_targets'].replace(',', ', ')}")
         elif built.get("ops", {}).get(op, {}).get("cuda"):
             print(
-                f"    {op:<9} CPU kernels ({o['loaded']}: this torch has no CUDA; the build also "
+                f"    {op:<{w}} CPU kernels ({o['loaded']}: this torch has no CUDA; the build also "
                 f"has CUDA kernels for {targets})"
             )
         else:
-            print(f"    {op:<9} CPU kernels only (this build has no CUDA kernels)")
+            print(f"    {op:<{w}} CPU kernels only (this build has no CUDA kernels)")
     if running["wheel_page"]:
         cuda = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU-only"
         print(
